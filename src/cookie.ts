@@ -1,0 +1,21 @@
+import type { Context } from "hono";
+import { deleteCookie, getCookie } from "hono/cookie";
+import { serialize } from "hono/utils/cookie";
+
+// The attributes the session cookie is set with; clearing must repeat them exactly,
+// and the `__Host-` prefix requires Secure, Path=/ and no Domain.
+const ATTRIBUTES = { path: "/", secure: true, httpOnly: true, sameSite: "Lax" } as const;
+
+/** The cookie's value, "" when sent empty, undefined when not sent. */
+export function readSessionCookie(c: Context, name: string): string | undefined {
+  return getCookie(c, name);
+}
+
+/** A ready `Set-Cookie` value for the login response that issued `token`. */
+export function sessionCookie(name: string, token: string, maxAgeSeconds: number): string {
+  return serialize(name, token, { ...ATTRIBUTES, maxAge: maxAgeSeconds });
+}
+
+export function clearSessionCookie(c: Context, name: string): void {
+  deleteCookie(c, name, ATTRIBUTES);
+}

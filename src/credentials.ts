@@ -1,0 +1,30 @@
+import type { Context } from "hono";
+import type { AppEnv } from "./context.ts";
+import { readSessionCookie } from "./cookie.ts";
+import type { TokenProof } from "./db/queries.ts";
+import { hashSecret, parseToken } from "./token.ts";
+
+// The one place a request's credential is read. An Authorization header, when present,
+// decides alone: a rejected Bearer token never falls back to the cookie. Tokens in the
+// query string or body are never looked at.
+
+export type Credential =
+  | { kind: "none" }
+  | { kind: "malformed"; source: "bearer" | "cookie" }
+  | { kind: "token"; source: "bearer" | "cookie"; proof: TokenProof };
+
+const BEARER = /^Bearer +(.*)$/i;
+
+export async function readCredential(c: Context<AppEnv>, acceptCookie: boolean): Promise<Credential> {
+  const authorization = c.req.header("Authorization");
+  if (authorization !== undefined) return prove("bearer", BEARER.exec(authorization)?.[1]);
+  if (!acceptCookie) return { kind: "none" };
+  const cookie = readSessionCookie(c, c.var.config.cookieName);
+  return cookie === undefined ? { kind: "none" } : prove("cookie", cookie);
+}
+
+async function prove(source: "bearer" | "cookie", token: string | undefined): Promise<Credential> {
+  const parsed = token === undefined ? null : parseToken(token);
+  if (!parsed) return { kind: "malformed", source };
+  return { kind: "token", source, proof: { id: parsed.id, secretHash: await hashSecret(parsed.secret) } };
+}

@@ -1,0 +1,58 @@
+import type { Context } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+// Every error the API can answer, with its one message. Clients branch on `code`.
+const MESSAGES = {
+  invalid_token: "The access token is missing, invalid or expired.",
+  session_id_required: "A session id is required.",
+  not_authorized: "You are not authorized to delete this session.",
+  token_required: "No authentication token was provided.",
+  session_invalid: "The session is invalid or has already ended.",
+  cross_site_request: "Cross-site requests authenticated by cookie are not allowed.",
+  method_not_allowed: "This method is not allowed on this path.",
+  not_found: "No such endpoint.",
+  internal_error: "Something went wrong on our side. Please try again.",
+} as const;
+
+export type ErrorCode = keyof typeof MESSAGES;
+
+export interface ErrorBody {
+  code: ErrorCode;
+  message: string;
+}
+
+/** Thrown anywhere in a request; written once, by `writeError`. */
+export class ApiError extends HTTPException {
+  readonly code: ErrorCode;
+  readonly responseHeaders: Record<string, string>;
+
+  constructor(status: ContentfulStatusCode, code: ErrorCode, responseHeaders: Record<string, string> = {}) {
+    super(status, { message: MESSAGES[code] });
+    this.code = code;
+    this.responseHeaders = responseHeaders;
+  }
+}
+
+/** 401 with the RFC 6750 challenge; `error="invalid_token"` only when a token was presented. */
+export function unauthorized(code: ErrorCode, tokenPresented: boolean): ApiError {
+  const challenge = `Bearer realm="auth"${tokenPresented ? ', error="invalid_token"' : ""}`;
+  return new ApiError(401, code, { "WWW-Authenticate": challenge });
+}
+
+export function methodNotAllowed(allow: string): ApiError {
+  return new ApiError(405, "method_not_allowed", { Allow: allow });
+}
+
+export function writeError(c: Context, error: unknown): Response {
+  if (error instanceof ApiError) {
+    const body: ErrorBody = { code: error.code, message: error.message };
+    return c.json(body, error.status, error.responseHeaders);
+  }
+  // Only the error's class name is logged: messages of driver errors can quote SQL.
+  console.error(JSON.stringify({ level: "error", event: "unhandled_error", name: error instanceof Error ? error.name : typeof error }));
+  // A bare response: nothing the failed request had prepared (a cleared cookie) goes out,
+  // so a client whose logout failed keeps its cookie and can retry.
+  const body: ErrorBody = { code: "internal_error", message: MESSAGES.internal_error };
+  return new Response(JSON.stringify(body), { status: 500, headers: { "Content-Type": "application/json" } });
+}

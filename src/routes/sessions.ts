@@ -1,0 +1,63 @@
+import { Hono } from "hono";
+import type { Context } from "hono";
+import { requireBearer } from "../auth.ts";
+import { now } from "../clock.ts";
+import type { AppEnv } from "../context.ts";
+import { clearSessionCookie } from "../cookie.ts";
+import { authenticate, deleteSession, listSessions } from "../db/queries.ts";
+import type { SessionRow } from "../db/schema.ts";
+import { sessionName } from "../device.ts";
+import { ApiError, methodNotAllowed, unauthorized } from "../errors.ts";
+import { isSessionId } from "../token.ts";
+
+export interface SessionView {
+  id: string;
+  name: string;
+  ip_address: string;
+  user_agent: string;
+  created_at: string;
+  expires_at: string;
+}
+
+function toView(row: SessionRow): SessionView {
+  return {
+    id: row.id,
+    name: sessionName(row.userAgent, row.ipAddress),
+    ip_address: row.ipAddress ?? "",
+    user_agent: row.userAgent,
+    created_at: row.createdAt.toISOString(),
+    expires_at: row.expiresAt.toISOString(),
+  };
+}
+
+async function deleteById(c: Context<AppEnv>, id: string) {
+  const { db, proof } = c.var;
+  if (id.trim() === "" || !isSessionId(id)) {
+    // Nothing to delete, but authentication still comes first (contract: the caller learns nothing).
+    if (!(await authenticate(db, proof, now()))) throw unauthorized("invalid_token", true);
+    if (id.trim() === "") throw new ApiError(400, "session_id_required");
+    throw unauthorized("not_authorized", false);
+  }
+  const { caller, deleted } = await deleteSession(db, proof, id, now());
+  if (!caller) throw unauthorized("invalid_token", true);
+  if (!deleted) throw unauthorized("not_authorized", false);
+  if (id === caller.id) clearSessionCookie(c, c.var.config.cookieName);
+  return c.json({ message: "Session deleted" });
+}
+
+export const sessionsRoutes = new Hono<AppEnv>()
+  .get("/", requireBearer, async (c) => {
+    const { db, proof } = c.var;
+    const rows = await listSessions(db, proof, now());
+    // The caller's own live session is always among them, so none means the token is dead.
+    if (rows.length === 0) throw unauthorized("invalid_token", true);
+    return c.json({ sessions: rows.map(toView), currentSessionId: proof.id });
+  })
+  .delete("/", requireBearer, (c) => deleteById(c, ""))
+  .delete("/:id{[^/]*}", requireBearer, (c) => deleteById(c, c.req.param("id")))
+  .all("/", () => {
+    throw methodNotAllowed("GET, HEAD, DELETE");
+  })
+  .all("/:id{[^/]*}", () => {
+    throw methodNotAllowed("DELETE");
+  });

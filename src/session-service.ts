@@ -1,0 +1,30 @@
+import { WorkerEntrypoint } from "cloudflare:workers";
+import { now } from "./clock.ts";
+import { readConfig } from "./config.ts";
+import { authenticate, openDatabase } from "./db/queries.ts";
+import { type CreateSessionInput, type CreatedSession, issueSession } from "./issue-session.ts";
+import { hashSecret, parseToken } from "./token.ts";
+
+export interface AuthenticatedSession {
+  sessionId: string;
+  userId: string;
+  expiresAt: string;
+}
+
+/**
+ * Issuing and checking sessions for the rest of the system (the login worker, other
+ * APIs) over a service binding; deliberately not reachable over HTTP.
+ */
+export class SessionService extends WorkerEntrypoint<Env> {
+  create(input: CreateSessionInput): Promise<CreatedSession> {
+    return issueSession(openDatabase(this.env.DB), readConfig(this.env), input);
+  }
+
+  async authenticate(token: string): Promise<AuthenticatedSession | null> {
+    const parsed = typeof token === "string" ? parseToken(token) : null;
+    if (!parsed) return null;
+    const proof = { id: parsed.id, secretHash: await hashSecret(parsed.secret) };
+    const caller = await authenticate(openDatabase(this.env.DB), proof, now());
+    return caller && { sessionId: caller.id, userId: caller.userId, expiresAt: caller.expiresAt.toISOString() };
+  }
+}
