@@ -24,9 +24,8 @@ export const app = new Hono<AppEnv>()
   .use("/auth/*", noStore)
   .route("/auth/sessions", sessionsRoutes)
   .route("/auth/logout", logoutRoutes)
-  .notFound(() => {
-    throw new ApiError(404, "not_found");
-  })
+  // Returned, not thrown: a throw here would skip the middleware above on its way out.
+  .notFound((c) => writeError(c, new ApiError(404, "not_found")))
   .onError((error, c) => writeError(c, error));
 
 export type AppType = typeof app;

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The README's curl walkthrough, run against `npm start` on a free loopback port, with
+# every status checked. Stops the server it started (its whole process group) on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+base="http://127.0.0.1:$port"
+log=$(mktemp)
+setsid npm start -- --ip 127.0.0.1 --port "$port" >"$log" 2>&1 &
+server=$!
+trap 'kill -- -"$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -f "$log"' EXIT
+
+for _ in $(seq 1 120); do
+  curl -s -o /dev/null "$base/" && break
+  sleep 0.5
+done
+curl -s -o /dev/null "$base/" || { cat "$log"; echo "walkthrough: server did not start"; exit 1; }
+
+expect_status() { # expected, then curl arguments
+  local expected=$1 status
+  shift
+  status=$(curl -s -o /dev/stderr -w '%{http_code}' "$@" 2>/tmp/walkthrough-body) || true
+  if [ "$status" != "$expected" ]; then
+    echo "walkthrough: expected $expected, got $status for: curl $*"
+    cat /tmp/walkthrough-body
+    exit 1
+  fi
+  echo "  $expected  curl $*"
+}
+
+token_of() { node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(0, "utf8"))[process.argv[1]])' "$1"; }
+
+user="walkthrough-$(date +%s%N)"
+laptop=$(npm run --silent session:create -- --user "$user" --user-agent "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36" 2>/dev/null)
+phone=$(npm run --silent session:create -- --user "$user" --ip 198.51.100.4 2>/dev/null)
+tablet=$(npm run --silent session:create -- --user "$user" --ttl 3600 2>/dev/null)
+TOKEN=$(token_of token <<<"$laptop")
+PHONE_ID=$(token_of id <<<"$phone")
+PHONE_TOKEN=$(token_of token <<<"$phone")
+TABLET_TOKEN=$(token_of token <<<"$tablet")
+
+expect_status 200 "$base/auth/sessions" -H "Authorization: Bearer $TOKEN"
+expect_status 200 -X DELETE "$base/auth/sessions/$PHONE_ID" -H "Authorization: Bearer $TOKEN"
+expect_status 401 "$base/auth/sessions" -H "Authorization: Bearer $PHONE_TOKEN"
+expect_status 405 "$base/auth/logout" -H "Authorization: Bearer $TOKEN"
+expect_status 200 -X POST "$base/auth/logout" -H "Cookie: __Host-session=$TOKEN"
+expect_status 200 -X DELETE "$base/auth/logout" -H "Authorization: Bearer $TABLET_TOKEN"
+expect_status 401 "$base/auth/sessions" -H "Authorization: Bearer $TABLET_TOKEN"
+echo "walkthrough: ok"

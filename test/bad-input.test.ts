@@ -1,0 +1,89 @@
+import { describe, expect, it } from "vitest";
+import {
+  CHALLENGE,
+  COOKIE_NAME,
+  bearer,
+  call,
+  expectError,
+  isLive,
+  issue,
+  newUser,
+  tableSnapshot,
+} from "./helpers.ts";
+
+// Hostile or broken input from an authenticated caller: a clear 4xx and no state change.
+
+const HOSTILE_IDS: Record<string, string> = {
+  "SQL injection": encodeURIComponent("' OR '1'='1"),
+  "SQL comment and drop": encodeURIComponent("x'; DROP TABLE sessions; --"),
+  "LIKE wildcard": "%25",
+  "5,000 characters": "A".repeat(5000),
+  "encoded slash": "a%2Fb",
+  "dot segments": "..%2F..",
+  "NUL byte": "%00",
+  "non-ASCII": encodeURIComponent("sessión-ü-会話"),
+  "broken percent-encoding": "%E0%A4%A",
+  "quotes": encodeURIComponent(`"'\``),
+  "one character short of an id": "A".repeat(21),
+};
+
+describe("hostile session ids on DELETE /auth/sessions/:id", () => {
+  for (const [name, id] of Object.entries(HOSTILE_IDS)) {
+    it(`${name}: 401 not_authorized, nothing deleted`, async () => {
+      const user = newUser();
+      const caller = await issue(user);
+      const other = await issue(user);
+      const before = await tableSnapshot();
+      await expectError(await call("DELETE", `/auth/sessions/${id}`, bearer(caller.token)), 401, "not_authorized", {
+        wwwAuthenticate: CHALLENGE,
+      });
+      expect(await tableSnapshot()).toEqual(before);
+      expect(await isLive(other.token)).toBe(true);
+    });
+  }
+});
+
+describe("hostile headers", () => {
+  it("an empty Authorization header counts as no header", async () => {
+    await expectError(await call("GET", "/auth/sessions", { Authorization: "" }), 401, "invalid_token", {
+      wwwAuthenticate: CHALLENGE,
+    });
+    await expectError(await call("POST", "/auth/logout", { Authorization: "" }), 401, "token_required", {
+      wwwAuthenticate: CHALLENGE,
+    });
+  });
+
+  it("an 8 KB cookie header with many cookies: 400 and nothing changes", async () => {
+    const session = await issue(newUser());
+    const before = await tableSnapshot();
+    const cookies = Array.from({ length: 400 }, (_, i) => `c${i}=${"x".repeat(16)}`).join("; ");
+    const response = await call("POST", "/auth/logout", { Cookie: `${cookies}; ${COOKIE_NAME}=${"y".repeat(2000)}` });
+    expect(response.status).toBe(400);
+    expect(await tableSnapshot()).toEqual(before);
+    expect(await isLive(session.token)).toBe(true);
+  });
+
+  it("a token that is SQL: malformed, never reaches the database", async () => {
+    const before = await tableSnapshot();
+    await expectError(await call("DELETE", "/auth/logout", { Authorization: "Bearer ' OR 1=1 --" }), 400, "session_invalid");
+    expect(await tableSnapshot()).toEqual(before);
+  });
+
+  it("a well-formed token whose secret half is another session's id", async () => {
+    const a = await issue(newUser());
+    const b = await issue(newUser());
+    const before = await tableSnapshot();
+    const forged = `${a.id}.${b.token.split(".")[1]}`;
+    await expectError(await call("DELETE", "/auth/logout", bearer(forged)), 401, "session_invalid", {
+      wwwAuthenticate: 'Bearer realm="auth", error="invalid_token"',
+    });
+    expect(await tableSnapshot()).toEqual(before);
+  });
+
+  it("a request body is ignored by logout (no token in bodies)", async () => {
+    const session = await issue(newUser());
+    const response = await call("POST", "/auth/logout", { "Content-Type": "application/json" });
+    expect(response.status).toBe(401);
+    expect(await isLive(session.token)).toBe(true);
+  });
+});

@@ -1,0 +1,124 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
+import { expect } from "vitest";
+import worker from "../src/index.ts";
+
+export const ORIGIN = "https://sessions.example";
+export const COOKIE_NAME = "__Host-session";
+export const CHROME_MAC =
+  "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+export const CLEARED_COOKIE = `${COOKIE_NAME}=; Max-Age=0; Path=/; HttpOnly; Secure; SameSite=Lax`;
+export const CHALLENGE = 'Bearer realm="auth"';
+export const REJECTED_CHALLENGE = 'Bearer realm="auth", error="invalid_token"';
+
+// Storage is shared by the tests of one file, so every test makes its own users.
+export function newUser(): string {
+  return `user-${crypto.randomUUID()}`;
+}
+
+export interface Issued {
+  id: string;
+  token: string;
+  expiresAt: string;
+  cookie: string;
+}
+
+/** Issues a session through the public RPC entrypoint, as the login worker would. */
+export function issue(
+  userId: string,
+  options: { userAgent?: string; ipAddress?: string; ttlSeconds?: number } = {},
+): Promise<Issued> {
+  return exports.SessionService.create({
+    userId,
+    userAgent: options.userAgent ?? CHROME_MAC,
+    ipAddress: options.ipAddress ?? "203.0.113.7",
+    ...(options.ttlSeconds === undefined ? {} : { ttlSeconds: options.ttlSeconds }),
+  });
+}
+
+export const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
+export const sessionCookie = (token: string) => ({ Cookie: `${COOKIE_NAME}=${token}` });
+
+/** A request through the worker's public HTTP interface. */
+export function call(method: string, path: string, headers: Record<string, string> = {}): Promise<Response> {
+  return exports.default.fetch(new Request(`${ORIGIN}${path}`, { method, headers }));
+}
+
+/** The same, with bindings of the caller's choosing (a wrapped or failing D1, other vars). */
+export async function callWith(
+  bindings: Partial<Env>,
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  const ctx = createExecutionContext();
+  const response = await worker.fetch(new Request(`${ORIGIN}${path}`, { method, headers }), { ...env, ...bindings }, ctx);
+  await waitOnExecutionContext(ctx);
+  return response;
+}
+
+/** Every row of the table, to show that a request changed nothing. */
+export async function tableSnapshot(): Promise<unknown[]> {
+  return (await env.DB.prepare("SELECT * FROM sessions ORDER BY id").all()).results;
+}
+
+export async function sessionIdsOf(userId: string): Promise<string[]> {
+  const { results } = await env.DB.prepare("SELECT id FROM sessions WHERE user_id = ? ORDER BY id")
+    .bind(userId)
+    .all<{ id: string }>();
+  return results.map((row) => row.id);
+}
+
+const MESSAGES: Record<string, string> = {
+  invalid_token: "The access token is missing, invalid or expired.",
+  session_id_required: "A session id is required.",
+  not_authorized: "You are not authorized to delete this session.",
+  token_required: "No authentication token was provided.",
+  session_invalid: "The session is invalid or has already ended.",
+  cross_site_request: "Cross-site requests authenticated by cookie are not allowed.",
+  method_not_allowed: "This method is not allowed on this path.",
+  not_found: "No such endpoint.",
+  internal_error: "Something went wrong on our side. Please try again.",
+};
+
+/**
+ * Asserts an error response exactly: status, the contract's body, and the headers that
+ * vary (null means the header must be absent).
+ */
+export async function expectError(
+  response: Response,
+  status: number,
+  code: string,
+  headers: {
+    wwwAuthenticate?: string | null;
+    setCookie?: string | null;
+    allow?: string | null;
+    cacheControl?: string | null;
+  } = {},
+): Promise<void> {
+  expect({ status: response.status, body: await response.json() }).toEqual({
+    status,
+    body: { code, message: MESSAGES[code] },
+  });
+  expect(response.headers.get("Content-Type")).toBe("application/json");
+  expect(response.headers.get("WWW-Authenticate")).toBe(headers.wwwAuthenticate ?? null);
+  expect(response.headers.get("Set-Cookie")).toBe(headers.setCookie ?? null);
+  expect(response.headers.get("Allow")).toBe(headers.allow ?? null);
+  expect(response.headers.get("Cache-Control")).toBe(headers.cacheControl === undefined ? "no-store" : headers.cacheControl);
+}
+
+export async function expectMessage(
+  response: Response,
+  message: string,
+  setCookie: string | null = null,
+): Promise<void> {
+  expect({ status: response.status, body: await response.json() }).toEqual({ status: 200, body: { message } });
+  expect(response.headers.get("Content-Type")).toBe("application/json");
+  expect(response.headers.get("Cache-Control")).toBe("no-store");
+  expect(response.headers.get("Set-Cookie")).toBe(setCookie);
+}
+
+/** Whether `token` still authenticates, asked through the RPC entrypoint. */
+export async function isLive(token: string): Promise<boolean> {
+  return (await exports.SessionService.authenticate(token)) !== null;
+}

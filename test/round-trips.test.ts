@@ -1,0 +1,75 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { countingD1 } from "./d1.ts";
+import { bearer, callWith, issue, newUser, sessionCookie } from "./helpers.ts";
+
+// Each operation authenticates and acts in one D1 round trip, whatever the number of
+// sessions: asserted by counting calls on a wrapped D1 binding.
+
+async function roundTrips(method: string, path: string, headers: Record<string, string>) {
+  const counter = countingD1(env.DB);
+  const response = await callWith({ DB: counter.db }, method, path, headers);
+  return { status: response.status, roundTrips: counter.roundTrips };
+}
+
+async function userWith(count: number) {
+  const user = newUser();
+  const sessions = [];
+  for (let i = 0; i < count; i++) sessions.push(await issue(user));
+  return sessions as [Awaited<ReturnType<typeof issue>>, ...Awaited<ReturnType<typeof issue>>[]];
+}
+
+describe("round trips per request", () => {
+  for (const count of [1, 25]) {
+    it(`with ${count} session(s) per user, every operation costs exactly one`, async () => {
+      const [current, ...others] = await userWith(count);
+      expect(await roundTrips("GET", "/auth/sessions", bearer(current.token))).toEqual({ status: 200, roundTrips: 1 });
+      if (others[0]) {
+        expect(await roundTrips("DELETE", `/auth/sessions/${others[0].id}`, bearer(current.token))).toEqual({
+          status: 200,
+          roundTrips: 1,
+        });
+      }
+      expect(await roundTrips("DELETE", "/auth/logout", bearer(current.token))).toEqual({ status: 200, roundTrips: 1 });
+
+      const [single] = await userWith(count);
+      expect(await roundTrips("POST", "/auth/logout", sessionCookie(single.token))).toEqual({ status: 200, roundTrips: 1 });
+      expect(await roundTrips("DELETE", `/auth/sessions/${single.id}`, bearer(single.token))).toEqual({
+        status: 401,
+        roundTrips: 1,
+      });
+    });
+  }
+
+  it("refusals that need no lookup cost none; those that do cost one", async () => {
+    const [session] = await userWith(1);
+    const cases: [string, string, Record<string, string>, number, number][] = [
+      ["GET", "/auth/sessions", {}, 401, 0],
+      ["GET", "/auth/sessions", { Authorization: "Basic x" }, 401, 0],
+      ["POST", "/auth/logout", {}, 401, 0],
+      ["POST", "/auth/logout", { ...sessionCookie(session.token), "Sec-Fetch-Site": "cross-site" }, 403, 0],
+      ["DELETE", "/auth/logout", { Authorization: `Bearer ${"A".repeat(8192)}` }, 400, 0],
+      ["GET", "/auth/logout", bearer(session.token), 405, 0],
+      ["GET", "/nowhere", bearer(session.token), 404, 0],
+      ["DELETE", "/auth/sessions/", bearer(session.token), 400, 1],
+      ["DELETE", `/auth/sessions/${"A".repeat(5000)}`, bearer(session.token), 401, 1],
+      ["DELETE", "/auth/logout", bearer(`${"A".repeat(22)}.${"B".repeat(43)}`), 401, 1],
+    ];
+    for (const [method, path, headers, status, expected] of cases) {
+      expect({ method, path, ...(await roundTrips(method, path, headers)) }).toEqual({
+        method,
+        path,
+        status,
+        roundTrips: expected,
+      });
+    }
+  });
+
+  it("the counter itself counts: two sequential statements are two", async () => {
+    const counter = countingD1(env.DB);
+    await counter.db.prepare("SELECT 1").first();
+    await counter.db.prepare("SELECT ?").bind(2).all();
+    await counter.db.batch([counter.db.prepare("SELECT 1"), counter.db.prepare("SELECT 2")]);
+    expect(counter.roundTrips).toBe(3);
+  });
+});

@@ -1,0 +1,69 @@
+import { env, exports } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { readConfig } from "../src/config.ts";
+import { openDatabase } from "../src/db/queries.ts";
+import { issueSession } from "../src/issue-session.ts";
+import { newUser, tableSnapshot } from "./helpers.ts";
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("SessionService (Workers RPC)", () => {
+  it("create returns id, token, expiry and a ready Set-Cookie; authenticate resolves the token", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(new Date("2026-11-22T00:00:00.000Z"));
+    const userId = newUser();
+    const created = await exports.SessionService.create({ userId, ipAddress: "203.0.113.9", userAgent: "curl/8.5.0" });
+    expect(created.token).toMatch(/^[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}$/);
+    expect(created.token.startsWith(`${created.id}.`)).toBe(true);
+    expect(created.expiresAt).toBe("2026-12-22T00:00:00.000Z");
+    expect(created.cookie).toBe(`__Host-session=${created.token}; Max-Age=2592000; Path=/; HttpOnly; Secure; SameSite=Lax`);
+    expect(await exports.SessionService.authenticate(created.token)).toEqual({
+      sessionId: created.id,
+      userId,
+      expiresAt: "2026-12-22T00:00:00.000Z",
+    });
+  });
+
+  it("honours ttlSeconds and stores no token, only a SHA-256 of its secret", async () => {
+    const userId = newUser();
+    const created = await exports.SessionService.create({ userId, ttlSeconds: 90 });
+    expect(new Date(created.expiresAt).getTime() - Date.now()).toBeLessThanOrEqual(90_000);
+    const rows = JSON.stringify(await tableSnapshot());
+    const secret = created.token.split(".")[1]!;
+    expect(rows).not.toContain(secret);
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(secret)));
+    expect(rows).toContain(Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join(""));
+  });
+
+  it("issues distinct tokens", async () => {
+    const userId = newUser();
+    const tokens = await Promise.all(Array.from({ length: 20 }, () => exports.SessionService.create({ userId })));
+    expect(new Set(tokens.map((t) => t.token)).size).toBe(20);
+  });
+
+  it("authenticate returns null for anything that is not a live token", async () => {
+    for (const token of ["", "x", `${"A".repeat(22)}.${"B".repeat(43)}`, "A".repeat(10_000)]) {
+      expect(await exports.SessionService.authenticate(token)).toBeNull();
+    }
+  });
+
+  // Called directly rather than over RPC: the runtime reports an RPC method's rejection as
+  // an uncaught error in the callee, which the test pool would count as a failure.
+  it("create's code path rejects bad input and writes nothing", async () => {
+    const before = await tableSnapshot();
+    const bad = [
+      { userId: "" },
+      { userId: "   " },
+      { userId: "u".repeat(256) },
+      { userId: newUser(), ttlSeconds: 0 },
+      { userId: newUser(), ttlSeconds: -5 },
+      { userId: newUser(), ttlSeconds: 1.5 },
+      { userId: newUser(), ttlSeconds: 400 * 86400 + 1 },
+    ];
+    const db = openDatabase(env.DB);
+    for (const input of bad) await expect(issueSession(db, readConfig(env), input)).rejects.toThrow();
+    expect(await tableSnapshot()).toEqual(before);
+  });
+});
