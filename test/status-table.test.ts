@@ -159,7 +159,8 @@ describe("400 session_id_required and 401 not_authorized: DELETE /auth/sessions/
 
 describe("POST /auth/logout", () => {
   it("401 token_required with neither Bearer nor cookie (other cookies are not the session cookie)", async () => {
-    for (const headers of [{}, { Cookie: "theme=dark; session=abc" }]) {
+    const requests: Record<string, string>[] = [{}, { Cookie: "theme=dark; session=abc" }];
+    for (const headers of requests) {
       await expectUnchanged(async () => {
         await expectError(await call("POST", "/auth/logout", headers), 401, "token_required", { wwwAuthenticate: CHALLENGE });
       });
