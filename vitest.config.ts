@@ -14,6 +14,8 @@ export default defineConfig(async () => {
     ],
     test: {
       setupFiles: ["./test/setup.ts"],
+      // The worker logs a JSON line per request; show logs only for failing tests.
+      silent: "passed-only" as const,
     },
   };
 });

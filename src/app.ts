@@ -1,17 +1,14 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
-import { readConfig } from "./config.ts";
+import { secureHeaders } from "hono/secure-headers";
 import type { AppEnv } from "./context.ts";
-import { openDatabase } from "./db/queries.ts";
 import { ApiError, writeError } from "./errors.ts";
+import { withContext } from "./middleware/context.ts";
+import { corsForAllowedOrigins } from "./middleware/cors.ts";
+import { inputBounds } from "./middleware/input-bounds.ts";
+import { requestLog } from "./middleware/request-log.ts";
 import { logoutRoutes } from "./routes/logout.ts";
 import { sessionsRoutes } from "./routes/sessions.ts";
-
-const withContext = createMiddleware<AppEnv>(async (c, next) => {
-  c.set("config", readConfig(c.env));
-  c.set("db", openDatabase(c.env.DB));
-  await next();
-});
 
 // Session data must never sit in a shared or browser cache, errors included.
 const noStore = createMiddleware(async (c, next) => {
@@ -19,9 +16,21 @@ const noStore = createMiddleware(async (c, next) => {
   c.header("Cache-Control", "no-store");
 });
 
+// A JSON API: nothing may be framed, run or loaded from its responses.
+const apiSecureHeaders = secureHeaders({
+  contentSecurityPolicy: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] },
+  xFrameOptions: "DENY",
+});
+
+// Outermost first: every response, errors included, passes back out through the log,
+// the security headers and no-store.
 export const app = new Hono<AppEnv>()
-  .use(withContext)
+  .use(requestLog)
+  .use(apiSecureHeaders)
   .use("/auth/*", noStore)
+  .use(inputBounds)
+  .use(withContext)
+  .use(corsForAllowedOrigins)
   .route("/auth/sessions", sessionsRoutes)
   .route("/auth/logout", logoutRoutes)
   // Returned, not thrown: a throw here would skip the middleware above on its way out.

@@ -8,5 +8,7 @@ export interface AppEnv {
     config: Config;
     db: Database;
     proof: TokenProof;
+    /** D1 round trips made so far by this request (for the request log). */
+    roundTrips: () => number;
   };
 }

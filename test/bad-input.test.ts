@@ -17,7 +17,7 @@ const HOSTILE_IDS: Record<string, string> = {
   "SQL injection": encodeURIComponent("' OR '1'='1"),
   "SQL comment and drop": encodeURIComponent("x'; DROP TABLE sessions; --"),
   "LIKE wildcard": "%25",
-  "5,000 characters": "A".repeat(5000),
+  "1,000 characters": "A".repeat(1000),
   "encoded slash": "a%2Fb",
   "dot segments": "..%2F..",
   "NUL byte": "%00",
@@ -41,6 +41,32 @@ describe("hostile session ids on DELETE /auth/sessions/:id", () => {
       expect(await isLive(other.token)).toBe(true);
     });
   }
+});
+
+describe("oversized input is refused before any parsing or query", () => {
+  it("a 5,000-character id: 414 uri_too_long, nothing deleted", async () => {
+    const caller = await issue(newUser());
+    const before = await tableSnapshot();
+    await expectError(await call("DELETE", `/auth/sessions/${"A".repeat(5000)}`, bearer(caller.token)), 414, "uri_too_long");
+    expect(await tableSnapshot()).toEqual(before);
+  });
+
+  it("a 10 KB query string: 414 (the query string is never read, but still bounded)", async () => {
+    await expectError(await call("GET", `/auth/sessions?x=${"q".repeat(10_000)}`), 414, "uri_too_long");
+  });
+
+  it("Authorization or Cookie over 16 KB: 431 header_too_large, nothing changes", async () => {
+    const session = await issue(newUser());
+    const before = await tableSnapshot();
+    await expectError(await call("GET", "/auth/sessions", { Authorization: `Bearer ${"A".repeat(17_000)}` }), 431, "header_too_large");
+    await expectError(
+      await call("POST", "/auth/logout", { Cookie: `pad=${"x".repeat(17_000)}; __Host-session=${session.token}` }),
+      431,
+      "header_too_large",
+    );
+    expect(await tableSnapshot()).toEqual(before);
+    expect(await isLive(session.token)).toBe(true);
+  });
 });
 
 describe("hostile headers", () => {

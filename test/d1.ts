@@ -1,43 +1,33 @@
-// D1 bindings that wrap the real one: one counts round trips, one fails every call.
+import { wrapD1 } from "../src/db/binding.ts";
 
-const EXECUTING = new Set<PropertyKey>(["first", "all", "run", "raw"]);
-const real = new WeakMap<object, D1PreparedStatement>();
+// D1 bindings handed to the worker in place of the real one.
 
 export interface CountingD1 {
   db: D1Database;
-  /** Calls that each went to the database: a statement executed, or one whole batch. */
+  /** Calls that went to the database: a statement executed, or one whole batch. */
   roundTrips: number;
 }
 
 export function countingD1(d1: D1Database): CountingD1 {
-  const counter: CountingD1 = { db: d1, roundTrips: 0 };
-  const wrap = (statement: D1PreparedStatement): D1PreparedStatement => {
-    const proxy = new Proxy(statement, {
-      get(target, property) {
-        if (property === "bind") return (...values: unknown[]) => wrap(target.bind(...values));
-        const value = Reflect.get(target, property, target);
-        if (typeof value !== "function") return value;
-        if (EXECUTING.has(property)) counter.roundTrips++;
-        return value.bind(target);
-      },
-    });
-    real.set(proxy, statement);
-    return proxy;
+  const counter: CountingD1 = {
+    roundTrips: 0,
+    db: wrapD1(d1, (call) => {
+      counter.roundTrips++;
+      return call();
+    }),
   };
-  counter.db = new Proxy(d1, {
-    get(target, property) {
-      if (property === "prepare") return (query: string) => wrap(target.prepare(query));
-      if (property === "batch") {
-        return (statements: D1PreparedStatement[]) => {
-          counter.roundTrips++;
-          return target.batch(statements.map((statement) => real.get(statement) ?? statement));
-        };
-      }
-      if (property === "exec") counter.roundTrips++;
-      const value = Reflect.get(target, property, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
+  return counter;
+}
+
+/** Fails the first `failures` round trips with `error`, then behaves normally. */
+export function flakyD1(d1: D1Database, failures: number, error: () => Error): CountingD1 {
+  const counter: CountingD1 = {
+    roundTrips: 0,
+    db: wrapD1(d1, (call) => {
+      counter.roundTrips++;
+      return counter.roundTrips <= failures ? Promise.reject(error()) : call();
+    }),
+  };
   return counter;
 }
 
@@ -46,22 +36,6 @@ export class InjectedFailure extends Error {
 }
 
 /** Every statement fails as a driver would, quoting SQL and a secret in its message. */
-export function failingD1(message: string): D1Database {
-  const fail = () => Promise.reject(new InjectedFailure(message));
-  const statement: D1PreparedStatement = {
-    bind: () => statement,
-    first: fail,
-    all: fail,
-    run: fail,
-    raw: fail,
-  } as unknown as D1PreparedStatement;
-  return {
-    prepare: () => statement,
-    batch: fail,
-    exec: fail,
-    dump: fail,
-    withSession: () => {
-      throw new InjectedFailure(message);
-    },
-  } as unknown as D1Database;
+export function failingD1(d1: D1Database, message: string): D1Database {
+  return flakyD1(d1, Number.POSITIVE_INFINITY, () => new InjectedFailure(message)).db;
 }

@@ -69,6 +69,16 @@ export async function sessionIdsOf(userId: string): Promise<string[]> {
   return results.map((row) => row.id);
 }
 
+/** What every response carries, success or error (hono's secureHeaders, tightened for an API). */
+export function expectSecurityHeaders(response: Response): void {
+  expect(response.headers.get("Content-Security-Policy")).toBe("default-src 'none'; frame-ancestors 'none'");
+  expect(response.headers.get("X-Frame-Options")).toBe("DENY");
+  expect(response.headers.get("X-Content-Type-Options")).toBe("nosniff");
+  expect(response.headers.get("Strict-Transport-Security")).toBe("max-age=15552000; includeSubDomains");
+  expect(response.headers.get("Referrer-Policy")).toBe("no-referrer");
+  expect(response.headers.get("Cross-Origin-Resource-Policy")).toBe("same-origin");
+}
+
 const MESSAGES: Record<string, string> = {
   invalid_token: "The access token is missing, invalid or expired.",
   session_id_required: "A session id is required.",
@@ -78,6 +88,8 @@ const MESSAGES: Record<string, string> = {
   cross_site_request: "Cross-site requests authenticated by cookie are not allowed.",
   method_not_allowed: "This method is not allowed on this path.",
   not_found: "No such endpoint.",
+  uri_too_long: "The request URL is too long.",
+  header_too_large: "A credential header is too large.",
   internal_error: "Something went wrong on our side. Please try again.",
 };
 
@@ -105,6 +117,7 @@ export async function expectError(
   expect(response.headers.get("Set-Cookie")).toBe(headers.setCookie ?? null);
   expect(response.headers.get("Allow")).toBe(headers.allow ?? null);
   expect(response.headers.get("Cache-Control")).toBe(headers.cacheControl === undefined ? "no-store" : headers.cacheControl);
+  expectSecurityHeaders(response);
 }
 
 export async function expectMessage(
@@ -116,6 +129,7 @@ export async function expectMessage(
   expect(response.headers.get("Content-Type")).toBe("application/json");
   expect(response.headers.get("Cache-Control")).toBe("no-store");
   expect(response.headers.get("Set-Cookie")).toBe(setCookie);
+  expectSecurityHeaders(response);
 }
 
 /** Whether `token` still authenticates, asked through the RPC entrypoint. */

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { requireBearerOrCookie } from "../auth.ts";
+import { requireBearerOrCookie } from "../middleware/auth.ts";
 import { now } from "../clock.ts";
 import type { AppEnv } from "../context.ts";
 import { endAllSessions, endSession } from "../db/queries.ts";

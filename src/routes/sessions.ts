@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { Context } from "hono";
-import { requireBearer } from "../auth.ts";
+import { requireBearer } from "../middleware/auth.ts";
 import { now } from "../clock.ts";
 import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";

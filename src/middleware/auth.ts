@@ -1,9 +1,9 @@
 import { createMiddleware } from "hono/factory";
-import type { AppEnv } from "./context.ts";
-import { clearSessionCookie, readSessionCookie } from "./cookie.ts";
-import { readCredential } from "./credentials.ts";
-import { rejectCrossSite } from "./csrf.ts";
-import { ApiError, unauthorized } from "./errors.ts";
+import type { AppEnv } from "../context.ts";
+import { clearSessionCookie, readSessionCookie } from "../cookie.ts";
+import { readCredential } from "../credentials.ts";
+import { rejectCrossSite } from "../csrf.ts";
+import { ApiError, unauthorized } from "../errors.ts";
 
 // How each operation turns a credential into `c.var.proof` or an error. Whether the token
 // is live is decided by the operation's own statement, so it costs no extra round trip.

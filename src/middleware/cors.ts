@@ -1,0 +1,20 @@
+import { cors } from "hono/cors";
+import { createMiddleware } from "hono/factory";
+import type { AppEnv } from "../context.ts";
+
+// CORS exists only for the front-ends listed in ALLOWED_ORIGINS (none by default): they may
+// send the cookie (credentials) and an Authorization header (which needs a preflight).
+const allowListed = cors({
+  origin: (origin) => origin,
+  credentials: true,
+  allowMethods: ["GET", "HEAD", "POST", "DELETE"],
+  allowHeaders: ["Authorization"],
+  exposeHeaders: ["WWW-Authenticate", "Retry-After"],
+  maxAge: 600,
+});
+
+export const corsForAllowedOrigins = createMiddleware<AppEnv>(async (c, next) => {
+  const origin = c.req.header("Origin");
+  if (origin === undefined || !c.var.config.allowedOrigins.has(origin)) return next();
+  return allowListed(c, next);
+});

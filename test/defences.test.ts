@@ -1,0 +1,183 @@
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { InjectedFailure, flakyD1 } from "./d1.ts";
+import {
+  ORIGIN,
+  bearer,
+  call,
+  callWith,
+  expectError,
+  expectSecurityHeaders,
+  isLive,
+  issue,
+  newUser,
+  sessionCookie,
+} from "./helpers.ts";
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const FRONT_END = "https://app.example";
+const withFrontEnd = { ALLOWED_ORIGINS: `${FRONT_END}/` };
+
+describe("CORS", () => {
+  it("is off by default: no CORS headers, a preflight is just an unsupported method", async () => {
+    const session = await issue(newUser());
+    const response = await call("GET", "/auth/sessions", { ...bearer(session.token), Origin: FRONT_END });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("Access-Control-Allow-Origin")).toBeNull();
+    const preflight = await call("OPTIONS", "/auth/sessions", {
+      Origin: FRONT_END,
+      "Access-Control-Request-Method": "GET",
+      "Access-Control-Request-Headers": "authorization",
+    });
+    await expectError(preflight, 405, "method_not_allowed", { allow: "GET, HEAD, DELETE" });
+    expect(preflight.headers.get("Access-Control-Allow-Origin")).toBeNull();
+  });
+
+  it("answers a preflight from an allowed origin, with credentials and Authorization allowed", async () => {
+    const preflight = await callWith(withFrontEnd, "OPTIONS", "/auth/sessions", {
+      Origin: FRONT_END,
+      "Access-Control-Request-Method": "GET",
+      "Access-Control-Request-Headers": "authorization",
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get("Access-Control-Allow-Origin")).toBe(FRONT_END);
+    expect(preflight.headers.get("Access-Control-Allow-Credentials")).toBe("true");
+    expect(preflight.headers.get("Access-Control-Allow-Headers")).toBe("Authorization");
+    expect(preflight.headers.get("Access-Control-Allow-Methods")).toBe("GET,HEAD,POST,DELETE");
+    expect(preflight.headers.get("Vary")).toContain("Origin");
+  });
+
+  it("lets an allowed origin read responses, errors included, and log out by cookie", async () => {
+    const session = await issue(newUser());
+    const denied = await callWith(withFrontEnd, "GET", "/auth/sessions", { Origin: FRONT_END });
+    expect(denied.status).toBe(401);
+    expect(denied.headers.get("Access-Control-Allow-Origin")).toBe(FRONT_END);
+    expect(denied.headers.get("Access-Control-Expose-Headers")).toBe("WWW-Authenticate,Retry-After");
+    const loggedOut = await callWith(withFrontEnd, "POST", "/auth/logout", {
+      ...sessionCookie(session.token),
+      Origin: FRONT_END,
+      "Sec-Fetch-Site": "same-site",
+    });
+    expect(loggedOut.status).toBe(200);
+    expect(loggedOut.headers.get("Access-Control-Allow-Credentials")).toBe("true");
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("gives an origin that is not listed nothing", async () => {
+    const response = await callWith(withFrontEnd, "OPTIONS", "/auth/logout", {
+      Origin: "https://evil.example",
+      "Access-Control-Request-Method": "POST",
+    });
+    expect(response.status).toBe(405);
+    expect(response.headers.get("Access-Control-Allow-Origin")).toBeNull();
+  });
+});
+
+describe("security headers", () => {
+  it("are on successes, errors, 404s and 500s alike", async () => {
+    const session = await issue(newUser());
+    expectSecurityHeaders(await call("GET", "/auth/sessions", bearer(session.token)));
+    expectSecurityHeaders(await call("GET", "/"));
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    vi.spyOn(console, "log").mockImplementation(() => {});
+    const failed = await callWith({ DB: flakyD1(env.DB, 99, () => new InjectedFailure("boom")).db }, "GET", "/auth/sessions", bearer(session.token));
+    expect(failed.status).toBe(500);
+    expectSecurityHeaders(failed);
+  });
+});
+
+describe("transient D1 errors", () => {
+  const transient = () => new Error("D1_ERROR: Network connection lost.");
+
+  it("are retried once: the request succeeds on the second try", async () => {
+    const session = await issue(newUser());
+    const flaky = flakyD1(env.DB, 1, transient);
+    const response = await callWith({ DB: flaky.db }, "POST", "/auth/logout", bearer(session.token));
+    expect(response.status).toBe(200);
+    expect(flaky.roundTrips).toBe(2);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("fail the request when the retry fails too, after exactly two tries", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    vi.spyOn(console, "log").mockImplementation(() => {});
+    const session = await issue(newUser());
+    const flaky = flakyD1(env.DB, 2, transient);
+    await expectError(await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token)), 500, "internal_error");
+    expect(flaky.roundTrips).toBe(2);
+  });
+
+  it("other errors are not retried", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    vi.spyOn(console, "log").mockImplementation(() => {});
+    const session = await issue(newUser());
+    const flaky = flakyD1(env.DB, 1, () => new Error("D1_ERROR: no such table: sessions"));
+    await expectError(await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token)), 500, "internal_error");
+    expect(flaky.roundTrips).toBe(1);
+  });
+});
+
+describe("request log", () => {
+  function captureLog() {
+    const lines: string[] = [];
+    vi.spyOn(console, "log").mockImplementation((line: unknown) => void lines.push(String(line)));
+    return lines;
+  }
+
+  it("writes one JSON line per request with route, status, duration, session id and round trips", async () => {
+    const session = await issue(newUser());
+    const lines = captureLog();
+    await call("GET", "/auth/sessions", bearer(session.token));
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toEqual({
+      level: "info",
+      event: "request",
+      method: "GET",
+      route: "/auth/sessions",
+      status: 200,
+      duration_ms: expect.any(Number),
+      session_id: session.id,
+      d1_round_trips: 1,
+    });
+  });
+
+  it("names no session on a refusal and never holds a token, secret or hash", async () => {
+    const session = await issue(newUser());
+    const [, secret] = session.token.split(".");
+    const { results } = await env.DB.prepare("SELECT secret_hash FROM sessions WHERE id = ?").bind(session.id).all<{ secret_hash: string }>();
+    const lines = captureLog();
+    await call("DELETE", `/auth/sessions/${session.token}`, bearer(session.token));
+    await call("POST", "/auth/logout", { ...sessionCookie(session.token), Origin: "https://evil.example" });
+    await call("GET", `/auth/sessions/${secret}`, bearer(`${session.id}.${"x".repeat(43)}`));
+    await call("DELETE", "/auth/logout", bearer(session.token));
+    expect(lines.map((line) => JSON.parse(line).status)).toEqual([401, 403, 405, 200]);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ route: "/auth/sessions/:id{[^/]*}", session_id: null, d1_round_trips: 1 });
+    for (const line of lines) {
+      expect(line).not.toContain(secret);
+      expect(line).not.toContain(results[0]!.secret_hash);
+    }
+  });
+
+  it("logs 404s without echoing the path", async () => {
+    const lines = captureLog();
+    await call("GET", `/${"secret-looking-path"}`);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ route: null, status: 404, session_id: null, d1_round_trips: 0 });
+    expect(lines[0]).not.toContain("secret-looking-path");
+  });
+});
+
+describe("ALLOWED_ORIGINS", () => {
+  it("a trailing slash in the var still names the origin browsers send", async () => {
+    const session = await issue(newUser());
+    const response = await callWith(withFrontEnd, "POST", "/auth/logout", { ...sessionCookie(session.token), Origin: FRONT_END });
+    expect(response.status).toBe(200);
+  });
+
+  it("own origin is always allowed", async () => {
+    const session = await issue(newUser());
+    expect((await call("POST", "/auth/logout", { ...sessionCookie(session.token), Origin: ORIGIN })).status).toBe(200);
+  });
+});
