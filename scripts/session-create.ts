@@ -1,6 +1,7 @@
 // Issues a session on the local D1 that `npm start` serves, through the same code as
 // SessionService.create. Usage:
 //   npm run --silent session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>]
+//                                       [--country <CC>] [--city <name>]
 import { parseArgs } from "node:util";
 import { getPlatformProxy } from "wrangler";
 import { readConfig } from "../src/config.ts";
@@ -13,11 +14,15 @@ const { values } = parseArgs({
     ip: { type: "string" },
     "user-agent": { type: "string" },
     ttl: { type: "string" },
+    country: { type: "string" },
+    city: { type: "string" },
   },
 });
 
 if (values.user === undefined) {
-  console.error("usage: npm run --silent session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>]");
+  console.error(
+    "usage: npm run --silent session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>]",
+  );
   process.exit(2);
 }
 if (values.ttl !== undefined && !/^\d+$/.test(values.ttl)) {
@@ -31,6 +36,8 @@ try {
     userId: values.user,
     ipAddress: values.ip ?? "127.0.0.1",
     userAgent: values["user-agent"] ?? "",
+    country: values.country ?? null,
+    city: values.city ?? null,
     ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
   });
   console.log(JSON.stringify({ id, token, expiresAt }));

@@ -3,12 +3,28 @@
 export interface Config {
   cookieName: string;
   ttlSeconds: number;
+  /** 0: sessions never expire from inactivity. */
+  idleTimeoutSeconds: number;
+  eventRetentionDays: number;
   allowedOrigins: ReadonlySet<string>;
 }
 
-export type ConfigVars = Pick<Env, "SESSION_COOKIE_NAME" | "SESSION_TTL_SECONDS" | "ALLOWED_ORIGINS">;
+export type ConfigVars = Pick<
+  Env,
+  | "SESSION_COOKIE_NAME"
+  | "SESSION_TTL_SECONDS"
+  | "SESSION_IDLE_TIMEOUT_SECONDS"
+  | "SESSION_EVENTS_RETENTION_DAYS"
+  | "ALLOWED_ORIGINS"
+>;
 
 const COOKIE_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+function wholeNumber(name: string, value: string | undefined, fallback: number, min: number): number {
+  const parsed = value === undefined || value === "" ? fallback : Number(value);
+  if (!Number.isSafeInteger(parsed) || parsed < min) throw new Error(`${name} must be an integer >= ${min}`);
+  return parsed;
+}
 
 /** `https://app.example/` and `https://app.example` name the same origin; a browser sends the latter. */
 function toOrigin(value: string): string {
@@ -20,16 +36,17 @@ function toOrigin(value: string): string {
 export function readConfig(vars: ConfigVars): Config {
   const cookieName = vars.SESSION_COOKIE_NAME || "__Host-session";
   if (!COOKIE_NAME.test(cookieName)) throw new Error("SESSION_COOKIE_NAME is not a valid cookie name");
-  const ttlSeconds = Number(vars.SESSION_TTL_SECONDS || 2_592_000);
-  if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0) {
-    throw new Error("SESSION_TTL_SECONDS must be a positive integer");
-  }
-  const allowedOrigins = new Set(
-    (vars.ALLOWED_ORIGINS ?? "")
-      .split(",")
-      .map((origin) => origin.trim())
-      .filter(Boolean)
-      .map(toOrigin),
-  );
-  return { cookieName, ttlSeconds, allowedOrigins };
+  return {
+    cookieName,
+    ttlSeconds: wholeNumber("SESSION_TTL_SECONDS", vars.SESSION_TTL_SECONDS, 2_592_000, 1),
+    idleTimeoutSeconds: wholeNumber("SESSION_IDLE_TIMEOUT_SECONDS", vars.SESSION_IDLE_TIMEOUT_SECONDS, 1_209_600, 0),
+    eventRetentionDays: wholeNumber("SESSION_EVENTS_RETENTION_DAYS", vars.SESSION_EVENTS_RETENTION_DAYS, 90, 1),
+    allowedOrigins: new Set(
+      (vars.ALLOWED_ORIGINS ?? "")
+        .split(",")
+        .map((origin) => origin.trim())
+        .filter(Boolean)
+        .map(toOrigin),
+    ),
+  };
 }

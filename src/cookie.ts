@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { deleteCookie, getCookie } from "hono/cookie";
 import { serialize } from "hono/utils/cookie";
+import type { AppEnv } from "./context.ts";
 
 // The attributes the session cookie is set with; clearing must repeat them exactly,
 // and the `__Host-` prefix requires Secure, Path=/ and no Domain.
@@ -16,6 +17,14 @@ export function sessionCookie(name: string, token: string, maxAgeSeconds: number
   return serialize(name, token, { ...ATTRIBUTES, maxAge: maxAgeSeconds });
 }
 
-export function clearSessionCookie(c: Context, name: string): void {
-  deleteCookie(c, name, ATTRIBUTES);
+export function clearSessionCookie(c: Context<AppEnv>): void {
+  deleteCookie(c, c.var.config.cookieName, ATTRIBUTES);
+}
+
+/**
+ * The logouts' rule: a client whose session ended, or whose cookie is dead, must not keep
+ * the cookie, so it is cleared whenever the request carried it, refusals included.
+ */
+export function clearCarriedCookie(c: Context<AppEnv>): void {
+  if (readSessionCookie(c, c.var.config.cookieName) !== undefined) clearSessionCookie(c);
 }

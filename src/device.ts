@@ -1,7 +1,8 @@
 import { parseUserAgent } from "detect-browser";
 
 // detect-browser (2 KB gzip) was chosen over bowser and ua-parser-js@1 (8-9 KB gzip):
-// the label needs only a browser, its major version and an OS.
+// a label needs only a browser, its major version and an OS; the device type, which
+// detect-browser lacks, is a few well-known markers (below).
 
 const BROWSERS: Record<string, string> = {
   aol: "AOL",
@@ -41,27 +42,42 @@ const OPERATING_SYSTEMS: Record<string, string> = {
   "Open BSD": "OpenBSD",
 };
 
+export type DeviceType = "desktop" | "mobile" | "tablet" | "bot" | "unknown";
+
 export interface Device {
   browser: string | null;
   os: string | null;
+  type: DeviceType;
+}
+
+const TABLET = /iPad|Tablet|PlayBook|Silk|Kindle|Android(?!.*Mobile)/i;
+const MOBILE = /Mobi|iPhone|iPod|Windows Phone|BlackBerry|BB10|Opera Mini/i;
+const DESKTOP_OS = new Set(["macOS", "Windows", "Linux", "ChromeOS", "OpenBSD"]);
+
+function deviceType(userAgent: string, os: string | null): DeviceType {
+  if (TABLET.test(userAgent)) return "tablet";
+  if (MOBILE.test(userAgent) || os === "iOS" || os === "Android") return "mobile";
+  return os !== null && DESKTOP_OS.has(os) ? "desktop" : "unknown";
 }
 
 export function parseDevice(userAgent: string): Device {
   const parsed = userAgent ? parseUserAgent(userAgent) : null;
-  if (!parsed || parsed.type === "bot") return { browser: null, os: null };
+  if (!parsed) return { browser: null, os: null, type: "unknown" };
+  if (parsed.type === "bot") return { browser: null, os: null, type: "bot" };
   const name = BROWSERS[parsed.name];
   const major = parsed.version?.split(".")[0];
-  const os = parsed.os ?? null;
+  const rawOs = parsed.os ?? null;
+  // "Windows 10" is also what Windows 11 reports, so only the family is shown.
+  const os = rawOs === null ? null : rawOs.startsWith("Windows") ? "Windows" : (OPERATING_SYSTEMS[rawOs] ?? rawOs);
   return {
     browser: name ? (major ? `${name} ${major}` : name) : null,
-    // "Windows 10" is also what Windows 11 reports, so only the family is shown.
-    os: os === null ? null : os.startsWith("Windows") ? "Windows" : (OPERATING_SYSTEMS[os] ?? os),
+    os,
+    type: parsed.type === "bot-device" ? "bot" : deviceType(userAgent, os),
   };
 }
 
 /** The list's `name`: e.g. `Chrome 131 on macOS · 203.0.113.7`. */
-export function sessionName(userAgent: string, ipAddress: string | null): string {
-  const { browser, os } = parseDevice(userAgent);
-  const device = `${browser ?? "Unknown browser"}${os ? ` on ${os}` : ""}`;
-  return ipAddress ? `${device} · ${ipAddress}` : device;
+export function sessionName(device: Pick<Device, "browser" | "os">, ipAddress: string | null): string {
+  const label = `${device.browser ?? "Unknown browser"}${device.os ? ` on ${device.os}` : ""}`;
+  return ipAddress ? `${label} · ${ipAddress}` : label;
 }

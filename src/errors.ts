@@ -12,6 +12,8 @@ const MESSAGES = {
   cross_site_request: "Cross-site requests authenticated by cookie are not allowed.",
   method_not_allowed: "This method is not allowed on this path.",
   not_found: "No such endpoint.",
+  invalid_scope: "The scope parameter must be omitted or be 'others'.",
+  rate_limited: "Too many failed authentication attempts. Retry later.",
   uri_too_long: "The request URL is too long.",
   header_too_large: "A credential header is too large.",
   internal_error: "Something went wrong on our side. Please try again.",
@@ -24,26 +26,43 @@ export interface ErrorBody {
   message: string;
 }
 
+interface ApiErrorOptions {
+  headers?: Record<string, string>;
+  /** A presented token was refused: counts against the client's failure limit. */
+  authFailure?: boolean;
+}
+
 /** Thrown anywhere in a request; written once, by `writeError`. */
 export class ApiError extends HTTPException {
   readonly code: ErrorCode;
   readonly responseHeaders: Record<string, string>;
+  readonly authFailure: boolean;
 
-  constructor(status: ContentfulStatusCode, code: ErrorCode, responseHeaders: Record<string, string> = {}) {
+  constructor(status: ContentfulStatusCode, code: ErrorCode, options: ApiErrorOptions = {}) {
     super(status, { message: MESSAGES[code] });
     this.code = code;
-    this.responseHeaders = responseHeaders;
+    this.responseHeaders = options.headers ?? {};
+    this.authFailure = options.authFailure ?? false;
   }
 }
 
 /** 401 with the RFC 6750 challenge; `error="invalid_token"` only when a token was presented. */
 export function unauthorized(code: ErrorCode, tokenPresented: boolean): ApiError {
   const challenge = `Bearer realm="auth"${tokenPresented ? ', error="invalid_token"' : ""}`;
-  return new ApiError(401, code, { "WWW-Authenticate": challenge });
+  return new ApiError(401, code, {
+    headers: { "WWW-Authenticate": challenge },
+    // not_authorized follows a successful authentication: the token was fine.
+    authFailure: tokenPresented && code !== "not_authorized",
+  });
+}
+
+/** The logouts' 400 for a token that is malformed or no longer live. */
+export function sessionInvalid(): ApiError {
+  return new ApiError(400, "session_invalid", { authFailure: true });
 }
 
 export function methodNotAllowed(allow: string): ApiError {
-  return new ApiError(405, "method_not_allowed", { Allow: allow });
+  return new ApiError(405, "method_not_allowed", { headers: { Allow: allow } });
 }
 
 export function writeError(c: Context, error: unknown): Response {

@@ -1,7 +1,8 @@
-import { now } from "./clock.ts";
+import { instant } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { sessionCookie } from "./cookie.ts";
 import { type Database, insertSession } from "./db/queries.ts";
+import { parseDevice } from "./device.ts";
 import { normalizeIp } from "./ip.ts";
 import { generateToken, hashSecret } from "./token.ts";
 
@@ -12,6 +13,10 @@ export interface CreateSessionInput {
   ipAddress?: string | null;
   userAgent?: string | null;
   ttlSeconds?: number;
+  /** The login request's `request.cf.country` (ISO 3166-1 alpha-2). */
+  country?: string | null;
+  /** The login request's `request.cf.city`. */
+  city?: string | null;
 }
 
 export interface CreatedSession {
@@ -24,8 +29,17 @@ export interface CreatedSession {
 
 export const MAX_USER_ID_LENGTH = 255;
 export const MAX_USER_AGENT_LENGTH = 512;
+export const MAX_CITY_LENGTH = 100;
 /** Browsers cap cookie lifetimes at 400 days (RFC 6265bis), so sessions cannot outlive that. */
 export const MAX_TTL_SECONDS = 400 * 24 * 60 * 60;
+
+const COUNTRY = /^[A-Z0-9]{2}$/;
+
+function cleanCity(city: string | null | undefined): string | null {
+  // Control characters have no place in a label shown to users.
+  const cleaned = typeof city === "string" ? city.replace(/\p{Cc}/gu, "").trim().slice(0, MAX_CITY_LENGTH) : "";
+  return cleaned || null;
+}
 
 export async function issueSession(
   db: Database,
@@ -41,16 +55,29 @@ export async function issueSession(
     throw new RangeError(`ttlSeconds must be an integer from 1 to ${MAX_TTL_SECONDS}`);
   }
   const { id, secret, token } = generateToken();
-  const createdAt = now();
+  const createdAt = instant(config).now;
   const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000);
-  await insertSession(db, {
-    id,
-    secretHash: await hashSecret(secret),
-    userId,
-    ipAddress: normalizeIp(input.ipAddress),
-    userAgent: (input.userAgent ?? "").slice(0, MAX_USER_AGENT_LENGTH),
-    createdAt,
-    expiresAt,
-  });
+  const userAgent = typeof input.userAgent === "string" ? input.userAgent.slice(0, MAX_USER_AGENT_LENGTH) : "";
+  const device = parseDevice(userAgent);
+  const ipAddress = normalizeIp(input.ipAddress);
+  await insertSession(
+    db,
+    {
+      id,
+      secretHash: await hashSecret(secret),
+      userId,
+      ipAddress,
+      userAgent,
+      browser: device.browser,
+      os: device.os,
+      deviceType: device.type,
+      country: typeof input.country === "string" && COUNTRY.test(input.country) ? input.country : null,
+      city: cleanCity(input.city),
+      createdAt,
+      expiresAt,
+      lastActiveAt: createdAt,
+    },
+    { sessionId: null, ipAddress },
+  );
   return { id, token, expiresAt: expiresAt.toISOString(), cookie: sessionCookie(config.cookieName, token, ttlSeconds) };
 }

@@ -1,24 +1,35 @@
-import { now } from "./clock.ts";
-import { openDatabase, purgeExpired } from "./db/queries.ts";
+import { instant } from "./clock.ts";
+import { readConfig } from "./config.ts";
+import { type Database, openDatabase, purgeEvents, purgeSessions } from "./db/queries.ts";
 
 // Small batches keep each write short (D1 serialises writes); the cap bounds one run, and
-// whatever is left goes in the next. Expired rows never authenticate, so lag is harmless.
+// whatever is left goes in the next. Dead rows never authenticate, so lag is harmless.
 export const PURGE_BATCH_SIZE = 500;
 export const PURGE_MAX_BATCHES = 20;
 
-export async function purgeExpiredSessions(env: Env): Promise<number> {
-  const db = openDatabase(env.DB);
-  const cutoff = now();
+async function inBatches(purge: (limit: number) => Promise<number>): Promise<number> {
   let purged = 0;
   for (let batch = 0; batch < PURGE_MAX_BATCHES; batch++) {
-    const deleted = await purgeExpired(db, cutoff, PURGE_BATCH_SIZE);
+    const deleted = await purge(PURGE_BATCH_SIZE);
     purged += deleted;
     if (deleted < PURGE_BATCH_SIZE) break;
   }
-  console.log(JSON.stringify({ level: "info", event: "sessions_purged", count: purged }));
   return purged;
 }
 
+export async function purge(env: Env): Promise<{ sessions: number; events: number }> {
+  const config = readConfig(env);
+  const db: Database = openDatabase(env.DB);
+  const at = instant(config);
+  const retentionCutoff = new Date(at.now.getTime() - config.eventRetentionDays * 86_400_000);
+  const result = {
+    sessions: await inBatches((limit) => purgeSessions(db, at, limit)),
+    events: await inBatches((limit) => purgeEvents(db, retentionCutoff, limit)),
+  };
+  console.log(JSON.stringify({ level: "info", event: "purge", ...result }));
+  return result;
+}
+
 export const scheduled: ExportedHandlerScheduledHandler<Env> = async (_controller, env) => {
-  await purgeExpiredSessions(env);
+  await purge(env);
 };

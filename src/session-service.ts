@@ -1,5 +1,5 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
-import { now } from "./clock.ts";
+import { instant } from "./clock.ts";
 import { readConfig } from "./config.ts";
 import { authenticate, openDatabase } from "./db/queries.ts";
 import { type CreateSessionInput, type CreatedSession, issueSession } from "./issue-session.ts";
@@ -20,11 +20,12 @@ export class SessionService extends WorkerEntrypoint<Env> {
     return issueSession(openDatabase(this.env.DB), readConfig(this.env), input);
   }
 
+  /** Also records the session's activity, like any authenticated request. */
   async authenticate(token: string): Promise<AuthenticatedSession | null> {
     const parsed = typeof token === "string" ? parseToken(token) : null;
     if (!parsed) return null;
     const proof = { id: parsed.id, secretHash: await hashSecret(parsed.secret) };
-    const caller = await authenticate(openDatabase(this.env.DB), proof, now());
+    const caller = await authenticate(openDatabase(this.env.DB), proof, instant(readConfig(this.env)));
     return caller && { sessionId: caller.id, userId: caller.userId, expiresAt: caller.expiresAt.toISOString() };
   }
 }

@@ -39,3 +39,37 @@ export class InjectedFailure extends Error {
 export function failingD1(d1: D1Database, message: string): D1Database {
   return flakyD1(d1, Number.POSITIVE_INFINITY, () => new InjectedFailure(message)).db;
 }
+
+export interface RecordedStatement {
+  sql: string;
+  params: unknown[];
+}
+
+/** Records every statement prepared through it, with the values bound to it. */
+export function recordingD1(d1: D1Database): { db: D1Database; statements: RecordedStatement[] } {
+  const statements: RecordedStatement[] = [];
+  const db = new Proxy(d1, {
+    get(target, property) {
+      if (property === "prepare") {
+        return (sql: string) => {
+          const statement = target.prepare(sql);
+          return new Proxy(statement, {
+            get(inner, key) {
+              if (key === "bind") {
+                return (...params: unknown[]) => {
+                  statements.push({ sql, params });
+                  return inner.bind(...params);
+                };
+              }
+              const value = Reflect.get(inner, key, inner);
+              return typeof value === "function" ? value.bind(inner) : value;
+            },
+          });
+        };
+      }
+      const value = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { db, statements };
+}

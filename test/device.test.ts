@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { sessionName } from "../src/device.ts";
+import { parseDevice, sessionName } from "../src/device.ts";
 
 describe("session name labels", () => {
   const cases: [string, string | null, string][] = [
@@ -25,7 +25,27 @@ describe("session name labels", () => {
   ];
   for (const [userAgent, ip, expected] of cases) {
     it(expected, () => {
-      expect(sessionName(userAgent, ip)).toBe(expected);
+      expect(sessionName(parseDevice(userAgent), ip)).toBe(expected);
+    });
+  }
+});
+
+describe("device type", () => {
+  const cases: [string, string][] = [
+    ["Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36", "desktop"],
+    ["Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0", "desktop"],
+    ["Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1", "mobile"],
+    ["Mozilla/5.0 (Linux; Android 14; SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36", "mobile"],
+    ["Mozilla/5.0 (iPad; CPU OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1", "tablet"],
+    ["Mozilla/5.0 (Linux; Android 14; SM-X710) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36", "tablet"],
+    ["Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", "bot"],
+    ["curl/8.5.0", "bot"],
+    ["", "unknown"],
+    ["something else", "unknown"],
+  ];
+  for (const [userAgent, type] of cases) {
+    it(`${type}: ${userAgent.slice(0, 50) || "(empty)"}`, () => {
+      expect(parseDevice(userAgent).type).toBe(type);
     });
   }
 });

@@ -40,10 +40,11 @@ async function runCron(at: number): Promise<void> {
 
 async function insertExpired(userId: string, count: number, expiresAt: number): Promise<void> {
   const statement = env.DB.prepare(
-    "INSERT INTO sessions (id, secret_hash, user_id, ip_address, user_agent, created_at, expires_at) VALUES (?, ?, ?, NULL, '', ?, ?)",
+    `INSERT INTO sessions (id, secret_hash, user_id, user_agent, device_type, created_at, expires_at, last_active_at)
+     VALUES (?, ?, ?, '', 'unknown', ?, ?, ?)`,
   );
   const rows = Array.from({ length: count }, (_, i) =>
-    statement.bind(`${userId}-${i}`, "0".repeat(64), userId, expiresAt - 1000, expiresAt),
+    statement.bind(`${userId}-${i}`, "0".repeat(64), userId, expiresAt - 1000, expiresAt, expiresAt - 1000),
   );
   for (let i = 0; i < rows.length; i += 500) await env.DB.batch(rows.slice(i, i + 500));
 }

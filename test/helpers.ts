@@ -26,22 +26,33 @@ export interface Issued {
 /** Issues a session through the public RPC entrypoint, as the login worker would. */
 export function issue(
   userId: string,
-  options: { userAgent?: string; ipAddress?: string; ttlSeconds?: number } = {},
+  options: { userAgent?: string; ipAddress?: string; ttlSeconds?: number; country?: string; city?: string } = {},
 ): Promise<Issued> {
   return exports.SessionService.create({
+    userAgent: CHROME_MAC,
+    ipAddress: "203.0.113.7",
+    ...options,
     userId,
-    userAgent: options.userAgent ?? CHROME_MAC,
-    ipAddress: options.ipAddress ?? "203.0.113.7",
-    ...(options.ttlSeconds === undefined ? {} : { ttlSeconds: options.ttlSeconds }),
   });
 }
 
 export const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
 export const sessionCookie = (token: string) => ({ Cookie: `${COOKIE_NAME}=${token}` });
 
+/** A client address of its own for each request unless one is given, so failed
+ * authentications of unrelated tests never share a rate-limit bucket. */
+export function randomIp(): string {
+  const word = () => Math.floor(Math.random() * 0x10000).toString(16);
+  return `2001:db8:${word()}:${word()}::${word()}`;
+}
+
+function request(method: string, path: string, headers: Record<string, string>): Request {
+  return new Request(`${ORIGIN}${path}`, { method, headers: { "CF-Connecting-IP": randomIp(), ...headers } });
+}
+
 /** A request through the worker's public HTTP interface. */
 export function call(method: string, path: string, headers: Record<string, string> = {}): Promise<Response> {
-  return exports.default.fetch(new Request(`${ORIGIN}${path}`, { method, headers }));
+  return exports.default.fetch(request(method, path, headers));
 }
 
 /** The same, with bindings of the caller's choosing (a wrapped or failing D1, other vars). */
@@ -52,7 +63,7 @@ export async function callWith(
   headers: Record<string, string> = {},
 ): Promise<Response> {
   const ctx = createExecutionContext();
-  const response = await worker.fetch(new Request(`${ORIGIN}${path}`, { method, headers }), { ...env, ...bindings }, ctx);
+  const response = await worker.fetch(request(method, path, headers), { ...env, ...bindings }, ctx);
   await waitOnExecutionContext(ctx);
   return response;
 }
@@ -80,6 +91,8 @@ export function expectSecurityHeaders(response: Response): void {
 }
 
 const MESSAGES: Record<string, string> = {
+  invalid_scope: "The scope parameter must be omitted or be 'others'.",
+  rate_limited: "Too many failed authentication attempts. Retry later.",
   invalid_token: "The access token is missing, invalid or expired.",
   session_id_required: "A session id is required.",
   not_authorized: "You are not authorized to delete this session.",

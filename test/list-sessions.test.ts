@@ -21,7 +21,7 @@ describe("GET /auth/sessions", () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     const alice = newUser();
     vi.setSystemTime(new Date("2026-11-22T01:00:00.000Z"));
-    const oldest = await issue(alice, { ipAddress: "198.51.100.23", userAgent: "" });
+    const oldest = await issue(alice, { ipAddress: "198.51.100.23", userAgent: "", country: "DE" });
     vi.setSystemTime(new Date("2026-11-22T01:00:01.250Z"));
     const middle = await issue(alice, {
       ipAddress: "2001:0db8:0000:0000:0000:0000:0000:0001",
@@ -29,7 +29,7 @@ describe("GET /auth/sessions", () => {
         "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1",
     });
     vi.setSystemTime(new Date("2026-11-22T01:00:02.500Z"));
-    const current = await issue(alice, { ttlSeconds: 3600 });
+    const current = await issue(alice, { ttlSeconds: 3600, country: "DE", city: "Berlin" });
     await issue(newUser()); // someone else's session is never listed
     const expired = await issue(alice, { ttlSeconds: 1 });
     vi.setSystemTime(new Date("2026-11-22T01:00:03.500Z"));
@@ -50,6 +50,9 @@ describe("GET /auth/sessions", () => {
           user_agent: CHROME_MAC,
           created_at: "2026-11-22T01:00:02.500Z",
           expires_at: "2026-11-22T02:00:02.500Z",
+          last_active_at: "2026-11-22T01:00:02.500Z",
+          location: "Berlin, DE",
+          device: { browser: "Chrome 131", os: "macOS", type: "desktop" },
         },
         {
           id: middle.id,
@@ -59,6 +62,9 @@ describe("GET /auth/sessions", () => {
             "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1",
           created_at: "2026-11-22T01:00:01.250Z",
           expires_at: "2026-12-22T01:00:01.250Z",
+          last_active_at: "2026-11-22T01:00:01.250Z",
+          location: null,
+          device: { browser: "Mobile Safari 17", os: "iOS", type: "mobile" },
         },
         {
           id: oldest.id,
@@ -67,6 +73,9 @@ describe("GET /auth/sessions", () => {
           user_agent: "",
           created_at: "2026-11-22T01:00:00.000Z",
           expires_at: "2026-12-22T01:00:00.000Z",
+          last_active_at: "2026-11-22T01:00:00.000Z",
+          location: "DE",
+          device: { browser: null, os: null, type: "unknown" },
         },
       ],
       currentSessionId: current.id,

@@ -24,13 +24,19 @@ describe("round trips per request", () => {
     it(`with ${count} session(s) per user, every operation costs exactly one`, async () => {
       const [current, ...others] = await userWith(count);
       expect(await roundTrips("GET", "/auth/sessions", bearer(current.token))).toEqual({ status: 200, roundTrips: 1 });
+      expect(await roundTrips("GET", "/auth/events", bearer(current.token))).toEqual({ status: 200, roundTrips: 1 });
       if (others[0]) {
         expect(await roundTrips("DELETE", `/auth/sessions/${others[0].id}`, bearer(current.token))).toEqual({
           status: 200,
           roundTrips: 1,
         });
       }
-      expect(await roundTrips("DELETE", "/auth/logout", bearer(current.token))).toEqual({ status: 200, roundTrips: 1 });
+      expect(await roundTrips("DELETE", "/auth/logout?scope=others", bearer(current.token))).toEqual({
+        status: 200,
+        roundTrips: 1,
+      });
+      const [everywhere] = await userWith(count);
+      expect(await roundTrips("DELETE", "/auth/logout", bearer(everywhere.token))).toEqual({ status: 200, roundTrips: 1 });
 
       const [single] = await userWith(count);
       expect(await roundTrips("POST", "/auth/logout", sessionCookie(single.token))).toEqual({ status: 200, roundTrips: 1 });
@@ -51,6 +57,7 @@ describe("round trips per request", () => {
       ["DELETE", "/auth/logout", { Authorization: `Bearer ${"A".repeat(8192)}` }, 400, 0],
       ["GET", "/auth/logout", bearer(session.token), 405, 0],
       ["GET", "/nowhere", bearer(session.token), 404, 0],
+      ["DELETE", "/auth/logout?scope=all", bearer(session.token), 400, 0],
       ["DELETE", "/auth/sessions/", bearer(session.token), 400, 1],
       ["DELETE", `/auth/sessions/${"A".repeat(5000)}`, bearer(session.token), 414, 0],
       ["DELETE", `/auth/sessions/${"A".repeat(1000)}`, bearer(session.token), 401, 1],

@@ -37,6 +37,30 @@ describe("SessionService (Workers RPC)", () => {
     expect(rows).toContain(Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join(""));
   });
 
+  it("records location from request.cf and parsed device facts, cleaning what the login worker passes", async () => {
+    const userId = newUser();
+    const cases: [Record<string, unknown>, string | null][] = [
+      [{ country: "DE", city: "Berlin" }, "Berlin, DE"],
+      [{ country: "US" }, "US"],
+      [{ city: "  São Paulo  " }, "São Paulo"],
+      [{ country: "Germany", city: "Ber\u0000lin\n" }, "Berlin"],
+      [{ country: "de", city: "" }, null],
+      [{ country: 42, city: { name: "x" } }, null],
+      [{ city: "x".repeat(300) }, "x".repeat(100)],
+    ];
+    const created: { id: string; token: string }[] = [];
+    for (const [location] of cases) created.push(await exports.SessionService.create({ userId, userAgent: "curl/8.5.0", ...location } as never));
+    const response = await exports.default.fetch("https://sessions.example/auth/sessions", {
+      headers: { Authorization: `Bearer ${created[0]!.token}` },
+    });
+    const { sessions } = (await response.json()) as { sessions: { id: string; location: string | null; device: unknown }[] };
+    for (const [index, [, expected]] of cases.entries()) {
+      const listed = sessions.find((s) => s.id === created[index]!.id)!;
+      expect(listed.location).toBe(expected);
+      expect(listed.device).toEqual({ browser: "curl 8", os: null, type: "bot" });
+    }
+  });
+
   it("issues distinct tokens", async () => {
     const userId = newUser();
     const tokens = await Promise.all(Array.from({ length: 20 }, () => exports.SessionService.create({ userId })));

@@ -1,9 +1,11 @@
-import { and, desc, eq, gt, inArray, lte } from "drizzle-orm";
+import { type SQL, and, desc, eq, gt, inArray, lte, ne, or, sql } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
-import { sessions } from "./schema.ts";
+import type { Instant } from "../clock.ts";
+import { type EventType, sessionEvents, sessions } from "./schema.ts";
 
 // Every statement the service runs. Each exported operation is exactly one D1 round trip:
-// authentication travels inside the statement (as a subquery) or in the same batch.
+// authentication travels inside the statement (as a subquery) or in the same batch, and
+// a batch runs as one transaction, so its statements see one consistent table.
 
 export type Database = DrizzleD1Database;
 
@@ -17,92 +19,196 @@ export interface TokenProof {
   secretHash: string;
 }
 
-/** The one rule for "this token is a live session": id, secret hash, not yet expired. */
-function isLiveSession(proof: TokenProof, now: Date) {
-  return and(eq(sessions.id, proof.id), eq(sessions.secretHash, proof.secretHash), gt(sessions.expiresAt, now));
+/** Who is acting, for the security log. */
+export interface Actor {
+  sessionId: string | null;
+  ipAddress: string | null;
 }
 
-function ownerOf(db: Database, proof: TokenProof, now: Date) {
-  return db.select({ userId: sessions.userId }).from(sessions).where(isLiveSession(proof, now));
+/** Activity is written at most this often per session, so reads rarely write. */
+export const ACTIVITY_WRITE_INTERVAL_MS = 5 * 60 * 1000;
+export const EVENTS_LISTED = 100;
+
+/** The one rule for "this row is a live session". */
+function isLive(at: Instant): SQL | undefined {
+  return and(gt(sessions.expiresAt, at.now), at.idleCutoff ? gt(sessions.lastActiveAt, at.idleCutoff) : undefined);
 }
 
-function selectCaller(db: Database, proof: TokenProof, now: Date) {
+/** The one rule for "this token proves a live session": id, secret hash, liveness. */
+function isProvenBy(proof: TokenProof, at: Instant): SQL | undefined {
+  return and(eq(sessions.id, proof.id), eq(sessions.secretHash, proof.secretHash), isLive(at));
+}
+
+/** The token's user, as a subquery (no row when the token does not prove a live session). */
+function ownerOf(db: Database, proof: TokenProof, at: Instant) {
+  return db.select({ userId: sessions.userId }).from(sessions).where(isProvenBy(proof, at));
+}
+
+function isLiveSessionOfCaller(db: Database, proof: TokenProof, at: Instant): SQL | undefined {
+  return and(inArray(sessions.userId, ownerOf(db, proof, at)), isLive(at));
+}
+
+function selectCaller(db: Database, proof: TokenProof, at: Instant) {
   return db
     .select({ id: sessions.id, userId: sessions.userId, expiresAt: sessions.expiresAt })
     .from(sessions)
-    .where(isLiveSession(proof, now));
+    .where(isProvenBy(proof, at));
+}
+
+/** Refreshes the caller's last activity when it is older than the write interval. */
+function touch(db: Database, proof: TokenProof, at: Instant) {
+  const stale = new Date(at.now.getTime() - ACTIVITY_WRITE_INTERVAL_MS);
+  return db
+    .update(sessions)
+    .set({ lastActiveAt: at.now })
+    .where(and(isProvenBy(proof, at), lte(sessions.lastActiveAt, stale)));
+}
+
+/**
+ * Logs the end of every session matching `ending`. Runs in the same batch just before
+ * the DELETE with the same condition, so the log and the change cannot disagree.
+ */
+function recordEndings(db: Database, type: EventType, ending: SQL | undefined, actor: Actor, at: Instant) {
+  return db.insert(sessionEvents).select(
+    db
+      .select({
+        id: sql<number>`NULL`.as("id"),
+        userId: sessions.userId,
+        type: sql<EventType>`${type}`.as("type"),
+        sessionId: sessions.id,
+        actorSessionId: sql<string | null>`${actor.sessionId}`.as("actor_session_id"),
+        ipAddress: sql<string | null>`${actor.ipAddress}`.as("ip_address"),
+        createdAt: sql<Date>`${at.now.getTime()}`.as("created_at"),
+      })
+      .from(sessions)
+      .where(ending),
+  );
+}
+
+function endSessions(db: Database, ending: SQL | undefined) {
+  return db.delete(sessions).where(ending).returning({ id: sessions.id });
 }
 
 export type Caller = { id: string; userId: string; expiresAt: Date };
 
-export async function authenticate(db: Database, proof: TokenProof, now: Date): Promise<Caller | null> {
-  return (await selectCaller(db, proof, now).get()) ?? null;
+/** The token's live session (refreshing its activity), or null. */
+export async function authenticate(db: Database, proof: TokenProof, at: Instant): Promise<Caller | null> {
+  const [, callers] = await db.batch([touch(db, proof, at), selectCaller(db, proof, at)]);
+  return callers[0] ?? null;
 }
 
 export type NewSession = typeof sessions.$inferInsert;
 
-export async function insertSession(db: Database, session: NewSession): Promise<void> {
-  await db.insert(sessions).values(session);
+export async function insertSession(db: Database, session: NewSession, actor: Actor): Promise<void> {
+  await db.batch([
+    db.insert(sessions).values(session),
+    db.insert(sessionEvents).values({
+      userId: session.userId,
+      type: "created",
+      sessionId: session.id,
+      actorSessionId: actor.sessionId,
+      ipAddress: actor.ipAddress,
+      createdAt: session.createdAt,
+    }),
+  ]);
 }
 
 /** The caller's user's live sessions, newest first; empty exactly when the token is not live. */
-export function listSessions(db: Database, proof: TokenProof, now: Date) {
-  return db
-    .select()
-    .from(sessions)
-    .where(and(inArray(sessions.userId, ownerOf(db, proof, now)), gt(sessions.expiresAt, now)))
-    .orderBy(desc(sessions.createdAt), desc(sessions.id));
+export async function listSessions(db: Database, proof: TokenProof, at: Instant) {
+  const [, rows] = await db.batch([
+    touch(db, proof, at),
+    db
+      .select()
+      .from(sessions)
+      .where(isLiveSessionOfCaller(db, proof, at))
+      .orderBy(desc(sessions.createdAt), desc(sessions.id)),
+  ]);
+  return rows;
 }
 
-/**
- * Deletes `targetId` if it is a live session of the caller's user. One batch: the caller's
- * row (null: not authenticated) and whether the target was deleted.
- */
+/** Deletes `targetId` if it is a live session of the caller's user. */
 export async function deleteSession(
   db: Database,
   proof: TokenProof,
   targetId: string,
-  now: Date,
+  actor: Actor,
+  at: Instant,
 ): Promise<{ caller: Caller | null; deleted: boolean }> {
-  const [callers, deleted] = await db.batch([
-    selectCaller(db, proof, now),
-    db
-      .delete(sessions)
-      .where(
-        and(
-          eq(sessions.id, targetId),
-          gt(sessions.expiresAt, now),
-          inArray(sessions.userId, ownerOf(db, proof, now)),
-        ),
-      )
-      .returning({ id: sessions.id }),
+  const target = and(eq(sessions.id, targetId), isLiveSessionOfCaller(db, proof, at));
+  const [, callers, , deleted] = await db.batch([
+    touch(db, proof, at),
+    selectCaller(db, proof, at),
+    recordEndings(db, "deleted", target, actor, at),
+    endSessions(db, target),
   ]);
   return { caller: callers[0] ?? null, deleted: deleted.length > 0 };
 }
 
 /** Ends the token's own session; false when it was not live. */
-export async function endSession(db: Database, proof: TokenProof, now: Date): Promise<boolean> {
-  const ended = await db.delete(sessions).where(isLiveSession(proof, now)).returning({ id: sessions.id });
+export async function endSession(db: Database, proof: TokenProof, actor: Actor, at: Instant): Promise<boolean> {
+  const own = isProvenBy(proof, at);
+  const [, ended] = await db.batch([recordEndings(db, "logout", own, actor, at), endSessions(db, own)]);
   return ended.length > 0;
 }
 
-/** Ends every session of the token's user; 0 when the token was not live. */
-export async function endAllSessions(db: Database, proof: TokenProof, now: Date): Promise<number> {
-  const ended = await db
-    .delete(sessions)
-    .where(inArray(sessions.userId, ownerOf(db, proof, now)))
-    .returning({ id: sessions.id });
+/** Ends every live session of the token's user; 0 when the token was not live. */
+export async function endAllSessions(db: Database, proof: TokenProof, actor: Actor, at: Instant): Promise<number> {
+  const all = isLiveSessionOfCaller(db, proof, at);
+  const [, ended] = await db.batch([recordEndings(db, "logout_all", all, actor, at), endSessions(db, all)]);
   return ended.length;
 }
 
-/** Deletes up to `limit` expired rows, oldest first; returns how many went. */
-export async function purgeExpired(db: Database, now: Date, limit: number): Promise<number> {
-  const expired = db
-    .select({ id: sessions.id })
-    .from(sessions)
-    .where(lte(sessions.expiresAt, now))
-    .orderBy(sessions.expiresAt)
+/** Ends every live session of the token's user but the token's own. */
+export async function endOtherSessions(
+  db: Database,
+  proof: TokenProof,
+  actor: Actor,
+  at: Instant,
+): Promise<{ caller: Caller | null; ended: number }> {
+  const others = and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id));
+  const [, callers, , ended] = await db.batch([
+    touch(db, proof, at),
+    selectCaller(db, proof, at),
+    recordEndings(db, "logout_others", others, actor, at),
+    endSessions(db, others),
+  ]);
+  return { caller: callers[0] ?? null, ended: ended.length };
+}
+
+/** The caller's user's security log, newest first; caller null when the token is not live. */
+export async function listEvents(db: Database, proof: TokenProof, at: Instant) {
+  const [, callers, events] = await db.batch([
+    touch(db, proof, at),
+    selectCaller(db, proof, at),
+    db
+      .select()
+      .from(sessionEvents)
+      .where(inArray(sessionEvents.userId, ownerOf(db, proof, at)))
+      .orderBy(desc(sessionEvents.createdAt), desc(sessionEvents.id))
+      .limit(EVENTS_LISTED),
+  ]);
+  return { caller: callers[0] ?? null, events };
+}
+
+/** Deletes up to `limit` expired or idle sessions, oldest first; returns how many went. */
+export async function purgeSessions(db: Database, at: Instant, limit: number): Promise<number> {
+  const dead = or(
+    lte(sessions.expiresAt, at.now),
+    at.idleCutoff ? lte(sessions.lastActiveAt, at.idleCutoff) : undefined,
+  );
+  const batch = db.select({ id: sessions.id }).from(sessions).where(dead).limit(limit);
+  const result = await db.delete(sessions).where(inArray(sessions.id, batch)).run();
+  return result.meta.changes;
+}
+
+/** Deletes up to `limit` security events older than `before`; returns how many went. */
+export async function purgeEvents(db: Database, before: Date, limit: number): Promise<number> {
+  const old = db
+    .select({ id: sessionEvents.id })
+    .from(sessionEvents)
+    .where(lte(sessionEvents.createdAt, before))
+    .orderBy(sessionEvents.createdAt)
     .limit(limit);
-  const result = await db.delete(sessions).where(inArray(sessions.id, expired)).run();
+  const result = await db.delete(sessionEvents).where(inArray(sessionEvents.id, old)).run();
   return result.meta.changes;
 }

@@ -1,6 +1,7 @@
 import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 
-// The single description of the table: migrations are generated from this file.
+// The single description of the tables: migrations are generated from this file.
+
 export const sessions = sqliteTable(
   "sessions",
   {
@@ -12,15 +13,50 @@ export const sessions = sqliteTable(
     // Null when the client address was unknown or did not parse as an IP.
     ipAddress: text("ip_address"),
     userAgent: text("user_agent").notNull(),
+    // Parsed from the user agent once, at creation, so listing never parses.
+    browser: text("browser"),
+    os: text("os"),
+    deviceType: text("device_type", { enum: ["desktop", "mobile", "tablet", "bot", "unknown"] }).notNull(),
+    // Where the edge saw the login (request.cf), when the login worker passed it on.
+    country: text("country"),
+    city: text("city"),
     createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
     expiresAt: integer("expires_at", { mode: "timestamp_ms" }).notNull(),
+    // Refreshed at most every few minutes by authenticated requests; drives the idle timeout.
+    lastActiveAt: integer("last_active_at", { mode: "timestamp_ms" }).notNull(),
   },
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.
     index("sessions_user_id_expires_at_idx").on(table.userId, table.expiresAt),
-    // The scheduled purge walks expired rows oldest first.
+    // The scheduled purge finds expired and idle rows through these two.
     index("sessions_expires_at_idx").on(table.expiresAt),
+    index("sessions_last_active_at_idx").on(table.lastActiveAt),
   ],
 );
 
 export type SessionRow = typeof sessions.$inferSelect;
+
+export const EVENT_TYPES = ["created", "logout", "deleted", "logout_all", "logout_others"] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** The security log: every session created or ended, and by what. */
+export const sessionEvents = sqliteTable(
+  "session_events",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    userId: text("user_id").notNull(),
+    type: text("type", { enum: EVENT_TYPES }).notNull(),
+    // The session created or ended.
+    sessionId: text("session_id").notNull(),
+    // The session whose token made the request; null for sessions issued over RPC.
+    actorSessionId: text("actor_session_id"),
+    ipAddress: text("ip_address"),
+    createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
+  },
+  (table) => [
+    index("session_events_user_id_created_at_idx").on(table.userId, table.createdAt),
+    index("session_events_created_at_idx").on(table.createdAt),
+  ],
+);
+
+export type SessionEventRow = typeof sessionEvents.$inferSelect;

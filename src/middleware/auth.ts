@@ -1,14 +1,16 @@
 import { createMiddleware } from "hono/factory";
+import type { Context } from "hono";
 import type { AppEnv } from "../context.ts";
-import { clearSessionCookie, readSessionCookie } from "../cookie.ts";
+import { clearCarriedCookie } from "../cookie.ts";
 import { readCredential } from "../credentials.ts";
+import type { Actor } from "../db/queries.ts";
 import { rejectCrossSite } from "../csrf.ts";
-import { ApiError, unauthorized } from "../errors.ts";
+import { sessionInvalid, unauthorized } from "../errors.ts";
 
 // How each operation turns a credential into `c.var.proof` or an error. Whether the token
 // is live is decided by the operation's own statement, so it costs no extra round trip.
 
-/** GET /auth/sessions and DELETE /auth/sessions/:id: Bearer only. */
+/** GET /auth/sessions, DELETE /auth/sessions/:id and GET /auth/events: Bearer only. */
 export const requireBearer = createMiddleware<AppEnv>(async (c, next) => {
   const credential = await readCredential(c, false);
   if (credential.kind !== "token") throw unauthorized("invalid_token", credential.kind === "malformed");
@@ -20,11 +22,16 @@ export const requireBearer = createMiddleware<AppEnv>(async (c, next) => {
 export const requireBearerOrCookie = createMiddleware<AppEnv>(async (c, next) => {
   const credential = await readCredential(c, true);
   if (credential.kind !== "none" && credential.source === "cookie") rejectCrossSite(c);
-  const { cookieName } = c.var.config;
-  // A client that asked to log out must not keep the cookie, whatever the answer.
-  if (readSessionCookie(c, cookieName) !== undefined) clearSessionCookie(c, cookieName);
   if (credential.kind === "none") throw unauthorized("token_required", false);
-  if (credential.kind === "malformed") throw new ApiError(400, "session_invalid");
+  if (credential.kind === "malformed") {
+    clearCarriedCookie(c);
+    throw sessionInvalid();
+  }
   c.set("proof", credential.proof);
   await next();
 });
+
+/** Who is acting, for the security log: the proven session and the client's IP. */
+export function actorOf(c: Context<AppEnv>): Actor {
+  return { sessionId: c.var.proof.id, ipAddress: c.var.clientIp };
+}

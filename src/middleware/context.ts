@@ -1,13 +1,21 @@
 import { createMiddleware } from "hono/factory";
+import { instant } from "../clock.ts";
 import { readConfig } from "../config.ts";
 import type { AppEnv } from "../context.ts";
 import { meterD1, retryTransientD1 } from "../db/binding.ts";
 import { openDatabase } from "../db/queries.ts";
+import { normalizeIp } from "../ip.ts";
 
-/** Parsed config and the request's database handle: metered, with one retry on transient errors. */
+/**
+ * What every handler reads: parsed config, the request's instant, the client's IP, and
+ * the database handle (metered, with one retry on transient errors).
+ */
 export const withContext = createMiddleware<AppEnv>(async (c, next) => {
   const meter = meterD1(c.env.DB);
-  c.set("config", readConfig(c.env));
+  const config = readConfig(c.env);
+  c.set("config", config);
+  c.set("at", instant(config));
+  c.set("clientIp", normalizeIp(c.req.header("CF-Connecting-IP")));
   c.set("db", openDatabase(retryTransientD1(meter.db)));
   c.set("roundTrips", meter.roundTrips);
   await next();

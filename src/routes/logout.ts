@@ -1,22 +1,47 @@
 import { Hono } from "hono";
-import { requireBearerOrCookie } from "../middleware/auth.ts";
-import { now } from "../clock.ts";
 import type { AppEnv } from "../context.ts";
-import { endAllSessions, endSession } from "../db/queries.ts";
-import { ApiError, methodNotAllowed, unauthorized } from "../errors.ts";
+import { clearCarriedCookie } from "../cookie.ts";
+import { endAllSessions, endOtherSessions, endSession } from "../db/queries.ts";
+import { ApiError, methodNotAllowed, sessionInvalid, unauthorized } from "../errors.ts";
+import { actorOf, requireBearerOrCookie } from "../middleware/auth.ts";
+
+const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 
 // GET was withdrawn: a prefetch or an <img> could log a user out. It falls to the 405 below.
 export const logoutRoutes = new Hono<AppEnv>()
   .post("/", requireBearerOrCookie, async (c) => {
-    const { db, proof } = c.var;
-    if (!(await endSession(db, proof, now()))) throw new ApiError(400, "session_invalid");
+    const { db, proof, at } = c.var;
+    const ended = await endSession(db, proof, actorOf(c), at);
+    clearCarriedCookie(c);
+    if (!ended) throw sessionInvalid();
     return c.json({ message: "Logged out" });
   })
-  .delete("/", requireBearerOrCookie, async (c) => {
-    const { db, proof } = c.var;
-    if ((await endAllSessions(db, proof, now())) === 0) throw unauthorized("session_invalid", true);
-    return c.json({ message: "Logged out of all sessions" });
-  })
+  .delete(
+    "/",
+    async (c, next) => {
+      // Checked first and alone: a typo must not end anything, nor clear a cookie.
+      const scope = c.req.query("scope");
+      if (scope !== undefined && scope !== "others") throw new ApiError(400, "invalid_scope");
+      await next();
+    },
+    requireBearerOrCookie,
+    async (c) => {
+      const { db, proof, at } = c.var;
+      if (c.req.query("scope") === "others") {
+        // The caller stays signed in, so its cookie stays, unless its own token was dead.
+        const { caller, ended } = await endOtherSessions(db, proof, actorOf(c), at);
+        if (!caller) {
+          clearCarriedCookie(c);
+          throw unauthorized("session_invalid", true);
+        }
+        return c.json({ message: `Logged out of ${plural(ended, "other session")}` });
+      }
+      const ended = await endAllSessions(db, proof, actorOf(c), at);
+      clearCarriedCookie(c);
+      if (ended === 0) throw unauthorized("session_invalid", true);
+      return c.json({ message: "Logged out of all sessions" });
+    },
+  )
   .all("/", () => {
     throw methodNotAllowed("POST, DELETE");
   });

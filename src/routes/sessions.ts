@@ -1,13 +1,12 @@
-import { Hono } from "hono";
 import type { Context } from "hono";
-import { requireBearer } from "../middleware/auth.ts";
-import { now } from "../clock.ts";
+import { Hono } from "hono";
 import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";
 import { authenticate, deleteSession, listSessions } from "../db/queries.ts";
 import type { SessionRow } from "../db/schema.ts";
-import { sessionName } from "../device.ts";
+import { type DeviceType, sessionName } from "../device.ts";
 import { ApiError, methodNotAllowed, unauthorized } from "../errors.ts";
+import { actorOf, requireBearer } from "../middleware/auth.ts";
 import { isSessionId } from "../token.ts";
 
 export interface SessionView {
@@ -17,38 +16,45 @@ export interface SessionView {
   user_agent: string;
   created_at: string;
   expires_at: string;
+  // Beyond the specified fields; only added, never changing them.
+  last_active_at: string;
+  location: string | null;
+  device: { browser: string | null; os: string | null; type: DeviceType };
 }
 
 function toView(row: SessionRow): SessionView {
   return {
     id: row.id,
-    name: sessionName(row.userAgent, row.ipAddress),
+    name: sessionName(row, row.ipAddress),
     ip_address: row.ipAddress ?? "",
     user_agent: row.userAgent,
     created_at: row.createdAt.toISOString(),
     expires_at: row.expiresAt.toISOString(),
+    last_active_at: row.lastActiveAt.toISOString(),
+    location: [row.city, row.country].filter(Boolean).join(", ") || null,
+    device: { browser: row.browser, os: row.os, type: row.deviceType },
   };
 }
 
 async function deleteById(c: Context<AppEnv>, id: string) {
-  const { db, proof } = c.var;
+  const { db, proof, at } = c.var;
   if (id.trim() === "" || !isSessionId(id)) {
-    // Nothing to delete, but authentication still comes first (contract: the caller learns nothing).
-    if (!(await authenticate(db, proof, now()))) throw unauthorized("invalid_token", true);
+    // Nothing to delete, but authentication still comes first (the caller learns nothing).
+    if (!(await authenticate(db, proof, at))) throw unauthorized("invalid_token", true);
     if (id.trim() === "") throw new ApiError(400, "session_id_required");
     throw unauthorized("not_authorized", false);
   }
-  const { caller, deleted } = await deleteSession(db, proof, id, now());
+  const { caller, deleted } = await deleteSession(db, proof, id, actorOf(c), at);
   if (!caller) throw unauthorized("invalid_token", true);
   if (!deleted) throw unauthorized("not_authorized", false);
-  if (id === caller.id) clearSessionCookie(c, c.var.config.cookieName);
+  if (id === caller.id) clearSessionCookie(c);
   return c.json({ message: "Session deleted" });
 }
 
 export const sessionsRoutes = new Hono<AppEnv>()
   .get("/", requireBearer, async (c) => {
-    const { db, proof } = c.var;
-    const rows = await listSessions(db, proof, now());
+    const { db, proof, at } = c.var;
+    const rows = await listSessions(db, proof, at);
     // The caller's own live session is always among them, so none means the token is dead.
     if (rows.length === 0) throw unauthorized("invalid_token", true);
     return c.json({ sessions: rows.map(toView), currentSessionId: proof.id });

@@ -1,0 +1,54 @@
+import { describe, expect, it } from "vitest";
+import { bearer, call, expectError, isLive, issue, newUser, sessionCookie } from "./helpers.ts";
+
+// wrangler.toml: AUTH_FAILURES allows 30 failed authentications per client IP per minute.
+const LIMIT = 30;
+const UNKNOWN = `${"A".repeat(22)}.${"B".repeat(43)}`;
+
+describe("rate limiting of failed authentications (per client IP)", () => {
+  it("answers 429 with Retry-After in the error shape once an IP is over the limit", async () => {
+    const ip = "198.51.100.200";
+    for (let i = 0; i < LIMIT; i++) {
+      expect((await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip })).status).toBe(401);
+    }
+    for (const [method, path, headers] of [
+      ["GET", "/auth/sessions", bearer(UNKNOWN)],
+      ["DELETE", "/auth/sessions/AAAAAAAAAAAAAAAAAAAAAA", bearer(UNKNOWN)],
+      ["POST", "/auth/logout", { Authorization: "Bearer malformed" }],
+      ["DELETE", "/auth/logout", bearer(UNKNOWN)],
+      ["GET", "/auth/events", bearer(UNKNOWN)],
+    ] as const) {
+      const response = await call(method, path, { ...headers, "CF-Connecting-IP": ip });
+      expect(response.headers.get("Retry-After")).toBe("60");
+      await expectError(response, 429, "rate_limited");
+    }
+  });
+
+  it("never slows successful requests, even from an IP that is over the limit", async () => {
+    const ip = "198.51.100.201";
+    const session = await issue(newUser());
+    for (let i = 0; i <= LIMIT; i++) await call("POST", "/auth/logout", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip });
+    expect((await call("POST", "/auth/logout", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip })).status).toBe(429);
+    expect((await call("GET", "/auth/sessions", { ...bearer(session.token), "CF-Connecting-IP": ip })).status).toBe(200);
+    expect((await call("POST", "/auth/logout", { ...sessionCookie(session.token), "CF-Connecting-IP": ip })).status).toBe(200);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("one IP's failures never touch another's", async () => {
+    for (let i = 0; i <= LIMIT; i++) await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": "198.51.100.202" });
+    const response = await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": "198.51.100.203" });
+    expect(response.status).toBe(401);
+  });
+
+  it("does not count requests that presented no token, nor refusals of an authenticated caller", async () => {
+    const ip = "198.51.100.204";
+    const session = await issue(newUser());
+    for (let i = 0; i <= LIMIT; i++) {
+      expect((await call("GET", "/auth/sessions", { "CF-Connecting-IP": ip })).status).toBe(401);
+      expect(
+        (await call("DELETE", "/auth/sessions/AAAAAAAAAAAAAAAAAAAAAA", { ...bearer(session.token), "CF-Connecting-IP": ip })).status,
+      ).toBe(401);
+    }
+    expect((await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip })).status).toBe(401);
+  });
+});
