@@ -1,7 +1,8 @@
 import { type SQL, and, desc, eq, gt, inArray, lte, ne, or, sql } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { Instant } from "../clock.ts";
-import { type EventType, sessionEvents, sessions } from "./schema.ts";
+import { retryTransientD1 } from "./binding.ts";
+import { type EventType, type SessionRow, sessionEvents, sessions } from "./schema.ts";
 
 // Every statement the service runs. Each exported operation is exactly one D1 round trip:
 // authentication travels inside the statement (as a subquery) or in the same batch, and
@@ -9,8 +10,9 @@ import { type EventType, sessionEvents, sessions } from "./schema.ts";
 
 export type Database = DrizzleD1Database;
 
+/** Every path (HTTP, RPC, cron) reads through here, so each retries transient errors once. */
 export function openDatabase(d1: D1Database): Database {
-  return drizzle(d1);
+  return drizzle(retryTransientD1(d1));
 }
 
 /** A well-formed token, reduced to what is compared with the table. */
@@ -113,12 +115,29 @@ export async function insertSession(db: Database, session: NewSession, actor: Ac
   ]);
 }
 
+/** What the list shows of a session: every column but the secret's hash. */
+const listed = {
+  id: sessions.id,
+  userId: sessions.userId,
+  ipAddress: sessions.ipAddress,
+  userAgent: sessions.userAgent,
+  browser: sessions.browser,
+  os: sessions.os,
+  deviceType: sessions.deviceType,
+  country: sessions.country,
+  city: sessions.city,
+  createdAt: sessions.createdAt,
+  expiresAt: sessions.expiresAt,
+  lastActiveAt: sessions.lastActiveAt,
+};
+export type ListedSession = { [K in keyof typeof listed]: SessionRow[K] };
+
 /** The caller's user's live sessions, newest first; empty exactly when the token is not live. */
-export async function listSessions(db: Database, proof: TokenProof, at: Instant) {
+export async function listSessions(db: Database, proof: TokenProof, at: Instant): Promise<ListedSession[]> {
   const [, rows] = await db.batch([
     touch(db, proof, at),
     db
-      .select()
+      .select(listed)
       .from(sessions)
       .where(isLiveSessionOfCaller(db, proof, at))
       .orderBy(desc(sessions.createdAt), desc(sessions.id)),
@@ -183,7 +202,8 @@ export async function listEvents(db: Database, proof: TokenProof, at: Instant) {
     db
       .select()
       .from(sessionEvents)
-      .where(inArray(sessionEvents.userId, ownerOf(db, proof, at)))
+      // `=`, not IN: SQLite then walks the (user_id, created_at) index backwards and stops at the limit.
+      .where(eq(sessionEvents.userId, ownerOf(db, proof, at)))
       .orderBy(desc(sessionEvents.createdAt), desc(sessionEvents.id))
       .limit(EVENTS_LISTED),
   ]);

@@ -2,7 +2,7 @@ import { createMiddleware } from "hono/factory";
 import { instant } from "../clock.ts";
 import { readConfig } from "../config.ts";
 import type { AppEnv } from "../context.ts";
-import { meterD1, retryTransientD1 } from "../db/binding.ts";
+import { meterD1 } from "../db/binding.ts";
 import { openDatabase } from "../db/queries.ts";
 import { normalizeIp } from "../ip.ts";
 
@@ -16,7 +16,7 @@ export const withContext = createMiddleware<AppEnv>(async (c, next) => {
   c.set("config", config);
   c.set("at", instant(config));
   c.set("clientIp", normalizeIp(c.req.header("CF-Connecting-IP")));
-  c.set("db", openDatabase(retryTransientD1(meter.db)));
+  c.set("db", openDatabase(meter.db));
   c.set("roundTrips", meter.roundTrips);
   await next();
 });

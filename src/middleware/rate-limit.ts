@@ -15,7 +15,10 @@ export const limitFailedAuthentications = createMiddleware<AppEnv>(async (c, nex
   if (!(c.error instanceof ApiError) || !c.error.authFailure) return;
   const { success } = await c.env.AUTH_FAILURES.limit({ key: c.var.clientIp ?? "unknown" });
   if (success) return;
-  // Reset first: assigning over a response would carry its headers (the 401 challenge) over.
+  // Reset first: assigning over a response would carry all its headers (the 401 challenge)
+  // over. A cleared cookie is kept: the cookie is dead either way.
+  const clearedCookies = c.res.headers.getSetCookie();
   c.res = undefined;
   c.res = writeError(c, new ApiError(429, "rate_limited", { headers: { "Retry-After": String(PERIOD_SECONDS) } }));
+  for (const cookie of clearedCookies) c.res.headers.append("Set-Cookie", cookie);
 });

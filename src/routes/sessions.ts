@@ -2,8 +2,7 @@ import type { Context } from "hono";
 import { Hono } from "hono";
 import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";
-import { authenticate, deleteSession, listSessions } from "../db/queries.ts";
-import type { SessionRow } from "../db/schema.ts";
+import { type ListedSession, authenticate, deleteSession, listSessions } from "../db/queries.ts";
 import { type DeviceType, sessionName } from "../device.ts";
 import { ApiError, methodNotAllowed, unauthorized } from "../errors.ts";
 import { actorOf, requireBearer } from "../middleware/auth.ts";
@@ -22,7 +21,7 @@ export interface SessionView {
   device: { browser: string | null; os: string | null; type: DeviceType };
 }
 
-function toView(row: SessionRow): SessionView {
+function toView(row: ListedSession): SessionView {
   return {
     id: row.id,
     name: sessionName(row, row.ipAddress),
