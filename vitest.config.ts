@@ -9,7 +9,13 @@ export default defineConfig(async () => {
     plugins: [
       cloudflareTest({
         wrangler: { configPath: "./wrangler.toml" },
-        miniflare: { bindings: { TEST_MIGRATIONS: migrations } },
+        miniflare: {
+          bindings: {
+            TEST_MIGRATIONS: migrations,
+            // Generated cases per property/model test; raise it for a longer hunt.
+            FAST_CHECK_RUNS: process.env.FAST_CHECK_RUNS ?? "200",
+          },
+        },
       }),
     ],
     test: {
