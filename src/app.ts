@@ -6,8 +6,9 @@ import { ApiError, writeError } from "./errors.ts";
 import { withContext } from "./middleware/context.ts";
 import { corsForAllowedOrigins } from "./middleware/cors.ts";
 import { inputBounds } from "./middleware/input-bounds.ts";
-import { limitFailedAuthentications } from "./middleware/rate-limit.ts";
 import { requestLog } from "./middleware/request-log.ts";
+import { openApiDocument } from "./openapi.ts";
+import { limitFailedAuthentication } from "./rate-limit.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { logoutRoutes } from "./routes/logout.ts";
 import { sessionsRoutes } from "./routes/sessions.ts";
@@ -33,12 +34,13 @@ export const app = new Hono<AppEnv>()
   .use(inputBounds)
   .use(withContext)
   .use(corsForAllowedOrigins)
-  .use("/auth/*", limitFailedAuthentications)
   .route("/auth/sessions", sessionsRoutes)
   .route("/auth/logout", logoutRoutes)
   .route("/auth/events", eventsRoutes)
+  // Public and cacheable (outside /auth/, so not no-store); the security headers still apply.
+  .get("/openapi.json", (c) => c.json(openApiDocument))
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, new ApiError(404, "not_found")))
-  .onError((error, c) => writeError(c, error));
+  .onError(async (error, c) => writeError(c, await limitFailedAuthentication(c, error)));
 
 export type AppType = typeof app;

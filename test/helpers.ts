@@ -2,6 +2,7 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env, exports } from "cloudflare:workers";
 import { expect } from "vitest";
 import worker from "../src/index.ts";
+import { validateResponse } from "./openapi.ts";
 
 export const ORIGIN = "https://sessions.example";
 export const COOKIE_NAME = "__Host-session";
@@ -51,8 +52,11 @@ function request(method: string, path: string, headers: Record<string, string>):
 }
 
 /** A request through the worker's public HTTP interface. */
-export function call(method: string, path: string, headers: Record<string, string> = {}): Promise<Response> {
-  return exports.default.fetch(request(method, path, headers));
+export async function call(method: string, path: string, headers: Record<string, string> = {}): Promise<Response> {
+  const sent = request(method, path, headers);
+  const response = await exports.default.fetch(sent);
+  await validateResponse(sent.method, sent.url, response);
+  return response;
 }
 
 /** The same, with bindings of the caller's choosing (a wrapped or failing D1, other vars). */
@@ -63,8 +67,10 @@ export async function callWith(
   headers: Record<string, string> = {},
 ): Promise<Response> {
   const ctx = createExecutionContext();
-  const response = await worker.fetch(request(method, path, headers), { ...env, ...bindings }, ctx);
+  const sent = request(method, path, headers);
+  const response = await worker.fetch(sent, { ...env, ...bindings }, ctx);
   await waitOnExecutionContext(ctx);
+  await validateResponse(sent.method, sent.url, response);
   return response;
 }
 

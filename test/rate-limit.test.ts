@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { bearer, call, expectError, isLive, issue, newUser, sessionCookie } from "./helpers.ts";
+import { CLEARED_COOKIE, bearer, call, callWith, expectError, isLive, issue, newUser, sessionCookie } from "./helpers.ts";
 
 // wrangler.toml: AUTH_FAILURES allows 30 failed authentications per client IP per minute.
 const LIMIT = 30;
@@ -50,5 +50,23 @@ describe("rate limiting of failed authentications (per client IP)", () => {
       ).toBe(401);
     }
     expect((await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip })).status).toBe(401);
+  });
+
+  it("a 429 for a dead cookie still clears it, once, and carries no 401 challenge", async () => {
+    const ip = "198.51.100.205";
+    for (let i = 0; i < LIMIT; i++) await call("DELETE", "/auth/logout", { ...sessionCookie(UNKNOWN), "CF-Connecting-IP": ip });
+    const response = await call("DELETE", "/auth/logout", { ...sessionCookie(UNKNOWN), "CF-Connecting-IP": ip });
+    expect(response.headers.getSetCookie()).toEqual([CLEARED_COOKIE]);
+    await expectError(response, 429, "rate_limited", { setCookie: CLEARED_COOKIE });
+  });
+
+  it("a 429 to an allowed front-end origin is readable by it (CORS)", async () => {
+    const ip = "198.51.100.206";
+    const headers = { ...bearer(UNKNOWN), "CF-Connecting-IP": ip, Origin: "https://app.example" };
+    for (let i = 0; i < LIMIT; i++) await callWith({ ALLOWED_ORIGINS: "https://app.example" }, "GET", "/auth/sessions", headers);
+    const response = await callWith({ ALLOWED_ORIGINS: "https://app.example" }, "GET", "/auth/sessions", headers);
+    expect(response.status).toBe(429);
+    expect(response.headers.get("Access-Control-Allow-Origin")).toBe("https://app.example");
+    expect(response.headers.get("Access-Control-Expose-Headers")).toBe("WWW-Authenticate,Retry-After");
   });
 });

@@ -1,0 +1,456 @@
+import { EVENTS_LISTED } from "./db/queries.ts";
+import { EVENT_TYPES } from "./db/schema.ts";
+import type { DeviceType } from "./device.ts";
+import type { ErrorCode } from "./errors.ts";
+import { MAX_USER_AGENT_LENGTH } from "./issue-session.ts";
+
+// The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json. Every response
+// the test suite receives is validated against it (test/openapi.ts), so it cannot drift.
+
+type Json = string | number | boolean | null | readonly Json[] | { readonly [key: string]: Json };
+export type JsonObject = { readonly [key: string]: Json };
+/** Status code → Response Object (or a `$ref` to one). */
+export type Responses = Readonly<Record<string, JsonObject>>;
+
+export const HTTP_METHODS = ["get", "put", "post", "delete", "options", "head", "patch", "trace"] as const;
+export type HttpMethod = (typeof HTTP_METHODS)[number];
+
+export interface Operation extends JsonObject {
+  readonly responses: Responses;
+}
+
+export type PathItem = { readonly [M in HttpMethod]?: Operation } & {
+  readonly parameters?: readonly JsonObject[];
+  /** Any method the item does not list (HEAD is implied by GET): 405 with `Allow`. */
+  readonly "x-other-methods"?: Responses;
+};
+
+export interface OpenApiDocument {
+  readonly openapi: "3.1.0";
+  readonly info: JsonObject;
+  readonly paths: Readonly<Record<string, PathItem>>;
+  readonly components: Readonly<
+    Record<"schemas" | "responses" | "headers" | "parameters" | "securitySchemes", JsonObject>
+  >;
+  /** Answered to any request, routed or not, besides what its operation lists. */
+  readonly "x-any-request": Responses;
+  /** Answered to a path no item describes (or a method a non-/auth/ item does not list). */
+  readonly "x-unknown-path": Responses;
+  /** Answered to OPTIONS on any path when `Origin` is in ALLOWED_ORIGINS. */
+  readonly "x-cors-preflight": Responses;
+}
+
+// The enums below are checked against the code's own types: adding an error code, a device
+// type or an event type without describing it here fails `tsc`.
+const ERROR_CODES = [
+  "invalid_token",
+  "session_id_required",
+  "not_authorized",
+  "token_required",
+  "session_invalid",
+  "cross_site_request",
+  "method_not_allowed",
+  "not_found",
+  "invalid_scope",
+  "rate_limited",
+  "uri_too_long",
+  "header_too_large",
+  "internal_error",
+] as const satisfies readonly ErrorCode[];
+const DEVICE_TYPES = ["desktop", "mobile", "tablet", "bot", "unknown"] as const satisfies readonly DeviceType[];
+type Exhaustive<All, Listed> = [Exclude<All, Listed>] extends [never] ? true : never;
+const exhaustive: [
+  Exhaustive<ErrorCode, (typeof ERROR_CODES)[number]>,
+  Exhaustive<DeviceType, (typeof DEVICE_TYPES)[number]>,
+] = [true, true];
+void exhaustive;
+
+const ref = (pointer: string) => ({ $ref: `#/components/${pointer}` });
+const json = (schema: JsonObject) => ({ "application/json": { schema } });
+const NO_STORE = { "Cache-Control": ref("headers/NoStore") };
+const CLEARS_COOKIE = { "Set-Cookie": ref("headers/ClearedCookie") };
+const CHALLENGE = { "WWW-Authenticate": ref("headers/WWWAuthenticate") };
+
+/** An error response whose `code` is one of `codes`; every /auth/ response is no-store. */
+function error(description: string, codes: readonly ErrorCode[], headers: JsonObject = {}, noStore = true): JsonObject {
+  return {
+    description,
+    headers: { ...(noStore ? NO_STORE : {}), ...headers },
+    content: json({ allOf: [ref("schemas/Error"), { properties: { code: { enum: codes } } }] }),
+  };
+}
+
+function ok(description: string, schema: JsonObject, headers: JsonObject = {}): JsonObject {
+  return { description, headers: { ...NO_STORE, ...headers }, content: json(schema) };
+}
+
+/** A `{message}` body with a fixed (or patterned) message. */
+const message = (value: JsonObject) => ({ allOf: [ref("schemas/Message"), { properties: { message: value } }] });
+
+const anyRequest = (noStore: boolean) => ({
+  "414": error("The URL is longer than 2048 characters (checked before routing).", ["uri_too_long"], {}, noStore),
+  "431": error(
+    "`Authorization` or `Cookie` is longer than 16 KiB (checked before routing).",
+    ["header_too_large"],
+    {},
+    noStore,
+  ),
+  "500": error(
+    "Unexpected failure. Clears no cookie, so a failed logout can be retried.",
+    ["internal_error"],
+    {},
+    noStore,
+  ),
+});
+const AUTH_ERRORS = anyRequest(true);
+const RATE_LIMITED = {
+  "429": error("Too many refused tokens from this client IP; the refusal it would have been.", ["rate_limited"], {
+    "Retry-After": ref("headers/RetryAfter"),
+  }),
+};
+/** Logouts clear a cookie the request carried, refusals included (429 too). */
+const LOGOUT_RATE_LIMITED = {
+  "429": error("Too many refused tokens from this client IP. Clears a carried cookie.", ["rate_limited"], {
+    "Retry-After": ref("headers/RetryAfter"),
+    ...CLEARS_COOKIE,
+  }),
+};
+const CROSS_SITE = {
+  "403": error(
+    "Authenticated by the cookie alone, from another site (`Sec-Fetch-Site: cross-site`, or an `Origin` that is neither this origin nor in ALLOWED_ORIGINS).",
+    ["cross_site_request"],
+  ),
+};
+const METHOD_NOT_ALLOWED = { "405": ref("responses/MethodNotAllowed") };
+const BEARER: Json = [{ bearer: [] }];
+const BEARER_OR_COOKIE: Json = [{ bearer: [] }, { sessionCookie: [] }];
+const NO_BEARER = "No Bearer token, or one that is malformed, unknown, expired or revoked.";
+
+export const openApiDocument: OpenApiDocument = {
+  openapi: "3.1.0",
+  info: {
+    title: "Session service",
+    version: "0.1.0",
+    description:
+      "Lists a signed-in user's sessions and ends them. Errors are `{code, message}`; clients branch on `code`. Every response under /auth/ carries `Cache-Control: no-store`. A method a path does not list answers 405 with `Allow` (see `x-other-methods`); HEAD is answered wherever GET is.",
+  },
+  paths: {
+    "/auth/sessions": {
+      get: {
+        operationId: "listSessions",
+        summary: "The caller's live sessions, newest first",
+        security: BEARER,
+        responses: {
+          "200": ok(
+            "Live sessions (`expires_at` in the future), newest `created_at` first, ties by `id` descending.",
+            ref("schemas/SessionList"),
+          ),
+          "401": error(NO_BEARER, ["invalid_token"], CHALLENGE),
+          ...RATE_LIMITED,
+          ...AUTH_ERRORS,
+        },
+      },
+      delete: {
+        operationId: "deleteSessionWithoutId",
+        summary: "Always refused: the session id is missing (after authentication)",
+        security: BEARER,
+        responses: {
+          "400": error("Authenticated, but no session id was given.", ["session_id_required"]),
+          "401": error(NO_BEARER, ["invalid_token"], CHALLENGE),
+          ...RATE_LIMITED,
+          ...AUTH_ERRORS,
+        },
+      },
+      "x-other-methods": METHOD_NOT_ALLOWED,
+    },
+    "/auth/sessions/{id}": {
+      parameters: [ref("parameters/SessionId")],
+      delete: {
+        operationId: "deleteSession",
+        summary: "Ends one of the caller's sessions",
+        security: BEARER,
+        responses: {
+          "200": ok(
+            "The session ended. Clears the cookie when it was the caller's own session.",
+            message({ const: "Session deleted" }),
+            CLEARS_COOKIE,
+          ),
+          "400": error("Authenticated, but the id is empty or blank.", ["session_id_required"]),
+          "401": error(
+            `${NO_BEARER} Or (not_authorized) the id is unknown, expired, or another user's session.`,
+            ["invalid_token", "not_authorized"],
+            CHALLENGE,
+          ),
+          ...RATE_LIMITED,
+          ...AUTH_ERRORS,
+        },
+      },
+      "x-other-methods": METHOD_NOT_ALLOWED,
+    },
+    "/auth/logout": {
+      post: {
+        operationId: "logout",
+        summary: "Ends the session that makes the request",
+        security: BEARER_OR_COOKIE,
+        responses: {
+          "200": ok(
+            "Logged out. Clears the cookie when the request carried it.",
+            message({ const: "Logged out" }),
+            CLEARS_COOKIE,
+          ),
+          "400": error(
+            "The token is malformed, unknown, expired or revoked. Clears a carried cookie.",
+            ["session_invalid"],
+            CLEARS_COOKIE,
+          ),
+          "401": error("No token at all.", ["token_required"], CHALLENGE),
+          ...CROSS_SITE,
+          ...LOGOUT_RATE_LIMITED,
+          ...AUTH_ERRORS,
+        },
+      },
+      delete: {
+        operationId: "logoutAll",
+        summary: "Ends every session of the caller's user, or with scope=others every other one",
+        security: BEARER_OR_COOKIE,
+        parameters: [ref("parameters/Scope")],
+        responses: {
+          "200": ok(
+            "Logged out. Clears a carried cookie, except with scope=others (the caller stays signed in).",
+            message({
+              anyOf: [
+                { const: "Logged out of all sessions" },
+                { pattern: "^Logged out of (1 other session|(0|[2-9]|[1-9][0-9]+) other sessions)$" },
+              ],
+            }),
+            CLEARS_COOKIE,
+          ),
+          "400": error(
+            "`scope` is neither omitted nor `others` (checked first: nothing ends, no cookie is cleared); or the token is malformed (clears a carried cookie).",
+            ["invalid_scope", "session_invalid"],
+            CLEARS_COOKIE,
+          ),
+          "401": error(
+            "No token at all (token_required); or a well-formed token that is unknown, expired or revoked (session_invalid, clears a carried cookie).",
+            ["token_required", "session_invalid"],
+            {
+              ...CHALLENGE,
+              ...CLEARS_COOKIE,
+            },
+          ),
+          ...CROSS_SITE,
+          ...LOGOUT_RATE_LIMITED,
+          ...AUTH_ERRORS,
+        },
+      },
+      "x-other-methods": METHOD_NOT_ALLOWED,
+    },
+    "/auth/events": {
+      get: {
+        operationId: "listEvents",
+        summary: "The security log of the caller's user: sessions created and ended, newest first",
+        security: BEARER,
+        responses: {
+          "200": ok(
+            `At most ${EVENTS_LISTED} events, newest \`created_at\` first, ties by \`id\` descending.`,
+            ref("schemas/EventList"),
+          ),
+          "401": error(NO_BEARER, ["invalid_token"], CHALLENGE),
+          ...RATE_LIMITED,
+          ...AUTH_ERRORS,
+        },
+      },
+      "x-other-methods": METHOD_NOT_ALLOWED,
+    },
+    "/openapi.json": {
+      get: {
+        operationId: "getOpenApiDocument",
+        summary: "This document",
+        security: [],
+        responses: {
+          "200": {
+            description: "The OpenAPI 3.1 document.",
+            content: json({
+              type: "object",
+              required: ["openapi", "info", "paths", "components"],
+              properties: { openapi: { const: "3.1.0" } },
+            }),
+          },
+          ...anyRequest(false),
+        },
+      },
+    },
+  },
+  components: {
+    securitySchemes: {
+      bearer: {
+        type: "http",
+        scheme: "bearer",
+        description:
+          "`Authorization: Bearer <id>.<secret>` (22 + 1 + 43 URL-safe characters; scheme case-insensitive). When an Authorization header is present it alone decides: a refused Bearer token never falls back to the cookie.",
+      },
+      sessionCookie: {
+        type: "apiKey",
+        in: "cookie",
+        name: "__Host-session",
+        description:
+          "The same token in the session cookie (name set by SESSION_COOKIE_NAME). Accepted only by the two logouts, and only from the same site.",
+      },
+    },
+    parameters: {
+      SessionId: {
+        name: "id",
+        in: "path",
+        required: true,
+        description:
+          "A session id from the list. Empty or blank: 400 session_id_required; anything else that is not a live session of the caller's user: 401 not_authorized.",
+        schema: { type: "string" },
+      },
+      Scope: {
+        name: "scope",
+        in: "query",
+        required: false,
+        description:
+          "`others`: end every session of the caller's user but the caller's own. Any other value: 400 invalid_scope.",
+        schema: { type: "string", enum: ["others"] },
+      },
+    },
+    headers: {
+      NoStore: { required: true, schema: { type: "string", const: "no-store" } },
+      WWWAuthenticate: {
+        required: true,
+        description: 'RFC 6750 challenge; `error="invalid_token"` when a token was presented and refused.',
+        schema: { type: "string", pattern: '^Bearer realm="auth"(, error="invalid_token")?$' },
+      },
+      Allow: {
+        required: true,
+        description: "The methods the path answers.",
+        schema: { type: "string", pattern: "^[A-Z]+(, [A-Z]+)*$" },
+      },
+      RetryAfter: { required: true, description: "Seconds.", schema: { type: "integer", minimum: 1 } },
+      ClearedCookie: {
+        required: false,
+        description: "Clears the session cookie; no response ever sets a non-empty one.",
+        schema: {
+          type: "string",
+          pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+=; Max-Age=0; Path=/; HttpOnly; Secure; SameSite=Lax$",
+        },
+      },
+    },
+    responses: {
+      MethodNotAllowed: {
+        description: "A method the path does not answer; nothing changes, whatever the credentials.",
+        headers: { ...NO_STORE, Allow: ref("headers/Allow") },
+        content: json({ allOf: [ref("schemas/Error"), { properties: { code: { const: "method_not_allowed" } } }] }),
+      },
+      CorsPreflight: {
+        description:
+          "CORS preflight from an origin in ALLOWED_ORIGINS (none by default): credentials and `Authorization` allowed.",
+        headers: {
+          "Access-Control-Allow-Origin": { required: true, schema: { type: "string" } },
+          "Access-Control-Allow-Methods": { required: true, schema: { type: "string" } },
+        },
+      },
+    },
+    schemas: {
+      Error: {
+        type: "object",
+        required: ["code", "message"],
+        properties: { code: { type: "string", enum: ERROR_CODES }, message: { type: "string" } },
+        additionalProperties: false,
+      },
+      Message: {
+        type: "object",
+        required: ["message"],
+        properties: { message: { type: "string" } },
+        additionalProperties: false,
+      },
+      Timestamp: {
+        type: "string",
+        format: "date-time",
+        pattern: "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z$",
+      },
+      SessionId: { type: "string", pattern: "^[A-Za-z0-9_-]{22}$" },
+      Session: {
+        type: "object",
+        required: [
+          "id",
+          "name",
+          "ip_address",
+          "user_agent",
+          "created_at",
+          "expires_at",
+          "last_active_at",
+          "location",
+          "device",
+        ],
+        properties: {
+          id: ref("schemas/SessionId"),
+          name: {
+            type: "string",
+            description:
+              "Browser and OS parsed from the user agent (`Unknown browser` when it says nothing useful), then ` · ` and the IP when known.",
+          },
+          ip_address: { type: "string", description: '`""` when the address was unknown or not an IP.' },
+          user_agent: { type: "string", maxLength: MAX_USER_AGENT_LENGTH },
+          created_at: ref("schemas/Timestamp"),
+          expires_at: ref("schemas/Timestamp"),
+          last_active_at: ref("schemas/Timestamp"),
+          location: { type: ["string", "null"], description: "`City, CC` where the edge saw the login, when known." },
+          device: {
+            type: "object",
+            required: ["browser", "os", "type"],
+            properties: {
+              browser: { type: ["string", "null"] },
+              os: { type: ["string", "null"] },
+              type: { type: "string", enum: DEVICE_TYPES },
+            },
+            additionalProperties: false,
+          },
+        },
+        additionalProperties: false,
+      },
+      SessionList: {
+        type: "object",
+        required: ["sessions", "currentSessionId"],
+        properties: {
+          sessions: {
+            type: "array",
+            items: ref("schemas/Session"),
+            minItems: 1,
+            description: "The caller's own session is always among them.",
+          },
+          currentSessionId: ref("schemas/SessionId"),
+        },
+        additionalProperties: false,
+      },
+      Event: {
+        type: "object",
+        required: ["id", "type", "session_id", "actor_session_id", "ip_address", "created_at"],
+        properties: {
+          id: { type: "integer" },
+          type: { type: "string", enum: EVENT_TYPES },
+          session_id: ref("schemas/SessionId"),
+          actor_session_id: {
+            anyOf: [ref("schemas/SessionId"), { type: "null" }],
+            description: "The session whose token made the request; null for sessions issued over RPC.",
+          },
+          ip_address: { type: ["string", "null"] },
+          created_at: ref("schemas/Timestamp"),
+        },
+        additionalProperties: false,
+      },
+      EventList: {
+        type: "object",
+        required: ["events"],
+        properties: { events: { type: "array", items: ref("schemas/Event"), maxItems: EVENTS_LISTED } },
+        additionalProperties: false,
+      },
+    },
+  },
+  "x-any-request": anyRequest(false),
+  "x-unknown-path": {
+    "404": error("No such endpoint (also: a method that /openapi.json does not answer).", ["not_found"], {}, false),
+  },
+  "x-cors-preflight": { "204": ref("responses/CorsPreflight") },
+};

@@ -1,0 +1,24 @@
+import type { Context } from "hono";
+import type { AppEnv } from "./context.ts";
+import { ApiError } from "./errors.ts";
+
+// Wrangler's `simple` limiter period for AUTH_FAILURES, which Retry-After repeats.
+const PERIOD_SECONDS = 60;
+
+/**
+ * Counts a refused token against the client's IP (Workers Rate Limiting binding); past the
+ * limit the refusal becomes 429. Called on the way to writing an error, so only failures
+ * are counted: a legitimate user's successful requests are never slowed, whatever anyone
+ * else, even behind the same IP, sends.
+ */
+export async function limitFailedAuthentication(c: Context<AppEnv>, error: unknown): Promise<unknown> {
+  if (!(error instanceof ApiError) || !error.authFailure) return error;
+  try {
+    const { success } = await c.env.AUTH_FAILURES.limit({ key: c.var.clientIp ?? "unknown" });
+    if (success) return error;
+  } catch {
+    // A limiter outage must not turn a clear refusal into a 500: fail open, refusal stands.
+    return error;
+  }
+  return new ApiError(429, "rate_limited", { headers: { "Retry-After": String(PERIOD_SECONDS) } });
+}

@@ -1,0 +1,124 @@
+import { describe, expect, it } from "vitest";
+import { openApiDocument } from "../src/openapi.ts";
+import { bearer, CHALLENGE, call, expectSecurityHeaders, issue, newUser, ORIGIN } from "./helpers.ts";
+import { validateResponse } from "./openapi.ts";
+
+const PATHS = ["/auth/sessions", "/auth/sessions/{id}", "/auth/logout", "/auth/events", "/openapi.json"];
+
+describe("GET /openapi.json", () => {
+  it("serves the OpenAPI 3.1 document, public and cacheable, with the security headers", async () => {
+    const response = await call("GET", "/openapi.json");
+    expect(response.status).toBe(200);
+    expect(response.headers.get("Content-Type")).toBe("application/json");
+    expect(response.headers.get("Cache-Control")).toBeNull();
+    expectSecurityHeaders(response);
+    const body = (await response.json()) as typeof openApiDocument;
+    expect(body.openapi).toBe("3.1.0");
+    expect(Object.keys(body.paths)).toEqual(PATHS);
+    expect(body).toEqual(JSON.parse(JSON.stringify(openApiDocument)));
+    expect(body.components.securitySchemes).toEqual({
+      bearer: expect.objectContaining({ type: "http", scheme: "bearer" }),
+      sessionCookie: expect.objectContaining({ type: "apiKey", in: "cookie", name: "__Host-session" }),
+    });
+  });
+
+  it("answers HEAD without a body, and other methods 404 like any unknown route", async () => {
+    const head = await call("HEAD", "/openapi.json");
+    expect(head.status).toBe(200);
+    expect(await head.text()).toBe("");
+    expect((await call("POST", "/openapi.json")).status).toBe(404);
+  });
+});
+
+describe("the response validator", () => {
+  const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+    new Response(JSON.stringify(body), {
+      status,
+      headers: { "Content-Type": "application/json", "Cache-Control": "no-store", ...headers },
+    });
+  const url = (path: string) => `${ORIGIN}${path}`;
+
+  it("accepts a real list, and rejects it once a documented field is missing or an extra one added", async () => {
+    const session = await issue(newUser());
+    const real = await call("GET", "/auth/sessions", bearer(session.token));
+    const body = (await real.json()) as { sessions: Record<string, unknown>[]; currentSessionId: string };
+    await validateResponse("GET", url("/auth/sessions"), json(200, body));
+
+    const { last_active_at: _, ...missing } = body.sessions[0]!;
+    await expect(
+      validateResponse("GET", url("/auth/sessions"), json(200, { ...body, sessions: [missing] })),
+    ).rejects.toThrow(/GET \/auth\/sessions → 200[\s\S]*last_active_at/);
+    const extra = { ...body.sessions[0], token: "leaked" };
+    await expect(
+      validateResponse("GET", url("/auth/sessions"), json(200, { ...body, sessions: [extra] })),
+    ).rejects.toThrow(/token/);
+    const notADate = { ...body.sessions[0], created_at: "yesterday" };
+    await expect(
+      validateResponse("GET", url("/auth/sessions"), json(200, { ...body, sessions: [notADate] })),
+    ).rejects.toThrow(/created_at/);
+  });
+
+  it("rejects an undocumented status, code, missing header or stray contract header", async () => {
+    const error = (code: string) => ({ code, message: "…" });
+    await expect(validateResponse("GET", url("/auth/sessions"), json(418, error("invalid_token")))).rejects.toThrow(
+      /GET \/auth\/sessions → 418[\s\S]*status 418 is not documented/,
+    );
+    // A code that exists, but not for this status of this operation.
+    await expect(
+      validateResponse(
+        "GET",
+        url("/auth/sessions"),
+        json(401, error("token_required"), { "WWW-Authenticate": CHALLENGE }),
+      ),
+    ).rejects.toThrow(/code/);
+    await expect(validateResponse("GET", url("/auth/sessions"), json(401, error("invalid_token")))).rejects.toThrow(
+      /WWW-Authenticate is required/,
+    );
+    await expect(
+      validateResponse(
+        "DELETE",
+        url("/auth/sessions/x"),
+        json(200, { message: "Session deleted" }, { "Set-Cookie": "__Host-session=abc; Path=/" }),
+      ),
+    ).rejects.toThrow(/Set-Cookie/);
+    await expect(
+      validateResponse(
+        "GET",
+        url("/auth/events?x=1"),
+        json(429, error("rate_limited"), { "Retry-After": "60", "WWW-Authenticate": CHALLENGE }),
+      ),
+    ).rejects.toThrow(/GET \/auth\/events\?x=1 → 429[\s\S]*WWW-Authenticate is not documented/);
+    await expect(
+      validateResponse("PUT", url("/auth/logout"), json(405, error("method_not_allowed"), { Allow: "GET, HEAD" })),
+    ).rejects.toThrow(/Allow lists/);
+    await expect(
+      validateResponse("GET", url("/nowhere"), json(404, { code: "not_found", message: "x", extra: 1 })),
+    ).rejects.toThrow(/extra/);
+  });
+
+  it("accepts what the document allows outside the operations: 404, 405, 414 and preflights", async () => {
+    await validateResponse("GET", url("/nowhere"), json(404, { code: "not_found", message: "No such endpoint." }));
+    await validateResponse(
+      "PUT",
+      url("/auth/logout"),
+      json(405, { code: "method_not_allowed", message: "m" }, { Allow: "POST, DELETE" }),
+    );
+    await validateResponse(
+      "HEAD",
+      url("/auth/logout"),
+      new Response(null, {
+        status: 405,
+        headers: { "Content-Type": "application/json", "Cache-Control": "no-store", Allow: "DELETE, POST" },
+      }),
+    );
+    await validateResponse("GET", url("/x"), json(414, { code: "uri_too_long", message: "m" }));
+    await validateResponse(
+      "OPTIONS",
+      url("/anything"),
+      new Response(null, {
+        status: 204,
+        headers: { "Access-Control-Allow-Origin": "https://app.example", "Access-Control-Allow-Methods": "GET" },
+      }),
+    );
+  });
+});
