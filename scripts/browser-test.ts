@@ -68,7 +68,7 @@ function info(line: string): void {
 }
 
 function message(error: unknown): string {
-  return error instanceof Error ? error.message.split("\n")[0] ?? String(error) : String(error);
+  return error instanceof Error ? (error.message.split("\n")[0] ?? String(error)) : String(error);
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
@@ -174,7 +174,10 @@ async function createSession(user: string): Promise<IssuedSession> {
   child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   const pgid = child.pid as number;
   try {
-    const [code, signal] = (await withTimeout(once(child, "exit"), SESSION_CREATE_MS, "session:create")) as [number | null, string | null];
+    const [code, signal] = (await withTimeout(once(child, "exit"), SESSION_CREATE_MS, "session:create")) as [
+      number | null,
+      string | null,
+    ];
     if (code !== 0) throw new Error(`session:create exited with ${code ?? signal}: ${stderr.slice(-1_000)}`);
   } finally {
     await stopGroup(pgid); // its workerd, should it outlive npm
@@ -457,7 +460,12 @@ class Recorder {
 
   print(): void {
     for (const e of this.observed()) {
-      const cookie = e.cookie === null ? "cookie ?" : e.cookie ? "cookie SENT" : `cookie not sent${e.cookieBlocked ? ` (blocked: ${e.cookieBlocked})` : ""}`;
+      const cookie =
+        e.cookie === null
+          ? "cookie ?"
+          : e.cookie
+            ? "cookie SENT"
+            : `cookie not sent${e.cookieBlocked ? ` (blocked: ${e.cookieBlocked})` : ""}`;
       info(
         `${e.method} ${e.via} [${e.type}] -> ${e.status ?? "no status"}${e.failure ? `, then ${e.failure}` : ""}; ${cookie}; ` +
           `Sec-Fetch-Site ${e.secFetchSite}; Origin ${e.origin}${e.setCookie ? `; Set-Cookie ${e.setCookie}` : ""}`,
@@ -541,8 +549,15 @@ async function attackerScenario(
     const held = await jarCookie(context, api);
     check(
       `${label}: browser holds ${COOKIE} for ${api} before the visit`,
-      held?.value === session.token && held.secure && held.httpOnly && held.sameSite === "Lax" && held.domain === "localhost" && held.path === "/",
-      held ? `domain=${held.domain} path=${held.path} secure=${held.secure} httpOnly=${held.httpOnly} sameSite=${held.sameSite}` : "absent",
+      held?.value === session.token &&
+        held.secure &&
+        held.httpOnly &&
+        held.sameSite === "Lax" &&
+        held.domain === "localhost" &&
+        held.path === "/",
+      held
+        ? `domain=${held.domain} path=${held.path} secure=${held.secure} httpOnly=${held.httpOnly} sameSite=${held.sameSite}`
+        : "absent",
     );
 
     const page = await context.newPage();
@@ -582,7 +597,11 @@ async function attackerScenario(
     const parsed = results ? (JSON.parse(results) as Record<string, string>) : {};
 
     const status = await bearerStatus(apiDirect, session.token);
-    check(`${label}: session still authenticates after the visit (Bearer GET /auth/sessions)`, status === 200, `status ${status}`);
+    check(
+      `${label}: session still authenticates after the visit (Bearer GET /auth/sessions)`,
+      status === 200,
+      `status ${status}`,
+    );
     const after = await jarCookie(context, api);
     check(`${label}: browser still holds ${COOKIE}`, after?.value === session.token, after ? "held" : "gone");
 
@@ -660,7 +679,12 @@ async function attackerScenario(
   }
 }
 
-async function sameOriginScenario(browser: Browser, api: string, apiDirect: string, session: IssuedSession): Promise<void> {
+async function sameOriginScenario(
+  browser: Browser,
+  api: string,
+  apiDirect: string,
+  session: IssuedSession,
+): Promise<void> {
   const label = "same origin";
   const context = await browser.newContext();
   try {
@@ -684,9 +708,17 @@ async function sameOriginScenario(browser: Browser, api: string, apiDirect: stri
       nav?.cookie ? "Cookie header carried it" : "no cookie on the wire",
     );
     const statusAfterGet = await bearerStatus(apiDirect, session.token);
-    check(`${label}: session still authenticates after GET /auth/logout`, statusAfterGet === 200, `status ${statusAfterGet}`);
+    check(
+      `${label}: session still authenticates after GET /auth/logout`,
+      statusAfterGet === 200,
+      `status ${statusAfterGet}`,
+    );
     const heldAfterGet = await jarCookie(context, api);
-    check(`${label}: browser still holds ${COOKIE} after GET /auth/logout`, heldAfterGet?.value === session.token, heldAfterGet ? "held" : "gone");
+    check(
+      `${label}: browser still holds ${COOKIE} after GET /auth/logout`,
+      heldAfterGet?.value === session.token,
+      heldAfterGet ? "held" : "gone",
+    );
 
     // 6. The real thing: the app's own page logs out with a same-origin POST. Every response
     // of the API carries `Content-Security-Policy: default-src 'none'`, so a document the
@@ -696,7 +728,9 @@ async function sameOriginScenario(browser: Browser, api: string, apiDirect: stri
     // logout so that request goes to the network untouched.
     const apiDocument = await page.goto(`${api}/auth/sessions`, { timeout: PAGE_MS });
     const fromApiDocument = await withTimeout(
-      page.evaluate("fetch('/auth/sessions').then((r) => 'status ' + r.status, (e) => 'threw ' + e.name + ': ' + e.message)"),
+      page.evaluate(
+        "fetch('/auth/sessions').then((r) => 'status ' + r.status, (e) => 'threw ' + e.name + ': ' + e.message)",
+      ),
       PAGE_MS,
       "fetch from the API's document",
     );
@@ -706,7 +740,11 @@ async function sameOriginScenario(browser: Browser, api: string, apiDirect: stri
     );
     const appPage = `${api}/app/`;
     await page.route(appPage, (route) =>
-      route.fulfill({ status: 200, contentType: "text/html", body: "<!doctype html><title>app</title><h1>Your sessions</h1>" }),
+      route.fulfill({
+        status: 200,
+        contentType: "text/html",
+        body: "<!doctype html><title>app</title><h1>Your sessions</h1>",
+      }),
     );
     await page.goto(appPage, { timeout: PAGE_MS });
     await page.unrouteAll();
@@ -731,9 +769,17 @@ async function sameOriginScenario(browser: Browser, api: string, apiDirect: stri
       post?.setCookie || "no Set-Cookie seen",
     );
     const statusAfterLogout = await bearerStatus(apiDirect, session.token);
-    check(`${label}: session no longer authenticates (Bearer GET /auth/sessions)`, statusAfterLogout === 401, `status ${statusAfterLogout}`);
+    check(
+      `${label}: session no longer authenticates (Bearer GET /auth/sessions)`,
+      statusAfterLogout === 401,
+      `status ${statusAfterLogout}`,
+    );
     const heldAfterLogout = await jarCookie(context, api);
-    check(`${label}: context.cookies() no longer holds ${COOKIE}`, heldAfterLogout === undefined, heldAfterLogout ? `still ${heldAfterLogout.value}` : "gone");
+    check(
+      `${label}: context.cookies() no longer holds ${COOKIE}`,
+      heldAfterLogout === undefined,
+      heldAfterLogout ? `still ${heldAfterLogout.value}` : "gone",
+    );
   } finally {
     await context.close();
   }
@@ -773,8 +819,14 @@ async function main(): Promise<void> {
     const crossSession = await createSession(`browser-test-${run}-cross-site`);
     const sameSiteSession = await createSession(`browser-test-${run}-same-site`);
     const ownSession = await createSession(`browser-test-${run}-same-origin`);
-    const live = await Promise.all([crossSession, sameSiteSession, ownSession].map((s) => bearerStatus(apiDirect, s.token)));
-    check("session:create issued 3 sessions, each live by Bearer", live.every((status) => status === 200), live.join(", "));
+    const live = await Promise.all(
+      [crossSession, sameSiteSession, ownSession].map((s) => bearerStatus(apiDirect, s.token)),
+    );
+    check(
+      "session:create issued 3 sessions, each live by Bearer",
+      live.every((status) => status === 200),
+      live.join(", "),
+    );
 
     const crossSite = await startAttacker("127.0.0.1", api);
     servers.push(crossSite.server);
@@ -792,8 +844,24 @@ async function main(): Promise<void> {
     });
     info(`Chromium ${browser.version()}`);
 
-    await attackerScenario(browser, `cross-site ${crossSite.origin}`, crossSite.origin, api, apiDirect, crossSession, false);
-    await attackerScenario(browser, `same-site ${sameSite.origin}`, sameSite.origin, api, apiDirect, sameSiteSession, true);
+    await attackerScenario(
+      browser,
+      `cross-site ${crossSite.origin}`,
+      crossSite.origin,
+      api,
+      apiDirect,
+      crossSession,
+      false,
+    );
+    await attackerScenario(
+      browser,
+      `same-site ${sameSite.origin}`,
+      sameSite.origin,
+      api,
+      apiDirect,
+      sameSiteSession,
+      true,
+    );
     await sameOriginScenario(browser, api, apiDirect, ownSession);
   } catch (error) {
     check("the run completed", false, message(error));

@@ -71,7 +71,13 @@ export function writeError(c: Context, error: unknown): Response {
     return c.json(body, error.status, error.responseHeaders);
   }
   // Only the error's class name is logged: messages of driver errors can quote SQL.
-  console.error(JSON.stringify({ level: "error", event: "unhandled_error", name: error instanceof Error ? error.name : typeof error }));
+  console.error(
+    JSON.stringify({
+      level: "error",
+      event: "unhandled_error",
+      name: error instanceof Error ? error.name : typeof error,
+    }),
+  );
   // A bare response: nothing the failed request had prepared (a cleared cookie) goes out,
   // so a client whose logout failed keeps its cookie and can retry.
   const body: ErrorBody = { code: "internal_error", message: MESSAGES.internal_error };

@@ -37,15 +37,17 @@ const COUNTRY = /^[A-Z0-9]{2}$/;
 
 function cleanCity(city: string | null | undefined): string | null {
   // Control characters have no place in a label shown to users.
-  const cleaned = typeof city === "string" ? city.replace(/\p{Cc}/gu, "").trim().slice(0, MAX_CITY_LENGTH) : "";
+  const cleaned =
+    typeof city === "string"
+      ? city
+          .replace(/\p{Cc}/gu, "")
+          .trim()
+          .slice(0, MAX_CITY_LENGTH)
+      : "";
   return cleaned || null;
 }
 
-export async function issueSession(
-  db: Database,
-  config: Config,
-  input: CreateSessionInput,
-): Promise<CreatedSession> {
+export async function issueSession(db: Database, config: Config, input: CreateSessionInput): Promise<CreatedSession> {
   const { userId } = input;
   if (typeof userId !== "string" || userId.trim() === "" || userId.length > MAX_USER_ID_LENGTH) {
     throw new TypeError(`userId must be a non-blank string of at most ${MAX_USER_ID_LENGTH} characters`);

@@ -2,7 +2,7 @@ import { WorkerEntrypoint } from "cloudflare:workers";
 import { instant } from "./clock.ts";
 import { readConfig } from "./config.ts";
 import { authenticate, openDatabase } from "./db/queries.ts";
-import { type CreateSessionInput, type CreatedSession, issueSession } from "./issue-session.ts";
+import { type CreatedSession, type CreateSessionInput, issueSession } from "./issue-session.ts";
 import { hashSecret, parseToken } from "./token.ts";
 
 export interface AuthenticatedSession {

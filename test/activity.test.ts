@@ -79,7 +79,9 @@ describe("idle timeout (SESSION_IDLE_TIMEOUT_SECONDS, default 14 days)", () => {
     expect((await call("GET", "/auth/sessions", bearer(idle.token))).status).toBe(401);
     expect(await exports.SessionService.authenticate(idle.token)).toBeNull();
     expect((await call("DELETE", "/auth/logout", bearer(idle.token))).status).toBe(401);
-    const body = (await (await call("GET", "/auth/sessions", bearer(other.token))).json()) as { sessions: { id: string }[] };
+    const body = (await (await call("GET", "/auth/sessions", bearer(other.token))).json()) as {
+      sessions: { id: string }[];
+    };
     expect(body.sessions.map((s) => s.id)).toEqual([other.id]);
   });
 
@@ -89,6 +91,8 @@ describe("idle timeout (SESSION_IDLE_TIMEOUT_SECONDS, default 14 days)", () => {
     const session = await issue(newUser(), { ttlSeconds: 90 * 86_400 });
     vi.setSystemTime(START + 60 * DAY);
     expect((await call("GET", "/auth/sessions", bearer(session.token))).status).toBe(401);
-    expect((await callWith({ SESSION_IDLE_TIMEOUT_SECONDS: "0" }, "GET", "/auth/sessions", bearer(session.token))).status).toBe(200);
+    expect(
+      (await callWith({ SESSION_IDLE_TIMEOUT_SECONDS: "0" }, "GET", "/auth/sessions", bearer(session.token))).status,
+    ).toBe(200);
   });
 });

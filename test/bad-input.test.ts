@@ -1,15 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  CHALLENGE,
-  COOKIE_NAME,
-  bearer,
-  call,
-  expectError,
-  isLive,
-  issue,
-  newUser,
-  tableSnapshot,
-} from "./helpers.ts";
+import { bearer, CHALLENGE, COOKIE_NAME, call, expectError, isLive, issue, newUser, tableSnapshot } from "./helpers.ts";
 
 // Hostile or broken input from an authenticated caller: a clear 4xx and no state change.
 
@@ -23,7 +13,7 @@ const HOSTILE_IDS: Record<string, string> = {
   "NUL byte": "%00",
   "non-ASCII": encodeURIComponent("sessión-ü-会話"),
   "broken percent-encoding": "%E0%A4%A",
-  "quotes": encodeURIComponent(`"'\``),
+  quotes: encodeURIComponent(`"'\``),
   "one character short of an id": "A".repeat(21),
 };
 
@@ -47,7 +37,11 @@ describe("oversized input is refused before any parsing or query", () => {
   it("a 5,000-character id: 414 uri_too_long, nothing deleted", async () => {
     const caller = await issue(newUser());
     const before = await tableSnapshot();
-    await expectError(await call("DELETE", `/auth/sessions/${"A".repeat(5000)}`, bearer(caller.token)), 414, "uri_too_long");
+    await expectError(
+      await call("DELETE", `/auth/sessions/${"A".repeat(5000)}`, bearer(caller.token)),
+      414,
+      "uri_too_long",
+    );
     expect(await tableSnapshot()).toEqual(before);
   });
 
@@ -58,7 +52,11 @@ describe("oversized input is refused before any parsing or query", () => {
   it("Authorization or Cookie over 16 KB: 431 header_too_large, nothing changes", async () => {
     const session = await issue(newUser());
     const before = await tableSnapshot();
-    await expectError(await call("GET", "/auth/sessions", { Authorization: `Bearer ${"A".repeat(17_000)}` }), 431, "header_too_large");
+    await expectError(
+      await call("GET", "/auth/sessions", { Authorization: `Bearer ${"A".repeat(17_000)}` }),
+      431,
+      "header_too_large",
+    );
     await expectError(
       await call("POST", "/auth/logout", { Cookie: `pad=${"x".repeat(17_000)}; __Host-session=${session.token}` }),
       431,
@@ -91,7 +89,11 @@ describe("hostile headers", () => {
 
   it("a token that is SQL: malformed, never reaches the database", async () => {
     const before = await tableSnapshot();
-    await expectError(await call("DELETE", "/auth/logout", { Authorization: "Bearer ' OR 1=1 --" }), 400, "session_invalid");
+    await expectError(
+      await call("DELETE", "/auth/logout", { Authorization: "Bearer ' OR 1=1 --" }),
+      400,
+      "session_invalid",
+    );
     expect(await tableSnapshot()).toEqual(before);
   });
 

@@ -1,8 +1,7 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { InjectedFailure, flakyD1 } from "./d1.ts";
+import { flakyD1, InjectedFailure } from "./d1.ts";
 import {
-  ORIGIN,
   bearer,
   call,
   callWith,
@@ -11,6 +10,7 @@ import {
   isLive,
   issue,
   newUser,
+  ORIGIN,
   sessionCookie,
 } from "./helpers.ts";
 
@@ -83,7 +83,12 @@ describe("security headers", () => {
     expectSecurityHeaders(await call("GET", "/"));
     vi.spyOn(console, "error").mockImplementation(() => {});
     vi.spyOn(console, "log").mockImplementation(() => {});
-    const failed = await callWith({ DB: flakyD1(env.DB, 99, () => new InjectedFailure("boom")).db }, "GET", "/auth/sessions", bearer(session.token));
+    const failed = await callWith(
+      { DB: flakyD1(env.DB, 99, () => new InjectedFailure("boom")).db },
+      "GET",
+      "/auth/sessions",
+      bearer(session.token),
+    );
     expect(failed.status).toBe(500);
     expectSecurityHeaders(failed);
   });
@@ -106,7 +111,11 @@ describe("transient D1 errors", () => {
     vi.spyOn(console, "log").mockImplementation(() => {});
     const session = await issue(newUser());
     const flaky = flakyD1(env.DB, 2, transient);
-    await expectError(await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token)), 500, "internal_error");
+    await expectError(
+      await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token)),
+      500,
+      "internal_error",
+    );
     expect(flaky.roundTrips).toBe(2);
   });
 
@@ -115,7 +124,11 @@ describe("transient D1 errors", () => {
     vi.spyOn(console, "log").mockImplementation(() => {});
     const session = await issue(newUser());
     const flaky = flakyD1(env.DB, 1, () => new Error("D1_ERROR: no such table: sessions"));
-    await expectError(await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token)), 500, "internal_error");
+    await expectError(
+      await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token)),
+      500,
+      "internal_error",
+    );
     expect(flaky.roundTrips).toBe(1);
   });
 });
@@ -147,14 +160,20 @@ describe("request log", () => {
   it("names no session on a refusal and never holds a token, secret or hash", async () => {
     const session = await issue(newUser());
     const [, secret] = session.token.split(".");
-    const { results } = await env.DB.prepare("SELECT secret_hash FROM sessions WHERE id = ?").bind(session.id).all<{ secret_hash: string }>();
+    const { results } = await env.DB.prepare("SELECT secret_hash FROM sessions WHERE id = ?")
+      .bind(session.id)
+      .all<{ secret_hash: string }>();
     const lines = captureLog();
     await call("DELETE", `/auth/sessions/${session.token}`, bearer(session.token));
     await call("POST", "/auth/logout", { ...sessionCookie(session.token), Origin: "https://evil.example" });
     await call("GET", `/auth/sessions/${secret}`, bearer(`${session.id}.${"x".repeat(43)}`));
     await call("DELETE", "/auth/logout", bearer(session.token));
     expect(lines.map((line) => JSON.parse(line).status)).toEqual([401, 403, 405, 200]);
-    expect(JSON.parse(lines[0]!)).toMatchObject({ route: "/auth/sessions/:id{[^\\x2F]*}", session_id: null, d1_round_trips: 1 });
+    expect(JSON.parse(lines[0]!)).toMatchObject({
+      route: "/auth/sessions/:id{[^\\x2F]*}",
+      session_id: null,
+      d1_round_trips: 1,
+    });
     for (const line of lines) {
       expect(line).not.toContain(secret);
       expect(line).not.toContain(results[0]!.secret_hash);
@@ -172,7 +191,10 @@ describe("request log", () => {
 describe("ALLOWED_ORIGINS", () => {
   it("a trailing slash in the var still names the origin browsers send", async () => {
     const session = await issue(newUser());
-    const response = await callWith(withFrontEnd, "POST", "/auth/logout", { ...sessionCookie(session.token), Origin: FRONT_END });
+    const response = await callWith(withFrontEnd, "POST", "/auth/logout", {
+      ...sessionCookie(session.token),
+      Origin: FRONT_END,
+    });
     expect(response.status).toBe(200);
   });
 

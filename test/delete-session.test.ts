@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import {
+  bearer,
   CHALLENGE,
   CLEARED_COOKIE,
-  bearer,
   call,
   expectError,
   expectMessage,
@@ -45,9 +45,14 @@ describe("DELETE /auth/sessions/:id", () => {
     const alice = newUser();
     const victim = await issue(alice);
     const before = await tableSnapshot();
-    await expectError(await call("DELETE", `/auth/sessions/${victim.id}`, bearer(mallory.token)), 401, "not_authorized", {
-      wwwAuthenticate: CHALLENGE,
-    });
+    await expectError(
+      await call("DELETE", `/auth/sessions/${victim.id}`, bearer(mallory.token)),
+      401,
+      "not_authorized",
+      {
+        wwwAuthenticate: CHALLENGE,
+      },
+    );
     expect(await tableSnapshot()).toEqual(before);
     expect(await isLive(victim.token)).toBe(true);
   });
@@ -84,8 +89,13 @@ describe("DELETE /auth/sessions/:id", () => {
     const current = await issue(user);
     const other = await issue(user);
     expect((await call("DELETE", `/auth/sessions/${other.id}`, bearer(current.token))).status).toBe(200);
-    await expectError(await call("DELETE", `/auth/sessions/${other.id}`, bearer(current.token)), 401, "not_authorized", {
-      wwwAuthenticate: CHALLENGE,
-    });
+    await expectError(
+      await call("DELETE", `/auth/sessions/${other.id}`, bearer(current.token)),
+      401,
+      "not_authorized",
+      {
+        wwwAuthenticate: CHALLENGE,
+      },
+    );
   });
 });

@@ -1,16 +1,7 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { purge } from "../src/scheduled.ts";
-import {
-  CHALLENGE,
-  REJECTED_CHALLENGE,
-  bearer,
-  call,
-  expectError,
-  issue,
-  newUser,
-  sessionCookie,
-} from "./helpers.ts";
+import { bearer, CHALLENGE, call, expectError, issue, newUser, REJECTED_CHALLENGE, sessionCookie } from "./helpers.ts";
 import { deadTokens, tokenExpiringNow } from "./tokens.ts";
 
 afterEach(() => {
@@ -54,10 +45,34 @@ describe("security log: GET /auth/events", () => {
     const events = await eventsOf(laptop.token);
     const at = (s: number) => new Date(t(s)).toISOString();
     expect(events.map(({ id: _id, ...event }) => event)).toEqual([
-      { type: "logout_others", session_id: old.id, actor_session_id: laptop.id, ip_address: "198.51.100.7", created_at: at(4) },
-      { type: "logout_others", session_id: tv.id, actor_session_id: laptop.id, ip_address: "198.51.100.7", created_at: at(4) },
-      { type: "logout", session_id: tablet.id, actor_session_id: tablet.id, ip_address: "2001:db8::1", created_at: at(3) },
-      { type: "deleted", session_id: phone.id, actor_session_id: laptop.id, ip_address: "198.51.100.7", created_at: at(2) },
+      {
+        type: "logout_others",
+        session_id: old.id,
+        actor_session_id: laptop.id,
+        ip_address: "198.51.100.7",
+        created_at: at(4),
+      },
+      {
+        type: "logout_others",
+        session_id: tv.id,
+        actor_session_id: laptop.id,
+        ip_address: "198.51.100.7",
+        created_at: at(4),
+      },
+      {
+        type: "logout",
+        session_id: tablet.id,
+        actor_session_id: tablet.id,
+        ip_address: "2001:db8::1",
+        created_at: at(3),
+      },
+      {
+        type: "deleted",
+        session_id: phone.id,
+        actor_session_id: laptop.id,
+        ip_address: "198.51.100.7",
+        created_at: at(2),
+      },
       { type: "created", session_id: old.id, actor_session_id: null, ip_address: "203.0.113.7", created_at: at(1) },
       { type: "created", session_id: tv.id, actor_session_id: null, ip_address: "203.0.113.7", created_at: at(1) },
       { type: "created", session_id: tablet.id, actor_session_id: null, ip_address: "203.0.113.7", created_at: at(1) },
@@ -76,7 +91,12 @@ describe("security log: GET /auth/events", () => {
     await call("DELETE", "/auth/logout", bearer(a.token));
     const fresh = await issue(user);
     const events = await eventsOf(fresh.token);
-    expect(events.filter((e) => e.type === "logout_all").map((e) => e.session_id).sort()).toEqual([a.id, b.id].sort());
+    expect(
+      events
+        .filter((e) => e.type === "logout_all")
+        .map((e) => e.session_id)
+        .sort(),
+    ).toEqual([a.id, b.id].sort());
     expect(events.every((e) => e.session_id !== someoneElse.id)).toBe(true);
   });
 

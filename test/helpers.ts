@@ -135,7 +135,9 @@ export async function expectError(
   expect(response.headers.get("WWW-Authenticate")).toBe(headers.wwwAuthenticate ?? null);
   expect(response.headers.get("Set-Cookie")).toBe(headers.setCookie ?? null);
   expect(response.headers.get("Allow")).toBe(headers.allow ?? null);
-  expect(response.headers.get("Cache-Control")).toBe(headers.cacheControl === undefined ? "no-store" : headers.cacheControl);
+  expect(response.headers.get("Cache-Control")).toBe(
+    headers.cacheControl === undefined ? "no-store" : headers.cacheControl,
+  );
   expectSecurityHeaders(response);
 }
 

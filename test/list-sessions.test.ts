@@ -1,14 +1,14 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
+  bearer,
   CHALLENGE,
   CHROME_MAC,
-  REJECTED_CHALLENGE,
-  bearer,
   call,
   expectError,
   issue,
   newUser,
+  REJECTED_CHALLENGE,
   sessionCookie,
 } from "./helpers.ts";
 
@@ -143,11 +143,8 @@ describe("GET /auth/sessions", () => {
 
   it("ignores a token in the query string", async () => {
     const session = await issue(newUser());
-    await expectError(
-      await call("GET", `/auth/sessions?access_token=${session.token}`),
-      401,
-      "invalid_token",
-      { wwwAuthenticate: CHALLENGE },
-    );
+    await expectError(await call("GET", `/auth/sessions?access_token=${session.token}`), 401, "invalid_token", {
+      wwwAuthenticate: CHALLENGE,
+    });
   });
 });

@@ -1,14 +1,14 @@
 import { describe, expect, it } from "vitest";
 import {
-  CLEARED_COOKIE,
-  REJECTED_CHALLENGE,
   bearer,
+  CLEARED_COOKIE,
   call,
   expectError,
   expectMessage,
   isLive,
   issue,
   newUser,
+  REJECTED_CHALLENGE,
   sessionCookie,
   sessionIdsOf,
   tableSnapshot,
@@ -36,8 +36,14 @@ describe("DELETE /auth/logout?scope=others", () => {
     const user = newUser();
     const current = await issue(user);
     await issue(user);
-    await expectMessage(await call("DELETE", "/auth/logout?scope=others", bearer(current.token)), "Logged out of 1 other session");
-    await expectMessage(await call("DELETE", "/auth/logout?scope=others", bearer(current.token)), "Logged out of 0 other sessions");
+    await expectMessage(
+      await call("DELETE", "/auth/logout?scope=others", bearer(current.token)),
+      "Logged out of 1 other session",
+    );
+    await expectMessage(
+      await call("DELETE", "/auth/logout?scope=others", bearer(current.token)),
+      "Logged out of 0 other sessions",
+    );
     expect(await isLive(current.token)).toBe(true);
   });
 
@@ -47,7 +53,11 @@ describe("DELETE /auth/logout?scope=others", () => {
     await issue(user);
     const before = await tableSnapshot();
     for (const query of ["scope=all", "scope=", "scope=OTHERS", "scope=others%00", `scope=${"x".repeat(500)}`]) {
-      await expectError(await call("DELETE", `/auth/logout?${query}`, sessionCookie(current.token)), 400, "invalid_scope");
+      await expectError(
+        await call("DELETE", `/auth/logout?${query}`, sessionCookie(current.token)),
+        400,
+        "invalid_scope",
+      );
       await expectError(await call("DELETE", `/auth/logout?${query}`), 400, "invalid_scope");
     }
     expect(await tableSnapshot()).toEqual(before);
@@ -58,15 +68,24 @@ describe("DELETE /auth/logout?scope=others", () => {
       await expectError(await call("DELETE", "/auth/logout?scope=others", bearer(token)), 401, "session_invalid", {
         wwwAuthenticate: REJECTED_CHALLENGE,
       });
-      await expectError(await call("DELETE", "/auth/logout?scope=others", sessionCookie(token)), 401, "session_invalid", {
-        wwwAuthenticate: REJECTED_CHALLENGE,
-        setCookie: CLEARED_COOKIE,
-      });
+      await expectError(
+        await call("DELETE", "/auth/logout?scope=others", sessionCookie(token)),
+        401,
+        "session_invalid",
+        {
+          wwwAuthenticate: REJECTED_CHALLENGE,
+          setCookie: CLEARED_COOKIE,
+        },
+      );
     }
     await expectError(await call("DELETE", "/auth/logout?scope=others"), 401, "token_required", {
       wwwAuthenticate: 'Bearer realm="auth"',
     });
-    await expectError(await call("DELETE", "/auth/logout?scope=others", { Authorization: "Basic x" }), 400, "session_invalid");
+    await expectError(
+      await call("DELETE", "/auth/logout?scope=others", { Authorization: "Basic x" }),
+      400,
+      "session_invalid",
+    );
   });
 
   it("is refused cross-site like any cookie logout", async () => {
@@ -74,7 +93,10 @@ describe("DELETE /auth/logout?scope=others", () => {
     const current = await issue(user);
     const other = await issue(user);
     await expectError(
-      await call("DELETE", "/auth/logout?scope=others", { ...sessionCookie(current.token), "Sec-Fetch-Site": "cross-site" }),
+      await call("DELETE", "/auth/logout?scope=others", {
+        ...sessionCookie(current.token),
+        "Sec-Fetch-Site": "cross-site",
+      }),
       403,
       "cross_site_request",
     );
@@ -85,7 +107,11 @@ describe("DELETE /auth/logout?scope=others", () => {
     const user = newUser();
     const current = await issue(user);
     await issue(user);
-    await expectMessage(await call("DELETE", "/auth/logout", sessionCookie(current.token)), "Logged out of all sessions", CLEARED_COOKIE);
+    await expectMessage(
+      await call("DELETE", "/auth/logout", sessionCookie(current.token)),
+      "Logged out of all sessions",
+      CLEARED_COOKIE,
+    );
     expect(await sessionIdsOf(user)).toEqual([]);
   });
 });

@@ -1,15 +1,15 @@
 import { describe, expect, it } from "vitest";
 import {
-  CLEARED_COOKIE,
-  ORIGIN,
-  REJECTED_CHALLENGE,
   bearer,
+  CLEARED_COOKIE,
   call,
   expectError,
   expectMessage,
   isLive,
   issue,
   newUser,
+  ORIGIN,
+  REJECTED_CHALLENGE,
   sessionCookie,
   sessionIdsOf,
   tableSnapshot,
@@ -30,7 +30,11 @@ describe("POST /auth/logout", () => {
     const current = await issue(user);
     const other = await issue(user);
     await expectMessage(
-      await call("POST", "/auth/logout", { ...sessionCookie(current.token), Origin: ORIGIN, "Sec-Fetch-Site": "same-origin" }),
+      await call("POST", "/auth/logout", {
+        ...sessionCookie(current.token),
+        Origin: ORIGIN,
+        "Sec-Fetch-Site": "same-origin",
+      }),
       "Logged out",
       CLEARED_COOKIE,
     );
@@ -73,7 +77,9 @@ describe("POST /auth/logout", () => {
     const current = await issue(newUser());
     const headers = sessionCookie(current.token);
     await expectMessage(await call("POST", "/auth/logout", headers), "Logged out", CLEARED_COOKIE);
-    await expectError(await call("POST", "/auth/logout", headers), 400, "session_invalid", { setCookie: CLEARED_COOKIE });
+    await expectError(await call("POST", "/auth/logout", headers), 400, "session_invalid", {
+      setCookie: CLEARED_COOKIE,
+    });
   });
 
   it("ignores a token in the query string or the body", async () => {
@@ -89,7 +95,10 @@ describe("GET and HEAD /auth/logout", () => {
     it(`${method} is 405 with Allow: POST, DELETE, leaves the session alive and sets no cookie`, async () => {
       const current = await issue(newUser());
       const before = await tableSnapshot();
-      const response = await call(method, "/auth/logout", { ...bearer(current.token), ...sessionCookie(current.token) });
+      const response = await call(method, "/auth/logout", {
+        ...bearer(current.token),
+        ...sessionCookie(current.token),
+      });
       expect(response.status).toBe(405);
       expect(response.headers.get("Allow")).toBe("POST, DELETE");
       expect(response.headers.get("Set-Cookie")).toBeNull();

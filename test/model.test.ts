@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { CLEARED_COOKIE, bearer, call, issue, newUser, sessionCookie } from "./helpers.ts";
+import { bearer, CLEARED_COOKIE, call, issue, newUser, sessionCookie } from "./helpers.ts";
 
 // Model-based test: random sequences of the service's operations across several users,
 // each checked step by step against a small in-memory model of who holds which live
@@ -33,7 +33,8 @@ const liveOf = (model: Model, user: number) => model.sessions.filter((s) => s.us
 const pick = (model: Model, index: number) => model.sessions[index % model.sessions.length];
 
 type Via = "bearer" | "cookie";
-const credential = (session: ModelSession, via: Via) => (via === "bearer" ? bearer(session.token) : sessionCookie(session.token));
+const credential = (session: ModelSession, via: Via) =>
+  via === "bearer" ? bearer(session.token) : sessionCookie(session.token);
 
 function command(
   label: string,
@@ -75,14 +76,22 @@ const list = (by: number) =>
     expect(response.status).toBe(200);
     const body = (await response.json()) as { sessions: { id: string }[]; currentSessionId: string };
     expect(body.currentSessionId).toBe(caller.id);
-    expect(body.sessions.map((s) => s.id).sort()).toEqual(liveOf(model, caller.user).map((s) => s.id).sort());
+    expect(body.sessions.map((s) => s.id).sort()).toEqual(
+      liveOf(model, caller.user)
+        .map((s) => s.id)
+        .sort(),
+    );
   });
 
 const deleteById = (by: number, targetIndex: number | "unknown") =>
   command(`delete(#${targetIndex} by #${by})`, async (model) => {
     const caller = pick(model, by)!;
     const target = targetIndex === "unknown" ? undefined : pick(model, targetIndex);
-    const response = await call("DELETE", `/auth/sessions/${target?.id ?? "AAAAAAAAAAAAAAAAAAAAAA"}`, bearer(caller.token));
+    const response = await call(
+      "DELETE",
+      `/auth/sessions/${target?.id ?? "AAAAAAAAAAAAAAAAAAAAAA"}`,
+      bearer(caller.token),
+    );
     const code = async () => ((await response.json()) as { code: string }).code;
     if (!isLive(model, caller)) {
       expect([response.status, await code()]).toEqual([401, "invalid_token"]);
@@ -109,7 +118,11 @@ const logout = (by: number, via: Via) =>
 const logoutMany = (by: number, via: Via, others: boolean) =>
   command(`logout-${others ? "others" : "all"}(#${by} by ${via})`, async (model) => {
     const caller = pick(model, by)!;
-    const response = await call("DELETE", others ? "/auth/logout?scope=others" : "/auth/logout", credential(caller, via));
+    const response = await call(
+      "DELETE",
+      others ? "/auth/logout?scope=others" : "/auth/logout",
+      credential(caller, via),
+    );
     const clears = via === "cookie" && !(others && isLive(model, caller));
     expect(response.headers.get("Set-Cookie")).toBe(clears ? CLEARED_COOKIE : null);
     if (!isLive(model, caller)) {
@@ -141,7 +154,9 @@ afterEach(() => {
 });
 
 describe("model-based", () => {
-  it("every status, listed set, currentSessionId and cleared cookie matches the model", { timeout: 60_000 + RUNS * 300 }, async () => {
+  it("every status, listed set, currentSessionId and cleared cookie matches the model", {
+    timeout: 60_000 + RUNS * 300,
+  }, async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     await fc.assert(
       fc.asyncProperty(fc.commands(commands, { maxCommands: 40 }), async (cmds) => {

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { COOKIE_NAME, ORIGIN, call, issue, newUser } from "./helpers.ts";
+import { COOKIE_NAME, call, issue, newUser, ORIGIN } from "./helpers.ts";
 
 // Property-based tests through the public HTTP interface against real D1: whatever the
 // method, path, Authorization, Cookie or session id, the service never answers 5xx,
@@ -19,7 +19,19 @@ const headerChar = fc.oneof(
 const headerText = (maxLength: number) => fc.string({ unit: headerChar, maxLength });
 
 const segment = fc.oneof(
-  fc.constantFrom("", "AAAAAAAAAAAAAAAAAAAAAA", "%2F", "..", "%2E%2E", "%00", "'", '"', "%27%20OR%201%3D1", "%E0%A4%A", " "),
+  fc.constantFrom(
+    "",
+    "AAAAAAAAAAAAAAAAAAAAAA",
+    "%2F",
+    "..",
+    "%2E%2E",
+    "%00",
+    "'",
+    '"',
+    "%27%20OR%201%3D1",
+    "%E0%A4%A",
+    " ",
+  ),
   fc.string({ unit: headerChar, maxLength: 40 }).map(encodeURIComponent),
   fc.constant("A".repeat(10 * 1024)),
   fc.constant(encodeURIComponent("セッション")),
@@ -28,9 +40,12 @@ const segment = fc.oneof(
 const path = fc.oneof(
   fc.constantFrom("/auth/sessions", "/auth/sessions/", "/auth/logout", "/auth/events", "/", "/auth", "/openapi.json"),
   segment.map((id) => `/auth/sessions/${id}`),
-  fc.tuple(fc.constantFrom("/auth/logout", "/auth/sessions"), fc.constantFrom("?scope=others", "?scope=all", "?scope=", "?token=x")).map(
-    ([p, q]) => p + q,
-  ),
+  fc
+    .tuple(
+      fc.constantFrom("/auth/logout", "/auth/sessions"),
+      fc.constantFrom("?scope=others", "?scope=all", "?scope=", "?token=x"),
+    )
+    .map(([p, q]) => p + q),
   fc.array(segment, { maxLength: 4 }).map((parts) => `/${parts.join("/")}`),
 );
 
@@ -93,7 +108,10 @@ const tokenLike = fc.oneof(
     weight: 3,
     arbitrary: fc.record({
       index: fc.nat(),
-      distortion: fc.oneof({ weight: 4, arbitrary: fc.constant("whole") }, fc.constantFrom(...Object.keys(DISTORTIONS))),
+      distortion: fc.oneof(
+        { weight: 4, arbitrary: fc.constant("whole") },
+        fc.constantFrom(...Object.keys(DISTORTIONS)),
+      ),
     }),
   },
   { weight: 1, arbitrary: fc.oneof(headerText(80), fc.constant("A".repeat(8 * 1024))) },
@@ -107,13 +125,22 @@ function resolve(world: World, like: TokenLike): string {
 const credential = fc.record({
   authorization: fc.option(
     fc.oneof(
-      { weight: 3, arbitrary: fc.record({ scheme: fc.constantFrom("Bearer", "Bearer", "bEaReR", "Basic", "Bearer  "), token: tokenLike }) },
+      {
+        weight: 3,
+        arbitrary: fc.record({
+          scheme: fc.constantFrom("Bearer", "Bearer", "bEaReR", "Basic", "Bearer  "),
+          token: tokenLike,
+        }),
+      },
       { weight: 1, arbitrary: headerText(100) },
     ),
     { nil: undefined },
   ),
   cookie: fc.option(
-    fc.oneof(fc.record({ prefix: fc.constantFrom("", "other=1; ", `${COOKIE_NAME}=x; `), token: tokenLike }), headerText(100)),
+    fc.oneof(
+      fc.record({ prefix: fc.constantFrom("", "other=1; ", `${COOKIE_NAME}=x; `), token: tokenLike }),
+      headerText(100),
+    ),
     { nil: undefined },
   ),
   origin: fc.option(fc.constantFrom(ORIGIN, "https://evil.example", "null"), { nil: undefined }),
@@ -141,21 +168,27 @@ async function usersChanged(before: { sessions: string; events: string }): Promi
 }
 
 describe("properties of any request", () => {
-  it("never 5xx; every error is the contract's shape; only a live token's user's rows change", { timeout: TIMEOUT_MS }, async () => {
+  it("never 5xx; every error is the contract's shape; only a live token's user's rows change", {
+    timeout: TIMEOUT_MS,
+  }, async () => {
     const world = new World();
     let changes = 0;
     await fc.assert(
       fc.asyncProperty(target, credential, async (aim, cred) => {
         await world.replenish();
-        const [m, p]: readonly [string, string] = "method" in aim ? [aim.method, aim.path] : OPERATIONS[aim.operation]!(world.pick(aim.index).id);
+        const [m, p]: readonly [string, string] =
+          "method" in aim ? [aim.method, aim.path] : OPERATIONS[aim.operation]!(world.pick(aim.index).id);
         const headers: Record<string, string> = {};
         const { authorization, cookie } = cred;
         if (authorization !== undefined) {
           headers.Authorization =
-            typeof authorization === "string" ? authorization : `${authorization.scheme} ${resolve(world, authorization.token)}`;
+            typeof authorization === "string"
+              ? authorization
+              : `${authorization.scheme} ${resolve(world, authorization.token)}`;
         }
         if (cookie !== undefined) {
-          headers.Cookie = typeof cookie === "string" ? cookie : `${cookie.prefix}${COOKIE_NAME}=${resolve(world, cookie.token)}`;
+          headers.Cookie =
+            typeof cookie === "string" ? cookie : `${cookie.prefix}${COOKIE_NAME}=${resolve(world, cookie.token)}`;
         }
         if (cred.origin !== undefined) headers.Origin = cred.origin;
         if (cred.fetchSite !== undefined) headers["Sec-Fetch-Site"] = cred.fetchSite;
@@ -186,7 +219,9 @@ describe("properties of any request", () => {
             headers.Authorization?.replace(/^bearer +/i, "").trim(),
             headers.Cookie?.split(`${COOKIE_NAME}=`).at(-1)?.trim(),
           ];
-          const owners = new Set(presented.filter((t) => t !== undefined && liveBefore.has(t)).map((t) => liveBefore.get(t!)));
+          const owners = new Set(
+            presented.filter((t) => t !== undefined && liveBefore.has(t)).map((t) => liveBefore.get(t!)),
+          );
           expect(response.status).toBe(200);
           for (const user of changed) expect(owners.has(user)).toBe(true);
         }

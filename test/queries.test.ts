@@ -38,7 +38,9 @@ describe("query plans", () => {
       expect(statements.length).toBeGreaterThan(0);
       for (const { sql, params } of statements) {
         const detail = await plan(sql, params);
-        expect({ sql, detail }).not.toMatchObject({ detail: expect.stringMatching(/SCAN (sessions|session_events)(?! USING)/) });
+        expect({ sql, detail }).not.toMatchObject({
+          detail: expect.stringMatching(/SCAN (sessions|session_events)(?! USING)/),
+        });
       }
     });
   }
@@ -48,7 +50,9 @@ describe("query plans", () => {
     await queries.listSessions(queries.openDatabase(db), proof, at);
     const select = statements.find((s) => s.sql.startsWith("select"))!;
     const detail = await plan(select.sql, select.params);
-    expect(detail).toMatch(/SEARCH sessions USING INDEX sessions_user_id_expires_at_idx \(user_id=\? AND expires_at>\?\)/);
+    expect(detail).toMatch(
+      /SEARCH sessions USING INDEX sessions_user_id_expires_at_idx \(user_id=\? AND expires_at>\?\)/,
+    );
     expect(detail).toMatch(/SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 \(id=\?\)/);
   });
 });

@@ -1,5 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { CLEARED_COOKIE, bearer, call, callWith, expectError, isLive, issue, newUser, sessionCookie } from "./helpers.ts";
+import {
+  bearer,
+  CLEARED_COOKIE,
+  call,
+  callWith,
+  expectError,
+  isLive,
+  issue,
+  newUser,
+  sessionCookie,
+} from "./helpers.ts";
 
 // wrangler.toml: AUTH_FAILURES allows 30 failed authentications per client IP per minute.
 const LIMIT = 30;
@@ -29,13 +39,18 @@ describe("rate limiting of failed authentications (per client IP)", () => {
     const session = await issue(newUser());
     for (let i = 0; i <= LIMIT; i++) await call("POST", "/auth/logout", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip });
     expect((await call("POST", "/auth/logout", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip })).status).toBe(429);
-    expect((await call("GET", "/auth/sessions", { ...bearer(session.token), "CF-Connecting-IP": ip })).status).toBe(200);
-    expect((await call("POST", "/auth/logout", { ...sessionCookie(session.token), "CF-Connecting-IP": ip })).status).toBe(200);
+    expect((await call("GET", "/auth/sessions", { ...bearer(session.token), "CF-Connecting-IP": ip })).status).toBe(
+      200,
+    );
+    expect(
+      (await call("POST", "/auth/logout", { ...sessionCookie(session.token), "CF-Connecting-IP": ip })).status,
+    ).toBe(200);
     expect(await isLive(session.token)).toBe(false);
   });
 
   it("one IP's failures never touch another's", async () => {
-    for (let i = 0; i <= LIMIT; i++) await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": "198.51.100.202" });
+    for (let i = 0; i <= LIMIT; i++)
+      await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": "198.51.100.202" });
     const response = await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": "198.51.100.203" });
     expect(response.status).toBe(401);
   });
@@ -46,7 +61,12 @@ describe("rate limiting of failed authentications (per client IP)", () => {
     for (let i = 0; i <= LIMIT; i++) {
       expect((await call("GET", "/auth/sessions", { "CF-Connecting-IP": ip })).status).toBe(401);
       expect(
-        (await call("DELETE", "/auth/sessions/AAAAAAAAAAAAAAAAAAAAAA", { ...bearer(session.token), "CF-Connecting-IP": ip })).status,
+        (
+          await call("DELETE", "/auth/sessions/AAAAAAAAAAAAAAAAAAAAAA", {
+            ...bearer(session.token),
+            "CF-Connecting-IP": ip,
+          })
+        ).status,
       ).toBe(401);
     }
     expect((await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip })).status).toBe(401);
@@ -54,7 +74,8 @@ describe("rate limiting of failed authentications (per client IP)", () => {
 
   it("a 429 for a dead cookie still clears it, once, and carries no 401 challenge", async () => {
     const ip = "198.51.100.205";
-    for (let i = 0; i < LIMIT; i++) await call("DELETE", "/auth/logout", { ...sessionCookie(UNKNOWN), "CF-Connecting-IP": ip });
+    for (let i = 0; i < LIMIT; i++)
+      await call("DELETE", "/auth/logout", { ...sessionCookie(UNKNOWN), "CF-Connecting-IP": ip });
     const response = await call("DELETE", "/auth/logout", { ...sessionCookie(UNKNOWN), "CF-Connecting-IP": ip });
     expect(response.headers.getSetCookie()).toEqual([CLEARED_COOKIE]);
     await expectError(response, 429, "rate_limited", { setCookie: CLEARED_COOKIE });
@@ -63,7 +84,8 @@ describe("rate limiting of failed authentications (per client IP)", () => {
   it("a 429 to an allowed front-end origin is readable by it (CORS)", async () => {
     const ip = "198.51.100.206";
     const headers = { ...bearer(UNKNOWN), "CF-Connecting-IP": ip, Origin: "https://app.example" };
-    for (let i = 0; i < LIMIT; i++) await callWith({ ALLOWED_ORIGINS: "https://app.example" }, "GET", "/auth/sessions", headers);
+    for (let i = 0; i < LIMIT; i++)
+      await callWith({ ALLOWED_ORIGINS: "https://app.example" }, "GET", "/auth/sessions", headers);
     const response = await callWith({ ALLOWED_ORIGINS: "https://app.example" }, "GET", "/auth/sessions", headers);
     expect(response.status).toBe(429);
     expect(response.headers.get("Access-Control-Allow-Origin")).toBe("https://app.example");

@@ -36,10 +36,16 @@ describe("round trips per request", () => {
         roundTrips: 1,
       });
       const [everywhere] = await userWith(count);
-      expect(await roundTrips("DELETE", "/auth/logout", bearer(everywhere.token))).toEqual({ status: 200, roundTrips: 1 });
+      expect(await roundTrips("DELETE", "/auth/logout", bearer(everywhere.token))).toEqual({
+        status: 200,
+        roundTrips: 1,
+      });
 
       const [single] = await userWith(count);
-      expect(await roundTrips("POST", "/auth/logout", sessionCookie(single.token))).toEqual({ status: 200, roundTrips: 1 });
+      expect(await roundTrips("POST", "/auth/logout", sessionCookie(single.token))).toEqual({
+        status: 200,
+        roundTrips: 1,
+      });
       expect(await roundTrips("DELETE", `/auth/sessions/${single.id}`, bearer(single.token))).toEqual({
         status: 401,
         roundTrips: 1,

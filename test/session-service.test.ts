@@ -18,7 +18,9 @@ describe("SessionService (Workers RPC)", () => {
     expect(created.token).toMatch(/^[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}$/);
     expect(created.token.startsWith(`${created.id}.`)).toBe(true);
     expect(created.expiresAt).toBe("2026-12-22T00:00:00.000Z");
-    expect(created.cookie).toBe(`__Host-session=${created.token}; Max-Age=2592000; Path=/; HttpOnly; Secure; SameSite=Lax`);
+    expect(created.cookie).toBe(
+      `__Host-session=${created.token}; Max-Age=2592000; Path=/; HttpOnly; Secure; SameSite=Lax`,
+    );
     expect(await exports.SessionService.authenticate(created.token)).toEqual({
       sessionId: created.id,
       userId,
@@ -49,11 +51,14 @@ describe("SessionService (Workers RPC)", () => {
       [{ city: "x".repeat(300) }, "x".repeat(100)],
     ];
     const created: { id: string; token: string }[] = [];
-    for (const [location] of cases) created.push(await exports.SessionService.create({ userId, userAgent: "curl/8.5.0", ...location } as never));
+    for (const [location] of cases)
+      created.push(await exports.SessionService.create({ userId, userAgent: "curl/8.5.0", ...location } as never));
     const response = await exports.default.fetch("https://sessions.example/auth/sessions", {
       headers: { Authorization: `Bearer ${created[0]!.token}` },
     });
-    const { sessions } = (await response.json()) as { sessions: { id: string; location: string | null; device: unknown }[] };
+    const { sessions } = (await response.json()) as {
+      sessions: { id: string; location: string | null; device: unknown }[];
+    };
     for (const [index, [, expected]] of cases.entries()) {
       const listed = sessions.find((s) => s.id === created[index]!.id)!;
       expect(listed.location).toBe(expected);

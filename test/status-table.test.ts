@@ -1,11 +1,9 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
+  bearer,
   CHALLENGE,
   CLEARED_COOKIE,
   COOKIE_NAME,
-  ORIGIN,
-  REJECTED_CHALLENGE,
-  bearer,
   call,
   callWith,
   expectError,
@@ -13,10 +11,12 @@ import {
   isLive,
   issue,
   newUser,
+  ORIGIN,
+  REJECTED_CHALLENGE,
   sessionCookie,
   tableSnapshot,
 } from "./helpers.ts";
-import { MALFORMED_AUTHORIZATION, MALFORMED_COOKIE, deadTokens, tokenExpiringNow } from "./tokens.ts";
+import { deadTokens, MALFORMED_AUTHORIZATION, MALFORMED_COOKIE, tokenExpiringNow } from "./tokens.ts";
 
 // One block per row of the contract's status table, top to bottom. Every refused request
 // must also leave the table exactly as it was.
@@ -47,7 +47,11 @@ describe("403 cross_site_request: cookie-only POST or DELETE /auth/logout from a
         const session = await issue(user);
         await issue(user);
         await expectUnchanged(async () => {
-          await expectError(await call(method, "/auth/logout", { ...sessionCookie(session.token), ...headers }), 403, "cross_site_request");
+          await expectError(
+            await call(method, "/auth/logout", { ...sessionCookie(session.token), ...headers }),
+            403,
+            "cross_site_request",
+          );
         });
         expect(await isLive(session.token)).toBe(true);
       });
@@ -65,11 +69,16 @@ describe("403 cross_site_request: cookie-only POST or DELETE /auth/logout from a
 
     it(`${method} from an origin in ALLOWED_ORIGINS is allowed`, async () => {
       const session = await issue(newUser());
-      const response = await callWith({ ALLOWED_ORIGINS: "https://other.example, https://app.example" }, method, "/auth/logout", {
-        ...sessionCookie(session.token),
-        Origin: "https://app.example",
-        "Sec-Fetch-Site": "same-site",
-      });
+      const response = await callWith(
+        { ALLOWED_ORIGINS: "https://other.example, https://app.example" },
+        method,
+        "/auth/logout",
+        {
+          ...sessionCookie(session.token),
+          Origin: "https://app.example",
+          "Sec-Fetch-Site": "same-site",
+        },
+      );
       expect(response.status).toBe(200);
       expect(await isLive(session.token)).toBe(false);
     });
@@ -162,7 +171,9 @@ describe("POST /auth/logout", () => {
     const requests: Record<string, string>[] = [{}, { Cookie: "theme=dark; session=abc" }];
     for (const headers of requests) {
       await expectUnchanged(async () => {
-        await expectError(await call("POST", "/auth/logout", headers), 401, "token_required", { wwwAuthenticate: CHALLENGE });
+        await expectError(await call("POST", "/auth/logout", headers), 401, "token_required", {
+          wwwAuthenticate: CHALLENGE,
+        });
       });
     }
   });
@@ -178,9 +189,14 @@ describe("POST /auth/logout", () => {
   it("400 session_invalid for a malformed cookie, clearing it", async () => {
     for (const value of Object.values(MALFORMED_COOKIE)) {
       await expectUnchanged(async () => {
-        await expectError(await call("POST", "/auth/logout", { Cookie: `${COOKIE_NAME}=${value}` }), 400, "session_invalid", {
-          setCookie: CLEARED_COOKIE,
-        });
+        await expectError(
+          await call("POST", "/auth/logout", { Cookie: `${COOKIE_NAME}=${value}` }),
+          400,
+          "session_invalid",
+          {
+            setCookie: CLEARED_COOKIE,
+          },
+        );
       });
     }
   });
@@ -208,14 +224,23 @@ describe("DELETE /auth/logout", () => {
   it("400 session_invalid for a malformed token, by Bearer and by cookie", async () => {
     for (const authorization of Object.values(MALFORMED_AUTHORIZATION)) {
       await expectUnchanged(async () => {
-        await expectError(await call("DELETE", "/auth/logout", { Authorization: authorization }), 400, "session_invalid");
+        await expectError(
+          await call("DELETE", "/auth/logout", { Authorization: authorization }),
+          400,
+          "session_invalid",
+        );
       });
     }
     for (const value of Object.values(MALFORMED_COOKIE)) {
       await expectUnchanged(async () => {
-        await expectError(await call("DELETE", "/auth/logout", { Cookie: `${COOKIE_NAME}=${value}` }), 400, "session_invalid", {
-          setCookie: CLEARED_COOKIE,
-        });
+        await expectError(
+          await call("DELETE", "/auth/logout", { Cookie: `${COOKIE_NAME}=${value}` }),
+          400,
+          "session_invalid",
+          {
+            setCookie: CLEARED_COOKIE,
+          },
+        );
       });
     }
   });
@@ -252,9 +277,14 @@ describe("405 method_not_allowed on known paths", () => {
     it(`${method} ${path} → Allow: ${allow}, nothing changes, even with a live token`, async () => {
       const session = await issue(newUser());
       await expectUnchanged(async () => {
-        await expectError(await call(method, path, { ...bearer(session.token), ...sessionCookie(session.token) }), 405, "method_not_allowed", {
-          allow,
-        });
+        await expectError(
+          await call(method, path, { ...bearer(session.token), ...sessionCookie(session.token) }),
+          405,
+          "method_not_allowed",
+          {
+            allow,
+          },
+        );
       });
     });
   }

@@ -49,7 +49,11 @@ export function meterD1(d1: D1Database): { db: D1Database; roundTrips: () => num
 // The transient D1 errors Cloudflare documents as safe to retry. Every statement this
 // service runs is idempotent (reads, deletes, and inserts of fresh random ids), so one
 // retry cannot do harm; more would only hold the request longer.
-const TRANSIENT = ["Network connection lost", "storage caused object to be reset", "reset because its code was updated"];
+const TRANSIENT = [
+  "Network connection lost",
+  "storage caused object to be reset",
+  "reset because its code was updated",
+];
 
 export function isTransientD1Error(error: unknown): boolean {
   const message = String(error instanceof Error ? error.message : error);

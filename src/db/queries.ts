@@ -1,4 +1,4 @@
-import { type SQL, and, desc, eq, gt, inArray, lte, ne, or, sql } from "drizzle-orm";
+import { and, desc, eq, gt, inArray, lte, ne, or, type SQL, sql } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { Instant } from "../clock.ts";
 import { retryTransientD1 } from "./binding.ts";

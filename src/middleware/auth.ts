@@ -1,10 +1,10 @@
-import { createMiddleware } from "hono/factory";
 import type { Context } from "hono";
+import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
 import { readCredential } from "../credentials.ts";
-import type { Actor } from "../db/queries.ts";
 import { rejectCrossSite } from "../csrf.ts";
+import type { Actor } from "../db/queries.ts";
 import { sessionInvalid, unauthorized } from "../errors.ts";
 
 // How each operation turns a credential into `c.var.proof` or an error. Whether the token

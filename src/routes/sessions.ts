@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { Hono } from "hono";
 import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";
-import { type ListedSession, authenticate, deleteSession, listSessions } from "../db/queries.ts";
+import { authenticate, deleteSession, type ListedSession, listSessions } from "../db/queries.ts";
 import { type DeviceType, sessionName } from "../device.ts";
 import { ApiError, methodNotAllowed, unauthorized } from "../errors.ts";
 import { actorOf, requireBearer } from "../middleware/auth.ts";
