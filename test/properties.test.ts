@@ -11,10 +11,11 @@ import { COOKIE_NAME, call, issue, newUser, ORIGIN } from "./helpers.ts";
 const RUNS = Number(env.FAST_CHECK_RUNS);
 const TIMEOUT_MS = 30_000 + RUNS * 100;
 
-// Characters `Headers` accepts in a value (no CR, LF or NUL), Latin-1 included.
+// Characters `Headers` accepts in a value (no CR, LF or NUL), Latin-1 included but rarer:
+// workerd prints a warning for each non-ASCII header value it encodes.
 const headerChar = fc.oneof(
-  fc.integer({ min: 0x20, max: 0x7e }).map((code) => String.fromCharCode(code)),
-  fc.constantFrom("\t", "é", "ÿ", "\u0080", "\u00a0"),
+  { weight: 30, arbitrary: fc.integer({ min: 0x20, max: 0x7e }).map((code) => String.fromCharCode(code)) },
+  { weight: 1, arbitrary: fc.constantFrom("\t", "é", "ÿ", "\u0080", "\u00a0") },
 );
 const headerText = (maxLength: number) => fc.string({ unit: headerChar, maxLength });
 
