@@ -14,8 +14,7 @@ const MESSAGES = {
   not_found: "No such endpoint.",
   invalid_scope: "The scope parameter must be omitted or be 'others'.",
   rate_limited: "Too many failed authentication attempts. Retry later.",
-  uri_too_long: "The request URL is too long.",
-  header_too_large: "A credential header is too large.",
+  uri_too_long: "The request path is too long.",
   internal_error: "Something went wrong on our side. Please try again.",
 } as const;
 

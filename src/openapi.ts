@@ -54,7 +54,6 @@ const ERROR_CODES = [
   "invalid_scope",
   "rate_limited",
   "uri_too_long",
-  "header_too_large",
   "internal_error",
 ] as const satisfies readonly ErrorCode[];
 const DEVICE_TYPES = ["desktop", "mobile", "tablet", "bot", "unknown"] as const satisfies readonly DeviceType[];
@@ -88,13 +87,7 @@ function ok(description: string, schema: JsonObject, headers: JsonObject = {}): 
 const message = (value: JsonObject) => ({ allOf: [ref("schemas/Message"), { properties: { message: value } }] });
 
 const anyRequest = (noStore: boolean) => ({
-  "414": error("The URL is longer than 2048 characters (checked before routing).", ["uri_too_long"], {}, noStore),
-  "431": error(
-    "`Authorization` or `Cookie` is longer than 16 KiB (checked before routing).",
-    ["header_too_large"],
-    {},
-    noStore,
-  ),
+  "414": error("The path is longer than 1024 characters (checked before routing).", ["uri_too_long"], {}, noStore),
   "500": error(
     "Unexpected failure. Clears no cookie, so a failed logout can be retried.",
     ["internal_error"],

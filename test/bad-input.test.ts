@@ -1,5 +1,17 @@
 import { describe, expect, it } from "vitest";
-import { bearer, CHALLENGE, COOKIE_NAME, call, expectError, isLive, issue, newUser, tableSnapshot } from "./helpers.ts";
+import {
+  bearer,
+  CHALLENGE,
+  CLEARED_COOKIE,
+  COOKIE_NAME,
+  call,
+  expectError,
+  isLive,
+  issue,
+  newUser,
+  REJECTED_CHALLENGE,
+  tableSnapshot,
+} from "./helpers.ts";
 
 // Hostile or broken input from an authenticated caller: a clear 4xx and no state change.
 
@@ -45,25 +57,86 @@ describe("oversized input is refused before any parsing or query", () => {
     expect(await tableSnapshot()).toEqual(before);
   });
 
-  it("a 10 KB query string: 414 (the query string is never read, but still bounded)", async () => {
-    await expectError(await call("GET", `/auth/sessions?x=${"q".repeat(10_000)}`), 414, "uri_too_long");
+  it("a 10 KB query string is ignored like any query string: the contract's answers stand", async () => {
+    const session = await issue(newUser());
+    const query = `?utm=${"q".repeat(10_000)}`;
+    expect((await call("GET", `/auth/sessions${query}`, bearer(session.token))).status).toBe(200);
+    await expectError(await call("GET", `/auth/sessions${query}`), 401, "invalid_token", {
+      wwwAuthenticate: CHALLENGE,
+    });
   });
 
-  it("Authorization or Cookie over 16 KB: 431 header_too_large, nothing changes", async () => {
+  it("a 17 KB token is malformed: the contract's 401/400, without a lookup, nothing changes", async () => {
     const session = await issue(newUser());
     const before = await tableSnapshot();
+    const huge = "A".repeat(17_000);
+    await expectError(await call("GET", "/auth/sessions", { Authorization: `Bearer ${huge}` }), 401, "invalid_token", {
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
     await expectError(
-      await call("GET", "/auth/sessions", { Authorization: `Bearer ${"A".repeat(17_000)}` }),
-      431,
-      "header_too_large",
-    );
-    await expectError(
-      await call("POST", "/auth/logout", { Cookie: `pad=${"x".repeat(17_000)}; __Host-session=${session.token}` }),
-      431,
-      "header_too_large",
+      await call("POST", "/auth/logout", { Cookie: `__Host-session=${huge}` }),
+      400,
+      "session_invalid",
+      {
+        setCookie: CLEARED_COOKIE,
+      },
     );
     expect(await tableSnapshot()).toEqual(before);
     expect(await isLive(session.token)).toBe(true);
+  });
+
+  it("17 KB of other cookies does not get in the way of a Bearer request", async () => {
+    const session = await issue(newUser());
+    const response = await call("GET", "/auth/sessions", {
+      ...bearer(session.token),
+      Cookie: `prefs=${"x".repeat(17_000)}`,
+    });
+    expect(response.status).toBe(200);
+  });
+});
+
+describe("session cookie values hono's parser would skip are still the session cookie", () => {
+  const values: Record<string, string> = {
+    backslash: "a\\b",
+    quoted: '"abc"',
+    "a quote inside": 'x"y',
+    "percent-encoded token": "%41%41",
+  };
+  for (const [name, value] of Object.entries(values)) {
+    it(`${name}: malformed, 400 with the cookie cleared; cross-site, 403`, async () => {
+      await expectError(
+        await call("POST", "/auth/logout", { Cookie: `__Host-session=${value}` }),
+        400,
+        "session_invalid",
+        {
+          setCookie: CLEARED_COOKIE,
+        },
+      );
+      await expectError(
+        await call("POST", "/auth/logout", { Cookie: `__Host-session=${value}`, "Sec-Fetch-Site": "cross-site" }),
+        403,
+        "cross_site_request",
+      );
+    });
+  }
+
+  it("the first of two session cookies decides; a second Cookie header is read too", async () => {
+    const session = await issue(newUser());
+    await expectError(
+      await call("POST", "/auth/logout", { Cookie: `__Host-session=x"y; __Host-session=${session.token}` }),
+      400,
+      "session_invalid",
+      { setCookie: CLEARED_COOKIE },
+    );
+    expect(await isLive(session.token)).toBe(true);
+    const headers = new Headers([
+      ["Cookie", "theme=dark"],
+      ["Cookie", `__Host-session=${session.token}`],
+    ]);
+    expect(headers.get("Cookie")).toBe(`theme=dark, __Host-session=${session.token}`);
+    const response = await call("POST", "/auth/logout", { Cookie: headers.get("Cookie")! });
+    expect(response.status).toBe(200);
+    expect(await isLive(session.token)).toBe(false);
   });
 });
 

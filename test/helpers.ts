@@ -107,8 +107,7 @@ const MESSAGES: Record<string, string> = {
   cross_site_request: "Cross-site requests authenticated by cookie are not allowed.",
   method_not_allowed: "This method is not allowed on this path.",
   not_found: "No such endpoint.",
-  uri_too_long: "The request URL is too long.",
-  header_too_large: "A credential header is too large.",
+  uri_too_long: "The request path is too long.",
   internal_error: "Something went wrong on our side. Please try again.",
 };
 
