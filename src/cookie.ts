@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { deleteCookie, getCookie } from "hono/cookie";
+import { deleteCookie } from "hono/cookie";
 import { serialize } from "hono/utils/cookie";
 import type { AppEnv } from "./context.ts";
 
@@ -7,9 +7,18 @@ import type { AppEnv } from "./context.ts";
 // and the `__Host-` prefix requires Secure, Path=/ and no Domain.
 const ATTRIBUTES = { path: "/", secure: true, httpOnly: true, sameSite: "Lax" } as const;
 
-/** The cookie's value, "" when sent empty, undefined when not sent. */
+/**
+ * The first value sent under `name`, raw: "" when sent empty, undefined when not sent.
+ * Not hono's getCookie: it skips values outside the cookie-octet set (`a\b`, quotes) as if
+ * they were absent, and misses a second Cookie header (joined with ", "); both must count
+ * as a malformed session cookie, not as none.
+ */
 export function readSessionCookie(c: Context, name: string): string | undefined {
-  return getCookie(c, name);
+  for (const pair of (c.req.header("Cookie") ?? "").split(/[;,]/)) {
+    const equals = pair.indexOf("=");
+    if (equals !== -1 && pair.slice(0, equals).trim() === name) return pair.slice(equals + 1).trim();
+  }
+  return undefined;
 }
 
 /** A ready `Set-Cookie` value for the login response that issued `token`. */

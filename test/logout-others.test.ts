@@ -47,20 +47,42 @@ describe("DELETE /auth/logout?scope=others", () => {
     expect(await isLive(current.token)).toBe(true);
   });
 
-  it("refuses an unknown scope with 400 before anything else: nothing ends, no cookie is cleared", async () => {
+  it("refuses an unknown scope with 400 once the credential passed the contract's rows; nothing ends", async () => {
     const user = newUser();
     const current = await issue(user);
     await issue(user);
     const before = await tableSnapshot();
     for (const query of ["scope=all", "scope=", "scope=OTHERS", "scope=others%00", `scope=${"x".repeat(500)}`]) {
+      await expectError(await call("DELETE", `/auth/logout?${query}`, bearer(current.token)), 400, "invalid_scope");
+      // The contract's logout rule: a carried cookie is cleared on every 400.
       await expectError(
         await call("DELETE", `/auth/logout?${query}`, sessionCookie(current.token)),
         400,
         "invalid_scope",
+        {
+          setCookie: CLEARED_COOKIE,
+        },
       );
-      await expectError(await call("DELETE", `/auth/logout?${query}`), 400, "invalid_scope");
+      // The contract's rows come first: no token, cross-site, malformed.
+      await expectError(await call("DELETE", `/auth/logout?${query}`), 401, "token_required", {
+        wwwAuthenticate: 'Bearer realm="auth"',
+      });
+      await expectError(
+        await call("DELETE", `/auth/logout?${query}`, {
+          ...sessionCookie(current.token),
+          "Sec-Fetch-Site": "cross-site",
+        }),
+        403,
+        "cross_site_request",
+      );
+      await expectError(
+        await call("DELETE", `/auth/logout?${query}`, { Authorization: "Bearer x" }),
+        400,
+        "session_invalid",
+      );
     }
     expect(await tableSnapshot()).toEqual(before);
+    expect(await isLive(current.token)).toBe(true);
   });
 
   it("answers a dead token like DELETE /auth/logout does, clearing a dead cookie", async () => {

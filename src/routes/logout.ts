@@ -16,32 +16,28 @@ export const logoutRoutes = new Hono<AppEnv>()
     if (!ended) throw sessionInvalid();
     return c.json({ message: "Logged out" });
   })
-  .delete(
-    "/",
-    async (c, next) => {
-      // Checked first and alone: a typo must not end anything, nor clear a cookie.
-      const scope = c.req.query("scope");
-      if (scope !== undefined && scope !== "others") throw new ApiError(400, "invalid_scope");
-      await next();
-    },
-    requireBearerOrCookie,
-    async (c) => {
-      const { db, proof, at } = c.var;
-      if (c.req.query("scope") === "others") {
-        // The caller stays signed in, so its cookie stays, unless its own token was dead.
-        const { caller, ended } = await endOtherSessions(db, proof, actorOf(c), at);
-        if (!caller) {
-          clearCarriedCookie(c);
-          throw unauthorized("session_invalid", true);
-        }
-        return c.json({ message: `Logged out of ${plural(ended, "other session")}` });
-      }
-      const ended = await endAllSessions(db, proof, actorOf(c), at);
+  .delete("/", requireBearerOrCookie, async (c) => {
+    const { db, proof, at } = c.var;
+    const scope = c.req.query("scope");
+    // After the contract's credential rows (403, 401, 400), before anything runs.
+    if (scope !== undefined && scope !== "others") {
       clearCarriedCookie(c);
-      if (ended === 0) throw unauthorized("session_invalid", true);
-      return c.json({ message: "Logged out of all sessions" });
-    },
-  )
+      throw new ApiError(400, "invalid_scope");
+    }
+    if (scope === "others") {
+      // The caller stays signed in, so its cookie stays, unless its own token was dead.
+      const { caller, ended } = await endOtherSessions(db, proof, actorOf(c), at);
+      if (!caller) {
+        clearCarriedCookie(c);
+        throw unauthorized("session_invalid", true);
+      }
+      return c.json({ message: `Logged out of ${plural(ended, "other session")}` });
+    }
+    const ended = await endAllSessions(db, proof, actorOf(c), at);
+    clearCarriedCookie(c);
+    if (ended === 0) throw unauthorized("session_invalid", true);
+    return c.json({ message: "Logged out of all sessions" });
+  })
   .all("/", () => {
     throw methodNotAllowed("POST, DELETE");
   });
