@@ -10,7 +10,8 @@ import { hashSecret, parseToken } from "./token.ts";
 
 export type Credential =
   | { kind: "none" }
-  | { kind: "malformed"; source: "bearer" | "cookie" }
+  /** `presented`: a token was actually offered (not another scheme, not an empty one). */
+  | { kind: "malformed"; source: "bearer" | "cookie"; presented: boolean }
   | { kind: "token"; source: "bearer" | "cookie"; proof: TokenProof };
 
 const BEARER = /^Bearer +(.*)$/i;
@@ -25,6 +26,6 @@ export async function readCredential(c: Context<AppEnv>, acceptCookie: boolean):
 
 async function prove(source: "bearer" | "cookie", token: string | undefined): Promise<Credential> {
   const parsed = token === undefined ? null : parseToken(token);
-  if (!parsed) return { kind: "malformed", source };
+  if (!parsed) return { kind: "malformed", source, presented: Boolean(token) };
   return { kind: "token", source, proof: { id: parsed.id, secretHash: await hashSecret(parsed.secret) } };
 }

@@ -33,6 +33,7 @@ export function generateToken(): ParsedToken & { token: string } {
 
 /** Null when the string cannot be a token this service issued (the contract's "malformed"). */
 export function parseToken(token: string): ParsedToken | null {
+  if (token.length !== TOKEN_LENGTH) return null;
   const match = TOKEN_PATTERN.exec(token);
   return match ? { id: match[1] as string, secret: match[2] as string } : null;
 }

@@ -63,7 +63,7 @@ describe("security log: GET /auth/events", () => {
         type: "logout",
         session_id: tablet.id,
         actor_session_id: tablet.id,
-        ip_address: "2001:db8::1",
+        ip_address: "2001:0db8::0001",
         created_at: at(3),
       },
       {
@@ -128,6 +128,9 @@ describe("security log: GET /auth/events", () => {
       wwwAuthenticate: CHALLENGE,
     });
     await expectError(await call("GET", "/auth/events", { Authorization: "Basic x" }), 401, "invalid_token", {
+      wwwAuthenticate: CHALLENGE,
+    });
+    await expectError(await call("GET", "/auth/events", { Authorization: "Bearer x" }), 401, "invalid_token", {
       wwwAuthenticate: REJECTED_CHALLENGE,
     });
     for (const token of [...Object.values(await deadTokens()), await tokenExpiringNow()]) {

@@ -16,7 +16,7 @@ import {
   sessionCookie,
   tableSnapshot,
 } from "./helpers.ts";
-import { deadTokens, MALFORMED_AUTHORIZATION, MALFORMED_COOKIE, tokenExpiringNow } from "./tokens.ts";
+import { deadTokens, MALFORMED_AUTHORIZATION, MALFORMED_COOKIE, NOT_BEARER, tokenExpiringNow } from "./tokens.ts";
 
 // One block per row of the contract's status table, top to bottom. Every refused request
 // must also leave the table exactly as it was.
@@ -107,6 +107,16 @@ for (const [method, path] of [
       });
     });
 
+    for (const [name, authorization] of Object.entries(NOT_BEARER)) {
+      it(`no Bearer token offered (${name}): challenge without an error`, async () => {
+        await expectUnchanged(async () => {
+          await expectError(await call(method, path, { Authorization: authorization }), 401, "invalid_token", {
+            wwwAuthenticate: CHALLENGE,
+          });
+        });
+      });
+    }
+
     for (const [name, authorization] of Object.entries(MALFORMED_AUTHORIZATION)) {
       it(`malformed (${name})`, async () => {
         await expectUnchanged(async () => {
@@ -179,7 +189,7 @@ describe("POST /auth/logout", () => {
   });
 
   it("400 session_invalid for a malformed Bearer token", async () => {
-    for (const authorization of Object.values(MALFORMED_AUTHORIZATION)) {
+    for (const authorization of Object.values({ ...NOT_BEARER, ...MALFORMED_AUTHORIZATION })) {
       await expectUnchanged(async () => {
         await expectError(await call("POST", "/auth/logout", { Authorization: authorization }), 400, "session_invalid");
       });
@@ -222,7 +232,7 @@ describe("DELETE /auth/logout", () => {
   });
 
   it("400 session_invalid for a malformed token, by Bearer and by cookie", async () => {
-    for (const authorization of Object.values(MALFORMED_AUTHORIZATION)) {
+    for (const authorization of Object.values({ ...NOT_BEARER, ...MALFORMED_AUTHORIZATION })) {
       await expectUnchanged(async () => {
         await expectError(
           await call("DELETE", "/auth/logout", { Authorization: authorization }),

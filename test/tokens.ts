@@ -7,9 +7,14 @@ const WELL_FORMED_UNKNOWN = `${"A".repeat(22)}.${"B".repeat(43)}`;
 
 // An empty Authorization header is not listed: the runtime drops empty headers, so it
 // arrives as no header at all (tested as such in bad-input.test.ts).
-export const MALFORMED_AUTHORIZATION: Record<string, string> = {
+/** Authorization headers that offer no Bearer token at all (RFC 6750: no error code). */
+export const NOT_BEARER: Record<string, string> = {
   "wrong scheme": `Basic ${btoa("alice:secret")}`,
   "scheme only": "Bearer",
+};
+
+/** Bearer tokens that cannot be a token of this service. */
+export const MALFORMED_AUTHORIZATION: Record<string, string> = {
   "characters outside the alphabet": `Bearer ${"A".repeat(22)}.${"B".repeat(42)}!`,
   "longer than any token": `Bearer ${WELL_FORMED_UNKNOWN}A`,
   "8 KB token": `Bearer ${"A".repeat(8192)}`,

@@ -13,7 +13,9 @@ import { sessionInvalid, unauthorized } from "../errors.ts";
 /** GET /auth/sessions, DELETE /auth/sessions/:id and GET /auth/events: Bearer only. */
 export const requireBearer = createMiddleware<AppEnv>(async (c, next) => {
   const credential = await readCredential(c, false);
-  if (credential.kind !== "token") throw unauthorized("invalid_token", credential.kind === "malformed");
+  // RFC 6750: no error code when no Bearer token was offered (none, another scheme, empty).
+  if (credential.kind !== "token")
+    throw unauthorized("invalid_token", credential.kind === "malformed" && credential.presented);
   c.set("proof", credential.proof);
   await next();
 });
