@@ -47,6 +47,12 @@ function cleanCity(city: string | null | undefined): string | null {
   return cleaned || null;
 }
 
+/** Cut to `max` UTF-16 units without leaving half a surrogate pair behind. */
+function truncate(text: string, max: number): string {
+  const cut = text.slice(0, max);
+  return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
+}
+
 export async function issueSession(db: Database, config: Config, input: CreateSessionInput): Promise<CreatedSession> {
   const { userId } = input;
   if (typeof userId !== "string" || userId.trim() === "" || userId.length > MAX_USER_ID_LENGTH) {
@@ -59,7 +65,7 @@ export async function issueSession(db: Database, config: Config, input: CreateSe
   const { id, secret, token } = generateToken();
   const createdAt = instant(config).now;
   const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000);
-  const userAgent = typeof input.userAgent === "string" ? input.userAgent.slice(0, MAX_USER_AGENT_LENGTH) : "";
+  const userAgent = typeof input.userAgent === "string" ? truncate(input.userAgent, MAX_USER_AGENT_LENGTH) : "";
   const device = parseDevice(userAgent);
   const ipAddress = normalizeIp(input.ipAddress);
   await insertSession(

@@ -20,6 +20,11 @@ describe("session name labels", () => {
       "Chrome 131 on Android · 2001:db8::1",
     ],
     [
+      "Mozilla/5.0 (Linux; Android 14; Pixel 8; wv) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/120.0.0.0 Mobile Safari/537.36",
+      "192.0.2.1",
+      "Android WebView 120 on Android · 192.0.2.1",
+    ],
+    [
       "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
       "192.0.2.1",
       "Unknown browser · 192.0.2.1",

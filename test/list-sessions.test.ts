@@ -56,8 +56,8 @@ describe("GET /auth/sessions", () => {
         },
         {
           id: middle.id,
-          name: "Mobile Safari 17 on iOS · 2001:db8::1",
-          ip_address: "2001:db8::1",
+          name: "Mobile Safari 17 on iOS · 2001:0db8:0000:0000:0000:0000:0000:0001",
+          ip_address: "2001:0db8:0000:0000:0000:0000:0000:0001",
           user_agent:
             "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1",
           created_at: "2026-11-22T01:00:01.250Z",
@@ -116,6 +116,14 @@ describe("GET /auth/sessions", () => {
       sessions: { ip_address: string; user_agent: string; name: string }[];
     };
     expect(body.sessions[0]).toMatchObject({ ip_address: "", user_agent: long.slice(0, 512), name: "Unknown browser" });
+  });
+
+  it("never cuts a character in two when truncating the user agent", async () => {
+    const session = await issue(newUser(), { userAgent: `${"a".repeat(511)}😀tail` });
+    const body = (await (await call("GET", "/auth/sessions", bearer(session.token))).json()) as {
+      sessions: { user_agent: string }[];
+    };
+    expect(body.sessions[0]?.user_agent).toBe("a".repeat(511));
   });
 
   it("answers HEAD like GET, without a body", async () => {
