@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import type { AppEnv } from "./context.ts";
 import { readSessionCookie } from "./cookie.ts";
 import type { TokenProof } from "./db/queries.ts";
-import { hashSecret, parseToken } from "./token.ts";
+import { proveToken } from "./token.ts";
 
 // The one place a request's credential is read. An Authorization header, when present,
 // decides alone: a rejected Bearer token never falls back to the cookie. Tokens in the
@@ -25,7 +25,7 @@ export async function readCredential(c: Context<AppEnv>, acceptCookie: boolean):
 }
 
 async function prove(source: "bearer" | "cookie", token: string | undefined): Promise<Credential> {
-  const parsed = token === undefined ? null : parseToken(token);
-  if (!parsed) return { kind: "malformed", source, presented: Boolean(token) };
-  return { kind: "token", source, proof: { id: parsed.id, secretHash: await hashSecret(parsed.secret) } };
+  const proof = token === undefined ? null : await proveToken(token);
+  if (!proof) return { kind: "malformed", source, presented: Boolean(token) };
+  return { kind: "token", source, proof };
 }

@@ -3,7 +3,7 @@ import { instant } from "./clock.ts";
 import { readConfig } from "./config.ts";
 import { authenticate, openDatabase } from "./db/queries.ts";
 import { type CreatedSession, type CreateSessionInput, issueSession } from "./issue-session.ts";
-import { hashSecret, parseToken } from "./token.ts";
+import { proveToken } from "./token.ts";
 
 export interface AuthenticatedSession {
   sessionId: string;
@@ -22,9 +22,8 @@ export class SessionService extends WorkerEntrypoint<Env> {
 
   /** Also records the session's activity, like any authenticated request. */
   async authenticate(token: string): Promise<AuthenticatedSession | null> {
-    const parsed = typeof token === "string" ? parseToken(token) : null;
-    if (!parsed) return null;
-    const proof = { id: parsed.id, secretHash: await hashSecret(parsed.secret) };
+    const proof = typeof token === "string" ? await proveToken(token) : null;
+    if (!proof) return null;
     const caller = await authenticate(openDatabase(this.env.DB), proof, instant(readConfig(this.env)));
     return caller && { sessionId: caller.id, userId: caller.userId, expiresAt: caller.expiresAt.toISOString() };
   }

@@ -43,6 +43,12 @@ export function isSessionId(value: string): boolean {
   return ID_PATTERN.test(value);
 }
 
+/** A token reduced to what is compared with the table, or null when it is malformed. */
+export async function proveToken(token: string): Promise<{ id: string; secretHash: string } | null> {
+  const parsed = parseToken(token);
+  return parsed && { id: parsed.id, secretHash: await hashSecret(parsed.secret) };
+}
+
 export async function hashSecret(secret: string): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(secret));
   return Array.from(new Uint8Array(digest), (byte) => byte.toString(16).padStart(2, "0")).join("");
