@@ -1,6 +1,6 @@
 import { instant } from "./clock.ts";
 import { readConfig } from "./config.ts";
-import { type Database, openDatabase, purgeEvents, purgeSessions } from "./db/queries.ts";
+import { openDatabase, purgeEvents, purgeSessions } from "./db/queries.ts";
 
 // Small batches keep each write short (D1 serialises writes); the cap bounds one run, and
 // whatever is left goes in the next. Dead rows never authenticate, so lag is harmless.
@@ -19,7 +19,7 @@ async function inBatches(purge: (limit: number) => Promise<number>): Promise<num
 
 export async function purge(env: Env): Promise<{ sessions: number; events: number }> {
   const config = readConfig(env);
-  const db: Database = openDatabase(env.DB);
+  const db = openDatabase(env.DB);
   const at = instant(config);
   const retentionCutoff = new Date(at.now.getTime() - config.eventRetentionDays * 86_400_000);
   const result = {

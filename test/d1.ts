@@ -9,14 +9,7 @@ export interface CountingD1 {
 }
 
 export function countingD1(d1: D1Database): CountingD1 {
-  const counter: CountingD1 = {
-    roundTrips: 0,
-    db: wrapD1(d1, (call) => {
-      counter.roundTrips++;
-      return call();
-    }),
-  };
-  return counter;
+  return flakyD1(d1, 0, () => new Error("never thrown"));
 }
 
 /** Fails the first `failures` round trips with `error`, then behaves normally. */

@@ -46,16 +46,18 @@ export function meterD1(d1: D1Database): { db: D1Database; roundTrips: () => num
   return { db, roundTrips: () => count };
 }
 
-// The transient D1 errors Cloudflare documents as safe to retry. Every statement this
-// service runs is idempotent (reads, deletes, and inserts of fresh random ids), so one
-// retry cannot do harm; more would only hold the request longer.
+// The transient D1 errors Cloudflare documents as safe to retry. Replaying any statement
+// this service runs cannot do harm: reads and activity touches are idempotent, a DELETE
+// finds nothing the second time (nor does its events INSERT ... SELECT), and a session
+// INSERT replays its own id, so it fails on the primary key rather than duplicating.
+// More than one retry would only hold the request longer.
 const TRANSIENT = [
   "Network connection lost",
   "storage caused object to be reset",
   "reset because its code was updated",
 ];
 
-export function isTransientD1Error(error: unknown): boolean {
+function isTransientD1Error(error: unknown): boolean {
   const message = String(error instanceof Error ? error.message : error);
   return TRANSIENT.some((fragment) => message.includes(fragment));
 }
