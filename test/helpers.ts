@@ -109,6 +109,7 @@ const MESSAGES: Record<string, string> = {
   not_found: "No such endpoint.",
   uri_too_long: "The request path is too long.",
   internal_error: "Something went wrong on our side. Please try again.",
+  service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
 };
 
 /**
