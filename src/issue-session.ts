@@ -68,7 +68,7 @@ export async function issueSession(db: Database, config: Config, input: CreateSe
   const userAgent = typeof input.userAgent === "string" ? truncate(input.userAgent, MAX_USER_AGENT_LENGTH) : "";
   const device = parseDevice(userAgent);
   const ipAddress = normalizeIp(input.ipAddress);
-  await insertSession(
+  const stored = await insertSession(
     db,
     {
       id,
@@ -87,5 +87,7 @@ export async function issueSession(db: Database, config: Config, input: CreateSe
     },
     { sessionId: null, ipAddress },
   );
+  // Only if 128 random bits collided with a live session's id; the caller can simply retry.
+  if (!stored) throw new Error("A session with this id already exists. Retry.");
   return { id, token, expiresAt: expiresAt.toISOString(), cookie: sessionCookie(config.cookieName, token, ttlSeconds) };
 }

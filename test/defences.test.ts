@@ -106,16 +106,14 @@ describe("transient D1 errors", () => {
     expect(await isLive(session.token)).toBe(false);
   });
 
-  it("fail the request when the retry fails too, after exactly two tries", async () => {
-    vi.spyOn(console, "error").mockImplementation(() => {});
+  it("answer 503 service_unavailable when the retry fails too, after exactly two tries", async () => {
+    vi.spyOn(console, "warn").mockImplementation(() => {});
     vi.spyOn(console, "log").mockImplementation(() => {});
     const session = await issue(newUser());
     const flaky = flakyD1(env.DB, 2, transient);
-    await expectError(
-      await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token)),
-      500,
-      "internal_error",
-    );
+    const response = await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token));
+    expect(response.headers.get("Retry-After")).toBe("1");
+    await expectError(response, 503, "service_unavailable");
     expect(flaky.roundTrips).toBe(2);
   });
 

@@ -20,6 +20,21 @@ const actor = { sessionId: proof.id, ipAddress: "192.0.2.1" };
 
 const operations: Record<string, (db: queries.Database) => Promise<unknown>> = {
   authenticate: (db) => queries.authenticate(db, proof, at),
+  insertSession: (db) =>
+    queries.insertSession(
+      db,
+      {
+        id: "CCCCCCCCCCCCCCCCCCCCCC",
+        secretHash: "1".repeat(64),
+        userId: "user",
+        userAgent: "",
+        deviceType: "unknown",
+        createdAt: at.now,
+        expiresAt: new Date(at.now.getTime() + 60_000),
+        lastActiveAt: at.now,
+      },
+      { sessionId: null, ipAddress: null },
+    ),
   listSessions: (db) => queries.listSessions(db, proof, at),
   deleteSession: (db) => queries.deleteSession(db, proof, "BBBBBBBBBBBBBBBBBBBBBB", actor, at),
   endSession: (db) => queries.endSession(db, proof, actor, at),
