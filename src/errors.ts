@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { ConfigError } from "./config.ts";
 import { DatabaseUnavailable } from "./db/binding.ts";
 
 // Every error the API can answer, with its one message. Clients branch on `code`.
@@ -86,6 +87,11 @@ export function writeError(c: Context, error: unknown): Response {
   if (error instanceof DatabaseUnavailable) {
     console.warn(JSON.stringify({ level: "warn", event: "database_unavailable" }));
     return bare(503, "service_unavailable", { "Retry-After": String(RETRY_AFTER_SECONDS) });
+  }
+  if (error instanceof ConfigError) {
+    // Loud and whole: the message names only the var and the rule it breaks.
+    console.error(JSON.stringify({ level: "error", event: "config_error", message: error.message }));
+    return bare(500, "internal_error");
   }
   // Only the error's class name is logged: messages of driver errors can quote SQL.
   console.error(

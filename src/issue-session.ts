@@ -55,8 +55,18 @@ function truncate(text: string, max: number): string {
 
 export async function issueSession(db: Database, config: Config, input: CreateSessionInput): Promise<CreatedSession> {
   const { userId } = input;
-  if (typeof userId !== "string" || userId.trim() === "" || userId.length > MAX_USER_ID_LENGTH) {
-    throw new TypeError(`userId must be a non-blank string of at most ${MAX_USER_ID_LENGTH} characters`);
+  // Opaque and exact: stored and matched as given, so " alice" or "alice\n" would silently be
+  // another user than "alice". Refused rather than trimmed: the caller has a bug to see.
+  if (
+    typeof userId !== "string" ||
+    userId.trim() !== userId ||
+    userId === "" ||
+    /\p{Cc}/u.test(userId) ||
+    userId.length > MAX_USER_ID_LENGTH
+  ) {
+    throw new TypeError(
+      `userId must be a non-empty string of at most ${MAX_USER_ID_LENGTH} characters, without leading or trailing whitespace or control characters`,
+    );
   }
   const ttlSeconds = input.ttlSeconds ?? config.ttlSeconds;
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > MAX_TTL_SECONDS) {

@@ -88,7 +88,7 @@ function ok(description: string, schema: JsonObject, headers: JsonObject = {}): 
 const message = (value: JsonObject) => ({ allOf: [ref("schemas/Message"), { properties: { message: value } }] });
 
 const anyRequest = (noStore: boolean) => ({
-  "414": error("The path is longer than 1024 characters (checked before routing).", ["uri_too_long"], {}, noStore),
+  "414": error("The path is longer than 8192 characters (checked before routing).", ["uri_too_long"], {}, noStore),
   "500": error(
     "Unexpected failure. Clears no cookie, so a failed logout can be retried.",
     ["internal_error"],

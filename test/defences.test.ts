@@ -1,5 +1,7 @@
+import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { SessionService } from "../src/session-service.ts";
 import { flakyD1, InjectedFailure } from "./d1.ts";
 import {
   bearer,
@@ -183,6 +185,37 @@ describe("request log", () => {
     await call("GET", `/${"secret-looking-path"}`);
     expect(JSON.parse(lines[0]!)).toMatchObject({ route: null, status: 404, session_id: null, d1_round_trips: 0 });
     expect(lines[0]).not.toContain("secret-looking-path");
+  });
+});
+
+describe("a configuration that would weaken the cookie is refused, not served", () => {
+  it("a SESSION_COOKIE_NAME without the __Host- prefix: every request 500 internal_error, one clear log line", async () => {
+    const session = await issue(newUser());
+    for (const name of ["session", "__Secure-session", "__host-session", "__Host-", ""]) {
+      const logged: string[] = [];
+      vi.spyOn(console, "error").mockImplementation((line: unknown) => void logged.push(String(line)));
+      vi.spyOn(console, "log").mockImplementation(() => {});
+      const response = await callWith({ SESSION_COOKIE_NAME: name || " " }, "POST", "/auth/logout", {
+        Cookie: `${name}=${session.token}`,
+      });
+      await expectError(response, 500, "internal_error", { cacheControl: "no-store" });
+      expect(logged.map((line) => JSON.parse(line))).toEqual([
+        {
+          level: "error",
+          event: "config_error",
+          message: "SESSION_COOKIE_NAME must be a cookie name starting with __Host-",
+        },
+      ]);
+      vi.restoreAllMocks();
+    }
+    expect(await isLive(session.token)).toBe(true);
+  });
+
+  it("and so does SessionService.create, before it writes anything", async () => {
+    const service = new SessionService(createExecutionContext(), { ...env, SESSION_COOKIE_NAME: "session" });
+    await expect(service.create({ userId: newUser() })).rejects.toThrow(
+      "SESSION_COOKIE_NAME must be a cookie name starting with __Host-",
+    );
   });
 });
 
