@@ -60,6 +60,18 @@ describe("query plans", () => {
     });
   }
 
+  it("a write reads its own events back through the created_at index, as does create's once-only check", async () => {
+    for (const run of [operations.endSession!, operations.insertSession!]) {
+      const { db, statements } = recordingD1(env.DB);
+      await run(queries.openDatabase(db));
+      const reads = statements.filter((s) => /"request_id" = \?/.test(s.sql));
+      expect(reads.length).toBe(1);
+      expect(await plan(reads[0]!.sql, reads[0]!.params)).toMatch(
+        /SEARCH session_events USING INDEX session_events_created_at_idx \(created_at=\?\)/,
+      );
+    }
+  });
+
   it("the list reads the caller by primary key and the user's sessions by the user index", async () => {
     const { db, statements } = recordingD1(env.DB);
     await queries.listSessions(queries.openDatabase(db), proof, at);

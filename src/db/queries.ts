@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, inArray, lte, ne, or, type SQL, sql } from "drizzle-orm";
+import { and, desc, eq, gt, inArray, lte, ne, notExists, or, type SQL, sql } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { Instant } from "../clock.ts";
 import { retryTransientD1 } from "./binding.ts";
@@ -10,9 +10,9 @@ import { type EventType, type SessionRow, sessionEvents, sessions } from "./sche
 //
 // A transient error is retried once by replaying the batch (src/db/binding.ts), and the
 // first attempt may have committed with only its answer lost. So a write never answers
-// from what its own attempt changed (a replay changes nothing); it tags the events it
-// writes with a request id bound into the batch, the same on the replay, and answers from
-// the events carrying it, read back at the end of the batch: what either attempt did.
+// from what its own attempt changed (a replay changes nothing): it tags the events it
+// writes with its `Write` (bound into the batch, so the same on the replay) and answers
+// from the events carrying it, read back at the end of the batch: what either attempt did.
 
 export type Database = DrizzleD1Database;
 
@@ -37,9 +37,17 @@ export interface Actor {
 export const ACTIVITY_WRITE_INTERVAL_MS = 5 * 60 * 1000;
 export const EVENTS_LISTED = 100;
 
-/** A write's own id, bound into its batch, so the replay of that batch carries it too. */
-function newRequestId(): string {
-  return crypto.randomUUID();
+/**
+ * One write operation: a random id and its instant, stamped on every event it logs. Events
+ * are found again by `created_at` (indexed) and then the id, so the id needs no index.
+ */
+interface Write {
+  id: string;
+  at: Date;
+}
+
+function newWrite(at: Date): Write {
+  return { id: crypto.randomUUID(), at };
 }
 
 /** The one rule for "this row is a live session". */
@@ -78,17 +86,11 @@ function touch(db: Database, proof: TokenProof, at: Instant) {
 }
 
 /**
- * Logs the end of every session matching `ending`. Runs in the same batch just before
- * the DELETE with the same condition, so the log and the change cannot disagree.
+ * Logs an event of `type` for every session matching `matching`. An ending runs in the same
+ * batch just before the DELETE with the same condition, so the log and the change cannot
+ * disagree.
  */
-function recordEndings(
-  db: Database,
-  type: EventType,
-  ending: SQL | undefined,
-  actor: Actor,
-  at: Instant,
-  requestId: string,
-) {
+function recordEvents(db: Database, type: EventType, matching: SQL | undefined, actor: Actor, write: Write) {
   return db.insert(sessionEvents).select(
     db
       .select({
@@ -98,11 +100,11 @@ function recordEndings(
         sessionId: sessions.id,
         actorSessionId: sql<string | null>`${actor.sessionId}`.as("actor_session_id"),
         ipAddress: sql<string | null>`${actor.ipAddress}`.as("ip_address"),
-        createdAt: sql<Date>`${at.now.getTime()}`.as("created_at"),
-        requestId: sql<string>`${requestId}`.as("request_id"),
+        createdAt: sql<Date>`${write.at.getTime()}`.as("created_at"),
+        requestId: sql<string>`${write.id}`.as("request_id"),
       })
       .from(sessions)
-      .where(ending),
+      .where(matching),
   );
 }
 
@@ -111,15 +113,15 @@ function endSessions(db: Database, ending: SQL | undefined) {
 }
 
 /**
- * The sessions this request has ended so far, by either attempt: the last statement of
- * each ending batch. Only this request writes its id, so a row here also proves that the
- * caller's token was live when that attempt ran.
+ * The events `write` has logged so far, by either attempt: the last statement of each
+ * ending batch. Only this write uses its id, so a row here also proves that the caller's
+ * token was live when the attempt that wrote it ran.
  */
-function endedBy(db: Database, requestId: string) {
+function loggedBy(db: Database, write: Write) {
   return db
     .select({ sessionId: sessionEvents.sessionId })
     .from(sessionEvents)
-    .where(eq(sessionEvents.requestId, requestId));
+    .where(and(eq(sessionEvents.createdAt, write.at), eq(sessionEvents.requestId, write.id)));
 }
 
 export type Caller = { id: string; userId: string; expiresAt: Date };
@@ -138,24 +140,12 @@ export type NewSession = typeof sessions.$inferInsert;
  * on the primary key nor logs the creation twice.
  */
 export async function insertSession(db: Database, session: NewSession, actor: Actor): Promise<boolean> {
+  const write = newWrite(session.createdAt);
+  const ours = and(eq(sessions.id, session.id), eq(sessions.secretHash, session.secretHash));
   const [, , stored] = await db.batch([
     db.insert(sessions).values(session).onConflictDoNothing({ target: sessions.id }),
-    db
-      .insert(sessionEvents)
-      .values({
-        userId: session.userId,
-        type: "created",
-        sessionId: session.id,
-        actorSessionId: actor.sessionId,
-        ipAddress: actor.ipAddress,
-        createdAt: session.createdAt,
-        requestId: newRequestId(),
-      })
-      .onConflictDoNothing(),
-    db
-      .select({ id: sessions.id })
-      .from(sessions)
-      .where(and(eq(sessions.id, session.id), eq(sessions.secretHash, session.secretHash))),
+    recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write),
+    db.select({ id: sessions.id }).from(sessions).where(ours),
   ]);
   return stored.length > 0;
 }
@@ -201,38 +191,38 @@ export async function deleteSession(
   actor: Actor,
   at: Instant,
 ): Promise<{ proven: boolean; deleted: boolean }> {
-  const request = newRequestId();
+  const write = newWrite(at.now);
   const target = and(eq(sessions.id, targetId), isLiveSessionOfCaller(db, proof, at));
   const [, callers, , , ended] = await db.batch([
     touch(db, proof, at),
     selectCaller(db, proof, at),
-    recordEndings(db, "deleted", target, actor, at, request),
+    recordEvents(db, "deleted", target, actor, write),
     endSessions(db, target),
-    endedBy(db, request),
+    loggedBy(db, write),
   ]);
   return { proven: callers.length > 0 || ended.length > 0, deleted: ended.length > 0 };
 }
 
 /** Ends the token's own session; false when it was not live. */
 export async function endSession(db: Database, proof: TokenProof, actor: Actor, at: Instant): Promise<boolean> {
-  const request = newRequestId();
+  const write = newWrite(at.now);
   const own = isProvenBy(proof, at);
   const [, , ended] = await db.batch([
-    recordEndings(db, "logout", own, actor, at, request),
+    recordEvents(db, "logout", own, actor, write),
     endSessions(db, own),
-    endedBy(db, request),
+    loggedBy(db, write),
   ]);
   return ended.length > 0;
 }
 
 /** Ends every live session of the token's user; 0 when the token was not live. */
 export async function endAllSessions(db: Database, proof: TokenProof, actor: Actor, at: Instant): Promise<number> {
-  const request = newRequestId();
+  const write = newWrite(at.now);
   const all = isLiveSessionOfCaller(db, proof, at);
   const [, , ended] = await db.batch([
-    recordEndings(db, "logout_all", all, actor, at, request),
+    recordEvents(db, "logout_all", all, actor, write),
     endSessions(db, all),
-    endedBy(db, request),
+    loggedBy(db, write),
   ]);
   return ended.length;
 }
@@ -244,14 +234,14 @@ export async function endOtherSessions(
   actor: Actor,
   at: Instant,
 ): Promise<{ proven: boolean; ended: number }> {
-  const request = newRequestId();
+  const write = newWrite(at.now);
   const others = and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id));
   const [, callers, , , ended] = await db.batch([
     touch(db, proof, at),
     selectCaller(db, proof, at),
-    recordEndings(db, "logout_others", others, actor, at, request),
+    recordEvents(db, "logout_others", others, actor, write),
     endSessions(db, others),
-    endedBy(db, request),
+    loggedBy(db, write),
   ]);
   return { proven: callers.length > 0 || ended.length > 0, ended: ended.length };
 }

@@ -1,4 +1,4 @@
-import { index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 
 // The single description of the tables: migrations are generated from this file.
 
@@ -52,14 +52,12 @@ export const sessionEvents = sqliteTable(
     actorSessionId: text("actor_session_id"),
     ipAddress: text("ip_address"),
     createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
-    // A random id per write operation, the same on the retry of its batch: the batch reads
-    // its own events back by it, so a replay learns what an attempt whose answer was lost
-    // did. Null only on events written before it existed.
+    // The write operation that logged the event: a random id, the same on the retry of its
+    // batch, which reads its own events back by (created_at, request_id), so a replay learns
+    // what an attempt whose answer was lost did. Null only on events written before it existed.
     requestId: text("request_id"),
   },
   (table) => [
-    // One event per session per request: a replayed create cannot log itself twice.
-    uniqueIndex("session_events_request_id_session_id_idx").on(table.requestId, table.sessionId),
     index("session_events_user_id_created_at_idx").on(table.userId, table.createdAt),
     index("session_events_created_at_idx").on(table.createdAt),
   ],
