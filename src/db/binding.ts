@@ -53,11 +53,11 @@ const TRANSIENT = [
   "storage caused object to be reset",
   "reset because its code was updated",
 ];
-const OVERLOADED = "is overloaded";
+const OVERLOADED = /overloaded|requests queued/i;
 
 const messageOf = (error: unknown) => String(error instanceof Error ? error.message : error);
 const isTransient = (error: unknown) => TRANSIENT.some((fragment) => messageOf(error).includes(fragment));
-const isOverloaded = (error: unknown) => messageOf(error).includes(OVERLOADED);
+const isOverloaded = (error: unknown) => OVERLOADED.test(messageOf(error));
 
 /**
  * D1 is overloaded, or did not answer twice in a row: nothing is known to be wrong with the
