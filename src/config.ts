@@ -18,24 +18,38 @@ export type ConfigVars = Pick<
   | "ALLOWED_ORIGINS"
 >;
 
-const COOKIE_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/**
+ * A configuration the worker refuses to serve with. Every request then answers 500 and logs
+ * the message, which names only the var and its rule (never a value that could be secret).
+ */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+// `__Host-` makes browsers refuse the cookie unless it is Secure, Path=/ and host-only, so
+// no subdomain or plain-HTTP page can set or overwrite a session cookie. Without it the
+// cookie would be weaker than documented: refused, not served.
+const COOKIE_PREFIX = "__Host-";
+const COOKIE_NAME = /^__Host-[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 function wholeNumber(name: string, value: string | undefined, fallback: number, min: number): number {
   const parsed = value === undefined || value === "" ? fallback : Number(value);
-  if (!Number.isSafeInteger(parsed) || parsed < min) throw new Error(`${name} must be an integer >= ${min}`);
+  if (!Number.isSafeInteger(parsed) || parsed < min) throw new ConfigError(`${name} must be an integer >= ${min}`);
   return parsed;
 }
 
 /** `https://app.example/` and `https://app.example` name the same origin; a browser sends the latter. */
 function toOrigin(value: string): string {
-  const url = new URL(value);
-  if (url.origin === "null") throw new Error(`ALLOWED_ORIGINS: ${value} is not an http(s) origin`);
-  return url.origin;
+  const origin = URL.parse(value)?.origin;
+  if (!origin || origin === "null") throw new ConfigError(`ALLOWED_ORIGINS: ${value} is not an http(s) origin`);
+  return origin;
 }
 
 export function readConfig(vars: ConfigVars): Config {
   const cookieName = vars.SESSION_COOKIE_NAME || "__Host-session";
-  if (!COOKIE_NAME.test(cookieName)) throw new Error("SESSION_COOKIE_NAME is not a valid cookie name");
+  if (!COOKIE_NAME.test(cookieName)) {
+    throw new ConfigError(`SESSION_COOKIE_NAME must be a cookie name starting with ${COOKIE_PREFIX}`);
+  }
   return {
     cookieName,
     ttlSeconds: wholeNumber("SESSION_TTL_SECONDS", vars.SESSION_TTL_SECONDS, 2_592_000, 1),

@@ -1,6 +1,8 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { ConfigError } from "./config.ts";
+import { DatabaseUnavailable } from "./db/binding.ts";
 
 // Every error the API can answer, with its one message. Clients branch on `code`.
 const MESSAGES = {
@@ -16,6 +18,7 @@ const MESSAGES = {
   rate_limited: "Too many failed authentication attempts. Retry later.",
   uri_too_long: "The request path is too long.",
   internal_error: "Something went wrong on our side. Please try again.",
+  service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
 } as const;
 
 export type ErrorCode = keyof typeof MESSAGES;
@@ -64,10 +67,31 @@ export function methodNotAllowed(allow: string): ApiError {
   return new ApiError(405, "method_not_allowed", { headers: { Allow: allow } });
 }
 
+/** Seconds a client waits before retrying after a 503: D1's queues drain in milliseconds. */
+const RETRY_AFTER_SECONDS = 1;
+
+/**
+ * A bare response: nothing the failed request had prepared (a cleared cookie) goes out, so
+ * a client whose logout failed keeps its cookie and can retry.
+ */
+function bare(status: 500 | 503, code: ErrorCode, headers: Record<string, string> = {}): Response {
+  const body: ErrorBody = { code, message: MESSAGES[code] };
+  return new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json", ...headers } });
+}
+
 export function writeError(c: Context, error: unknown): Response {
   if (error instanceof ApiError) {
     const body: ErrorBody = { code: error.code, message: error.message };
     return c.json(body, error.status, error.responseHeaders);
+  }
+  if (error instanceof DatabaseUnavailable) {
+    console.warn(JSON.stringify({ level: "warn", event: "database_unavailable" }));
+    return bare(503, "service_unavailable", { "Retry-After": String(RETRY_AFTER_SECONDS) });
+  }
+  if (error instanceof ConfigError) {
+    // Loud and whole: the message names only the var and the rule it breaks.
+    console.error(JSON.stringify({ level: "error", event: "config_error", message: error.message }));
+    return bare(500, "internal_error");
   }
   // Only the error's class name is logged: messages of driver errors can quote SQL.
   console.error(
@@ -77,8 +101,5 @@ export function writeError(c: Context, error: unknown): Response {
       name: error instanceof Error ? error.name : typeof error,
     }),
   );
-  // A bare response: nothing the failed request had prepared (a cleared cookie) goes out,
-  // so a client whose logout failed keeps its cookie and can retry.
-  const body: ErrorBody = { code: "internal_error", message: MESSAGES.internal_error };
-  return new Response(JSON.stringify(body), { status: 500, headers: { "Content-Type": "application/json" } });
+  return bare(500, "internal_error");
 }

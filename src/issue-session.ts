@@ -55,8 +55,18 @@ function truncate(text: string, max: number): string {
 
 export async function issueSession(db: Database, config: Config, input: CreateSessionInput): Promise<CreatedSession> {
   const { userId } = input;
-  if (typeof userId !== "string" || userId.trim() === "" || userId.length > MAX_USER_ID_LENGTH) {
-    throw new TypeError(`userId must be a non-blank string of at most ${MAX_USER_ID_LENGTH} characters`);
+  // Opaque and exact: stored and matched as given, so " alice" or "alice\n" would silently be
+  // another user than "alice". Refused rather than trimmed: the caller has a bug to see.
+  if (
+    typeof userId !== "string" ||
+    userId.trim() !== userId ||
+    userId === "" ||
+    /\p{Cc}/u.test(userId) ||
+    userId.length > MAX_USER_ID_LENGTH
+  ) {
+    throw new TypeError(
+      `userId must be a non-empty string of at most ${MAX_USER_ID_LENGTH} characters, without leading or trailing whitespace or control characters`,
+    );
   }
   const ttlSeconds = input.ttlSeconds ?? config.ttlSeconds;
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > MAX_TTL_SECONDS) {
@@ -68,7 +78,7 @@ export async function issueSession(db: Database, config: Config, input: CreateSe
   const userAgent = typeof input.userAgent === "string" ? truncate(input.userAgent, MAX_USER_AGENT_LENGTH) : "";
   const device = parseDevice(userAgent);
   const ipAddress = normalizeIp(input.ipAddress);
-  await insertSession(
+  const stored = await insertSession(
     db,
     {
       id,
@@ -87,5 +97,7 @@ export async function issueSession(db: Database, config: Config, input: CreateSe
     },
     { sessionId: null, ipAddress },
   );
+  // Only if 128 random bits collided with a live session's id; the caller can simply retry.
+  if (!stored) throw new Error("A session with this id already exists. Retry.");
   return { id, token, expiresAt: expiresAt.toISOString(), cookie: sessionCookie(config.cookieName, token, ttlSeconds) };
 }

@@ -55,6 +55,7 @@ const ERROR_CODES = [
   "rate_limited",
   "uri_too_long",
   "internal_error",
+  "service_unavailable",
 ] as const satisfies readonly ErrorCode[];
 const DEVICE_TYPES = ["desktop", "mobile", "tablet", "bot", "unknown"] as const satisfies readonly DeviceType[];
 type Exhaustive<All, Listed> = [Exclude<All, Listed>] extends [never] ? true : never;
@@ -87,7 +88,7 @@ function ok(description: string, schema: JsonObject, headers: JsonObject = {}): 
 const message = (value: JsonObject) => ({ allOf: [ref("schemas/Message"), { properties: { message: value } }] });
 
 const anyRequest = (noStore: boolean) => ({
-  "414": error("The path is longer than 1024 characters (checked before routing).", ["uri_too_long"], {}, noStore),
+  "414": error("The path is longer than 8192 characters (checked before routing).", ["uri_too_long"], {}, noStore),
   "500": error(
     "Unexpected failure. Clears no cookie, so a failed logout can be retried.",
     ["internal_error"],
@@ -95,7 +96,15 @@ const anyRequest = (noStore: boolean) => ({
     noStore,
   ),
 });
-const AUTH_ERRORS = anyRequest(true);
+/** Every /auth/ operation reads or writes D1, so any of them can find it unavailable. */
+const AUTH_ERRORS = {
+  ...anyRequest(true),
+  "503": error(
+    "The database is overloaded or did not answer (twice). Retry after `Retry-After` seconds. Like a 500, it clears no cookie; a write may or may not have taken effect, and the retry's answer says which state holds now.",
+    ["service_unavailable"],
+    { "Retry-After": ref("headers/RetryAfter") },
+  ),
+};
 const RATE_LIMITED = {
   "429": error("Too many refused tokens from this client IP; the refusal it would have been.", ["rate_limited"], {
     "Retry-After": ref("headers/RetryAfter"),

@@ -16,7 +16,7 @@ export interface AuthenticatedSession {
  * APIs) over a service binding; deliberately not reachable over HTTP.
  */
 export class SessionService extends WorkerEntrypoint<Env> {
-  create(input: CreateSessionInput): Promise<CreatedSession> {
+  async create(input: CreateSessionInput): Promise<CreatedSession> {
     return issueSession(openDatabase(this.env.DB), readConfig(this.env), input);
   }
 

@@ -20,6 +20,8 @@ const HOSTILE_IDS: Record<string, string> = {
   "SQL comment and drop": encodeURIComponent("x'; DROP TABLE sessions; --"),
   "LIKE wildcard": "%25",
   "1,000 characters": "A".repeat(1000),
+  "1,100 characters": "A".repeat(1100),
+  "8,000 characters (just under the path bound)": "A".repeat(8000),
   "encoded slash": "a%2Fb",
   "dot segments": "..%2F..",
   "NUL byte": "%00",
@@ -46,11 +48,11 @@ describe("hostile session ids on DELETE /auth/sessions/:id", () => {
 });
 
 describe("oversized input is refused before any parsing or query", () => {
-  it("a 5,000-character id: 414 uri_too_long, nothing deleted", async () => {
+  it("a 9,000-character id (path over 8 KiB): 414 uri_too_long, nothing deleted", async () => {
     const caller = await issue(newUser());
     const before = await tableSnapshot();
     await expectError(
-      await call("DELETE", `/auth/sessions/${"A".repeat(5000)}`, bearer(caller.token)),
+      await call("DELETE", `/auth/sessions/${"A".repeat(9000)}`, bearer(caller.token)),
       414,
       "uri_too_long",
     );

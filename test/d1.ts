@@ -24,6 +24,31 @@ export function flakyD1(d1: D1Database, failures: number, error: () => Error): C
   return counter;
 }
 
+/** Where a round trip fails: before it reaches D1, or after D1 committed it (the answer is lost). */
+export type Fault = "before" | "after";
+
+/** What D1 says when the connection drops; one of the errors Cloudflare documents as retryable. */
+export const CONNECTION_LOST = "D1_ERROR: Network connection lost.";
+
+/**
+ * Fails round trip n as `plan[n]` says, with `message`; round trips past the plan behave
+ * normally. "after" lets the call run (a batch commits) and then throws, as when the
+ * connection drops on the way back.
+ */
+export function faultyD1(d1: D1Database, plan: readonly Fault[], message = CONNECTION_LOST): CountingD1 {
+  const counter: CountingD1 = {
+    roundTrips: 0,
+    db: wrapD1(d1, async (call) => {
+      const fault = plan[counter.roundTrips++];
+      if (fault === "before") throw new Error(message);
+      const result = await call();
+      if (fault === "after") throw new Error(message);
+      return result;
+    }),
+  };
+  return counter;
+}
+
 export class InjectedFailure extends Error {
   override name = "InjectedFailure";
 }

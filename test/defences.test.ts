@@ -1,5 +1,7 @@
+import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { SessionService } from "../src/session-service.ts";
 import { flakyD1, InjectedFailure } from "./d1.ts";
 import {
   bearer,
@@ -106,16 +108,14 @@ describe("transient D1 errors", () => {
     expect(await isLive(session.token)).toBe(false);
   });
 
-  it("fail the request when the retry fails too, after exactly two tries", async () => {
-    vi.spyOn(console, "error").mockImplementation(() => {});
+  it("answer 503 service_unavailable when the retry fails too, after exactly two tries", async () => {
+    vi.spyOn(console, "warn").mockImplementation(() => {});
     vi.spyOn(console, "log").mockImplementation(() => {});
     const session = await issue(newUser());
     const flaky = flakyD1(env.DB, 2, transient);
-    await expectError(
-      await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token)),
-      500,
-      "internal_error",
-    );
+    const response = await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token));
+    expect(response.headers.get("Retry-After")).toBe("1");
+    await expectError(response, 503, "service_unavailable");
     expect(flaky.roundTrips).toBe(2);
   });
 
@@ -185,6 +185,37 @@ describe("request log", () => {
     await call("GET", `/${"secret-looking-path"}`);
     expect(JSON.parse(lines[0]!)).toMatchObject({ route: null, status: 404, session_id: null, d1_round_trips: 0 });
     expect(lines[0]).not.toContain("secret-looking-path");
+  });
+});
+
+describe("a configuration that would weaken the cookie is refused, not served", () => {
+  it("a SESSION_COOKIE_NAME without the __Host- prefix: every request 500 internal_error, one clear log line", async () => {
+    const session = await issue(newUser());
+    for (const name of ["session", "__Secure-session", "__host-session", "__Host-", ""]) {
+      const logged: string[] = [];
+      vi.spyOn(console, "error").mockImplementation((line: unknown) => void logged.push(String(line)));
+      vi.spyOn(console, "log").mockImplementation(() => {});
+      const response = await callWith({ SESSION_COOKIE_NAME: name || " " }, "POST", "/auth/logout", {
+        Cookie: `${name}=${session.token}`,
+      });
+      await expectError(response, 500, "internal_error", { cacheControl: "no-store" });
+      expect(logged.map((line) => JSON.parse(line))).toEqual([
+        {
+          level: "error",
+          event: "config_error",
+          message: "SESSION_COOKIE_NAME must be a cookie name starting with __Host-",
+        },
+      ]);
+      vi.restoreAllMocks();
+    }
+    expect(await isLive(session.token)).toBe(true);
+  });
+
+  it("and so does SessionService.create, before it writes anything", async () => {
+    const service = new SessionService(createExecutionContext(), { ...env, SESSION_COOKIE_NAME: "session" });
+    await expect(service.create({ userId: newUser() })).rejects.toThrow(
+      "SESSION_COOKIE_NAME must be a cookie name starting with __Host-",
+    );
   });
 });
 

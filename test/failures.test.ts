@@ -1,11 +1,55 @@
+import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { failingD1 } from "./d1.ts";
-import { bearer, callWith, expectError, issue, newUser, sessionCookie } from "./helpers.ts";
+import { SessionService } from "../src/session-service.ts";
+import { CONNECTION_LOST, type Fault, failingD1, faultyD1 } from "./d1.ts";
+import {
+  bearer,
+  CHROME_MAC,
+  CLEARED_COOKIE,
+  callWith,
+  expectError,
+  expectMessage,
+  isLive,
+  issue,
+  newUser,
+  sessionCookie,
+  sessionIdsOf,
+} from "./helpers.ts";
 
 afterEach(() => {
   vi.restoreAllMocks();
 });
+
+const OVERLOADED = "D1_ERROR: D1 DB is overloaded. Too many requests queued.";
+
+/** The user's security log, oldest first: what was logged, for which session, by whom. */
+async function eventsOf(userId: string) {
+  const { results } = await env.DB.prepare(
+    "SELECT type, session_id, actor_session_id FROM session_events WHERE user_id = ? ORDER BY id",
+  )
+    .bind(userId)
+    .all<{ type: string; session_id: string; actor_session_id: string | null }>();
+  return results.map((event) => [event.type, event.session_id, event.actor_session_id]);
+}
+
+/** A request whose D1 round trips fail as `plan` says; also returns how many went to D1. */
+async function callFaulty(
+  plan: Fault[],
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  message?: string,
+) {
+  const d1 = faultyD1(env.DB, plan, message);
+  const response = await callWith({ DB: d1.db }, method, path, headers);
+  return { response, roundTrips: d1.roundTrips };
+}
+
+async function expectUnavailable(response: Response): Promise<void> {
+  expect(response.headers.get("Retry-After")).toBe("1");
+  await expectError(response, 503, "service_unavailable");
+}
 
 describe("database failure", () => {
   it("every operation answers 500 internal_error with nothing of the failure, and keeps the cookie", async () => {
@@ -31,5 +75,156 @@ describe("database failure", () => {
       expect(line).not.toContain(session.token.split(".")[1]);
       expect(line).not.toContain("SELECT");
     }
+  });
+});
+
+// Each row of issue 11's table: the batch commits, then the connection drops, and the one
+// retry replays it. The answer must be what the first attempt did.
+describe("a batch that committed but whose answer was lost", () => {
+  it("POST /auth/logout: 200 Logged out and the cookie cleared (the session ended)", async () => {
+    const userId = newUser();
+    const session = await issue(userId);
+    const { response, roundTrips } = await callFaulty(["after"], "POST", "/auth/logout", sessionCookie(session.token));
+    await expectMessage(response, "Logged out", CLEARED_COOKIE);
+    expect(roundTrips).toBe(2);
+    expect(await isLive(session.token)).toBe(false);
+    expect(await eventsOf(userId)).toEqual([
+      ["created", session.id, null],
+      ["logout", session.id, session.id],
+    ]);
+  });
+
+  it("DELETE /auth/sessions/:id of another of mine: 200 Session deleted", async () => {
+    const userId = newUser();
+    const mine = await issue(userId);
+    const other = await issue(userId);
+    const { response } = await callFaulty(["after"], "DELETE", `/auth/sessions/${other.id}`, bearer(mine.token));
+    await expectMessage(response, "Session deleted");
+    expect(await sessionIdsOf(userId)).toEqual([mine.id]);
+    expect((await eventsOf(userId)).slice(2)).toEqual([["deleted", other.id, mine.id]]);
+  });
+
+  it("DELETE /auth/sessions/:id of my own: 200 Session deleted and the cookie cleared", async () => {
+    const userId = newUser();
+    const mine = await issue(userId);
+    const { response } = await callFaulty(["after"], "DELETE", `/auth/sessions/${mine.id}`, bearer(mine.token));
+    await expectMessage(response, "Session deleted", CLEARED_COOKIE);
+    expect(await sessionIdsOf(userId)).toEqual([]);
+    expect((await eventsOf(userId)).slice(1)).toEqual([["deleted", mine.id, mine.id]]);
+  });
+
+  it("DELETE /auth/logout: 200 Logged out of all sessions", async () => {
+    const userId = newUser();
+    const [a, b] = [await issue(userId), await issue(userId)];
+    const { response } = await callFaulty(["after"], "DELETE", "/auth/logout", sessionCookie(a.token));
+    await expectMessage(response, "Logged out of all sessions", CLEARED_COOKIE);
+    expect(await sessionIdsOf(userId)).toEqual([]);
+    expect((await eventsOf(userId)).slice(2).sort()).toEqual(
+      [
+        ["logout_all", a.id, a.id],
+        ["logout_all", b.id, a.id],
+      ].sort(),
+    );
+  });
+
+  it("DELETE /auth/logout?scope=others: the number that actually ended", async () => {
+    const userId = newUser();
+    const [me, b, c] = [await issue(userId), await issue(userId), await issue(userId)];
+    const { response } = await callFaulty(["after"], "DELETE", "/auth/logout?scope=others", bearer(me.token));
+    await expectMessage(response, "Logged out of 2 other sessions");
+    expect(await sessionIdsOf(userId)).toEqual([me.id]);
+    expect((await eventsOf(userId)).slice(3).sort()).toEqual(
+      [
+        ["logout_others", b.id, me.id],
+        ["logout_others", c.id, me.id],
+      ].sort(),
+    );
+  });
+
+  it("SessionService.create: the caller gets the token of the one session that exists", async () => {
+    const userId = newUser();
+    const d1 = faultyD1(env.DB, ["after"]);
+    const service = new SessionService(createExecutionContext(), { ...env, DB: d1.db });
+    const created = await service.create({ userId, userAgent: CHROME_MAC });
+    expect(d1.roundTrips).toBe(2);
+    expect(await sessionIdsOf(userId)).toEqual([created.id]);
+    expect(await isLive(created.token)).toBe(true);
+    expect(await eventsOf(userId)).toEqual([["created", created.id, null]]);
+  });
+
+  it("a refusal stays a refusal: a dead token's logout answers 400 after the replay, as without it", async () => {
+    const session = await issue(newUser());
+    await callWith({}, "POST", "/auth/logout", bearer(session.token));
+    const { response } = await callFaulty(["after"], "POST", "/auth/logout", bearer(session.token));
+    await expectError(response, 400, "session_invalid");
+  });
+});
+
+describe("overload: 503 service_unavailable with Retry-After, never 500", () => {
+  it("an overloaded D1 is not retried, and the logout keeps its cookie for the client's retry", async () => {
+    const session = await issue(newUser());
+    for (const message of [OVERLOADED, "D1_ERROR: D1 DB is overloaded. Requests queued for too long."]) {
+      const { response, roundTrips } = await callFaulty(
+        ["before"],
+        "POST",
+        "/auth/logout",
+        sessionCookie(session.token),
+        message,
+      );
+      await expectUnavailable(response);
+      expect(roundTrips).toBe(1);
+    }
+    expect(await isLive(session.token)).toBe(true);
+  });
+
+  it("a transient error twice: 503 on every operation, cookie kept", async () => {
+    const session = await issue(newUser());
+    const requests: [string, string, Record<string, string>][] = [
+      ["GET", "/auth/sessions", bearer(session.token)],
+      ["GET", "/auth/events", bearer(session.token)],
+      ["DELETE", `/auth/sessions/${session.id}`, bearer(session.token)],
+      ["DELETE", "/auth/sessions/", bearer(session.token)],
+      ["POST", "/auth/logout", sessionCookie(session.token)],
+      ["DELETE", "/auth/logout", sessionCookie(session.token)],
+      ["DELETE", "/auth/logout?scope=others", sessionCookie(session.token)],
+    ];
+    for (const [method, path, headers] of requests) {
+      const { response, roundTrips } = await callFaulty(["before", "before"], method, path, headers);
+      await expectUnavailable(response);
+      expect(roundTrips).toBe(2);
+    }
+    expect(await isLive(session.token)).toBe(true);
+  });
+
+  it("a 503 is never counted against the client's failed-authentication limit", async () => {
+    const ip = "198.51.100.203";
+    const dead = `${"A".repeat(22)}.${"B".repeat(43)}`;
+    for (let i = 0; i < 40; i++) {
+      const { response } = await callFaulty(
+        ["before"],
+        "GET",
+        "/auth/sessions",
+        { ...bearer(dead), "CF-Connecting-IP": ip },
+        OVERLOADED,
+      );
+      expect(response.status).toBe(503);
+    }
+    const response = await callWith({}, "GET", "/auth/sessions", { ...bearer(dead), "CF-Connecting-IP": ip });
+    expect(response.status).toBe(401);
+  });
+
+  it("SessionService: create and authenticate throw a clear retryable error, create leaves no session", async () => {
+    const userId = newUser();
+    const session = await issue(userId);
+    for (const plan of [["before", "before"], ["before"]] as Fault[][]) {
+      const message = plan.length === 2 ? CONNECTION_LOST : OVERLOADED;
+      const service = new SessionService(createExecutionContext(), { ...env, DB: faultyD1(env.DB, plan, message).db });
+      await expect(service.create({ userId })).rejects.toThrow("The session database is unavailable. Retry shortly.");
+      const checking = new SessionService(createExecutionContext(), { ...env, DB: faultyD1(env.DB, plan, message).db });
+      await expect(checking.authenticate(session.token)).rejects.toThrow(
+        "The session database is unavailable. Retry shortly.",
+      );
+    }
+    expect(await sessionIdsOf(userId)).toEqual([session.id]);
   });
 });

@@ -88,10 +88,12 @@ export async function sessionIdsOf(userId: string): Promise<string[]> {
 
 /** What every response carries, success or error (hono's secureHeaders, tightened for an API). */
 export function expectSecurityHeaders(response: Response): void {
-  expect(response.headers.get("Content-Security-Policy")).toBe("default-src 'none'; frame-ancestors 'none'");
+  expect(response.headers.get("Content-Security-Policy")).toBe(
+    "default-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+  );
   expect(response.headers.get("X-Frame-Options")).toBe("DENY");
   expect(response.headers.get("X-Content-Type-Options")).toBe("nosniff");
-  expect(response.headers.get("Strict-Transport-Security")).toBe("max-age=15552000; includeSubDomains");
+  expect(response.headers.get("Strict-Transport-Security")).toBe("max-age=31536000; includeSubDomains");
   expect(response.headers.get("Referrer-Policy")).toBe("no-referrer");
   expect(response.headers.get("Cross-Origin-Resource-Policy")).toBe("same-origin");
 }
@@ -109,6 +111,7 @@ const MESSAGES: Record<string, string> = {
   not_found: "No such endpoint.",
   uri_too_long: "The request path is too long.",
   internal_error: "Something went wrong on our side. Please try again.",
+  service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
 };
 
 /**

@@ -20,6 +20,21 @@ const actor = { sessionId: proof.id, ipAddress: "192.0.2.1" };
 
 const operations: Record<string, (db: queries.Database) => Promise<unknown>> = {
   authenticate: (db) => queries.authenticate(db, proof, at),
+  insertSession: (db) =>
+    queries.insertSession(
+      db,
+      {
+        id: "CCCCCCCCCCCCCCCCCCCCCC",
+        secretHash: "1".repeat(64),
+        userId: "user",
+        userAgent: "",
+        deviceType: "unknown",
+        createdAt: at.now,
+        expiresAt: new Date(at.now.getTime() + 60_000),
+        lastActiveAt: at.now,
+      },
+      { sessionId: null, ipAddress: null },
+    ),
   listSessions: (db) => queries.listSessions(db, proof, at),
   deleteSession: (db) => queries.deleteSession(db, proof, "BBBBBBBBBBBBBBBBBBBBBB", actor, at),
   endSession: (db) => queries.endSession(db, proof, actor, at),
@@ -44,6 +59,18 @@ describe("query plans", () => {
       }
     });
   }
+
+  it("a write reads its own events back through the created_at index, as does create's once-only check", async () => {
+    for (const run of [operations.endSession!, operations.insertSession!]) {
+      const { db, statements } = recordingD1(env.DB);
+      await run(queries.openDatabase(db));
+      const reads = statements.filter((s) => /"request_id" = \?/.test(s.sql));
+      expect(reads.length).toBe(1);
+      expect(await plan(reads[0]!.sql, reads[0]!.params)).toMatch(
+        /SEARCH session_events USING INDEX session_events_created_at_idx \(created_at=\?\)/,
+      );
+    }
+  });
 
   it("the list reads the caller by primary key and the user's sessions by the user index", async () => {
     const { db, statements } = recordingD1(env.DB);

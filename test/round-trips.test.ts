@@ -65,8 +65,9 @@ describe("round trips per request", () => {
       ["GET", "/nowhere", bearer(session.token), 404, 0],
       ["DELETE", "/auth/logout?scope=all", bearer(session.token), 400, 0],
       ["DELETE", "/auth/sessions/", bearer(session.token), 400, 1],
-      ["DELETE", `/auth/sessions/${"A".repeat(5000)}`, bearer(session.token), 414, 0],
-      ["DELETE", `/auth/sessions/${"A".repeat(1000)}`, bearer(session.token), 401, 1],
+      ["DELETE", `/auth/sessions/${"A".repeat(9000)}`, bearer(session.token), 414, 0],
+      ["DELETE", `/auth/sessions/${"A".repeat(5000)}`, bearer(session.token), 401, 1],
+      ["DELETE", `/auth/sessions/${"A".repeat(1100)}`, { Authorization: "Bearer x" }, 401, 0],
       ["DELETE", "/auth/logout", bearer(`${"A".repeat(22)}.${"B".repeat(43)}`), 401, 1],
     ];
     for (const [method, path, headers, status, expected] of cases) {

@@ -1,8 +1,10 @@
+import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { readConfig } from "../src/config.ts";
 import { openDatabase } from "../src/db/queries.ts";
 import { issueSession } from "../src/issue-session.ts";
+import { SessionService } from "../src/session-service.ts";
 import { newUser, tableSnapshot } from "./helpers.ts";
 
 afterEach(() => {
@@ -94,5 +96,31 @@ describe("SessionService (Workers RPC)", () => {
     const db = openDatabase(env.DB);
     for (const input of bad) await expect(issueSession(db, readConfig(env), input)).rejects.toThrow();
     expect(await tableSnapshot()).toEqual(before);
+  });
+
+  it("takes userId exactly as given: surrounding whitespace or a control character is refused, not trimmed", async () => {
+    const before = await tableSnapshot();
+    const userId = newUser();
+    // Called in-process: a rejection through the RPC stub is reported by the pool as uncaught.
+    const service = new SessionService(createExecutionContext(), env);
+    for (const bad of [
+      ` ${userId}`,
+      `${userId} `,
+      `${userId}\n`,
+      `\t${userId}`,
+      `${userId}\u00a0`,
+      `us\u0000er`,
+      `us\u007fer`,
+    ]) {
+      await expect(service.create({ userId: bad })).rejects.toThrow(
+        "userId must be a non-empty string of at most 255 characters, without leading or trailing whitespace or control characters",
+      );
+    }
+    expect(await tableSnapshot()).toEqual(before);
+    // Inner spaces and any other character are the caller's business: stored as given.
+    for (const good of ["Alice Smith", "ünïcødé-用户", "a"]) {
+      const created = await exports.SessionService.create({ userId: good });
+      expect((await exports.SessionService.authenticate(created.token))?.userId).toBe(good);
+    }
   });
 });

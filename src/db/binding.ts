@@ -46,29 +46,53 @@ export function meterD1(d1: D1Database): { db: D1Database; roundTrips: () => num
   return { db, roundTrips: () => count };
 }
 
-// The transient D1 errors Cloudflare documents as safe to retry. Replaying any statement
-// this service runs cannot do harm: reads and activity touches are idempotent, a DELETE
-// finds nothing the second time (nor does its events INSERT ... SELECT), and a session
-// INSERT replays its own id, so it fails on the primary key rather than duplicating.
-// More than one retry would only hold the request longer.
+// The transient D1 errors Cloudflare documents as safe to retry, and its overload errors
+// ("D1 DB is overloaded. Too many requests queued." / "... Requests queued for too long.").
 const TRANSIENT = [
   "Network connection lost",
   "storage caused object to be reset",
   "reset because its code was updated",
 ];
+const OVERLOADED = /overloaded|requests queued/i;
 
-function isTransientD1Error(error: unknown): boolean {
-  const message = String(error instanceof Error ? error.message : error);
-  return TRANSIENT.some((fragment) => message.includes(fragment));
+const messageOf = (error: unknown) => String(error instanceof Error ? error.message : error);
+const isTransient = (error: unknown) => TRANSIENT.some((fragment) => messageOf(error).includes(fragment));
+const isOverloaded = (error: unknown) => OVERLOADED.test(messageOf(error));
+
+/**
+ * D1 is overloaded, or did not answer twice in a row: nothing is known to be wrong with the
+ * request, and it may be sent again shortly (HTTP 503 with Retry-After; thrown as is to RPC
+ * callers). Carries no cause: driver messages can quote SQL and bound values.
+ */
+export class DatabaseUnavailable extends Error {
+  override name = "DatabaseUnavailable";
+  constructor() {
+    super("The session database is unavailable. Retry shortly.");
+  }
 }
 
+/**
+ * Retries a transient error once, replaying the same call with the same bound values. The
+ * first attempt may have committed with only its answer lost; the statements are written
+ * so that a replay is harmless and its answer still true (src/db/queries.ts): reads and the
+ * activity touch are idempotent, a DELETE and its events INSERT ... SELECT find nothing the
+ * second time, a session INSERT does nothing on its own id, and every write reads back the
+ * events tagged with its request id. An overloaded database is not retried (that would only
+ * lengthen its queue); more than one retry would only hold the request longer.
+ */
 export function retryTransientD1(d1: D1Database): D1Database {
   return wrapD1(d1, async (call) => {
     try {
       return await call();
     } catch (error) {
-      if (!isTransientD1Error(error)) throw error;
-      return call();
+      if (isOverloaded(error)) throw new DatabaseUnavailable();
+      if (!isTransient(error)) throw error;
+    }
+    try {
+      return await call();
+    } catch (error) {
+      if (isOverloaded(error) || isTransient(error)) throw new DatabaseUnavailable();
+      throw error;
     }
   });
 }

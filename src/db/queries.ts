@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, inArray, lte, ne, or, type SQL, sql } from "drizzle-orm";
+import { and, desc, eq, gt, inArray, lte, ne, notExists, or, type SQL, sql } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { Instant } from "../clock.ts";
 import { retryTransientD1 } from "./binding.ts";
@@ -7,6 +7,12 @@ import { type EventType, type SessionRow, sessionEvents, sessions } from "./sche
 // Every statement the service runs. Each exported operation is exactly one D1 round trip:
 // authentication travels inside the statement (as a subquery) or in the same batch, and
 // a batch runs as one transaction, so its statements see one consistent table.
+//
+// A transient error is retried once by replaying the batch (src/db/binding.ts), and the
+// first attempt may have committed with only its answer lost. So a write never answers
+// from what its own attempt changed (a replay changes nothing): it tags the events it
+// writes with its `Write` (bound into the batch, so the same on the replay) and answers
+// from the events carrying it, read back at the end of the batch: what either attempt did.
 
 export type Database = DrizzleD1Database;
 
@@ -30,6 +36,19 @@ export interface Actor {
 /** Activity is written at most this often per session, so reads rarely write. */
 export const ACTIVITY_WRITE_INTERVAL_MS = 5 * 60 * 1000;
 export const EVENTS_LISTED = 100;
+
+/**
+ * One write operation: a random id and its instant, stamped on every event it logs. Events
+ * are found again by `created_at` (indexed) and then the id, so the id needs no index.
+ */
+interface Write {
+  id: string;
+  at: Date;
+}
+
+function newWrite(at: Date): Write {
+  return { id: crypto.randomUUID(), at };
+}
 
 /** The one rule for "this row is a live session". */
 function isLive(at: Instant): SQL | undefined {
@@ -67,10 +86,11 @@ function touch(db: Database, proof: TokenProof, at: Instant) {
 }
 
 /**
- * Logs the end of every session matching `ending`. Runs in the same batch just before
- * the DELETE with the same condition, so the log and the change cannot disagree.
+ * Logs an event of `type` for every session matching `matching`. An ending runs in the same
+ * batch just before the DELETE with the same condition, so the log and the change cannot
+ * disagree.
  */
-function recordEndings(db: Database, type: EventType, ending: SQL | undefined, actor: Actor, at: Instant) {
+function recordEvents(db: Database, type: EventType, matching: SQL | undefined, actor: Actor, write: Write) {
   return db.insert(sessionEvents).select(
     db
       .select({
@@ -80,15 +100,28 @@ function recordEndings(db: Database, type: EventType, ending: SQL | undefined, a
         sessionId: sessions.id,
         actorSessionId: sql<string | null>`${actor.sessionId}`.as("actor_session_id"),
         ipAddress: sql<string | null>`${actor.ipAddress}`.as("ip_address"),
-        createdAt: sql<Date>`${at.now.getTime()}`.as("created_at"),
+        createdAt: sql<Date>`${write.at.getTime()}`.as("created_at"),
+        requestId: sql<string>`${write.id}`.as("request_id"),
       })
       .from(sessions)
-      .where(ending),
+      .where(matching),
   );
 }
 
 function endSessions(db: Database, ending: SQL | undefined) {
-  return db.delete(sessions).where(ending).returning({ id: sessions.id });
+  return db.delete(sessions).where(ending);
+}
+
+/**
+ * The events `write` has logged so far, by either attempt: the last statement of each
+ * ending batch. Only this write uses its id, so a row here also proves that the caller's
+ * token was live when the attempt that wrote it ran.
+ */
+function loggedBy(db: Database, write: Write) {
+  return db
+    .select({ sessionId: sessionEvents.sessionId })
+    .from(sessionEvents)
+    .where(and(eq(sessionEvents.createdAt, write.at), eq(sessionEvents.requestId, write.id)));
 }
 
 export type Caller = { id: string; userId: string; expiresAt: Date };
@@ -101,18 +134,20 @@ export async function authenticate(db: Database, proof: TokenProof, at: Instant)
 
 export type NewSession = typeof sessions.$inferInsert;
 
-export async function insertSession(db: Database, session: NewSession, actor: Actor): Promise<void> {
-  await db.batch([
-    db.insert(sessions).values(session),
-    db.insert(sessionEvents).values({
-      userId: session.userId,
-      type: "created",
-      sessionId: session.id,
-      actorSessionId: actor.sessionId,
-      ipAddress: actor.ipAddress,
-      createdAt: session.createdAt,
-    }),
+/**
+ * Stores a new session and its `created` event; true when the row with this id and secret
+ * hash exists afterwards. Idempotent, so a replay of a batch that did commit neither fails
+ * on the primary key nor logs the creation twice.
+ */
+export async function insertSession(db: Database, session: NewSession, actor: Actor): Promise<boolean> {
+  const write = newWrite(session.createdAt);
+  const ours = and(eq(sessions.id, session.id), eq(sessions.secretHash, session.secretHash));
+  const [, , stored] = await db.batch([
+    db.insert(sessions).values(session).onConflictDoNothing({ target: sessions.id }),
+    recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write),
+    db.select({ id: sessions.id }).from(sessions).where(ours),
   ]);
+  return stored.length > 0;
 }
 
 /** What the list shows of a session: every column but the secret's hash. */
@@ -145,53 +180,70 @@ export async function listSessions(db: Database, proof: TokenProof, at: Instant)
   return rows;
 }
 
-/** Deletes `targetId` if it is a live session of the caller's user. */
+/**
+ * Deletes `targetId` if it is a live session of the caller's user. `proven`: the token was
+ * live when the request ran (its session may be the one deleted).
+ */
 export async function deleteSession(
   db: Database,
   proof: TokenProof,
   targetId: string,
   actor: Actor,
   at: Instant,
-): Promise<{ caller: Caller | null; deleted: boolean }> {
+): Promise<{ proven: boolean; deleted: boolean }> {
+  const write = newWrite(at.now);
   const target = and(eq(sessions.id, targetId), isLiveSessionOfCaller(db, proof, at));
-  const [, callers, , deleted] = await db.batch([
+  const [, callers, , , ended] = await db.batch([
     touch(db, proof, at),
     selectCaller(db, proof, at),
-    recordEndings(db, "deleted", target, actor, at),
+    recordEvents(db, "deleted", target, actor, write),
     endSessions(db, target),
+    loggedBy(db, write),
   ]);
-  return { caller: callers[0] ?? null, deleted: deleted.length > 0 };
+  return { proven: callers.length > 0 || ended.length > 0, deleted: ended.length > 0 };
 }
 
 /** Ends the token's own session; false when it was not live. */
 export async function endSession(db: Database, proof: TokenProof, actor: Actor, at: Instant): Promise<boolean> {
+  const write = newWrite(at.now);
   const own = isProvenBy(proof, at);
-  const [, ended] = await db.batch([recordEndings(db, "logout", own, actor, at), endSessions(db, own)]);
+  const [, , ended] = await db.batch([
+    recordEvents(db, "logout", own, actor, write),
+    endSessions(db, own),
+    loggedBy(db, write),
+  ]);
   return ended.length > 0;
 }
 
 /** Ends every live session of the token's user; 0 when the token was not live. */
 export async function endAllSessions(db: Database, proof: TokenProof, actor: Actor, at: Instant): Promise<number> {
+  const write = newWrite(at.now);
   const all = isLiveSessionOfCaller(db, proof, at);
-  const [, ended] = await db.batch([recordEndings(db, "logout_all", all, actor, at), endSessions(db, all)]);
+  const [, , ended] = await db.batch([
+    recordEvents(db, "logout_all", all, actor, write),
+    endSessions(db, all),
+    loggedBy(db, write),
+  ]);
   return ended.length;
 }
 
-/** Ends every live session of the token's user but the token's own. */
+/** Ends every live session of the token's user but the token's own; `proven` as for deleteSession. */
 export async function endOtherSessions(
   db: Database,
   proof: TokenProof,
   actor: Actor,
   at: Instant,
-): Promise<{ caller: Caller | null; ended: number }> {
+): Promise<{ proven: boolean; ended: number }> {
+  const write = newWrite(at.now);
   const others = and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id));
-  const [, callers, , ended] = await db.batch([
+  const [, callers, , , ended] = await db.batch([
     touch(db, proof, at),
     selectCaller(db, proof, at),
-    recordEndings(db, "logout_others", others, actor, at),
+    recordEvents(db, "logout_others", others, actor, write),
     endSessions(db, others),
+    loggedBy(db, write),
   ]);
-  return { caller: callers[0] ?? null, ended: ended.length };
+  return { proven: callers.length > 0 || ended.length > 0, ended: ended.length };
 }
 
 /** The caller's user's security log, newest first; caller null when the token is not live. */

@@ -52,6 +52,10 @@ export const sessionEvents = sqliteTable(
     actorSessionId: text("actor_session_id"),
     ipAddress: text("ip_address"),
     createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
+    // The write operation that logged the event: a random id, the same on the retry of its
+    // batch, which reads its own events back by (created_at, request_id), so a replay learns
+    // what an attempt whose answer was lost did. Null only on events written before it existed.
+    requestId: text("request_id"),
   },
   (table) => [
     index("session_events_user_id_created_at_idx").on(table.userId, table.createdAt),

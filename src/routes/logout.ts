@@ -26,8 +26,8 @@ export const logoutRoutes = new Hono<AppEnv>()
     }
     if (scope === "others") {
       // The caller stays signed in, so its cookie stays, unless its own token was dead.
-      const { caller, ended } = await endOtherSessions(db, proof, actorOf(c), at);
-      if (!caller) {
+      const { proven, ended } = await endOtherSessions(db, proof, actorOf(c), at);
+      if (!proven) {
         clearCarriedCookie(c);
         throw unauthorized("session_invalid", true);
       }

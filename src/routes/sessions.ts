@@ -43,10 +43,10 @@ async function deleteById(c: Context<AppEnv>, id: string) {
     if (id.trim() === "") throw new ApiError(400, "session_id_required");
     throw unauthorized("not_authorized", false);
   }
-  const { caller, deleted } = await deleteSession(db, proof, id, actorOf(c), at);
-  if (!caller) throw unauthorized("invalid_token", true);
+  const { proven, deleted } = await deleteSession(db, proof, id, actorOf(c), at);
+  if (!proven) throw unauthorized("invalid_token", true);
   if (!deleted) throw unauthorized("not_authorized", false);
-  if (id === caller.id) clearSessionCookie(c);
+  if (id === proof.id) clearSessionCookie(c);
   return c.json({ message: "Session deleted" });
 }
 

@@ -1,0 +1,1 @@
+ALTER TABLE `session_events` ADD `request_id` text;
