@@ -2,8 +2,9 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 
-// Every error the API can answer, with its one message. Clients branch on `code`.
-const MESSAGES = {
+// Every error the API can answer, with its one message. Clients branch on `code`. The one
+// list of error codes: the type and the OpenAPI document derive from it.
+export const MESSAGES = {
   invalid_token: "The access token is missing, invalid or expired.",
   session_id_required: "A session id is required.",
   not_authorized: "You are not authorized to delete this session.",
@@ -19,6 +20,7 @@ const MESSAGES = {
 } as const;
 
 export type ErrorCode = keyof typeof MESSAGES;
+export const ERROR_CODES = Object.keys(MESSAGES) as ErrorCode[];
 
 export interface ErrorBody {
   code: ErrorCode;
@@ -58,10 +60,6 @@ export function unauthorized(code: ErrorCode, tokenPresented: boolean): ApiError
 /** The logouts' 400 for a token that is malformed or no longer live. */
 export function sessionInvalid(): ApiError {
   return new ApiError(400, "session_invalid", { authFailure: true });
-}
-
-export function methodNotAllowed(allow: string): ApiError {
-  return new ApiError(405, "method_not_allowed", { headers: { Allow: allow } });
 }
 
 export function writeError(c: Context, error: unknown): Response {

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { AppEnv } from "../context.ts";
 import { listEvents } from "../db/queries.ts";
 import type { EventType } from "../db/schema.ts";
-import { methodNotAllowed, unauthorized } from "../errors.ts";
+import { unauthorized } from "../errors.ts";
 import { requireBearer } from "../middleware/auth.ts";
 
 export interface EventView {
@@ -29,7 +29,4 @@ export const eventsRoutes = new Hono<AppEnv>()
       created_at: event.createdAt.toISOString(),
     }));
     return c.json({ events: views });
-  })
-  .all("/", () => {
-    throw methodNotAllowed("GET, HEAD");
   });
