@@ -20,7 +20,6 @@ export const MESSAGES = {
 } as const;
 
 export type ErrorCode = keyof typeof MESSAGES;
-export const ERROR_CODES = Object.keys(MESSAGES) as ErrorCode[];
 
 export interface ErrorBody {
   code: ErrorCode;

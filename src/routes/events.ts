@@ -15,18 +15,17 @@ export interface EventView {
 }
 
 /** The caller's security log: sessions created and ended, newest first, bounded. */
-export const eventsRoutes = new Hono<AppEnv>()
-  .get("/", requireBearer, async (c) => {
-    const { db, proof, at } = c.var;
-    const { caller, events } = await listEvents(db, proof, at);
-    if (!caller) throw unauthorized("invalid_token", true);
-    const views: EventView[] = events.map((event) => ({
-      id: event.id,
-      type: event.type,
-      session_id: event.sessionId,
-      actor_session_id: event.actorSessionId,
-      ip_address: event.ipAddress,
-      created_at: event.createdAt.toISOString(),
-    }));
-    return c.json({ events: views });
-  });
+export const eventsRoutes = new Hono<AppEnv>().get("/", requireBearer, async (c) => {
+  const { db, proof, at } = c.var;
+  const { caller, events } = await listEvents(db, proof, at);
+  if (!caller) throw unauthorized("invalid_token", true);
+  const views: EventView[] = events.map((event) => ({
+    id: event.id,
+    type: event.type,
+    session_id: event.sessionId,
+    actor_session_id: event.actorSessionId,
+    ip_address: event.ipAddress,
+    created_at: event.createdAt.toISOString(),
+  }));
+  return c.json({ events: views });
+});
