@@ -130,7 +130,7 @@ export const openApiDocument: OpenApiDocument = {
     title: "Session service",
     version: "0.1.0",
     description:
-      "Lists a signed-in user's sessions and ends them. Errors are `{code, message}`; clients branch on `code`. Every response under /auth/ carries `Cache-Control: no-store`. A method a path does not list answers 405 with `Allow` (see `x-other-methods`); HEAD is answered wherever GET is.",
+      "Lists a signed-in user's sessions and ends them. Errors are `{code, message}`; clients branch on `code`. Every response under /auth/ carries `Cache-Control: no-store`. A method an /auth/ path does not list answers 405 with `Allow` built from the methods it lists (see `x-other-methods`); HEAD is answered wherever GET is.",
   },
   servers: [{ url: "/", description: "The origin that serves this document." }],
   paths: {
