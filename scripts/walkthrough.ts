@@ -164,7 +164,7 @@ try {
 
   // Refused tokens from one client IP, past 30 a minute, become 429. A fresh IP each run:
   // wrangler dev keeps a client's CF-Connecting-IP and its limiter counts persist.
-  const ip = `2001:db8::${(Date.now() % 0xffff).toString(16)}:${process.pid.toString(16)}`;
+  const ip = `2001:db8::${(Date.now() % 0xffff).toString(16)}:${(process.pid % 0xffff).toString(16)}`;
   const dead = { headers: { Authorization: `Bearer ${token}`, "CF-Connecting-IP": ip } };
   for (let i = 1; i <= 30; i++)
     await expectStatus(401, `dead token #${i} from ${ip}`, api.GET("/auth/sessions", dead), true);
