@@ -19,6 +19,8 @@ export default defineConfig(async () => {
       }),
     ],
     test: {
+      // test/browser/ is Playwright's (npm run test:browser).
+      include: ["test/**/*.test.ts"],
       setupFiles: ["./test/setup.ts"],
       // The worker logs a JSON line per request; show logs only for failing tests.
       silent: "passed-only" as const,

@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
+import { methodNotAllowed } from "hono/method-not-allowed";
 import { secureHeaders } from "hono/secure-headers";
 import type { AppEnv } from "./context.ts";
 import { ApiError, writeError } from "./errors.ts";
@@ -27,15 +28,28 @@ const apiSecureHeaders = secureHeaders({
   xFrameOptions: "DENY",
 });
 
+const routes = new Hono<AppEnv>();
+
 // Outermost first: every response, errors included, passes back out through the log,
 // the security headers and no-store.
-export const app = new Hono<AppEnv>()
+export const app = routes
   .use(requestLog)
   .use(apiSecureHeaders)
   .use("/auth/*", noStore)
   .use(inputBounds)
   .use(withContext)
   .use("/auth/*", corsForAllowedOrigins)
+  // A known /auth/ path asked with a method it does not answer: 405, `Allow` built from the
+  // routes below (HEAD wherever GET is). /openapi.json stays a plain 404, as documented.
+  .use(
+    "/auth/*",
+    methodNotAllowed({
+      app: routes,
+      onMethodNotAllowed: (_, methods) => {
+        throw new ApiError(405, "method_not_allowed", { headers: { Allow: methods.join(", ") } });
+      },
+    }),
+  )
   .route("/auth/sessions", sessionsRoutes)
   .route("/auth/logout", logoutRoutes)
   .route("/auth/events", eventsRoutes)

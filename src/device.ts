@@ -47,7 +47,9 @@ const OPERATING_SYSTEMS: Record<string, string> = {
   "Open BSD": "OpenBSD",
 };
 
-export type DeviceType = "desktop" | "mobile" | "tablet" | "bot" | "unknown";
+// The one list: the type, the schema's column enum and the OpenAPI document derive from it.
+export const DEVICE_TYPES = ["desktop", "mobile", "tablet", "bot", "unknown"] as const;
+export type DeviceType = (typeof DEVICE_TYPES)[number];
 
 export interface Device {
   browser: string | null;

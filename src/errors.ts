@@ -4,8 +4,9 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ConfigError } from "./config.ts";
 import { DatabaseUnavailable } from "./db/binding.ts";
 
-// Every error the API can answer, with its one message. Clients branch on `code`.
-const MESSAGES = {
+// Every error the API can answer, with its one message. Clients branch on `code`. The one
+// list of error codes: the type and the OpenAPI document derive from it.
+export const MESSAGES = {
   invalid_token: "The access token is missing, invalid or expired.",
   session_id_required: "A session id is required.",
   not_authorized: "You are not authorized to delete this session.",
@@ -61,10 +62,6 @@ export function unauthorized(code: ErrorCode, tokenPresented: boolean): ApiError
 /** The logouts' 400 for a token that is malformed or no longer live. */
 export function sessionInvalid(): ApiError {
   return new ApiError(400, "session_invalid", { authFailure: true });
-}
-
-export function methodNotAllowed(allow: string): ApiError {
-  return new ApiError(405, "method_not_allowed", { headers: { Allow: allow } });
 }
 
 /** Seconds a client waits before retrying after a 503: D1's queues drain in milliseconds. */

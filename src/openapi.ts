@@ -1,7 +1,7 @@
 import { EVENTS_LISTED } from "./db/queries.ts";
 import { EVENT_TYPES } from "./db/schema.ts";
-import type { DeviceType } from "./device.ts";
-import type { ErrorCode } from "./errors.ts";
+import { DEVICE_TYPES } from "./device.ts";
+import { type ErrorCode, MESSAGES } from "./errors.ts";
 import { MAX_USER_AGENT_LENGTH } from "./issue-session.ts";
 
 // The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json. Every response
@@ -28,10 +28,9 @@ export type PathItem = { readonly [M in HttpMethod]?: Operation } & {
 export interface OpenApiDocument {
   readonly openapi: "3.1.0";
   readonly info: JsonObject;
+  readonly servers: readonly JsonObject[];
   readonly paths: Readonly<Record<string, PathItem>>;
-  readonly components: Readonly<
-    Record<"schemas" | "responses" | "headers" | "parameters" | "securitySchemes", JsonObject>
-  >;
+  readonly components: Readonly<Record<"schemas" | "headers" | "parameters" | "securitySchemes", JsonObject>>;
   /** Answered to any request, routed or not, besides what its operation lists. */
   readonly "x-any-request": Responses;
   /** Answered to a path no item describes (or a method a non-/auth/ item does not list). */
@@ -40,43 +39,29 @@ export interface OpenApiDocument {
   readonly "x-cors-preflight": Responses;
 }
 
-// The enums below are checked against the code's own types: adding an error code, a device
-// type or an event type without describing it here fails `tsc`.
-const ERROR_CODES = [
-  "invalid_token",
-  "session_id_required",
-  "not_authorized",
-  "token_required",
-  "session_invalid",
-  "cross_site_request",
-  "method_not_allowed",
-  "not_found",
-  "invalid_scope",
-  "rate_limited",
-  "uri_too_long",
-  "internal_error",
-  "service_unavailable",
-] as const satisfies readonly ErrorCode[];
-const DEVICE_TYPES = ["desktop", "mobile", "tablet", "bot", "unknown"] as const satisfies readonly DeviceType[];
-type Exhaustive<All, Listed> = [Exclude<All, Listed>] extends [never] ? true : never;
-const exhaustive: [
-  Exhaustive<ErrorCode, (typeof ERROR_CODES)[number]>,
-  Exhaustive<DeviceType, (typeof DEVICE_TYPES)[number]>,
-] = [true, true];
-void exhaustive;
-
 const ref = (pointer: string) => ({ $ref: `#/components/${pointer}` });
 const json = (schema: JsonObject) => ({ "application/json": { schema } });
 const NO_STORE = { "Cache-Control": ref("headers/NoStore") };
 const CLEARS_COOKIE = { "Set-Cookie": ref("headers/ClearedCookie") };
 const CHALLENGE = { "WWW-Authenticate": ref("headers/WWWAuthenticate") };
 
+// Bodies are whole inline schemas with `const` values, not `allOf` refinements of a shared
+// schema: generated clients (openapi-typescript) then type `code` as required and each
+// message as its literal.
+const errorBody = (code: ErrorCode): JsonObject => ({
+  type: "object",
+  required: ["code", "message"],
+  properties: { code: { const: code }, message: { const: MESSAGES[code] } },
+  additionalProperties: false,
+});
+
 /** An error response whose `code` is one of `codes`; every /auth/ response is no-store. */
 function error(description: string, codes: readonly ErrorCode[], headers: JsonObject = {}, noStore = true): JsonObject {
+  const [only] = codes;
   return {
     description,
     headers: { ...(noStore ? NO_STORE : {}), ...headers },
-    content: json({ allOf: [ref("schemas/Error"), { properties: { code: { enum: codes } } }] }),
+    content: json(codes.length === 1 && only ? errorBody(only) : { oneOf: codes.map(errorBody) }),
   };
 }
 
@@ -85,7 +70,12 @@ function ok(description: string, schema: JsonObject, headers: JsonObject = {}): 
 }
 
 /** A `{message}` body with a fixed (or patterned) message. */
-const message = (value: JsonObject) => ({ allOf: [ref("schemas/Message"), { properties: { message: value } }] });
+const message = (value: JsonObject) => ({
+  type: "object",
+  required: ["message"],
+  properties: { message: { type: "string", ...value } },
+  additionalProperties: false,
+});
 
 const anyRequest = (noStore: boolean) => ({
   "414": error("The path is longer than 8192 characters (checked before routing).", ["uri_too_long"], {}, noStore),
@@ -123,7 +113,21 @@ const CROSS_SITE = {
     ["cross_site_request"],
   ),
 };
-const METHOD_NOT_ALLOWED = { "405": ref("responses/MethodNotAllowed") };
+// Inline, not components: linters and generators do not follow `x-` extensions, so a
+// component used only there would count as unused.
+const METHOD_NOT_ALLOWED = {
+  "405": error(
+    "A method the path does not answer; nothing changes, whatever the credentials.",
+    ["method_not_allowed"],
+    {
+      Allow: {
+        required: true,
+        description: "The methods the path answers.",
+        schema: { type: "string", pattern: "^[A-Z]+(, [A-Z]+)*$" },
+      },
+    },
+  ),
+};
 const BEARER: Json = [{ bearer: [] }];
 const BEARER_OR_COOKIE: Json = [{ bearer: [] }, { sessionCookie: [] }];
 const NO_BEARER = "No Bearer token, or one that is malformed, unknown, expired or revoked.";
@@ -134,8 +138,9 @@ export const openApiDocument: OpenApiDocument = {
     title: "Session service",
     version: "0.1.0",
     description:
-      "Lists a signed-in user's sessions and ends them. Errors are `{code, message}`; clients branch on `code`. Every response under /auth/ carries `Cache-Control: no-store`. A method a path does not list answers 405 with `Allow` (see `x-other-methods`); HEAD is answered wherever GET is.",
+      "Lists a signed-in user's sessions and ends them. Errors are `{code, message}`; clients branch on `code`. Every response under /auth/ carries `Cache-Control: no-store`. A method an /auth/ path does not list answers 405 with `Allow` built from the methods it lists (see `x-other-methods`); HEAD is answered wherever GET is.",
   },
+  servers: [{ url: "/", description: "The origin that serves this document." }],
   paths: {
     "/auth/sessions": {
       get: {
@@ -228,12 +233,12 @@ export const openApiDocument: OpenApiDocument = {
             CLEARS_COOKIE,
           ),
           "400": error(
-            "`scope` is neither omitted nor `others` (checked first: nothing ends, no cookie is cleared); or the token is malformed (clears a carried cookie).",
+            "The token is malformed (session_invalid); or `scope` is neither omitted nor `others` (invalid_scope: checked once a well-formed token is present, after the 403 and 401 token_required answers and before the database, so nothing ends, live token or not). Either clears a carried cookie.",
             ["invalid_scope", "session_invalid"],
             CLEARS_COOKIE,
           ),
           "401": error(
-            "No token at all (token_required); or a well-formed token that is unknown, expired or revoked (session_invalid, clears a carried cookie).",
+            "No token at all (token_required); or, with `scope` omitted or `others`, a well-formed token that is unknown, expired or revoked (session_invalid, clears a carried cookie).",
             ["token_required", "session_invalid"],
             {
               ...CHALLENGE,
@@ -275,7 +280,12 @@ export const openApiDocument: OpenApiDocument = {
             content: json({
               type: "object",
               required: ["openapi", "info", "paths", "components"],
-              properties: { openapi: { const: "3.1.0" } },
+              properties: {
+                openapi: { const: "3.1.0" },
+                info: { type: "object" },
+                paths: { type: "object" },
+                components: { type: "object" },
+              },
             }),
           },
           ...anyRequest(false),
@@ -313,7 +323,7 @@ export const openApiDocument: OpenApiDocument = {
         in: "query",
         required: false,
         description:
-          "`others`: end every session of the caller's user but the caller's own. Any other value: 400 invalid_scope.",
+          "`others`: end every session of the caller's user but the caller's own. Any other value: 400 invalid_scope once a well-formed token is present (nothing ends; a carried cookie is cleared).",
         schema: { type: "string", enum: ["others"] },
       },
     },
@@ -323,11 +333,6 @@ export const openApiDocument: OpenApiDocument = {
         required: true,
         description: 'RFC 6750 challenge; `error="invalid_token"` when a token was presented and refused.',
         schema: { type: "string", pattern: '^Bearer realm="auth"(, error="invalid_token")?$' },
-      },
-      Allow: {
-        required: true,
-        description: "The methods the path answers.",
-        schema: { type: "string", pattern: "^[A-Z]+(, [A-Z]+)*$" },
       },
       RetryAfter: { required: true, description: "Seconds.", schema: { type: "integer", minimum: 1 } },
       ClearedCookie: {
@@ -339,34 +344,7 @@ export const openApiDocument: OpenApiDocument = {
         },
       },
     },
-    responses: {
-      MethodNotAllowed: {
-        description: "A method the path does not answer; nothing changes, whatever the credentials.",
-        headers: { ...NO_STORE, Allow: ref("headers/Allow") },
-        content: json({ allOf: [ref("schemas/Error"), { properties: { code: { const: "method_not_allowed" } } }] }),
-      },
-      CorsPreflight: {
-        description:
-          "CORS preflight from an origin in ALLOWED_ORIGINS (none by default): credentials and `Authorization` allowed.",
-        headers: {
-          "Access-Control-Allow-Origin": { required: true, schema: { type: "string" } },
-          "Access-Control-Allow-Methods": { required: true, schema: { type: "string" } },
-        },
-      },
-    },
     schemas: {
-      Error: {
-        type: "object",
-        required: ["code", "message"],
-        properties: { code: { type: "string", enum: ERROR_CODES }, message: { type: "string" } },
-        additionalProperties: false,
-      },
-      Message: {
-        type: "object",
-        required: ["message"],
-        properties: { message: { type: "string" } },
-        additionalProperties: false,
-      },
       Timestamp: {
         type: "string",
         format: "date-time",
@@ -454,5 +432,14 @@ export const openApiDocument: OpenApiDocument = {
   "x-unknown-path": {
     "404": error("No such endpoint (also: a method that /openapi.json does not answer).", ["not_found"], {}, false),
   },
-  "x-cors-preflight": { "204": ref("responses/CorsPreflight") },
+  "x-cors-preflight": {
+    "204": {
+      description:
+        "CORS preflight from an origin in ALLOWED_ORIGINS (none by default): credentials and `Authorization` allowed.",
+      headers: {
+        "Access-Control-Allow-Origin": { required: true, schema: { type: "string" } },
+        "Access-Control-Allow-Methods": { required: true, schema: { type: "string" } },
+      },
+    },
+  },
 };

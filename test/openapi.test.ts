@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { MESSAGES } from "../src/errors.ts";
 import { openApiDocument } from "../src/openapi.ts";
 import { bearer, CHALLENGE, call, expectSecurityHeaders, issue, newUser, ORIGIN } from "./helpers.ts";
 import { validateResponse } from "./openapi.ts";
@@ -58,7 +59,7 @@ describe("the response validator", () => {
     ).rejects.toThrow(/created_at/);
   });
 
-  it("rejects an undocumented status, code, missing header or stray contract header", async () => {
+  it("rejects an undocumented status, code, message, missing header or stray contract header", async () => {
     const error = (code: string) => ({ code, message: "…" });
     await expect(validateResponse("GET", url("/auth/sessions"), json(418, error("invalid_token")))).rejects.toThrow(
       /GET \/auth\/sessions → 418[\s\S]*status 418 is not documented/,
@@ -92,8 +93,12 @@ describe("the response validator", () => {
       validateResponse("PUT", url("/auth/logout"), json(405, error("method_not_allowed"), { Allow: "GET, HEAD" })),
     ).rejects.toThrow(/Allow lists/);
     await expect(
-      validateResponse("GET", url("/nowhere"), json(404, { code: "not_found", message: "x", extra: 1 })),
+      validateResponse("GET", url("/nowhere"), json(404, { code: "not_found", message: MESSAGES.not_found, extra: 1 })),
     ).rejects.toThrow(/extra/);
+    // Each code has exactly one message, and the document says which.
+    await expect(
+      validateResponse("GET", url("/nowhere"), json(404, { code: "not_found", message: "Not here." })),
+    ).rejects.toThrow(/body\/message/);
   });
 
   it("accepts what the document allows outside the operations: 404, 405, 414 and preflights", async () => {
@@ -101,7 +106,7 @@ describe("the response validator", () => {
     await validateResponse(
       "PUT",
       url("/auth/logout"),
-      json(405, { code: "method_not_allowed", message: "m" }, { Allow: "POST, DELETE" }),
+      json(405, { code: "method_not_allowed", message: MESSAGES.method_not_allowed }, { Allow: "POST, DELETE" }),
     );
     await validateResponse(
       "HEAD",
@@ -111,7 +116,7 @@ describe("the response validator", () => {
         headers: { "Content-Type": "application/json", "Cache-Control": "no-store", Allow: "DELETE, POST" },
       }),
     );
-    await validateResponse("GET", url("/x"), json(414, { code: "uri_too_long", message: "m" }));
+    await validateResponse("GET", url("/x"), json(414, { code: "uri_too_long", message: MESSAGES.uri_too_long }));
     await validateResponse(
       "OPTIONS",
       url("/anything"),

@@ -1,4 +1,5 @@
 import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { DEVICE_TYPES } from "../device.ts";
 
 // The single description of the tables: migrations are generated from this file.
 
@@ -16,7 +17,7 @@ export const sessions = sqliteTable(
     // Parsed from the user agent once, at creation, so listing never parses.
     browser: text("browser"),
     os: text("os"),
-    deviceType: text("device_type", { enum: ["desktop", "mobile", "tablet", "bot", "unknown"] }).notNull(),
+    deviceType: text("device_type", { enum: DEVICE_TYPES }).notNull(),
     // Where the edge saw the login (request.cf), when the login worker passed it on.
     country: text("country"),
     city: text("city"),
@@ -36,6 +37,7 @@ export const sessions = sqliteTable(
 
 export type SessionRow = typeof sessions.$inferSelect;
 
+// The one list of event types: the type, the column enum and the OpenAPI document derive from it.
 export const EVENT_TYPES = ["created", "logout", "deleted", "logout_all", "logout_others"] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

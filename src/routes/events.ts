@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { AppEnv } from "../context.ts";
 import { listEvents } from "../db/queries.ts";
 import type { EventType } from "../db/schema.ts";
-import { methodNotAllowed, unauthorized } from "../errors.ts";
+import { unauthorized } from "../errors.ts";
 import { requireBearer } from "../middleware/auth.ts";
 
 export interface EventView {
@@ -15,21 +15,17 @@ export interface EventView {
 }
 
 /** The caller's security log: sessions created and ended, newest first, bounded. */
-export const eventsRoutes = new Hono<AppEnv>()
-  .get("/", requireBearer, async (c) => {
-    const { db, proof, at } = c.var;
-    const { caller, events } = await listEvents(db, proof, at);
-    if (!caller) throw unauthorized("invalid_token", true);
-    const views: EventView[] = events.map((event) => ({
-      id: event.id,
-      type: event.type,
-      session_id: event.sessionId,
-      actor_session_id: event.actorSessionId,
-      ip_address: event.ipAddress,
-      created_at: event.createdAt.toISOString(),
-    }));
-    return c.json({ events: views });
-  })
-  .all("/", () => {
-    throw methodNotAllowed("GET, HEAD");
-  });
+export const eventsRoutes = new Hono<AppEnv>().get("/", requireBearer, async (c) => {
+  const { db, proof, at } = c.var;
+  const { caller, events } = await listEvents(db, proof, at);
+  if (!caller) throw unauthorized("invalid_token", true);
+  const views: EventView[] = events.map((event) => ({
+    id: event.id,
+    type: event.type,
+    session_id: event.sessionId,
+    actor_session_id: event.actorSessionId,
+    ip_address: event.ipAddress,
+    created_at: event.createdAt.toISOString(),
+  }));
+  return c.json({ events: views });
+});

@@ -2,12 +2,12 @@ import { Hono } from "hono";
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
 import { endAllSessions, endOtherSessions, endSession } from "../db/queries.ts";
-import { ApiError, methodNotAllowed, sessionInvalid, unauthorized } from "../errors.ts";
+import { ApiError, sessionInvalid, unauthorized } from "../errors.ts";
 import { actorOf, requireBearerOrCookie } from "../middleware/auth.ts";
 
 const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 
-// GET was withdrawn: a prefetch or an <img> could log a user out. It falls to the 405 below.
+// GET was withdrawn: a prefetch or an <img> could log a user out. It gets the app's 405.
 export const logoutRoutes = new Hono<AppEnv>()
   .post("/", requireBearerOrCookie, async (c) => {
     const { db, proof, at } = c.var;
@@ -37,7 +37,4 @@ export const logoutRoutes = new Hono<AppEnv>()
     clearCarriedCookie(c);
     if (ended === 0) throw unauthorized("session_invalid", true);
     return c.json({ message: "Logged out of all sessions" });
-  })
-  .all("/", () => {
-    throw methodNotAllowed("POST, DELETE");
   });

@@ -4,7 +4,7 @@ import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";
 import { authenticate, deleteSession, type ListedSession, listSessions } from "../db/queries.ts";
 import { type DeviceType, sessionName } from "../device.ts";
-import { ApiError, methodNotAllowed, unauthorized } from "../errors.ts";
+import { ApiError, unauthorized } from "../errors.ts";
 import { actorOf, requireBearer } from "../middleware/auth.ts";
 import { isSessionId } from "../token.ts";
 
@@ -63,10 +63,4 @@ export const sessionsRoutes = new Hono<AppEnv>()
     return c.json({ sessions: rows.map(toView), currentSessionId: proof.id });
   })
   .delete("/", requireBearer, (c) => deleteById(c, ""))
-  .delete(ID, requireBearer, (c) => deleteById(c, c.req.param("id")))
-  .all("/", () => {
-    throw methodNotAllowed("GET, HEAD, DELETE");
-  })
-  .all(ID, () => {
-    throw methodNotAllowed("DELETE");
-  });
+  .delete(ID, requireBearer, (c) => deleteById(c, c.req.param("id")));

@@ -1,0 +1,10 @@
+// Writes the document src/openapi.ts builds (what GET /openapi.json serves) to a file, for
+// the tools that read one: Redocly's linter, openapi-typescript and Prism's proxy.
+//   node scripts/openapi-json.ts [file]      (default dist/openapi.json)
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { openApiDocument } from "../src/openapi.ts";
+
+const file = process.argv[2] ?? "dist/openapi.json";
+mkdirSync(dirname(file), { recursive: true });
+writeFileSync(file, `${JSON.stringify(openApiDocument, null, 2)}\n`);
