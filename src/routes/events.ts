@@ -12,6 +12,9 @@ export interface EventView {
   actor_session_id: string | null;
   ip_address: string | null;
   created_at: string;
+  // Beyond the first fields: why the system ended it (`ended`), and whether a `created` came from a new device.
+  reason: string | null;
+  new_device: boolean | null;
 }
 
 /** The caller's security log: sessions created and ended, newest first, bounded. */
@@ -27,6 +30,8 @@ export const eventsRoutes = new Hono<AppEnv>()
       actor_session_id: event.actorSessionId,
       ip_address: event.ipAddress,
       created_at: event.createdAt.toISOString(),
+      reason: event.reason,
+      new_device: event.newDevice,
     }));
     return c.json({ events: views });
   })
