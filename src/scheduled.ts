@@ -18,7 +18,7 @@ async function inBatches(purge: (limit: number) => Promise<number>): Promise<num
   return purged;
 }
 
-export async function purge(env: Env): Promise<{ sessions: number; events: number }> {
+export async function purge(env: Env): Promise<{ resent: number; sessions: number; events: number }> {
   const config = readConfig(env);
   const db = openDatabase(env.DB);
   const at = instant(config);
