@@ -39,7 +39,7 @@ export function checkReason(reason: unknown): string {
   return reason;
 }
 
-function checkSessionId(name: string, value: unknown): string {
+function checkString(name: string, value: unknown): string {
   if (typeof value !== "string") throw new TypeError(`${name} must be a string`);
   return value;
 }
@@ -59,7 +59,10 @@ export async function endSessionsOfUser(
 ): Promise<{ ended: number }> {
   const userId = checkUserId(input?.userId);
   const reason = checkReason(input.reason);
-  const except = input.exceptSessionId == null ? null : checkSessionId("exceptSessionId", input.exceptSessionId);
+  // Strict: a token or a typo passed here by mistake would otherwise end the session it meant to keep.
+  const except = input.exceptSessionId == null ? null : checkString("exceptSessionId", input.exceptSessionId);
+  if (except !== null && !isSessionId(except))
+    throw new TypeError("exceptSessionId must be a session id (22 characters)");
   const actor = { sessionId: null, ipAddress: null, outbox };
   return { ended: await endUserSessions(db, userId, except, reason, actor, instant(config)) };
 }
@@ -71,7 +74,7 @@ export async function endOneSession(
   input: EndSessionInput,
   outbox: Outbox | null,
 ): Promise<{ ended: boolean }> {
-  const sessionId = checkSessionId("sessionId", input?.sessionId);
+  const sessionId = checkString("sessionId", input?.sessionId);
   const reason = checkReason(input.reason);
   // An id that cannot be a session matches nothing: answered without a lookup.
   if (!isSessionId(sessionId)) return { ended: false };

@@ -7,6 +7,7 @@ import worker from "../src/index.ts";
 import { issueSession } from "../src/issue-session.ts";
 import type { SessionEventMessage } from "../src/outbox.ts";
 import { purge } from "../src/scheduled.ts";
+import { SessionService } from "../src/session-service.ts";
 import { endSessionsOfUser } from "../src/user-sessions.ts";
 import { countingD1 } from "./d1.ts";
 import { bearer, callWith, issue, newUser, randomIp } from "./helpers.ts";
@@ -162,6 +163,22 @@ describe("events queue (SESSION_EVENTS)", () => {
         reason: "account_disabled",
         newDevice: null,
       },
+    ]);
+    expect(await pendingOf(userId)).toEqual([]);
+  });
+
+  it("SessionService sends its events after answering too (this.ctx.waitUntil)", async () => {
+    const userId = newUser();
+    const ctx = createExecutionContext();
+    const service = new SessionService(ctx, { ...env, ...withQueue } as Env);
+    const created = await service.create({ userId, userAgent: "curl/8.5.0", country: "DE" });
+    expect(await service.endSession({ sessionId: created.id, reason: "admin" })).toEqual({ ended: true });
+    await waitOnExecutionContext(ctx);
+    // Two calls, two sends: they may arrive in either order.
+    const messages = (await receivedFor(userId, 2)).sort((a, b) => a.id - b.id);
+    expect(messages.map((m) => [m.type, m.sessionId, m.newDevice, m.reason])).toEqual([
+      ["created", created.id, true, null],
+      ["ended", created.id, null, "admin"],
     ]);
     expect(await pendingOf(userId)).toEqual([]);
   });

@@ -152,6 +152,10 @@ describe("bad input: a clear error, nothing changed, no round trip", () => {
     await expect(
       endSessionsOfUser(db, config, { userId, exceptSessionId: 5, reason: "admin" } as never, null),
     ).rejects.toThrow("exceptSessionId must be a string");
+    // The token instead of the id, say: refused rather than ending the session meant to stay.
+    await expect(
+      endSessionsOfUser(db, config, { userId, exceptSessionId: session.token, reason: "admin" }, null),
+    ).rejects.toThrow("exceptSessionId must be a session id (22 characters)");
     expect(counter.roundTrips).toBe(0);
     expect(await tableSnapshot()).toEqual(before);
     expect(await isLive(session.token)).toBe(true);
