@@ -145,23 +145,20 @@ export interface IssuePolicy {
 }
 
 /** Whether any session of the user seen since `since`, live or ended, had this device. */
-function seenOnDevice(db: Database, userId: string, key: string, since: Date): SQL | undefined {
-  return or(
-    exists(
-      db
-        .select({ one: sql`1` })
-        .from(sessions)
-        .where(and(eq(sessions.userId, userId), eq(sessions.deviceKey, key), gt(sessions.lastActiveAt, since))),
-    ),
-    exists(
-      db
-        .select({ one: sql`1` })
-        .from(sessionEvents)
-        .where(
-          and(eq(sessionEvents.userId, userId), eq(sessionEvents.deviceKey, key), gt(sessionEvents.createdAt, since)),
-        ),
-    ),
-  );
+function seenOnDevice(db: Database, userId: string, key: string, since: Date): SQL {
+  return sql`(${exists(
+    db
+      .select({ one: sql`1` })
+      .from(sessions)
+      .where(and(eq(sessions.userId, userId), eq(sessions.deviceKey, key), gt(sessions.lastActiveAt, since))),
+  )} OR ${exists(
+    db
+      .select({ one: sql`1` })
+      .from(sessionEvents)
+      .where(
+        and(eq(sessionEvents.userId, userId), eq(sessionEvents.deviceKey, key), gt(sessionEvents.createdAt, since)),
+      ),
+  )})`;
 }
 
 /**
@@ -175,7 +172,7 @@ export async function insertSession(
   actor: Actor,
   policy: IssuePolicy,
   at: Instant,
-): Promise<{ newDevice: boolean; events: SessionEventRow[] }> {
+): Promise<{ newDevice: boolean }> {
   // Keep the maxPerUser - 1 most recently active; the new one makes maxPerUser.
   const overCap = inArray(
     sessions.id,
@@ -184,7 +181,7 @@ export async function insertSession(
       .from(sessions)
       .where(and(eq(sessions.userId, session.userId), isLive(at)))
       .orderBy(desc(sessions.lastActiveAt), desc(sessions.createdAt), desc(sessions.id))
-      // SQLite has no OFFSET without LIMIT; this one never binds.
+      // SQLite has no OFFSET without a LIMIT; this one never cuts anything.
       .limit(Number.MAX_SAFE_INTEGER)
       .offset(policy.maxPerUser - 1),
   );
@@ -200,7 +197,7 @@ export async function insertSession(
         ipAddress: actor.ipAddress,
         createdAt: session.createdAt,
         deviceKey: session.deviceKey,
-        newDevice: sql`${not(seenOnDevice(db, session.userId, session.deviceKey, policy.seenSince) ?? sql`0`)}`,
+        newDevice: not(seenOnDevice(db, session.userId, session.deviceKey, policy.seenSince)),
         pendingDelivery: actor.outbox !== null,
       })
       .returning(),
@@ -208,8 +205,7 @@ export async function insertSession(
     endSessions(db, overCap),
     db.insert(sessions).values(session),
   ]);
-  const events = [...created, ...evicted];
-  return published(actor, events, { newDevice: created[0]?.newDevice === true, events });
+  return published(actor, [...created, ...evicted], { newDevice: created[0]?.newDevice === true });
 }
 
 /** What the list shows of a session: every column but the secret's hash. */
