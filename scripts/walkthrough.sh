@@ -62,6 +62,23 @@ expect_status 200 -X POST "$base/auth/logout" -H "Cookie: __Host-session=$TOKEN"
 TOKEN=$(npm run --silent session:create -- --user "$user" 2>/dev/null | token_of token)
 expect_status 200 -X DELETE "$base/auth/logout" -H "Authorization: Bearer $TOKEN"
 expect_status 401 "$base/auth/sessions" -H "Authorization: Bearer $TOKEN"
+# Operator commands: the same local D1, through the same code as the RPC methods.
+expect_line() { # a JavaScript expression over `b`, one command's stdout, then values for process.argv[3…]
+  node -e 'const b = JSON.parse(process.argv[2]);
+    if (!eval(process.argv[1])) { console.error("walkthrough: output fails " + process.argv[1], b); process.exit(1); }' "$@"
+  echo "       output: $1"
+}
+kept=$(npm run --silent session:create -- --user "$user")
+other=$(npm run --silent session:create -- --user "$user")
+KEPT_ID=$(token_of id <<<"$kept")
+KEPT_TOKEN=$(token_of token <<<"$kept")
+expect_line 'b.sessions.length === 2 && b.sessions[1].id === process.argv[3]' "$(npm run --silent session:list -- --user "$user")" "$KEPT_ID"
+expect_line 'b.ended === 1' "$(npm run --silent session:end -- --user "$user" --except "$KEPT_ID" --reason password_changed)"
+expect_status 401 "$base/auth/sessions" -H "Authorization: Bearer $(token_of token <<<"$other")"
+expect_status 200 "$base/auth/events" -H "Authorization: Bearer $KEPT_TOKEN"
+expect_body 'b.events[0].type === "ended" && b.events[0].reason === "password_changed"'
+expect_line 'b.ended === true' "$(npm run --silent session:end -- --session "$KEPT_ID")"
+expect_status 401 "$base/auth/sessions" -H "Authorization: Bearer $KEPT_TOKEN"
 expect_status 200 "$base/openapi.json"
 expect_body 'b.openapi === "3.1.0"'
 # Rate limiting: refused tokens from one client IP, past 30 a minute, become 429. The IP is
