@@ -135,6 +135,8 @@ export function openLocalProject(binding = "DB"): LocalProject {
       { cwd: ROOT, stdio: ["ignore", process.stderr, process.stderr] },
     );
   }
+  // Never create a database of our own: if wrangler keeps it elsewhere, say so.
+  if (!existsSync(file)) throw new Error(`the local D1 for ${binding} is not at ${file}: update scripts/local-d1.ts`);
   const devVars = path.join(ROOT, ".dev.vars");
   const vars = { ...toml.vars, ...(existsSync(devVars) ? parseEnv(readFileSync(devVars, "utf8")) : {}) };
   const db = new DatabaseSync(file);

@@ -64,7 +64,13 @@ if (command === "end" && values.session !== undefined && values.except !== undef
 if (command !== "end" && values.user === undefined) usage(command, "--user is required");
 if (values.ttl !== undefined && !/^\d+$/.test(values.ttl)) usage(command, "--ttl must be a whole number of seconds");
 
-const project = openLocalProject();
+let project: ReturnType<typeof openLocalProject>;
+try {
+  project = openLocalProject();
+} catch (error) {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
+}
 try {
   const db = openDatabase(project.env.DB);
   const config = readConfig(project.env);
