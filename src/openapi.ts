@@ -427,7 +427,8 @@ export const openApiDocument: OpenApiDocument = {
           session_id: ref("schemas/SessionId"),
           actor_session_id: {
             anyOf: [ref("schemas/SessionId"), { type: "null" }],
-            description: "The session whose token made the request; null for sessions issued over RPC.",
+            description:
+              "The session whose token made the request; for `evicted`, the new session that took the user past the cap; null for sessions issued or ended over RPC.",
           },
           ip_address: { type: ["string", "null"] },
           created_at: ref("schemas/Timestamp"),
