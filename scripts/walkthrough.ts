@@ -70,10 +70,12 @@ async function expectStatus<T extends { response: Response; data?: unknown; erro
 
 const user = `walkthrough-${Date.now()}`;
 // Asynchronous on purpose: a blocked event loop would miss Prism closing an idle connection.
-async function sessionCreate(...args: string[]): Promise<{ id: string; token: string }> {
-  const command = ["run", "--silent", "session:create", "--", "--user", user, ...args];
-  return JSON.parse((await promisify(execFile)("npm", command, { encoding: "utf8" })).stdout);
+async function operator<T>(command: string, ...args: string[]): Promise<T> {
+  const npm = ["run", "--silent", command, "--", ...args];
+  return JSON.parse((await promisify(execFile)("npm", npm, { encoding: "utf8" })).stdout);
 }
+const sessionCreate = (...args: string[]) =>
+  operator<{ id: string; token: string }>("session:create", "--user", user, ...args);
 const bearer = (token: string) => ({ headers: { Authorization: `Bearer ${token}` } });
 
 const server = await startLocalServer();
@@ -158,6 +160,32 @@ try {
   const all = await expectStatus(200, "DELETE /auth/logout", api.DELETE("/auth/logout", bearer(token)));
   check('"Logged out of all sessions"', all.data?.message === "Logged out of all sessions", all.data);
   await expectStatus(401, "GET /auth/sessions after logging out everywhere", api.GET("/auth/sessions", bearer(token)));
+
+  // Operator commands: the same local D1, through the same code as the RPC methods.
+  const kept = await sessionCreate();
+  const other = await sessionCreate();
+  const fromOperator = await operator<{ sessions: { id: string }[] }>("session:list", "--user", user);
+  check(
+    "session:list shows both",
+    fromOperator.sessions.length === 2 && fromOperator.sessions[1]?.id === kept.id,
+    fromOperator,
+  );
+  const endedOthers = await operator<{ ended: number }>(
+    "session:end",
+    ...["--user", user, "--except", kept.id, "--reason", "password_changed"],
+  );
+  check("session:end --user --except ends 1", endedOthers.ended === 1, endedOthers);
+  await expectStatus(401, "GET /auth/sessions with the ended session", api.GET("/auth/sessions", bearer(other.token)));
+  const log = await expectStatus(200, "GET /auth/events", api.GET("/auth/events", bearer(kept.token)));
+  const newest = log.data?.events[0];
+  check(
+    "newest event: ended, password_changed",
+    newest?.type === "ended" && newest.reason === "password_changed",
+    newest,
+  );
+  const endedOne = await operator<{ ended: boolean }>("session:end", "--session", kept.id);
+  check("session:end --session ends it", endedOne.ended === true, endedOne);
+  await expectStatus(401, "GET /auth/sessions after session:end", api.GET("/auth/sessions", bearer(kept.token)));
 
   const document = await expectStatus(200, "GET /openapi.json", api.GET("/openapi.json"));
   check("openapi 3.1.0", document.data?.openapi === "3.1.0", document.data?.openapi);

@@ -7,6 +7,12 @@ export interface Config {
   idleTimeoutSeconds: number;
   eventRetentionDays: number;
   allowedOrigins: ReadonlySet<string>;
+  /** Live sessions a user may hold; issuing one more ends the least recently active. */
+  maxPerUser: number;
+  /** Authenticated use renews a session's expiry to now + its TTL. */
+  slidingTtl: boolean;
+  /** No session outlives its creation by more than this, renewed or not. */
+  maxLifetimeSeconds: number;
 }
 
 export type ConfigVars = Pick<
@@ -16,6 +22,9 @@ export type ConfigVars = Pick<
   | "SESSION_IDLE_TIMEOUT_SECONDS"
   | "SESSION_EVENTS_RETENTION_DAYS"
   | "ALLOWED_ORIGINS"
+  | "SESSION_MAX_PER_USER"
+  | "SESSION_SLIDING_TTL"
+  | "SESSION_MAX_LIFETIME_SECONDS"
 >;
 
 /**
@@ -32,6 +41,9 @@ export class ConfigError extends Error {
 const COOKIE_PREFIX = "__Host-";
 const COOKIE_NAME = /^__Host-[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
+/** Browsers keep a cookie at most 400 days (RFC 6265bis), so no session may outlive that. */
+export const MAX_TTL_SECONDS = 400 * 24 * 60 * 60;
+
 function wholeNumber(name: string, value: string | undefined, fallback: number, min: number): number {
   const parsed = value === undefined || value === "" ? fallback : Number(value);
   if (!Number.isSafeInteger(parsed) || parsed < min) throw new ConfigError(`${name} must be an integer >= ${min}`);
@@ -45,14 +57,34 @@ function toOrigin(value: string): string {
   return origin;
 }
 
+function flag(name: string, value: string | undefined): boolean {
+  if (value === undefined || value === "" || value === "false") return false;
+  if (value === "true") return true;
+  throw new ConfigError(`${name} must be "true" or "false"`);
+}
+
 export function readConfig(vars: ConfigVars): Config {
   const cookieName = vars.SESSION_COOKIE_NAME || "__Host-session";
   if (!COOKIE_NAME.test(cookieName)) {
     throw new ConfigError(`SESSION_COOKIE_NAME must be a cookie name starting with ${COOKIE_PREFIX}`);
   }
+  const ttlSeconds = wholeNumber("SESSION_TTL_SECONDS", vars.SESSION_TTL_SECONDS, 2_592_000, 1);
+  const maxLifetimeSeconds = wholeNumber(
+    "SESSION_MAX_LIFETIME_SECONDS",
+    vars.SESSION_MAX_LIFETIME_SECONDS,
+    MAX_TTL_SECONDS,
+    1,
+  );
+  if (maxLifetimeSeconds > MAX_TTL_SECONDS)
+    throw new ConfigError(`SESSION_MAX_LIFETIME_SECONDS must be <= ${MAX_TTL_SECONDS}`);
+  if (ttlSeconds > maxLifetimeSeconds)
+    throw new ConfigError("SESSION_TTL_SECONDS must be <= SESSION_MAX_LIFETIME_SECONDS");
   return {
     cookieName,
-    ttlSeconds: wholeNumber("SESSION_TTL_SECONDS", vars.SESSION_TTL_SECONDS, 2_592_000, 1),
+    ttlSeconds,
+    maxLifetimeSeconds,
+    maxPerUser: wholeNumber("SESSION_MAX_PER_USER", vars.SESSION_MAX_PER_USER, 50, 1),
+    slidingTtl: flag("SESSION_SLIDING_TTL", vars.SESSION_SLIDING_TTL),
     idleTimeoutSeconds: wholeNumber("SESSION_IDLE_TIMEOUT_SECONDS", vars.SESSION_IDLE_TIMEOUT_SECONDS, 1_209_600, 0),
     eventRetentionDays: wholeNumber("SESSION_EVENTS_RETENTION_DAYS", vars.SESSION_EVENTS_RETENTION_DAYS, 90, 1),
     allowedOrigins: new Set(

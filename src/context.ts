@@ -1,6 +1,7 @@
 import type { Instant } from "./clock.ts";
 import type { Config } from "./config.ts";
 import type { Database, TokenProof } from "./db/queries.ts";
+import type { Outbox } from "./outbox.ts";
 
 /** What every handler can read: bindings, parsed config, the database, the proven token. */
 export interface AppEnv {
@@ -13,6 +14,8 @@ export interface AppEnv {
     /** CF-Connecting-IP when it parses as an IP address. */
     clientIp: string | null;
     proof: TokenProof;
+    /** Where the request's session events go after the response; null without SESSION_EVENTS. */
+    outbox: Outbox | null;
     /** D1 round trips made so far by this request (for the request log). */
     roundTrips: () => number;
   };

@@ -88,3 +88,12 @@ export function sessionName(device: Pick<Device, "browser" | "os">, ipAddress: s
   const label = `${device.browser ?? "Unknown browser"}${device.os ? ` on ${device.os}` : ""}`;
   return ipAddress ? `${label} · ${ipAddress}` : label;
 }
+
+/**
+ * What "the same device" means for new-device detection: browser family, OS and country.
+ * The browser's version is left out: browsers update themselves every few weeks, and an
+ * update is not a new device.
+ */
+export function deviceKey(device: Pick<Device, "browser" | "os">, country: string | null): string {
+  return [device.browser?.replace(/ \d+$/, "") ?? "", device.os ?? "", country ?? ""].join("|");
+}

@@ -1,9 +1,10 @@
 import { instant } from "./clock.ts";
-import type { Config } from "./config.ts";
+import { type Config, MAX_TTL_SECONDS } from "./config.ts";
 import { sessionCookie } from "./cookie.ts";
 import { type Database, insertSession } from "./db/queries.ts";
-import { parseDevice } from "./device.ts";
+import { deviceKey, parseDevice } from "./device.ts";
 import { normalizeIp } from "./ip.ts";
+import type { Outbox } from "./outbox.ts";
 import { generateToken, hashSecret } from "./token.ts";
 
 // The one code path that creates sessions: SessionService.create and `npm run session:create`.
@@ -25,13 +26,16 @@ export interface CreatedSession {
   expiresAt: string;
   /** A ready `Set-Cookie` value for the login response. */
   cookie: string;
+  /**
+   * No session of this user seen within the events retention period (live or ended) had
+   * the same browser family, OS and country: time for a "new sign-in" message.
+   */
+  newDevice: boolean;
 }
 
 export const MAX_USER_ID_LENGTH = 255;
 export const MAX_USER_AGENT_LENGTH = 512;
 export const MAX_CITY_LENGTH = 100;
-/** Browsers cap cookie lifetimes at 400 days (RFC 6265bis), so sessions cannot outlive that. */
-export const MAX_TTL_SECONDS = 400 * 24 * 60 * 60;
 
 const COUNTRY = /^[A-Z0-9]{2}$/;
 
@@ -53,10 +57,12 @@ function truncate(text: string, max: number): string {
   return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
 }
 
-export async function issueSession(db: Database, config: Config, input: CreateSessionInput): Promise<CreatedSession> {
-  const { userId } = input;
-  // Opaque and exact: stored and matched as given, so " alice" or "alice\n" would silently be
-  // another user than "alice". Refused rather than trimmed: the caller has a bug to see.
+/**
+ * The one rule for a user id given by the rest of the system. Opaque and exact: stored and
+ * matched as given, so " alice" or "alice\n" would silently be another user than "alice".
+ * Refused rather than trimmed: the caller has a bug to see.
+ */
+export function checkUserId(userId: unknown): string {
   if (
     typeof userId !== "string" ||
     userId.trim() !== userId ||
@@ -68,17 +74,30 @@ export async function issueSession(db: Database, config: Config, input: CreateSe
       `userId must be a non-empty string of at most ${MAX_USER_ID_LENGTH} characters, without leading or trailing whitespace or control characters`,
     );
   }
+  return userId;
+}
+
+export async function issueSession(
+  db: Database,
+  config: Config,
+  input: CreateSessionInput,
+  outbox: Outbox | null = null,
+): Promise<CreatedSession> {
+  const userId = checkUserId(input.userId);
   const ttlSeconds = input.ttlSeconds ?? config.ttlSeconds;
-  if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > MAX_TTL_SECONDS) {
-    throw new RangeError(`ttlSeconds must be an integer from 1 to ${MAX_TTL_SECONDS}`);
+  const maxTtl = Math.min(MAX_TTL_SECONDS, config.maxLifetimeSeconds);
+  if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > maxTtl) {
+    throw new RangeError(`ttlSeconds must be an integer from 1 to ${maxTtl}`);
   }
   const { id, secret, token } = generateToken();
-  const createdAt = instant(config).now;
+  const at = instant(config);
+  const createdAt = at.now;
   const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000);
   const userAgent = typeof input.userAgent === "string" ? truncate(input.userAgent, MAX_USER_AGENT_LENGTH) : "";
   const device = parseDevice(userAgent);
   const ipAddress = normalizeIp(input.ipAddress);
-  const stored = await insertSession(
+  const country = typeof input.country === "string" && COUNTRY.test(input.country) ? input.country : null;
+  const { stored, newDevice } = await insertSession(
     db,
     {
       id,
@@ -89,15 +108,31 @@ export async function issueSession(db: Database, config: Config, input: CreateSe
       browser: device.browser,
       os: device.os,
       deviceType: device.type,
-      country: typeof input.country === "string" && COUNTRY.test(input.country) ? input.country : null,
+      country,
       city: cleanCity(input.city),
       createdAt,
       expiresAt,
       lastActiveAt: createdAt,
+      ttlSeconds,
+      deviceKey: deviceKey(device, country),
     },
-    { sessionId: null, ipAddress },
+    { sessionId: null, ipAddress, outbox },
+    {
+      maxPerUser: config.maxPerUser,
+      seenSince: new Date(createdAt.getTime() - config.eventRetentionDays * 86_400_000),
+    },
+    at,
   );
   // Only if 128 random bits collided with a live session's id; the caller can simply retry.
   if (!stored) throw new Error("A session with this id already exists. Retry.");
-  return { id, token, expiresAt: expiresAt.toISOString(), cookie: sessionCookie(config.cookieName, token, ttlSeconds) };
+  // A renewed session must not lose its cookie first: with a sliding lifetime the cookie
+  // lasts as long as the session possibly can, and the database decides before that.
+  const cookieSeconds = config.slidingTtl ? config.maxLifetimeSeconds : ttlSeconds;
+  return {
+    id,
+    token,
+    expiresAt: expiresAt.toISOString(),
+    cookie: sessionCookie(config.cookieName, token, cookieSeconds),
+    newDevice,
+  };
 }

@@ -3,6 +3,7 @@ import { EVENT_TYPES } from "./db/schema.ts";
 import { DEVICE_TYPES } from "./device.ts";
 import { type ErrorCode, MESSAGES } from "./errors.ts";
 import { MAX_USER_AGENT_LENGTH } from "./issue-session.ts";
+import { MAX_REASON_LENGTH } from "./user-sessions.ts";
 
 // The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json. Every response
 // the test suite receives is validated against it (test/openapi.ts), so it cannot drift.
@@ -406,17 +407,29 @@ export const openApiDocument: OpenApiDocument = {
       },
       Event: {
         type: "object",
-        required: ["id", "type", "session_id", "actor_session_id", "ip_address", "created_at"],
+        required: ["id", "type", "session_id", "actor_session_id", "ip_address", "created_at", "reason", "new_device"],
         properties: {
           id: { type: "integer" },
           type: { type: "string", enum: EVENT_TYPES },
           session_id: ref("schemas/SessionId"),
           actor_session_id: {
             anyOf: [ref("schemas/SessionId"), { type: "null" }],
-            description: "The session whose token made the request; null for sessions issued over RPC.",
+            description:
+              "The session whose token made the request; for `evicted`, the new session that took the user past the cap; null for sessions issued or ended over RPC.",
           },
           ip_address: { type: ["string", "null"] },
           created_at: ref("schemas/Timestamp"),
+          reason: {
+            type: ["string", "null"],
+            maxLength: MAX_REASON_LENGTH,
+            description:
+              "Type `ended`: why the rest of the system ended the session (e.g. `password_changed`, `account_disabled`, `admin`); null otherwise.",
+          },
+          new_device: {
+            type: ["boolean", "null"],
+            description:
+              "Type `created`: no session of the user seen within the events retention period had the same browser, OS and country; null otherwise.",
+          },
         },
         additionalProperties: false,
       },

@@ -1,6 +1,7 @@
 import { instant } from "./clock.ts";
 import { readConfig } from "./config.ts";
 import { openDatabase, purgeEvents, purgeSessions } from "./db/queries.ts";
+import { resendPending } from "./outbox.ts";
 
 // Small batches keep each write short (D1 serialises writes); the cap bounds one run, and
 // whatever is left goes in the next. Dead rows never authenticate, so lag is harmless.
@@ -17,12 +18,14 @@ async function inBatches(purge: (limit: number) => Promise<number>): Promise<num
   return purged;
 }
 
-export async function purge(env: Env): Promise<{ sessions: number; events: number }> {
+export async function purge(env: Env): Promise<{ resent: number; sessions: number; events: number }> {
   const config = readConfig(env);
   const db = openDatabase(env.DB);
   const at = instant(config);
   const retentionCutoff = new Date(at.now.getTime() - config.eventRetentionDays * 86_400_000);
   const result = {
+    // First, so nothing pending is purged before the queue had its chance this run.
+    resent: await resendPending(env.SESSION_EVENTS, db, at.now),
     sessions: await inBatches((limit) => purgeSessions(db, at, limit)),
     events: await inBatches((limit) => purgeEvents(db, retentionCutoff, limit)),
   };

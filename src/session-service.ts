@@ -3,7 +3,16 @@ import { instant } from "./clock.ts";
 import { readConfig } from "./config.ts";
 import { authenticate, openDatabase } from "./db/queries.ts";
 import { type CreatedSession, type CreateSessionInput, issueSession } from "./issue-session.ts";
+import { outboxFor } from "./outbox.ts";
+import type { SessionView } from "./routes/sessions.ts";
 import { proveToken } from "./token.ts";
+import {
+  type EndSessionInput,
+  type EndUserSessionsInput,
+  endOneSession,
+  endSessionsOfUser,
+  listSessionsOfUser,
+} from "./user-sessions.ts";
 
 export interface AuthenticatedSession {
   sessionId: string;
@@ -12,19 +21,41 @@ export interface AuthenticatedSession {
 }
 
 /**
- * Issuing and checking sessions for the rest of the system (the login worker, other
- * APIs) over a service binding; deliberately not reachable over HTTP.
+ * Issuing, checking, listing and ending sessions for the rest of the system (the login
+ * worker, other APIs, support tools) over a service binding; deliberately not reachable
+ * over HTTP. Each method is one D1 round trip; bad input is thrown as a TypeError or
+ * RangeError before any. Every method is async, so even a refused configuration reaches the
+ * caller as a rejected promise, not a synchronous throw.
  */
 export class SessionService extends WorkerEntrypoint<Env> {
+  // The one place this entry point chooses its database.
+  private readonly db = openDatabase(this.env.DB);
+  private readonly outbox = outboxFor(this.env.SESSION_EVENTS, this.db, (promise) => this.ctx.waitUntil(promise));
+
   async create(input: CreateSessionInput): Promise<CreatedSession> {
-    return issueSession(openDatabase(this.env.DB), readConfig(this.env), input);
+    return issueSession(this.db, readConfig(this.env), input, this.outbox);
   }
 
-  /** Also records the session's activity, like any authenticated request. */
+  /** Also records the session's activity (and renews it, with a sliding lifetime), like any authenticated request. */
   async authenticate(token: string): Promise<AuthenticatedSession | null> {
     const proof = typeof token === "string" ? await proveToken(token) : null;
     if (!proof) return null;
-    const caller = await authenticate(openDatabase(this.env.DB), proof, instant(readConfig(this.env)));
+    const caller = await authenticate(this.db, proof, instant(readConfig(this.env)));
     return caller && { sessionId: caller.id, userId: caller.userId, expiresAt: caller.expiresAt.toISOString() };
+  }
+
+  /** The user's live sessions, as GET /auth/sessions lists them; [] for an unknown user. */
+  async listUserSessions(userId: string): Promise<SessionView[]> {
+    return listSessionsOfUser(this.db, readConfig(this.env), userId);
+  }
+
+  /** Ends every live session of the user but `exceptSessionId`, each logged `ended` with the reason. */
+  async endUserSessions(input: EndUserSessionsInput): Promise<{ ended: number }> {
+    return endSessionsOfUser(this.db, readConfig(this.env), input, this.outbox);
+  }
+
+  /** Ends one session, logged `ended` with the reason; `ended: false` when no live session has that id. */
+  async endSession(input: EndSessionInput): Promise<{ ended: boolean }> {
+    return endOneSession(this.db, readConfig(this.env), input, this.outbox);
   }
 }

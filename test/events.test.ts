@@ -15,6 +15,8 @@ interface EventView {
   actor_session_id: string | null;
   ip_address: string | null;
   created_at: string;
+  reason: string | null;
+  new_device: boolean | null;
 }
 
 async function eventsOf(token: string): Promise<EventView[]> {
@@ -44,6 +46,9 @@ describe("security log: GET /auth/events", () => {
     await call("DELETE", "/auth/logout?scope=others", { ...bearer(laptop.token), "CF-Connecting-IP": "198.51.100.7" });
     const events = await eventsOf(laptop.token);
     const at = (s: number) => new Date(t(s)).toISOString();
+    // Every session had the same browser, OS and country: only the first was a new device.
+    const ending = { reason: null, new_device: null };
+    const known = { reason: null, new_device: false };
     expect(events.map(({ id: _id, ...event }) => event)).toEqual([
       {
         type: "logout_others",
@@ -51,6 +56,7 @@ describe("security log: GET /auth/events", () => {
         actor_session_id: laptop.id,
         ip_address: "198.51.100.7",
         created_at: at(4),
+        ...ending,
       },
       {
         type: "logout_others",
@@ -58,6 +64,7 @@ describe("security log: GET /auth/events", () => {
         actor_session_id: laptop.id,
         ip_address: "198.51.100.7",
         created_at: at(4),
+        ...ending,
       },
       {
         type: "logout",
@@ -65,6 +72,7 @@ describe("security log: GET /auth/events", () => {
         actor_session_id: tablet.id,
         ip_address: "2001:0db8::0001",
         created_at: at(3),
+        ...ending,
       },
       {
         type: "deleted",
@@ -72,12 +80,49 @@ describe("security log: GET /auth/events", () => {
         actor_session_id: laptop.id,
         ip_address: "198.51.100.7",
         created_at: at(2),
+        ...ending,
       },
-      { type: "created", session_id: old.id, actor_session_id: null, ip_address: "203.0.113.7", created_at: at(1) },
-      { type: "created", session_id: tv.id, actor_session_id: null, ip_address: "203.0.113.7", created_at: at(1) },
-      { type: "created", session_id: tablet.id, actor_session_id: null, ip_address: "203.0.113.7", created_at: at(1) },
-      { type: "created", session_id: phone.id, actor_session_id: null, ip_address: "203.0.113.2", created_at: at(1) },
-      { type: "created", session_id: laptop.id, actor_session_id: null, ip_address: "203.0.113.1", created_at: at(0) },
+      {
+        type: "created",
+        session_id: old.id,
+        actor_session_id: null,
+        ip_address: "203.0.113.7",
+        created_at: at(1),
+        ...known,
+      },
+      {
+        type: "created",
+        session_id: tv.id,
+        actor_session_id: null,
+        ip_address: "203.0.113.7",
+        created_at: at(1),
+        ...known,
+      },
+      {
+        type: "created",
+        session_id: tablet.id,
+        actor_session_id: null,
+        ip_address: "203.0.113.7",
+        created_at: at(1),
+        ...known,
+      },
+      {
+        type: "created",
+        session_id: phone.id,
+        actor_session_id: null,
+        ip_address: "203.0.113.2",
+        created_at: at(1),
+        ...known,
+      },
+      {
+        type: "created",
+        session_id: laptop.id,
+        actor_session_id: null,
+        ip_address: "203.0.113.1",
+        created_at: at(0),
+        reason: null,
+        new_device: true,
+      },
     ]);
     const ids = events.map((event) => event.id);
     expect(ids).toEqual([...ids].sort((a, b) => b - a));
@@ -114,7 +159,8 @@ describe("security log: GET /auth/events", () => {
     const user = newUser();
     const sessions = [];
     for (let i = 0; i < 60; i++) sessions.push(await issue(user));
-    await call("DELETE", "/auth/logout", bearer(sessions[0]!.token));
+    // 60 created, 10 evicted (the cap is 50), 50 logout_all, 1 created: 121 events.
+    await call("DELETE", "/auth/logout", bearer(sessions.at(-1)!.token));
     const fresh = await issue(user);
     const events = await eventsOf(fresh.token);
     expect(events).toHaveLength(100);

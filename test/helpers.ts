@@ -22,6 +22,7 @@ export interface Issued {
   token: string;
   expiresAt: string;
   cookie: string;
+  newDevice: boolean;
 }
 
 /** Issues a session through the public RPC entrypoint, as the login worker would. */

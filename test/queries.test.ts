@@ -14,27 +14,33 @@ async function plan(sql: string, params: unknown[]): Promise<string> {
   return results.map((row) => row.detail).join("\n");
 }
 
-const at = instant({ idleTimeoutSeconds: 1_209_600 });
+const at = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: false, maxLifetimeSeconds: 34_560_000 });
+const sliding = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: true, maxLifetimeSeconds: 34_560_000 });
 const proof = { id: "AAAAAAAAAAAAAAAAAAAAAA", secretHash: "0".repeat(64) };
-const actor = { sessionId: proof.id, ipAddress: "192.0.2.1" };
+const actor = { sessionId: proof.id, ipAddress: "192.0.2.1", outbox: null };
+const newSession = (id: string) => ({
+  id,
+  secretHash: "0".repeat(64),
+  userId: "plan-user",
+  userAgent: "",
+  deviceType: "unknown" as const,
+  createdAt: at.now,
+  expiresAt: new Date(at.now.getTime() + 60_000),
+  lastActiveAt: at.now,
+  ttlSeconds: 60,
+  deviceKey: "||",
+});
 
 const operations: Record<string, (db: queries.Database) => Promise<unknown>> = {
   authenticate: (db) => queries.authenticate(db, proof, at),
+  "authenticate (sliding)": (db) => queries.authenticate(db, proof, sliding),
   insertSession: (db) =>
-    queries.insertSession(
-      db,
-      {
-        id: "CCCCCCCCCCCCCCCCCCCCCC",
-        secretHash: "1".repeat(64),
-        userId: "user",
-        userAgent: "",
-        deviceType: "unknown",
-        createdAt: at.now,
-        expiresAt: new Date(at.now.getTime() + 60_000),
-        lastActiveAt: at.now,
-      },
-      { sessionId: null, ipAddress: null },
-    ),
+    queries.insertSession(db, newSession("CCCCCCCCCCCCCCCCCCCCCC"), actor, { maxPerUser: 2, seenSince: at.now }, at),
+  listUserSessions: (db) => queries.listUserSessions(db, "plan-user", at),
+  endUserSessions: (db) => queries.endUserSessions(db, "plan-user", proof.id, "admin", actor, at),
+  endSessionById: (db) => queries.endSessionById(db, proof.id, "admin", actor, at),
+  pendingEvents: (db) => queries.pendingEvents(db, at.now, 10),
+  markDelivered: (db) => queries.markDelivered(db, [1, 2, 3]),
   listSessions: (db) => queries.listSessions(db, proof, at),
   deleteSession: (db) => queries.deleteSession(db, proof, "BBBBBBBBBBBBBBBBBBBBBB", actor, at),
   endSession: (db) => queries.endSession(db, proof, actor, at),
@@ -61,14 +67,20 @@ describe("query plans", () => {
   }
 
   it("a write reads its own events back through the created_at index, as does create's once-only check", async () => {
-    for (const run of [operations.endSession!, operations.insertSession!]) {
+    // endSession: the read-back; insertSession: the once-only check and the read-back.
+    for (const [run, expected] of [
+      [operations.endSession!, 1],
+      [operations.insertSession!, 2],
+    ] as const) {
       const { db, statements } = recordingD1(env.DB);
       await run(queries.openDatabase(db));
       const reads = statements.filter((s) => /"request_id" = \?/.test(s.sql));
-      expect(reads.length).toBe(1);
-      expect(await plan(reads[0]!.sql, reads[0]!.params)).toMatch(
-        /SEARCH session_events USING INDEX session_events_created_at_idx \(created_at=\?\)/,
-      );
+      expect(reads.length).toBe(expected);
+      for (const read of reads) {
+        expect(await plan(read.sql, read.params)).toMatch(
+          /SEARCH session_events USING INDEX session_events_created_at_idx \(created_at=\?\)/,
+        );
+      }
     }
   });
 

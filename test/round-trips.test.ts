@@ -1,7 +1,11 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { readConfig } from "../src/config.ts";
+import { openDatabase } from "../src/db/queries.ts";
+import { issueSession } from "../src/issue-session.ts";
+import { endOneSession, endSessionsOfUser, listSessionsOfUser } from "../src/user-sessions.ts";
 import { countingD1 } from "./d1.ts";
-import { bearer, callWith, issue, newUser, sessionCookie } from "./helpers.ts";
+import { bearer, callWith, type Issued, issue, newUser, sessionCookie } from "./helpers.ts";
 
 // Each operation authenticates and acts in one D1 round trip, whatever the number of
 // sessions: asserted by counting calls on a wrapped D1 binding.
@@ -87,4 +91,33 @@ describe("round trips per request", () => {
     await counter.db.batch([counter.db.prepare("SELECT 1"), counter.db.prepare("SELECT 2")]);
     expect(counter.roundTrips).toBe(3);
   });
+});
+
+// The RPC methods, through the code they share with the operator commands (src/user-sessions.ts,
+// src/issue-session.ts), on a counting binding.
+describe("round trips of the RPC operations", () => {
+  for (const count of [1, 25]) {
+    it(`with ${count} session(s) per user, each costs exactly one`, async () => {
+      const config = readConfig(env);
+      const userId = newUser();
+      const sessions: Issued[] = [];
+      for (let i = 0; i < count; i++) sessions.push(await issue(userId));
+      const measure = async (run: (db: ReturnType<typeof openDatabase>) => Promise<unknown>) => {
+        const counter = countingD1(env.DB);
+        await run(openDatabase(counter.db));
+        return counter.roundTrips;
+      };
+      expect(await measure((db) => issueSession(db, config, { userId }))).toBe(1);
+      expect(await measure((db) => listSessionsOfUser(db, config, userId))).toBe(1);
+      expect(
+        await measure((db) => endOneSession(db, config, { sessionId: sessions[0]!.id, reason: "admin" }, null)),
+      ).toBe(1);
+      expect(
+        await measure((db) =>
+          endSessionsOfUser(db, config, { userId, exceptSessionId: sessions[0]!.id, reason: "admin" }, null),
+        ),
+      ).toBe(1);
+      expect(await measure((db) => endOneSession(db, config, { sessionId: "short", reason: "admin" }, null))).toBe(0);
+    });
+  }
 });

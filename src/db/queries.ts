@@ -1,8 +1,9 @@
-import { and, desc, eq, gt, inArray, lte, ne, notExists, or, type SQL, sql } from "drizzle-orm";
+import { and, desc, eq, exists, gt, inArray, lte, ne, not, notExists, or, type SQL, sql } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { Instant } from "../clock.ts";
+import type { Outbox } from "../outbox.ts";
 import { retryTransientD1 } from "./binding.ts";
-import { type EventType, type SessionRow, sessionEvents, sessions } from "./schema.ts";
+import { type EventType, type SessionEventRow, type SessionRow, sessionEvents, sessions } from "./schema.ts";
 
 // Every statement the service runs. Each exported operation is exactly one D1 round trip:
 // authentication travels inside the statement (as a subquery) or in the same batch, and
@@ -27,10 +28,18 @@ export interface TokenProof {
   secretHash: string;
 }
 
-/** Who is acting, for the security log. */
+/** Who is acting, for the security log, and where the events it causes go besides it. */
 export interface Actor {
   sessionId: string | null;
   ipAddress: string | null;
+  /** The events queue's outbox, when the queue is configured. */
+  outbox: Outbox | null;
+}
+
+/** After the batch that wrote `events` committed: hand them to the outbox, if any. */
+function published<T>(actor: Actor, events: SessionEventRow[], result: T): T {
+  if (events.length > 0) actor.outbox?.publish(events);
+  return result;
 }
 
 /** Activity is written at most this often per session, so reads rarely write. */
@@ -76,13 +85,32 @@ function selectCaller(db: Database, proof: TokenProof, at: Instant) {
     .where(isProvenBy(proof, at));
 }
 
-/** Refreshes the caller's last activity when it is older than the write interval. */
+/**
+ * With a sliding lifetime: now + the session's own TTL, never past creation + the maximum
+ * lifetime. Sessions issued before `ttl_seconds` existed were issued for expires_at - created_at.
+ */
+function renewedExpiry(at: Instant, maxLifetimeMs: number): SQL<Date> {
+  const ttlMs = sql`coalesce(${sessions.ttlSeconds} * 1000, ${sessions.expiresAt} - ${sessions.createdAt})`;
+  return sql`min(${at.now.getTime()} + ${ttlMs}, ${sessions.createdAt} + ${maxLifetimeMs})`;
+}
+
+/**
+ * Refreshes the caller's last activity when it is older than the write interval, and with
+ * a sliding lifetime renews its expiry in the same UPDATE.
+ */
 function touch(db: Database, proof: TokenProof, at: Instant) {
   const stale = new Date(at.now.getTime() - ACTIVITY_WRITE_INTERVAL_MS);
+  const sliding = at.slidingMaxLifetimeMs;
   return db
     .update(sessions)
-    .set({ lastActiveAt: at.now })
+    .set({ lastActiveAt: at.now, ...(sliding === null ? {} : { expiresAt: renewedExpiry(at, sliding) }) })
     .where(and(isProvenBy(proof, at), lte(sessions.lastActiveAt, stale)));
+}
+
+/** What an event records beyond who acted: why the system ended it, whether it was a new device. */
+interface EventDetails {
+  reason?: string | null;
+  newDevice?: SQL<boolean>;
 }
 
 /**
@@ -90,7 +118,14 @@ function touch(db: Database, proof: TokenProof, at: Instant) {
  * batch just before the DELETE with the same condition, so the log and the change cannot
  * disagree.
  */
-function recordEvents(db: Database, type: EventType, matching: SQL | undefined, actor: Actor, write: Write) {
+function recordEvents(
+  db: Database,
+  type: EventType,
+  matching: SQL | undefined,
+  actor: Actor,
+  write: Write,
+  details: EventDetails = {},
+) {
   return db.insert(sessionEvents).select(
     db
       .select({
@@ -102,6 +137,10 @@ function recordEvents(db: Database, type: EventType, matching: SQL | undefined, 
         ipAddress: sql<string | null>`${actor.ipAddress}`.as("ip_address"),
         createdAt: sql<Date>`${write.at.getTime()}`.as("created_at"),
         requestId: sql<string>`${write.id}`.as("request_id"),
+        reason: sql<string | null>`${details.reason ?? null}`.as("reason"),
+        deviceKey: sessions.deviceKey,
+        newDevice: (details.newDevice ?? sql<boolean | null>`NULL`).as("new_device"),
+        pendingDelivery: sql<boolean>`${actor.outbox ? 1 : 0}`.as("pending_delivery"),
       })
       .from(sessions)
       .where(matching),
@@ -114,12 +153,12 @@ function endSessions(db: Database, ending: SQL | undefined) {
 
 /**
  * The events `write` has logged so far, by either attempt: the last statement of each
- * ending batch. Only this write uses its id, so a row here also proves that the caller's
- * token was live when the attempt that wrote it ran.
+ * writing batch, and what the queue is handed. Only this write uses its id, so a row here
+ * also proves that the caller's token was live when the attempt that wrote it ran.
  */
 function loggedBy(db: Database, write: Write) {
   return db
-    .select({ sessionId: sessionEvents.sessionId })
+    .select()
     .from(sessionEvents)
     .where(and(eq(sessionEvents.createdAt, write.at), eq(sessionEvents.requestId, write.id)));
 }
@@ -132,22 +171,89 @@ export async function authenticate(db: Database, proof: TokenProof, at: Instant)
   return callers[0] ?? null;
 }
 
-export type NewSession = typeof sessions.$inferInsert;
+export type NewSession = typeof sessions.$inferInsert & { deviceKey: string };
+
+/** What bounds a user's sessions and what a new device is compared with. */
+export interface IssuePolicy {
+  maxPerUser: number;
+  /** Sessions seen (created, active or ended) after this count for "a known device". */
+  seenSince: Date;
+}
 
 /**
- * Stores a new session and its `created` event; true when the row with this id and secret
- * hash exists afterwards. Idempotent, so a replay of a batch that did commit neither fails
- * on the primary key nor logs the creation twice.
+ * Whether any other session of the user seen since `since`, live or ended, had this device.
+ * `newId` is left out, so the answer is the same before and after the new row exists.
  */
-export async function insertSession(db: Database, session: NewSession, actor: Actor): Promise<boolean> {
+function seenOnDevice(db: Database, session: NewSession, since: Date): SQL<boolean> {
+  const { userId, deviceKey, id } = session;
+  return sql<boolean>`(${exists(
+    db
+      .select({ one: sql`1` })
+      .from(sessions)
+      .where(
+        and(
+          eq(sessions.userId, userId),
+          eq(sessions.deviceKey, deviceKey),
+          gt(sessions.lastActiveAt, since),
+          ne(sessions.id, id),
+        ),
+      ),
+  )} OR ${exists(
+    db
+      .select({ one: sql`1` })
+      .from(sessionEvents)
+      .where(
+        and(
+          eq(sessionEvents.userId, userId),
+          eq(sessionEvents.deviceKey, deviceKey),
+          gt(sessionEvents.createdAt, since),
+          ne(sessionEvents.sessionId, id),
+        ),
+      ),
+  )})`;
+}
+
+/**
+ * Stores a new session and its `created` event and, beyond the cap, ends the user's least
+ * recently active other live sessions (`evicted`); one batch. Idempotent, so a replay of a
+ * batch that did commit neither fails on the primary key, nor logs the creation twice, nor
+ * evicts again (the new session is never a candidate, and the others are then within the
+ * cap). `stored`: the row with this id and secret hash exists afterwards.
+ */
+export async function insertSession(
+  db: Database,
+  session: NewSession,
+  actor: Actor,
+  policy: IssuePolicy,
+  at: Instant,
+): Promise<{ stored: boolean; newDevice: boolean }> {
   const write = newWrite(session.createdAt);
   const ours = and(eq(sessions.id, session.id), eq(sessions.secretHash, session.secretHash));
-  const [, , stored] = await db.batch([
+  // Keep the maxPerUser - 1 most recently active others; the new one makes maxPerUser.
+  const overCap = inArray(
+    sessions.id,
+    db
+      .select({ id: sessions.id })
+      .from(sessions)
+      .where(and(eq(sessions.userId, session.userId), isLive(at), ne(sessions.id, session.id)))
+      .orderBy(desc(sessions.lastActiveAt), desc(sessions.createdAt), desc(sessions.id))
+      // SQLite has no OFFSET without a LIMIT; this one never cuts anything.
+      .limit(Number.MAX_SAFE_INTEGER)
+      .offset(policy.maxPerUser - 1),
+  );
+  const evictor = { ...actor, sessionId: session.id };
+  const [, , stored, , , events] = await db.batch([
     db.insert(sessions).values(session).onConflictDoNothing({ target: sessions.id }),
-    recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write),
+    recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write, {
+      newDevice: sql<boolean>`${not(seenOnDevice(db, session, policy.seenSince))}`,
+    }),
     db.select({ id: sessions.id }).from(sessions).where(ours),
+    recordEvents(db, "evicted", overCap, evictor, write),
+    endSessions(db, overCap),
+    loggedBy(db, write),
   ]);
-  return stored.length > 0;
+  const created = events.find((event) => event.type === "created");
+  return published(actor, events, { stored: stored.length > 0, newDevice: created?.newDevice === true });
 }
 
 /** What the list shows of a session: every column but the secret's hash. */
@@ -165,6 +271,7 @@ const listed = {
   expiresAt: sessions.expiresAt,
   lastActiveAt: sessions.lastActiveAt,
 };
+const newestFirst = [desc(sessions.createdAt), desc(sessions.id)];
 export type ListedSession = { [K in keyof typeof listed]: SessionRow[K] };
 
 /** The caller's user's live sessions, newest first; empty exactly when the token is not live. */
@@ -175,9 +282,59 @@ export async function listSessions(db: Database, proof: TokenProof, at: Instant)
       .select(listed)
       .from(sessions)
       .where(isLiveSessionOfCaller(db, proof, at))
-      .orderBy(desc(sessions.createdAt), desc(sessions.id)),
+      .orderBy(...newestFirst),
   ]);
   return rows;
+}
+
+/** A user's live sessions in the list's order, for the rest of the system (no token, no touch). */
+export async function listUserSessions(db: Database, userId: string, at: Instant): Promise<ListedSession[]> {
+  return db
+    .select(listed)
+    .from(sessions)
+    .where(and(eq(sessions.userId, userId), isLive(at)))
+    .orderBy(...newestFirst);
+}
+
+/** Ends every live session of `userId` but `exceptSessionId`, logging `ended` with the reason. */
+export async function endUserSessions(
+  db: Database,
+  userId: string,
+  exceptSessionId: string | null,
+  reason: string,
+  actor: Actor,
+  at: Instant,
+): Promise<number> {
+  const write = newWrite(at.now);
+  const ending = and(
+    eq(sessions.userId, userId),
+    isLive(at),
+    exceptSessionId === null ? undefined : ne(sessions.id, exceptSessionId),
+  );
+  const [, , ended] = await db.batch([
+    recordEvents(db, "ended", ending, actor, write, { reason }),
+    endSessions(db, ending),
+    loggedBy(db, write),
+  ]);
+  return published(actor, ended, ended.length);
+}
+
+/** Ends one live session by id (no token), logging `ended` with the reason. */
+export async function endSessionById(
+  db: Database,
+  sessionId: string,
+  reason: string,
+  actor: Actor,
+  at: Instant,
+): Promise<boolean> {
+  const write = newWrite(at.now);
+  const ending = and(eq(sessions.id, sessionId), isLive(at));
+  const [, , ended] = await db.batch([
+    recordEvents(db, "ended", ending, actor, write, { reason }),
+    endSessions(db, ending),
+    loggedBy(db, write),
+  ]);
+  return published(actor, ended, ended.length > 0);
 }
 
 /**
@@ -200,7 +357,7 @@ export async function deleteSession(
     endSessions(db, target),
     loggedBy(db, write),
   ]);
-  return { proven: callers.length > 0 || ended.length > 0, deleted: ended.length > 0 };
+  return published(actor, ended, { proven: callers.length > 0 || ended.length > 0, deleted: ended.length > 0 });
 }
 
 /** Ends the token's own session; false when it was not live. */
@@ -212,7 +369,7 @@ export async function endSession(db: Database, proof: TokenProof, actor: Actor, 
     endSessions(db, own),
     loggedBy(db, write),
   ]);
-  return ended.length > 0;
+  return published(actor, ended, ended.length > 0);
 }
 
 /** Ends every live session of the token's user; 0 when the token was not live. */
@@ -224,7 +381,7 @@ export async function endAllSessions(db: Database, proof: TokenProof, actor: Act
     endSessions(db, all),
     loggedBy(db, write),
   ]);
-  return ended.length;
+  return published(actor, ended, ended.length);
 }
 
 /** Ends every live session of the token's user but the token's own; `proven` as for deleteSession. */
@@ -243,7 +400,7 @@ export async function endOtherSessions(
     endSessions(db, others),
     loggedBy(db, write),
   ]);
-  return { proven: callers.length > 0 || ended.length > 0, ended: ended.length };
+  return published(actor, ended, { proven: callers.length > 0 || ended.length > 0, ended: ended.length });
 }
 
 /** The caller's user's security log, newest first; caller null when the token is not live. */
@@ -283,4 +440,35 @@ export async function purgeEvents(db: Database, before: Date, limit: number): Pr
     .limit(limit);
   const result = await db.delete(sessionEvents).where(inArray(sessionEvents.id, old)).run();
   return result.meta.changes;
+}
+
+/** The oldest events the queue has not accepted, written before `before`. */
+export async function pendingEvents(db: Database, before: Date, limit: number): Promise<SessionEventRow[]> {
+  return (
+    db
+      .select()
+      .from(sessionEvents)
+      // A literal 1, so SQLite can use the partial index session_events_pending_idx.
+      .where(and(sql`${sessionEvents.pendingDelivery} = 1`, lte(sessionEvents.createdAt, before)))
+      .orderBy(sessionEvents.id)
+      .limit(limit)
+  );
+}
+
+// D1 binds at most 100 values per statement.
+const MARK_CHUNK = 90;
+
+/** Marks events the queue accepted; one batch however many (each statement under D1's 100 bound values). */
+export async function markDelivered(db: Database, ids: number[]): Promise<void> {
+  const statements = [];
+  for (let i = 0; i < ids.length; i += MARK_CHUNK) {
+    statements.push(
+      db
+        .update(sessionEvents)
+        .set({ pendingDelivery: sql`0` })
+        .where(inArray(sessionEvents.id, ids.slice(i, i + MARK_CHUNK))),
+    );
+  }
+  const [first, ...rest] = statements;
+  if (first) await db.batch([first, ...rest]);
 }

@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { DEVICE_TYPES } from "../device.ts";
 
@@ -25,6 +26,11 @@ export const sessions = sqliteTable(
     expiresAt: integer("expires_at", { mode: "timestamp_ms" }).notNull(),
     // Refreshed at most every few minutes by authenticated requests; drives the idle timeout.
     lastActiveAt: integer("last_active_at", { mode: "timestamp_ms" }).notNull(),
+    // The lifetime the session was issued with, which a sliding renewal grants again. Null
+    // for sessions issued before this column existed: their lifetime is expires_at - created_at.
+    ttlSeconds: integer("ttl_seconds"),
+    // Browser family, OS and country (src/device.ts `deviceKey`): what "a new device" compares.
+    deviceKey: text("device_key"),
   },
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.
@@ -38,10 +44,23 @@ export const sessions = sqliteTable(
 export type SessionRow = typeof sessions.$inferSelect;
 
 // The one list of event types: the type, the column enum and the OpenAPI document derive from it.
-export const EVENT_TYPES = ["created", "logout", "deleted", "logout_all", "logout_others"] as const;
+export const EVENT_TYPES = [
+  "created",
+  "logout",
+  "deleted",
+  "logout_all",
+  "logout_others",
+  // Ended by the rest of the system (SessionService.endSession / endUserSessions), with a reason.
+  "ended",
+  // Ended to keep the user within SESSION_MAX_PER_USER when a new session was issued.
+  "evicted",
+] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
-/** The security log: every session created or ended, and by what. */
+/**
+ * The security log: every session created or ended, and by what. Also the outbox of the
+ * optional events queue: rows with `pending_delivery` still have to be sent.
+ */
 export const sessionEvents = sqliteTable(
   "session_events",
   {
@@ -58,10 +77,22 @@ export const sessionEvents = sqliteTable(
     // batch, which reads its own events back by (created_at, request_id), so a replay learns
     // what an attempt whose answer was lost did. Null only on events written before it existed.
     requestId: text("request_id"),
+    // Why the system ended the session (type `ended`); null otherwise.
+    reason: text("reason"),
+    // The session's device (sessions.device_key), kept after the session row is gone.
+    deviceKey: text("device_key"),
+    // Type `created`: no session of the user seen within the retention period had this device.
+    newDevice: integer("new_device", { mode: "boolean" }),
+    // Written true only when the events queue is configured; false once the queue accepted it.
+    pendingDelivery: integer("pending_delivery", { mode: "boolean" }).notNull().default(false),
   },
   (table) => [
     index("session_events_user_id_created_at_idx").on(table.userId, table.createdAt),
     index("session_events_created_at_idx").on(table.createdAt),
+    // "Has this user been seen on this device": one index seek, however long the log.
+    index("session_events_user_id_device_key_idx").on(table.userId, table.deviceKey, table.createdAt),
+    // The cron's resend finds the (few) undelivered rows without reading the log.
+    index("session_events_pending_idx").on(table.id).where(sql`${table.pendingDelivery} = 1`),
   ],
 );
 

@@ -12,6 +12,9 @@ export interface EventView {
   actor_session_id: string | null;
   ip_address: string | null;
   created_at: string;
+  // Beyond the first fields: why the system ended it (`ended`), and whether a `created` came from a new device.
+  reason: string | null;
+  new_device: boolean | null;
 }
 
 /** The caller's security log: sessions created and ended, newest first, bounded. */
@@ -26,6 +29,8 @@ export const eventsRoutes = new Hono<AppEnv>().get("/", requireBearer, async (c)
     actor_session_id: event.actorSessionId,
     ip_address: event.ipAddress,
     created_at: event.createdAt.toISOString(),
+    reason: event.reason,
+    new_device: event.newDevice,
   }));
   return c.json({ events: views });
 });

@@ -21,7 +21,8 @@ export interface SessionView {
   device: { browser: string | null; os: string | null; type: DeviceType };
 }
 
-function toView(row: ListedSession): SessionView {
+/** What a listed session shows: GET /auth/sessions and SessionService.listUserSessions. */
+export function sessionView(row: ListedSession): SessionView {
   return {
     id: row.id,
     name: sessionName(row, row.ipAddress),
@@ -60,7 +61,7 @@ export const sessionsRoutes = new Hono<AppEnv>()
     const rows = await listSessions(db, proof, at);
     // The caller's own live session is always among them, so none means the token is dead.
     if (rows.length === 0) throw unauthorized("invalid_token", true);
-    return c.json({ sessions: rows.map(toView), currentSessionId: proof.id });
+    return c.json({ sessions: rows.map(sessionView), currentSessionId: proof.id });
   })
   .delete("/", requireBearer, (c) => deleteById(c, ""))
   .delete(ID, requireBearer, (c) => deleteById(c, c.req.param("id")));

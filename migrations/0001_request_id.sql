@@ -1,1 +1,0 @@
-ALTER TABLE `session_events` ADD `request_id` text;

@@ -1,0 +1,83 @@
+import { instant } from "./clock.ts";
+import type { Config } from "./config.ts";
+import { type Database, endSessionById, endUserSessions, listUserSessions } from "./db/queries.ts";
+import { checkUserId } from "./issue-session.ts";
+import type { Outbox } from "./outbox.ts";
+import { type SessionView, sessionView } from "./routes/sessions.ts";
+import { isSessionId } from "./token.ts";
+
+// Seeing and ending a user's sessions from the rest of the system, without a token: the one
+// code path of SessionService.listUserSessions / endUserSessions / endSession and of the
+// operator commands (`npm run session:list`, `session:end`). Each call is one D1 round trip.
+
+/** The reasons the product is expected to give; any other short string is recorded as given. */
+export const KNOWN_REASONS = ["password_changed", "account_disabled", "admin"] as const;
+export type Reason = (typeof KNOWN_REASONS)[number] | (string & {});
+
+export const MAX_REASON_LENGTH = 64;
+// Printable ASCII, no leading or trailing space: safe to show in a log, a UI or a query.
+const REASON = new RegExp(`^(?! )[\\x20-\\x7E]{1,${MAX_REASON_LENGTH}}(?<! )$`);
+
+export interface EndUserSessionsInput {
+  userId: string;
+  /** Stays signed in ("password changed, stay signed in here"). */
+  exceptSessionId?: string | null;
+  reason: Reason;
+}
+
+export interface EndSessionInput {
+  sessionId: string;
+  reason: Reason;
+}
+
+export function checkReason(reason: unknown): string {
+  if (typeof reason !== "string" || !REASON.test(reason)) {
+    throw new TypeError(
+      `reason must be 1 to ${MAX_REASON_LENGTH} printable ASCII characters, not starting or ending with a space (e.g. ${KNOWN_REASONS.join(", ")})`,
+    );
+  }
+  return reason;
+}
+
+function checkString(name: string, value: unknown): string {
+  if (typeof value !== "string") throw new TypeError(`${name} must be a string`);
+  return value;
+}
+
+/** The user's live sessions, exactly as GET /auth/sessions shows them. */
+export async function listSessionsOfUser(db: Database, config: Config, userId: string): Promise<SessionView[]> {
+  const rows = await listUserSessions(db, checkUserId(userId), instant(config));
+  return rows.map(sessionView);
+}
+
+/** Ends every live session of the user (but `exceptSessionId`); returns how many ended. */
+export async function endSessionsOfUser(
+  db: Database,
+  config: Config,
+  input: EndUserSessionsInput,
+  outbox: Outbox | null,
+): Promise<{ ended: number }> {
+  const userId = checkUserId(input?.userId);
+  const reason = checkReason(input.reason);
+  // Strict: a token or a typo passed here by mistake would otherwise end the session it meant to keep.
+  const except = input.exceptSessionId == null ? null : checkString("exceptSessionId", input.exceptSessionId);
+  if (except !== null && !isSessionId(except))
+    throw new TypeError("exceptSessionId must be a session id (22 characters)");
+  const actor = { sessionId: null, ipAddress: null, outbox };
+  return { ended: await endUserSessions(db, userId, except, reason, actor, instant(config)) };
+}
+
+/** Ends one live session; `ended` is false when there was none by that id. */
+export async function endOneSession(
+  db: Database,
+  config: Config,
+  input: EndSessionInput,
+  outbox: Outbox | null,
+): Promise<{ ended: boolean }> {
+  const sessionId = checkString("sessionId", input?.sessionId);
+  const reason = checkReason(input.reason);
+  // An id that cannot be a session matches nothing: answered without a lookup.
+  if (!isSessionId(sessionId)) return { ended: false };
+  const actor = { sessionId: null, ipAddress: null, outbox };
+  return { ended: await endSessionById(db, sessionId, reason, actor, instant(config)) };
+}

@@ -1,0 +1,66 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { bearer, CHROME_MAC, call } from "./helpers.ts";
+
+// examples/login-worker runs as an auxiliary worker whose SESSIONS binding is a real service
+// binding to this worker's SessionService entrypoint: every call below crosses Workers RPC.
+
+const FIREFOX_LINUX = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
+
+async function login(userAgent: string, password = "wonderland") {
+  const response = await env.LOGIN_WORKER.fetch("https://login.example/login", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "User-Agent": userAgent, "CF-Connecting-IP": "203.0.113.50" },
+    body: JSON.stringify({ user: "alice", password }),
+  });
+  const cookie = response.headers.get("Set-Cookie");
+  return {
+    status: response.status,
+    body: await response.json(),
+    cookie,
+    token: cookie?.match(/^__Host-session=([^;]+)/)?.[1],
+  };
+}
+
+const me = (token: string | undefined) =>
+  env.LOGIN_WORKER.fetch("https://login.example/me", { headers: { Cookie: `__Host-session=${token}` } });
+
+describe("example login worker over a real service binding", () => {
+  it("signs in with the ready cookie, protects a route, and a password change ends the other sessions", async () => {
+    const laptop = await login(CHROME_MAC);
+    expect(laptop.status).toBe(200);
+    expect(laptop.body).toEqual({ signedIn: "alice", newDevice: true });
+    expect(laptop.cookie).toMatch(
+      /^__Host-session=[\w-]{22}\.[\w-]{43}; Max-Age=2592000; Path=\/; HttpOnly; Secure; SameSite=Lax$/,
+    );
+    const phone = await login(FIREFOX_LINUX);
+    expect(phone.body).toEqual({ signedIn: "alice", newDevice: true });
+    expect((await login(CHROME_MAC)).body).toEqual({ signedIn: "alice", newDevice: false });
+
+    const whoAmI = await me(laptop.token);
+    expect(whoAmI.status).toBe(200);
+    expect(await whoAmI.json()).toEqual({ userId: "alice", sessionId: laptop.token!.split(".")[0] });
+    expect((await me(undefined)).status).toBe(401);
+
+    const changed = await env.LOGIN_WORKER.fetch("https://login.example/password", {
+      method: "POST",
+      headers: { Cookie: `__Host-session=${laptop.token}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ newPassword: "looking-glass" }),
+    });
+    expect(await changed.json()).toEqual({ passwordChanged: true, otherSessionsEnded: 2 });
+    expect((await me(phone.token)).status).toBe(401);
+    expect((await me(laptop.token)).status).toBe(200);
+    expect((await login(CHROME_MAC)).status).toBe(401);
+
+    // The service's own log says why the phone's session ended.
+    const events = (await (await call("GET", "/auth/events", bearer(laptop.token!))).json()) as {
+      events: { type: string; session_id: string; reason: string | null }[];
+    };
+    expect(
+      events.events.find((e) => e.session_id === phone.token!.split(".")[0] && e.type !== "created"),
+    ).toMatchObject({
+      type: "ended",
+      reason: "password_changed",
+    });
+  });
+});

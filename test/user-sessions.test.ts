@@ -1,0 +1,163 @@
+import { env, exports } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { readConfig } from "../src/config.ts";
+import { openDatabase } from "../src/db/queries.ts";
+import { endOneSession, endSessionsOfUser, listSessionsOfUser } from "../src/user-sessions.ts";
+import { countingD1 } from "./d1.ts";
+import { bearer, call, isLive, issue, newUser, tableSnapshot } from "./helpers.ts";
+
+// SessionService.listUserSessions / endUserSessions / endSession: the rest of the system sees
+// and ends a user's sessions without a token. Rejections are tested on the shared code path
+// (src/user-sessions.ts), as in session-service.test.ts: an RPC method's rejection is reported
+// by the runtime as an uncaught error in the callee, which the pool would count as a failure.
+
+async function eventsOf(token: string) {
+  const body = (await (await call("GET", "/auth/events", bearer(token))).json()) as {
+    events: { type: string; session_id: string; reason: string | null; actor_session_id: string | null }[];
+  };
+  return body.events;
+}
+
+describe("SessionService.listUserSessions", () => {
+  it("returns exactly what GET /auth/sessions lists for the user", async () => {
+    const userId = newUser();
+    const a = await issue(userId, { country: "DE", city: "Berlin" });
+    await issue(userId, { userAgent: "curl/8.5.0" });
+    await issue(newUser());
+    const listed = await exports.SessionService.listUserSessions(userId);
+    const overHttp = (await (await call("GET", "/auth/sessions", bearer(a.token))).json()) as { sessions: unknown };
+    expect(listed).toEqual(overHttp.sessions);
+    expect(listed).toHaveLength(2);
+    expect(JSON.stringify(listed)).not.toContain(a.token.split(".")[1]);
+  });
+
+  it("is empty for an unknown user, and leaves out ended and expired sessions", async () => {
+    expect(await exports.SessionService.listUserSessions(newUser())).toEqual([]);
+    const userId = newUser();
+    const ended = await issue(userId);
+    const live = await issue(userId);
+    await call("POST", "/auth/logout", bearer(ended.token));
+    const listed = await exports.SessionService.listUserSessions(userId);
+    expect(listed.map((s) => s.id)).toEqual([live.id]);
+  });
+});
+
+describe("SessionService.endUserSessions", () => {
+  it("ends every live session of the user, one `ended` event each with the reason", async () => {
+    const userId = newUser();
+    const sessions = [await issue(userId), await issue(userId), await issue(userId)];
+    const bystander = await issue(newUser());
+    expect(await exports.SessionService.endUserSessions({ userId, reason: "account_disabled" })).toEqual({ ended: 3 });
+    for (const s of sessions) expect(await isLive(s.token)).toBe(false);
+    expect(await isLive(bystander.token)).toBe(true);
+    const fresh = await issue(userId);
+    const endings = (await eventsOf(fresh.token)).filter((e) => e.type === "ended");
+    expect(endings.map((e) => e.session_id).sort()).toEqual(sessions.map((s) => s.id).sort());
+    expect(endings.every((e) => e.reason === "account_disabled" && e.actor_session_id === null)).toBe(true);
+  });
+
+  it("keeps exceptSessionId signed in, and takes any short reason the caller gives", async () => {
+    const userId = newUser();
+    const here = await issue(userId);
+    const other = await issue(userId);
+    expect(
+      await exports.SessionService.endUserSessions({ userId, exceptSessionId: here.id, reason: "fraud review #42" }),
+    ).toEqual({ ended: 1 });
+    expect(await isLive(here.token)).toBe(true);
+    expect(await isLive(other.token)).toBe(false);
+    expect((await eventsOf(here.token)).find((e) => e.type === "ended")).toMatchObject({
+      session_id: other.id,
+      reason: "fraud review #42",
+    });
+  });
+
+  it("answers 0 for an unknown user or a user with no live session, and writes nothing", async () => {
+    const before = await tableSnapshot();
+    expect(await exports.SessionService.endUserSessions({ userId: newUser(), reason: "admin" })).toEqual({ ended: 0 });
+    expect(await tableSnapshot()).toEqual(before);
+  });
+});
+
+describe("SessionService.endSession", () => {
+  it("ends one session by id with the reason; false when there is no live session by that id", async () => {
+    const userId = newUser();
+    const target = await issue(userId);
+    const kept = await issue(userId);
+    expect(await exports.SessionService.endSession({ sessionId: target.id, reason: "admin" })).toEqual({ ended: true });
+    expect(await exports.SessionService.endSession({ sessionId: target.id, reason: "admin" })).toEqual({
+      ended: false,
+    });
+    expect(await exports.SessionService.endSession({ sessionId: "AAAAAAAAAAAAAAAAAAAAAA", reason: "admin" })).toEqual({
+      ended: false,
+    });
+    expect(await exports.SessionService.endSession({ sessionId: "not a session id", reason: "admin" })).toEqual({
+      ended: false,
+    });
+    expect(await isLive(target.token)).toBe(false);
+    expect(await isLive(kept.token)).toBe(true);
+    expect((await eventsOf(kept.token)).filter((e) => e.type === "ended")).toEqual([
+      {
+        id: expect.any(Number),
+        type: "ended",
+        session_id: target.id,
+        actor_session_id: null,
+        ip_address: null,
+        created_at: expect.any(String),
+        reason: "admin",
+        new_device: null,
+      },
+    ]);
+  });
+});
+
+describe("bad input: a clear error, nothing changed, no round trip", () => {
+  const blankOrBad = [
+    "",
+    "   ",
+    " admin",
+    "admin ",
+    "x".repeat(65),
+    "line\nbreak",
+    "tab\there",
+    "é",
+    42,
+    null,
+    undefined,
+  ];
+
+  it("refuses a blank, long or non-printable reason, and a bad userId or sessionId", async () => {
+    const userId = newUser();
+    const session = await issue(userId);
+    const before = await tableSnapshot();
+    const counter = countingD1(env.DB);
+    const db = openDatabase(counter.db);
+    const config = readConfig(env);
+    for (const reason of blankOrBad) {
+      await expect(endSessionsOfUser(db, config, { userId, reason } as never, null)).rejects.toThrow(
+        /^reason must be 1 to 64 printable ASCII characters/,
+      );
+      await expect(endOneSession(db, config, { sessionId: session.id, reason } as never, null)).rejects.toThrow(
+        /^reason must be/,
+      );
+    }
+    for (const bad of ["", "  ", "u".repeat(256), 7, null]) {
+      await expect(endSessionsOfUser(db, config, { userId: bad, reason: "admin" } as never, null)).rejects.toThrow(
+        /^userId must be a non-empty string/,
+      );
+      await expect(listSessionsOfUser(db, config, bad as never)).rejects.toThrow(/^userId must be a non-empty string/);
+    }
+    await expect(endOneSession(db, config, { sessionId: 5, reason: "admin" } as never, null)).rejects.toThrow(
+      "sessionId must be a string",
+    );
+    await expect(
+      endSessionsOfUser(db, config, { userId, exceptSessionId: 5, reason: "admin" } as never, null),
+    ).rejects.toThrow("exceptSessionId must be a string");
+    // The token instead of the id, say: refused rather than ending the session meant to stay.
+    await expect(
+      endSessionsOfUser(db, config, { userId, exceptSessionId: session.token, reason: "admin" }, null),
+    ).rejects.toThrow("exceptSessionId must be a session id (22 characters)");
+    expect(counter.roundTrips).toBe(0);
+    expect(await tableSnapshot()).toEqual(before);
+    expect(await isLive(session.token)).toBe(true);
+  });
+});
