@@ -3,12 +3,14 @@ import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 
 export default defineConfig(async () => {
-  // The same migrations wrangler applies, applied to each test run's D1 by test/setup.ts.
+  // The same migrations wrangler applies, applied to each test run's D1 databases by test/setup.ts.
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
-  return {
+  // The whole suite runs twice: on the default one-database deployment, and on
+  // wrangler.toml's `sharded` environment (four databases), through the same code.
+  const project = (name: string, environment?: string) => ({
     plugins: [
       cloudflareTest({
-        wrangler: { configPath: "./wrangler.toml" },
+        wrangler: { configPath: "./wrangler.toml", ...(environment === undefined ? {} : { environment }) },
         miniflare: {
           bindings: {
             TEST_MIGRATIONS: migrations,
@@ -19,9 +21,11 @@ export default defineConfig(async () => {
       }),
     ],
     test: {
+      name,
       setupFiles: ["./test/setup.ts"],
       // The worker logs a JSON line per request; show logs only for failing tests.
       silent: "passed-only" as const,
     },
-  };
+  });
+  return { test: { projects: [project("1 database"), project("4 databases", "sharded")] } };
 });

@@ -1,7 +1,8 @@
 import { instant } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { sessionCookie } from "./cookie.ts";
-import { type Database, insertSession } from "./db/queries.ts";
+import { insertSession } from "./db/queries.ts";
+import type { Shards } from "./db/shards.ts";
 import { parseDevice } from "./device.ts";
 import { normalizeIp } from "./ip.ts";
 import { generateToken, hashSecret } from "./token.ts";
@@ -17,6 +18,12 @@ export interface CreateSessionInput {
   country?: string | null;
   /** The login request's `request.cf.city`. */
   city?: string | null;
+  /**
+   * The account's home region (e.g. `eu`), one the deployment configures: the session is
+   * placed only on that region's databases. Omitted: the default region. The login flow
+   * must pass the same region for a user every time (see README, Data residency).
+   */
+  region?: string | null;
 }
 
 export interface CreatedSession {
@@ -53,7 +60,7 @@ function truncate(text: string, max: number): string {
   return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
 }
 
-export async function issueSession(db: Database, config: Config, input: CreateSessionInput): Promise<CreatedSession> {
+export async function issueSession(shards: Shards, config: Config, input: CreateSessionInput): Promise<CreatedSession> {
   const { userId } = input;
   if (typeof userId !== "string" || userId.trim() === "" || userId.length > MAX_USER_ID_LENGTH) {
     throw new TypeError(`userId must be a non-blank string of at most ${MAX_USER_ID_LENGTH} characters`);
@@ -62,7 +69,8 @@ export async function issueSession(db: Database, config: Config, input: CreateSe
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > MAX_TTL_SECONDS) {
     throw new RangeError(`ttlSeconds must be an integer from 1 to ${MAX_TTL_SECONDS}`);
   }
-  const { id, secret, token } = generateToken();
+  const { db, placement } = await shards.forUser(userId, input.region);
+  const { id, secret, token } = generateToken(placement);
   const createdAt = instant(config).now;
   const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000);
   const userAgent = typeof input.userAgent === "string" ? truncate(input.userAgent, MAX_USER_AGENT_LENGTH) : "";

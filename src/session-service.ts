@@ -1,7 +1,8 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { instant } from "./clock.ts";
 import { readConfig } from "./config.ts";
-import { authenticate, openDatabase } from "./db/queries.ts";
+import { authenticate } from "./db/queries.ts";
+import { openShards } from "./db/shards.ts";
 import { type CreatedSession, type CreateSessionInput, issueSession } from "./issue-session.ts";
 import { proveToken } from "./token.ts";
 
@@ -17,14 +18,15 @@ export interface AuthenticatedSession {
  */
 export class SessionService extends WorkerEntrypoint<Env> {
   create(input: CreateSessionInput): Promise<CreatedSession> {
-    return issueSession(openDatabase(this.env.DB), readConfig(this.env), input);
+    return issueSession(openShards(this.env), readConfig(this.env), input);
   }
 
   /** Also records the session's activity, like any authenticated request. */
   async authenticate(token: string): Promise<AuthenticatedSession | null> {
     const proof = typeof token === "string" ? await proveToken(token) : null;
-    if (!proof) return null;
-    const caller = await authenticate(openDatabase(this.env.DB), proof, instant(readConfig(this.env)));
+    const shard = proof && openShards(this.env).forSession(proof.id);
+    if (!proof || !shard) return null;
+    const caller = await authenticate(shard.db, proof, instant(readConfig(this.env)));
     return caller && { sessionId: caller.id, userId: caller.userId, expiresAt: caller.expiresAt.toISOString() };
   }
 }

@@ -1,10 +1,11 @@
-import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { flakyD1, InjectedFailure } from "./d1.ts";
 import {
   bearer,
+  bindingOfUser,
   call,
   callWith,
+  d1OfUser,
   expectError,
   expectSecurityHeaders,
   isLive,
@@ -12,6 +13,7 @@ import {
   newUser,
   ORIGIN,
   sessionCookie,
+  wrapShards,
 } from "./helpers.ts";
 
 afterEach(() => {
@@ -84,7 +86,7 @@ describe("security headers", () => {
     vi.spyOn(console, "error").mockImplementation(() => {});
     vi.spyOn(console, "log").mockImplementation(() => {});
     const failed = await callWith(
-      { DB: flakyD1(env.DB, 99, () => new InjectedFailure("boom")).db },
+      wrapShards((d1) => flakyD1(d1, 99, () => new InjectedFailure("boom")).db),
       "GET",
       "/auth/sessions",
       bearer(session.token),
@@ -98,9 +100,15 @@ describe("transient D1 errors", () => {
   const transient = () => new Error("D1_ERROR: Network connection lost.");
 
   it("are retried once: the request succeeds on the second try", async () => {
-    const session = await issue(newUser());
-    const flaky = flakyD1(env.DB, 1, transient);
-    const response = await callWith({ DB: flaky.db }, "POST", "/auth/logout", bearer(session.token));
+    const user = newUser();
+    const session = await issue(user);
+    const flaky = flakyD1(await d1OfUser(user), 1, transient);
+    const response = await callWith(
+      { [await bindingOfUser(user)]: flaky.db },
+      "POST",
+      "/auth/logout",
+      bearer(session.token),
+    );
     expect(response.status).toBe(200);
     expect(flaky.roundTrips).toBe(2);
     expect(await isLive(session.token)).toBe(false);
@@ -109,10 +117,11 @@ describe("transient D1 errors", () => {
   it("fail the request when the retry fails too, after exactly two tries", async () => {
     vi.spyOn(console, "error").mockImplementation(() => {});
     vi.spyOn(console, "log").mockImplementation(() => {});
-    const session = await issue(newUser());
-    const flaky = flakyD1(env.DB, 2, transient);
+    const user = newUser();
+    const session = await issue(user);
+    const flaky = flakyD1(await d1OfUser(user), 2, transient);
     await expectError(
-      await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token)),
+      await callWith({ [await bindingOfUser(user)]: flaky.db }, "GET", "/auth/sessions", bearer(session.token)),
       500,
       "internal_error",
     );
@@ -122,10 +131,11 @@ describe("transient D1 errors", () => {
   it("other errors are not retried", async () => {
     vi.spyOn(console, "error").mockImplementation(() => {});
     vi.spyOn(console, "log").mockImplementation(() => {});
-    const session = await issue(newUser());
-    const flaky = flakyD1(env.DB, 1, () => new Error("D1_ERROR: no such table: sessions"));
+    const user = newUser();
+    const session = await issue(user);
+    const flaky = flakyD1(await d1OfUser(user), 1, () => new Error("D1_ERROR: no such table: sessions"));
     await expectError(
-      await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token)),
+      await callWith({ [await bindingOfUser(user)]: flaky.db }, "GET", "/auth/sessions", bearer(session.token)),
       500,
       "internal_error",
     );
@@ -158,9 +168,11 @@ describe("request log", () => {
   });
 
   it("names no session on a refusal and never holds a token, secret or hash", async () => {
-    const session = await issue(newUser());
+    const user = newUser();
+    const session = await issue(user);
     const [, secret] = session.token.split(".");
-    const { results } = await env.DB.prepare("SELECT secret_hash FROM sessions WHERE id = ?")
+    const { results } = await (await d1OfUser(user))
+      .prepare("SELECT secret_hash FROM sessions WHERE id = ?")
       .bind(session.id)
       .all<{ secret_hash: string }>();
     const lines = captureLog();

@@ -1,7 +1,6 @@
-import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { failingD1 } from "./d1.ts";
-import { bearer, callWith, expectError, issue, newUser, sessionCookie } from "./helpers.ts";
+import { bearer, callWith, expectError, issue, newUser, sessionCookie, wrapShards } from "./helpers.ts";
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -22,7 +21,12 @@ describe("database failure", () => {
       ["DELETE", "/auth/logout", sessionCookie(session.token)],
     ];
     for (const [method, path, headers] of requests) {
-      const response = await callWith({ DB: failingD1(env.DB, secretish) }, method, path, headers);
+      const response = await callWith(
+        wrapShards((d1) => failingD1(d1, secretish)),
+        method,
+        path,
+        headers,
+      );
       await expectError(response, 500, "internal_error");
     }
     expect(logged.length).toBeGreaterThan(0);
