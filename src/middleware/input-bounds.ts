@@ -1,10 +1,10 @@
 import { createMiddleware } from "hono/factory";
 import { ApiError } from "../errors.ts";
 
-// A path is at most `/auth/sessions/` and a 22-character id; anything this long can only
+// A path is at most `/auth/sessions/` and a 26-character id; anything this long can only
 // be hostile, so it is refused before any parsing or query. The query string is not
 // bounded here: no route reads it (but `scope`), and the contract answers requests with
-// one. Oversized credentials need no bound of their own: a token longer than 66
+// one. Oversized credentials need no bound of their own: a token longer than 70
 // characters is malformed, refused by the contract's own rows without a lookup.
 export const MAX_PATH_LENGTH = 1024;
 
