@@ -9,6 +9,7 @@ import { BUCKET_COUNT, placementOf } from "../src/token.ts";
 import {
   bearer,
   bindingOfUser,
+  CHALLENGE,
   CLEARED_COOKIE,
   call,
   callWith,
@@ -16,8 +17,10 @@ import {
   d1OfUser,
   expectError,
   expectMessage,
+  isLive,
   issue,
   newUser,
+  newUserOn,
   REJECTED_CHALLENGE,
   sessionCookie,
   sessionIdsOf,
@@ -61,6 +64,37 @@ describe("placement", () => {
     const seen = new Set<string>();
     for (let i = 0; i < 200; i++) seen.add(await bindingOfUser(newUser()));
     expect([...seen].sort()).toEqual([...shardBindings()].sort());
+  });
+});
+
+describe("a session id in another database than the caller's", () => {
+  it("is answered exactly like another user's session, changing nothing anywhere", async () => {
+    const bindings = shardBindings();
+    const mallory = await issue(await newUserOn(bindings[0] as string));
+    const victim = await issue(await newUserOn(bindings.at(-1) as string));
+    const before = await tableSnapshot();
+    await expectError(
+      await call("DELETE", `/auth/sessions/${victim.id}`, bearer(mallory.token)),
+      401,
+      "not_authorized",
+      {
+        wwwAuthenticate: CHALLENGE,
+      },
+    );
+    // Authentication first: a dead caller learns nothing about the id.
+    await call("POST", "/auth/logout", bearer(mallory.token));
+    const afterLogout = await tableSnapshot();
+    await expectError(
+      await call("DELETE", `/auth/sessions/${victim.id}`, bearer(mallory.token)),
+      401,
+      "invalid_token",
+      {
+        wwwAuthenticate: REJECTED_CHALLENGE,
+      },
+    );
+    expect(await tableSnapshot()).toEqual(afterLogout);
+    expect(afterLogout).toEqual(before.filter((row) => (row as { id: string }).id !== mallory.id));
+    expect(await isLive(victim.token)).toBe(true);
   });
 });
 
