@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The README's curl walkthrough, run against `npm start` on a free loopback port, with
 # every status (and the additions' key fields) checked. Stops the server it started (its
-# whole process group) on exit.
+# whole process group) on exit. `bash scripts/walkthrough.sh --env sharded` runs it on the
+# four databases of the `sharded` environment (npm start and session:create both get --env).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+env_args=()
+if [ "${1:-}" = "--env" ]; then env_args=(--env "$2"); fi
 
 port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
 base="http://127.0.0.1:$port"
 log=$(mktemp)
 body=$(mktemp)
-setsid npm start -- --ip 127.0.0.1 --port "$port" >"$log" 2>&1 &
+setsid npm start -- ${env_args[@]+"${env_args[@]}"} --ip 127.0.0.1 --port "$port" >"$log" 2>&1 &
 server=$!
 trap 'kill -- -"$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -f "$log" "$body"' EXIT
 
@@ -40,9 +43,9 @@ expect_body() { # a JavaScript expression over `b`, the last JSON body
 token_of() { node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(0, "utf8"))[process.argv[1]])' "$1"; }
 
 user="walkthrough-$(date +%s%N)"
-laptop=$(npm run --silent session:create -- --user "$user" --country DE --city Berlin --user-agent "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36" 2>/dev/null)
-phone=$(npm run --silent session:create -- --user "$user" --ip 198.51.100.4 2>/dev/null)
-tablet=$(npm run --silent session:create -- --user "$user" --ttl 3600 2>/dev/null)
+laptop=$(npm run --silent session:create -- ${env_args[@]+"${env_args[@]}"} --user "$user" --country DE --city Berlin --user-agent "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36" 2>/dev/null)
+phone=$(npm run --silent session:create -- ${env_args[@]+"${env_args[@]}"} --user "$user" --ip 198.51.100.4 2>/dev/null)
+tablet=$(npm run --silent session:create -- ${env_args[@]+"${env_args[@]}"} --user "$user" --ttl 3600 2>/dev/null)
 TOKEN=$(token_of token <<<"$laptop")
 PHONE_ID=$(token_of id <<<"$phone")
 PHONE_TOKEN=$(token_of token <<<"$phone")
@@ -59,7 +62,7 @@ expect_status 401 "$base/auth/sessions" -H "Authorization: Bearer $TABLET_TOKEN"
 expect_status 200 "$base/auth/events" -H "Authorization: Bearer $TOKEN"
 expect_body 'JSON.stringify(b.events.map((e) => e.type)) === JSON.stringify(["logout_others", "deleted", "created", "created", "created"])'
 expect_status 200 -X POST "$base/auth/logout" -H "Cookie: __Host-session=$TOKEN"
-TOKEN=$(npm run --silent session:create -- --user "$user" 2>/dev/null | token_of token)
+TOKEN=$(npm run --silent session:create -- ${env_args[@]+"${env_args[@]}"} --user "$user" 2>/dev/null | token_of token)
 expect_status 200 -X DELETE "$base/auth/logout" -H "Authorization: Bearer $TOKEN"
 expect_status 401 "$base/auth/sessions" -H "Authorization: Bearer $TOKEN"
 expect_status 200 "$base/openapi.json"
