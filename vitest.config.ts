@@ -9,12 +9,14 @@ const SESSION_SERVICE = { name: "vitest-plugin-runner-", entrypoint: "SessionSer
 const compatibilityDate = "2026-10-30";
 
 export default defineConfig(async () => {
-  // The same migrations wrangler applies, applied to each test run's D1 by test/setup.ts.
+  // The same migrations wrangler applies, applied to each test run's D1 databases by test/setup.ts.
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
-  return {
+  // The whole suite runs twice: on the default one-database deployment, and on
+  // wrangler.toml's `sharded` environment (four databases), through the same code.
+  const project = (name: string, environment?: string) => ({
     plugins: [
       cloudflareTest({
-        wrangler: { configPath: "./wrangler.toml" },
+        wrangler: { configPath: "./wrangler.toml", ...(environment === undefined ? {} : { environment }) },
         miniflare: {
           bindings: {
             TEST_MIGRATIONS: migrations,
@@ -46,12 +48,17 @@ export default defineConfig(async () => {
       }),
     ],
     test: {
+<<<<<<< HEAD
       // test/browser/ is Playwright's (npm run test:browser).
       include: ["test/**/*.test.ts"],
       globalSetup: ["./test/global-setup.ts"],
+=======
+      name,
+>>>>>>> issue-8
       setupFiles: ["./test/setup.ts"],
       // The worker logs a JSON line per request; show logs only for failing tests.
       silent: "passed-only" as const,
     },
-  };
+  });
+  return { test: { projects: [project("1 database"), project("4 databases", "sharded")] } };
 });

@@ -31,7 +31,7 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { readConfig } from "../src/config.ts";
-import { openDatabase } from "../src/db/queries.ts";
+import { openShards } from "../src/db/shards.ts";
 import { issueSession } from "../src/issue-session.ts";
 import { type BundleSize, GZIP_BUDGET_BYTES, measureBundle } from "./bundle-size.ts";
 
@@ -488,7 +488,7 @@ async function seedChild(persistPath: string, planFile: string, outFile: string)
     remoteBindings: false,
   });
   try {
-    const db = openDatabase(proxy.env.DB);
+    const shards = openShards(proxy.env);
     const config = readConfig(proxy.env);
     let next = 0;
     let done = 0;
@@ -497,7 +497,7 @@ async function seedChild(persistPath: string, planFile: string, outFile: string)
       Array.from({ length: SEED_CONCURRENCY }, async () => {
         for (let j = next++; j < jobs.length; j = next++) {
           const { user, index } = jobs[j] as (typeof jobs)[number];
-          const { id, token } = await issueSession(db, config, {
+          const { id, token } = await issueSession(shards, config, {
             userId: user.userId,
             ipAddress: `198.51.100.${(j % 250) + 1}`,
             userAgent: USER_AGENTS[j % USER_AGENTS.length] as string,

@@ -9,31 +9,25 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { parseEnv } from "node:util";
+import { parse } from "smol-toml";
 import type { ConfigVars } from "../src/config.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
 const STATE = path.join(ROOT, ".wrangler", "state", "v3", "d1", "miniflare-D1DatabaseObject");
 
-interface WranglerToml {
+interface WranglerEnv {
   vars: Record<string, string>;
-  d1Databases: Record<string, string>[];
+  d1_databases: { binding: string; database_id: string; migrations_dir?: string }[];
 }
 
-/** The parts of wrangler.toml read here: `[vars]` and `[[d1_databases]]`, string values only. */
-function readWranglerToml(): WranglerToml {
-  const parsed: WranglerToml = { vars: {}, d1Databases: [] };
-  let table: Record<string, string> | null = null;
-  for (const line of readFileSync(path.join(ROOT, "wrangler.toml"), "utf8").split("\n")) {
-    const header = /^\s*(\[\[?[\w.]+\]\]?)\s*(#.*)?$/.exec(line)?.[1];
-    if (header) {
-      table = header === "[vars]" ? parsed.vars : header === "[[d1_databases]]" ? {} : null;
-      if (header === "[[d1_databases]]" && table) parsed.d1Databases.push(table);
-      continue;
-    }
-    const pair = /^\s*([\w-]+)\s*=\s*("(?:[^"\\]|\\.)*")\s*(#.*)?$/.exec(line);
-    if (table && pair) table[pair[1] as string] = JSON.parse(pair[2] as string);
-  }
-  return parsed;
+/** `[vars]` and `[[d1_databases]]` of wrangler.toml, or of its `[env.<name>]` (which inherits neither). */
+function readWranglerToml(env: string | undefined): WranglerEnv {
+  const toml = parse(readFileSync(path.join(ROOT, "wrangler.toml"), "utf8")) as Partial<WranglerEnv> & {
+    env?: Record<string, Partial<WranglerEnv>>;
+  };
+  const chosen = env === undefined ? toml : toml.env?.[env];
+  if (!chosen) throw new Error(`wrangler.toml has no [env.${env}]`);
+  return { vars: chosen.vars ?? {}, d1_databases: chosen.d1_databases ?? [] };
 }
 
 /** Where miniflare keeps a local D1: a Durable Object named by the database id (workerd's idFromName). */
@@ -111,38 +105,13 @@ class LocalStatement {
 }
 
 export interface LocalProject {
-  env: ConfigVars & { DB: D1Database };
+  env: ConfigVars & { SHARDS: string } & Record<string, D1Database | string>;
   close(): void;
 }
 
-/** The local D1 bound as `binding` in wrangler.toml and the vars (`.dev.vars` overriding), as `npm start` sees them. */
-export function openLocalProject(binding = "DB"): LocalProject {
-  const toml = readWranglerToml();
-  const database = toml.d1Databases.find((entry) => entry.binding === binding);
-  if (!database?.database_id) throw new Error(`wrangler.toml has no [[d1_databases]] with binding = "${binding}"`);
-  const file = sqlitePath(database.database_id);
-  if (isBehind(file, database.migrations_dir ?? "migrations")) {
-    execFileSync(
-      process.execPath,
-      [
-        path.join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js"),
-        "d1",
-        "migrations",
-        "apply",
-        binding,
-        "--local",
-      ],
-      { cwd: ROOT, stdio: ["ignore", process.stderr, process.stderr] },
-    );
-  }
-  // Never create a database of our own: if wrangler keeps it elsewhere, say so.
-  if (!existsSync(file)) throw new Error(`the local D1 for ${binding} is not at ${file}: update scripts/local-d1.ts`);
-  const devVars = path.join(ROOT, ".dev.vars");
-  const vars = { ...toml.vars, ...(existsSync(devVars) ? parseEnv(readFileSync(devVars, "utf8")) : {}) };
-  const db = new DatabaseSync(file);
-  // wrangler dev may be writing at the same moment: wait for its lock rather than fail.
-  db.exec("PRAGMA busy_timeout = 5000");
-  const d1 = {
+/** A D1 binding over one local SQLite file: the statement methods above, and a batch. */
+function localD1(db: DatabaseSync): D1Database {
+  return {
     prepare: (query: string) => new LocalStatement(db, query),
     // A D1 batch is one transaction; so is this.
     async batch(statements: LocalStatement[]) {
@@ -156,6 +125,44 @@ export function openLocalProject(binding = "DB"): LocalProject {
         throw error;
       }
     },
+  } as unknown as D1Database;
+}
+
+/**
+ * Every local D1 of the wrangler environment (`env` undefined: the top level) and its vars
+ * (`.dev.vars` overriding), as `npm start` sees them. Migrations are applied first, to every
+ * database, only when one of them is behind.
+ */
+export function openLocalProject(env?: string): LocalProject {
+  const toml = readWranglerToml(env);
+  const databases = toml.d1_databases.map((database) => ({
+    ...database,
+    file: sqlitePath(database.database_id),
+  }));
+  if (databases.some(({ file, migrations_dir }) => isBehind(file, migrations_dir ?? "migrations"))) {
+    execFileSync(
+      process.execPath,
+      [path.join(ROOT, "scripts", "shards.ts"), "migrate", "--local", ...(env === undefined ? [] : ["--env", env])],
+      { cwd: ROOT, stdio: ["ignore", process.stderr, process.stderr] },
+    );
+  }
+  const devVars = path.join(ROOT, ".dev.vars");
+  const vars = { ...toml.vars, ...(existsSync(devVars) ? parseEnv(readFileSync(devVars, "utf8")) : {}) };
+  const opened: DatabaseSync[] = [];
+  const bindings: Record<string, D1Database> = {};
+  for (const { binding, file } of databases) {
+    // Never create a database of our own: if wrangler keeps it elsewhere, say so.
+    if (!existsSync(file)) throw new Error(`the local D1 for ${binding} is not at ${file}: update scripts/local-d1.ts`);
+    const db = new DatabaseSync(file);
+    // wrangler dev may be writing at the same moment: wait for its lock rather than fail.
+    db.exec("PRAGMA busy_timeout = 5000");
+    opened.push(db);
+    bindings[binding] = localD1(db);
+  }
+  return {
+    env: { ...(vars as ConfigVars & { SHARDS: string }), ...bindings },
+    close: () => {
+      for (const db of opened) db.close();
+    },
   };
-  return { env: { ...(vars as ConfigVars), DB: d1 as unknown as D1Database }, close: () => db.close() };
 }

@@ -1,22 +1,23 @@
 // Operator commands on the local D1 that `npm start` serves, through the same code as the
 // SessionService RPC (src/issue-session.ts, src/user-sessions.ts). Each prints one JSON line.
 //   npm run --silent session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>]
-//                                       [--country <CC>] [--city <name>]
-//   npm run --silent session:list -- --user <userId>
-//   npm run --silent session:end -- --user <userId> [--except <sessionId>] [--reason <reason>]
+//                                       [--country <CC>] [--city <name>] [--region <region>]
+//   npm run --silent session:list -- --user <userId> [--region <region>]
+//   npm run --silent session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>]
 //   npm run --silent session:end -- --session <sessionId> [--reason <reason>]
+// Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`).
 import { parseArgs } from "node:util";
 import { readConfig } from "../src/config.ts";
-import { openDatabase } from "../src/db/queries.ts";
+import { openShards } from "../src/db/shards.ts";
 import { issueSession } from "../src/issue-session.ts";
 import { endOneSession, endSessionsOfUser, listSessionsOfUser } from "../src/user-sessions.ts";
 import { openLocalProject } from "./local-d1.ts";
 
 const USAGE: Record<string, string> = {
   create:
-    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>]",
-  list: "session:list -- --user <userId>",
-  end: "session:end -- --user <userId> [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>]",
+    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--region <region>] [--env <env>]",
+  list: "session:list -- --user <userId> [--region <region>] [--env <env>]",
+  end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] [--env <env>]",
 };
 
 function usage(command: string, problem: string): never {
@@ -43,15 +44,17 @@ try {
       session: { type: "string" },
       except: { type: "string" },
       reason: { type: "string" },
+      region: { type: "string" },
+      env: { type: "string", short: "e" },
     },
   }).values;
 } catch (error) {
   usage(command, error instanceof Error ? error.message : String(error));
 }
 const allowed: Record<string, string[]> = {
-  create: ["user", "ip", "user-agent", "ttl", "country", "city"],
-  list: ["user"],
-  end: ["user", "session", "except", "reason"],
+  create: ["user", "ip", "user-agent", "ttl", "country", "city", "region", "env"],
+  list: ["user", "region", "env"],
+  end: ["user", "session", "except", "reason", "region", "env"],
 };
 const stray = Object.keys(values).filter((name) => !allowed[command]?.includes(name));
 if (stray.length > 0) usage(command, `--${stray[0]} does not apply to session:${command}`);
@@ -61,41 +64,45 @@ if (command === "end" && (values.user === undefined) === (values.session === und
 if (command === "end" && values.session !== undefined && values.except !== undefined) {
   usage(command, "--except goes with --user");
 }
+if (command === "end" && values.session !== undefined && values.region !== undefined) {
+  usage(command, "--region goes with --user: a session id names its database");
+}
 if (command !== "end" && values.user === undefined) usage(command, "--user is required");
 if (values.ttl !== undefined && !/^\d+$/.test(values.ttl)) usage(command, "--ttl must be a whole number of seconds");
 
 let project: ReturnType<typeof openLocalProject>;
 try {
-  project = openLocalProject();
+  project = openLocalProject(values.env);
 } catch (error) {
   console.error(error instanceof Error ? error.message : error);
   process.exit(1);
 }
 try {
-  const db = openDatabase(project.env.DB);
+  const shards = openShards(project.env as unknown as Env);
   const config = readConfig(project.env);
   // Operator actions are "admin" unless told otherwise.
   const reason = values.reason ?? "admin";
   let answer: unknown;
   if (command === "create") {
-    const { id, token, expiresAt } = await issueSession(db, config, {
+    const { id, token, expiresAt } = await issueSession(shards, config, {
       userId: values.user as string,
       ipAddress: values.ip ?? "127.0.0.1",
       userAgent: values["user-agent"] ?? "",
       country: values.country ?? null,
       city: values.city ?? null,
+      region: values.region ?? null,
       ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
     });
     answer = { id, token, expiresAt };
   } else if (command === "list") {
-    answer = { sessions: await listSessionsOfUser(db, config, values.user as string) };
+    answer = { sessions: await listSessionsOfUser(shards, config, values.user as string, values.region ?? null) };
   } else if (values.session !== undefined) {
-    answer = await endOneSession(db, config, { sessionId: values.session, reason }, null);
+    answer = await endOneSession(shards, config, { sessionId: values.session, reason }, null);
   } else {
     answer = await endSessionsOfUser(
-      db,
+      shards,
       config,
-      { userId: values.user as string, exceptSessionId: values.except ?? null, reason },
+      { userId: values.user as string, exceptSessionId: values.except ?? null, reason, region: values.region ?? null },
       null,
     );
   }

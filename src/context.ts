@@ -1,13 +1,17 @@
 import type { Instant } from "./clock.ts";
 import type { Config } from "./config.ts";
 import type { Database, TokenProof } from "./db/queries.ts";
+import type { Shards } from "./db/shards.ts";
 import type { Outbox } from "./outbox.ts";
 
-/** What every handler can read: bindings, parsed config, the database, the proven token. */
+/** What every handler can read: bindings, parsed config, the databases, the proven token. */
 export interface AppEnv {
   Bindings: Env;
   Variables: {
     config: Config;
+    /** The deployment's databases (metered); the one a request uses is chosen from its token. */
+    shards: Shards;
+    /** The database of the proven token's session: every query of the request goes here. */
     db: Database;
     /** The request's one "now" (and idle cutoff). */
     at: Instant;

@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import type { AppEnv } from "./context.ts";
 import { readSessionCookie } from "./cookie.ts";
 import type { TokenProof } from "./db/queries.ts";
+import type { Shard } from "./db/shards.ts";
 import { proveToken } from "./token.ts";
 
 // The one place a request's credential is read. An Authorization header, when present,
@@ -12,20 +13,23 @@ export type Credential =
   | { kind: "none" }
   /** `presented`: a token was actually offered (not another scheme, not an empty one). */
   | { kind: "malformed"; source: "bearer" | "cookie"; presented: boolean }
-  | { kind: "token"; source: "bearer" | "cookie"; proof: TokenProof };
+  /** `shard`: the database the token's session lives in, named by its id. */
+  | { kind: "token"; source: "bearer" | "cookie"; proof: TokenProof; shard: Shard };
 
 const BEARER = /^Bearer +(.*)$/i;
 
 export async function readCredential(c: Context<AppEnv>, acceptCookie: boolean): Promise<Credential> {
   const authorization = c.req.header("Authorization");
-  if (authorization !== undefined) return prove("bearer", BEARER.exec(authorization)?.[1]);
+  if (authorization !== undefined) return prove(c, "bearer", BEARER.exec(authorization)?.[1]);
   if (!acceptCookie) return { kind: "none" };
   const cookie = readSessionCookie(c, c.var.config.cookieName);
-  return cookie === undefined ? { kind: "none" } : prove("cookie", cookie);
+  return cookie === undefined ? { kind: "none" } : prove(c, "cookie", cookie);
 }
 
-async function prove(source: "bearer" | "cookie", token: string | undefined): Promise<Credential> {
+async function prove(c: Context<AppEnv>, source: "bearer" | "cookie", token: string | undefined): Promise<Credential> {
   const proof = token === undefined ? null : await proveToken(token);
-  if (!proof) return { kind: "malformed", source, presented: Boolean(token) };
-  return { kind: "token", source, proof };
+  // An id naming no database of this deployment cannot be a token it issued: malformed.
+  const shard = proof && c.var.shards.forSession(proof.id);
+  if (!proof || !shard) return { kind: "malformed", source, presented: Boolean(token) };
+  return { kind: "token", source, proof, shard };
 }

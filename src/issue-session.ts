@@ -1,7 +1,8 @@
 import { instant } from "./clock.ts";
 import { type Config, MAX_TTL_SECONDS } from "./config.ts";
 import { sessionCookie } from "./cookie.ts";
-import { type Database, insertSession } from "./db/queries.ts";
+import { insertSession } from "./db/queries.ts";
+import type { Shards } from "./db/shards.ts";
 import { deviceKey, parseDevice } from "./device.ts";
 import { normalizeIp } from "./ip.ts";
 import type { Outbox } from "./outbox.ts";
@@ -18,6 +19,12 @@ export interface CreateSessionInput {
   country?: string | null;
   /** The login request's `request.cf.city`. */
   city?: string | null;
+  /**
+   * The account's home region (e.g. `eu`), one the deployment configures: the session is
+   * placed only on that region's databases. Omitted: the default region. The login flow
+   * must pass the same region for a user every time (README, "Regions (data residency)").
+   */
+  region?: string | null;
 }
 
 export interface CreatedSession {
@@ -78,7 +85,7 @@ export function checkUserId(userId: unknown): string {
 }
 
 export async function issueSession(
-  db: Database,
+  shards: Shards,
   config: Config,
   input: CreateSessionInput,
   outbox: Outbox | null = null,
@@ -89,7 +96,8 @@ export async function issueSession(
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > maxTtl) {
     throw new RangeError(`ttlSeconds must be an integer from 1 to ${maxTtl}`);
   }
-  const { id, secret, token } = generateToken();
+  const { db, placement } = await shards.forUser(userId, input.region);
+  const { id, secret, token } = generateToken(placement);
   const at = instant(config);
   const createdAt = at.now;
   const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000);

@@ -3,6 +3,7 @@ import { EVENT_TYPES } from "./db/schema.ts";
 import { DEVICE_TYPES } from "./device.ts";
 import { type ErrorCode, MESSAGES } from "./errors.ts";
 import { MAX_USER_AGENT_LENGTH } from "./issue-session.ts";
+import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "./token.ts";
 import { MAX_REASON_LENGTH } from "./user-sessions.ts";
 
 // The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json. Every response
@@ -299,8 +300,7 @@ export const openApiDocument: OpenApiDocument = {
       bearer: {
         type: "http",
         scheme: "bearer",
-        description:
-          "`Authorization: Bearer <id>.<secret>` (22 + 1 + 43 URL-safe characters; scheme case-insensitive). When an Authorization header is present it alone decides: a refused Bearer token never falls back to the cookie.",
+        description: `\`Authorization: Bearer <id>.<secret>\` (an opaque id of 22 to 26 URL-safe characters, a dot, a 43-character secret: at most ${TOKEN_LENGTH} characters; scheme case-insensitive). When an Authorization header is present it alone decides: a refused Bearer token never falls back to the cookie.`,
       },
       sessionCookie: {
         type: "apiKey",
@@ -351,7 +351,7 @@ export const openApiDocument: OpenApiDocument = {
         format: "date-time",
         pattern: "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z$",
       },
-      SessionId: { type: "string", pattern: "^[A-Za-z0-9_-]{22}$" },
+      SessionId: { type: "string", pattern: SESSION_ID_PATTERN.source },
       Session: {
         type: "object",
         required: [

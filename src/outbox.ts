@@ -28,8 +28,11 @@ declare global {
 }
 
 export interface Outbox {
-  /** Called once the batch that wrote `events` committed; never delays the answer. */
-  publish(events: SessionEventRow[]): void;
+  /**
+   * Called once the batch that wrote `events` to `db` committed; never delays the answer.
+   * `db` is where they are marked delivered: the database of the user they belong to.
+   */
+  publish(db: Database, events: SessionEventRow[]): void;
 }
 
 // A queue's sendBatch takes at most 100 messages.
@@ -84,11 +87,10 @@ function logFailure(error: unknown): void {
  */
 export function outboxFor(
   queue: Queue<SessionEventMessage> | undefined,
-  db: Database,
   waitUntil: (promise: Promise<unknown>) => void,
 ): Outbox | null {
   if (!queue) return null;
-  return { publish: (events) => waitUntil(deliver(queue, db, events).catch(logFailure)) };
+  return { publish: (db, events) => waitUntil(deliver(queue, db, events).catch(logFailure)) };
 }
 
 /** The cron's pass: sends what is still pending, oldest first, in bounded batches. */

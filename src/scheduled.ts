@@ -1,38 +1,94 @@
 import { instant } from "./clock.ts";
 import { readConfig } from "./config.ts";
-import { openDatabase, purgeEvents, purgeSessions } from "./db/queries.ts";
+import { wrapD1 } from "./db/binding.ts";
+import { purgeEvents, purgeSessions } from "./db/queries.ts";
+import { openShards } from "./db/shards.ts";
 import { resendPending } from "./outbox.ts";
 
-// Small batches keep each write short (D1 serialises writes); the cap bounds one run, and
-// whatever is left goes in the next. Dead rows never authenticate, so lag is harmless.
+// Small batches keep each write short (D1 serialises writes). A run keeps deleting while
+// batches come back full, on every database, until the invocation's budget is spent;
+// whatever is left goes in the next run. Dead rows never authenticate, so lag is harmless.
 export const PURGE_BATCH_SIZE = 500;
-export const PURGE_MAX_BATCHES = 20;
 
-async function inBatches(purge: (limit: number) => Promise<number>): Promise<number> {
-  let purged = 0;
-  for (let batch = 0; batch < PURGE_MAX_BATCHES; batch++) {
-    const deleted = await purge(PURGE_BATCH_SIZE);
-    purged += deleted;
-    if (deleted < PURGE_BATCH_SIZE) break;
-  }
-  return purged;
+export interface PurgeBudget {
+  /**
+   * D1 calls one run may make. Workers allow 1,000 subrequests per invocation and every D1
+   * call counts; a retried call counts twice, so the margin keeps a run clear of the limit.
+   */
+  subrequests: number;
+  /** No batch starts after this long; the hourly run stays far from the next one. */
+  milliseconds: number;
 }
 
-export async function purge(env: Env): Promise<{ resent: number; sessions: number; events: number }> {
+export const PURGE_BUDGET: PurgeBudget = { subrequests: 950, milliseconds: 5 * 60_000 };
+
+export interface PurgeResult {
+  /** Events the queue had not accepted, sent again (only with SESSION_EVENTS). */
+  resent: number;
+  sessions: number;
+  events: number;
+  databases: number;
+  subrequests: number;
+  /** False when the budget ran out before every batch came back short. */
+  complete: boolean;
+}
+
+/**
+ * `first`: the database to start with (modulo their number). The cron passes the hour, so
+ * when a run's budget cannot reach every database, successive runs start at the next one.
+ */
+export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first = 0): Promise<PurgeResult> {
   const config = readConfig(env);
-  const db = openDatabase(env.DB);
+  let subrequests = 0;
+  const databases = openShards(env, (d1) =>
+    wrapD1(d1, (call) => {
+      subrequests++;
+      return call();
+    }),
+  ).all();
+  const start = first % databases.length;
+  const shards = [...databases.slice(start), ...databases.slice(0, start)];
   const at = instant(config);
   const retentionCutoff = new Date(at.now.getTime() - config.eventRetentionDays * 86_400_000);
-  const result = {
-    // First, so nothing pending is purged before the queue had its chance this run.
-    resent: await resendPending(env.SESSION_EVENTS, db, at.now),
-    sessions: await inBatches((limit) => purgeSessions(db, at, limit)),
-    events: await inBatches((limit) => purgeEvents(db, retentionCutoff, limit)),
+  const deadline = Date.now() + budget.milliseconds;
+  const result: PurgeResult = {
+    resent: 0,
+    sessions: 0,
+    events: 0,
+    databases: shards.length,
+    subrequests: 0,
+    complete: true,
   };
+  // First, so nothing pending is purged before the queue had its chance this run.
+  for (const { db } of shards) result.resent += await resendPending(env.SESSION_EVENTS, db, at.now);
+  // Round robin, one batch per table per database per round, so a budget that runs out
+  // leaves every database equally far along rather than one untouched.
+  let pending = shards.flatMap(({ db }) => [
+    { table: "sessions" as const, purge: (limit: number) => purgeSessions(db, at, limit) },
+    { table: "events" as const, purge: (limit: number) => purgeEvents(db, retentionCutoff, limit) },
+  ]);
+  while (pending.length > 0) {
+    // Each call may be retried once (src/db/binding.ts): reserve two subrequests per call.
+    const room = Math.max(0, Math.floor((budget.subrequests - subrequests) / 2));
+    const round = Date.now() < deadline ? pending.slice(0, room) : [];
+    if (round.length === 0) {
+      result.complete = false;
+      break;
+    }
+    const deleted = await Promise.all(round.map((task) => task.purge(PURGE_BATCH_SIZE)));
+    const full = [];
+    for (const [index, task] of round.entries()) {
+      result[task.table] += deleted[index] as number;
+      // A full batch may have left more behind; a short one emptied its table.
+      if (deleted[index] === PURGE_BATCH_SIZE) full.push(task);
+    }
+    pending = [...pending.slice(round.length), ...full];
+  }
+  result.subrequests = subrequests;
   console.log(JSON.stringify({ level: "info", event: "purge", ...result }));
   return result;
 }
 
-export const scheduled: ExportedHandlerScheduledHandler<Env> = async (_controller, env) => {
-  await purge(env);
+export const scheduled: ExportedHandlerScheduledHandler<Env> = async (controller, env) => {
+  await purge(env, PURGE_BUDGET, Math.floor(controller.scheduledTime / 3_600_000));
 };

@@ -1,16 +1,40 @@
 // A token is `<id>.<secret>`: the id finds the row by primary key, the secret proves
 // possession. Only SHA-256 of the secret is stored, so a leaked table cannot be replayed.
+//
+// The id also names where the session lives, so a request finds its database from the
+// token alone (src/db/shards.ts): `[region]<bucket><random>`, where `region` is absent for
+// the default region or two lowercase letters (`eu`), `bucket` is the user's virtual bucket
+// in two base64url characters (12 bits), and `random` is 16 random bytes (22 characters).
+// Ids issued before buckets existed are the random part alone ("legacy", 22 characters).
 
-const ID_BYTES = 16;
+const RANDOM_BYTES = 16;
 const SECRET_BYTES = 32;
-const ID_LENGTH = 22; // base64url of 16 bytes, unpadded
+const RANDOM_LENGTH = 22; // base64url of 16 bytes, unpadded
 const SECRET_LENGTH = 43; // base64url of 32 bytes, unpadded
+const BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/** Virtual buckets per region: a user's bucket is fixed, configuration maps buckets to databases. */
+export const BUCKET_COUNT = BASE64URL.length ** 2;
+export const DEFAULT_REGION = "default";
+/** Names of regions other than the default: they are written into the ids as they are. */
+export const REGION_PATTERN = /^[a-z]{2}$/;
+
+/** Every id this service issues, legacy ones included (also the OpenAPI document's pattern). */
+export const SESSION_ID_PATTERN = /^(?:([a-z]{2})?([A-Za-z0-9_-]{2}))?[A-Za-z0-9_-]{22}$/;
+const SECRET_PATTERN = new RegExp(`^[A-Za-z0-9_-]{${SECRET_LENGTH}}$`);
+const LONGEST_ID = 2 + 2 + RANDOM_LENGTH;
 
 /** The longest token this service issues; anything longer is malformed without a lookup. */
-export const TOKEN_LENGTH = ID_LENGTH + 1 + SECRET_LENGTH;
+export const TOKEN_LENGTH = LONGEST_ID + 1 + SECRET_LENGTH;
 
-const TOKEN_PATTERN = new RegExp(`^([A-Za-z0-9_-]{${ID_LENGTH}})\\.([A-Za-z0-9_-]{${SECRET_LENGTH}})$`);
-const ID_PATTERN = new RegExp(`^[A-Za-z0-9_-]{${ID_LENGTH}}$`);
+/** Where a session lives: its user's region and virtual bucket. */
+export interface Placement {
+  region: string;
+  bucket: number;
+}
+
+/** `legacy`: an id from before placements, which only a one-database deployment can place. */
+export type SessionIdPlacement = Placement | "legacy";
 
 export interface ParsedToken {
   id: string;
@@ -25,22 +49,39 @@ function randomBase64Url(bytes: number): string {
     .replace(/=+$/, "");
 }
 
-export function generateToken(): ParsedToken & { token: string } {
-  const id = randomBase64Url(ID_BYTES);
+function idPrefix({ region, bucket }: Placement): string {
+  if (!Number.isInteger(bucket) || bucket < 0 || bucket >= BUCKET_COUNT) throw new RangeError(`bucket ${bucket}`);
+  const bucketChars = `${BASE64URL[bucket >> 6]}${BASE64URL[bucket & 63]}`;
+  return region === DEFAULT_REGION ? bucketChars : `${region}${bucketChars}`;
+}
+
+export function generateToken(placement: Placement): ParsedToken & { token: string } {
+  const id = `${idPrefix(placement)}${randomBase64Url(RANDOM_BYTES)}`;
   const secret = randomBase64Url(SECRET_BYTES);
   return { id, secret, token: `${id}.${secret}` };
 }
 
-/** Null when the string cannot be a token this service issued (the contract's "malformed"). */
-export function parseToken(token: string): ParsedToken | null {
-  if (token.length !== TOKEN_LENGTH) return null;
-  const match = TOKEN_PATTERN.exec(token);
-  return match ? { id: match[1] as string, secret: match[2] as string } : null;
+/** The placement a session id names, or null when it cannot be a session id at all. */
+export function placementOf(id: string): SessionIdPlacement | null {
+  if (id.length > LONGEST_ID) return null;
+  const match = SESSION_ID_PATTERN.exec(id);
+  if (!match) return null;
+  const [, region, bucket] = match;
+  if (bucket === undefined) return "legacy";
+  return {
+    region: region ?? DEFAULT_REGION,
+    bucket: BASE64URL.indexOf(bucket[0] as string) * 64 + BASE64URL.indexOf(bucket[1] as string),
+  };
 }
 
-/** Whether a path segment could be a session id at all; others cannot match a row. */
-export function isSessionId(value: string): boolean {
-  return ID_PATTERN.test(value);
+/** Null when the string cannot be a token this service issued (the contract's "malformed"). */
+export function parseToken(token: string): ParsedToken | null {
+  if (token.length > TOKEN_LENGTH) return null;
+  const dot = token.indexOf(".");
+  const id = token.slice(0, dot);
+  const secret = token.slice(dot + 1);
+  if (dot === -1 || !placementOf(id) || !SECRET_PATTERN.test(secret)) return null;
+  return { id, secret };
 }
 
 /** A token reduced to what is compared with the table, or null when it is malformed. */

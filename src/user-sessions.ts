@@ -1,10 +1,11 @@
 import { instant } from "./clock.ts";
 import type { Config } from "./config.ts";
-import { type Database, endSessionById, endUserSessions, listUserSessions } from "./db/queries.ts";
+import { endSessionById, endUserSessions, listUserSessions } from "./db/queries.ts";
+import type { Shards } from "./db/shards.ts";
 import { checkUserId } from "./issue-session.ts";
 import type { Outbox } from "./outbox.ts";
 import { type SessionView, sessionView } from "./routes/sessions.ts";
-import { isSessionId } from "./token.ts";
+import { placementOf } from "./token.ts";
 
 // Seeing and ending a user's sessions from the rest of the system, without a token: the one
 // code path of SessionService.listUserSessions / endUserSessions / endSession and of the
@@ -23,6 +24,8 @@ export interface EndUserSessionsInput {
   /** Stays signed in ("password changed, stay signed in here"). */
   exceptSessionId?: string | null;
   reason: Reason;
+  /** The account's home region, as given to `create` (omitted: the default region). */
+  region?: string | null;
 }
 
 export interface EndSessionInput {
@@ -45,14 +48,20 @@ function checkString(name: string, value: unknown): string {
 }
 
 /** The user's live sessions, exactly as GET /auth/sessions shows them. */
-export async function listSessionsOfUser(db: Database, config: Config, userId: string): Promise<SessionView[]> {
-  const rows = await listUserSessions(db, checkUserId(userId), instant(config));
+export async function listSessionsOfUser(
+  shards: Shards,
+  config: Config,
+  userId: string,
+  region?: string | null,
+): Promise<SessionView[]> {
+  const { db } = await shards.forUser(checkUserId(userId), region);
+  const rows = await listUserSessions(db, userId, instant(config));
   return rows.map(sessionView);
 }
 
 /** Ends every live session of the user (but `exceptSessionId`); returns how many ended. */
 export async function endSessionsOfUser(
-  db: Database,
+  shards: Shards,
   config: Config,
   input: EndUserSessionsInput,
   outbox: Outbox | null,
@@ -61,23 +70,25 @@ export async function endSessionsOfUser(
   const reason = checkReason(input.reason);
   // Strict: a token or a typo passed here by mistake would otherwise end the session it meant to keep.
   const except = input.exceptSessionId == null ? null : checkString("exceptSessionId", input.exceptSessionId);
-  if (except !== null && !isSessionId(except))
-    throw new TypeError("exceptSessionId must be a session id (22 characters)");
+  if (except !== null && !placementOf(except)) throw new TypeError("exceptSessionId must be a session id");
+  const { db } = await shards.forUser(userId, input.region);
   const actor = { sessionId: null, ipAddress: null, outbox };
   return { ended: await endUserSessions(db, userId, except, reason, actor, instant(config)) };
 }
 
 /** Ends one live session; `ended` is false when there was none by that id. */
 export async function endOneSession(
-  db: Database,
+  shards: Shards,
   config: Config,
   input: EndSessionInput,
   outbox: Outbox | null,
 ): Promise<{ ended: boolean }> {
   const sessionId = checkString("sessionId", input?.sessionId);
   const reason = checkReason(input.reason);
-  // An id that cannot be a session matches nothing: answered without a lookup.
-  if (!isSessionId(sessionId)) return { ended: false };
+  // An id that cannot be a session of this deployment matches nothing: no lookup.
+  const shard = shards.forSession(sessionId);
+  if (!shard) return { ended: false };
+  const { db } = shard;
   const actor = { sessionId: null, ipAddress: null, outbox };
   return { ended: await endSessionById(db, sessionId, reason, actor, instant(config)) };
 }

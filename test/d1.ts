@@ -12,6 +12,21 @@ export function countingD1(d1: D1Database): CountingD1 {
   return flakyD1(d1, 0, () => new Error("never thrown"));
 }
 
+/** A counting wrapper around each database, for `callWith`; counts are per binding. */
+export function countingShards(bindings: Record<string, D1Database>) {
+  const counters = Object.fromEntries(Object.entries(bindings).map(([name, d1]) => [name, countingD1(d1)]));
+  return {
+    env: Object.fromEntries(Object.entries(counters).map(([name, counter]) => [name, counter.db])) as Partial<Env>,
+    /** Round trips per binding, leaving out bindings that had none. */
+    roundTrips: (): Record<string, number> =>
+      Object.fromEntries(
+        Object.entries(counters)
+          .filter(([, counter]) => counter.roundTrips > 0)
+          .map(([name, counter]) => [name, counter.roundTrips]),
+      ),
+  };
+}
+
 /** Fails the first `failures` round trips with `error`, then behaves normally. */
 export function flakyD1(d1: D1Database, failures: number, error: () => Error): CountingD1 {
   const counter: CountingD1 = {

@@ -1,12 +1,20 @@
+<<<<<<< HEAD
+
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+
+=======
+>>>>>>> issue-8
+
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { SessionService } from "../src/session-service.ts";
 import { flakyD1, InjectedFailure } from "./d1.ts";
 import {
   bearer,
+  bindingOfUser,
   call,
   callWith,
+  d1OfUser,
   expectError,
   expectSecurityHeaders,
   isLive,
@@ -14,6 +22,7 @@ import {
   newUser,
   ORIGIN,
   sessionCookie,
+  wrapShards,
 } from "./helpers.ts";
 
 afterEach(() => {
@@ -86,7 +95,7 @@ describe("security headers", () => {
     vi.spyOn(console, "error").mockImplementation(() => {});
     vi.spyOn(console, "log").mockImplementation(() => {});
     const failed = await callWith(
-      { DB: flakyD1(env.DB, 99, () => new InjectedFailure("boom")).db },
+      wrapShards((d1) => flakyD1(d1, 99, () => new InjectedFailure("boom")).db),
       "GET",
       "/auth/sessions",
       bearer(session.token),
@@ -100,9 +109,15 @@ describe("transient D1 errors", () => {
   const transient = () => new Error("D1_ERROR: Network connection lost.");
 
   it("are retried once: the request succeeds on the second try", async () => {
-    const session = await issue(newUser());
-    const flaky = flakyD1(env.DB, 1, transient);
-    const response = await callWith({ DB: flaky.db }, "POST", "/auth/logout", bearer(session.token));
+    const user = newUser();
+    const session = await issue(user);
+    const flaky = flakyD1(await d1OfUser(user), 1, transient);
+    const response = await callWith(
+      { [await bindingOfUser(user)]: flaky.db },
+      "POST",
+      "/auth/logout",
+      bearer(session.token),
+    );
     expect(response.status).toBe(200);
     expect(flaky.roundTrips).toBe(2);
     expect(await isLive(session.token)).toBe(false);
@@ -111,21 +126,33 @@ describe("transient D1 errors", () => {
   it("answer 503 service_unavailable when the retry fails too, after exactly two tries", async () => {
     vi.spyOn(console, "warn").mockImplementation(() => {});
     vi.spyOn(console, "log").mockImplementation(() => {});
+<<<<<<< HEAD
     const session = await issue(newUser());
     const flaky = flakyD1(env.DB, 2, transient);
     const response = await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token));
     expect(response.headers.get("Retry-After")).toBe("1");
     await expectError(response, 503, "service_unavailable");
+=======
+    const user = newUser();
+    const session = await issue(user);
+    const flaky = flakyD1(await d1OfUser(user), 2, transient);
+    await expectError(
+      await callWith({ [await bindingOfUser(user)]: flaky.db }, "GET", "/auth/sessions", bearer(session.token)),
+      500,
+      "internal_error",
+    );
+>>>>>>> issue-8
     expect(flaky.roundTrips).toBe(2);
   });
 
   it("other errors are not retried", async () => {
     vi.spyOn(console, "error").mockImplementation(() => {});
     vi.spyOn(console, "log").mockImplementation(() => {});
-    const session = await issue(newUser());
-    const flaky = flakyD1(env.DB, 1, () => new Error("D1_ERROR: no such table: sessions"));
+    const user = newUser();
+    const session = await issue(user);
+    const flaky = flakyD1(await d1OfUser(user), 1, () => new Error("D1_ERROR: no such table: sessions"));
     await expectError(
-      await callWith({ DB: flaky.db }, "GET", "/auth/sessions", bearer(session.token)),
+      await callWith({ [await bindingOfUser(user)]: flaky.db }, "GET", "/auth/sessions", bearer(session.token)),
       500,
       "internal_error",
     );
@@ -158,9 +185,11 @@ describe("request log", () => {
   });
 
   it("names no session on a refusal and never holds a token, secret or hash", async () => {
-    const session = await issue(newUser());
+    const user = newUser();
+    const session = await issue(user);
     const [, secret] = session.token.split(".");
-    const { results } = await env.DB.prepare("SELECT secret_hash FROM sessions WHERE id = ?")
+    const { results } = await (await d1OfUser(user))
+      .prepare("SELECT secret_hash FROM sessions WHERE id = ?")
       .bind(session.id)
       .all<{ secret_hash: string }>();
     const lines = captureLog();

@@ -2,11 +2,24 @@ import { createExecutionContext, createScheduledController, waitOnExecutionConte
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import worker from "../src/index.ts";
-import { PURGE_BATCH_SIZE, PURGE_MAX_BATCHES } from "../src/scheduled.ts";
-import { bearer, call, isLive, issue, newUser, sessionIdsOf } from "./helpers.ts";
+import { PURGE_BATCH_SIZE, purge } from "../src/scheduled.ts";
+import { countingShards } from "./d1.ts";
+import {
+  bearer,
+  call,
+  d1OfUser,
+  databases,
+  isLive,
+  issue,
+  newUser,
+  newUserOn,
+  sessionIdsOf,
+  shardBindings,
+} from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
+  vi.restoreAllMocks();
 });
 
 describe("expiry", () => {
@@ -38,15 +51,30 @@ async function runCron(at: number): Promise<void> {
   await waitOnExecutionContext(ctx);
 }
 
-async function insertExpired(userId: string, count: number, expiresAt: number): Promise<void> {
-  const statement = env.DB.prepare(
+/** Dead rows straight into the user's database: `count` expired sessions and old events. */
+async function insertDead(userId: string, count: number, expiresAt: number): Promise<void> {
+  const db = await d1OfUser(userId);
+  const session = db.prepare(
     `INSERT INTO sessions (id, secret_hash, user_id, user_agent, device_type, created_at, expires_at, last_active_at)
      VALUES (?, ?, ?, '', 'unknown', ?, ?, ?)`,
   );
-  const rows = Array.from({ length: count }, (_, i) =>
-    statement.bind(`${userId}-${i}`, "0".repeat(64), userId, expiresAt - 1000, expiresAt, expiresAt - 1000),
+  const event = db.prepare(
+    "INSERT INTO session_events (user_id, type, session_id, ip_address, created_at) VALUES (?, 'created', ?, NULL, ?)",
   );
-  for (let i = 0; i < rows.length; i += 500) await env.DB.batch(rows.slice(i, i + 500));
+  const longAgo = expiresAt - 91 * 86_400_000;
+  const rows = Array.from({ length: count }, (_, i) => [
+    session.bind(`${userId}-${i}`, "0".repeat(64), userId, expiresAt - 1000, expiresAt, expiresAt - 1000),
+    event.bind(userId, `${userId}-${i}`, longAgo),
+  ]).flat();
+  for (let i = 0; i < rows.length; i += 500) await db.batch(rows.slice(i, i + 500));
+}
+
+async function eventCount(userId: string): Promise<number> {
+  const row = await (await d1OfUser(userId))
+    .prepare("SELECT COUNT(*) AS n FROM session_events WHERE user_id = ?")
+    .bind(userId)
+    .first<{ n: number }>();
+  return row?.n ?? 0;
 }
 
 describe("scheduled purge", () => {
@@ -64,14 +92,43 @@ describe("scheduled purge", () => {
     expect(dying.id).not.toBe(live.id);
   });
 
-  it("works in bounded batches: one run removes at most batch size × batches", async () => {
-    const cap = PURGE_BATCH_SIZE * PURGE_MAX_BATCHES;
+  it("keeps going while batches come back full: one run clears a backlog of many batches", async () => {
     const user = newUser();
-    const past = Date.now() - 1000;
-    await insertExpired(user, cap + 7, past);
+    await insertDead(user, PURGE_BATCH_SIZE * 3 + 7, Date.now() - 1000);
     await runCron(Date.now());
-    expect(await sessionIdsOf(user)).toHaveLength(7);
-    await runCron(Date.now());
-    expect(await sessionIdsOf(user)).toHaveLength(0);
+    expect(await sessionIdsOf(user)).toEqual([]);
+    expect(await eventCount(user)).toBe(0);
+  });
+
+  it("a backlog on every database drains over successive runs, each within its subrequest budget", async () => {
+    const budget = { subrequests: 12, milliseconds: 60_000 };
+    const users = await Promise.all(shardBindings().map((binding) => newUserOn(binding)));
+    const live = [];
+    for (const user of users) {
+      await insertDead(user, PURGE_BATCH_SIZE * 2 + 3, Date.now() - 1000);
+      live.push(await issue(user));
+    }
+    vi.spyOn(console, "log").mockImplementation(() => {});
+    const runs = [];
+    for (let run = 0; run < 20; run++) {
+      const counter = countingShards(databases());
+      const result = await purge({ ...env, ...counter.env }, budget, run);
+      const perBinding = Object.values(counter.roundTrips());
+      expect(perBinding.reduce((sum, n) => sum + n, 0)).toBe(result.subrequests);
+      expect(result.subrequests).toBeLessThanOrEqual(budget.subrequests);
+      runs.push(result);
+      if (result.complete) break;
+    }
+    // Every database needs 6 calls (500, 500, 3 rows per table): within one run's 12 at one
+    // database, over several runs at four.
+    expect(runs.at(-1)?.complete).toBe(true);
+    if (users.length === 1) expect(runs).toHaveLength(1);
+    else expect(runs.length).toBeGreaterThan(1);
+    expect(runs.reduce((sum, run) => sum + run.sessions, 0)).toBe(users.length * (PURGE_BATCH_SIZE * 2 + 3));
+    expect(runs.reduce((sum, run) => sum + run.events, 0)).toBe(users.length * (PURGE_BATCH_SIZE * 2 + 3));
+    for (const [index, user] of users.entries()) {
+      expect(await sessionIdsOf(user)).toEqual([live[index]?.id]);
+      expect(await eventCount(user)).toBe(1);
+    }
   });
 });

@@ -1,3 +1,5 @@
+<<<<<<< HEAD
+
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -16,6 +18,14 @@ import {
   sessionCookie,
   sessionIdsOf,
 } from "./helpers.ts";
+
+=======
+
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { failingD1 } from "./d1.ts";
+import { bearer, callWith, expectError, issue, newUser, sessionCookie, wrapShards } from "./helpers.ts";
+
+>>>>>>> issue-8
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -66,7 +76,12 @@ describe("database failure", () => {
       ["DELETE", "/auth/logout", sessionCookie(session.token)],
     ];
     for (const [method, path, headers] of requests) {
-      const response = await callWith({ DB: failingD1(env.DB, secretish) }, method, path, headers);
+      const response = await callWith(
+        wrapShards((d1) => failingD1(d1, secretish)),
+        method,
+        path,
+        headers,
+      );
       await expectError(response, 500, "internal_error");
     }
     expect(logged.length).toBeGreaterThan(0);

@@ -1,6 +1,7 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { expect } from "vitest";
+import { bindingOf, bucketOf, readShardMap } from "../src/db/shards.ts";
 import worker from "../src/index.ts";
 import { validateResponse } from "./openapi.ts";
 
@@ -75,13 +76,58 @@ export async function callWith(
   return response;
 }
 
-/** Every row of the table, to show that a request changed nothing. */
-export async function tableSnapshot(): Promise<unknown[]> {
-  return (await env.DB.prepare("SELECT * FROM sessions ORDER BY id").all()).results;
+// The suite runs on one database and on four (vitest.config.ts): tests that look at the
+// tables directly find them through these, with the worker's own placement code.
+
+/** The D1 bindings of the deployment under test: `DB`, or `DB`, `DB_1`, `DB_2`, `DB_3`. */
+export function shardBindings(): string[] {
+  return [...readShardMap(env).bindings];
+}
+
+export function d1(binding: string): D1Database {
+  return (env as unknown as Record<string, D1Database>)[binding] as D1Database;
+}
+
+/** The binding that holds a user's sessions. */
+export async function bindingOfUser(userId: string, region = "default"): Promise<string> {
+  return bindingOf(readShardMap(env), { region, bucket: await bucketOf(userId) }) as string;
+}
+
+/** The database that holds a user's sessions. */
+export async function d1OfUser(userId: string): Promise<D1Database> {
+  return d1(await bindingOfUser(userId));
+}
+
+/** A new user whose sessions live in `binding`. */
+export async function newUserOn(binding: string): Promise<string> {
+  for (;;) {
+    const user = newUser();
+    if ((await bindingOfUser(user)) === binding) return user;
+  }
+}
+
+/** Every database of the deployment under test, by binding. */
+export function databases(): Record<string, D1Database> {
+  return Object.fromEntries(shardBindings().map((binding) => [binding, d1(binding)]));
+}
+
+/** Bindings for `callWith` that put `wrap` around every database of the deployment. */
+export function wrapShards(wrap: (d1: D1Database, binding: string) => D1Database): Partial<Env> {
+  return Object.fromEntries(shardBindings().map((binding) => [binding, wrap(d1(binding), binding)]));
+}
+
+/** Every row of a table on every database, to show that a request changed nothing. */
+export async function tableSnapshot(table: "sessions" | "session_events" = "sessions"): Promise<unknown[]> {
+  const rows: unknown[] = [];
+  for (const binding of shardBindings()) {
+    rows.push(...(await d1(binding).prepare(`SELECT * FROM ${table} ORDER BY id`).all()).results);
+  }
+  return rows;
 }
 
 export async function sessionIdsOf(userId: string): Promise<string[]> {
-  const { results } = await env.DB.prepare("SELECT id FROM sessions WHERE user_id = ? ORDER BY id")
+  const { results } = await (await d1OfUser(userId))
+    .prepare("SELECT id FROM sessions WHERE user_id = ? ORDER BY id")
     .bind(userId)
     .all<{ id: string }>();
   return results.map((row) => row.id);

@@ -1,10 +1,10 @@
-import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   bearer,
   CHALLENGE,
   CHROME_MAC,
   call,
+  d1OfUser,
   expectError,
   issue,
   newUser,
@@ -98,7 +98,8 @@ describe("GET /auth/sessions", () => {
     const a = await issue(user);
     const b = await issue(user);
     const text = await (await call("GET", "/auth/sessions", bearer(a.token))).text();
-    const { results } = await env.DB.prepare("SELECT secret_hash FROM sessions WHERE user_id = ?")
+    const { results } = await (await d1OfUser(user))
+      .prepare("SELECT secret_hash FROM sessions WHERE user_id = ?")
       .bind(user)
       .all<{ secret_hash: string }>();
     expect(results).toHaveLength(2);

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { COOKIE_NAME, call, issue, newUser, ORIGIN } from "./helpers.ts";
+import { COOKIE_NAME, call, d1OfUser, issue, newUser, ORIGIN, tableSnapshot } from "./helpers.ts";
 
 // Property-based tests through the public HTTP interface against real D1: whatever the
 // method, path, Authorization, Cookie or session id, the service never answers 5xx,
@@ -84,7 +84,8 @@ class World {
 
   async replenish(): Promise<void> {
     for (const userId of this.users) {
-      const { results } = await env.DB.prepare("SELECT COUNT(*) AS n FROM sessions WHERE user_id = ?")
+      const { results } = await (await d1OfUser(userId))
+        .prepare("SELECT COUNT(*) AS n FROM sessions WHERE user_id = ?")
         .bind(userId)
         .all<{ n: number }>();
       for (let n = results[0]?.n ?? 0; n < 2; n++) this.issued.push({ ...(await issue(userId)), userId });
@@ -149,9 +150,12 @@ const credential = fc.record({
 });
 
 async function snapshot(): Promise<{ sessions: string; events: string }> {
-  const sessions = await env.DB.prepare("SELECT id, user_id, last_active_at FROM sessions ORDER BY id").all();
-  const events = await env.DB.prepare("SELECT id, user_id FROM session_events ORDER BY id").all();
-  return { sessions: JSON.stringify(sessions.results), events: JSON.stringify(events.results) };
+  const pick = (rows: unknown[], columns: string[]) =>
+    (rows as Record<string, unknown>[]).map((row) => Object.fromEntries(columns.map((c) => [c, row[c]])));
+  return {
+    sessions: JSON.stringify(pick(await tableSnapshot("sessions"), ["id", "user_id", "last_active_at"])),
+    events: JSON.stringify(pick(await tableSnapshot("session_events"), ["id", "user_id"])),
+  };
 }
 
 async function usersChanged(before: { sessions: string; events: string }): Promise<Set<string>> {
@@ -195,7 +199,10 @@ describe("properties of any request", () => {
         if (cred.fetchSite !== undefined) headers["Sec-Fetch-Site"] = cred.fetchSite;
         const liveBefore = new Map<string, string>();
         for (const t of world.issued) {
-          const { results } = await env.DB.prepare("SELECT 1 FROM sessions WHERE id = ?").bind(t.id).all();
+          const { results } = await (await d1OfUser(t.userId))
+            .prepare("SELECT 1 FROM sessions WHERE id = ?")
+            .bind(t.id)
+            .all();
           if (results.length > 0) liveBefore.set(t.token, t.userId);
         }
         const before = await snapshot();

@@ -13,7 +13,7 @@ import {
 
 // wrangler.toml: AUTH_FAILURES allows 30 failed authentications per client IP per minute.
 const LIMIT = 30;
-const UNKNOWN = `${"A".repeat(22)}.${"B".repeat(43)}`;
+const UNKNOWN = `${"A".repeat(24)}.${"B".repeat(43)}`;
 
 describe("rate limiting of failed authentications (per client IP)", () => {
   it("answers 429 with Retry-After in the error shape once an IP is over the limit", async () => {

@@ -1,5 +1,9 @@
+import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+
+<<<<<<< HEAD
+
 import { readConfig } from "../src/config.ts";
 import { openDatabase } from "../src/db/queries.ts";
 import { issueSession } from "../src/issue-session.ts";
@@ -7,57 +11,119 @@ import { endOneSession, endSessionsOfUser, listSessionsOfUser } from "../src/use
 import { countingD1 } from "./d1.ts";
 import { bearer, callWith, type Issued, issue, newUser, sessionCookie } from "./helpers.ts";
 
-// Each operation authenticates and acts in one D1 round trip, whatever the number of
-// sessions: asserted by counting calls on a wrapped D1 binding.
+=======
+
+import { purge } from "../src/scheduled.ts";
+import { SessionService } from "../src/session-service.ts";
+import { countingD1, countingShards } from "./d1.ts";
+import {
+  bearer,
+  bindingOfUser,
+  callWith,
+  databases,
+  isLive,
+  issue,
+  newUser,
+  newUserOn,
+  sessionCookie,
+  shardBindings,
+} from "./helpers.ts";
+
+>>>>>>> issue-8
+
+// Each operation authenticates and acts in one D1 round trip, to the one database that
+// holds the caller's user, whatever the number of sessions or databases: asserted by
+// counting calls on every D1 binding. The suite runs at one database and at four.
 
 async function roundTrips(method: string, path: string, headers: Record<string, string>) {
-  const counter = countingD1(env.DB);
-  const response = await callWith({ DB: counter.db }, method, path, headers);
-  return { status: response.status, roundTrips: counter.roundTrips };
+  const counter = countingShards(databases());
+  const response = await callWith(counter.env, method, path, headers);
+  return { status: response.status, roundTrips: counter.roundTrips() };
 }
 
-async function userWith(count: number) {
-  const user = newUser();
+async function userWith(count: number, user = newUser()) {
   const sessions = [];
   for (let i = 0; i < count; i++) sessions.push(await issue(user));
   return sessions as [Awaited<ReturnType<typeof issue>>, ...Awaited<ReturnType<typeof issue>>[]];
 }
 
-describe("round trips per request", () => {
-  for (const count of [1, 25]) {
-    it(`with ${count} session(s) per user, every operation costs exactly one`, async () => {
-      const [current, ...others] = await userWith(count);
-      expect(await roundTrips("GET", "/auth/sessions", bearer(current.token))).toEqual({ status: 200, roundTrips: 1 });
-      expect(await roundTrips("GET", "/auth/events", bearer(current.token))).toEqual({ status: 200, roundTrips: 1 });
-      if (others[0]) {
-        expect(await roundTrips("DELETE", `/auth/sessions/${others[0].id}`, bearer(current.token))).toEqual({
-          status: 200,
-          roundTrips: 1,
-        });
-      }
-      expect(await roundTrips("DELETE", "/auth/logout?scope=others", bearer(current.token))).toEqual({
-        status: 200,
-        roundTrips: 1,
-      });
-      const [everywhere] = await userWith(count);
-      expect(await roundTrips("DELETE", "/auth/logout", bearer(everywhere.token))).toEqual({
-        status: 200,
-        roundTrips: 1,
-      });
+/** The SessionService entrypoint over counting bindings. */
+function countedService() {
+  const counter = countingShards(databases());
+  return { service: new SessionService(createExecutionContext(), { ...env, ...counter.env }), counter };
+}
 
-      const [single] = await userWith(count);
-      expect(await roundTrips("POST", "/auth/logout", sessionCookie(single.token))).toEqual({
-        status: 200,
-        roundTrips: 1,
-      });
-      expect(await roundTrips("DELETE", `/auth/sessions/${single.id}`, bearer(single.token))).toEqual({
-        status: 401,
-        roundTrips: 1,
-      });
+const WELL_FORMED_UNKNOWN = `${"A".repeat(24)}.${"B".repeat(43)}`; // bucket 0, default region
+const LEGACY_UNKNOWN = `${"A".repeat(22)}.${"B".repeat(43)}`;
+
+describe("round trips per request, per database", () => {
+  for (const count of [1, 25]) {
+    it(`with ${count} session(s) per user, every operation costs exactly one, on the user's database`, async () => {
+      const user = newUser();
+      const own = { [await bindingOfUser(user)]: 1 };
+      const [current, ...others] = await userWith(count, user);
+      const one = (status: number) => ({ status, roundTrips: own });
+      expect(await roundTrips("GET", "/auth/sessions", bearer(current.token))).toEqual(one(200));
+      expect(await roundTrips("GET", "/auth/events", bearer(current.token))).toEqual(one(200));
+      if (others[0]) {
+        expect(await roundTrips("DELETE", `/auth/sessions/${others[0].id}`, bearer(current.token))).toEqual(one(200));
+      }
+      expect(await roundTrips("DELETE", "/auth/logout?scope=others", bearer(current.token))).toEqual(one(200));
+      const [everywhere] = await userWith(count, user);
+      expect(await roundTrips("DELETE", "/auth/logout", bearer(everywhere.token))).toEqual(one(200));
+
+      const [single] = await userWith(count, user);
+      expect(await roundTrips("POST", "/auth/logout", sessionCookie(single.token))).toEqual(one(200));
+      expect(await roundTrips("DELETE", `/auth/sessions/${single.id}`, bearer(single.token))).toEqual(one(401));
     });
   }
 
+  it("deleting another user's session in another database: one trip, to the caller's database only", async () => {
+    const bindings = shardBindings();
+    const callerBinding = bindings[0] as string;
+    const otherBinding = bindings.at(-1) as string;
+    const [caller] = await userWith(1, await newUserOn(callerBinding));
+    const [victim] = await userWith(1, await newUserOn(otherBinding));
+    expect(await roundTrips("DELETE", `/auth/sessions/${victim.id}`, bearer(caller.token))).toEqual({
+      status: 401,
+      roundTrips: { [callerBinding]: 1 },
+    });
+    expect(await isLive(victim.token)).toBe(true);
+    // An id of a region this deployment does not have: the same answer, the same one trip.
+    expect(await roundTrips("DELETE", `/auth/sessions/xx${"A".repeat(24)}`, bearer(caller.token))).toEqual({
+      status: 401,
+      roundTrips: { [callerBinding]: 1 },
+    });
+    // A dead caller learns nothing about the id either: 401 invalid_token, same one trip.
+    expect(await roundTrips("DELETE", `/auth/sessions/${victim.id}`, bearer(WELL_FORMED_UNKNOWN))).toEqual({
+      status: 401,
+      roundTrips: { [bindings[0] as string]: 1 },
+    });
+  });
+
+  it("SessionService: create and authenticate cost one round trip each, on the user's database", async () => {
+    const user = newUser();
+    const own = { [await bindingOfUser(user)]: 1 };
+    const created = countedService();
+    const session = await created.service.create({ userId: user });
+    expect(created.counter.roundTrips()).toEqual(own);
+    const checked = countedService();
+    expect(await checked.service.authenticate(session.token)).toMatchObject({ userId: user });
+    expect(checked.counter.roundTrips()).toEqual(own);
+    const refused = countedService();
+    expect(await refused.service.authenticate("not a token")).toBeNull();
+    expect(refused.counter.roundTrips()).toEqual({});
+  });
+
+  it("the purge asks every database, and nothing else, when nothing is dead", async () => {
+    const counter = countingShards(databases());
+    const result = await purge({ ...env, ...counter.env });
+    expect(result).toMatchObject({ sessions: 0, events: 0, complete: true });
+    expect(counter.roundTrips()).toEqual(Object.fromEntries(shardBindings().map((binding) => [binding, 2])));
+  });
+
   it("refusals that need no lookup cost none; those that do cost one", async () => {
+<<<<<<< HEAD
     const [session] = await userWith(1);
     const cases: [string, string, Record<string, string>, number, number][] = [
       ["GET", "/auth/sessions", {}, 401, 0],
@@ -73,19 +139,42 @@ describe("round trips per request", () => {
       ["DELETE", `/auth/sessions/${"A".repeat(5000)}`, bearer(session.token), 401, 1],
       ["DELETE", `/auth/sessions/${"A".repeat(1100)}`, { Authorization: "Bearer x" }, 401, 0],
       ["DELETE", "/auth/logout", bearer(`${"A".repeat(22)}.${"B".repeat(43)}`), 401, 1],
+=======
+    const user = newUser();
+    const [session] = await userWith(1, user);
+    const own = { [await bindingOfUser(user)]: 1 };
+    const bucketZero = { [shardBindings()[0] as string]: 1 };
+    const oneDatabase = shardBindings().length === 1;
+    const cases: [string, string, Record<string, string>, number, Record<string, number>][] = [
+      ["GET", "/auth/sessions", {}, 401, {}],
+      ["GET", "/auth/sessions", { Authorization: "Basic x" }, 401, {}],
+      ["POST", "/auth/logout", {}, 401, {}],
+      ["POST", "/auth/logout", { ...sessionCookie(session.token), "Sec-Fetch-Site": "cross-site" }, 403, {}],
+      ["DELETE", "/auth/logout", { Authorization: `Bearer ${"A".repeat(8192)}` }, 400, {}],
+      ["GET", "/auth/logout", bearer(session.token), 405, {}],
+      ["GET", "/nowhere", bearer(session.token), 404, {}],
+      ["DELETE", "/auth/logout?scope=all", bearer(session.token), 400, {}],
+      ["DELETE", "/auth/sessions/", bearer(session.token), 400, own],
+      ["DELETE", `/auth/sessions/${"A".repeat(5000)}`, bearer(session.token), 414, {}],
+      ["DELETE", `/auth/sessions/${"A".repeat(1000)}`, bearer(session.token), 401, own],
+      ["DELETE", "/auth/logout", bearer(WELL_FORMED_UNKNOWN), 401, bucketZero],
+      // A token of a region this deployment does not have cannot be one of its tokens.
+      ["DELETE", "/auth/logout", bearer(`xx${WELL_FORMED_UNKNOWN}`), 400, {}],
+      // Ids from before buckets: looked up on a one-database deployment, malformed on more.
+      ["DELETE", "/auth/logout", bearer(LEGACY_UNKNOWN), oneDatabase ? 401 : 400, oneDatabase ? bucketZero : {}],
+>>>>>>> issue-8
     ];
-    for (const [method, path, headers, status, expected] of cases) {
+    for (const [method, path, headers, status, expected] of cases) 
       expect({ method, path, ...(await roundTrips(method, path, headers)) }).toEqual({
         method,
         path,
         status,
         roundTrips: expected,
       });
-    }
   });
 
   it("the counter itself counts: two sequential statements are two", async () => {
-    const counter = countingD1(env.DB);
+    const counter = countingD1(databases()[shardBindings()[0] as string] as D1Database);
     await counter.db.prepare("SELECT 1").first();
     await counter.db.prepare("SELECT ?").bind(2).all();
     await counter.db.batch([counter.db.prepare("SELECT 1"), counter.db.prepare("SELECT 2")]);

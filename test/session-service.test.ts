@@ -2,7 +2,7 @@ import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { readConfig } from "../src/config.ts";
-import { openDatabase } from "../src/db/queries.ts";
+import { openShards } from "../src/db/shards.ts";
 import { issueSession } from "../src/issue-session.ts";
 import { SessionService } from "../src/session-service.ts";
 import { newUser, tableSnapshot } from "./helpers.ts";
@@ -17,7 +17,7 @@ describe("SessionService (Workers RPC)", () => {
     vi.setSystemTime(new Date("2026-11-22T00:00:00.000Z"));
     const userId = newUser();
     const created = await exports.SessionService.create({ userId, ipAddress: "203.0.113.9", userAgent: "curl/8.5.0" });
-    expect(created.token).toMatch(/^[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}$/);
+    expect(created.token).toMatch(/^[A-Za-z0-9_-]{24}\.[A-Za-z0-9_-]{43}$/);
     expect(created.token.startsWith(`${created.id}.`)).toBe(true);
     expect(created.expiresAt).toBe("2026-12-22T00:00:00.000Z");
     expect(created.cookie).toBe(
@@ -93,8 +93,8 @@ describe("SessionService (Workers RPC)", () => {
       { userId: newUser(), ttlSeconds: 1.5 },
       { userId: newUser(), ttlSeconds: 400 * 86400 + 1 },
     ];
-    const db = openDatabase(env.DB);
-    for (const input of bad) await expect(issueSession(db, readConfig(env), input)).rejects.toThrow();
+    const shards = openShards(env);
+    for (const input of bad) await expect(issueSession(shards, readConfig(env), input)).rejects.toThrow();
     expect(await tableSnapshot()).toEqual(before);
   });
 

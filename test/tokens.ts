@@ -3,7 +3,8 @@ import { bearer, call, issue, newUser } from "./helpers.ts";
 
 // Tokens in each state the contract's status table distinguishes.
 
-const WELL_FORMED_UNKNOWN = `${"A".repeat(22)}.${"B".repeat(43)}`;
+/** Default region, bucket 0: a database in every deployment. */
+const WELL_FORMED_UNKNOWN = `${"A".repeat(24)}.${"B".repeat(43)}`;
 
 // An empty Authorization header is not listed: the runtime drops empty headers, so it
 // arrives as no header at all (tested as such in bad-input.test.ts).
@@ -15,17 +16,17 @@ export const NOT_BEARER: Record<string, string> = {
 
 /** Bearer tokens that cannot be a token of this service. */
 export const MALFORMED_AUTHORIZATION: Record<string, string> = {
-  "characters outside the alphabet": `Bearer ${"A".repeat(22)}.${"B".repeat(42)}!`,
-  "longer than any token": `Bearer ${WELL_FORMED_UNKNOWN}A`,
+  "characters outside the alphabet": `Bearer ${"A".repeat(24)}.${"B".repeat(42)}!`,
+  "longer than any token": `Bearer eu${WELL_FORMED_UNKNOWN}A`,
   "8 KB token": `Bearer ${"A".repeat(8192)}`,
-  "non-ASCII (Latin-1) token": `Bearer ${"é".repeat(22)}.${"B".repeat(43)}`,
+  "non-ASCII (Latin-1) token": `Bearer ${"é".repeat(24)}.${"B".repeat(43)}`,
   "no dot": `Bearer ${"A".repeat(66)}`,
   "two tokens": `Bearer ${WELL_FORMED_UNKNOWN} ${WELL_FORMED_UNKNOWN}`,
 };
 
 export const MALFORMED_COOKIE: Record<string, string> = {
   empty: "",
-  "characters outside the alphabet": `${"A".repeat(22)}.${"B".repeat(42)}%21`,
+  "characters outside the alphabet": `${"A".repeat(24)}.${"B".repeat(42)}%21`,
   "8 KB value": "A".repeat(8192),
 };
 

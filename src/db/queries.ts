@@ -36,9 +36,9 @@ export interface Actor {
   outbox: Outbox | null;
 }
 
-/** After the batch that wrote `events` committed: hand them to the outbox, if any. */
-function published<T>(actor: Actor, events: SessionEventRow[], result: T): T {
-  if (events.length > 0) actor.outbox?.publish(events);
+/** After the batch that wrote `events` to `db` committed: hand them to the outbox, if any. */
+function published<T>(db: Database, actor: Actor, events: SessionEventRow[], result: T): T {
+  if (events.length > 0) actor.outbox?.publish(db, events);
   return result;
 }
 
@@ -253,7 +253,7 @@ export async function insertSession(
     loggedBy(db, write),
   ]);
   const created = events.find((event) => event.type === "created");
-  return published(actor, events, { stored: stored.length > 0, newDevice: created?.newDevice === true });
+  return published(db, actor, events, { stored: stored.length > 0, newDevice: created?.newDevice === true });
 }
 
 /** What the list shows of a session: every column but the secret's hash. */
@@ -316,7 +316,7 @@ export async function endUserSessions(
     endSessions(db, ending),
     loggedBy(db, write),
   ]);
-  return published(actor, ended, ended.length);
+  return published(db, actor, ended, ended.length);
 }
 
 /** Ends one live session by id (no token), logging `ended` with the reason. */
@@ -334,7 +334,7 @@ export async function endSessionById(
     endSessions(db, ending),
     loggedBy(db, write),
   ]);
-  return published(actor, ended, ended.length > 0);
+  return published(db, actor, ended, ended.length > 0);
 }
 
 /**
@@ -357,7 +357,7 @@ export async function deleteSession(
     endSessions(db, target),
     loggedBy(db, write),
   ]);
-  return published(actor, ended, { proven: callers.length > 0 || ended.length > 0, deleted: ended.length > 0 });
+  return published(db, actor, ended, { proven: callers.length > 0 || ended.length > 0, deleted: ended.length > 0 });
 }
 
 /** Ends the token's own session; false when it was not live. */
@@ -369,7 +369,7 @@ export async function endSession(db: Database, proof: TokenProof, actor: Actor, 
     endSessions(db, own),
     loggedBy(db, write),
   ]);
-  return published(actor, ended, ended.length > 0);
+  return published(db, actor, ended, ended.length > 0);
 }
 
 /** Ends every live session of the token's user; 0 when the token was not live. */
@@ -381,7 +381,7 @@ export async function endAllSessions(db: Database, proof: TokenProof, actor: Act
     endSessions(db, all),
     loggedBy(db, write),
   ]);
-  return published(actor, ended, ended.length);
+  return published(db, actor, ended, ended.length);
 }
 
 /** Ends every live session of the token's user but the token's own; `proven` as for deleteSession. */
@@ -400,7 +400,7 @@ export async function endOtherSessions(
     endSessions(db, others),
     loggedBy(db, write),
   ]);
-  return published(actor, ended, { proven: callers.length > 0 || ended.length > 0, ended: ended.length });
+  return published(db, actor, ended, { proven: callers.length > 0 || ended.length > 0, ended: ended.length });
 }
 
 /** The caller's user's security log, newest first; caller null when the token is not live. */

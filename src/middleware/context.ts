@@ -3,26 +3,33 @@ import { instant } from "../clock.ts";
 import { readConfig } from "../config.ts";
 import type { AppEnv } from "../context.ts";
 import { meterD1 } from "../db/binding.ts";
-import { openDatabase } from "../db/queries.ts";
+import { openShards } from "../db/shards.ts";
 import { normalizeIp } from "../ip.ts";
 import { outboxFor } from "../outbox.ts";
 
 /**
  * What every handler reads: parsed config, the request's instant, the client's IP, and
- * the database handle (metered, with one retry on transient errors).
+ * the deployment's databases (each metered, with one retry on transient errors). Which
+ * database a request uses is known only once its credential is read (src/credentials.ts).
  */
 export const withContext = createMiddleware<AppEnv>(async (c, next) => {
-  const meter = meterD1(c.env.DB);
+  const meters: (() => number)[] = [];
   const config = readConfig(c.env);
   c.set("config", config);
   c.set("at", instant(config));
   c.set("clientIp", normalizeIp(c.req.header("CF-Connecting-IP")));
-  const db = openDatabase(meter.db);
-  c.set("db", db);
-  c.set("roundTrips", meter.roundTrips);
+  c.set(
+    "shards",
+    openShards(c.env, (d1) => {
+      const meter = meterD1(d1);
+      meters.push(meter.roundTrips);
+      return meter.db;
+    }),
+  );
+  c.set("roundTrips", () => meters.reduce((sum, roundTrips) => sum + roundTrips(), 0));
   c.set(
     "outbox",
-    outboxFor(c.env.SESSION_EVENTS, db, (promise) => c.executionCtx.waitUntil(promise)),
+    outboxFor(c.env.SESSION_EVENTS, (promise) => c.executionCtx.waitUntil(promise)),
   );
   await next();
 });

@@ -1,12 +1,12 @@
 import { createMiddleware } from "hono/factory";
 import { ApiError } from "../errors.ts";
 
-// A real path is at most `/auth/sessions/` and a 22-character id. The bound sits far above
+// A real path is at most `/auth/sessions/` and a 26-character id. The bound sits far above
 // that, so that for any id a client could plausibly send, authentication still comes
 // first (the contract's 401, not 414); only a path this long, which can only be hostile,
 // is refused before any parsing or query. The query string is not bounded here: no route
 // reads it (but `scope`), and the contract answers requests with one. Oversized
-// credentials need no bound of their own: a token longer than 66 characters is
+// credentials need no bound of their own: a token longer than 70 characters is
 // malformed, refused by the contract's own rows without a lookup.
 export const MAX_PATH_LENGTH = 8192;
 

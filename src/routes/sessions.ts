@@ -6,7 +6,6 @@ import { authenticate, deleteSession, type ListedSession, listSessions } from ".
 import { type DeviceType, sessionName } from "../device.ts";
 import { ApiError, unauthorized } from "../errors.ts";
 import { actorOf, requireBearer } from "../middleware/auth.ts";
-import { isSessionId } from "../token.ts";
 
 export interface SessionView {
   id: string;
@@ -37,8 +36,10 @@ export function sessionView(row: ListedSession): SessionView {
 }
 
 async function deleteById(c: Context<AppEnv>, id: string) {
-  const { db, proof, at } = c.var;
-  if (id.trim() === "" || !isSessionId(id)) {
+  const { db, proof, at, shards } = c.var;
+  // A session of the caller's user lives in the caller's database, so an id naming another
+  // one (or none) cannot be the caller's to delete: no other database is asked.
+  if (id.trim() === "" || shards.forSession(id)?.db !== db) {
     // Nothing to delete, but authentication still comes first (the caller learns nothing).
     if (!(await authenticate(db, proof, at))) throw unauthorized("invalid_token", true);
     if (id.trim() === "") throw new ApiError(400, "session_id_required");
