@@ -4,8 +4,12 @@ import { defineConfig } from "vitest/config";
 import { LOGIN_WORKER_BUILD } from "./test/global-setup.ts";
 
 // Auxiliary workers cannot read a wrangler.toml, so they are described here. The pool names
-// the worker under test (this project's) `vitest-plugin-runner-`.
-const SESSION_SERVICE = { name: "vitest-plugin-runner-", entrypoint: "SessionService" };
+// the worker under test `vitest-plugin-runner-<project name, [^a-z0-9-] as _>`, one per
+// project: the login worker's binding must name its own project's.
+const sessionService = (project: string) => ({
+  name: `vitest-plugin-runner-${project.replace(/[^a-z0-9-]/gi, "_")}`,
+  entrypoint: "SessionService",
+});
 const compatibilityDate = "2026-10-30";
 
 export default defineConfig(async () => {
@@ -41,24 +45,26 @@ export default defineConfig(async () => {
               modules: true,
               scriptPath: path.join(LOGIN_WORKER_BUILD, "index.js"),
               compatibilityDate,
-              serviceBindings: { SESSIONS: SESSION_SERVICE },
+              serviceBindings: { SESSIONS: sessionService(name) },
             },
           ],
         },
       }),
     ],
     test: {
-<<<<<<< HEAD
+      name,
       // test/browser/ is Playwright's (npm run test:browser).
       include: ["test/**/*.test.ts"],
-      globalSetup: ["./test/global-setup.ts"],
-=======
-      name,
->>>>>>> issue-8
       setupFiles: ["./test/setup.ts"],
       // The worker logs a JSON line per request; show logs only for failing tests.
       silent: "passed-only" as const,
     },
   });
-  return { test: { projects: [project("1 database"), project("4 databases", "sharded")] } };
+  return {
+    test: {
+      // Once for both projects (the root's own global setup), not once per project.
+      globalSetup: ["./test/global-setup.ts"],
+      projects: [project("1 database"), project("4 databases", "sharded")],
+    },
+  };
 });

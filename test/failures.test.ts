@@ -1,5 +1,3 @@
-<<<<<<< HEAD
-
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -7,9 +5,12 @@ import { SessionService } from "../src/session-service.ts";
 import { CONNECTION_LOST, type Fault, failingD1, faultyD1 } from "./d1.ts";
 import {
   bearer,
+  bindingOfUser,
   CHROME_MAC,
   CLEARED_COOKIE,
   callWith,
+  d1,
+  d1OfUser,
   expectError,
   expectMessage,
   isLive,
@@ -17,15 +18,8 @@ import {
   newUser,
   sessionCookie,
   sessionIdsOf,
+  wrapShards,
 } from "./helpers.ts";
-
-=======
-
-import { afterEach, describe, expect, it, vi } from "vitest";
-import { failingD1 } from "./d1.ts";
-import { bearer, callWith, expectError, issue, newUser, sessionCookie, wrapShards } from "./helpers.ts";
-
->>>>>>> issue-8
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -35,25 +29,28 @@ const OVERLOADED = "D1_ERROR: D1 DB is overloaded. Too many requests queued.";
 
 /** The user's security log, oldest first: what was logged, for which session, by whom. */
 async function eventsOf(userId: string) {
-  const { results } = await env.DB.prepare(
-    "SELECT type, session_id, actor_session_id FROM session_events WHERE user_id = ? ORDER BY id",
-  )
+  const { results } = await (await d1OfUser(userId))
+    .prepare("SELECT type, session_id, actor_session_id FROM session_events WHERE user_id = ? ORDER BY id")
     .bind(userId)
     .all<{ type: string; session_id: string; actor_session_id: string | null }>();
   return results.map((event) => [event.type, event.session_id, event.actor_session_id]);
 }
 
-/** A request whose D1 round trips fail as `plan` says; also returns how many went to D1. */
+/**
+ * A request whose round trips to `binding` (the database of the user it acts for) fail as
+ * `plan` says; also returns how many went to that database.
+ */
 async function callFaulty(
+  binding: string,
   plan: Fault[],
   method: string,
   path: string,
   headers: Record<string, string>,
   message?: string,
 ) {
-  const d1 = faultyD1(env.DB, plan, message);
-  const response = await callWith({ DB: d1.db }, method, path, headers);
-  return { response, roundTrips: d1.roundTrips };
+  const faulty = faultyD1(d1(binding), plan, message);
+  const response = await callWith({ [binding]: faulty.db }, method, path, headers);
+  return { response, roundTrips: faulty.roundTrips };
 }
 
 async function expectUnavailable(response: Response): Promise<void> {
@@ -99,7 +96,13 @@ describe("a batch that committed but whose answer was lost", () => {
   it("POST /auth/logout: 200 Logged out and the cookie cleared (the session ended)", async () => {
     const userId = newUser();
     const session = await issue(userId);
-    const { response, roundTrips } = await callFaulty(["after"], "POST", "/auth/logout", sessionCookie(session.token));
+    const { response, roundTrips } = await callFaulty(
+      await bindingOfUser(userId),
+      ["after"],
+      "POST",
+      "/auth/logout",
+      sessionCookie(session.token),
+    );
     await expectMessage(response, "Logged out", CLEARED_COOKIE);
     expect(roundTrips).toBe(2);
     expect(await isLive(session.token)).toBe(false);
@@ -113,7 +116,13 @@ describe("a batch that committed but whose answer was lost", () => {
     const userId = newUser();
     const mine = await issue(userId);
     const other = await issue(userId);
-    const { response } = await callFaulty(["after"], "DELETE", `/auth/sessions/${other.id}`, bearer(mine.token));
+    const { response } = await callFaulty(
+      await bindingOfUser(userId),
+      ["after"],
+      "DELETE",
+      `/auth/sessions/${other.id}`,
+      bearer(mine.token),
+    );
     await expectMessage(response, "Session deleted");
     expect(await sessionIdsOf(userId)).toEqual([mine.id]);
     expect((await eventsOf(userId)).slice(2)).toEqual([["deleted", other.id, mine.id]]);
@@ -122,7 +131,13 @@ describe("a batch that committed but whose answer was lost", () => {
   it("DELETE /auth/sessions/:id of my own: 200 Session deleted and the cookie cleared", async () => {
     const userId = newUser();
     const mine = await issue(userId);
-    const { response } = await callFaulty(["after"], "DELETE", `/auth/sessions/${mine.id}`, bearer(mine.token));
+    const { response } = await callFaulty(
+      await bindingOfUser(userId),
+      ["after"],
+      "DELETE",
+      `/auth/sessions/${mine.id}`,
+      bearer(mine.token),
+    );
     await expectMessage(response, "Session deleted", CLEARED_COOKIE);
     expect(await sessionIdsOf(userId)).toEqual([]);
     expect((await eventsOf(userId)).slice(1)).toEqual([["deleted", mine.id, mine.id]]);
@@ -131,7 +146,13 @@ describe("a batch that committed but whose answer was lost", () => {
   it("DELETE /auth/logout: 200 Logged out of all sessions", async () => {
     const userId = newUser();
     const [a, b] = [await issue(userId), await issue(userId)];
-    const { response } = await callFaulty(["after"], "DELETE", "/auth/logout", sessionCookie(a.token));
+    const { response } = await callFaulty(
+      await bindingOfUser(userId),
+      ["after"],
+      "DELETE",
+      "/auth/logout",
+      sessionCookie(a.token),
+    );
     await expectMessage(response, "Logged out of all sessions", CLEARED_COOKIE);
     expect(await sessionIdsOf(userId)).toEqual([]);
     expect((await eventsOf(userId)).slice(2).sort()).toEqual(
@@ -145,7 +166,13 @@ describe("a batch that committed but whose answer was lost", () => {
   it("DELETE /auth/logout?scope=others: the number that actually ended", async () => {
     const userId = newUser();
     const [me, b, c] = [await issue(userId), await issue(userId), await issue(userId)];
-    const { response } = await callFaulty(["after"], "DELETE", "/auth/logout?scope=others", bearer(me.token));
+    const { response } = await callFaulty(
+      await bindingOfUser(userId),
+      ["after"],
+      "DELETE",
+      "/auth/logout?scope=others",
+      bearer(me.token),
+    );
     await expectMessage(response, "Logged out of 2 other sessions");
     expect(await sessionIdsOf(userId)).toEqual([me.id]);
     expect((await eventsOf(userId)).slice(3).sort()).toEqual(
@@ -158,28 +185,37 @@ describe("a batch that committed but whose answer was lost", () => {
 
   it("SessionService.create: the caller gets the token of the one session that exists", async () => {
     const userId = newUser();
-    const d1 = faultyD1(env.DB, ["after"]);
-    const service = new SessionService(createExecutionContext(), { ...env, DB: d1.db });
+    const faulty = faultyD1(await d1OfUser(userId), ["after"]);
+    const service = new SessionService(createExecutionContext(), { ...env, [await bindingOfUser(userId)]: faulty.db });
     const created = await service.create({ userId, userAgent: CHROME_MAC });
-    expect(d1.roundTrips).toBe(2);
+    expect(faulty.roundTrips).toBe(2);
     expect(await sessionIdsOf(userId)).toEqual([created.id]);
     expect(await isLive(created.token)).toBe(true);
     expect(await eventsOf(userId)).toEqual([["created", created.id, null]]);
   });
 
   it("a refusal stays a refusal: a dead token's logout answers 400 after the replay, as without it", async () => {
-    const session = await issue(newUser());
+    const userId = newUser();
+    const session = await issue(userId);
     await callWith({}, "POST", "/auth/logout", bearer(session.token));
-    const { response } = await callFaulty(["after"], "POST", "/auth/logout", bearer(session.token));
+    const { response } = await callFaulty(
+      await bindingOfUser(userId),
+      ["after"],
+      "POST",
+      "/auth/logout",
+      bearer(session.token),
+    );
     await expectError(response, 400, "session_invalid");
   });
 });
 
 describe("overload: 503 service_unavailable with Retry-After, never 500", () => {
   it("an overloaded D1 is not retried, and the logout keeps its cookie for the client's retry", async () => {
-    const session = await issue(newUser());
+    const userId = newUser();
+    const session = await issue(userId);
     for (const message of [OVERLOADED, "D1_ERROR: D1 DB is overloaded. Requests queued for too long."]) {
       const { response, roundTrips } = await callFaulty(
+        await bindingOfUser(userId),
         ["before"],
         "POST",
         "/auth/logout",
@@ -193,7 +229,8 @@ describe("overload: 503 service_unavailable with Retry-After, never 500", () => 
   });
 
   it("a transient error twice: 503 on every operation, cookie kept", async () => {
-    const session = await issue(newUser());
+    const userId = newUser();
+    const session = await issue(userId);
     const requests: [string, string, Record<string, string>][] = [
       ["GET", "/auth/sessions", bearer(session.token)],
       ["GET", "/auth/events", bearer(session.token)],
@@ -204,7 +241,13 @@ describe("overload: 503 service_unavailable with Retry-After, never 500", () => 
       ["DELETE", "/auth/logout?scope=others", sessionCookie(session.token)],
     ];
     for (const [method, path, headers] of requests) {
-      const { response, roundTrips } = await callFaulty(["before", "before"], method, path, headers);
+      const { response, roundTrips } = await callFaulty(
+        await bindingOfUser(userId),
+        ["before", "before"],
+        method,
+        path,
+        headers,
+      );
       await expectUnavailable(response);
       expect(roundTrips).toBe(2);
     }
@@ -213,9 +256,11 @@ describe("overload: 503 service_unavailable with Retry-After, never 500", () => 
 
   it("a 503 is never counted against the client's failed-authentication limit", async () => {
     const ip = "198.51.100.203";
-    const dead = `${"A".repeat(22)}.${"B".repeat(43)}`;
+    // Well-formed, unknown, and naming bucket 0 of the default region: the first database.
+    const dead = `${"A".repeat(24)}.${"B".repeat(43)}`;
     for (let i = 0; i < 40; i++) {
       const { response } = await callFaulty(
+        "DB",
         ["before"],
         "GET",
         "/auth/sessions",
@@ -231,11 +276,13 @@ describe("overload: 503 service_unavailable with Retry-After, never 500", () => 
   it("SessionService: create and authenticate throw a clear retryable error, create leaves no session", async () => {
     const userId = newUser();
     const session = await issue(userId);
+    const binding = await bindingOfUser(userId);
     for (const plan of [["before", "before"], ["before"]] as Fault[][]) {
       const message = plan.length === 2 ? CONNECTION_LOST : OVERLOADED;
-      const service = new SessionService(createExecutionContext(), { ...env, DB: faultyD1(env.DB, plan, message).db });
+      const faulty = async () => ({ ...env, [binding]: faultyD1(await d1OfUser(userId), plan, message).db });
+      const service = new SessionService(createExecutionContext(), await faulty());
       await expect(service.create({ userId })).rejects.toThrow("The session database is unavailable. Retry shortly.");
-      const checking = new SessionService(createExecutionContext(), { ...env, DB: faultyD1(env.DB, plan, message).db });
+      const checking = new SessionService(createExecutionContext(), await faulty());
       await expect(checking.authenticate(session.token)).rejects.toThrow(
         "The session database is unavailable. Retry shortly.",
       );

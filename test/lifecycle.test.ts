@@ -1,10 +1,22 @@
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { readConfig } from "../src/config.ts";
-import { openDatabase } from "../src/db/queries.ts";
+import { openShards } from "../src/db/shards.ts";
 import { issueSession } from "../src/issue-session.ts";
-import { countingD1 } from "./d1.ts";
-import { bearer, CHROME_MAC, call, callWith, isLive, issue, newUser, sessionIdsOf } from "./helpers.ts";
+import { countingShards } from "./d1.ts";
+import {
+  bearer,
+  bindingOfUser,
+  CHROME_MAC,
+  call,
+  callWith,
+  d1OfUser,
+  databases,
+  isLive,
+  issue,
+  newUser,
+  sessionIdsOf,
+} from "./helpers.ts";
 
 // The per-user cap (SESSION_MAX_PER_USER), the sliding lifetime (SESSION_SLIDING_TTL, capped by
 // SESSION_MAX_LIFETIME_SECONDS) and the new-device flag of create.
@@ -49,10 +61,10 @@ describe("SESSION_MAX_PER_USER", () => {
   it("with a cap of 1, each new session ends the previous one, in the creation's one round trip", async () => {
     const config = { ...readConfig(env), maxPerUser: 1 };
     const userId = newUser();
-    const first = await issueSession(openDatabase(env.DB), config, { userId });
-    const counter = countingD1(env.DB);
-    const second = await issueSession(openDatabase(counter.db), config, { userId });
-    expect(counter.roundTrips).toBe(1);
+    const first = await issueSession(openShards(env), config, { userId });
+    const counter = countingShards(databases());
+    const second = await issueSession(openShards({ ...env, ...counter.env }), config, { userId });
+    expect(counter.roundTrips()).toEqual({ [await bindingOfUser(userId)]: 1 });
     expect(await sessionIdsOf(userId)).toEqual([second.id]);
     expect(await isLive(first.token)).toBe(false);
     const types = (await eventsOf(second.token)).map((e) => [e.type, e.session_id]);
@@ -67,12 +79,12 @@ describe("SESSION_MAX_PER_USER", () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(START);
     const config = { ...readConfig(env), maxPerUser: 2 };
-    const db = openDatabase(env.DB);
+    const shards = openShards(env);
     const userId = newUser();
-    await issueSession(db, config, { userId, ttlSeconds: 60 });
-    const kept = await issueSession(db, config, { userId });
+    await issueSession(shards, config, { userId, ttlSeconds: 60 });
+    const kept = await issueSession(shards, config, { userId });
     vi.setSystemTime(START + 2 * MINUTE);
-    const latest = await issueSession(db, config, { userId });
+    const latest = await issueSession(shards, config, { userId });
     expect(await isLive(kept.token)).toBe(true);
     expect(await isLive(latest.token)).toBe(true);
     expect((await eventsOf(latest.token)).filter((e) => e.type === "evicted")).toEqual([]);
@@ -108,13 +120,14 @@ describe("SESSION_SLIDING_TTL", () => {
   it("renews to now + the session's own TTL with the activity write, in the request's one round trip", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(START);
-    const session = await issue(newUser(), { ttlSeconds: 3600 });
+    const userId = newUser();
+    const session = await issue(userId, { ttlSeconds: 3600 });
     vi.setSystemTime(START + 30 * MINUTE);
-    const counter = countingD1(env.DB);
+    const counter = countingShards(databases());
     expect(
-      (await callWith({ ...sliding, DB: counter.db }, "GET", "/auth/sessions", bearer(session.token))).status,
+      (await callWith({ ...sliding, ...counter.env }, "GET", "/auth/sessions", bearer(session.token))).status,
     ).toBe(200);
-    expect(counter.roundTrips).toBe(1);
+    expect(counter.roundTrips()).toEqual({ [await bindingOfUser(userId)]: 1 });
     expect(await expiresAt(session.token, sliding)).toBe(new Date(START + 90 * MINUTE).toISOString());
     // Within the activity write interval nothing is written, so nothing moves.
     vi.setSystemTime(START + 33 * MINUTE);
@@ -129,8 +142,12 @@ describe("SESSION_SLIDING_TTL", () => {
   it("renews a session issued before ttl_seconds existed by its original lifetime", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(START);
-    const session = await issue(newUser(), { ttlSeconds: 7200 });
-    await env.DB.prepare("UPDATE sessions SET ttl_seconds = NULL WHERE id = ?").bind(session.id).run();
+    const userId = newUser();
+    const session = await issue(userId, { ttlSeconds: 7200 });
+    await (await d1OfUser(userId))
+      .prepare("UPDATE sessions SET ttl_seconds = NULL WHERE id = ?")
+      .bind(session.id)
+      .run();
     vi.setSystemTime(START + 30 * MINUTE);
     expect(await expiresAt(session.token, sliding)).toBe(new Date(START + 150 * MINUTE).toISOString());
   });
@@ -158,14 +175,14 @@ describe("SESSION_SLIDING_TTL", () => {
       SESSION_TTL_SECONDS: "3600",
       SESSION_MAX_LIFETIME_SECONDS: "604800",
     });
-    const created = await issueSession(openDatabase(env.DB), config, { userId: newUser(), ttlSeconds: 3600 });
+    const created = await issueSession(openShards(env), config, { userId: newUser(), ttlSeconds: 3600 });
     expect(created.cookie).toContain("; Max-Age=604800;");
     expect(created.expiresAt).toBe(new Date(START + 3600_000).toISOString());
   });
 
   it("refuses a TTL beyond the maximum lifetime, and an inconsistent configuration", async () => {
     const config = readConfig({ ...env, SESSION_TTL_SECONDS: "3600", SESSION_MAX_LIFETIME_SECONDS: "86400" });
-    await expect(issueSession(openDatabase(env.DB), config, { userId: newUser(), ttlSeconds: 86_401 })).rejects.toThrow(
+    await expect(issueSession(openShards(env), config, { userId: newUser(), ttlSeconds: 86_401 })).rejects.toThrow(
       "ttlSeconds must be an integer from 1 to 86400",
     );
     expect(() => readConfig({ ...env, SESSION_SLIDING_TTL: "yes" })).toThrow(
@@ -236,7 +253,7 @@ describe("newDevice", () => {
     vi.setSystemTime(START + 100 * DAY);
     // The created event is past retention and purged; the session itself was used yesterday.
     await callWith({ SESSION_IDLE_TIMEOUT_SECONDS: "0" }, "GET", "/auth/sessions", bearer(old.token));
-    await env.DB.prepare("DELETE FROM session_events WHERE session_id = ?").bind(old.id).run();
+    await (await d1OfUser(userId)).prepare("DELETE FROM session_events WHERE session_id = ?").bind(old.id).run();
     vi.setSystemTime(START + 101 * DAY);
     expect((await issue(userId, { country: "DE" })).newDevice).toBe(false);
   });

@@ -31,7 +31,7 @@ describe("example login worker over a real service binding", () => {
     expect(laptop.status).toBe(200);
     expect(laptop.body).toEqual({ signedIn: "alice", newDevice: true });
     expect(laptop.cookie).toMatch(
-      /^__Host-session=[\w-]{22}\.[\w-]{43}; Max-Age=2592000; Path=\/; HttpOnly; Secure; SameSite=Lax$/,
+      /^__Host-session=[\w-]{24}\.[\w-]{43}; Max-Age=2592000; Path=\/; HttpOnly; Secure; SameSite=Lax$/,
     );
     const phone = await login(FIREFOX_LINUX);
     expect(phone.body).toEqual({ signedIn: "alice", newDevice: true });

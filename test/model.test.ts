@@ -4,7 +4,18 @@ import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { SessionService } from "../src/session-service.ts";
 import { type Fault, faultyD1 } from "./d1.ts";
-import { bearer, CHROME_MAC, CLEARED_COOKIE, call, callWith, newUser, sessionCookie } from "./helpers.ts";
+import {
+  bearer,
+  bindingOfUser,
+  CHROME_MAC,
+  CLEARED_COOKIE,
+  call,
+  callWith,
+  d1,
+  databases,
+  newUser,
+  sessionCookie,
+} from "./helpers.ts";
 
 // Model-based test: random sequences of the service's operations across several users,
 // each checked step by step against a small in-memory model of who holds which live
@@ -15,7 +26,8 @@ import { bearer, CHROME_MAC, CLEARED_COOKIE, call, callWith, newUser, sessionCoo
 // Every operation runs on a faulty D1: no fault, one (before the call, or after the commit
 // with the answer lost), or two (both attempts fail). After one fault the answer must be the
 // true one; after two it must be 503 service_unavailable, and the model takes the effect
-// exactly when one of the attempts committed.
+// exactly when one of the attempts committed. Faults are injected on the database that holds
+// the acting user (the suite runs at one database and at four): the only one asked.
 
 const RUNS = Number(env.FAST_CHECK_RUNS);
 const USERS = 3;
@@ -37,6 +49,8 @@ interface Model {
 
 interface Real {
   users: string[];
+  /** The binding of each user's database. */
+  bindings: string[];
 }
 
 type Faults = readonly Fault[];
@@ -58,22 +72,26 @@ const credential = (session: { token: string }, via: Via) =>
  * and one ending event per session ended while live. */
 async function expectTableMatches(model: Model, real: Real): Promise<void> {
   const users = real.users.map(() => "?").join(", ");
-  const { results: rows } = await env.DB.prepare(
-    `SELECT id FROM sessions WHERE user_id IN (${users}) AND expires_at > ?`,
-  )
-    .bind(...real.users, model.now)
-    .all<{ id: string }>();
+  const rows: { id: string }[] = [];
+  const events: { session_id: string; type: string }[] = [];
+  for (const db of Object.values(databases())) {
+    const live = await db
+      .prepare(`SELECT id FROM sessions WHERE user_id IN (${users}) AND expires_at > ?`)
+      .bind(...real.users, model.now)
+      .all<{ id: string }>();
+    rows.push(...live.results);
+    const logged = await db
+      .prepare(`SELECT session_id, type FROM session_events WHERE user_id IN (${users})`)
+      .bind(...real.users)
+      .all<{ session_id: string; type: string }>();
+    events.push(...logged.results);
+  }
   expect(rows.map((row) => row.id).sort()).toEqual(
     model.sessions
       .filter((s) => isLive(model, s))
       .map((s) => s.id)
       .sort(),
   );
-  const { results: events } = await env.DB.prepare(
-    `SELECT session_id, type FROM session_events WHERE user_id IN (${users})`,
-  )
-    .bind(...real.users)
-    .all<{ session_id: string; type: string }>();
   const logged = (id: string) => {
     const own = events.filter((event) => event.session_id === id);
     return { id, created: own.filter((e) => e.type === "created").length, ended: own.length - 1 };
@@ -109,15 +127,16 @@ interface Expected {
   effect?: () => void;
 }
 
-/** One HTTP request on a D1 failing as `faults` says, checked against `expected`. */
+/** One HTTP request, its user's database (`binding`) failing as `faults` says, checked against `expected`. */
 async function request(
+  binding: string,
   faults: Faults,
   method: string,
   path: string,
   headers: Record<string, string>,
   expected: Expected,
 ): Promise<Response> {
-  const response = await callWith({ DB: faultyD1(env.DB, faults).db }, method, path, headers);
+  const response = await callWith({ [binding]: faultyD1(d1(binding), faults).db }, method, path, headers);
   const body = (await response.clone().json()) as { code?: string };
   const seen = { status: response.status, setCookie: response.headers.get("Set-Cookie") };
   if (!answered(faults)) {
@@ -140,7 +159,11 @@ const createSession = (user: number, ttlSeconds: number, faults: Faults) =>
   command(
     `create(user ${user}, ttl ${ttlSeconds}s${faultLabel(faults)})`,
     async (model, real) => {
-      const service = new SessionService(createExecutionContext(), { ...env, DB: faultyD1(env.DB, faults).db });
+      const binding = real.bindings[user]!;
+      const service = new SessionService(createExecutionContext(), {
+        ...env,
+        [binding]: faultyD1(d1(binding), faults).db,
+      });
       const creating = service.create({
         userId: real.users[user]!,
         userAgent: CHROME_MAC,
@@ -158,7 +181,8 @@ const createSession = (user: number, ttlSeconds: number, faults: Faults) =>
       if (!committed(faults)) return;
       // Committed, but both answers were lost: the session exists and nobody holds its token.
       const known = new Set(model.sessions.map((s) => s.id));
-      const { results } = await env.DB.prepare("SELECT id FROM sessions WHERE user_id = ?")
+      const { results } = await d1(binding)
+        .prepare("SELECT id FROM sessions WHERE user_id = ?")
         .bind(real.users[user])
         .all<{ id: string }>();
       const orphans = results.map((row) => row.id).filter((id) => !known.has(id));
@@ -179,13 +203,13 @@ const advanceClock = (ms: number) =>
   );
 
 const list = (by: number, faults: Faults) =>
-  command(`list(by #${by}${faultLabel(faults)})`, async (model) => {
+  command(`list(by #${by}${faultLabel(faults)})`, async (model, real) => {
     const caller = pickCaller(model, by);
     const live = isLive(model, caller);
     const sessions = liveOf(model, caller.user)
       .map((s) => s.id)
       .sort();
-    const response = await request(faults, "GET", "/auth/sessions", bearer(caller.token), {
+    const response = await request(real.bindings[caller.user]!, faults, "GET", "/auth/sessions", bearer(caller.token), {
       status: live ? 200 : 401,
       setCookie: null,
     });
@@ -197,10 +221,10 @@ const list = (by: number, faults: Faults) =>
   });
 
 const deleteById = (by: number, targetIndex: number | "unknown" | "self", faults: Faults) =>
-  command(`delete(#${targetIndex} by #${by}${faultLabel(faults)})`, async (model) => {
+  command(`delete(#${targetIndex} by #${by}${faultLabel(faults)})`, async (model, real) => {
     const caller = pickCaller(model, by);
     const target = targetIndex === "unknown" ? undefined : targetIndex === "self" ? caller : pick(model, targetIndex);
-    const path = `/auth/sessions/${target?.id ?? "AAAAAAAAAAAAAAAAAAAAAA"}`;
+    const path = `/auth/sessions/${target?.id ?? "A".repeat(24)}`;
     let expected: Expected;
     if (!isLive(model, caller)) expected = { status: 401, code: "invalid_token", setCookie: null };
     else if (!target || !isLive(model, target) || target.user !== caller.user)
@@ -214,14 +238,14 @@ const deleteById = (by: number, targetIndex: number | "unknown" | "self", faults
           target.ended = true;
         },
       };
-    await request(faults, "DELETE", path, bearer(caller.token), expected);
+    await request(real.bindings[caller.user]!, faults, "DELETE", path, bearer(caller.token), expected);
   });
 
 const logout = (by: number, via: Via, faults: Faults) =>
-  command(`logout(#${by} by ${via}${faultLabel(faults)})`, async (model) => {
+  command(`logout(#${by} by ${via}${faultLabel(faults)})`, async (model, real) => {
     const caller = pickCaller(model, by);
     const live = isLive(model, caller);
-    await request(faults, "POST", "/auth/logout", credential(caller, via), {
+    await request(real.bindings[caller.user]!, faults, "POST", "/auth/logout", credential(caller, via), {
       status: live ? 200 : 400,
       ...(live ? { body: { message: "Logged out" } } : { code: "session_invalid" }),
       setCookie: via === "cookie" ? CLEARED_COOKIE : null,
@@ -232,20 +256,27 @@ const logout = (by: number, via: Via, faults: Faults) =>
   });
 
 const logoutMany = (by: number, via: Via, others: boolean, faults: Faults) =>
-  command(`logout-${others ? "others" : "all"}(#${by} by ${via}${faultLabel(faults)})`, async (model) => {
+  command(`logout-${others ? "others" : "all"}(#${by} by ${via}${faultLabel(faults)})`, async (model, real) => {
     const caller = pickCaller(model, by);
     const live = isLive(model, caller);
     const ending = live ? liveOf(model, caller.user).filter((s) => !others || s !== caller) : [];
     const n = ending.length;
     const message = others ? `Logged out of ${n} other session${n === 1 ? "" : "s"}` : "Logged out of all sessions";
-    await request(faults, "DELETE", others ? "/auth/logout?scope=others" : "/auth/logout", credential(caller, via), {
-      status: live ? 200 : 401,
-      ...(live ? { body: { message } } : { code: "session_invalid" }),
-      setCookie: via === "cookie" && !(others && live) ? CLEARED_COOKIE : null,
-      effect: () => {
-        for (const session of ending) session.ended = true;
+    await request(
+      real.bindings[caller.user]!,
+      faults,
+      "DELETE",
+      others ? "/auth/logout?scope=others" : "/auth/logout",
+      credential(caller, via),
+      {
+        status: live ? 200 : 401,
+        ...(live ? { body: { message } } : { code: "session_invalid" }),
+        setCookie: via === "cookie" && !(others && live) ? CLEARED_COOKIE : null,
+        effect: () => {
+          for (const session of ending) session.ended = true;
+        },
       },
-    });
+    );
   });
 
 const fault = fc.constantFrom<Fault>("before", "after");
@@ -282,7 +313,8 @@ describe("model-based, on a D1 that fails before the call, after the commit, or 
       fc.asyncProperty(fc.commands(commands, { maxCommands: 40, size: "+1" }), async (cmds) => {
         const start = Date.UTC(2026, 10, 22, 12);
         vi.setSystemTime(start);
-        const real: Real = { users: Array.from({ length: USERS }, newUser) };
+        const users = Array.from({ length: USERS }, newUser);
+        const real: Real = { users, bindings: await Promise.all(users.map((user) => bindingOfUser(user))) };
         const model: Model = { now: start, sessions: [] };
         await fc.asyncModelRun(() => ({ model, real }), cmds);
         // Afterwards, every token the model holds dead is dead for the service as well.

@@ -76,7 +76,7 @@ describe("query plans", () => {
       [operations.endSession!, 1],
       [operations.insertSession!, 2],
     ] as const) {
-      const { db, statements } = recordingD1(env.DB);
+      const { db, statements } = recordingD1(database);
       await run(queries.openDatabase(db));
       const reads = statements.filter((s) => /"request_id" = \?/.test(s.sql));
       expect(reads.length).toBe(expected);
