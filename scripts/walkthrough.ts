@@ -7,16 +7,20 @@
 // document does not list with its own 405, so the service's `GET /auth/logout` 405 is
 // checked by the project's validator (test/openapi.ts, which reads `x-other-methods`).
 //   npm run walkthrough                     (writes dist/openapi.json first)
+//   npm run walkthrough -- --env sharded    (the same on the four databases of that environment:
+//                                           the server and every operator command get --env)
 //   OPENAPI_DOCUMENT=<file> node scripts/walkthrough.ts    (check against another document)
 import { execFile, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { promisify, stripVTControlCharacters } from "node:util";
+import { parseArgs, promisify, stripVTControlCharacters } from "node:util";
 import createClient from "openapi-fetch";
 import type { paths } from "../dist/openapi-types.ts";
 import { validateResponse } from "../test/openapi.ts";
 import { startLocalServer } from "./local-server.ts";
 
 const DOCUMENT = process.env.OPENAPI_DOCUMENT ?? "dist/openapi.json";
+const { env } = parseArgs({ options: { env: { type: "string" } } }).values;
+const envArgs = env === undefined ? [] : ["--env", env];
 const CHROME_ON_MAC =
   "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
 
@@ -71,14 +75,15 @@ async function expectStatus<T extends { response: Response; data?: unknown; erro
 const user = `walkthrough-${Date.now()}`;
 // Asynchronous on purpose: a blocked event loop would miss Prism closing an idle connection.
 async function operator<T>(command: string, ...args: string[]): Promise<T> {
-  const npm = ["run", "--silent", command, "--", ...args];
+  const npm = ["run", "--silent", command, "--", ...envArgs, ...args];
   return JSON.parse((await promisify(execFile)("npm", npm, { encoding: "utf8" })).stdout);
 }
 const sessionCreate = (...args: string[]) =>
   operator<{ id: string; token: string }>("session:create", "--user", user, ...args);
+const otherUser = `${user}-bob`;
 const bearer = (token: string) => ({ headers: { Authorization: `Bearer ${token}` } });
 
-const server = await startLocalServer();
+const server = await startLocalServer(env === undefined ? {} : { env });
 let prism: Awaited<ReturnType<typeof startPrism>> | undefined;
 try {
   prism = await startPrism(DOCUMENT, server.url);
@@ -105,6 +110,18 @@ try {
   );
   exact<typeof deleted.data, { message: "Session deleted" } | undefined>(true);
   check('{"message": "Session deleted"}', deleted.data?.message === "Session deleted", deleted.data);
+
+  // Another user's session (on four databases, most likely in another database): refused
+  // once the caller's token is proven, as the contract says for any session not the caller's.
+  const bob = await operator<{ id: string; token: string }>("session:create", "--user", otherUser);
+  const notMine = await expectStatus(
+    401,
+    "DELETE /auth/sessions/{another user's session}",
+    api.DELETE("/auth/sessions/{id}", { params: { path: { id: bob.id } }, ...bearer(token) }),
+  );
+  check("code not_authorized", notMine.error?.code === "not_authorized", notMine.error);
+  const bobListed = await operator<{ sessions: { id: string }[] }>("session:list", "--user", otherUser);
+  check("the other user's session is still live", bobListed.sessions[0]?.id === bob.id, bobListed);
 
   const phoneGone = await expectStatus(
     401,
@@ -203,7 +220,9 @@ try {
     limited.error?.code === "rate_limited" && limited.response.headers.get("Retry-After") === "60",
     limited.error,
   );
-  console.log("walkthrough: ok, every response through Prism matched the document");
+  console.log(
+    `walkthrough: ok${env === undefined ? "" : ` (--env ${env})`}, every response through Prism matched the document`,
+  );
 } catch (error) {
   if (prism) console.error(`--- prism (tail) ---\n${prism.log().slice(-3_000)}`);
   console.error(error instanceof Error ? error.message : error);
