@@ -9,7 +9,8 @@ import type { EventType, SessionEventRow } from "./db/schema.ts";
 
 /** What a consumer receives: one message per event. */
 export interface SessionEventMessage {
-  id: number;
+  /** The event's own id, unique across every database and the same each time it is sent again. */
+  id: string;
   type: EventType;
   userId: string;
   sessionId: string;
@@ -42,9 +43,20 @@ export const RESEND_AFTER_MS = 60_000;
 export const RESEND_BATCH_SIZE = 100;
 export const RESEND_MAX_BATCHES = 10;
 
+/**
+ * `<request_id>:<session_id>`. A row id is unique within its database only, so with several
+ * databases two events may share one. A write's request id is random and a write logs at
+ * most one event per session, so the pair names one event anywhere, and is read from the row
+ * whenever it is sent. Every event ever pending carries a request id: only rows logged before
+ * the column existed lack one, and those were written not pending.
+ */
+function messageId(event: Pick<SessionEventRow, "requestId" | "sessionId">): string {
+  return `${event.requestId as string}:${event.sessionId}`;
+}
+
 function toMessage(event: SessionEventRow): SessionEventMessage {
   return {
-    id: event.id,
+    id: messageId(event),
     type: event.type,
     userId: event.userId,
     sessionId: event.sessionId,
@@ -93,16 +105,20 @@ export function outboxFor(
   return { publish: (db, events) => waitUntil(deliver(queue, db, events).catch(logFailure)) };
 }
 
-/** The cron's pass: sends what is still pending, oldest first, in bounded batches. */
+/**
+ * The cron's pass over one database: sends what is still pending, oldest first, in bounded
+ * batches, each started only while `mayStart()` says the run can afford one.
+ */
 export async function resendPending(
   queue: Queue<SessionEventMessage> | undefined,
   db: Database,
   now: Date,
+  mayStart: () => boolean,
 ): Promise<number> {
   if (!queue) return 0;
   const before = new Date(now.getTime() - RESEND_AFTER_MS);
   let sent = 0;
-  for (let batch = 0; batch < RESEND_MAX_BATCHES; batch++) {
+  for (let batch = 0; batch < RESEND_MAX_BATCHES && mayStart(); batch++) {
     const events = await pendingEvents(db, before, RESEND_BATCH_SIZE);
     if (events.length === 0) break;
     try {

@@ -59,8 +59,11 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
     subrequests: 0,
     complete: true,
   };
-  // First, so nothing pending is purged before the queue had its chance this run.
-  for (const { db } of shards) result.resent += await resendPending(env.SESSION_EVENTS, db, at.now);
+  // Each call may be retried once (src/db/binding.ts): two subrequests are reserved per call.
+  const room = () => (Date.now() < deadline ? Math.max(0, Math.floor((budget.subrequests - subrequests) / 2)) : 0);
+  // First, so nothing pending is purged before the queue had its chance this run. A resend
+  // batch is two calls (select, mark), and like the purge it stays within the budget.
+  for (const { db } of shards) result.resent += await resendPending(env.SESSION_EVENTS, db, at.now, () => room() >= 2);
   // Round robin, one batch per table per database per round, so a budget that runs out
   // leaves every database equally far along rather than one untouched.
   let pending = shards.flatMap(({ db }) => [
@@ -68,9 +71,7 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
     { table: "events" as const, purge: (limit: number) => purgeEvents(db, retentionCutoff, limit) },
   ]);
   while (pending.length > 0) {
-    // Each call may be retried once (src/db/binding.ts): reserve two subrequests per call.
-    const room = Math.max(0, Math.floor((budget.subrequests - subrequests) / 2));
-    const round = Date.now() < deadline ? pending.slice(0, room) : [];
+    const round = pending.slice(0, room());
     if (round.length === 0) {
       result.complete = false;
       break;

@@ -2,19 +2,32 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { readConfig } from "../src/config.ts";
-import { openDatabase } from "../src/db/queries.ts";
+import { wrapD1 } from "../src/db/binding.ts";
+import { openShards } from "../src/db/shards.ts";
 import worker from "../src/index.ts";
 import { issueSession } from "../src/issue-session.ts";
 import type { SessionEventMessage } from "../src/outbox.ts";
 import { purge } from "../src/scheduled.ts";
 import { SessionService } from "../src/session-service.ts";
 import { endSessionsOfUser } from "../src/user-sessions.ts";
-import { countingD1 } from "./d1.ts";
-import { bearer, callWith, issue, newUser, randomIp } from "./helpers.ts";
+import { countingShards } from "./d1.ts";
+import {
+  bearer,
+  bindingOfUser,
+  callWith,
+  d1,
+  d1OfUser,
+  databases,
+  issue,
+  newUser,
+  newUserOn,
+  randomIp,
+  shardBindings,
+} from "./helpers.ts";
 
 // The optional SESSION_EVENTS queue, with the pool's real queue: test/workers/events-consumer.js
-// consumes it. Every event is delivered at least once, with its id; what a failed send leaves
-// pending, the cron sends again.
+// consumes it. Every event is delivered at least once, with an id of its own across every
+// database; what a failed send leaves pending, the cron sends again, under the same id.
 
 afterEach(() => {
   vi.useRealTimers();
@@ -37,12 +50,15 @@ async function receivedFor(userId: string, count: number): Promise<SessionEventM
   );
 }
 
-async function pendingOf(userId: string): Promise<number[]> {
-  const { results } = await env.DB.prepare(
-    "SELECT id FROM session_events WHERE user_id = ? AND pending_delivery = 1 ORDER BY id",
-  )
+/** The ids a consumer must see for the user's events, as the table gives them. */
+const MESSAGE_ID = "request_id || ':' || session_id";
+
+/** The message ids of the user's events still pending, in the order they were logged. */
+async function pendingOf(userId: string): Promise<string[]> {
+  const { results } = await (await d1OfUser(userId))
+    .prepare(`SELECT ${MESSAGE_ID} AS id FROM session_events WHERE user_id = ? AND pending_delivery = 1 ORDER BY id`)
     .bind(userId)
-    .all<{ id: number }>();
+    .all<{ id: string }>();
   return results.map((row) => row.id);
 }
 
@@ -54,14 +70,15 @@ const failingQueue = {
 describe("events queue (SESSION_EVENTS)", () => {
   it("delivers every event of a request after its answer, with its id, and marks it delivered", async () => {
     const userId = newUser();
-    const db = openDatabase(env.DB);
+    const shards = openShards(env);
     const config = readConfig(env);
     const created: { id: string }[] = [];
     // Sessions issued without the queue: nothing pending, nothing sent.
-    for (let i = 0; i < 3; i++) created.push(await issueSession(db, config, { userId }));
+    for (let i = 0; i < 3; i++) created.push(await issueSession(shards, config, { userId }));
     expect(await pendingOf(userId)).toEqual([]);
 
-    const counter = countingD1(env.DB);
+    const counter = countingShards(databases());
+    const own = await bindingOfUser(userId);
     const ctx = createExecutionContext();
     const caller = await issue(userId);
     const response = await worker.fetch(
@@ -69,25 +86,25 @@ describe("events queue (SESSION_EVENTS)", () => {
         method: "DELETE",
         headers: { ...bearer(caller.token), "CF-Connecting-IP": randomIp() },
       }),
-      { ...env, ...withQueue, DB: counter.db },
+      { ...env, ...withQueue, ...counter.env },
       ctx,
     );
     expect(response.status).toBe(200);
-    // The answer cost one round trip; marking the events delivered is one more, after it.
-    expect(counter.roundTrips).toBe(1);
+    // The answer cost one round trip; marking the events delivered is one more, after it,
+    // on the same database.
+    expect(counter.roundTrips()).toEqual({ [own]: 1 });
     await waitOnExecutionContext(ctx);
-    expect(counter.roundTrips).toBe(2);
+    expect(counter.roundTrips()).toEqual({ [own]: 2 });
 
     const messages = await receivedFor(userId, 3);
-    const { results } = await env.DB.prepare(
-      "SELECT id, session_id FROM session_events WHERE user_id = ? AND type = 'logout_others' ORDER BY id",
-    )
+    const { results } = await (await d1OfUser(userId))
+      .prepare(`SELECT ${MESSAGE_ID} AS id FROM session_events WHERE user_id = ? AND type = 'logout_others'`)
       .bind(userId)
-      .all<{ id: number; session_id: string }>();
+      .all<{ id: string }>();
     expect(messages.map((m) => m.id).sort()).toEqual(results.map((r) => r.id).sort());
     expect(messages.map((m) => m.sessionId).sort()).toEqual(created.map((s) => s.id).sort());
     expect(messages[0]).toEqual({
-      id: expect.any(Number),
+      id: expect.stringMatching(/^[0-9a-f-]{36}:[A-Za-z0-9_-]{24,26}$/),
       type: "logout_others",
       userId,
       sessionId: expect.any(String),
@@ -126,7 +143,7 @@ describe("events queue (SESSION_EVENTS)", () => {
     expect(result.resent).toBeGreaterThanOrEqual(2);
     expect(await pendingOf(userId)).toEqual([]);
     const messages = await receivedFor(userId, 2);
-    expect(messages.map((m) => m.id).sort()).toEqual(pending);
+    expect(messages.map((m) => m.id).sort()).toEqual([...pending].sort());
     expect(messages.every((m) => m.type === "logout_all")).toBe(true);
   });
 
@@ -135,10 +152,10 @@ describe("events queue (SESSION_EVENTS)", () => {
     const start = Date.UTC(2026, 10, 22, 13);
     vi.setSystemTime(start);
     const userId = newUser();
-    const db = openDatabase(env.DB);
+    const shards = openShards(env);
     const lost = { publish: () => {} };
-    const created = await issueSession(db, readConfig(env), { userId, userAgent: "curl/8.5.0" }, lost);
-    const { ended } = await endSessionsOfUser(db, readConfig(env), { userId, reason: "account_disabled" }, lost);
+    const created = await issueSession(shards, readConfig(env), { userId, userAgent: "curl/8.5.0" }, lost);
+    const { ended } = await endSessionsOfUser(shards, readConfig(env), { userId, reason: "account_disabled" }, lost);
     expect(ended).toBe(1);
     expect(await pendingOf(userId)).toHaveLength(2);
     vi.setSystemTime(start + 61_000);
@@ -175,12 +192,113 @@ describe("events queue (SESSION_EVENTS)", () => {
     expect(await service.endSession({ sessionId: created.id, reason: "admin" })).toEqual({ ended: true });
     await waitOnExecutionContext(ctx);
     // Two calls, two sends: they may arrive in either order.
-    const messages = (await receivedFor(userId, 2)).sort((a, b) => a.id - b.id);
+    // "created" sorts before "ended".
+    const messages = (await receivedFor(userId, 2)).sort((a, b) => a.type.localeCompare(b.type));
     expect(messages.map((m) => [m.type, m.sessionId, m.newDevice, m.reason])).toEqual([
       ["created", created.id, true, null],
       ["ended", created.id, null, "admin"],
     ]);
     expect(await pendingOf(userId)).toEqual([]);
+  });
+
+  it("an event sent again keeps its id, so a consumer can drop the duplicate", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const start = Date.UTC(2026, 10, 22, 14);
+    vi.setSystemTime(start);
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    const userId = newUser();
+    const binding = await bindingOfUser(userId);
+    const caller = await issue(userId);
+    await issue(userId);
+    // The queue accepts the events, but marking them delivered fails: they stay pending.
+    let calls = 0;
+    const markFails = wrapD1(d1(binding), (call) =>
+      ++calls === 1 ? call() : Promise.reject(new Error("D1_ERROR: no such table: session_events")),
+    );
+    const ctx = createExecutionContext();
+    const response = await worker.fetch(
+      new Request("https://sessions.example/auth/logout", {
+        method: "DELETE",
+        headers: { ...bearer(caller.token), "CF-Connecting-IP": randomIp() },
+      }),
+      { ...env, ...withQueue, [binding]: markFails },
+      ctx,
+    );
+    expect(response.status).toBe(200);
+    await waitOnExecutionContext(ctx);
+    const pending = await pendingOf(userId);
+    expect(pending).toHaveLength(2);
+    expect((await receivedFor(userId, 2)).map((m) => m.id).sort()).toEqual([...pending].sort());
+
+    vi.setSystemTime(start + 61_000);
+    await purge({ ...env, ...withQueue });
+    expect(await pendingOf(userId)).toEqual([]);
+    // Each event twice, under the same id both times.
+    const messages = await receivedFor(userId, 4);
+    expect(messages.map((m) => m.id).sort()).toEqual([...pending, ...pending].sort());
+  });
+
+  it.skipIf(shardBindings().length === 1)(
+    "two events with the same row id in two databases are two messages with two ids",
+    async () => {
+      const [first, last] = [shardBindings()[0] as string, shardBindings().at(-1) as string];
+      const users = [await newUserOn(first), await newUserOn(last)];
+      // Row ids are per database: make both databases hand out the same next one.
+      const next = 1_000_000 + Math.floor(Math.random() * 1_000_000);
+      for (const binding of [first, last]) {
+        await d1(binding)
+          .prepare(
+            "INSERT INTO session_events (id, user_id, type, session_id, created_at) VALUES (?, 'padding', 'created', 'padding', 0)",
+          )
+          .bind(next - 1)
+          .run();
+      }
+      const service = new SessionService(createExecutionContext(), { ...env, ...withQueue } as Env);
+      const created = [];
+      for (const userId of users) created.push(await service.create({ userId }));
+      const rowIds = [];
+      for (const [index, userId] of users.entries()) {
+        const { results } = await (await d1OfUser(userId))
+          .prepare("SELECT id FROM session_events WHERE user_id = ?")
+          .bind(userId)
+          .all<{ id: number }>();
+        rowIds.push(results.map((row) => row.id));
+        const [message] = await receivedFor(userId, 1);
+        expect(message).toMatchObject({ type: "created", sessionId: created[index]?.id });
+      }
+      expect(rowIds).toEqual([[next], [next]]);
+      const ids = [];
+      for (const userId of users) ids.push(...(await receivedFor(userId, 1)).map((m) => m.id));
+      expect(new Set(ids).size).toBe(2);
+    },
+  );
+
+  it("the cron's resend stays within the run's budget, and the next run sends the rest", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const start = Date.UTC(2026, 10, 22, 15);
+    vi.setSystemTime(start);
+    const userId = newUser();
+    // 150 events left pending (as if every send had failed), one write each.
+    await (await d1OfUser(userId))
+      .prepare(
+        `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 150)
+         INSERT INTO session_events (user_id, type, session_id, created_at, request_id, pending_delivery)
+         SELECT ?, 'created', 'backlog-' || i, ?, 'write-' || i, 1 FROM n`,
+      )
+      .bind(userId, start)
+      .run();
+    vi.setSystemTime(start + 61_000);
+    // Starting at the user's database, with room for one batch (select + mark, each maybe retried).
+    const first = shardBindings().indexOf(await bindingOfUser(userId));
+    const tight = await purge({ ...env, ...withQueue }, { subrequests: 5, milliseconds: 60_000 }, first);
+    // One resend batch (2 calls); the purge gets what is left (2 calls), never past the 5.
+    expect(tight).toMatchObject({ resent: 100, subrequests: 4 });
+    expect(await pendingOf(userId)).toHaveLength(50);
+    const rest = await purge({ ...env, ...withQueue }, undefined, first);
+    expect(rest.resent).toBeGreaterThanOrEqual(50);
+    expect(await pendingOf(userId)).toEqual([]);
+    const messages = await receivedFor(userId, 150);
+    expect(new Set(messages.map((m) => m.id)).size).toBe(150);
   });
 
   it("without the binding nothing is pending, nothing is sent, and the cron sends nothing", async () => {
