@@ -149,7 +149,10 @@ export function openShards(env: Env, wrap: (d1: D1Database, binding: string) => 
       const home = region ?? DEFAULT_REGION;
       if (typeof home !== "string" || !map.regions.has(home)) {
         const known = [...map.regions.keys()].filter((name) => name !== DEFAULT_REGION);
-        throw new TypeError(`region must be one of the configured regions (${known.join(", ") || "none"}) or absent`);
+        const given = typeof home === "string" ? JSON.stringify(home) : `a ${typeof home}`;
+        throw new TypeError(
+          `region must be one of the configured regions (${known.join(", ") || "none besides the default"}) or absent, not ${given}`,
+        );
       }
       const placement = { region: home, bucket: await bucketOf(userId) };
       return { ...shard(bindingOf(map, placement) as string), placement };
