@@ -205,6 +205,26 @@ describe("regions", () => {
     }
   });
 
+  it.runIf(shardBindings().length > 1)(
+    "lists and ends a regional user's sessions given the region; without it, the default region's databases have none",
+    async () => {
+      const service = new SessionService(createExecutionContext(), { ...env, ...twoRegions() });
+      const user = newUser();
+      const kept = await service.create({ userId: user, region: "eu" });
+      const other = await service.create({ userId: user, region: "eu" });
+      expect((await service.listUserSessions(user, "eu")).map((s) => s.id).sort()).toEqual([kept.id, other.id].sort());
+      expect(await service.listUserSessions(user)).toEqual([]);
+      expect(await service.endUserSessions({ userId: user, reason: "admin" })).toEqual({ ended: 0 });
+      expect(
+        await service.endUserSessions({ userId: user, exceptSessionId: kept.id, reason: "admin", region: "eu" }),
+      ).toEqual({ ended: 1 });
+      expect(await service.authenticate(other.token)).toBeNull();
+      // A session id names its database: no region needed.
+      expect(await service.endSession({ sessionId: kept.id, reason: "admin" })).toEqual({ ended: true });
+      expect(await service.listUserSessions(user, "eu")).toEqual([]);
+    },
+  );
+
   it("refuses a region the deployment does not configure, before writing anything", async () => {
     const before = await tableSnapshot();
     for (const region of ["us", "EU", "", 42]) {
