@@ -1,13 +1,12 @@
-import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { secureHeaders } from "hono/secure-headers";
 import type { AppEnv } from "./context.ts";
 import { ApiError, writeError } from "./errors.ts";
+import { Hono } from "./hono.ts";
 import { withContext } from "./middleware/context.ts";
 import { corsForAllowedOrigins } from "./middleware/cors.ts";
 import { inputBounds } from "./middleware/input-bounds.ts";
 import { requestLog } from "./middleware/request-log.ts";
-import { openApiDocument } from "./openapi.ts";
 import { limitFailedAuthentication } from "./rate-limit.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { logoutRoutes } from "./routes/logout.ts";
@@ -38,7 +37,6 @@ export const app = new Hono<AppEnv>()
   .route("/auth/logout", logoutRoutes)
   .route("/auth/events", eventsRoutes)
   // Public and cacheable (outside /auth/, so not no-store); the security headers still apply.
-  .get("/openapi.json", (c) => c.json(openApiDocument))
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, new ApiError(404, "not_found")))
   .onError(async (error, c) => writeError(c, await limitFailedAuthentication(c, error)));

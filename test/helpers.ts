@@ -51,10 +51,22 @@ function request(method: string, path: string, headers: Record<string, string>):
   return new Request(`${ORIGIN}${path}`, { method, headers: { "CF-Connecting-IP": randomIp(), ...headers } });
 }
 
-/** A request through the worker's public HTTP interface. */
+/**
+ * The platform's order (wrangler.toml `[assets]`): a GET or HEAD of a static asset
+ * (assets/, i.e. /openapi.json) is answered before the worker runs; anything else goes to it.
+ */
+async function serve(request: Request): Promise<Response> {
+  if (request.method === "GET" || request.method === "HEAD") {
+    const asset = await env.ASSETS.fetch(request.clone());
+    if (asset.status !== 404) return asset;
+  }
+  return exports.default.fetch(request);
+}
+
+/** A request through the service's public HTTP interface: its static assets, then the worker. */
 export async function call(method: string, path: string, headers: Record<string, string> = {}): Promise<Response> {
   const sent = request(method, path, headers);
-  const response = await exports.default.fetch(sent);
+  const response = await serve(sent);
   await validateResponse(sent.method, sent.url, response);
   return response;
 }

@@ -6,11 +6,13 @@ import { validateResponse } from "./openapi.ts";
 const PATHS = ["/auth/sessions", "/auth/sessions/{id}", "/auth/logout", "/auth/events", "/openapi.json"];
 
 describe("GET /openapi.json", () => {
-  it("serves the OpenAPI 3.1 document, public and cacheable, with the security headers", async () => {
+  it("serves the OpenAPI 3.1 document as a static asset, public and revalidated, with the security headers", async () => {
     const response = await call("GET", "/openapi.json");
     expect(response.status).toBe(200);
     expect(response.headers.get("Content-Type")).toBe("application/json");
-    expect(response.headers.get("Cache-Control")).toBeNull();
+    // Not no-store like /auth/: caches may keep it, and revalidate it by its ETag.
+    expect(response.headers.get("Cache-Control")).toBe("public, max-age=0, must-revalidate");
+    expect(response.headers.get("ETag")).toMatch(/^"[0-9a-f]+"$/);
     expectSecurityHeaders(response);
     const body = (await response.json()) as typeof openApiDocument;
     expect(body.openapi).toBe("3.1.0");
