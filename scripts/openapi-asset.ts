@@ -22,7 +22,13 @@ async function securityHeaders(): Promise<[string, string][]> {
   return [...response.headers].filter(([name]) => !NOT_SECURITY.has(name));
 }
 
-const headerLines = (await securityHeaders()).map(([name, value]) => `  ${name}: ${value}`);
+// The asset layer answers other methods 405 and sends these headers on that too (HTTP wants `Allow` there).
+const allow = [...Object.keys(openApiDocument.paths["/openapi.json"] ?? {}), "head"]
+  .filter((key) => !key.startsWith("x-"))
+  .map((method) => method.toUpperCase());
+const headerLines = [...(await securityHeaders()), ["allow", allow.join(", ")]].map(
+  ([name, value]) => `  ${name}: ${value}`,
+);
 const files: Record<string, string> = {
   "openapi.json": `${JSON.stringify(openApiDocument, null, 2)}\n`,
   _headers: [

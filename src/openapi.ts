@@ -263,6 +263,7 @@ export const openApiDocument: OpenApiDocument = {
         responses: {
           "200": {
             description: "The OpenAPI 3.1 document.",
+            headers: { Allow: ref("headers/Allow") },
             content: json({
               type: "object",
               required: ["openapi", "info", "paths", "components"],
@@ -270,6 +271,13 @@ export const openApiDocument: OpenApiDocument = {
             }),
           },
           ...anyRequest(false),
+        },
+      },
+      // A static asset (wrangler.toml [assets]): the platform's asset layer answers every method.
+      "x-other-methods": {
+        "405": {
+          description: "Any other method: the static-asset layer's 405, with `Allow` and no body.",
+          headers: { Allow: ref("headers/Allow") },
         },
       },
     },

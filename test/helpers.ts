@@ -52,15 +52,13 @@ function request(method: string, path: string, headers: Record<string, string>):
 }
 
 /**
- * The platform's order (wrangler.toml `[assets]`): a GET or HEAD of a static asset
- * (assets/, i.e. /openapi.json) is answered before the worker runs; anything else goes to it.
+ * The platform's order (wrangler.toml `[assets]`): a request for the path of a static asset
+ * (assets/, i.e. /openapi.json) is answered by the asset layer whatever its method (GET and
+ * HEAD the file, others a bare 405); every other path goes to the worker.
  */
 async function serve(request: Request): Promise<Response> {
-  if (request.method === "GET" || request.method === "HEAD") {
-    const asset = await env.ASSETS.fetch(request.clone());
-    if (asset.status !== 404) return asset;
-  }
-  return exports.default.fetch(request);
+  const exists = await env.ASSETS.fetch(request.url, { method: "HEAD" });
+  return exists.status === 404 ? exports.default.fetch(request) : env.ASSETS.fetch(request);
 }
 
 /** A request through the service's public HTTP interface: its static assets, then the worker. */

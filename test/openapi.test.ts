@@ -24,11 +24,14 @@ describe("GET /openapi.json", () => {
     });
   });
 
-  it("answers HEAD without a body, and other methods 404 like any unknown route", async () => {
+  it("answers HEAD without a body, and other methods with the asset layer's bare 405", async () => {
     const head = await call("HEAD", "/openapi.json");
     expect(head.status).toBe(200);
     expect(await head.text()).toBe("");
-    expect((await call("POST", "/openapi.json")).status).toBe(404);
+    const post = await call("POST", "/openapi.json");
+    expect(post.status).toBe(405);
+    expect(await post.text()).toBe("");
+    expectSecurityHeaders(post);
   });
 });
 
