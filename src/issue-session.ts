@@ -1,7 +1,7 @@
 import { instant } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { sessionCookie } from "./cookie.ts";
-import { type Database, insertSession } from "./db/queries.ts";
+import { type Database, insertSession, type NewSession } from "./db/queries.ts";
 import { parseDevice } from "./device.ts";
 import { normalizeIp } from "./ip.ts";
 import { generateToken, hashSecret } from "./token.ts";
@@ -53,7 +53,14 @@ function truncate(text: string, max: number): string {
   return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
 }
 
-export async function issueSession(db: Database, config: Config, input: CreateSessionInput): Promise<CreatedSession> {
+/** A session as issued, before it is stored: its row, and what the caller is given. */
+export interface NewSessionRow {
+  row: NewSession;
+  created: CreatedSession;
+}
+
+/** Checks the input and builds the session's row; `issueSession` stores it (the bench, in bulk). */
+export async function buildSession(config: Config, input: CreateSessionInput): Promise<NewSessionRow> {
   const { userId } = input;
   if (typeof userId !== "string" || userId.trim() === "" || userId.length > MAX_USER_ID_LENGTH) {
     throw new TypeError(`userId must be a non-blank string of at most ${MAX_USER_ID_LENGTH} characters`);
@@ -67,25 +74,27 @@ export async function issueSession(db: Database, config: Config, input: CreateSe
   const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000);
   const userAgent = typeof input.userAgent === "string" ? truncate(input.userAgent, MAX_USER_AGENT_LENGTH) : "";
   const device = parseDevice(userAgent);
-  const ipAddress = normalizeIp(input.ipAddress);
-  await insertSession(
-    db,
-    {
-      id,
-      secretHash: await hashSecret(secret),
-      userId,
-      ipAddress,
-      userAgent,
-      browser: device.browser,
-      os: device.os,
-      deviceType: device.type,
-      country: typeof input.country === "string" && COUNTRY.test(input.country) ? input.country : null,
-      city: cleanCity(input.city),
-      createdAt,
-      expiresAt,
-      lastActiveAt: createdAt,
-    },
-    { sessionId: null, ipAddress },
-  );
-  return { id, token, expiresAt: expiresAt.toISOString(), cookie: sessionCookie(config.cookieName, token, ttlSeconds) };
+  const row: NewSession = {
+    id,
+    secretHash: await hashSecret(secret),
+    userId,
+    ipAddress: normalizeIp(input.ipAddress),
+    userAgent,
+    browser: device.browser,
+    os: device.os,
+    deviceType: device.type,
+    country: typeof input.country === "string" && COUNTRY.test(input.country) ? input.country : null,
+    city: cleanCity(input.city),
+    createdAt,
+    expiresAt,
+    lastActiveAt: createdAt,
+  };
+  const cookie = sessionCookie(config.cookieName, token, ttlSeconds);
+  return { row, created: { id, token, expiresAt: expiresAt.toISOString(), cookie } };
+}
+
+export async function issueSession(db: Database, config: Config, input: CreateSessionInput): Promise<CreatedSession> {
+  const { row, created } = await buildSession(config, input);
+  await insertSession(db, row, { sessionId: null, ipAddress: row.ipAddress ?? null });
+  return created;
 }
