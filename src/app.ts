@@ -37,7 +37,6 @@ export const app = new Hono<AppEnv>()
   .route("/auth/sessions", sessionsRoutes)
   .route("/auth/logout", logoutRoutes)
   .route("/auth/events", eventsRoutes)
-  // Public and cacheable (outside /auth/, so not no-store); the security headers still apply.
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, new ApiError(404, "not_found")))
   .onError(async (error, c) => writeError(c, await limitFailedAuthentication(c, error)));
