@@ -82,6 +82,7 @@ const problems: string[] = [];
 interface Seeded {
   id: string;
   token: string;
+  userId: string;
 }
 
 let users = 0;
@@ -116,7 +117,9 @@ async function seedUsers(d1: D1Database, config: ReturnType<typeof readConfig>, 
     built.map((session) => session.row),
   );
   return Array.from({ length: count }, (_, u) =>
-    built.slice(u * size, (u + 1) * size).map(({ created }) => ({ id: created.id, token: created.token })),
+    built
+      .slice(u * size, (u + 1) * size)
+      .map(({ row, created }) => ({ id: created.id, token: created.token, userId: row.userId })),
   );
 }
 
@@ -238,8 +241,9 @@ async function runOperation(
   const actor = { sessionId: caller.id, ipAddress: "203.0.113.7", outbox: null };
   switch (key) {
     case "create": {
+      // One more session for this user, who holds `own.length`: what a login costs them.
       await issueSession(openShards({ ...env, DB: metered }), config, {
-        userId: `bench-user-${users}-create`,
+        userId: caller.userId,
         ipAddress: "203.0.113.7",
       });
       break;
