@@ -8,17 +8,24 @@ import type { AppEnv } from "./context.ts";
 const ATTRIBUTES = { path: "/", secure: true, httpOnly: true, sameSite: "Lax" } as const;
 
 /**
- * The first value sent under `name`, raw: "" when sent empty, undefined when not sent.
+ * The value sent under `name`, raw: "" when sent empty, undefined when not sent, null when
+ * sent more than once. A `__Host-` cookie is host-only with `Path=/`, so a browser holds one;
+ * a second can only have been planted (e.g. `x=a,__Host-session=<attacker's token>` set from a
+ * sibling subdomain, which browsers accept and send first), and then neither is trusted: the
+ * logout refuses rather than end the sessions of whichever token came first.
  * Not hono's getCookie: it skips values outside the cookie-octet set (`a\b`, quotes) as if
  * they were absent, and misses a second Cookie header (joined with ", "); both must count
  * as a malformed session cookie, not as none.
  */
-export function readSessionCookie(c: Context, name: string): string | undefined {
+export function readSessionCookie(c: Context, name: string): string | null | undefined {
+  let value: string | null | undefined;
   for (const pair of (c.req.header("Cookie") ?? "").split(/[;,]/)) {
     const equals = pair.indexOf("=");
-    if (equals !== -1 && pair.slice(0, equals).trim() === name) return pair.slice(equals + 1).trim();
+    if (equals === -1 || pair.slice(0, equals).trim() !== name) continue;
+    if (value !== undefined) return null;
+    value = pair.slice(equals + 1).trim();
   }
-  return undefined;
+  return value;
 }
 
 /** A ready `Set-Cookie` value for the login response that issued `token`. */

@@ -23,7 +23,8 @@ export async function readCredential(c: Context<AppEnv>, acceptCookie: boolean):
   if (authorization !== undefined) return prove(c, "bearer", BEARER.exec(authorization)?.[1]);
   if (!acceptCookie) return { kind: "none" };
   const cookie = readSessionCookie(c, c.var.config.cookieName);
-  return cookie === undefined ? { kind: "none" } : prove(c, "cookie", cookie);
+  // Sent twice (null): there is no one token to trust, so it is malformed.
+  return cookie === undefined ? { kind: "none" } : prove(c, "cookie", cookie ?? undefined);
 }
 
 async function prove(c: Context<AppEnv>, source: "bearer" | "cookie", token: string | undefined): Promise<Credential> {

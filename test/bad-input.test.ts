@@ -122,15 +122,23 @@ describe("session cookie values hono's parser would skip are still the session c
     });
   }
 
-  it("the first of two session cookies decides; a second Cookie header is read too", async () => {
+  it("two session cookies: neither decides, nothing ends; a second Cookie header is read too", async () => {
     const session = await issue(newUser());
-    await expectError(
-      await call("POST", "/auth/logout", { Cookie: `__Host-session=x"y; __Host-session=${session.token}` }),
-      400,
-      "session_invalid",
-      { setCookie: CLEARED_COOKIE },
-    );
+    const planted = await issue(newUser());
+    for (const Cookie of [
+      `__Host-session=x"y; __Host-session=${session.token}`,
+      // Cookie tossing: a sibling subdomain sets `x=a,__Host-session=<its token>` (a comma is
+      // no separator to a browser), which is sent before the real cookie.
+      `x=a,__Host-session=${planted.token}; __Host-session=${session.token}`,
+    ]) {
+      for (const method of ["POST", "DELETE"]) {
+        await expectError(await call(method, "/auth/logout", { Cookie }), 400, "session_invalid", {
+          setCookie: CLEARED_COOKIE,
+        });
+      }
+    }
     expect(await isLive(session.token)).toBe(true);
+    expect(await isLive(planted.token)).toBe(true);
     const headers = new Headers([
       ["Cookie", "theme=dark"],
       ["Cookie", `__Host-session=${session.token}`],
