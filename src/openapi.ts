@@ -229,12 +229,12 @@ export const openApiDocument: OpenApiDocument = {
             CLEARS_COOKIE,
           ),
           "400": error(
-            "The token is malformed (session_invalid); or `scope` is neither omitted nor `others` (invalid_scope: checked once a well-formed token is present, after the 403 and 401 token_required answers and before the database, so nothing ends, live token or not). Either clears a carried cookie.",
+            "The token is malformed (session_invalid); or `scope` is neither omitted nor `others` (invalid_scope: checked once the token proved live, so a dead token still gets the 401 session_invalid; nothing ends). Either clears a carried cookie.",
             ["invalid_scope", "session_invalid"],
             CLEARS_COOKIE,
           ),
           "401": error(
-            "No token at all (token_required); or, with `scope` omitted or `others`, a well-formed token that is unknown, expired or revoked (session_invalid, clears a carried cookie).",
+            "No token at all (token_required); or a well-formed token that is unknown, expired or revoked, whatever the `scope` (session_invalid, clears a carried cookie).",
             ["token_required", "session_invalid"],
             {
               ...CHALLENGE,
@@ -326,7 +326,7 @@ export const openApiDocument: OpenApiDocument = {
         in: "query",
         required: false,
         description:
-          "`others`: end every session of the caller's user but the caller's own. Any other value: 400 invalid_scope once a well-formed token is present (nothing ends; a carried cookie is cleared).",
+          "`others`: end every session of the caller's user but the caller's own. Any other value: 400 invalid_scope once the token proved live (nothing ends; a carried cookie is cleared).",
         schema: { type: "string", enum: ["others"] },
       },
     },

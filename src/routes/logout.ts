@@ -1,6 +1,6 @@
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
-import { endAllSessions, endOtherSessions, endSession } from "../db/queries.ts";
+import { authenticate, endAllSessions, endOtherSessions, endSession } from "../db/queries.ts";
 import { ApiError, sessionInvalid, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { actorOf, requireBearerOrCookie } from "../middleware/auth.ts";
@@ -19,9 +19,12 @@ export const logoutRoutes = new Hono<AppEnv>()
   .delete("/", requireBearerOrCookie, async (c) => {
     const { db, proof, at } = c.var;
     const scope = c.req.query("scope");
-    // After the contract's credential rows (403, 401, 400), before anything runs.
     if (scope !== undefined && scope !== "others") {
+      // An addition may not change a specified answer: a dead token is still the contract's
+      // 401 session_invalid, so the token is proven first (the one round trip); nothing ends.
+      const caller = await authenticate(db, proof, at);
       clearCarriedCookie(c);
+      if (!caller) throw unauthorized("session_invalid", true);
       throw new ApiError(400, "invalid_scope");
     }
     if (scope === "others") {
