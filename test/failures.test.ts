@@ -1,6 +1,7 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { wrapD1 } from "../src/db/binding.ts";
 import { SessionService } from "../src/session-service.ts";
 import { CONNECTION_LOST, type Fault, failingD1, faultyD1 } from "./d1.ts";
 import {
@@ -192,6 +193,37 @@ describe("a batch that committed but whose answer was lost", () => {
     expect(await sessionIdsOf(userId)).toEqual([created.id]);
     expect(await isLive(created.token)).toBe(true);
     expect(await eventsOf(userId)).toEqual([["created", created.id, null]]);
+  });
+
+  it("SessionService.create: a session ended between the commit and the replay stays ended", async () => {
+    const userId = newUser();
+    const userD1 = await d1OfUser(userId);
+    let roundTrips = 0;
+    // The first attempt commits; before its answer comes back, another request signs the
+    // user out everywhere (its events logged, its rows gone); then the answer is lost.
+    const racing = wrapD1(userD1, async (call) => {
+      const result = await call();
+      if (roundTrips++ > 0) return result;
+      await userD1.batch([
+        userD1
+          .prepare(
+            "INSERT INTO session_events (user_id, type, session_id, created_at) SELECT user_id, 'logout_all', id, ? FROM sessions WHERE user_id = ?",
+          )
+          .bind(Date.now(), userId),
+        userD1.prepare("DELETE FROM sessions WHERE user_id = ?").bind(userId),
+      ]);
+      throw new Error(CONNECTION_LOST);
+    });
+    const service = new SessionService(createExecutionContext(), { ...env, [await bindingOfUser(userId)]: racing });
+    const created = await service.create({ userId, userAgent: CHROME_MAC });
+    expect(roundTrips).toBe(2);
+    // It was created (the caller is told so, with its token), and it was ended: it stays ended.
+    expect(await sessionIdsOf(userId)).toEqual([]);
+    expect(await isLive(created.token)).toBe(false);
+    expect(await eventsOf(userId)).toEqual([
+      ["created", created.id, null],
+      ["logout_all", created.id, null],
+    ]);
   });
 
   it("a refusal stays a refusal: a dead token's logout answers 400 after the replay, as without it", async () => {

@@ -71,10 +71,10 @@ describe("query plans", () => {
   }
 
   it("a write reads its own events back through the created_at index, as does create's once-only check", async () => {
-    // endSession: the read-back; insertSession: the once-only check and the read-back.
+    // endSession: the read-back; insertSession: the once-only checks of the row and of its event, and the read-back.
     for (const [run, expected] of [
       [operations.endSession!, 1],
-      [operations.insertSession!, 2],
+      [operations.insertSession!, 3],
     ] as const) {
       const { db, statements } = recordingD1(database);
       await run(queries.openDatabase(db));

@@ -1,4 +1,19 @@
-import { and, desc, eq, exists, gt, inArray, lte, ne, not, notExists, or, type SQL, sql } from "drizzle-orm";
+import {
+  and,
+  desc,
+  eq,
+  exists,
+  getTableColumns,
+  gt,
+  inArray,
+  lte,
+  ne,
+  not,
+  notExists,
+  or,
+  type SQL,
+  sql,
+} from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { Instant } from "../clock.ts";
 import type { Outbox } from "../outbox.ts";
@@ -214,11 +229,28 @@ function seenOnDevice(db: Database, session: NewSession, since: Date): SQL<boole
 }
 
 /**
+ * The new session's row, unless `write` already logged an event: then the first attempt of
+ * this batch committed, and the session may since have been ended by another request; a
+ * replay must not bring it back. Nothing either on an id that exists (a 128-bit collision).
+ */
+function insertUnlessLogged(db: Database, session: NewSession, write: Write) {
+  const values = Object.entries(getTableColumns(sessions)).map(([key, column]) => {
+    const value = session[key as keyof NewSession];
+    return value === undefined || value === null ? sql`NULL` : sql`${column.mapToDriverValue(value)}`;
+  });
+  return db
+    .insert(sessions)
+    .select(sql`SELECT ${sql.join(values, sql`, `)} WHERE ${notExists(loggedBy(db, write))}`)
+    .onConflictDoNothing({ target: sessions.id });
+}
+
+/**
  * Stores a new session and its `created` event and, beyond the cap, ends the user's least
  * recently active other live sessions (`evicted`); one batch. Idempotent, so a replay of a
  * batch that did commit neither fails on the primary key, nor logs the creation twice, nor
  * evicts again (the new session is never a candidate, and the others are then within the
- * cap). `stored`: the row with this id and secret hash exists afterwards.
+ * cap), nor brings back the session if it was ended in between. `stored`: the session was
+ * created, by this attempt or the first (its row, or this write's `created` event, exists).
  */
 export async function insertSession(
   db: Database,
@@ -243,7 +275,7 @@ export async function insertSession(
   );
   const evictor = { ...actor, sessionId: session.id };
   const [, , stored, , , events] = await db.batch([
-    db.insert(sessions).values(session).onConflictDoNothing({ target: sessions.id }),
+    insertUnlessLogged(db, session, write),
     recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write, {
       newDevice: sql<boolean>`${not(seenOnDevice(db, session, policy.seenSince))}`,
     }),
@@ -253,7 +285,10 @@ export async function insertSession(
     loggedBy(db, write),
   ]);
   const created = events.find((event) => event.type === "created");
-  return published(db, actor, events, { stored: stored.length > 0, newDevice: created?.newDevice === true });
+  return published(db, actor, events, {
+    stored: stored.length > 0 || created !== undefined,
+    newDevice: created?.newDevice === true,
+  });
 }
 
 /** What the list shows of a session: every column but the secret's hash. */
