@@ -29,8 +29,10 @@ export interface PurgeResult {
   events: number;
   databases: number;
   subrequests: number;
-  /** False when the budget ran out before every batch came back short. */
+  /** False when the budget ran out, or a database failed, before every batch came back short. */
   complete: boolean;
+  /** Databases that failed this run (each is retried by the next run); the others went on. */
+  failed: string[];
 }
 
 /**
@@ -58,17 +60,29 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
     databases: shards.length,
     subrequests: 0,
     complete: true,
+    failed: [],
+  };
+  // One database that fails (overloaded, unreachable) must not stop the run for the others.
+  const failed = (binding: string) => {
+    result.complete = false;
+    if (!result.failed.includes(binding)) result.failed.push(binding);
   };
   // Each call may be retried once (src/db/binding.ts): two subrequests are reserved per call.
   const room = () => (Date.now() < deadline ? Math.max(0, Math.floor((budget.subrequests - subrequests) / 2)) : 0);
   // First, so nothing pending is purged before the queue had its chance this run. A resend
   // batch is two calls (select, mark), and like the purge it stays within the budget.
-  for (const { db } of shards) result.resent += await resendPending(env.SESSION_EVENTS, db, at.now, () => room() >= 2);
+  for (const { binding, db } of shards) {
+    try {
+      result.resent += await resendPending(env.SESSION_EVENTS, db, at.now, () => room() >= 2);
+    } catch {
+      failed(binding);
+    }
+  }
   // Round robin, one batch per table per database per round, so a budget that runs out
   // leaves every database equally far along rather than one untouched.
-  let pending = shards.flatMap(({ db }) => [
-    { table: "sessions" as const, purge: (limit: number) => purgeSessions(db, at, limit) },
-    { table: "events" as const, purge: (limit: number) => purgeEvents(db, retentionCutoff, limit) },
+  let pending = shards.flatMap(({ binding, db }) => [
+    { binding, table: "sessions" as const, purge: (limit: number) => purgeSessions(db, at, limit) },
+    { binding, table: "events" as const, purge: (limit: number) => purgeEvents(db, retentionCutoff, limit) },
   ]);
   while (pending.length > 0) {
     const round = pending.slice(0, room());
@@ -76,17 +90,22 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
       result.complete = false;
       break;
     }
-    const deleted = await Promise.all(round.map((task) => task.purge(PURGE_BATCH_SIZE)));
+    const deleted = await Promise.allSettled(round.map((task) => task.purge(PURGE_BATCH_SIZE)));
     const full = [];
     for (const [index, task] of round.entries()) {
-      result[task.table] += deleted[index] as number;
+      const outcome = deleted[index] as PromiseSettledResult<number>;
+      if (outcome.status === "rejected") {
+        failed(task.binding);
+        continue;
+      }
+      result[task.table] += outcome.value;
       // A full batch may have left more behind; a short one emptied its table.
-      if (deleted[index] === PURGE_BATCH_SIZE) full.push(task);
+      if (outcome.value === PURGE_BATCH_SIZE) full.push(task);
     }
     pending = [...pending.slice(round.length), ...full];
   }
   result.subrequests = subrequests;
-  console.log(JSON.stringify({ level: "info", event: "purge", ...result }));
+  console.log(JSON.stringify({ level: result.failed.length > 0 ? "warn" : "info", event: "purge", ...result }));
   return result;
 }
 

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import worker from "../src/index.ts";
 import { PURGE_BATCH_SIZE, purge } from "../src/scheduled.ts";
-import { countingShards } from "./d1.ts";
+import { countingShards, failingD1 } from "./d1.ts";
 import {
   bearer,
   call,
@@ -98,6 +98,27 @@ describe("scheduled purge", () => {
     await runCron(Date.now());
     expect(await sessionIdsOf(user)).toEqual([]);
     expect(await eventCount(user)).toBe(0);
+  });
+
+  it("a failing database does not stop the run for the others, and is named in its log line", async () => {
+    const users = await Promise.all(shardBindings().map((binding) => newUserOn(binding)));
+    for (const user of users) await insertDead(user, 3, Date.now() - 1000);
+    const broken = shardBindings()[0] as string;
+    const logged: string[] = [];
+    vi.spyOn(console, "log").mockImplementation((line: unknown) => void logged.push(String(line)));
+    const result = await purge({
+      ...env,
+      [broken]: failingD1(
+        databases()[broken] as D1Database,
+        "D1_ERROR: D1 DB is overloaded. Too many requests queued.",
+      ),
+    });
+    expect(result).toMatchObject({ complete: false, failed: [broken], sessions: 3 * (users.length - 1) });
+    expect(JSON.parse(logged.at(-1) as string)).toMatchObject({ level: "warn", event: "purge", failed: [broken] });
+    for (const [index, user] of users.entries()) expect(await sessionIdsOf(user)).toHaveLength(index === 0 ? 3 : 0);
+    // The next run, with the database back, finishes it.
+    expect(await purge(env)).toMatchObject({ complete: true, failed: [], sessions: 3 });
+    expect(await sessionIdsOf(users[0] as string)).toEqual([]);
   });
 
   it("a backlog on every database drains over successive runs, each within its subrequest budget", async () => {
