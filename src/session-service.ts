@@ -2,7 +2,7 @@ import { WorkerEntrypoint } from "cloudflare:workers";
 import { instant } from "./clock.ts";
 import { readConfig } from "./config.ts";
 import { authenticate } from "./db/queries.ts";
-import { openShards } from "./db/shards.ts";
+import { openShards, type Shards } from "./db/shards.ts";
 import { type CreatedSession, type CreateSessionInput, issueSession } from "./issue-session.ts";
 import { outboxFor } from "./outbox.ts";
 import type { SessionView } from "./routes/sessions.ts";
@@ -29,18 +29,21 @@ export interface AuthenticatedSession {
  * caller as a rejected promise, not a synchronous throw.
  */
 export class SessionService extends WorkerEntrypoint<Env> {
-  // The one place this entry point chooses its databases and its events queue.
-  private readonly shards = openShards(this.env);
+  // The one place this entry point chooses its databases and its events queue. A method, not
+  // a field: a refused SHARDS then rejects the call like any error, not the constructor.
+  private shards(): Shards {
+    return openShards(this.env);
+  }
   private readonly outbox = outboxFor(this.env.SESSION_EVENTS, (promise) => this.ctx.waitUntil(promise));
 
   async create(input: CreateSessionInput): Promise<CreatedSession> {
-    return issueSession(this.shards, readConfig(this.env), input, this.outbox);
+    return issueSession(this.shards(), readConfig(this.env), input, this.outbox);
   }
 
   /** Also records the session's activity (and renews it, with a sliding lifetime), like any authenticated request. */
   async authenticate(token: string): Promise<AuthenticatedSession | null> {
     const proof = typeof token === "string" ? await proveToken(token) : null;
-    const shard = proof && this.shards.forSession(proof.id);
+    const shard = proof && this.shards().forSession(proof.id);
     if (!proof || !shard) return null;
     const caller = await authenticate(shard.db, proof, instant(readConfig(this.env)));
     return caller && { sessionId: caller.id, userId: caller.userId, expiresAt: caller.expiresAt.toISOString() };
@@ -48,16 +51,16 @@ export class SessionService extends WorkerEntrypoint<Env> {
 
   /** The user's live sessions, as GET /auth/sessions lists them; [] for an unknown user. */
   async listUserSessions(userId: string, region?: string | null): Promise<SessionView[]> {
-    return listSessionsOfUser(this.shards, readConfig(this.env), userId, region);
+    return listSessionsOfUser(this.shards(), readConfig(this.env), userId, region);
   }
 
   /** Ends every live session of the user but `exceptSessionId`, each logged `ended` with the reason. */
   async endUserSessions(input: EndUserSessionsInput): Promise<{ ended: number }> {
-    return endSessionsOfUser(this.shards, readConfig(this.env), input, this.outbox);
+    return endSessionsOfUser(this.shards(), readConfig(this.env), input, this.outbox);
   }
 
   /** Ends one session, logged `ended` with the reason; `ended: false` when no live session has that id. */
   async endSession(input: EndSessionInput): Promise<{ ended: boolean }> {
-    return endOneSession(this.shards, readConfig(this.env), input, this.outbox);
+    return endOneSession(this.shards(), readConfig(this.env), input, this.outbox);
   }
 }

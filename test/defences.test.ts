@@ -257,6 +257,35 @@ describe("a configuration that would weaken the cookie is refused, not served", 
   });
 });
 
+describe("a refused SHARDS is a refused configuration like any other", () => {
+  it("every request 500 internal_error with one config_error line naming the var; the RPC rejects", async () => {
+    const session = await issue(newUser());
+    for (const [shards, message] of [
+      ["{", 'SHARDS must be JSON: {region: {"<first>-<last>": binding}}'],
+      ['{"default": {"0-4095": "NOPE"}}', "SHARDS names NOPE, which is not a D1 binding of this worker"],
+      ['{"default": {"0-4094": "DB"}}', "SHARDS.default: bucket 4095 is not mapped to any database"],
+    ] as const) {
+      const logged: string[] = [];
+      vi.spyOn(console, "error").mockImplementation((line: unknown) => void logged.push(String(line)));
+      vi.spyOn(console, "log").mockImplementation(() => {});
+      await expectError(
+        await callWith({ SHARDS: shards }, "GET", "/auth/sessions", bearer(session.token)),
+        500,
+        "internal_error",
+        {
+          cacheControl: "no-store",
+        },
+      );
+      expect(logged.map((line) => JSON.parse(line))).toEqual([{ level: "error", event: "config_error", message }]);
+      vi.restoreAllMocks();
+      const service = new SessionService(createExecutionContext(), { ...env, SHARDS: shards });
+      await expect(service.create({ userId: newUser() })).rejects.toThrow(message);
+      await expect(service.authenticate(session.token)).rejects.toThrow(message);
+    }
+    expect(await isLive(session.token)).toBe(true);
+  });
+});
+
 describe("ALLOWED_ORIGINS", () => {
   it("a trailing slash in the var still names the origin browsers send", async () => {
     const session = await issue(newUser());

@@ -124,7 +124,13 @@ describe("the shard map", () => {
     vi.spyOn(console, "log").mockImplementation(() => {});
     const session = await issue(newUser());
     await expectError(await callWith(broken, "GET", "/auth/sessions", bearer(session.token)), 500, "internal_error");
-    expect(errors.map((line) => JSON.parse(line).name)).toEqual(["ShardConfigError"]);
+    expect(errors.map((line) => JSON.parse(line))).toEqual([
+      {
+        level: "error",
+        event: "config_error",
+        message: "SHARDS names DB_MISSING, which is not a D1 binding of this worker",
+      },
+    ]);
   });
 });
 

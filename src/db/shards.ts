@@ -1,3 +1,4 @@
+import { ConfigError } from "../config.ts";
 import {
   BUCKET_COUNT,
   DEFAULT_REGION,
@@ -17,10 +18,6 @@ import { type Database, openDatabase } from "./queries.ts";
 //   {"default": {"0-2047": "DB", "2048-4095": "DB_1"}, "eu": {"0-4095": "DB_EU_1"}}
 // Every region covers every bucket exactly once, and a database belongs to one region.
 
-export class ShardConfigError extends Error {
-  override name = "ShardConfigError";
-}
-
 export interface ShardMap {
   /** Per region, the binding of each bucket. */
   regions: ReadonlyMap<string, readonly string[]>;
@@ -28,48 +25,46 @@ export interface ShardMap {
   bindings: readonly string[];
 }
 
-/** Parses and checks a SHARDS value; throws a ShardConfigError saying what is wrong. */
+/** Parses and checks a SHARDS value; throws a ConfigError saying what is wrong. */
 export function parseShardMap(text: string | undefined): ShardMap {
   let raw: unknown;
   try {
     raw = JSON.parse(text ?? "");
   } catch {
-    throw new ShardConfigError('SHARDS must be JSON: {region: {"<first>-<last>": binding}}');
+    throw new ConfigError('SHARDS must be JSON: {region: {"<first>-<last>": binding}}');
   }
   if (typeof raw !== "object" || raw === null || Array.isArray(raw))
-    throw new ShardConfigError("SHARDS must be a JSON object of regions");
+    throw new ConfigError("SHARDS must be a JSON object of regions");
   const regions = new Map<string, string[]>();
   const regionOfBinding = new Map<string, string>();
   for (const [region, ranges] of Object.entries(raw)) {
     if (region !== DEFAULT_REGION && !REGION_PATTERN.test(region))
-      throw new ShardConfigError(`SHARDS: region "${region}" must be "${DEFAULT_REGION}" or two lowercase letters`);
+      throw new ConfigError(`SHARDS: region "${region}" must be "${DEFAULT_REGION}" or two lowercase letters`);
     if (typeof ranges !== "object" || ranges === null || Array.isArray(ranges))
-      throw new ShardConfigError(`SHARDS.${region} must map bucket ranges to bindings`);
+      throw new ConfigError(`SHARDS.${region} must map bucket ranges to bindings`);
     const owners: (string | undefined)[] = new Array(BUCKET_COUNT).fill(undefined);
     for (const [range, binding] of Object.entries(ranges)) {
       const match = /^(\d+)(?:-(\d+))?$/.exec(range);
       const first = Number(match?.[1]);
       const last = Number(match?.[2] ?? match?.[1]);
       if (!match || first > last || last >= BUCKET_COUNT)
-        throw new ShardConfigError(`SHARDS.${region}: "${range}" is not a bucket range within 0-${BUCKET_COUNT - 1}`);
+        throw new ConfigError(`SHARDS.${region}: "${range}" is not a bucket range within 0-${BUCKET_COUNT - 1}`);
       if (typeof binding !== "string" || binding === "")
-        throw new ShardConfigError(`SHARDS.${region}["${range}"] must name a D1 binding`);
+        throw new ConfigError(`SHARDS.${region}["${range}"] must name a D1 binding`);
       if ((regionOfBinding.get(binding) ?? region) !== region)
-        throw new ShardConfigError(`SHARDS: ${binding} is in two regions; a database belongs to one`);
+        throw new ConfigError(`SHARDS: ${binding} is in two regions; a database belongs to one`);
       regionOfBinding.set(binding, region);
       for (let bucket = first; bucket <= last; bucket++) {
         if (owners[bucket] !== undefined)
-          throw new ShardConfigError(
-            `SHARDS.${region}: bucket ${bucket} is mapped twice (${owners[bucket]}, ${binding})`,
-          );
+          throw new ConfigError(`SHARDS.${region}: bucket ${bucket} is mapped twice (${owners[bucket]}, ${binding})`);
         owners[bucket] = binding;
       }
     }
     const missing = owners.indexOf(undefined);
-    if (missing !== -1) throw new ShardConfigError(`SHARDS.${region}: bucket ${missing} is not mapped to any database`);
+    if (missing !== -1) throw new ConfigError(`SHARDS.${region}: bucket ${missing} is not mapped to any database`);
     regions.set(region, owners as string[]);
   }
-  if (!regions.has(DEFAULT_REGION)) throw new ShardConfigError(`SHARDS must have a "${DEFAULT_REGION}" region`);
+  if (!regions.has(DEFAULT_REGION)) throw new ConfigError(`SHARDS must have a "${DEFAULT_REGION}" region`);
   return { regions, bindings: [...regionOfBinding.keys()] };
 }
 
@@ -79,7 +74,7 @@ const parsed = new Map<string, ShardMap>();
 function d1Binding(env: Env, binding: string): D1Database {
   const value = (env as unknown as Record<string, unknown>)[binding] as Partial<D1Database> | undefined;
   if (typeof value?.prepare !== "function" || typeof value.batch !== "function")
-    throw new ShardConfigError(`SHARDS names ${binding}, which is not a D1 binding of this worker`);
+    throw new ConfigError(`SHARDS names ${binding}, which is not a D1 binding of this worker`);
   return value as D1Database;
 }
 
