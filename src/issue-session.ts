@@ -96,8 +96,8 @@ export async function issueSession(
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > maxTtl) {
     throw new RangeError(`ttlSeconds must be an integer from 1 to ${maxTtl}`);
   }
-  const { db, placement } = await shards.forUser(userId, input.region);
-  const { id, secret, token } = generateToken(placement);
+  const place = await shards.forUser(userId, input.region);
+  const { id, secret, token } = generateToken(place.placement);
   const at = instant(config);
   const createdAt = at.now;
   const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000);
@@ -106,7 +106,7 @@ export async function issueSession(
   const ipAddress = normalizeIp(input.ipAddress);
   const country = typeof input.country === "string" && COUNTRY.test(input.country) ? input.country : null;
   const { stored, newDevice } = await insertSession(
-    db,
+    place,
     {
       id,
       secretHash: await hashSecret(secret),

@@ -159,6 +159,7 @@ const MESSAGES: Record<string, string> = {
   uri_too_long: "The request path is too long.",
   internal_error: "Something went wrong on our side. Please try again.",
   service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
+  moving: "Your sessions are being moved to another database; nothing was changed. Retry after the Retry-After delay.",
 };
 
 /**
