@@ -175,6 +175,8 @@ export async function expectError(
     setCookie?: string | null;
     allow?: string | null;
     cacheControl?: string | null;
+    /** Checked only when given. */
+    retryAfter?: string | null;
   } = {},
 ): Promise<void> {
   expect({ status: response.status, body: await response.json() }).toEqual({
@@ -188,6 +190,7 @@ export async function expectError(
   expect(response.headers.get("Cache-Control")).toBe(
     headers.cacheControl === undefined ? "no-store" : headers.cacheControl,
   );
+  if (headers.retryAfter !== undefined) expect(response.headers.get("Retry-After")).toBe(headers.retryAfter);
   expectSecurityHeaders(response);
 }
 

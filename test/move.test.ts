@@ -1,4 +1,4 @@
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { finishMoves, type MovePlan, type MoveStep, type MoveTools, moveBuckets } from "../src/db/moves.ts";
 import { openDatabase } from "../src/db/queries.ts";
@@ -26,7 +26,10 @@ const SOURCE = "DB";
 const TARGET = "DB_1";
 
 const tools = (afterStep?: MoveTools["afterStep"]): MoveTools => ({
-  open: (binding) => openDatabase(d1(binding)),
+  open: (binding) => {
+    if (!(binding in env)) throw new Error(`no D1 binding ${binding}`);
+    return openDatabase(d1(binding));
+  },
   now: () => new Date(),
   afterStep,
 });
@@ -277,7 +280,9 @@ describe.skipIf(shardBindings().length < 2)("moving buckets between databases", 
     expect(await finishMoves(parseShardMap(report.shards), shardBindings(), tools().open)).toEqual({
       dropped: last - first + 1,
     });
-    expect(await markers(SOURCE)).toEqual([]);
+    const untouched = [300, 301].map((bucket) => bucketKey({ region: "default", bucket }));
+    for (const binding of [SOURCE, TARGET])
+      expect((await markers(binding)).filter((row) => untouched.includes(row.bucket as string))).toEqual([]);
 
     const longest = Math.max(0, ...[...unavailable.values()].map((window) => window.longest));
     console.log(
@@ -377,5 +382,83 @@ describe.skipIf(shardBindings().length < 2)("moving buckets between databases", 
     const [user] = await usersIn(first, last, 1);
     const session = await issue(user as string);
     expect((await rowsOf(TARGET, first, last)).sessions.map((row) => row.id)).toEqual([session.id]);
+  });
+  it("a frozen bucket: writes answer 503 moving (cookie kept, never rate limited), reads answer, RPC says retry", async () => {
+    const bucket = 200;
+    const [user] = await usersIn(bucket, bucket, 1);
+    const session = await issue(user as string);
+    const stop = (_: number, step: MoveStep) => {
+      if (step === "freeze") throw new Error("stopped");
+    };
+    await expect(moveBuckets(planFor(bucket, bucket), tools(stop))).rejects.toThrow("stopped");
+    const ip = { "CF-Connecting-IP": "2001:db8::9" };
+    // More than the limiter's 30 a minute from one IP: every one is still a 503, never a 429.
+    for (let i = 0; i < 35; i++) {
+      await expectError(await call("POST", "/auth/logout", { ...sessionCookie(session.token), ...ip }), 503, "moving", {
+        retryAfter: "1",
+      });
+    }
+    await expectError(await call("DELETE", "/auth/logout?scope=others", bearer(session.token)), 503, "moving", {
+      retryAfter: "1",
+    });
+    expect(await listedIds(await call("GET", "/auth/sessions", bearer(session.token)))).toEqual([session.id]);
+    expect((await call("GET", "/auth/events", bearer(session.token))).status).toBe(200);
+    await expect(issue(user as string)).rejects.toThrow(
+      "This user's sessions are being moved to another database. Retry in a second.",
+    );
+    await expect(exports.SessionService.endUserSessions({ userId: user as string, reason: "admin" })).rejects.toThrow(
+      "being moved",
+    );
+    expect(await exports.SessionService.listUserSessions(user as string)).toHaveLength(1);
+    expect(await isLive(session.token)).toBe(true);
+    // A user of another bucket on the same database is not affected.
+    const [neighbour] = await usersIn(bucket + 1, bucket + 1, 1);
+    const theirs = await issue(neighbour as string);
+    expect((await call("POST", "/auth/logout", bearer(theirs.token))).status).toBe(200);
+    // Finishing the move: the session is on the target, and the logout goes through.
+    await moveBuckets(planFor(bucket, bucket), tools());
+    expect((await call("POST", "/auth/logout", bearer(session.token))).status).toBe(200);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("refuses what it cannot move, before writing anything", async () => {
+    const one = parseShardMap(JSON.stringify({ default: { "0-4095": SOURCE } }));
+    await d1(SOURCE)
+      .prepare(
+        "INSERT INTO sessions (id, secret_hash, user_id, user_agent, device_type, created_at, expires_at, last_active_at) VALUES (?, 'x', 'legacy-user', '', 'unknown', 0, 1, 0)",
+      )
+      .bind("L".repeat(RANDOM_LENGTH))
+      .run();
+    const refused = (plan: Partial<MovePlan>) => moveBuckets({ ...planFor(300, 301), ...plan }, tools());
+    await expect(refused({ map: one })).rejects.toThrow(
+      "DB still holds sessions with ids from before buckets (22 characters)",
+    );
+    await d1(SOURCE).prepare("DELETE FROM sessions WHERE id = ?").bind("L".repeat(RANDOM_LENGTH)).run();
+    await expect(refused({ first: 5, last: 4 })).rejects.toThrow("buckets must be a range within 0-4095");
+    await expect(refused({ last: 4096 })).rejects.toThrow("buckets must be a range within 0-4095");
+    await expect(refused({ region: "eu" })).rejects.toThrow('SHARDS has no region "eu"');
+    await expect(refused({ to: "DB_NONE" })).rejects.toThrow("no D1 binding DB_NONE");
+    const twoRegions = parseShardMap(JSON.stringify({ default: { "0-4095": SOURCE }, eu: { "0-4095": TARGET } }));
+    await expect(refused({ map: twoRegions })).rejects.toThrow('DB_1 belongs to region "eu"');
+    const untouched = [300, 301].map((bucket) => bucketKey({ region: "default", bucket }));
+    for (const binding of [SOURCE, TARGET])
+      expect((await markers(binding)).filter((row) => untouched.includes(row.bucket as string))).toEqual([]);
+    // A bucket frozen for another target: that move is finished first; so is finishMoves refused.
+    const stop = (_: number, step: MoveStep) => {
+      if (step === "freeze") throw new Error("stopped");
+    };
+    await expect(moveBuckets(planFor(310, 310), tools(stop))).rejects.toThrow("stopped");
+    await expect(moveBuckets({ ...planFor(310, 310), to: "DB_2" }, tools())).rejects.toThrow(
+      "bucket 310 is being moved from DB to DB_1: finish that move first (--to DB_1)",
+    );
+    await expect(finishMoves(readShardMap(env), shardBindings(), tools().open)).rejects.toThrow(
+      "a move from DB to DB_1 is under way",
+    );
+    const { shards } = await moveBuckets(planFor(310, 310), tools());
+    // With the old SHARDS, the moved rows are still needed: refused.
+    await expect(finishMoves(readShardMap(env), shardBindings(), tools().open)).rejects.toThrow(
+      `SHARDS maps bucket ${bucketKey({ region: "default", bucket: 310 })} to DB, which sends it on to DB_1`,
+    );
+    expect((await finishMoves(parseShardMap(shards), shardBindings(), tools().open)).dropped).toBeGreaterThan(0);
   });
 });

@@ -1,7 +1,9 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { instant } from "../src/clock.ts";
+import { moveBuckets } from "../src/db/moves.ts";
 import * as queries from "../src/db/queries.ts";
-import type { Place } from "../src/db/shards.ts";
+import { type Place, readShardMap } from "../src/db/shards.ts";
 import { recordingD1 } from "./d1.ts";
 import { d1, shardBindings } from "./helpers.ts";
 
@@ -108,4 +110,31 @@ describe("query plans", () => {
     );
     expect(detail).toMatch(/SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 \(id=\?\)/);
   });
+
+  it.skipIf(shardBindings().length < 2)(
+    "a move finds a bucket's sessions by primary key and its events by the session id index",
+    async () => {
+      const recordings: ReturnType<typeof recordingD1>[] = [];
+      const open = (binding: string) => {
+        const recording = recordingD1(d1(binding));
+        recordings.push(recording);
+        return queries.openDatabase(recording.db);
+      };
+      const move = { map: readShardMap(env), region: "default", first: 1000, last: 1000, to: "DB_1" };
+      await moveBuckets(move, { open, now: () => new Date() });
+      const details = [];
+      const statements = recordings.flatMap((recording) => recording.statements);
+      for (const { sql, params } of statements.filter((s) => /session/.test(s.sql))) {
+        const detail = await plan(sql, params);
+        details.push(detail);
+        expect({ sql, detail }).not.toMatchObject({
+          detail: expect.stringMatching(/SCAN (sessions|session_events)(?! USING)/),
+        });
+      }
+      expect(details.join("\n")).toMatch(/SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 \(id>\? AND id<\?\)/);
+      expect(details.join("\n")).toMatch(
+        /SEARCH session_events USING INDEX session_events_session_id_request_id_idx \(session_id>\? AND session_id<\?\)/,
+      );
+    },
+  );
 });
