@@ -5,4 +5,4 @@ CREATE TABLE `bucket_moves` (
 	`updated_at` integer NOT NULL
 );
 --> statement-breakpoint
-CREATE UNIQUE INDEX `session_events_session_id_request_id_idx` ON `session_events` (`session_id`,`request_id`);
+CREATE INDEX `session_events_session_id_idx` ON `session_events` (`session_id`);

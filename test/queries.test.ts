@@ -133,7 +133,7 @@ describe("query plans", () => {
       }
       expect(details.join("\n")).toMatch(/SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 \(id>\? AND id<\?\)/);
       expect(details.join("\n")).toMatch(
-        /SEARCH session_events USING INDEX session_events_session_id_request_id_idx \(session_id>\? AND session_id<\?\)/,
+        /SEARCH session_events USING INDEX session_events_session_id_idx \(session_id>\? AND session_id<\?\)/,
       );
     },
   );

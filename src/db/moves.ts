@@ -12,9 +12,10 @@ import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";
 //           request writes the bucket there (src/db/queries.ts guards every write); reads
 //           still answer from it.
 //   copy    target: row (bucket, moved, source), so that a request reaching the target
-//           early is sent back to the source; then the bucket's sessions and events, copied
-//           from the (frozen, so unchanging) source, each kept once (primary key; events by
-//           session id and request id, with new row ids).
+//           early is sent back to the source, and nothing there can change the bucket's
+//           rows; what an interrupted copy left there is cleared, then the bucket's sessions
+//           and events are copied from the (frozen, so unchanging) source. Events get new row
+//           ids; every other field is kept.
 //   switch  source, one batch: the row becomes (moved, target) and the bucket's sessions and
 //           events are deleted. Requests now follow the row to the target.
 //   open    target: its row goes; the target answers for the bucket.
@@ -88,8 +89,15 @@ async function batch(db: Database, statements: Parameters<Database["batch"]>[0][
   if (first) await db.batch([first, ...rest]);
 }
 
-/** Copies the frozen bucket's rows from `source` to `target`; what is already there stays once. */
+/**
+ * Copies the frozen bucket's rows from `source` to `target`, after clearing what an
+ * interrupted copy left there (the target's `moved` row keeps every request off them).
+ */
 async function copyBucket(source: Database, target: Database, key: string) {
+  await target.batch([
+    target.delete(sessionEvents).where(inBucket(sessionEvents.sessionId, key)),
+    target.delete(sessions).where(inBucket(sessions.id, key)),
+  ]);
   let sessionCount = 0;
   for (let after = ""; ; ) {
     const rows = await source
@@ -100,9 +108,7 @@ async function copyBucket(source: Database, target: Database, key: string) {
       .limit(PAGE);
     await batch(
       target,
-      chunks(rows, SESSION_ROWS_PER_INSERT).map((part) =>
-        target.insert(sessions).values(part).onConflictDoNothing({ target: sessions.id }),
-      ),
+      chunks(rows, SESSION_ROWS_PER_INSERT).map((part) => target.insert(sessions).values(part)),
     );
     sessionCount += rows.length;
     if (rows.length < PAGE) break;
@@ -120,10 +126,7 @@ async function copyBucket(source: Database, target: Database, key: string) {
     await batch(
       target,
       chunks(rows, EVENT_ROWS_PER_INSERT).map((part) =>
-        target
-          .insert(sessionEvents)
-          .values(part.map(({ id: _, ...event }) => event))
-          .onConflictDoNothing(),
+        target.insert(sessionEvents).values(part.map(({ id: _, ...event }) => event)),
       ),
     );
     eventCount += rows.length;

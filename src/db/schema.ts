@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { DEVICE_TYPES } from "../device.ts";
 
 // The single description of the tables: migrations are generated from this file.
@@ -93,11 +93,8 @@ export const sessionEvents = sqliteTable(
     index("session_events_user_id_device_key_idx").on(table.userId, table.deviceKey, table.createdAt),
     // The cron's resend finds the (few) undelivered rows without reading the log.
     index("session_events_pending_idx").on(table.id).where(sql`${table.pendingDelivery} = 1`),
-    // A write logs at most one event per session, so this pair names one event on any
-    // database (the queue's message id): unique, so copying a bucket's events to another
-    // database twice keeps one of each. Also how a move finds a bucket's events: by the
-    // session id's prefix.
-    uniqueIndex("session_events_session_id_request_id_idx").on(table.sessionId, table.requestId),
+    // A bucket's events, for a move (src/db/moves.ts): session ids start with their bucket.
+    index("session_events_session_id_idx").on(table.sessionId),
   ],
 );
 
