@@ -1,7 +1,7 @@
 // The one way a script starts a worker locally: wrangler's own dev server
 // (`unstable_startWorker`, what `wrangler dev` runs) on a free loopback port, on the same
-// local D1 that `npm start` serves. No port finders or process groups: wrangler picks the
-// port (0) and `stop()` disposes of the runtime it started.
+// local D1 that `npm start` serves unless told another directory. No port finders or
+// process groups: wrangler picks the port (0) and `stop()` disposes of the runtime it started.
 import { execFileSync } from "node:child_process";
 import { unstable_startWorker } from "wrangler";
 
@@ -12,6 +12,10 @@ export interface LocalServerOptions {
   env?: string;
   /** Apply the local D1 migrations first (`npm run db:migrate:local`); on by default. */
   migrate?: boolean;
+  /** Keep local state (D1) under this directory, like `wrangler dev --persist-to`. */
+  persistTo?: string;
+  /** Receives the worker's console output instead of this process's stdout. */
+  onLog?: (level: string, message: string) => void;
 }
 
 export interface LocalServer {
@@ -19,16 +23,31 @@ export interface LocalServer {
   stop(): Promise<void>;
 }
 
+/** `npm run db:migrate:local`, on the given environment and state directory. */
+export function migrateLocal(options: Pick<LocalServerOptions, "env" | "persistTo"> = {}): void {
+  const extra = [
+    ...(options.env ? ["--env", options.env] : []),
+    ...(options.persistTo ? ["--persist-to", options.persistTo] : []),
+  ];
+  const args = ["run", "--silent", "db:migrate:local", ...(extra.length > 0 ? ["--", ...extra] : [])];
+  execFileSync("npm", args, { stdio: ["ignore", "ignore", "inherit"] });
+}
+
 export async function startLocalServer(options: LocalServerOptions = {}): Promise<LocalServer> {
-  const { config = "wrangler.toml", env, migrate = true } = options;
-  if (migrate) {
-    const args = ["run", "--silent", "db:migrate:local", ...(env ? ["--", "--env", env] : [])];
-    execFileSync("npm", args, { stdio: ["ignore", "ignore", "inherit"] });
-  }
+  const { config = "wrangler.toml", env, migrate = true, persistTo, onLog } = options;
+  if (migrate) migrateLocal({ env, persistTo });
   const worker = await unstable_startWorker({
     config,
     ...(env ? { env } : {}),
-    dev: { server: { hostname: "127.0.0.1", port: 0 }, inspector: false, logLevel: "error" },
+    dev: {
+      server: { hostname: "127.0.0.1", port: 0 },
+      inspector: false,
+      logLevel: "error",
+      ...(persistTo ? { persist: persistTo } : {}),
+      ...(onLog
+        ? { structuredLogsHandler: (log: { level: string; message: string }) => onLog(log.level, log.message) }
+        : {}),
+    },
   });
   await worker.ready;
   return { url: await worker.url, stop: () => worker.dispose() };

@@ -2,6 +2,7 @@
 // checked by src/db/shards.ts against the environment's D1 bindings), and the migrations
 // of every one of them. Usage:
 //   node scripts/shards.ts migrate --local|--remote [--env <env>]   (npm run db:migrate:local / :remote)
+//                                  [--persist-to <dir>]            (local state elsewhere, as wrangler dev's)
 //   node scripts/shards.ts status [--remote] [--env <env>]          (npm run db:status)
 //   node scripts/shards.ts move --buckets <first>-<last> --to <binding> [--region <region>]
 //                          [--env <env>] [--remote]                 (npm run shards:move)
@@ -60,12 +61,18 @@ const where = (env: string | undefined, location: "local" | "remote") =>
 
 /**
  * Applies migrations/ to every database of `env`. Local databases in parallel and quietly
- * (progress on stderr); remote ones one after another, so wrangler can ask before each.
+ * (progress on stderr), under `persistTo` when given; remote ones one after another, so
+ * wrangler can ask before each.
  */
-export async function migrate(env: string | undefined, location: "local" | "remote"): Promise<void> {
+export async function migrate(
+  env: string | undefined,
+  location: "local" | "remote",
+  persistTo?: string,
+): Promise<void> {
   const bindings = shardBindings(env);
+  const persist = persistTo === undefined ? [] : ["--persist-to", persistTo];
   const apply = (binding: string) =>
-    wrangler(["d1", "migrations", "apply", binding, ...where(env, location)], location === "remote");
+    wrangler(["d1", "migrations", "apply", binding, ...where(env, location), ...persist], location === "remote");
   if (location === "remote") {
     for (const binding of bindings) {
       if ((await apply(binding)).code !== 0) throw new Error(`migrating ${binding} (remote) failed`);
@@ -154,7 +161,7 @@ async function openDatabases(env: string | undefined, location: "local" | "remot
   };
 }
 
-const USAGE = `usage: node scripts/shards.ts migrate --local|--remote [--env <env>]
+const USAGE = `usage: node scripts/shards.ts migrate --local|--remote [--env <env>] [--persist-to <dir>]
        node scripts/shards.ts status [--remote] [--env <env>]
        npm run shards:move -- --buckets <first>-<last> --to <binding> [--region <region>] [--env <env>] [--remote]
        npm run shards:move -- --finish [--env <env>] [--remote]`;
@@ -217,6 +224,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       env: { type: "string", short: "e" },
       local: { type: "boolean" },
       remote: { type: "boolean" },
+      "persist-to": { type: "string" },
       buckets: { type: "string" },
       to: { type: "string" },
       region: { type: "string" },
@@ -226,7 +234,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const location = values.remote ? "remote" : "local";
   try {
     if (positionals[0] === "migrate" && (values.local || values.remote)) {
-      await migrate(values.env, location);
+      await migrate(values.env, location, values["persist-to"]);
     } else if (positionals[0] === "status") {
       if (!(await status(values.env, location))) process.exitCode = 1;
     } else if (positionals[0] === "move") {

@@ -1,31 +1,22 @@
-import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { methodNotAllowed } from "hono/method-not-allowed";
-import { secureHeaders } from "hono/secure-headers";
 import type { AppEnv } from "./context.ts";
 import { ApiError, writeError } from "./errors.ts";
+import { Hono } from "./hono.ts";
 import { withContext } from "./middleware/context.ts";
 import { corsForAllowedOrigins } from "./middleware/cors.ts";
 import { inputBounds } from "./middleware/input-bounds.ts";
 import { requestLog } from "./middleware/request-log.ts";
-import { openApiDocument } from "./openapi.ts";
 import { limitFailedAuthentication } from "./rate-limit.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { logoutRoutes } from "./routes/logout.ts";
 import { sessionsRoutes } from "./routes/sessions.ts";
+import { securityHeaders } from "./security-headers.ts";
 
 // Session data must never sit in a shared or browser cache, errors included.
 const noStore = createMiddleware(async (c, next) => {
   await next();
   c.header("Cache-Control", "no-store");
-});
-
-// A JSON API: nothing may be framed, run or loaded from its responses. HSTS for a year
-// (the HSTS preload list's minimum) on every subdomain, so no cookie ever goes over HTTP.
-const apiSecureHeaders = secureHeaders({
-  contentSecurityPolicy: { defaultSrc: ["'none'"], baseUri: ["'none'"], frameAncestors: ["'none'"] },
-  strictTransportSecurity: "max-age=31536000; includeSubDomains",
-  xFrameOptions: "DENY",
 });
 
 const routes = new Hono<AppEnv>();
@@ -34,10 +25,11 @@ const routes = new Hono<AppEnv>();
 // the security headers and no-store.
 export const app = routes
   .use(requestLog)
-  .use(apiSecureHeaders)
+  .use(securityHeaders)
   .use("/auth/*", noStore)
   .use(inputBounds)
-  .use(withContext)
+  // Only the operations need config, the instant and a database; a 404 pays for none of it.
+  .use("/auth/*", withContext)
   .use("/auth/*", corsForAllowedOrigins)
   // A known /auth/ path asked with a method it does not answer: 405, `Allow` built from the
   // routes below (HEAD wherever GET is). /openapi.json stays a plain 404, as documented.
@@ -53,8 +45,6 @@ export const app = routes
   .route("/auth/sessions", sessionsRoutes)
   .route("/auth/logout", logoutRoutes)
   .route("/auth/events", eventsRoutes)
-  // Public and cacheable (outside /auth/, so not no-store); the security headers still apply.
-  .get("/openapi.json", (c) => c.json(openApiDocument))
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, new ApiError(404, "not_found")))
   .onError(async (error, c) => writeError(c, await limitFailedAuthentication(c, error)));

@@ -1,12 +1,12 @@
-import { instant } from "./clock.ts";
+import { type Instant, instant } from "./clock.ts";
 import { type Config, MAX_TTL_SECONDS } from "./config.ts";
 import { sessionCookie } from "./cookie.ts";
-import { insertSession } from "./db/queries.ts";
+import { insertSession, type NewSession } from "./db/queries.ts";
 import type { Shards } from "./db/shards.ts";
 import { deviceKey, parseDevice } from "./device.ts";
 import { normalizeIp } from "./ip.ts";
 import type { Outbox } from "./outbox.ts";
-import { generateToken, hashSecret } from "./token.ts";
+import { generateToken, hashSecret, type Placement } from "./token.ts";
 
 // The one code path that creates sessions: SessionService.create and `npm run session:create`.
 
@@ -84,63 +84,78 @@ export function checkUserId(userId: unknown): string {
   return userId;
 }
 
-export async function issueSession(
-  shards: Shards,
+/** A session as issued, before it is stored: its row, and what the caller is given. */
+export interface NewSessionRow {
+  row: NewSession;
+  created: Omit<CreatedSession, "newDevice">;
+}
+
+/**
+ * Checks the input and builds the session's row, its id naming `placement` (the user's
+ * region and bucket); `issueSession` stores it (the bench, in bulk).
+ */
+export async function buildSession(
   config: Config,
   input: CreateSessionInput,
-  outbox: Outbox | null = null,
-): Promise<CreatedSession> {
+  placement: Placement,
+  at: Instant = instant(config),
+): Promise<NewSessionRow> {
   const userId = checkUserId(input.userId);
   const ttlSeconds = input.ttlSeconds ?? config.ttlSeconds;
   const maxTtl = Math.min(MAX_TTL_SECONDS, config.maxLifetimeSeconds);
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > maxTtl) {
     throw new RangeError(`ttlSeconds must be an integer from 1 to ${maxTtl}`);
   }
-  const place = await shards.forUser(userId, input.region);
-  const { id, secret, token } = generateToken(place.placement);
-  const at = instant(config);
+  const { id, secret, token } = generateToken(placement);
   const createdAt = at.now;
   const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000);
   const userAgent = typeof input.userAgent === "string" ? truncate(input.userAgent, MAX_USER_AGENT_LENGTH) : "";
   const device = parseDevice(userAgent);
-  const ipAddress = normalizeIp(input.ipAddress);
   const country = typeof input.country === "string" && COUNTRY.test(input.country) ? input.country : null;
+  const row: NewSession = {
+    id,
+    secretHash: await hashSecret(secret),
+    userId,
+    ipAddress: normalizeIp(input.ipAddress),
+    userAgent,
+    browser: device.browser,
+    os: device.os,
+    deviceType: device.type,
+    country,
+    city: cleanCity(input.city),
+    createdAt,
+    expiresAt,
+    lastActiveAt: createdAt,
+    ttlSeconds,
+    deviceKey: deviceKey(device, country),
+  };
+  // A renewed session must not lose its cookie first: with a sliding lifetime the cookie
+  // lasts as long as the session possibly can, and the database decides before that.
+  const cookieSeconds = config.slidingTtl ? config.maxLifetimeSeconds : ttlSeconds;
+  const cookie = sessionCookie(config.cookieName, token, cookieSeconds);
+  return { row, created: { id, token, expiresAt: expiresAt.toISOString(), cookie } };
+}
+
+export async function issueSession(
+  shards: Shards,
+  config: Config,
+  input: CreateSessionInput,
+  outbox: Outbox | null = null,
+): Promise<CreatedSession> {
+  const at = instant(config);
+  const place = await shards.forUser(checkUserId(input.userId), input.region);
+  const { row, created } = await buildSession(config, input, place.placement, at);
   const { stored, newDevice } = await insertSession(
     place,
-    {
-      id,
-      secretHash: await hashSecret(secret),
-      userId,
-      ipAddress,
-      userAgent,
-      browser: device.browser,
-      os: device.os,
-      deviceType: device.type,
-      country,
-      city: cleanCity(input.city),
-      createdAt,
-      expiresAt,
-      lastActiveAt: createdAt,
-      ttlSeconds,
-      deviceKey: deviceKey(device, country),
-    },
-    { sessionId: null, ipAddress, outbox },
+    row,
+    { sessionId: null, ipAddress: row.ipAddress ?? null, outbox },
     {
       maxPerUser: config.maxPerUser,
-      seenSince: new Date(createdAt.getTime() - config.eventRetentionDays * 86_400_000),
+      seenSince: new Date(row.createdAt.getTime() - config.eventRetentionDays * 86_400_000),
     },
     at,
   );
   // Only if 128 random bits collided with a live session's id; the caller can simply retry.
   if (!stored) throw new Error("A session with this id already exists. Retry.");
-  // A renewed session must not lose its cookie first: with a sliding lifetime the cookie
-  // lasts as long as the session possibly can, and the database decides before that.
-  const cookieSeconds = config.slidingTtl ? config.maxLifetimeSeconds : ttlSeconds;
-  return {
-    id,
-    token,
-    expiresAt: expiresAt.toISOString(),
-    cookie: sessionCookie(config.cookieName, token, cookieSeconds),
-    newDevice,
-  };
+  return { ...created, newDevice };
 }

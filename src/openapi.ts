@@ -115,18 +115,12 @@ const CROSS_SITE = {
     ["cross_site_request"],
   ),
 };
-// Inline, not components: linters and generators do not follow `x-` extensions, so a
-// component used only there would count as unused.
 const METHOD_NOT_ALLOWED = {
   "405": error(
     "A method the path does not answer; nothing changes, whatever the credentials.",
     ["method_not_allowed"],
     {
-      Allow: {
-        required: true,
-        description: "The methods the path answers.",
-        schema: { type: "string", pattern: "^[A-Z]+(, [A-Z]+)*$" },
-      },
+      Allow: ref("headers/Allow"),
     },
   ),
 };
@@ -279,6 +273,7 @@ export const openApiDocument: OpenApiDocument = {
         responses: {
           "200": {
             description: "The OpenAPI 3.1 document.",
+            headers: { Allow: ref("headers/Allow") },
             content: json({
               type: "object",
               required: ["openapi", "info", "paths", "components"],
@@ -291,6 +286,13 @@ export const openApiDocument: OpenApiDocument = {
             }),
           },
           ...anyRequest(false),
+        },
+      },
+      // A static asset (wrangler.toml [assets]): the platform's asset layer answers every method.
+      "x-other-methods": {
+        "405": {
+          description: "Any other method: the static-asset layer's 405, with `Allow` and no body.",
+          headers: { Allow: ref("headers/Allow") },
         },
       },
     },
@@ -330,6 +332,11 @@ export const openApiDocument: OpenApiDocument = {
     },
     headers: {
       NoStore: { required: true, schema: { type: "string", const: "no-store" } },
+      Allow: {
+        required: true,
+        description: "The methods the path answers.",
+        schema: { type: "string", pattern: "^[A-Z]+(, [A-Z]+)*$" },
+      },
       WWWAuthenticate: {
         required: true,
         description: 'RFC 6750 challenge; `error="invalid_token"` when a token was presented and refused.',

@@ -156,24 +156,19 @@ describe("request log", () => {
     return lines;
   }
 
-  it("writes one JSON line per request with route, status, duration, session id and round trips", async () => {
+  it("writes nothing for ordinary answers, successes and refusals alike", async () => {
     const session = await issue(newUser());
     const lines = captureLog();
-    await call("GET", "/auth/sessions", bearer(session.token));
-    expect(lines).toHaveLength(1);
-    expect(JSON.parse(lines[0]!)).toEqual({
-      level: "info",
-      event: "request",
-      method: "GET",
-      route: "/auth/sessions",
-      status: 200,
-      duration_ms: expect.any(Number),
-      session_id: session.id,
-      d1_round_trips: 1,
-    });
+    expect((await call("GET", "/auth/sessions", bearer(session.token))).status).toBe(200);
+    expect((await call("GET", "/auth/sessions", bearer(`${session.id}.${"x".repeat(43)}`))).status).toBe(401);
+    expect((await call("GET", "/auth/logout", bearer(session.token))).status).toBe(405);
+    expect((await call("GET", "/secret-looking-path")).status).toBe(404);
+    expect((await call("DELETE", "/auth/logout", bearer(session.token))).status).toBe(200);
+    expect(lines).toEqual([]);
   });
 
-  it("names no session on a refusal and never holds a token, secret or hash", async () => {
+  it("writes one line for a 5xx: route pattern, status, duration, round trips; no path, token, secret or hash", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => {});
     const user = newUser();
     const session = await issue(user);
     const [, secret] = session.token.split(".");
@@ -182,27 +177,52 @@ describe("request log", () => {
       .bind(session.id)
       .all<{ secret_hash: string }>();
     const lines = captureLog();
-    await call("DELETE", `/auth/sessions/${session.token}`, bearer(session.token));
-    await call("POST", "/auth/logout", { ...sessionCookie(session.token), Origin: "https://evil.example" });
-    await call("GET", `/auth/sessions/${secret}`, bearer(`${session.id}.${"x".repeat(43)}`));
-    await call("DELETE", "/auth/logout", bearer(session.token));
-    expect(lines.map((line) => JSON.parse(line).status)).toEqual([401, 403, 405, 200]);
-    expect(JSON.parse(lines[0]!)).toMatchObject({
+    // On the database that holds the user: the one the request asks.
+    const failing = {
+      [await bindingOfUser(user)]: flakyD1(await d1OfUser(user), 99, () => new InjectedFailure("boom")).db,
+    };
+    await expectError(
+      await callWith(failing, "DELETE", `/auth/sessions/${session.id}`, bearer(session.token)),
+      500,
+      "internal_error",
+    );
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toEqual({
+      level: "error",
+      event: "request",
+      method: "DELETE",
       route: "/auth/sessions/:id{[^\\x2F]*}",
+      status: 500,
+      duration_ms: expect.any(Number),
       session_id: null,
       d1_round_trips: 1,
     });
-    for (const line of lines) {
-      expect(line).not.toContain(secret);
-      expect(line).not.toContain(results[0]!.secret_hash);
-    }
+    expect(lines[0]).not.toContain(session.id);
+    expect(lines[0]).not.toContain(secret);
+    expect(lines[0]).not.toContain(results[0]!.secret_hash);
   });
 
-  it("logs 404s without echoing the path", async () => {
+  it("writes one line when a request needed more than one D1 round trip (a retried transient error)", async () => {
+    const user = newUser();
+    const session = await issue(user);
     const lines = captureLog();
-    await call("GET", `/${"secret-looking-path"}`);
-    expect(JSON.parse(lines[0]!)).toMatchObject({ route: null, status: 404, session_id: null, d1_round_trips: 0 });
-    expect(lines[0]).not.toContain("secret-looking-path");
+    const flaky = flakyD1(await d1OfUser(user), 1, () => new Error("D1_ERROR: Network connection lost."));
+    expect(
+      (await callWith({ [await bindingOfUser(user)]: flaky.db }, "POST", "/auth/logout", bearer(session.token))).status,
+    ).toBe(200);
+    expect(lines.map((line) => JSON.parse(line))).toEqual([
+      {
+        level: "warn",
+        event: "request",
+        method: "POST",
+        route: "/auth/logout",
+        status: 200,
+        duration_ms: expect.any(Number),
+        session_id: session.id,
+        d1_round_trips: 2,
+      },
+    ]);
+    expect(lines[0]).not.toContain(session.token.split(".")[1]);
   });
 });
 

@@ -53,10 +53,20 @@ function request(method: string, path: string, headers: Record<string, string>):
   return new Request(`${ORIGIN}${path}`, { method, headers: { "CF-Connecting-IP": randomIp(), ...headers } });
 }
 
-/** A request through the worker's public HTTP interface. */
+/**
+ * The platform's order (wrangler.toml `[assets]`): a request for the path of a static asset
+ * (assets/, i.e. /openapi.json) is answered by the asset layer whatever its method (GET and
+ * HEAD the file, others a bare 405); every other path goes to the worker.
+ */
+async function serve(request: Request): Promise<Response> {
+  const exists = await env.ASSETS.fetch(request.url, { method: "HEAD" });
+  return exists.status === 404 ? exports.default.fetch(request) : env.ASSETS.fetch(request);
+}
+
+/** A request through the service's public HTTP interface: its static assets, then the worker. */
 export async function call(method: string, path: string, headers: Record<string, string> = {}): Promise<Response> {
   const sent = request(method, path, headers);
-  const response = await exports.default.fetch(sent);
+  const response = await serve(sent);
   await validateResponse(sent.method, sent.url, response);
   return response;
 }

@@ -7,11 +7,13 @@ import { validateResponse } from "./openapi.ts";
 const PATHS = ["/auth/sessions", "/auth/sessions/{id}", "/auth/logout", "/auth/events", "/openapi.json"];
 
 describe("GET /openapi.json", () => {
-  it("serves the OpenAPI 3.1 document, public and cacheable, with the security headers", async () => {
+  it("serves the OpenAPI 3.1 document as a static asset, public and revalidated, with the security headers", async () => {
     const response = await call("GET", "/openapi.json");
     expect(response.status).toBe(200);
     expect(response.headers.get("Content-Type")).toBe("application/json");
-    expect(response.headers.get("Cache-Control")).toBeNull();
+    // Not no-store like /auth/: caches may keep it, and revalidate it by its ETag.
+    expect(response.headers.get("Cache-Control")).toBe("public, max-age=0, must-revalidate");
+    expect(response.headers.get("ETag")).toMatch(/^"[0-9a-f]+"$/);
     expectSecurityHeaders(response);
     const body = (await response.json()) as typeof openApiDocument;
     expect(body.openapi).toBe("3.1.0");
@@ -23,11 +25,14 @@ describe("GET /openapi.json", () => {
     });
   });
 
-  it("answers HEAD without a body, and other methods 404 like any unknown route", async () => {
+  it("answers HEAD without a body, and other methods with the asset layer's bare 405", async () => {
     const head = await call("HEAD", "/openapi.json");
     expect(head.status).toBe(200);
     expect(await head.text()).toBe("");
-    expect((await call("POST", "/openapi.json")).status).toBe(404);
+    const post = await call("POST", "/openapi.json");
+    expect(post.status).toBe(405);
+    expect(await post.text()).toBe("");
+    expectSecurityHeaders(post);
   });
 });
 

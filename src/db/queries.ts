@@ -281,7 +281,7 @@ export interface IssuePolicy {
 
 /**
  * Whether any other session of the user seen since `since`, live or ended, had this device.
- * `newId` is left out, so the answer is the same before and after the new row exists.
+ * The new session itself is left out, so the answer is the same before and after its row exists.
  */
 function seenOnDevice(db: Database, session: NewSession, since: Date): SQL<boolean> {
   const { userId, deviceKey, id } = session;

@@ -2,18 +2,26 @@ import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
 import type { AppEnv } from "../context.ts";
 
+/** Every operation answers from one round trip; more means a transient D1 error was retried. */
+const EXPECTED_D1_ROUND_TRIPS = 1;
+
 /**
- * One JSON line per request. Only fixed fields: the route pattern (never the raw path,
+ * One JSON line for a request that needs an operator's eye: a 5xx, or more D1 round trips
+ * than expected. Ordinary answers write nothing: Workers Logs already keep an invocation log
+ * of every request (method, URL, status, duration, outcome), and a line per request cost a
+ * third of the worker's throughput. Only fixed fields: the route pattern (never the raw path,
  * which a client could fill with anything), never a header, token or hash.
  */
 export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
   const started = performance.now();
   await next();
-  const route = routePath(c, -1);
   const { status } = c.res;
+  const roundTrips = c.var.roundTrips?.() ?? 0;
+  if (status < 500 && roundTrips <= EXPECTED_D1_ROUND_TRIPS) return;
+  const route = routePath(c, -1);
   console.log(
     JSON.stringify({
-      level: status >= 500 ? "error" : "info",
+      level: status >= 500 ? "error" : "warn",
       event: "request",
       method: c.req.method,
       route: route.endsWith("*") ? null : route,
@@ -21,7 +29,7 @@ export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
       duration_ms: Math.round(performance.now() - started),
       // Every 2xx under /auth/ proved its token live, so this id is the caller's own.
       session_id: status < 300 ? (c.var.proof?.id ?? null) : null,
-      d1_round_trips: c.var.roundTrips?.() ?? 0,
+      d1_round_trips: roundTrips,
     }),
   );
 });

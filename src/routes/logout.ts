@@ -1,8 +1,8 @@
-import { Hono } from "hono";
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
 import { endAllSessions, endOtherSessions, endSession } from "../db/queries.ts";
 import { ApiError, sessionInvalid, unauthorized } from "../errors.ts";
+import { Hono } from "../hono.ts";
 import { actorOf, requireBearerOrCookie } from "../middleware/auth.ts";
 
 const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ? "" : "s"}`;

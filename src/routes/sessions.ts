@@ -1,10 +1,10 @@
 import type { Context } from "hono";
-import { Hono } from "hono";
 import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";
 import { authenticate, deleteSession, type ListedSession, listSessions } from "../db/queries.ts";
 import { type DeviceType, sessionName } from "../device.ts";
 import { ApiError, unauthorized } from "../errors.ts";
+import { Hono } from "../hono.ts";
 import { actorOf, requireBearer } from "../middleware/auth.ts";
 
 export interface SessionView {
