@@ -146,6 +146,7 @@ async function check(plan: MovePlan, tools: MoveTools): Promise<void> {
     if (other !== region && owners.includes(to))
       throw new MoveRefused(`${to} belongs to region "${other}"; a database belongs to one region`);
   }
+  // Throws, before anything is written, when the target is no D1 binding of the environment.
   tools.open(to);
   // Ids from before buckets (22 characters) name no bucket, so their rows cannot be found by
   // bucket; they exist only on a deployment that has always had one database.
