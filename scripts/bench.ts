@@ -30,7 +30,7 @@ import { readConfig } from "../src/config.ts";
 import { wrapD1 } from "../src/db/binding.ts";
 import * as queries from "../src/db/queries.ts";
 import { sessionEvents, sessions } from "../src/db/schema.ts";
-import { bucketOf, openShards } from "../src/db/shards.ts";
+import { bucketOf, openShards, type Place } from "../src/db/shards.ts";
 import { buildSession, issueSession } from "../src/issue-session.ts";
 import { DEFAULT_REGION, hashSecret } from "../src/token.ts";
 import { GZIP_BUDGET_BYTES, measureBundle } from "./bundle-size.ts";
@@ -226,8 +226,9 @@ async function runOperation(
   own: Seeded[],
 ): Promise<Meta> {
   const { db: metered, total } = meteredD1(env.DB);
-  const db = queries.openDatabase(metered);
   const caller = own[0] as Seeded;
+  // The caller's bucket on the metered database, as the routes get it from the token.
+  const db = openShards({ ...env, DB: metered }).forSession(caller.id) as Place;
   const proof = await proofOf(caller.token);
   const now = new Date();
   const at = (offsetMs: number): Instant => {

@@ -4,10 +4,18 @@
 //   node scripts/shards.ts migrate --local|--remote [--env <env>]   (npm run db:migrate:local / :remote)
 //                                  [--persist-to <dir>]            (local state elsewhere, as wrangler dev's)
 //   node scripts/shards.ts status [--remote] [--env <env>]          (npm run db:status)
+//   node scripts/shards.ts move --buckets <first>-<last> --to <binding> [--region <region>]
+//                          [--env <env>] [--remote]                 (npm run shards:move)
+//   node scripts/shards.ts move --finish [--env <env>] [--remote]
 import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { unstable_readConfig } from "wrangler";
+import { getPlatformProxy, unstable_readConfig } from "wrangler";
+import { finishMoves, MoveRefused, moveBuckets } from "../src/db/moves.ts";
+import { openDatabase } from "../src/db/queries.ts";
 import { parseShardMap } from "../src/db/shards.ts";
 
 const PROJECT = fileURLToPath(new URL("..", import.meta.url));
@@ -106,6 +114,109 @@ export async function status(env: string | undefined, location: "local" | "remot
   return current;
 }
 
+interface Databases {
+  shards: string;
+  bindings: string[];
+  open(binding: string): D1Database;
+  close(): Promise<void>;
+}
+
+/** Every D1 database of `env`, SHARDS-named or not: the local files, or (remote) the real ones. */
+async function openDatabases(env: string | undefined, location: "local" | "remote"): Promise<Databases> {
+  const config = unstable_readConfig({ config: `${PROJECT}wrangler.toml`, env }, { hideWarnings: true });
+  const bindings = config.d1_databases.map((database: { binding: string }) => database.binding);
+  let values: Record<string, unknown>;
+  let close = async () => {};
+  if (location === "local") {
+    // Imported here: node:sqlite would warn on every `npm start` that imports this file.
+    const { openLocalProject } = await import("./local-d1.ts");
+    const project = openLocalProject(env);
+    values = project.env;
+    close = async () => project.close();
+  } else {
+    // Wrangler's remote bindings: the same D1 API (batches included) over Cloudflare's.
+    const dir = mkdtempSync(path.join(tmpdir(), "shards-move-"));
+    const remote = {
+      name: config.name,
+      compatibility_date: config.compatibility_date,
+      d1_databases: config.d1_databases.map((database: object) => ({ ...database, remote: true })),
+    };
+    writeFileSync(path.join(dir, "wrangler.json"), JSON.stringify(remote));
+    const proxy = await getPlatformProxy({ configPath: path.join(dir, "wrangler.json"), remoteBindings: true });
+    values = proxy.env;
+    close = async () => {
+      await proxy.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    };
+  }
+  return {
+    shards: String(config.vars.SHARDS ?? ""),
+    bindings,
+    open(binding) {
+      if (!bindings.includes(binding))
+        throw new MoveRefused(`${binding} is not a d1_databases binding of this environment`);
+      return values[binding] as D1Database;
+    },
+    close,
+  };
+}
+
+const USAGE = `usage: node scripts/shards.ts migrate --local|--remote [--env <env>] [--persist-to <dir>]
+       node scripts/shards.ts status [--remote] [--env <env>]
+       npm run shards:move -- --buckets <first>-<last> --to <binding> [--region <region>] [--env <env>] [--remote]
+       npm run shards:move -- --finish [--env <env>] [--remote]`;
+
+/** `shards:move`: moves the buckets, bucket by bucket, then says what is left to do. */
+async function move(values: Record<string, string | boolean | undefined>, location: "local" | "remote") {
+  const env = values.env as string | undefined;
+  const where = `${env === undefined ? "" : ` --env ${env}`}${location === "remote" ? " --remote" : ""}`;
+  const databases = await openDatabases(env, location);
+  const open = (binding: string) => openDatabase(databases.open(binding));
+  try {
+    const map = parseShardMap(databases.shards);
+    if (values.finish) {
+      const { dropped } = await finishMoves(map, databases.bindings, open);
+      console.log(`dropped ${dropped} moved-bucket rows: requests go to the databases SHARDS names, in one round trip`);
+      return;
+    }
+    const range = /^(\d+)(?:-(\d+))?$/.exec(String(values.buckets ?? ""));
+    if (!range || typeof values.to !== "string")
+      throw new MoveRefused(`give --buckets <first>-<last> and --to <binding>\n${USAGE}`);
+    const first = Number(range[1]);
+    const last = Number(range[2] ?? range[1]);
+    const region = (values.region as string | undefined) ?? "default";
+    let done = 0;
+    const report = await moveBuckets(
+      { map, region, first, last, to: values.to },
+      {
+        open,
+        now: () => new Date(),
+        afterStep: (bucket, step) => {
+          if (step !== "open") return;
+          done++;
+          if (done % 64 === 0 || bucket === last) process.stderr.write(`buckets ${first}-${bucket} done\n`);
+        },
+      },
+    );
+    console.log(
+      `moved ${report.moved} buckets (${report.sessions} sessions, ${report.events} events) to ${values.to}; ${report.alreadyThere} were there already.`,
+    );
+    console.log("Left to do:");
+    console.log(
+      `  1. Set SHARDS in wrangler.toml${env === undefined ? " [vars]" : ` [env.${env}.vars]`} and deploy (npm run deploy${env === undefined ? "" : ` -- --env ${env}`}):`,
+    );
+    console.log(`     SHARDS = '${report.shards}'`);
+    console.log(
+      "     Until then every request for these buckets reaches the old database first and follows the move: one more round trip.",
+    );
+    console.log(
+      `  2. Once no version of the worker with the old SHARDS serves any more (npx wrangler deployments status): npm run shards:move -- --finish${where}`,
+    );
+  } finally {
+    await databases.close();
+  }
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
@@ -114,6 +225,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       local: { type: "boolean" },
       remote: { type: "boolean" },
       "persist-to": { type: "string" },
+      buckets: { type: "string" },
+      to: { type: "string" },
+      region: { type: "string" },
+      finish: { type: "boolean" },
     },
   });
   const location = values.remote ? "remote" : "local";
@@ -122,10 +237,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       await migrate(values.env, location, values["persist-to"]);
     } else if (positionals[0] === "status") {
       if (!(await status(values.env, location))) process.exitCode = 1;
+    } else if (positionals[0] === "move") {
+      await move(values, location);
     } else {
-      console.error(
-        "usage: node scripts/shards.ts migrate --local|--remote [--env <env>] [--persist-to <dir>] | status [--remote] [--env <env>]",
-      );
+      console.error(USAGE);
       process.exitCode = 2;
     }
   } catch (error) {

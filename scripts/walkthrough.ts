@@ -130,7 +130,7 @@ try {
   );
   exact<
     NonNullable<typeof phoneGone.error>["code"],
-    "invalid_token" | "rate_limited" | "uri_too_long" | "internal_error" | "service_unavailable"
+    "invalid_token" | "rate_limited" | "uri_too_long" | "internal_error" | "service_unavailable" | "moving"
   >(true);
   check("code invalid_token", phoneGone.error?.code === "invalid_token", phoneGone.error);
 

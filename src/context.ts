@@ -1,7 +1,7 @@
 import type { Instant } from "./clock.ts";
 import type { Config } from "./config.ts";
-import type { Database, TokenProof } from "./db/queries.ts";
-import type { Shards } from "./db/shards.ts";
+import type { TokenProof } from "./db/queries.ts";
+import type { Place, Shards } from "./db/shards.ts";
 import type { Outbox } from "./outbox.ts";
 
 /** What every handler can read: bindings, parsed config, the databases, the proven token. */
@@ -11,8 +11,8 @@ export interface AppEnv {
     config: Config;
     /** The deployment's databases (metered); the one a request uses is chosen from its token. */
     shards: Shards;
-    /** The database of the proven token's session: every query of the request goes here. */
-    db: Database;
+    /** The bucket and database of the token's session: every query of the request starts here. */
+    place: Place;
     /** The request's one "now" (and idle cutoff). */
     at: Instant;
     /** CF-Connecting-IP when it parses as an IP address. */

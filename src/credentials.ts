@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import type { AppEnv } from "./context.ts";
 import { readSessionCookie } from "./cookie.ts";
 import type { TokenProof } from "./db/queries.ts";
-import type { Shard } from "./db/shards.ts";
+import type { Place } from "./db/shards.ts";
 import { proveToken } from "./token.ts";
 
 // The one place a request's credential is read. An Authorization header, when present,
@@ -13,8 +13,8 @@ export type Credential =
   | { kind: "none" }
   /** `presented`: a token was actually offered (not another scheme, not an empty one). */
   | { kind: "malformed"; source: "bearer" | "cookie"; presented: boolean }
-  /** `shard`: the database the token's session lives in, named by its id. */
-  | { kind: "token"; source: "bearer" | "cookie"; proof: TokenProof; shard: Shard };
+  /** `place`: the bucket and database the token's session lives in, named by its id. */
+  | { kind: "token"; source: "bearer" | "cookie"; proof: TokenProof; place: Place };
 
 const BEARER = /^Bearer +(.*)$/i;
 
@@ -30,7 +30,7 @@ export async function readCredential(c: Context<AppEnv>, acceptCookie: boolean):
 async function prove(c: Context<AppEnv>, source: "bearer" | "cookie", token: string | undefined): Promise<Credential> {
   const proof = token === undefined ? null : await proveToken(token);
   // An id naming no database of this deployment cannot be a token it issued: malformed.
-  const shard = proof && c.var.shards.forSession(proof.id);
-  if (!proof || !shard) return { kind: "malformed", source, presented: Boolean(token) };
-  return { kind: "token", source, proof, shard };
+  const place = proof && c.var.shards.forSession(proof.id);
+  if (!proof || !place) return { kind: "malformed", source, presented: Boolean(token) };
+  return { kind: "token", source, proof, place };
 }

@@ -3,6 +3,7 @@ import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ConfigError } from "./config.ts";
 import { DatabaseUnavailable } from "./db/binding.ts";
+import { BucketMoving } from "./db/queries.ts";
 
 // Every error the API can answer, with its one message. Clients branch on `code`. The one
 // list of error codes: the type and the OpenAPI document derive from it.
@@ -20,6 +21,7 @@ export const MESSAGES = {
   uri_too_long: "The request path is too long.",
   internal_error: "Something went wrong on our side. Please try again.",
   service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
+  moving: "Your sessions are being moved to another database; nothing was changed. Retry after the Retry-After delay.",
 } as const;
 
 export type ErrorCode = keyof typeof MESSAGES;
@@ -64,7 +66,7 @@ export function sessionInvalid(): ApiError {
   return new ApiError(400, "session_invalid", { authFailure: true });
 }
 
-/** Seconds a client waits before retrying after a 503: D1's queues drain in milliseconds. */
+/** Seconds a client waits before retrying after a 503: D1's queues drain, and a bucket moves, in milliseconds to seconds. */
 const RETRY_AFTER_SECONDS = 1;
 
 /**
@@ -84,6 +86,10 @@ export function writeError(c: Context, error: unknown): Response {
   if (error instanceof DatabaseUnavailable) {
     console.warn(JSON.stringify({ level: "warn", event: "database_unavailable" }));
     return bare(503, "service_unavailable", { "Retry-After": String(RETRY_AFTER_SECONDS) });
+  }
+  if (error instanceof BucketMoving) {
+    console.warn(JSON.stringify({ level: "warn", event: "bucket_moving" }));
+    return bare(503, "moving", { "Retry-After": String(RETRY_AFTER_SECONDS) });
   }
   if (error instanceof ConfigError) {
     // Loud and whole: the message names only the var and the rule it breaks.

@@ -143,10 +143,10 @@ export async function issueSession(
   outbox: Outbox | null = null,
 ): Promise<CreatedSession> {
   const at = instant(config);
-  const { db, placement } = await shards.forUser(checkUserId(input.userId), input.region);
-  const { row, created } = await buildSession(config, input, placement, at);
+  const place = await shards.forUser(checkUserId(input.userId), input.region);
+  const { row, created } = await buildSession(config, input, place.placement, at);
   const { stored, newDevice } = await insertSession(
-    db,
+    place,
     row,
     { sessionId: null, ipAddress: row.ipAddress ?? null, outbox },
     {

@@ -92,8 +92,8 @@ const anyRequest = (noStore: boolean) => ({
 const AUTH_ERRORS = {
   ...anyRequest(true),
   "503": error(
-    "The database is overloaded or did not answer (twice). Retry after `Retry-After` seconds. Like a 500, it clears no cookie; a write may or may not have taken effect, and the retry's answer says which state holds now.",
-    ["service_unavailable"],
+    "`service_unavailable`: the database is overloaded or did not answer (twice); a write may or may not have taken effect, and the retry's answer says which state holds now. `moving`: the user's sessions are being moved to another database, for a second or so; nothing was changed. Retry after `Retry-After` seconds. Like a 500, it clears no cookie.",
+    ["service_unavailable", "moving"],
     { "Retry-After": ref("headers/RetryAfter") },
   ),
 };

@@ -43,9 +43,9 @@ export class SessionService extends WorkerEntrypoint<Env> {
   /** Also records the session's activity (and renews it, with a sliding lifetime), like any authenticated request. */
   async authenticate(token: string): Promise<AuthenticatedSession | null> {
     const proof = typeof token === "string" ? await proveToken(token) : null;
-    const shard = proof && this.shards().forSession(proof.id);
-    if (!proof || !shard) return null;
-    const caller = await authenticate(shard.db, proof, instant(readConfig(this.env)));
+    const place = proof && this.shards().forSession(proof.id);
+    if (!proof || !place) return null;
+    const caller = await authenticate(place, proof, instant(readConfig(this.env)));
     return caller && { sessionId: caller.id, userId: caller.userId, expiresAt: caller.expiresAt.toISOString() };
   }
 

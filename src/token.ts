@@ -9,7 +9,8 @@
 
 const RANDOM_BYTES = 16;
 const SECRET_BYTES = 32;
-const RANDOM_LENGTH = 22; // base64url of 16 bytes, unpadded
+/** base64url of 16 bytes, unpadded: what follows the bucket in an id. */
+export const RANDOM_LENGTH = 22;
 const SECRET_LENGTH = 43; // base64url of 32 bytes, unpadded
 const BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
@@ -49,14 +50,18 @@ function randomBase64Url(bytes: number): string {
     .replace(/=+$/, "");
 }
 
-function idPrefix({ region, bucket }: Placement): string {
+/**
+ * A bucket as the prefix every session id in it starts with (`AB`, `euAB`): how the move
+ * state names it (src/db/schema.ts `bucket_moves`) and how a move finds its rows.
+ */
+export function bucketKey({ region, bucket }: Placement): string {
   if (!Number.isInteger(bucket) || bucket < 0 || bucket >= BUCKET_COUNT) throw new RangeError(`bucket ${bucket}`);
   const bucketChars = `${BASE64URL[bucket >> 6]}${BASE64URL[bucket & 63]}`;
   return region === DEFAULT_REGION ? bucketChars : `${region}${bucketChars}`;
 }
 
 export function generateToken(placement: Placement): ParsedToken & { token: string } {
-  const id = `${idPrefix(placement)}${randomBase64Url(RANDOM_BYTES)}`;
+  const id = `${bucketKey(placement)}${randomBase64Url(RANDOM_BYTES)}`;
   const secret = randomBase64Url(SECRET_BYTES);
   return { id, secret, token: `${id}.${secret}` };
 }

@@ -54,8 +54,8 @@ export async function listSessionsOfUser(
   userId: string,
   region?: string | null,
 ): Promise<SessionView[]> {
-  const { db } = await shards.forUser(checkUserId(userId), region);
-  const rows = await listUserSessions(db, userId, instant(config));
+  const place = await shards.forUser(checkUserId(userId), region);
+  const rows = await listUserSessions(place, userId, instant(config));
   return rows.map(sessionView);
 }
 
@@ -71,9 +71,9 @@ export async function endSessionsOfUser(
   // Strict: a token or a typo passed here by mistake would otherwise end the session it meant to keep.
   const except = input.exceptSessionId == null ? null : checkString("exceptSessionId", input.exceptSessionId);
   if (except !== null && !placementOf(except)) throw new TypeError("exceptSessionId must be a session id");
-  const { db } = await shards.forUser(userId, input.region);
+  const place = await shards.forUser(userId, input.region);
   const actor = { sessionId: null, ipAddress: null, outbox };
-  return { ended: await endUserSessions(db, userId, except, reason, actor, instant(config)) };
+  return { ended: await endUserSessions(place, userId, except, reason, actor, instant(config)) };
 }
 
 /** Ends one live session; `ended` is false when there was none by that id. */
@@ -86,9 +86,8 @@ export async function endOneSession(
   const sessionId = checkString("sessionId", input?.sessionId);
   const reason = checkReason(input.reason);
   // An id that cannot be a session of this deployment matches nothing: no lookup.
-  const shard = shards.forSession(sessionId);
-  if (!shard) return { ended: false };
-  const { db } = shard;
+  const place = shards.forSession(sessionId);
+  if (!place) return { ended: false };
   const actor = { sessionId: null, ipAddress: null, outbox };
-  return { ended: await endSessionById(db, sessionId, reason, actor, instant(config)) };
+  return { ended: await endSessionById(place, sessionId, reason, actor, instant(config)) };
 }

@@ -169,6 +169,7 @@ const MESSAGES: Record<string, string> = {
   uri_too_long: "The request path is too long.",
   internal_error: "Something went wrong on our side. Please try again.",
   service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
+  moving: "Your sessions are being moved to another database; nothing was changed. Retry after the Retry-After delay.",
 };
 
 /**
@@ -184,6 +185,8 @@ export async function expectError(
     setCookie?: string | null;
     allow?: string | null;
     cacheControl?: string | null;
+    /** Checked only when given. */
+    retryAfter?: string | null;
   } = {},
 ): Promise<void> {
   expect({ status: response.status, body: await response.json() }).toEqual({
@@ -197,6 +200,7 @@ export async function expectError(
   expect(response.headers.get("Cache-Control")).toBe(
     headers.cacheControl === undefined ? "no-store" : headers.cacheControl,
   );
+  if (headers.retryAfter !== undefined) expect(response.headers.get("Retry-After")).toBe(headers.retryAfter);
   expectSecurityHeaders(response);
 }
 

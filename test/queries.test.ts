@@ -1,6 +1,9 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { instant } from "../src/clock.ts";
+import { moveBuckets } from "../src/db/moves.ts";
 import * as queries from "../src/db/queries.ts";
+import { type Place, readShardMap } from "../src/db/shards.ts";
 import { recordingD1 } from "./d1.ts";
 import { d1, shardBindings } from "./helpers.ts";
 
@@ -35,22 +38,31 @@ const newSession = (id: string) => ({
   deviceKey: "||",
 });
 
+/** A bucket of the first database, as the worker's routes get it (src/db/shards.ts). */
+const on = (db: queries.Database): Place => ({ binding: "DB", db, bucket: "AA", elsewhere: () => null });
+
 const operations: Record<string, (db: queries.Database) => Promise<unknown>> = {
-  authenticate: (db) => queries.authenticate(db, proof, at),
-  "authenticate (sliding)": (db) => queries.authenticate(db, proof, sliding),
+  authenticate: (db) => queries.authenticate(on(db), proof, at),
+  "authenticate (sliding)": (db) => queries.authenticate(on(db), proof, sliding),
   insertSession: (db) =>
-    queries.insertSession(db, newSession("CCCCCCCCCCCCCCCCCCCCCC"), actor, { maxPerUser: 2, seenSince: at.now }, at),
-  listUserSessions: (db) => queries.listUserSessions(db, "plan-user", at),
-  endUserSessions: (db) => queries.endUserSessions(db, "plan-user", proof.id, "admin", actor, at),
-  endSessionById: (db) => queries.endSessionById(db, proof.id, "admin", actor, at),
+    queries.insertSession(
+      on(db),
+      newSession("CCCCCCCCCCCCCCCCCCCCCC"),
+      actor,
+      { maxPerUser: 2, seenSince: at.now },
+      at,
+    ),
+  listUserSessions: (db) => queries.listUserSessions(on(db), "plan-user", at),
+  endUserSessions: (db) => queries.endUserSessions(on(db), "plan-user", proof.id, "admin", actor, at),
+  endSessionById: (db) => queries.endSessionById(on(db), proof.id, "admin", actor, at),
   pendingEvents: (db) => queries.pendingEvents(db, at.now, 10),
   markDelivered: (db) => queries.markDelivered(db, [1, 2, 3]),
-  listSessions: (db) => queries.listSessions(db, proof, at),
-  deleteSession: (db) => queries.deleteSession(db, proof, "BBBBBBBBBBBBBBBBBBBBBB", actor, at),
-  endSession: (db) => queries.endSession(db, proof, actor, at),
-  endAllSessions: (db) => queries.endAllSessions(db, proof, actor, at),
-  endOtherSessions: (db) => queries.endOtherSessions(db, proof, actor, at),
-  listEvents: (db) => queries.listEvents(db, proof, at),
+  listSessions: (db) => queries.listSessions(on(db), proof, at),
+  deleteSession: (db) => queries.deleteSession(on(db), proof, "BBBBBBBBBBBBBBBBBBBBBB", actor, at),
+  endSession: (db) => queries.endSession(on(db), proof, actor, at),
+  endAllSessions: (db) => queries.endAllSessions(on(db), proof, actor, at),
+  endOtherSessions: (db) => queries.endOtherSessions(on(db), proof, actor, at),
+  listEvents: (db) => queries.listEvents(on(db), proof, at),
   purgeSessions: (db) => queries.purgeSessions(db, at, 10),
   purgeEvents: (db) => queries.purgeEvents(db, at.now, 10),
 };
@@ -90,7 +102,7 @@ describe("query plans", () => {
 
   it("the list reads the caller by primary key and the user's sessions by the user index", async () => {
     const { db, statements } = recordingD1(database);
-    await queries.listSessions(queries.openDatabase(db), proof, at);
+    await queries.listSessions(on(queries.openDatabase(db)), proof, at);
     const select = statements.find((s) => s.sql.startsWith("select"))!;
     const detail = await plan(select.sql, select.params);
     expect(detail).toMatch(
@@ -98,4 +110,31 @@ describe("query plans", () => {
     );
     expect(detail).toMatch(/SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 \(id=\?\)/);
   });
+
+  it.skipIf(shardBindings().length < 2)(
+    "a move finds a bucket's sessions by primary key and its events by the session id index",
+    async () => {
+      const recordings: ReturnType<typeof recordingD1>[] = [];
+      const open = (binding: string) => {
+        const recording = recordingD1(d1(binding));
+        recordings.push(recording);
+        return queries.openDatabase(recording.db);
+      };
+      const move = { map: readShardMap(env), region: "default", first: 1000, last: 1000, to: "DB_1" };
+      await moveBuckets(move, { open, now: () => new Date() });
+      const details = [];
+      const statements = recordings.flatMap((recording) => recording.statements);
+      for (const { sql, params } of statements.filter((s) => /session/.test(s.sql))) {
+        const detail = await plan(sql, params);
+        details.push(detail);
+        expect({ sql, detail }).not.toMatchObject({
+          detail: expect.stringMatching(/SCAN (sessions|session_events)(?! USING)/),
+        });
+      }
+      expect(details.join("\n")).toMatch(/SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 \(id>\? AND id<\?\)/);
+      expect(details.join("\n")).toMatch(
+        /SEARCH session_events USING INDEX session_events_session_id_idx \(session_id>\? AND session_id<\?\)/,
+      );
+    },
+  );
 });

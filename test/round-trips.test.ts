@@ -3,7 +3,9 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 
 import { readConfig } from "../src/config.ts";
-import { openShards, type Shards } from "../src/db/shards.ts";
+import { type MoveStep, moveBuckets } from "../src/db/moves.ts";
+import { openDatabase } from "../src/db/queries.ts";
+import { bucketOf, openShards, readShardMap, type Shards } from "../src/db/shards.ts";
 import { issueSession } from "../src/issue-session.ts";
 import { purge } from "../src/scheduled.ts";
 import { SessionService } from "../src/session-service.ts";
@@ -13,6 +15,7 @@ import {
   bearer,
   bindingOfUser,
   callWith,
+  d1,
   databases,
   type Issued,
   isLive,
@@ -189,4 +192,67 @@ describe("round trips of the RPC operations", () => {
       ).toEqual({});
     });
   }
+});
+
+// A bucket being moved (src/db/moves.ts): the move state rides in the same batch, so a
+// frozen bucket still costs one; a moved one costs one more, on the database it went to,
+// until SHARDS names that database.
+describe.skipIf(shardBindings().length < 2)("round trips while a bucket moves", () => {
+  const tools = (stopAfter?: MoveStep) => ({
+    open: (binding: string) => openDatabase(d1(binding)),
+    now: () => new Date(),
+    afterStep: (_: number, step: MoveStep) => {
+      if (step === stopAfter) throw new Error(`stopped after ${step}`);
+    },
+  });
+  const plan = (bucket: number) => ({
+    map: readShardMap(env),
+    region: "default",
+    first: bucket,
+    last: bucket,
+    to: "DB_1",
+  });
+  async function userIn(bucket: number) {
+    for (;;) {
+      const user = newUser();
+      if ((await bucketOf(user)) === bucket) return user;
+    }
+  }
+
+  it("frozen: a read costs one and answers; a write costs one and answers 503 moving", async () => {
+    const [session] = await userWith(1, await userIn(500));
+    await expect(moveBuckets(plan(500), tools("freeze"))).rejects.toThrow("stopped after freeze");
+    expect(await roundTrips("GET", "/auth/sessions", bearer(session.token))).toEqual({
+      status: 200,
+      roundTrips: { DB: 1 },
+    });
+    expect(await roundTrips("DELETE", "/auth/logout", bearer(session.token))).toEqual({
+      status: 503,
+      roundTrips: { DB: 1 },
+    });
+  });
+
+  it("moved: one on the old database and one on the new, until SHARDS names the new one", async () => {
+    const user = await userIn(501);
+    const [session] = await userWith(1, user);
+    const { shards } = await moveBuckets(plan(501), tools());
+    expect(await roundTrips("GET", "/auth/sessions", bearer(session.token))).toEqual({
+      status: 200,
+      roundTrips: { DB: 1, DB_1: 1 },
+    });
+    const forwarded = countedService();
+    expect(await forwarded.service.authenticate(session.token)).toMatchObject({ userId: user });
+    expect(forwarded.counter.roundTrips()).toEqual({ DB: 1, DB_1: 1 });
+    const counter = countingShards(databases());
+    const response = await callWith(
+      { ...counter.env, SHARDS: shards },
+      "DELETE",
+      "/auth/logout",
+      bearer(session.token),
+    );
+    expect({ status: response.status, roundTrips: counter.roundTrips() }).toEqual({
+      status: 200,
+      roundTrips: { DB_1: 1 },
+    });
+  });
 });

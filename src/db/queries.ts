@@ -17,8 +17,18 @@ import {
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { Instant } from "../clock.ts";
 import type { Outbox } from "../outbox.ts";
+import { RANDOM_LENGTH } from "../token.ts";
 import { retryTransientD1 } from "./binding.ts";
-import { type EventType, type SessionEventRow, type SessionRow, sessionEvents, sessions } from "./schema.ts";
+import {
+  type BucketMoveRow,
+  bucketMoves,
+  type EventType,
+  type SessionEventRow,
+  type SessionRow,
+  sessionEvents,
+  sessions,
+} from "./schema.ts";
+import type { Place } from "./shards.ts";
 
 // Every statement the service runs. Each exported operation is exactly one D1 round trip:
 // authentication travels inside the statement (as a subquery) or in the same batch, and
@@ -29,6 +39,11 @@ import { type EventType, type SessionEventRow, type SessionRow, sessionEvents, s
 // from what its own attempt changed (a replay changes nothing): it tags the events it
 // writes with its `Write` (bound into the batch, so the same on the replay) and answers
 // from the events carrying it, read back at the end of the batch: what either attempt did.
+//
+// A bucket can be moved to another database while the service runs (src/db/moves.ts). Every
+// per-user batch also reads its bucket's move state, and every write is guarded by the
+// state of its row's bucket, in the same transaction: `onBucket` turns the state into the
+// answer, a 503 `moving`, or the same operation on the database the bucket went to.
 
 export type Database = DrizzleD1Database;
 
@@ -72,6 +87,69 @@ interface Write {
 
 function newWrite(at: Date): Write {
   return { id: crypto.randomUUID(), at };
+}
+
+/**
+ * A write may change this session row: its bucket (the id without its random part) is not
+ * being moved away from this database, nor gone from it. The guard of every write.
+ */
+function notMoving(db: Database): SQL {
+  const rowBucket = sql`substr(${sessions.id}, 1, length(${sessions.id}) - ${RANDOM_LENGTH})`;
+  return notExists(db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, rowBucket)));
+}
+
+/** The bucket's move state on this database: the last statement of every per-user batch. */
+function moveOf(db: Database, bucket: string) {
+  return db
+    .select({ state: bucketMoves.state, binding: bucketMoves.binding })
+    .from(bucketMoves)
+    .where(eq(bucketMoves.bucket, bucket));
+}
+
+/**
+ * The session database answered "this user's bucket is being moved": nothing was written,
+ * and the same request shortly (a second) will be answered (HTTP 503 `moving`; thrown as is
+ * to RPC callers).
+ */
+export class BucketMoving extends Error {
+  override name = "BucketMoving";
+  constructor() {
+    super("This user's sessions are being moved to another database. Retry in a second.");
+  }
+}
+
+/** A moved bucket is followed this many times at most (a move of a move, before SHARDS caught up). */
+const MAX_FORWARDS = 3;
+
+interface BucketAnswer<T> {
+  answer: T;
+  move: Pick<BucketMoveRow, "state" | "binding"> | undefined;
+  /** A write that changed nothing: the freeze may be why. Reads: false. */
+  blocked: boolean;
+}
+
+/**
+ * Runs one operation (`run`: one batch ending with `moveOf`) on the place's bucket. No move:
+ * the answer. `frozen` (being copied away): a read's answer stands, since the rows here stay
+ * the truth until the move's last step (its activity touch was skipped); a write that did
+ * something before the freeze answers that, any other was held back: BucketMoving. `moved`:
+ * nothing of the bucket is here, so the same operation runs where it went: one more round
+ * trip, until SHARDS names that database. A loop or a chain too long: BucketMoving.
+ */
+async function onBucket<T>(place: Place, run: (db: Database) => Promise<BucketAnswer<T>>): Promise<T> {
+  let current = place;
+  for (let forwards = 0; ; forwards++) {
+    const { answer, move, blocked } = await run(current.db);
+    if (!move || (move.state === "frozen" && !blocked)) return answer;
+    if (move.state === "frozen") throw new BucketMoving();
+    const next = forwards < MAX_FORWARDS ? current.elsewhere(move.binding) : null;
+    if (!next) {
+      if (forwards < MAX_FORWARDS)
+        console.error(JSON.stringify({ level: "error", event: "move_target_unbound", binding: move.binding }));
+      throw new BucketMoving();
+    }
+    current = next;
+  }
 }
 
 /** The one rule for "this row is a live session". */
@@ -119,7 +197,7 @@ function touch(db: Database, proof: TokenProof, at: Instant) {
   return db
     .update(sessions)
     .set({ lastActiveAt: at.now, ...(sliding === null ? {} : { expiresAt: renewedExpiry(at, sliding) }) })
-    .where(and(isProvenBy(proof, at), lte(sessions.lastActiveAt, stale)));
+    .where(and(isProvenBy(proof, at), lte(sessions.lastActiveAt, stale), notMoving(db)));
 }
 
 /** What an event records beyond who acted: why the system ended it, whether it was a new device. */
@@ -158,12 +236,12 @@ function recordEvents(
         pendingDelivery: sql<boolean>`${actor.outbox ? 1 : 0}`.as("pending_delivery"),
       })
       .from(sessions)
-      .where(matching),
+      .where(and(matching, notMoving(db))),
   );
 }
 
 function endSessions(db: Database, ending: SQL | undefined) {
-  return db.delete(sessions).where(ending);
+  return db.delete(sessions).where(and(ending, notMoving(db)));
 }
 
 /**
@@ -181,9 +259,15 @@ function loggedBy(db: Database, write: Write) {
 export type Caller = { id: string; userId: string; expiresAt: Date };
 
 /** The token's live session (refreshing its activity), or null. */
-export async function authenticate(db: Database, proof: TokenProof, at: Instant): Promise<Caller | null> {
-  const [, callers] = await db.batch([touch(db, proof, at), selectCaller(db, proof, at)]);
-  return callers[0] ?? null;
+export async function authenticate(place: Place, proof: TokenProof, at: Instant): Promise<Caller | null> {
+  return onBucket(place, async (db) => {
+    const [, callers, [move]] = await db.batch([
+      touch(db, proof, at),
+      selectCaller(db, proof, at),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: callers[0] ?? null, move, blocked: false };
+  });
 }
 
 export type NewSession = typeof sessions.$inferInsert & { deviceKey: string };
@@ -229,22 +313,6 @@ function seenOnDevice(db: Database, session: NewSession, since: Date): SQL<boole
 }
 
 /**
- * The new session's row, unless `write` already logged an event: then the first attempt of
- * this batch committed, and the session may since have been ended by another request; a
- * replay must not bring it back. Nothing either on an id that exists (a 128-bit collision).
- */
-function insertUnlessLogged(db: Database, session: NewSession, write: Write) {
-  const values = Object.entries(getTableColumns(sessions)).map(([key, column]) => {
-    const value = session[key as keyof NewSession];
-    return value === undefined || value === null ? sql`NULL` : sql`${column.mapToDriverValue(value)}`;
-  });
-  return db
-    .insert(sessions)
-    .select(sql`SELECT ${sql.join(values, sql`, `)} WHERE ${notExists(loggedBy(db, write))}`)
-    .onConflictDoNothing({ target: sessions.id });
-}
-
-/**
  * Stores a new session and its `created` event and, beyond the cap, ends the user's least
  * recently active other live sessions (`evicted`); one batch. Idempotent, so a replay of a
  * batch that did commit neither fails on the primary key, nor logs the creation twice, nor
@@ -253,7 +321,7 @@ function insertUnlessLogged(db: Database, session: NewSession, write: Write) {
  * created, by this attempt or the first (its row, or this write's `created` event, exists).
  */
 export async function insertSession(
-  db: Database,
+  place: Place,
   session: NewSession,
   actor: Actor,
   policy: IssuePolicy,
@@ -261,34 +329,55 @@ export async function insertSession(
 ): Promise<{ stored: boolean; newDevice: boolean }> {
   const write = newWrite(session.createdAt);
   const ours = and(eq(sessions.id, session.id), eq(sessions.secretHash, session.secretHash));
-  // Keep the maxPerUser - 1 most recently active others; the new one makes maxPerUser.
-  const overCap = inArray(
-    sessions.id,
-    db
-      .select({ id: sessions.id })
-      .from(sessions)
-      .where(and(eq(sessions.userId, session.userId), isLive(at), ne(sessions.id, session.id)))
-      .orderBy(desc(sessions.lastActiveAt), desc(sessions.createdAt), desc(sessions.id))
-      // SQLite has no OFFSET without a LIMIT; this one never cuts anything.
-      .limit(Number.MAX_SAFE_INTEGER)
-      .offset(policy.maxPerUser - 1),
-  );
   const evictor = { ...actor, sessionId: session.id };
-  const [, , stored, , , events] = await db.batch([
-    insertUnlessLogged(db, session, write),
-    recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write, {
-      newDevice: sql<boolean>`${not(seenOnDevice(db, session, policy.seenSince))}`,
-    }),
-    db.select({ id: sessions.id }).from(sessions).where(ours),
-    recordEvents(db, "evicted", overCap, evictor, write),
-    endSessions(db, overCap),
-    loggedBy(db, write),
-  ]);
-  const created = events.find((event) => event.type === "created");
-  return published(db, actor, events, {
-    stored: stored.length > 0 || created !== undefined,
-    newDevice: created?.newDevice === true,
+  return onBucket(place, async (db) => {
+    // Keep the maxPerUser - 1 most recently active others; the new one makes maxPerUser.
+    const overCap = inArray(
+      sessions.id,
+      db
+        .select({ id: sessions.id })
+        .from(sessions)
+        .where(and(eq(sessions.userId, session.userId), isLive(at), ne(sessions.id, session.id)))
+        .orderBy(desc(sessions.lastActiveAt), desc(sessions.createdAt), desc(sessions.id))
+        // SQLite has no OFFSET without a LIMIT; this one never cuts anything.
+        .limit(Number.MAX_SAFE_INTEGER)
+        .offset(policy.maxPerUser - 1),
+    );
+    const [, , stored, , , events, [move]] = await db.batch([
+      insertUnlessDone(db, place.bucket, session, write),
+      recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write, {
+        newDevice: sql<boolean>`${not(seenOnDevice(db, session, policy.seenSince))}`,
+      }),
+      db.select({ id: sessions.id }).from(sessions).where(ours),
+      recordEvents(db, "evicted", overCap, evictor, write),
+      endSessions(db, overCap),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    const created = events.find((event) => event.type === "created");
+    const answer = { stored: stored.length > 0 || created !== undefined, newDevice: created?.newDevice === true };
+    return { answer: published(db, actor, events, answer), move, blocked: !answer.stored };
   });
+}
+
+/**
+ * INSERT … SELECT of the new session's row, guarded twice: by the bucket's move state, and
+ * by `write` having logged nothing yet (else the first attempt of this batch committed, and
+ * the session may since have been ended by another request: a replay must not bring it
+ * back). `ON CONFLICT (id) DO NOTHING`: nothing either on an id that exists (a collision).
+ */
+function insertUnlessDone(db: Database, bucket: string, session: NewSession, write: Write) {
+  const values = Object.entries(getTableColumns(sessions)).map(
+    ([key, column]) => sql`${sql.param(session[key as keyof NewSession] ?? null, column)}`,
+  );
+  const guard = and(
+    notExists(db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, bucket))),
+    notExists(loggedBy(db, write)),
+  );
+  return db
+    .insert(sessions)
+    .select(sql`SELECT ${sql.join(values, sql`, `)} WHERE ${guard}`)
+    .onConflictDoNothing({ target: sessions.id });
 }
 
 /** What the list shows of a session: every column but the secret's hash. */
@@ -310,30 +399,39 @@ const newestFirst = [desc(sessions.createdAt), desc(sessions.id)];
 export type ListedSession = { [K in keyof typeof listed]: SessionRow[K] };
 
 /** The caller's user's live sessions, newest first; empty exactly when the token is not live. */
-export async function listSessions(db: Database, proof: TokenProof, at: Instant): Promise<ListedSession[]> {
-  const [, rows] = await db.batch([
-    touch(db, proof, at),
-    db
-      .select(listed)
-      .from(sessions)
-      .where(isLiveSessionOfCaller(db, proof, at))
-      .orderBy(...newestFirst),
-  ]);
-  return rows;
+export async function listSessions(place: Place, proof: TokenProof, at: Instant): Promise<ListedSession[]> {
+  return onBucket(place, async (db) => {
+    const [, rows, [move]] = await db.batch([
+      touch(db, proof, at),
+      db
+        .select(listed)
+        .from(sessions)
+        .where(isLiveSessionOfCaller(db, proof, at))
+        .orderBy(...newestFirst),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: rows, move, blocked: false };
+  });
 }
 
 /** A user's live sessions in the list's order, for the rest of the system (no token, no touch). */
-export async function listUserSessions(db: Database, userId: string, at: Instant): Promise<ListedSession[]> {
-  return db
-    .select(listed)
-    .from(sessions)
-    .where(and(eq(sessions.userId, userId), isLive(at)))
-    .orderBy(...newestFirst);
+export async function listUserSessions(place: Place, userId: string, at: Instant): Promise<ListedSession[]> {
+  return onBucket(place, async (db) => {
+    const [rows, [move]] = await db.batch([
+      db
+        .select(listed)
+        .from(sessions)
+        .where(and(eq(sessions.userId, userId), isLive(at)))
+        .orderBy(...newestFirst),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: rows, move, blocked: false };
+  });
 }
 
 /** Ends every live session of `userId` but `exceptSessionId`, logging `ended` with the reason. */
 export async function endUserSessions(
-  db: Database,
+  place: Place,
   userId: string,
   exceptSessionId: string | null,
   reason: string,
@@ -346,17 +444,20 @@ export async function endUserSessions(
     isLive(at),
     exceptSessionId === null ? undefined : ne(sessions.id, exceptSessionId),
   );
-  const [, , ended] = await db.batch([
-    recordEvents(db, "ended", ending, actor, write, { reason }),
-    endSessions(db, ending),
-    loggedBy(db, write),
-  ]);
-  return published(db, actor, ended, ended.length);
+  return onBucket(place, async (db) => {
+    const [, , ended, [move]] = await db.batch([
+      recordEvents(db, "ended", ending, actor, write, { reason }),
+      endSessions(db, ending),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: published(db, actor, ended, ended.length), move, blocked: ended.length === 0 };
+  });
 }
 
 /** Ends one live session by id (no token), logging `ended` with the reason. */
 export async function endSessionById(
-  db: Database,
+  place: Place,
   sessionId: string,
   reason: string,
   actor: Actor,
@@ -364,12 +465,15 @@ export async function endSessionById(
 ): Promise<boolean> {
   const write = newWrite(at.now);
   const ending = and(eq(sessions.id, sessionId), isLive(at));
-  const [, , ended] = await db.batch([
-    recordEvents(db, "ended", ending, actor, write, { reason }),
-    endSessions(db, ending),
-    loggedBy(db, write),
-  ]);
-  return published(db, actor, ended, ended.length > 0);
+  return onBucket(place, async (db) => {
+    const [, , ended, [move]] = await db.batch([
+      recordEvents(db, "ended", ending, actor, write, { reason }),
+      endSessions(db, ending),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: published(db, actor, ended, ended.length > 0), move, blocked: ended.length === 0 };
+  });
 }
 
 /**
@@ -377,81 +481,98 @@ export async function endSessionById(
  * live when the request ran (its session may be the one deleted).
  */
 export async function deleteSession(
-  db: Database,
+  place: Place,
   proof: TokenProof,
   targetId: string,
   actor: Actor,
   at: Instant,
 ): Promise<{ proven: boolean; deleted: boolean }> {
   const write = newWrite(at.now);
-  const target = and(eq(sessions.id, targetId), isLiveSessionOfCaller(db, proof, at));
-  const [, callers, , , ended] = await db.batch([
-    touch(db, proof, at),
-    selectCaller(db, proof, at),
-    recordEvents(db, "deleted", target, actor, write),
-    endSessions(db, target),
-    loggedBy(db, write),
-  ]);
-  return published(db, actor, ended, { proven: callers.length > 0 || ended.length > 0, deleted: ended.length > 0 });
+  return onBucket(place, async (db) => {
+    const target = and(eq(sessions.id, targetId), isLiveSessionOfCaller(db, proof, at));
+    const [, callers, , , ended, [move]] = await db.batch([
+      touch(db, proof, at),
+      selectCaller(db, proof, at),
+      recordEvents(db, "deleted", target, actor, write),
+      endSessions(db, target),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    const answer = { proven: callers.length > 0 || ended.length > 0, deleted: ended.length > 0 };
+    return { answer: published(db, actor, ended, answer), move, blocked: ended.length === 0 };
+  });
 }
 
 /** Ends the token's own session; false when it was not live. */
-export async function endSession(db: Database, proof: TokenProof, actor: Actor, at: Instant): Promise<boolean> {
+export async function endSession(place: Place, proof: TokenProof, actor: Actor, at: Instant): Promise<boolean> {
   const write = newWrite(at.now);
   const own = isProvenBy(proof, at);
-  const [, , ended] = await db.batch([
-    recordEvents(db, "logout", own, actor, write),
-    endSessions(db, own),
-    loggedBy(db, write),
-  ]);
-  return published(db, actor, ended, ended.length > 0);
+  return onBucket(place, async (db) => {
+    const [, , ended, [move]] = await db.batch([
+      recordEvents(db, "logout", own, actor, write),
+      endSessions(db, own),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: published(db, actor, ended, ended.length > 0), move, blocked: ended.length === 0 };
+  });
 }
 
 /** Ends every live session of the token's user; 0 when the token was not live. */
-export async function endAllSessions(db: Database, proof: TokenProof, actor: Actor, at: Instant): Promise<number> {
+export async function endAllSessions(place: Place, proof: TokenProof, actor: Actor, at: Instant): Promise<number> {
   const write = newWrite(at.now);
-  const all = isLiveSessionOfCaller(db, proof, at);
-  const [, , ended] = await db.batch([
-    recordEvents(db, "logout_all", all, actor, write),
-    endSessions(db, all),
-    loggedBy(db, write),
-  ]);
-  return published(db, actor, ended, ended.length);
+  return onBucket(place, async (db) => {
+    const all = isLiveSessionOfCaller(db, proof, at);
+    const [, , ended, [move]] = await db.batch([
+      recordEvents(db, "logout_all", all, actor, write),
+      endSessions(db, all),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: published(db, actor, ended, ended.length), move, blocked: ended.length === 0 };
+  });
 }
 
 /** Ends every live session of the token's user but the token's own; `proven` as for deleteSession. */
 export async function endOtherSessions(
-  db: Database,
+  place: Place,
   proof: TokenProof,
   actor: Actor,
   at: Instant,
 ): Promise<{ proven: boolean; ended: number }> {
   const write = newWrite(at.now);
-  const others = and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id));
-  const [, callers, , , ended] = await db.batch([
-    touch(db, proof, at),
-    selectCaller(db, proof, at),
-    recordEvents(db, "logout_others", others, actor, write),
-    endSessions(db, others),
-    loggedBy(db, write),
-  ]);
-  return published(db, actor, ended, { proven: callers.length > 0 || ended.length > 0, ended: ended.length });
+  return onBucket(place, async (db) => {
+    const others = and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id));
+    const [, callers, , , ended, [move]] = await db.batch([
+      touch(db, proof, at),
+      selectCaller(db, proof, at),
+      recordEvents(db, "logout_others", others, actor, write),
+      endSessions(db, others),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    const answer = { proven: callers.length > 0 || ended.length > 0, ended: ended.length };
+    return { answer: published(db, actor, ended, answer), move, blocked: ended.length === 0 };
+  });
 }
 
 /** The caller's user's security log, newest first; caller null when the token is not live. */
-export async function listEvents(db: Database, proof: TokenProof, at: Instant) {
-  const [, callers, events] = await db.batch([
-    touch(db, proof, at),
-    selectCaller(db, proof, at),
-    db
-      .select()
-      .from(sessionEvents)
-      // `=`, not IN: SQLite then walks the (user_id, created_at) index backwards and stops at the limit.
-      .where(eq(sessionEvents.userId, ownerOf(db, proof, at)))
-      .orderBy(desc(sessionEvents.createdAt), desc(sessionEvents.id))
-      .limit(EVENTS_LISTED),
-  ]);
-  return { caller: callers[0] ?? null, events };
+export async function listEvents(place: Place, proof: TokenProof, at: Instant) {
+  return onBucket(place, async (db) => {
+    const [, callers, events, [move]] = await db.batch([
+      touch(db, proof, at),
+      selectCaller(db, proof, at),
+      db
+        .select()
+        .from(sessionEvents)
+        // `=`, not IN: SQLite then walks the (user_id, created_at) index backwards and stops at the limit.
+        .where(eq(sessionEvents.userId, ownerOf(db, proof, at)))
+        .orderBy(desc(sessionEvents.createdAt), desc(sessionEvents.id))
+        .limit(EVENTS_LISTED),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: { caller: callers[0] ?? null, events }, move, blocked: false };
+  });
 }
 
 /** Deletes up to `limit` expired or idle sessions, oldest first; returns how many went. */

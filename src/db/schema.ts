@@ -93,7 +93,31 @@ export const sessionEvents = sqliteTable(
     index("session_events_user_id_device_key_idx").on(table.userId, table.deviceKey, table.createdAt),
     // The cron's resend finds the (few) undelivered rows without reading the log.
     index("session_events_pending_idx").on(table.id).where(sql`${table.pendingDelivery} = 1`),
+    // A bucket's events, for a move (src/db/moves.ts): session ids start with their bucket.
+    index("session_events_session_id_idx").on(table.sessionId),
   ],
 );
 
 export type SessionEventRow = typeof sessionEvents.$inferSelect;
+
+// The one list of a bucket's move states (src/db/moves.ts). `frozen`: on the database that
+// holds the bucket, while it is copied to `binding`; nothing of the bucket is written here.
+// `moved`: the bucket is on `binding`; nothing of it is here, ask there.
+export const MOVE_STATES = ["frozen", "moved"] as const;
+export type MoveState = (typeof MOVE_STATES)[number];
+
+/**
+ * Buckets being moved between databases, on the databases concerned; empty otherwise. Every
+ * request's batch reads its bucket's row and every write is guarded by it, in the same
+ * transaction, so a move takes effect between two requests, never during one.
+ */
+export const bucketMoves = sqliteTable("bucket_moves", {
+  // The bucket as the prefix its session ids start with: `<bucket>` or `<region><bucket>`
+  // (src/token.ts), so a row's bucket is its id without the 22 random characters.
+  bucket: text("bucket").primaryKey(),
+  state: text("state", { enum: MOVE_STATES }).notNull(),
+  binding: text("binding").notNull(),
+  updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),
+});
+
+export type BucketMoveRow = typeof bucketMoves.$inferSelect;

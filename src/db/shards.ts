@@ -1,9 +1,11 @@
 import { ConfigError } from "../config.ts";
 import {
   BUCKET_COUNT,
+  bucketKey,
   DEFAULT_REGION,
   type Placement,
   placementOf,
+  RANDOM_LENGTH,
   REGION_PATTERN,
   type SessionIdPlacement,
 } from "../token.ts";
@@ -68,14 +70,34 @@ export function parseShardMap(text: string | undefined): ShardMap {
   return { regions, bindings: [...regionOfBinding.keys()] };
 }
 
+/** A SHARDS value for `map`: each region's consecutive buckets on one binding as one range. */
+export function formatShardMap(map: ShardMap): string {
+  const regions: Record<string, Record<string, string>> = {};
+  for (const [region, owners] of map.regions) {
+    const ranges: Record<string, string> = {};
+    let first = 0;
+    for (let bucket = 1; bucket <= owners.length; bucket++) {
+      if (bucket < owners.length && owners[bucket] === owners[first]) continue;
+      ranges[first === bucket - 1 ? `${first}` : `${first}-${bucket - 1}`] = owners[first] as string;
+      first = bucket;
+    }
+    regions[region] = ranges;
+  }
+  return JSON.stringify(regions);
+}
+
 // Parsed once per isolate (per distinct value: tests run several configurations).
 const parsed = new Map<string, ShardMap>();
 
-function d1Binding(env: Env, binding: string): D1Database {
+function boundD1(env: Env, binding: string): D1Database | null {
   const value = (env as unknown as Record<string, unknown>)[binding] as Partial<D1Database> | undefined;
-  if (typeof value?.prepare !== "function" || typeof value.batch !== "function")
-    throw new ConfigError(`SHARDS names ${binding}, which is not a D1 binding of this worker`);
-  return value as D1Database;
+  return typeof value?.prepare === "function" && typeof value.batch === "function" ? (value as D1Database) : null;
+}
+
+function d1Binding(env: Env, binding: string): D1Database {
+  const d1 = boundD1(env, binding);
+  if (!d1) throw new ConfigError(`SHARDS names ${binding}, which is not a D1 binding of this worker`);
+  return d1;
 }
 
 /** The deployment's shard map, checked against the bindings it names. */
@@ -111,15 +133,26 @@ export interface Shard {
   db: Database;
 }
 
+/**
+ * One bucket on the database SHARDS maps it to: where a user's operation runs. A bucket
+ * being moved may send it on to another database (src/db/queries.ts `onBucket`).
+ */
+export interface Place extends Shard {
+  /** The bucket as its session ids' prefix (src/token.ts `bucketKey`); "" for legacy ids. */
+  bucket: string;
+  /** The same bucket on another database of this worker, where a move took it; null if not bound here. */
+  elsewhere(binding: string): Place | null;
+}
+
 export interface Shards {
   map: ShardMap;
   /**
    * Where a user's sessions live, and the placement new ones are issued with. `region` is
    * the account's home region (none: the default one); an unknown region is refused.
    */
-  forUser(userId: string, region?: string | null): Promise<Shard & { placement: Placement }>;
+  forUser(userId: string, region?: string | null): Promise<Place & { placement: Placement }>;
   /** Where a session lives; null when the id names no database here (no session of ours). */
-  forSession(id: string): Shard | null;
+  forSession(id: string): Place | null;
   all(): Shard[];
 }
 
@@ -138,6 +171,11 @@ export function openShards(env: Env, wrap: (d1: D1Database, binding: string) => 
     }
     return found;
   };
+  const place = (binding: string, bucket: string): Place => ({
+    ...shard(binding),
+    bucket,
+    elsewhere: (other) => (boundD1(env, other) ? place(other, bucket) : null),
+  });
   return {
     map,
     async forUser(userId, region) {
@@ -150,12 +188,12 @@ export function openShards(env: Env, wrap: (d1: D1Database, binding: string) => 
         );
       }
       const placement = { region: home, bucket: await bucketOf(userId) };
-      return { ...shard(bindingOf(map, placement) as string), placement };
+      return { ...place(bindingOf(map, placement) as string, bucketKey(placement)), placement };
     },
     forSession(id) {
       const placement = placementOf(id);
       const binding = placement && bindingOf(map, placement);
-      return binding ? shard(binding) : null;
+      return binding ? place(binding, id.slice(0, id.length - RANDOM_LENGTH)) : null;
     },
     all: () => map.bindings.map(shard),
   };

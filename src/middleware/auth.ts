@@ -7,8 +7,8 @@ import { rejectCrossSite } from "../csrf.ts";
 import type { Actor } from "../db/queries.ts";
 import { sessionInvalid, unauthorized } from "../errors.ts";
 
-// How each operation turns a credential into `c.var.proof` and `c.var.db` (the database its
-// id names) or an error. Whether the token is live is decided by the operation's own
+// How each operation turns a credential into `c.var.proof` and `c.var.place` (the bucket and
+// database its id names) or an error. Whether the token is live is decided by the operation's own
 // statement on that database, so it costs no extra round trip.
 
 /** GET /auth/sessions, DELETE /auth/sessions/:id and GET /auth/events: Bearer only. */
@@ -18,7 +18,7 @@ export const requireBearer = createMiddleware<AppEnv>(async (c, next) => {
   if (credential.kind !== "token")
     throw unauthorized("invalid_token", credential.kind === "malformed" && credential.presented);
   c.set("proof", credential.proof);
-  c.set("db", credential.shard.db);
+  c.set("place", credential.place);
   await next();
 });
 
@@ -32,7 +32,7 @@ export const requireBearerOrCookie = createMiddleware<AppEnv>(async (c, next) =>
     throw sessionInvalid();
   }
   c.set("proof", credential.proof);
-  c.set("db", credential.shard.db);
+  c.set("place", credential.place);
   await next();
 });
 

@@ -2,7 +2,10 @@ import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
 import type { AppEnv } from "../context.ts";
 
-/** Every operation answers from one round trip; more means a transient D1 error was retried. */
+/**
+ * Every operation answers from one round trip; more means a transient D1 error was retried,
+ * or the user's bucket was moved to a database the deployed SHARDS does not name yet.
+ */
 const EXPECTED_D1_ROUND_TRIPS = 1;
 
 /**

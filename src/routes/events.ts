@@ -19,8 +19,8 @@ export interface EventView {
 
 /** The caller's security log: sessions created and ended, newest first, bounded. */
 export const eventsRoutes = new Hono<AppEnv>().get("/", requireBearer, async (c) => {
-  const { db, proof, at } = c.var;
-  const { caller, events } = await listEvents(db, proof, at);
+  const { place, proof, at } = c.var;
+  const { caller, events } = await listEvents(place, proof, at);
   if (!caller) throw unauthorized("invalid_token", true);
   const views: EventView[] = events.map((event) => ({
     id: event.id,

@@ -10,33 +10,33 @@ const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ?
 // GET was withdrawn: a prefetch or an <img> could log a user out. It gets the app's 405.
 export const logoutRoutes = new Hono<AppEnv>()
   .post("/", requireBearerOrCookie, async (c) => {
-    const { db, proof, at } = c.var;
-    const ended = await endSession(db, proof, actorOf(c), at);
+    const { place, proof, at } = c.var;
+    const ended = await endSession(place, proof, actorOf(c), at);
     clearCarriedCookie(c);
     if (!ended) throw sessionInvalid();
     return c.json({ message: "Logged out" });
   })
   .delete("/", requireBearerOrCookie, async (c) => {
-    const { db, proof, at } = c.var;
+    const { place, proof, at } = c.var;
     const scope = c.req.query("scope");
     if (scope !== undefined && scope !== "others") {
       // An addition may not change a specified answer: a dead token is still the contract's
       // 401 session_invalid, so the token is proven first (the one round trip); nothing ends.
-      const caller = await authenticate(db, proof, at);
+      const caller = await authenticate(place, proof, at);
       clearCarriedCookie(c);
       if (!caller) throw unauthorized("session_invalid", true);
       throw new ApiError(400, "invalid_scope");
     }
     if (scope === "others") {
       // The caller stays signed in, so its cookie stays, unless its own token was dead.
-      const { proven, ended } = await endOtherSessions(db, proof, actorOf(c), at);
+      const { proven, ended } = await endOtherSessions(place, proof, actorOf(c), at);
       if (!proven) {
         clearCarriedCookie(c);
         throw unauthorized("session_invalid", true);
       }
       return c.json({ message: `Logged out of ${plural(ended, "other session")}` });
     }
-    const ended = await endAllSessions(db, proof, actorOf(c), at);
+    const ended = await endAllSessions(place, proof, actorOf(c), at);
     clearCarriedCookie(c);
     if (ended === 0) throw unauthorized("session_invalid", true);
     return c.json({ message: "Logged out of all sessions" });

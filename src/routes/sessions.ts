@@ -36,16 +36,16 @@ export function sessionView(row: ListedSession): SessionView {
 }
 
 async function deleteById(c: Context<AppEnv>, id: string) {
-  const { db, proof, at, shards } = c.var;
+  const { place, proof, at, shards } = c.var;
   // A session of the caller's user lives in the caller's database, so an id naming another
   // one (or none) cannot be the caller's to delete: no other database is asked.
-  if (id.trim() === "" || shards.forSession(id)?.db !== db) {
+  if (id.trim() === "" || shards.forSession(id)?.binding !== place.binding) {
     // Nothing to delete, but authentication still comes first (the caller learns nothing).
-    if (!(await authenticate(db, proof, at))) throw unauthorized("invalid_token", true);
+    if (!(await authenticate(place, proof, at))) throw unauthorized("invalid_token", true);
     if (id.trim() === "") throw new ApiError(400, "session_id_required");
     throw unauthorized("not_authorized", false);
   }
-  const { proven, deleted } = await deleteSession(db, proof, id, actorOf(c), at);
+  const { proven, deleted } = await deleteSession(place, proof, id, actorOf(c), at);
   if (!proven) throw unauthorized("invalid_token", true);
   if (!deleted) throw unauthorized("not_authorized", false);
   if (id === proof.id) clearSessionCookie(c);
@@ -58,8 +58,8 @@ const ID = "/:id{[^\\x2F]*}";
 
 export const sessionsRoutes = new Hono<AppEnv>()
   .get("/", requireBearer, async (c) => {
-    const { db, proof, at } = c.var;
-    const rows = await listSessions(db, proof, at);
+    const { place, proof, at } = c.var;
+    const rows = await listSessions(place, proof, at);
     // The caller's own live session is always among them, so none means the token is dead.
     if (rows.length === 0) throw unauthorized("invalid_token", true);
     return c.json({ sessions: rows.map(sessionView), currentSessionId: proof.id });
