@@ -217,8 +217,8 @@ async function move(values: Record<string, string | boolean | undefined>, locati
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { values, positionals } = parseArgs({
+function parseCommandLine() {
+  return parseArgs({
     allowPositionals: true,
     options: {
       env: { type: "string", short: "e" },
@@ -231,6 +231,17 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       finish: { type: "boolean" },
     },
   });
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  let parsed: ReturnType<typeof parseCommandLine>;
+  try {
+    parsed = parseCommandLine();
+  } catch (error) {
+    console.error(`${error instanceof Error ? error.message : error}\n${USAGE}`);
+    process.exit(2);
+  }
+  const { values, positionals } = parsed;
   const location = values.remote ? "remote" : "local";
   try {
     if (positionals[0] === "migrate" && (values.local || values.remote)) {
