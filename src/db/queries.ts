@@ -429,6 +429,32 @@ export async function listUserSessions(place: Place, userId: string, at: Instant
   });
 }
 
+/**
+ * Ends every live session matching `ending` (built on the database the batch runs on), each
+ * logged as `type` with `details`, in one batch; answers the events this write logged, by
+ * either attempt of the batch: one per ended session.
+ */
+function endMatching(
+  place: Place,
+  type: EventType,
+  ending: (db: Database) => SQL | undefined,
+  actor: Actor,
+  at: Instant,
+  details: EventDetails = {},
+): Promise<SessionEventRow[]> {
+  const write = newWrite(at.now);
+  return onBucket(place, async (db) => {
+    const matching = ending(db);
+    const [, , ended, [move]] = await db.batch([
+      recordEvents(db, type, matching, actor, write, details),
+      endSessions(db, matching),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: published(db, actor, ended, ended), move, blocked: ended.length === 0 };
+  });
+}
+
 /** Ends every live session of `userId` but `exceptSessionId`, logging `ended` with the reason. */
 export async function endUserSessions(
   place: Place,
@@ -438,21 +464,12 @@ export async function endUserSessions(
   actor: Actor,
   at: Instant,
 ): Promise<number> {
-  const write = newWrite(at.now);
   const ending = and(
     eq(sessions.userId, userId),
     isLive(at),
     exceptSessionId === null ? undefined : ne(sessions.id, exceptSessionId),
   );
-  return onBucket(place, async (db) => {
-    const [, , ended, [move]] = await db.batch([
-      recordEvents(db, "ended", ending, actor, write, { reason }),
-      endSessions(db, ending),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    return { answer: published(db, actor, ended, ended.length), move, blocked: ended.length === 0 };
-  });
+  return (await endMatching(place, "ended", () => ending, actor, at, { reason })).length;
 }
 
 /** Ends one live session by id (no token), logging `ended` with the reason. */
@@ -463,17 +480,8 @@ export async function endSessionById(
   actor: Actor,
   at: Instant,
 ): Promise<boolean> {
-  const write = newWrite(at.now);
   const ending = and(eq(sessions.id, sessionId), isLive(at));
-  return onBucket(place, async (db) => {
-    const [, , ended, [move]] = await db.batch([
-      recordEvents(db, "ended", ending, actor, write, { reason }),
-      endSessions(db, ending),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    return { answer: published(db, actor, ended, ended.length > 0), move, blocked: ended.length === 0 };
-  });
+  return (await endMatching(place, "ended", () => ending, actor, at, { reason })).length > 0;
 }
 
 /**
@@ -505,32 +513,12 @@ export async function deleteSession(
 
 /** Ends the token's own session; false when it was not live. */
 export async function endSession(place: Place, proof: TokenProof, actor: Actor, at: Instant): Promise<boolean> {
-  const write = newWrite(at.now);
-  const own = isProvenBy(proof, at);
-  return onBucket(place, async (db) => {
-    const [, , ended, [move]] = await db.batch([
-      recordEvents(db, "logout", own, actor, write),
-      endSessions(db, own),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    return { answer: published(db, actor, ended, ended.length > 0), move, blocked: ended.length === 0 };
-  });
+  return (await endMatching(place, "logout", () => isProvenBy(proof, at), actor, at)).length > 0;
 }
 
 /** Ends every live session of the token's user; 0 when the token was not live. */
 export async function endAllSessions(place: Place, proof: TokenProof, actor: Actor, at: Instant): Promise<number> {
-  const write = newWrite(at.now);
-  return onBucket(place, async (db) => {
-    const all = isLiveSessionOfCaller(db, proof, at);
-    const [, , ended, [move]] = await db.batch([
-      recordEvents(db, "logout_all", all, actor, write),
-      endSessions(db, all),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    return { answer: published(db, actor, ended, ended.length), move, blocked: ended.length === 0 };
-  });
+  return (await endMatching(place, "logout_all", (db) => isLiveSessionOfCaller(db, proof, at), actor, at)).length;
 }
 
 /** Ends every live session of the token's user but the token's own; `proven` as for deleteSession. */
