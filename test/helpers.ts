@@ -54,11 +54,13 @@ function request(method: string, path: string, headers: Record<string, string>):
 }
 
 /**
- * The platform's order (wrangler.toml `[assets]`): a request for the path of a static asset
- * (assets/, i.e. /openapi.json) is answered by the asset layer whatever its method (GET and
- * HEAD the file, others a bare 405); every other path goes to the worker.
+ * The platform's order (wrangler.toml `[assets]`): /auth/* goes straight to the worker
+ * (`run_worker_first`); on any other path, a static asset (assets/, i.e. /openapi.json) is
+ * answered by the asset layer whatever its method (GET and HEAD the file, others a bare 405),
+ * and a path without one goes to the worker.
  */
 async function serve(request: Request): Promise<Response> {
+  if (new URL(request.url).pathname.startsWith("/auth/")) return exports.default.fetch(request);
   const exists = await env.ASSETS.fetch(request.url, { method: "HEAD" });
   return exists.status === 404 ? exports.default.fetch(request) : env.ASSETS.fetch(request);
 }
