@@ -15,8 +15,11 @@
 //    (scripts/local-server.ts), autocannon with CONNECTIONS connections, AMOUNT requests per
 //    row, REPETITIONS interleaved repetitions; medians. Each destructive request has its own
 //    session; a logout-all its own user holding exactly N.
+// 4. The worker's own time: scripts/bench-own/ runs the bare worker's and the service's
+//    `fetch` in a loop inside workerd, on the no-database paths, without the dev server.
 // Exits 1 when a request got an unexpected status, or the worker logged anything (it logs
 // only 5xx and retried D1 calls), or an operation's rows read grew with the table.
+import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -30,21 +33,27 @@ import { readConfig } from "../src/config.ts";
 import { wrapD1 } from "../src/db/binding.ts";
 import * as queries from "../src/db/queries.ts";
 import { sessionEvents, sessions } from "../src/db/schema.ts";
-import { bucketOf, openShards, type Place } from "../src/db/shards.ts";
+import { bucketOfDigest, openShards, type Place } from "../src/db/shards.ts";
 import { buildSession, issueSession } from "../src/issue-session.ts";
 import { DEFAULT_REGION, hashSecret } from "../src/token.ts";
 import { GZIP_BUDGET_BYTES, measureBundle } from "./bundle-size.ts";
 import { migrateLocal, startLocalServer } from "./local-server.ts";
 
 const CONNECTIONS = 10;
-const AMOUNT = 300;
+const AMOUNT = 200;
+/** Requests per row of the warm-up, which is not measured. */
+const WARMUP_AMOUNT = 100;
 /** The table the costs are measured on again, and the load runs against: at least this many sessions. */
 const BIG_TABLE = 200_000;
 const REPETITIONS = 3;
 const LOAD_SIZES = [5, 50] as const;
 const COST_SIZES = [1, 10, 100] as const;
-/** Users per operation and size in the cost phase; local D1 reports whole milliseconds, so the mean is reported. */
-const COST_SAMPLES = 10;
+/**
+ * Users per operation and size in the cost phase; local D1 reports whole milliseconds, so the
+ * mean is reported. Each sample costs ~50 ms of the platform proxy's synchronous calls
+ * (every `prepare` and `bind` is one), which is most of this phase's time.
+ */
+const COST_SAMPLES = 4;
 /** Rows per INSERT when seeding (one JSON parameter of ~0.7 MB). */
 const ROWS_PER_INSERT = 2000;
 
@@ -64,7 +73,9 @@ if (args.some((arg) => arg !== "--write")) {
   console.error("usage: npm run bench [-- --write]");
   process.exit(2);
 }
-const log = (message: string) => console.error(`bench: ${message}`);
+const benchStart = performance.now();
+const log = (message: string) =>
+  console.error(`bench: [${((performance.now() - benchStart) / 1000).toFixed(1)} s] ${message}`);
 const fmt = (value: number, digits = 0) =>
   value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const median = (values: number[]) => {
@@ -89,6 +100,9 @@ let users = 0;
 /** Sessions built at once: the SHA-256 of each secret is async, so they overlap. */
 const BUILD_CONCURRENCY = 1000;
 
+/** `bucketOf` (src/db/shards.ts) with node:crypto, which is synchronous and far faster in bulk. */
+const bucketOfUser = (userId: string) => bucketOfDigest(createHash("sha256").update(userId).digest());
+
 /** Issues `size` sessions to each of `count` new users; returns each user's sessions. */
 async function seedUsers(d1: D1Database, config: ReturnType<typeof readConfig>, count: number, size: number) {
   const inputs = Array.from({ length: count * size }, (_, i) => ({
@@ -107,7 +121,7 @@ async function seedUsers(d1: D1Database, config: ReturnType<typeof readConfig>, 
         inputs
           .slice(i, i + BUILD_CONCURRENCY)
           .map(async (input) =>
-            buildSession(config, input, { region: DEFAULT_REGION, bucket: await bucketOf(input.userId) }),
+            buildSession(config, input, { region: DEFAULT_REGION, bucket: bucketOfUser(input.userId) }),
           ),
       )),
     );
@@ -292,9 +306,10 @@ async function measureCosts(env: Env, config: ReturnType<typeof readConfig>): Pr
   const costs: Cost[] = [];
   for (const n of COST_SIZES) {
     for (const key of Object.keys(COST_LABELS) as CostKey[]) {
-      const samples: Meta[] = [];
-      for (const own of await seedUsers(env.DB, config, COST_SAMPLES, n))
-        samples.push(await runOperation(env, config, key, own));
+      // Each sample on its own user, all at once: D1's meta is per statement, unmoved by the
+      // others, and the platform proxy's latency overlaps instead of adding up.
+      const seeded = await seedUsers(env.DB, config, COST_SAMPLES, n);
+      const samples = await Promise.all(seeded.map((own) => runOperation(env, config, key, own)));
       const first = samples[0] as Meta;
       const rowsRead = Math.max(...samples.map((s) => s.rowsRead));
       const rowsWritten = Math.max(...samples.map((s) => s.rowsWritten));
@@ -345,15 +360,16 @@ const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon;
 interface Row {
   label: string;
   n: number | null;
-  server: "bare" | "bareAssets" | "service";
+  server: "bare" | "bareAssets" | "bareRouter" | "service";
   status: number;
   /**
-   * What the row is measured against besides the bare worker: the no-database row it is a
-   * share of ("own": the bare `GET /` for `GET /d1`; "ceiling": the service's /auth/ 404 for
-   * an operation), or "assets" for the 404 that takes the asset lookup. The ceiling row is
-   * the service's /auth/ 404 itself.
+   * What the row is measured against besides the bare worker: the bare worker on the same way
+   * in (behind the asset lookup, or behind the asset router alone as /auth/* is), and the
+   * no-database row it is a share of ("own": the bare `GET /` for `GET /d1`; "ceiling": the
+   * service's /auth/ 404 for an operation). The ceiling row is that 404 itself.
    */
-  against?: "own" | "ceiling" | "assets";
+  sameWayIn?: "bareAssets" | "bareRouter";
+  against?: "own" | "ceiling";
   isCeiling?: true;
   /** One request each: distinct tokens for the destructive operations. */
   requests: () => CannonRequest[];
@@ -365,8 +381,8 @@ interface Run {
   p99: number;
 }
 
-/** Fires exactly AMOUNT requests and times them from the first to the last response. */
-function fire(base: URL, row: Row): Promise<Run> {
+/** Fires exactly `amount` requests and times them from the first to the last response. */
+function fire(base: URL, row: Row, amount = AMOUNT): Promise<Run> {
   const list = row.requests();
   let next = 0;
   return new Promise((resolve, reject) => {
@@ -379,7 +395,7 @@ function fire(base: URL, row: Row): Promise<Run> {
         pipelining: 1,
         timeout: 30,
         sampleInt: 100,
-        amount: AMOUNT,
+        amount,
         requests: [{ setupRequest: (request: CannonRequest) => ({ ...request, ...list[next++ % list.length] }) }],
       },
       (error, result) => {
@@ -387,9 +403,9 @@ function fire(base: URL, row: Row): Promise<Run> {
         const statuses = Object.entries(result.statusCodeStats);
         const answered = statuses.reduce((sum, [, s]) => sum + s.count, 0);
         const wrong = statuses.filter(([status]) => Number(status) !== row.status);
-        if (wrong.length > 0 || result.errors > 0 || answered !== AMOUNT) {
+        if (wrong.length > 0 || result.errors > 0 || answered !== amount) {
           problems.push(
-            `${row.label} (${row.n ?? "-"}): ${answered}/${AMOUNT} answered, statuses ${JSON.stringify(result.statusCodeStats)}, ${result.errors} errors`,
+            `${row.label} (${row.n ?? "-"}): ${answered}/${amount} answered, statuses ${JSON.stringify(result.statusCodeStats)}, ${result.errors} errors`,
           );
         }
         resolve({ rps: answered / ((last - started) / 1000), p50: result.latency.p50, p99: result.latency.p99 });
@@ -418,6 +434,13 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
       requests: () => [{ method: "GET", path: "/" }],
     },
     {
+      label: "bare Hono worker behind the asset router alone (`run_worker_first`, as the service's `/auth/*`), `GET /`",
+      n: null,
+      server: "bareRouter",
+      status: 200,
+      requests: () => [{ method: "GET", path: "/" }],
+    },
+    {
       label: "bare Hono worker `GET /d1`: one D1 round trip, `SELECT 1`",
       n: null,
       server: "bare",
@@ -429,7 +452,7 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
       label: "service, no database: `GET /nowhere` (404, logging included; asset lookup first)",
       n: null,
       server: "service",
-      against: "assets",
+      sameWayIn: "bareAssets",
       status: 404,
       requests: () => [{ method: "GET", path: "/nowhere" }],
     },
@@ -437,6 +460,7 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
       label: "service, no database: `GET /auth/nowhere` (404 on the operations' way in: worker first, context read)",
       n: null,
       server: "service",
+      sameWayIn: "bareRouter",
       isCeiling: true,
       status: 404,
       requests: () => [{ method: "GET", path: "/auth/nowhere" }],
@@ -448,6 +472,7 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
       label: "`GET /auth/sessions`",
       n,
       server: "service",
+      sameWayIn: "bareRouter",
       against: "ceiling",
       status: 200,
       requests: () => [{ method: "GET", path: "/auth/sessions", headers: bearer((reader[0] as Seeded).token) }],
@@ -482,6 +507,7 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
         label,
         n,
         server: "service",
+        sameWayIn: "bareRouter",
         against: "ceiling",
         status: 200,
         requests: () => perRepetition.shift() ?? [],
@@ -492,6 +518,64 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
   // a machine that speeds up or slows down during a repetition is not charged to the rows.
   rows.push({ ...(rows[0] as Row), label: "bare Hono worker `GET /`, again at the end of each repetition" });
   return rows;
+}
+
+// ---------------------------------------------------------------------------------------
+// The worker's own time per request: scripts/bench-own/ calls `fetch` of the bare worker or
+// of the service's app OWN_LOOP times inside workerd, for one request of the client's, which
+// times it. No dev server, proxy or HTTP per call: the CPU time a request of the worker costs,
+// which is what production bills, against what the harness costs around it.
+
+const OWN_LOOP = 3_000;
+const OWN_REPETITIONS = 5;
+const OWN_ROWS = [
+  { label: "bare Hono worker `GET /`", target: "bare", path: "/", status: 200 },
+  { label: "service `GET /nowhere` (404)", target: "service", path: "/nowhere", status: 404 },
+  { label: "service `GET /auth/nowhere` (404, context read)", target: "service", path: "/auth/nowhere", status: 404 },
+  {
+    label: "service `GET /auth/sessions` without a credential (401)",
+    target: "service",
+    path: "/auth/sessions",
+    status: 401,
+  },
+] as const;
+
+interface OwnTime {
+  label: string;
+  micros: number;
+  ratio: number;
+}
+
+async function ownTimes(base: URL): Promise<OwnTime[]> {
+  const once = async (row: (typeof OWN_ROWS)[number]) => {
+    const url = new URL(`/?target=${row.target}&path=${encodeURIComponent(row.path)}&n=${OWN_LOOP}`, base);
+    const started = performance.now();
+    const response = await fetch(url);
+    const statuses = await response.text();
+    if (statuses !== `[${row.status}]`)
+      problems.push(`own time of ${row.path}: statuses ${statuses}, expected [${row.status}]`);
+    return ((performance.now() - started) * 1000) / OWN_LOOP;
+  };
+  for (const row of OWN_ROWS) await once(row);
+  const runs: number[][] = [];
+  for (let r = 0; r < OWN_REPETITIONS; r++) {
+    const rep: number[] = [];
+    for (const row of OWN_ROWS) rep.push(await once(row));
+    runs.push(rep);
+  }
+  return OWN_ROWS.map((row, i) => ({
+    label: row.label,
+    micros: median(runs.map((rep) => rep[i] as number)),
+    ratio: median(runs.map((rep) => (rep[0] as number) / (rep[i] as number))),
+  }));
+}
+
+function ownTable(times: OwnTime[]): string {
+  return [
+    "| Path | µs per request (median) | Ratio to bare (requests per second of one core) |",
+    "|---|--:|--:|",
+    ...times.map((t) => `| ${t.label} | ${fmt(t.micros, 1)} | ${fmt(t.ratio, 2)} |`),
+  ].join("\n");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -527,19 +611,22 @@ function costTable(small: Cost[], large: Cost[], tableRows: number): string {
 
 function loadTable(rows: Row[], runs: Run[][]): string {
   const lines = [
-    "| Row | Sessions per user | Req/s (median) | p50 / p99 (ms) | Ratio to bare | Ratio to bare behind the asset layer | Share of its own no-database ceiling |",
+    "| Row | Sessions per user | Req/s (median) | p50 / p99 (ms) | Ratio to bare | Ratio to bare on the same way in | Share of its own no-database ceiling |",
     "|---|--:|--:|--:|--:|--:|--:|",
   ];
   // The operations' no-database ceiling is the 404 that takes their way in (/auth/, no asset
   // lookup); the bare worker's `GET /d1` is shown against its own, `GET /`.
   const ceiling = rows.findIndex((row) => row.isCeiling);
-  const behindAssets = rows.findIndex((row) => row.server === "bareAssets");
+  const wayIn = {
+    bareAssets: rows.findIndex((row) => row.server === "bareAssets"),
+    bareRouter: rows.findIndex((row) => row.server === "bareRouter"),
+  };
   const ratio = (i: number, to: (rep: Run[]) => number) => median(runs.map((rep) => (rep[i] as Run).rps / to(rep)));
   const bareOf = (rep: Run[]) => ((rep[0] as Run).rps + (rep[rep.length - 1] as Run).rps) / 2;
   const rpsOf = (j: number) => (rep: Run[]) => (rep[j] as Run).rps;
   rows.forEach((row, i) => {
     const own = runs.map((rep) => rep[i] as Run);
-    const toAssets = row.against === "assets" ? fmt(ratio(i, rpsOf(behindAssets)), 2) : "–";
+    const toAssets = row.sameWayIn ? fmt(ratio(i, rpsOf(wayIn[row.sameWayIn])), 2) : "–";
     const share =
       row.against === "ceiling"
         ? fmt(ratio(i, rpsOf(ceiling)), 2)
@@ -606,21 +693,28 @@ async function main(): Promise<void> {
     // No network here: the dev server's fetch of a `request.cf` template would only fail noisily.
     process.env.CLOUDFLARE_CF_FETCH_ENABLED = "false";
     const logged: string[] = [];
-    const service = await startLocalServer({
-      migrate: false,
-      persistTo: state,
-      onLog: (level, message) => logged.push(`${level}: ${message}`),
-    });
     const bareConfig = join(PROJECT, "scripts", "bench-bare", "wrangler.toml");
-    const bare = await startLocalServer({ config: bareConfig, migrate: false, persistTo: state });
-    const bareAssets = await startLocalServer({ config: bareConfig, env: "assets", migrate: false, persistTo: state });
-    const urls = { bare: bare.url, bareAssets: bareAssets.url, service: service.url };
+    const ownConfig = join(PROJECT, "scripts", "bench-own", "wrangler.toml");
+    const [service, bare, bareAssets, bareRouter, ownLoop] = await Promise.all([
+      startLocalServer({
+        migrate: false,
+        persistTo: state,
+        onLog: (level, message) => logged.push(`${level}: ${message}`),
+      }),
+      startLocalServer({ config: bareConfig, migrate: false, persistTo: state }),
+      startLocalServer({ config: bareConfig, env: "assets", migrate: false, persistTo: state }),
+      startLocalServer({ config: bareConfig, env: "router", migrate: false, persistTo: state }),
+      startLocalServer({ config: ownConfig, migrate: false, persistTo: state }),
+    ]);
+    const urls = { bare: bare.url, bareAssets: bareAssets.url, bareRouter: bareRouter.url, service: service.url };
+    let own: OwnTime[] = [];
     const runs: Run[][] = [];
     const loadStartTime = performance.now();
     try {
       await checkServed(service.url);
       log("warming up");
-      for (const row of rows.slice(0, 6)) await fire(urls[row.server], row);
+      // The rows without a destructive request: those have exactly AMOUNT sessions per repetition.
+      for (const row of rows.slice(0, 7)) await fire(urls[row.server], row, WARMUP_AMOUNT);
       for (let r = 0; r < REPETITIONS; r++) {
         const rep: Run[] = [];
         for (const row of rows) {
@@ -629,8 +723,10 @@ async function main(): Promise<void> {
         log(`repetition ${r + 1}: ${rep.map((run) => fmt(run.rps)).join(", ")} req/s`);
         runs.push(rep);
       }
+      log("the worker's own time per request, inside workerd");
+      own = await ownTimes(ownLoop.url);
     } finally {
-      await Promise.all([service.stop(), bare.stop(), bareAssets.stop()]);
+      await Promise.all([service.stop(), bare.stop(), bareAssets.stop(), bareRouter.stop(), ownLoop.stop()]);
     }
     const loadSeconds = (performance.now() - loadStartTime) / 1000;
     if (logged.length > 0) problems.push(`the worker logged ${logged.length} line(s), e.g. ${logged[0]}`);
@@ -648,6 +744,11 @@ async function main(): Promise<void> {
         "each ratio is the median of the repetitions' own ratios, to the mean of the bare worker's first and last row there):",
       "",
       loadTable(rows, runs),
+      "",
+      `**The worker's own time per request** (its \`fetch\` called ${fmt(OWN_LOOP)} times in a loop inside workerd by one request, ` +
+        `no dev server and no database; ${OWN_REPETITIONS} interleaved repetitions, medians; each ratio is the median of the repetitions' bare time over the row's):`,
+      "",
+      ownTable(own),
       "",
       "**Cost per operation** (D1's `meta` summed over the operation's one round trip):",
       "",
