@@ -30,24 +30,41 @@ function usage(command: string, problem: string): never {
 const [command = "", ...rest] = process.argv.slice(2);
 if (!(command in USAGE)) usage(command, `unknown command "${command}"`);
 
+const OPTIONS = {
+  user: { type: "string" },
+  ip: { type: "string" },
+  "user-agent": { type: "string" },
+  ttl: { type: "string" },
+  country: { type: "string" },
+  city: { type: "string" },
+  session: { type: "string" },
+  except: { type: "string" },
+  reason: { type: "string" },
+  region: { type: "string" },
+  env: { type: "string", short: "e" },
+} as const;
+
+/**
+ * `--except -PPO…` as `--except=-PPO…`: a value may begin with "-" (the session ids of one
+ * user in 64 do, their bucket's first character being "-"), which parseArgs would take for an
+ * option. Only a word that is itself one of the options is not a value.
+ */
+function valuesMayStartWithDash(args: string[]): string[] {
+  const flags = new Set(Object.keys(OPTIONS).map((name) => `--${name}`));
+  const joined: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const [arg, next] = [args[i] as string, args[i + 1]];
+    if (flags.has(arg) && next?.startsWith("-") && !flags.has(next) && next !== "-e") {
+      joined.push(`${arg}=${next}`);
+      i++;
+    } else joined.push(arg);
+  }
+  return joined;
+}
+
 let values: Record<string, string | undefined>;
 try {
-  values = parseArgs({
-    args: rest,
-    options: {
-      user: { type: "string" },
-      ip: { type: "string" },
-      "user-agent": { type: "string" },
-      ttl: { type: "string" },
-      country: { type: "string" },
-      city: { type: "string" },
-      session: { type: "string" },
-      except: { type: "string" },
-      reason: { type: "string" },
-      region: { type: "string" },
-      env: { type: "string", short: "e" },
-    },
-  }).values;
+  values = parseArgs({ args: valuesMayStartWithDash(rest), options: OPTIONS }).values;
 } catch (error) {
   usage(command, error instanceof Error ? error.message : String(error));
 }
