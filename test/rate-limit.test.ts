@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import {
   bearer,
   CLEARED_COOKIE,
@@ -13,9 +13,21 @@ import {
 
 // wrangler.toml: AUTH_FAILURES allows 30 failed authentications per client IP per minute.
 const LIMIT = 30;
+const PERIOD_MS = 60_000;
 const UNKNOWN = `${"A".repeat(24)}.${"B".repeat(43)}`;
 
+/** More than any test below takes, on a loaded CI machine. */
+const TEST_MS = 8_000;
+
 describe("rate limiting of failed authentications (per client IP)", () => {
+  // The local limiter counts in windows aligned to the wall clock: a test's failures that
+  // straddled a window's end would be split between two counters and never limited (CI
+  // failed so, once). Each test starts with its whole run inside one window.
+  beforeEach(async () => {
+    const left = PERIOD_MS - (Date.now() % PERIOD_MS);
+    if (left < TEST_MS) await new Promise((resolve) => setTimeout(resolve, left + 100));
+  }, TEST_MS + 5_000);
+
   it("answers 429 with Retry-After in the error shape once an IP is over the limit", async () => {
     const ip = "198.51.100.200";
     for (let i = 0; i < LIMIT; i++) {
