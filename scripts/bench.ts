@@ -16,7 +16,7 @@
 //    row, REPETITIONS interleaved repetitions; medians. Each destructive request has its own
 //    session; a logout-all its own user holding exactly N.
 // 4. The worker's own time: scripts/bench-own/ runs the bare worker's and the service's
-//    `fetch` in a loop inside workerd, on the no-database paths, without the dev server.
+//    `fetch` in a loop inside workerd, on the no-database paths, with no dev server per call.
 // Exits 1 when a request got an unexpected status, or the worker logged anything (it logs
 // only 5xx and retried D1 calls), or an operation's rows read grew with the table.
 import { createHash } from "node:crypto";
@@ -371,6 +371,8 @@ interface Row {
   sameWayIn?: "bareAssets" | "bareRouter";
   against?: "own" | "ceiling";
   isCeiling?: true;
+  /** It ends sessions: each repetition has exactly AMOUNT of its requests, none to spare for a warm-up. */
+  destructive?: true;
   /** One request each: distinct tokens for the destructive operations. */
   requests: () => CannonRequest[];
 }
@@ -449,7 +451,7 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
       requests: () => [{ method: "GET", path: "/d1" }],
     },
     {
-      label: "service, no database: `GET /nowhere` (404, logging included; asset lookup first)",
+      label: "service, no database: `GET /nowhere` (404, request log included; asset lookup first)",
       n: null,
       server: "service",
       sameWayIn: "bareAssets",
@@ -509,6 +511,7 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
         server: "service",
         sameWayIn: "bareRouter",
         against: "ceiling",
+        destructive: true,
         status: 200,
         requests: () => perRepetition.shift() ?? [],
       });
@@ -712,8 +715,7 @@ async function main(): Promise<void> {
     try {
       await checkServed(service.url);
       log("warming up");
-      // The rows without a destructive request: those have exactly AMOUNT sessions per repetition.
-      for (const row of rows.slice(0, 7)) await fire(urls[row.server], row, WARMUP_AMOUNT);
+      for (const row of rows.filter((row) => !row.destructive)) await fire(urls[row.server], row, WARMUP_AMOUNT);
       for (let r = 0; r < REPETITIONS; r++) {
         const rep: Run[] = [];
         for (const row of rows) {

@@ -47,14 +47,17 @@ const OPTIONS = {
 /**
  * `--except -PPO…` as `--except=-PPO…`: a value may begin with "-" (the session ids of one
  * user in 64 do, their bucket's first character being "-"), which parseArgs would take for an
- * option. Only a word that is itself one of the options is not a value.
+ * option. Only a word that is itself one of the options (`--env`, `--env=x`, `-e`) is not a
+ * value, so a forgotten one is still refused.
  */
 function valuesMayStartWithDash(args: string[]): string[] {
-  const flags = new Set(Object.keys(OPTIONS).map((name) => `--${name}`));
+  const flags = Object.keys(OPTIONS).map((name) => `--${name}`);
+  const isOption = (word: string) =>
+    word === "-e" || flags.some((flag) => word === flag || word.startsWith(`${flag}=`));
   const joined: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const [arg, next] = [args[i] as string, args[i + 1]];
-    if (flags.has(arg) && next?.startsWith("-") && !flags.has(next) && next !== "-e") {
+    if (flags.includes(arg) && next?.startsWith("-") && !isOption(next)) {
       joined.push(`${arg}=${next}`);
       i++;
     } else joined.push(arg);

@@ -65,7 +65,7 @@ async function serve(request: Request): Promise<Response> {
   return exists.status === 404 ? exports.default.fetch(request) : env.ASSETS.fetch(request);
 }
 
-/** A request through the service's public HTTP interface: its static assets, then the worker. */
+/** A request through the service's public HTTP interface, routed as the platform routes it (`serve`). */
 export async function call(method: string, path: string, headers: Record<string, string> = {}): Promise<Response> {
   const sent = request(method, path, headers);
   const response = await serve(sent);
