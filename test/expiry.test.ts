@@ -92,6 +92,25 @@ describe("scheduled purge", () => {
     expect(dying.id).not.toBe(live.id);
   });
 
+  it("removes a session one second past its expiry or its idle timeout, and keeps one a second short of either", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const run = new Date("2026-11-23T12:00:00.000Z").getTime();
+    const idleTimeout = 1_209_600_000;
+    const user = newUser();
+    vi.setSystemTime(run - idleTimeout - 1000);
+    await issue(user);
+    vi.setSystemTime(run - idleTimeout + 1000);
+    const idleAlmost = await issue(user);
+    vi.setSystemTime(run - 59_000);
+    const expiringSoon = await issue(user, { ttlSeconds: 60 });
+    await issue(user, { ttlSeconds: 58 });
+    vi.setSystemTime(run);
+    await runCron(run);
+    expect(await sessionIdsOf(user)).toEqual([idleAlmost.id, expiringSoon.id].sort());
+    expect(await isLive(idleAlmost.token)).toBe(true);
+    expect(await isLive(expiringSoon.token)).toBe(true);
+  });
+
   it("keeps going while batches come back full: one run clears a backlog of many batches", async () => {
     const user = newUser();
     await insertDead(user, PURGE_BATCH_SIZE * 3 + 7, Date.now() - 1000);

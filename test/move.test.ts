@@ -1,5 +1,5 @@
 import { env, exports } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { finishMoves, type MovePlan, type MoveStep, type MoveTools, moveBuckets } from "../src/db/moves.ts";
 import { openDatabase } from "../src/db/queries.ts";
 import { bucketOf, parseShardMap, readShardMap } from "../src/db/shards.ts";
@@ -111,6 +111,10 @@ async function expectMoving(response: Response) {
 }
 
 const CLIENTS = 20;
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 describe.skipIf(shardBindings().length < 2)("moving buckets between databases", () => {
   it("a range holding 200 users moves while they list, delete, log out and log out everywhere", async () => {
@@ -428,6 +432,55 @@ describe.skipIf(shardBindings().length < 2)("moving buckets between databases", 
     await moveBuckets(planFor(bucket, bucket), tools());
     expect((await call("POST", "/auth/logout", bearer(session.token))).status).toBe(200);
     expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("activity meets a move: neither the frozen source nor the target's copy is touched, sliding renewal included", async () => {
+    const bucket = 220;
+    const [user] = await usersIn(bucket, bucket, 1);
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const start = Date.now();
+    vi.setSystemTime(start);
+    const session = await issue(user as string);
+    const stop = (_: number, step: MoveStep) => {
+      if (step === "copy") throw new Error("stopped after copy");
+    };
+    await expect(moveBuckets(planFor(bucket, bucket), tools(stop))).rejects.toThrow("stopped after copy");
+    const before = await rowsOf(SOURCE, bucket, bucket);
+    expect((await rowsOf(TARGET, bucket, bucket)).sessions).toEqual(before.sessions);
+    // Past the activity write interval, with a sliding lifetime: an ordinary bucket would be written now.
+    vi.setSystemTime(start + 10 * 60_000);
+    const sliding = { SESSION_SLIDING_TTL: "true" };
+    // SHARDS still names the source, which is frozen: the read answers from it, writing nothing.
+    expect(await listedIds(await callWith(sliding, "GET", "/auth/sessions", bearer(session.token)))).toEqual([
+      session.id,
+    ]);
+    expect((await callWith(sliding, "GET", "/auth/events", bearer(session.token))).status).toBe(200);
+    expect(await exports.SessionService.authenticate(session.token)).toMatchObject({ sessionId: session.id });
+    // SHARDS already names the target: its `moved` row sends the request back to the frozen source.
+    const early = {
+      ...sliding,
+      SHARDS: JSON.stringify({
+        default: {
+          [`0-${bucket - 1}`]: "DB",
+          [`${bucket}-${bucket}`]: "DB_1",
+          [`${bucket + 1}-1023`]: "DB",
+          "1024-2047": "DB_1",
+          "2048-3071": "DB_2",
+          "3072-4095": "DB_3",
+        },
+      }),
+    };
+    expect(await listedIds(await callWith(early, "GET", "/auth/sessions", bearer(session.token)))).toEqual([
+      session.id,
+    ]);
+    expect(await rowsOf(SOURCE, bucket, bucket)).toEqual(before);
+    expect((await rowsOf(TARGET, bucket, bucket)).sessions).toEqual(before.sessions);
+    // Once the move is done the same request writes its activity and renewal, on the target.
+    await moveBuckets(planFor(bucket, bucket), tools());
+    expect((await callWith(sliding, "GET", "/auth/sessions", bearer(session.token))).status).toBe(200);
+    const [moved] = (await rowsOf(TARGET, bucket, bucket)).sessions;
+    expect(moved).toMatchObject({ last_active_at: start + 10 * 60_000 });
+    expect(moved?.expires_at).toBeGreaterThan(before.sessions[0]?.expires_at as number);
   });
 
   it("refuses what it cannot move, before writing anything", async () => {
