@@ -1,8 +1,11 @@
 // Opens the local D1 that `npm start` (wrangler dev) serves, for the operator commands, in
-// tens of milliseconds: the SQLite file wrangler keeps under .wrangler/state, opened with
-// node:sqlite behind the few D1 methods Drizzle's D1 driver calls. Importing wrangler (for
-// getPlatformProxy) alone takes over a second, which is why this file exists.
-// Migrations are applied (by wrangler, output on stderr) only when the file is behind.
+// tens of milliseconds, behind the few D1 methods Drizzle's D1 driver calls:
+// - while `npm start` serves the environment, through its operator gateway
+//   (scripts/dev-worker.ts): workerd holds the SQLite files then, and a second writer
+//   would make the server's own requests fail with "database is locked";
+// - otherwise the SQLite file wrangler keeps under .wrangler/state, opened with node:sqlite.
+// Importing wrangler (for getPlatformProxy) alone takes over a second, and its local D1 is a
+// second workerd on the same files: neither would do. Migrations are applied only when behind.
 import { execFileSync } from "node:child_process";
 import { createHash, createHmac } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
@@ -11,6 +14,7 @@ import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { parseEnv } from "node:util";
 import { parse } from "smol-toml";
 import type { ConfigVars } from "../src/config.ts";
+import { type DevServer, devServerOf } from "./dev-server.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
 const STATE = path.join(ROOT, ".wrangler", "state", "v3", "d1", "miniflare-D1DatabaseObject");
@@ -58,66 +62,80 @@ function isBehind(file: string, migrationsDir: string): boolean {
 }
 
 type Row = Record<string, unknown>;
+type Method = "all" | "first" | "raw" | "run" | "batch";
 
-/** The D1 statement methods Drizzle's D1 driver uses, over one node:sqlite statement. */
+/** Where a local D1's statements run: the SQLite file itself, or the running server's gateway. */
+interface Backend {
+  execute(method: Method, statements: LocalStatement[]): Promise<unknown>;
+}
+
+/** The D1 statement methods Drizzle's D1 driver uses, handed to a backend. */
 class LocalStatement {
-  private readonly db: DatabaseSync;
-  private readonly query: string;
-  private readonly params: unknown[];
+  readonly backend: Backend;
+  readonly query: string;
+  readonly params: unknown[];
 
-  constructor(db: DatabaseSync, query: string, params: unknown[] = []) {
-    this.db = db;
+  constructor(backend: Backend, query: string, params: unknown[] = []) {
+    this.backend = backend;
     this.query = query;
     this.params = params;
   }
 
   bind(...params: unknown[]): LocalStatement {
-    return new LocalStatement(this.db, this.query, params);
+    return new LocalStatement(this.backend, this.query, params);
   }
 
-  private prepared(arrays = false): StatementSync {
-    const statement = this.db.prepare(this.query);
+  all() {
+    return this.backend.execute("all", [this]);
+  }
+
+  first(column?: string) {
+    return this.backend.execute("first", [this]).then((row) => (row && column ? (row as Row)[column] : row));
+  }
+
+  raw() {
+    return this.backend.execute("raw", [this]);
+  }
+
+  run() {
+    return this.backend.execute("run", [this]);
+  }
+}
+
+function localD1(backend: Backend): D1Database {
+  return {
+    prepare: (query: string) => new LocalStatement(backend, query),
+    batch: (statements: LocalStatement[]) => backend.execute("batch", statements),
+  } as unknown as D1Database;
+}
+
+/** The SQLite file, opened with node:sqlite: only while no `npm start` serves it. */
+function fileBackend(db: DatabaseSync): Backend {
+  const prepared = ({ query }: LocalStatement, arrays = false): StatementSync => {
+    const statement = db.prepare(query);
     statement.setReturnArrays(arrays);
     return statement;
-  }
-
-  allNow(): { results: Row[]; success: true; meta: Record<string, never> } {
-    return { results: this.prepared().all(...(this.params as never[])) as Row[], success: true, meta: {} };
-  }
-
-  async all() {
-    return this.allNow();
-  }
-
-  async first(column?: string) {
-    const row = this.prepared().get(...(this.params as never[])) as Row | undefined;
-    return row === undefined ? null : column === undefined ? row : row[column];
-  }
-
-  async raw() {
-    return this.prepared(true).all(...(this.params as never[]));
-  }
-
-  async run() {
-    const { changes, lastInsertRowid } = this.prepared().run(...(this.params as never[]));
-    return { results: [], success: true, meta: { changes: Number(changes), last_row_id: Number(lastInsertRowid) } };
-  }
-}
-
-export interface LocalProject {
-  env: ConfigVars & { SHARDS: string } & Record<string, D1Database | string>;
-  close(): void;
-}
-
-/** A D1 binding over one local SQLite file: the statement methods above, and a batch. */
-function localD1(db: DatabaseSync): D1Database {
+  };
+  const all = (statement: LocalStatement) => ({
+    results: prepared(statement).all(...(statement.params as never[])) as Row[],
+    success: true,
+    meta: {},
+  });
   return {
-    prepare: (query: string) => new LocalStatement(db, query),
-    // A D1 batch is one transaction; so is this.
-    async batch(statements: LocalStatement[]) {
+    async execute(method, statements) {
+      const [statement] = statements as [LocalStatement];
+      const params = statement.params as never[];
+      if (method === "all") return all(statement);
+      if (method === "first") return prepared(statement).get(...params) ?? null;
+      if (method === "raw") return prepared(statement, true).all(...params);
+      if (method === "run") {
+        const { changes, lastInsertRowid } = prepared(statement).run(...params);
+        return { results: [], success: true, meta: { changes: Number(changes), last_row_id: Number(lastInsertRowid) } };
+      }
+      // A D1 batch is one transaction; so is this.
       db.exec("BEGIN IMMEDIATE");
       try {
-        const results = statements.map((statement) => statement.allNow());
+        const results = statements.map(all);
         db.exec("COMMIT");
         return results;
       } catch (error) {
@@ -125,16 +143,86 @@ function localD1(db: DatabaseSync): D1Database {
         throw error;
       }
     },
-  } as unknown as D1Database;
+  };
+}
+
+/** How long a command waits for a starting `npm start` (its migrations, wrangler's start). */
+const SERVER_WAIT_MS = 60_000;
+
+async function gatewayCall(server: DevServer, path: string, body?: object): Promise<Response> {
+  return fetch(new URL(path, server.url), {
+    method: body ? "POST" : "GET",
+    headers: { Authorization: `Bearer ${server.token}`, "Content-Type": "application/json" },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
+}
+
+/** The server's vars, once it answers: a server still migrating or starting is waited for. */
+async function serverVars(server: DevServer): Promise<Record<string, string>> {
+  const deadline = Date.now() + SERVER_WAIT_MS;
+  for (;;) {
+    try {
+      const response = await gatewayCall(server, "/__operator/vars");
+      if (response.ok) return (await response.json()) as Record<string, string>;
+      throw new Error(`npm start at ${server.url} refused the operator gateway (${response.status})`);
+    } catch (error) {
+      if (!(error instanceof TypeError)) throw error;
+      if (Date.now() > deadline)
+        throw new Error(
+          `npm start (pid ${server.pid}) has not answered at ${server.url} for ${SERVER_WAIT_MS / 1000} s: wait for it, or stop it`,
+        );
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+}
+
+function gatewayBackend(server: DevServer, binding: string): Backend {
+  return {
+    async execute(method, statements) {
+      const response = await gatewayCall(server, "/__operator/d1", {
+        binding,
+        method,
+        statements: statements.map(({ query, params }) => ({ sql: query, params })),
+      });
+      const answer = (await response.json()) as { result?: unknown; error?: string };
+      if (!response.ok) throw new Error(answer.error ?? `operator gateway: ${response.status}`);
+      return answer.result;
+    },
+  };
+}
+
+export interface LocalProject {
+  env: ConfigVars & { SHARDS: string } & Record<string, D1Database | string>;
+  /** The running `npm start` the databases are reached through, if any. */
+  server: DevServer | null;
+  close(): void;
+}
+
+/** The local vars `npm start` would read: wrangler.toml's, then `.dev.vars` overriding. */
+function localVars(toml: WranglerEnv): ConfigVars & { SHARDS: string } {
+  const devVars = path.join(ROOT, ".dev.vars");
+  const vars = { ...toml.vars, ...(existsSync(devVars) ? parseEnv(readFileSync(devVars, "utf8")) : {}) };
+  return vars as ConfigVars & { SHARDS: string };
 }
 
 /**
- * Every local D1 of the wrangler environment (`env` undefined: the top level) and its vars
- * (`.dev.vars` overriding), as `npm start` sees them. Migrations are applied first, to every
- * database, only when one of them is behind.
+ * Every local D1 of the wrangler environment (`env` undefined: the top level) and its vars,
+ * as `npm start` sees them. While `npm start` serves this environment, through its operator
+ * gateway (scripts/dev-worker.ts), with the vars it runs with: the files are workerd's then.
+ * Otherwise the files themselves, with wrangler.toml's vars (`.dev.vars` overriding).
+ * Migrations are applied first, to every database, only when one of them is behind.
  */
-export function openLocalProject(env?: string): LocalProject {
+export async function openLocalProject(env?: string): Promise<LocalProject> {
   const toml = readWranglerToml(env);
+  const server = devServerOf(env);
+  if (server) {
+    const vars = await serverVars(server);
+    const bindings = Object.fromEntries(
+      toml.d1_databases.map(({ binding }) => [binding, localD1(gatewayBackend(server, binding))]),
+    );
+    await migrateThrough(bindings, toml);
+    return { env: { ...(vars as ConfigVars & { SHARDS: string }), ...bindings }, server, close: () => {} };
+  }
   const databases = toml.d1_databases.map((database) => ({
     ...database,
     file: sqlitePath(database.database_id),
@@ -146,23 +234,91 @@ export function openLocalProject(env?: string): LocalProject {
       { cwd: ROOT, stdio: ["ignore", process.stderr, process.stderr] },
     );
   }
-  const devVars = path.join(ROOT, ".dev.vars");
-  const vars = { ...toml.vars, ...(existsSync(devVars) ? parseEnv(readFileSync(devVars, "utf8")) : {}) };
   const opened: DatabaseSync[] = [];
   const bindings: Record<string, D1Database> = {};
   for (const { binding, file } of databases) {
     // Never create a database of our own: if wrangler keeps it elsewhere, say so.
     if (!existsSync(file)) throw new Error(`the local D1 for ${binding} is not at ${file}: update scripts/local-d1.ts`);
     const db = new DatabaseSync(file);
-    // wrangler dev may be writing at the same moment: wait for its lock rather than fail.
+    // A `wrangler dev` started without `npm start` may be writing: wait for its lock rather than fail.
     db.exec("PRAGMA busy_timeout = 5000");
     opened.push(db);
-    bindings[binding] = localD1(db);
+    bindings[binding] = localD1(fileBackend(db));
   }
   return {
-    env: { ...(vars as ConfigVars & { SHARDS: string }), ...bindings },
+    env: { ...localVars(toml), ...bindings },
+    server: null,
     close: () => {
       for (const db of opened) db.close();
     },
   };
+}
+
+// wrangler's own table of applied migrations, as `wrangler d1 migrations apply` creates it.
+const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS d1_migrations(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT UNIQUE,
+  applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL
+)`;
+
+/** Per binding, the migration files it has not applied yet, read through `bindings`. */
+async function pendingMigrations(
+  bindings: Record<string, D1Database>,
+  toml: WranglerEnv,
+): Promise<Map<string, string[]>> {
+  const pending = new Map<string, string[]>();
+  for (const { binding, migrations_dir = "migrations" } of toml.d1_databases) {
+    const db = bindings[binding] as D1Database;
+    const [, applied] = await db.batch<{ name: string }>([
+      db.prepare(MIGRATIONS_TABLE),
+      db.prepare("SELECT name FROM d1_migrations"),
+    ]);
+    const done = new Set(applied?.results.map((row) => row.name));
+    const files = readdirSync(path.join(ROOT, migrations_dir)).filter((name) => name.endsWith(".sql"));
+    pending.set(
+      binding,
+      files.sort().filter((name) => !done.has(name)),
+    );
+  }
+  return pending;
+}
+
+/**
+ * Applies what is pending through `bindings` (the running server's D1): each migration file
+ * and its d1_migrations row in one batch, so a migration is applied whole or not at all.
+ * drizzle-kit separates a file's statements with `--> statement-breakpoint`.
+ */
+async function migrateThrough(bindings: Record<string, D1Database>, toml: WranglerEnv): Promise<string[]> {
+  const applied: string[] = [];
+  for (const [binding, names] of await pendingMigrations(bindings, toml)) {
+    const db = bindings[binding] as D1Database;
+    const dir = toml.d1_databases.find((database) => database.binding === binding)?.migrations_dir ?? "migrations";
+    for (const name of names) {
+      const sql = readFileSync(path.join(ROOT, dir, name), "utf8");
+      const statements = sql
+        .split("--> statement-breakpoint")
+        .map((part) => part.trim())
+        .filter(Boolean);
+      await db.batch([
+        ...statements.map((statement) => db.prepare(statement)),
+        db.prepare("INSERT INTO d1_migrations (name) VALUES (?)").bind(name),
+      ]);
+      applied.push(`${binding} ${name}`);
+    }
+  }
+  return applied;
+}
+
+/** `db:migrate:local` and `db:status` through the gateway of the `npm start` serving `env`. */
+export async function throughRunningServer(
+  env: string | undefined,
+): Promise<{ migrate(): Promise<string[]>; pending(): Promise<Map<string, string[]>> } | null> {
+  const server = devServerOf(env);
+  if (!server) return null;
+  await serverVars(server);
+  const toml = readWranglerToml(env);
+  const bindings = Object.fromEntries(
+    toml.d1_databases.map(({ binding }) => [binding, localD1(gatewayBackend(server, binding))]),
+  );
+  return { migrate: () => migrateThrough(bindings, toml), pending: () => pendingMigrations(bindings, toml) };
 }

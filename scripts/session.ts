@@ -90,9 +90,9 @@ if (command === "end" && values.session !== undefined && values.region !== undef
 if (command !== "end" && values.user === undefined) usage(command, "--user is required");
 if (values.ttl !== undefined && !/^\d+$/.test(values.ttl)) usage(command, "--ttl must be a whole number of seconds");
 
-let project: ReturnType<typeof openLocalProject>;
+let project: Awaited<ReturnType<typeof openLocalProject>>;
 try {
-  project = openLocalProject(values.env);
+  project = await openLocalProject(values.env);
 } catch (error) {
   console.error(error instanceof Error ? error.message : error);
   process.exit(1);

@@ -17,6 +17,7 @@ import { getPlatformProxy, unstable_readConfig } from "wrangler";
 import { finishMoves, MoveRefused, moveBuckets } from "../src/db/moves.ts";
 import { openDatabase } from "../src/db/queries.ts";
 import { parseShardMap } from "../src/db/shards.ts";
+import { devServerOf } from "./dev-server.ts";
 
 const PROJECT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -56,13 +57,25 @@ function wrangler(args: string[], interactive: boolean): Promise<{ code: number;
   });
 }
 
+/**
+ * The gateway of the `npm start` serving `env`, if another process runs one: wrangler's own
+ * D1 commands would be a second workerd on the files it holds. Loaded only then, so that
+ * `npm start` (which migrates through this file) never loads node:sqlite.
+ */
+async function runningServer(env: string | undefined) {
+  const server = devServerOf(env);
+  if (!server || server.pid === process.pid) return null;
+  const { throughRunningServer } = await import("./local-d1.ts");
+  return throughRunningServer(env);
+}
+
 const where = (env: string | undefined, location: "local" | "remote") =>
   [`--${location}`, ...(env === undefined ? [] : ["--env", env])] as const;
 
 /**
- * Applies migrations/ to every database of `env`. Local databases in parallel and quietly
- * (progress on stderr), under `persistTo` when given; remote ones one after another, so
- * wrangler can ask before each.
+ * Applies migrations/ to every database of `env`, one after another: local ones quietly
+ * (progress on stderr), under `persistTo` when given; remote ones so wrangler can ask before
+ * each. While `npm start` serves `env` locally, through its server instead.
  */
 export async function migrate(
   env: string | undefined,
@@ -70,6 +83,14 @@ export async function migrate(
   persistTo?: string,
 ): Promise<void> {
   const bindings = shardBindings(env);
+  const server = location === "local" && persistTo === undefined ? await runningServer(env) : null;
+  if (server) {
+    const applied = await server.migrate();
+    process.stderr.write(
+      `${applied.length === 0 ? "no migrations to apply" : `applied ${applied.join(", ")}`} (through npm start's server${env ? `, env ${env}` : ""})\n`,
+    );
+    return;
+  }
   const persist = persistTo === undefined ? [] : ["--persist-to", persistTo];
   const apply = (binding: string) =>
     wrangler(["d1", "migrations", "apply", binding, ...where(env, location), ...persist], location === "remote");
@@ -79,11 +100,13 @@ export async function migrate(
     }
     return;
   }
-  const results = await Promise.all(bindings.map(apply));
-  for (const [index, { code, output }] of results.entries()) {
+  // One after another: each is a workerd of its own on the same state directory, and two
+  // starting at once can meet SQLITE_BUSY there.
+  for (const binding of bindings) {
+    const { code, output } = await apply(binding);
     if (code !== 0) {
       process.stderr.write(output);
-      throw new Error(`migrating ${bindings[index]} (local) failed`);
+      throw new Error(`migrating ${binding} (local) failed`);
     }
   }
   process.stderr.write(`migrations applied to ${bindings.join(", ")} (local${env ? `, env ${env}` : ""})\n`);
@@ -92,6 +115,15 @@ export async function migrate(
 /** One line per database: up to date, or which migrations it still lacks. False when any lacks one. */
 export async function status(env: string | undefined, location: "local" | "remote"): Promise<boolean> {
   const bindings = shardBindings(env);
+  const server = location === "local" ? await runningServer(env) : null;
+  if (server) {
+    const pending = await server.pending();
+    for (const binding of bindings) {
+      const missing = pending.get(binding) ?? [];
+      console.log(`${binding}: ${missing.length === 0 ? "up to date" : `behind, missing ${missing.join(", ")}`}`);
+    }
+    return [...pending.values()].every((missing) => missing.length === 0);
+  }
   const results = await Promise.all(
     bindings.map((binding) => wrangler(["d1", "migrations", "list", binding, ...where(env, location)], false)),
   );
@@ -126,12 +158,15 @@ async function openDatabases(env: string | undefined, location: "local" | "remot
   const config = unstable_readConfig({ config: `${PROJECT}wrangler.toml`, env }, { hideWarnings: true });
   const bindings = config.d1_databases.map((database: { binding: string }) => database.binding);
   let values: Record<string, unknown>;
+  let shards = String(config.vars.SHARDS ?? "");
   let close = async () => {};
   if (location === "local") {
     // Imported here: node:sqlite would warn on every `npm start` that imports this file.
     const { openLocalProject } = await import("./local-d1.ts");
-    const project = openLocalProject(env);
+    const project = await openLocalProject(env);
     values = project.env;
+    // The SHARDS in force is the running server's, which `--var SHARDS:…` may have changed.
+    shards = project.env.SHARDS;
     close = async () => project.close();
   } else {
     // Wrangler's remote bindings: the same D1 API (batches included) over Cloudflare's.
@@ -150,7 +185,7 @@ async function openDatabases(env: string | undefined, location: "local" | "remot
     };
   }
   return {
-    shards: String(config.vars.SHARDS ?? ""),
+    shards,
     bindings,
     open(binding) {
       if (!bindings.includes(binding))
@@ -206,6 +241,10 @@ async function move(values: Record<string, string | boolean | undefined>, locati
       `  1. Set SHARDS in wrangler.toml${env === undefined ? " [vars]" : ` [env.${env}.vars]`} and deploy (npm run deploy${env === undefined ? "" : ` -- --env ${env}`}):`,
     );
     console.log(`     SHARDS = '${report.shards}'`);
+    if (location === "local")
+      console.log(
+        `     (locally, without editing wrangler.toml: npm start --${where} --var SHARDS:'${report.shards}')`,
+      );
     console.log(
       "     Until then every request for these buckets reaches the old database first and follows the move: one more round trip.",
     );

@@ -1,0 +1,351 @@
+// `npm run check:operator`: the operator's commands, run as the README says while
+// `npm start -- --env sharded` serves users, must never make the service fail. It starts the
+// real `npm start` (its own state directory and port), signs users in, and while clients
+// list, delete, log out and log out everywhere over HTTP, runs `shards:move` of buckets
+// 0-127 (DB to DB_2) and the `session:*`, `db:status` and `db:migrate:local` commands. Then
+// it restarts the server with the printed SHARDS (a local "deploy") and runs
+// `shards:move --finish` under the same load. After each phase every token the clients were
+// told is live must authenticate, and every ended one must not. Prints one JSON report;
+// exits 1 on any 5xx other than 503 `moving`, or a session lost or revived.
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { readConfig } from "../src/config.ts";
+import { BucketMoving } from "../src/db/queries.ts";
+import { bucketOf, openShards } from "../src/db/shards.ts";
+import { issueSession } from "../src/issue-session.ts";
+import { openLocalProject } from "./local-d1.ts";
+
+const ROOT = path.join(import.meta.dirname, "..");
+const ENV = ["--env", "sharded"];
+/** The range moved from DB (0-1023) to DB_2: as in the README, smaller to keep the check short. */
+const MOVED = { first: 0, last: 127 };
+const USERS_MOVED = 12;
+const USERS_STAYING = 6;
+const SESSIONS_PER_USER = 3;
+/** Each phase's load runs at least this long, and until its commands are done. */
+const MIN_LOAD_MS = 5_000;
+const CHROME =
+  "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+
+const run = promisify(execFile);
+
+let commandsRetried = 0;
+
+/**
+ * An operator command, as the README writes it: `npm run --silent <script> -- <args>`. One
+ * refused because its user's bucket is frozen mid-move changed nothing and says to retry in
+ * a second: so it is.
+ */
+async function command(script: string, args: string[]): Promise<string> {
+  for (;;) {
+    try {
+      const child = run("npm", ["run", "--silent", script, "--", ...args, ...ENV], {
+        cwd: ROOT,
+        maxBuffer: 1 << 24,
+      });
+      // The move's progress lines, as the operator sees them.
+      if (script === "shards:move") child.child.stderr?.on("data", (chunk) => process.stderr.write(chunk));
+      return (await child).stdout;
+    } catch (error) {
+      if (!String((error as { stderr?: string }).stderr).includes("Retry in a second")) throw error;
+      commandsRetried++;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+}
+
+/** A client address of its own per request, so that ended tokens never trip the failure limit. */
+function randomIp(): string {
+  const word = () => Math.floor(Math.random() * 0x10000).toString(16);
+  return `2001:db8:${word()}:${word()}::${word()}`;
+}
+
+const progress = (line: string) => process.stderr.write(`operator check: ${line}\n`);
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+interface Dev {
+  child: ChildProcess;
+  log: () => string;
+}
+
+async function startServer(port: number, state: string, shards?: string): Promise<Dev> {
+  const extra = shards === undefined ? [] : ["--var", `SHARDS:${shards}`];
+  const args = ["start", "--", ...ENV, "--port", String(port), "--ip", "127.0.0.1", "--persist-to", state, ...extra];
+  const child = spawn("npm", args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  let log = "";
+  child.stdout?.on("data", (chunk) => (log += chunk));
+  child.stderr?.on("data", (chunk) => (log += chunk));
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/auth/nowhere`)).status === 404) return { child, log: () => log };
+    } catch {}
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`npm start did not come up:\n${log}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+async function stopServer(dev: Dev): Promise<void> {
+  const closed = new Promise((resolve) => dev.child.once("close", resolve));
+  process.kill(-(dev.child.pid as number), "SIGTERM");
+  await closed;
+}
+
+interface Session {
+  id: string;
+  token: string;
+  user: string;
+  /** What the clients were told: live until an answer said it ended. */
+  live: boolean;
+}
+
+const sessions = new Map<string, Session>();
+const stats = { requests: 0, fiveXx: 0, moving: 0, unexpected: [] as string[] };
+/** Per user, since when its requests have answered 503 moving; the longest such window. */
+const movingSince = new Map<string, number>();
+let longestMovingMs = 0;
+const movingWindows: number[] = [];
+
+/** The login flow's sign-in, through the same gateway and code as `session:create`. */
+async function signIn(user: string): Promise<void> {
+  const project = await openLocalProject("sharded");
+  for (;;) {
+    try {
+      const { id, token } = await issueSession(openShards(project.env as unknown as Env), readConfig(project.env), {
+        userId: user,
+        userAgent: CHROME,
+        ipAddress: "203.0.113.9",
+      });
+      sessions.set(id, { id, token, user, live: true });
+      return;
+    } catch (error) {
+      if (!(error instanceof BucketMoving)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+}
+
+/** The operator's `session:create`. */
+async function create(user: string): Promise<void> {
+  const answer = JSON.parse(
+    await command("session:create", ["--user", user, "--user-agent", CHROME, "--ip", "203.0.113.9"]),
+  ) as { id: string; token: string };
+  sessions.set(answer.id, { ...answer, user, live: true });
+}
+
+function liveOf(user: string): Session[] {
+  return [...sessions.values()].filter((session) => session.user === user && session.live);
+}
+
+async function request(base: string, session: Session, method: string, path: string): Promise<Response> {
+  stats.requests++;
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${session.token}`, "CF-Connecting-IP": randomIp() },
+  });
+  if (response.status >= 500) {
+    const body = (await response.clone().json()) as { code?: string };
+    if (response.status === 503 && body.code === "moving") {
+      stats.moving++;
+      if (!movingSince.has(session.user)) movingSince.set(session.user, Date.now());
+    } else {
+      stats.fiveXx++;
+      stats.unexpected.push(`${method} ${path} ${response.status} ${body.code}`);
+    }
+  } else {
+    const since = movingSince.get(session.user);
+    if (since !== undefined) {
+      movingWindows.push(Date.now() - since);
+      longestMovingMs = Math.max(longestMovingMs, Date.now() - since);
+      movingSince.delete(session.user);
+    }
+  }
+  return response;
+}
+
+/**
+ * One user's client, in a cycle: list, delete another session, log out others, log out this
+ * one, log out everywhere; signed in again (session:create) whenever fewer than two are live.
+ */
+async function client(base: string, user: string, until: () => boolean): Promise<void> {
+  for (let step = 0; !until(); step++) {
+    while (liveOf(user).length < 2) await signIn(user);
+    const [me, other] = liveOf(user) as [Session, Session];
+    const list = await request(base, me, "GET", "/auth/sessions");
+    if (list.status === 401) stats.unexpected.push(`GET /auth/sessions 401 for a live session of ${user}`);
+    const action = step % 8;
+    let ended: Session[] = [];
+    let response: Response | null = null;
+    if (action === 1) {
+      response = await request(base, me, "DELETE", `/auth/sessions/${other.id}`);
+      ended = [other];
+    } else if (action === 3) {
+      response = await request(base, me, "DELETE", "/auth/logout?scope=others");
+      ended = liveOf(user).filter((session) => session !== me);
+    } else if (action === 5) {
+      response = await request(base, me, "POST", "/auth/logout");
+      ended = [me];
+    } else if (action === 7) {
+      response = await request(base, me, "DELETE", "/auth/logout");
+      ended = liveOf(user);
+    }
+    if (response?.status === 200) for (const session of ended) session.live = false;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** The operator's `session:*` commands on users the clients do not drive. */
+async function sessionCommands(users: string[]): Promise<number> {
+  let count = 0;
+  for (const user of users) {
+    await create(user);
+    await command("session:list", ["--user", user]);
+    const [first] = liveOf(user);
+    if (first) {
+      await command("session:end", ["--session", first.id, "--reason", "admin"]);
+      first.live = false;
+    }
+    await command("session:end", ["--user", user, "--reason", "admin"]);
+    for (const session of liveOf(user)) session.live = false;
+    count += 4;
+  }
+  return count;
+}
+
+/** Runs `work` while every driven user's client loops; tops users up to SESSIONS_PER_USER first. */
+async function underLoad<T>(base: string, users: string[], work: () => Promise<T>): Promise<T> {
+  for (const user of users) while (liveOf(user).length < SESSIONS_PER_USER) await signIn(user);
+  let done = false;
+  const started = Date.now();
+  const until = () => done && Date.now() - started > MIN_LOAD_MS;
+  const clients = users.map((user) => client(base, user, until));
+  try {
+    return await work();
+  } finally {
+    done = true;
+    await Promise.all(clients);
+  }
+}
+
+/** Every session still live authenticates; every ended one is refused. */
+async function verify(base: string, phase: string) {
+  let live = 0;
+  let ended = 0;
+  const wrong: string[] = [];
+  for (const session of sessions.values()) {
+    const status = (
+      await fetch(`${base}/auth/sessions`, {
+        headers: { Authorization: `Bearer ${session.token}`, "CF-Connecting-IP": randomIp() },
+      })
+    ).status;
+    if (session.live) live++;
+    else ended++;
+    const expected = session.live ? 200 : 401;
+    if (status !== expected) wrong.push(`${session.id}: ${status}, expected ${expected}`);
+  }
+  return { phase, live, ended, wrong };
+}
+
+async function usersWhere(count: number, wanted: (bucket: number) => boolean): Promise<string[]> {
+  const users: string[] = [];
+  while (users.length < count) {
+    const user = `check-${crypto.randomUUID()}`;
+    if (wanted(await bucketOf(user))) users.push(user);
+  }
+  return users;
+}
+
+const state = mkdtempSync(path.join(tmpdir(), "operator-check-"));
+const port = await freePort();
+const base = `http://127.0.0.1:${port}`;
+let dev = await startServer(port, state);
+progress(`npm start serves on ${base}`);
+const report: Record<string, unknown> = {};
+/** The logs of servers already stopped. */
+const logs: string[] = [];
+try {
+  const inRange = (bucket: number) => bucket >= MOVED.first && bucket <= MOVED.last;
+  const moved = await usersWhere(USERS_MOVED, inRange);
+  const staying = await usersWhere(USERS_STAYING, (bucket) => !inRange(bucket));
+  const driven = [...moved, ...staying];
+  const operated = [...(await usersWhere(2, inRange)), ...(await usersWhere(2, (bucket) => !inRange(bucket)))];
+
+  const started = Date.now();
+  const moveOutput = await underLoad(base, driven, async () => {
+    const [move, commands] = await Promise.all([
+      command("shards:move", ["--buckets", `${MOVED.first}-${MOVED.last}`, "--to", "DB_2"]),
+      (async () => {
+        const count = await sessionCommands(operated);
+        await command("db:status", []);
+        await command("db:migrate:local", []);
+        return count + 2;
+      })(),
+    ]);
+    report.commandsDuringMove = commands;
+    return move;
+  });
+  report.moveSeconds = Math.round((Date.now() - started) / 1000);
+  const shards = /SHARDS = '(.+)'/.exec(moveOutput)?.[1];
+  if (!shards) throw new Error(`shards:move printed no SHARDS:\n${moveOutput}`);
+  progress(`moved in ${report.moveSeconds} s`);
+  const checks = [await verify(base, "after the move")];
+
+  // The local deploy: the same databases, served with the SHARDS the move printed.
+  await stopServer(dev);
+  logs.push(dev.log());
+  dev = await startServer(port, state, shards);
+  checks.push(await verify(base, "after deploying the printed SHARDS"));
+  progress("restarted with the printed SHARDS");
+  const finish = await underLoad(base, driven, async () => {
+    const [output] = await Promise.all([command("shards:move", ["--finish"]), sessionCommands(operated)]);
+    return output.trim();
+  });
+  progress(`finished: ${finish}`);
+  checks.push(await verify(base, "after --finish"));
+
+  const serverErrors = [...logs, dev.log()]
+    .join("\n")
+    .split("\n")
+    .filter((line) => line.includes('"level":"error"'));
+  Object.assign(report, {
+    requests: stats.requests,
+    commandsRetriedWhileMoving: commandsRetried,
+    fiveXx: stats.fiveXx,
+    moving503: stats.moving,
+    movingWindows: movingWindows.length,
+    longestMovingWindowMs: longestMovingMs,
+    unexpected: stats.unexpected,
+    finish,
+    checks,
+    serverErrorLines: serverErrors.length,
+  });
+  console.log(JSON.stringify(report, null, 2));
+  const failed =
+    stats.fiveXx > 0 ||
+    stats.unexpected.length > 0 ||
+    serverErrors.length > 0 ||
+    checks.some((check) => check.wrong.length > 0);
+  if (failed) {
+    console.error("operator check: FAILED");
+    process.exitCode = 1;
+  } else {
+    console.log("operator check: 0 5xx, nothing lost or revived");
+  }
+} finally {
+  await stopServer(dev);
+  rmSync(state, { recursive: true, force: true });
+}
