@@ -17,7 +17,6 @@ export const DEV_SERVER_FILE = path.join(import.meta.dirname, "..", ".wrangler",
 
 /** The running `npm start` of this environment, or null when none is (a stale file is ignored). */
 export function devServerOf(env: string | undefined): DevServer | null {
-  if (process.env.NO_GATEWAY) return null;
   if (!existsSync(DEV_SERVER_FILE)) return null;
   const server = JSON.parse(readFileSync(DEV_SERVER_FILE, "utf8")) as DevServer;
   if (server.env !== (env ?? null)) return null;

@@ -301,7 +301,9 @@ try {
   report.moveSeconds = Math.round((Date.now() - started) / 1000);
   const shards = /SHARDS = '(.+)'/.exec(moveOutput)?.[1];
   if (!shards) throw new Error(`shards:move printed no SHARDS:\n${moveOutput}`);
-  progress(`moved in ${report.moveSeconds} s`);
+  progress(
+    `moved in ${report.moveSeconds} s; so far ${stats.requests} requests, ${stats.fiveXx} 5xx, ${stats.moving} 503 moving`,
+  );
   const checks = [await verify(base, "after the move")];
 
   // The local deploy: the same databases, served with the SHARDS the move printed.
