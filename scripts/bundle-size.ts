@@ -14,9 +14,11 @@ import { constants, gzipSync } from "node:zlib";
  * 38,232 B gzip (124,237 B minified) on 2026-11-22, once /openapi.json became a static asset
  * (assets/, outside the bundle) and Hono kept one router; a new dependency or a sizeable
  * feature that breaks it is let in on purpose, by shrinking something else or by raising
- * this with the new measurement, rather than creeping in.
+ * this with the new measurement, rather than creeping in. Raised to 40,500 B on 2026-11-24:
+ * 40,337 B measured with the log line that lets an operator read every 5xx (message redacted,
+ * route or RPC method, D1 binding, Ray ID) and lock errors retried (+414 B).
  */
-export const GZIP_BUDGET_BYTES = 40_000;
+export const GZIP_BUDGET_BYTES = 40_500;
 
 export interface BundleSize {
   /** Bytes of the worker's modules as uploaded (minified; source maps excluded). */

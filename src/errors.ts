@@ -1,9 +1,11 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
+import { routePath } from "hono/route";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ConfigError } from "./config.ts";
 import { DatabaseUnavailable } from "./db/binding.ts";
 import { BucketMoving } from "./db/queries.ts";
+import { logFailure } from "./failure-log.ts";
 
 // Every error the API can answer, with its one message. Clients branch on `code`. The one
 // list of error codes: the type and the OpenAPI document derive from it.
@@ -78,6 +80,11 @@ function bare(status: 500 | 503, code: ErrorCode, headers: Record<string, string
   return new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json", ...headers } });
 }
 
+/** Cloudflare's Ray ID, what Workers Logs are searched by; a fresh id where there is none (wrangler dev). */
+function requestIdOf(c: Context): string {
+  return c.req.header("cf-ray") ?? crypto.randomUUID();
+}
+
 export function writeError(c: Context, error: unknown): Response {
   if (error instanceof ApiError) {
     const body: ErrorBody = { code: error.code, message: error.message };
@@ -96,13 +103,7 @@ export function writeError(c: Context, error: unknown): Response {
     console.error(JSON.stringify({ level: "error", event: "config_error", message: error.message }));
     return bare(500, "internal_error");
   }
-  // Only the error's class name is logged: messages of driver errors can quote SQL.
-  console.error(
-    JSON.stringify({
-      level: "error",
-      event: "unhandled_error",
-      name: error instanceof Error ? error.name : typeof error,
-    }),
-  );
+  const route = routePath(c, -1);
+  logFailure(error, { method: c.req.method, route: route.endsWith("*") ? null : route }, requestIdOf(c));
   return bare(500, "internal_error");
 }

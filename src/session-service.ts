@@ -1,8 +1,10 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { instant } from "./clock.ts";
 import { readConfig } from "./config.ts";
-import { authenticate } from "./db/queries.ts";
+import { DatabaseUnavailable } from "./db/binding.ts";
+import { authenticate, BucketMoving } from "./db/queries.ts";
 import { openShards, type Shards } from "./db/shards.ts";
+import { logFailure } from "./failure-log.ts";
 import { type CreatedSession, type CreateSessionInput, issueSession } from "./issue-session.ts";
 import { outboxFor } from "./outbox.ts";
 import type { SessionView } from "./routes/sessions.ts";
@@ -28,6 +30,9 @@ export interface AuthenticatedSession {
  * RangeError before any. Every method is async, so even a refused configuration reaches the
  * caller as a rejected promise, not a synchronous throw.
  */
+/** What a caller is told to fix or retry: thrown as is, not an operator's concern. */
+const EXPECTED = [TypeError, RangeError, BucketMoving, DatabaseUnavailable];
+
 export class SessionService extends WorkerEntrypoint<Env> {
   // The one place this entry point chooses its databases and its events queue. A method, not
   // a field: a refused SHARDS then rejects the call like any error, not the constructor.
@@ -36,31 +41,47 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
   private readonly outbox = outboxFor(this.env.SESSION_EVENTS, (promise) => this.ctx.waitUntil(promise));
 
+  /** Runs one method; an unexpected error gets its log line (src/failure-log.ts) and reaches the caller unchanged. */
+  private async logged<T>(rpc: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      if (!EXPECTED.some((type) => error instanceof type)) logFailure(error, { rpc }, crypto.randomUUID());
+      throw error;
+    }
+  }
+
   async create(input: CreateSessionInput): Promise<CreatedSession> {
-    return issueSession(this.shards(), readConfig(this.env), input, this.outbox);
+    return this.logged("create", () => issueSession(this.shards(), readConfig(this.env), input, this.outbox));
   }
 
   /** Also records the session's activity (and renews it, with a sliding lifetime), like any authenticated request. */
   async authenticate(token: string): Promise<AuthenticatedSession | null> {
-    const proof = typeof token === "string" ? await proveToken(token) : null;
-    const place = proof && this.shards().forSession(proof.id);
-    if (!proof || !place) return null;
-    const caller = await authenticate(place, proof, instant(readConfig(this.env)));
-    return caller && { sessionId: caller.id, userId: caller.userId, expiresAt: caller.expiresAt.toISOString() };
+    return this.logged("authenticate", async () => {
+      const proof = typeof token === "string" ? await proveToken(token) : null;
+      const place = proof && this.shards().forSession(proof.id);
+      if (!proof || !place) return null;
+      const caller = await authenticate(place, proof, instant(readConfig(this.env)));
+      return caller && { sessionId: caller.id, userId: caller.userId, expiresAt: caller.expiresAt.toISOString() };
+    });
   }
 
   /** The user's live sessions, as GET /auth/sessions lists them; [] for an unknown user. */
   async listUserSessions(userId: string, region?: string | null): Promise<SessionView[]> {
-    return listSessionsOfUser(this.shards(), readConfig(this.env), userId, region);
+    return this.logged("listUserSessions", () =>
+      listSessionsOfUser(this.shards(), readConfig(this.env), userId, region),
+    );
   }
 
   /** Ends every live session of the user but `exceptSessionId`, each logged `ended` with the reason. */
   async endUserSessions(input: EndUserSessionsInput): Promise<{ ended: number }> {
-    return endSessionsOfUser(this.shards(), readConfig(this.env), input, this.outbox);
+    return this.logged("endUserSessions", () =>
+      endSessionsOfUser(this.shards(), readConfig(this.env), input, this.outbox),
+    );
   }
 
   /** Ends one session, logged `ended` with the reason; `ended: false` when no live session has that id. */
   async endSession(input: EndSessionInput): Promise<{ ended: boolean }> {
-    return endOneSession(this.shards(), readConfig(this.env), input, this.outbox);
+    return this.logged("endSession", () => endOneSession(this.shards(), readConfig(this.env), input, this.outbox));
   }
 }

@@ -36,6 +36,29 @@ export function wrapD1(d1: D1Database, around: RoundTrip): D1Database {
   });
 }
 
+const failedOn = new WeakMap<object, string>();
+
+/** Remembers which D1 binding an error came from, for the log line of an unexpected error. */
+export function namingFailures(d1: D1Database, binding: string): D1Database {
+  return wrapD1(d1, async (call) => {
+    try {
+      return await call();
+    } catch (error) {
+      if (typeof error === "object" && error !== null) failedOn.set(error, binding);
+      throw error;
+    }
+  });
+}
+
+/** The binding an error (or an error it was the cause of, as Drizzle wraps them) came from. */
+export function bindingOfFailure(error: unknown): string | null {
+  for (let at = error; typeof at === "object" && at !== null; at = (at as { cause?: unknown }).cause) {
+    const binding = failedOn.get(at);
+    if (binding) return binding;
+  }
+  return null;
+}
+
 /** Counts round trips, for the request log. */
 export function meterD1(d1: D1Database): { db: D1Database; roundTrips: () => number } {
   let count = 0;
@@ -46,17 +69,17 @@ export function meterD1(d1: D1Database): { db: D1Database; roundTrips: () => num
   return { db, roundTrips: () => count };
 }
 
-// The transient D1 errors Cloudflare documents as safe to retry, and its overload errors
-// ("D1 DB is overloaded. Too many requests queued." / "... Requests queued for too long.").
-const TRANSIENT = [
-  "Network connection lost",
-  "storage caused object to be reset",
-  "reset because its code was updated",
-];
+// The transient D1 errors Cloudflare documents as safe to retry, SQLite's lock errors
+// (SQLITE_BUSY and its extended codes such as SQLITE_BUSY_SNAPSHOT, SQLITE_LOCKED: another
+// connection held the database, and the statement or batch did not run, so a replay is
+// safe), and D1's overload errors ("D1 DB is overloaded. Too many requests queued." /
+// "... Requests queued for too long.").
+const TRANSIENT =
+  /Network connection lost|storage caused object to be reset|reset because its code was updated|database (table )?is locked|SQLITE_BUSY|SQLITE_LOCKED/;
 const OVERLOADED = /overloaded|requests queued/i;
 
 const messageOf = (error: unknown) => String(error instanceof Error ? error.message : error);
-const isTransient = (error: unknown) => TRANSIENT.some((fragment) => messageOf(error).includes(fragment));
+const isTransient = (error: unknown) => TRANSIENT.test(messageOf(error));
 const isOverloaded = (error: unknown) => OVERLOADED.test(messageOf(error));
 
 /**

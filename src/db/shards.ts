@@ -9,6 +9,7 @@ import {
   REGION_PATTERN,
   type SessionIdPlacement,
 } from "../token.ts";
+import { namingFailures } from "./binding.ts";
 import { type Database, openDatabase } from "./queries.ts";
 
 // The one place that chooses a database. All sessions and events of a user live in one D1
@@ -166,7 +167,7 @@ export function openShards(env: Env, wrap: (d1: D1Database, binding: string) => 
   const shard = (binding: string): Shard => {
     let found = opened.get(binding);
     if (!found) {
-      found = { binding, db: openDatabase(wrap(d1Binding(env, binding), binding)) };
+      found = { binding, db: openDatabase(namingFailures(wrap(d1Binding(env, binding), binding), binding)) };
       opened.set(binding, found);
     }
     return found;

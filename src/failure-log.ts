@@ -1,0 +1,47 @@
+import { bindingOfFailure } from "./db/binding.ts";
+
+// The one log line of an error nobody expected (a 500, or an RPC call that threw one): enough
+// for an operator to tell a lock from a bug from a bad deploy, with nothing secret in it.
+
+/**
+ * Anything token-, secret- or hash-like: a run of 16+ token characters with a digit or both
+ * cases (tokens, session ids, SHA-256 hex), and quoted literals (bound values in SQL).
+ * Words such as SQLITE_BUSY_SNAPSHOT or sessions_user_id_expires_at_idx stay readable.
+ */
+const SECRET_LIKE = /'[^']*'|"[^"]*"|[\w+/=.-]{16,}/g;
+const MAX_MESSAGE = 300;
+
+export function redact(text: string): string {
+  return text
+    .replace(SECRET_LIKE, (run) =>
+      run.startsWith("'") || run.startsWith('"') || /\d/.test(run) || (/[a-z]/.test(run) && /[A-Z]/.test(run))
+        ? "[redacted]"
+        : run,
+    )
+    .slice(0, MAX_MESSAGE);
+}
+
+/** The innermost cause: Drizzle wraps a driver's error in one that quotes the SQL and its values. */
+function rootOf(error: unknown): unknown {
+  let at = error;
+  while (at instanceof Error && at.cause instanceof Error) at = at.cause;
+  return at;
+}
+
+/** Where it happened: `{ method, route }` for HTTP, `{ rpc }` for SessionService. */
+export type FailureSite = { method: string; route: string | null } | { rpc: string };
+
+export function logFailure(error: unknown, site: FailureSite, requestId: string): void {
+  const root = rootOf(error);
+  console.error(
+    JSON.stringify({
+      level: "error",
+      event: "unhandled_error",
+      name: error instanceof Error ? error.name : typeof error,
+      message: redact(root instanceof Error ? root.message : String(root)),
+      ...site,
+      binding: bindingOfFailure(error),
+      request_id: requestId,
+    }),
+  );
+}
