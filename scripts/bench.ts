@@ -250,6 +250,7 @@ async function runOperation(
       now: moved,
       idleCutoff: new Date(moved.getTime() - config.idleTimeoutSeconds * 1000),
       slidingMaxLifetimeMs: null,
+      stepUpCutoff: null,
     };
   };
   const actor = { sessionId: caller.id, ipAddress: "203.0.113.7", outbox: null };

@@ -16,9 +16,11 @@ import { constants, gzipSync } from "node:zlib";
  * feature that breaks it is let in on purpose, by shrinking something else or by raising
  * this with the new measurement, rather than creeping in. Raised to 40,500 B on 2026-11-24:
  * 40,337 B measured with the log line that lets an operator read every 5xx (message redacted,
- * route or RPC method, D1 binding, Ray ID) and lock errors retried (+414 B).
+ * route or RPC method, D1 binding, Ray ID) and lock errors retried (+414 B). Raised to
+ * 42,000 B the same day: 41,662 B with re-authentication, token rotation and step-up
+ * (+1,325 B: the factor list, the checks, the RPC method, the RFC 9470 refusal).
  */
-export const GZIP_BUDGET_BYTES = 40_500;
+export const GZIP_BUDGET_BYTES = 42_000;
 
 export interface BundleSize {
   /** Bytes of the worker's modules as uploaded (minified; source maps excluded). */

@@ -13,6 +13,11 @@ export interface Config {
   slidingTtl: boolean;
   /** No session outlives its creation by more than this, renewed or not. */
   maxLifetimeSeconds: number;
+  /**
+   * Step-up: ending another session requires a proof at most this old (0: off). The caller's
+   * own logout and log-out-everywhere never do.
+   */
+  stepUpMaxAgeSeconds: number;
 }
 
 export type ConfigVars = Pick<
@@ -25,6 +30,7 @@ export type ConfigVars = Pick<
   | "SESSION_MAX_PER_USER"
   | "SESSION_SLIDING_TTL"
   | "SESSION_MAX_LIFETIME_SECONDS"
+  | "SESSION_STEP_UP_MAX_AGE_SECONDS"
 >;
 
 /**
@@ -87,6 +93,7 @@ export function readConfig(vars: ConfigVars): Config {
     slidingTtl: flag("SESSION_SLIDING_TTL", vars.SESSION_SLIDING_TTL),
     idleTimeoutSeconds: wholeNumber("SESSION_IDLE_TIMEOUT_SECONDS", vars.SESSION_IDLE_TIMEOUT_SECONDS, 1_209_600, 0),
     eventRetentionDays: wholeNumber("SESSION_EVENTS_RETENTION_DAYS", vars.SESSION_EVENTS_RETENTION_DAYS, 90, 1),
+    stepUpMaxAgeSeconds: wholeNumber("SESSION_STEP_UP_MAX_AGE_SECONDS", vars.SESSION_STEP_UP_MAX_AGE_SECONDS, 0, 0),
     allowedOrigins: new Set(
       (vars.ALLOWED_ORIGINS ?? "")
         .split(",")

@@ -24,6 +24,7 @@ export const MESSAGES = {
   internal_error: "Something went wrong on our side. Please try again.",
   service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
   moving: "Your sessions are being moved to another database; nothing was changed. Retry after the Retry-After delay.",
+  reauthentication_required: "Sign in again to end other sessions: your last sign-in is too old.",
 } as const;
 
 export type ErrorCode = keyof typeof MESSAGES;
@@ -60,6 +61,18 @@ export function unauthorized(code: ErrorCode, tokenPresented: boolean): ApiError
     headers: { "WWW-Authenticate": challenge },
     // not_authorized follows a successful authentication: the token was fine.
     authFailure: tokenPresented && code !== "not_authorized",
+  });
+}
+
+/**
+ * Step-up refused (RFC 9470): the token is fine, its authentication too old for this act.
+ * Not a failed authentication, so never counted by the limiter.
+ */
+export function reauthenticationRequired(maxAgeSeconds: number): ApiError {
+  return new ApiError(401, "reauthentication_required", {
+    headers: {
+      "WWW-Authenticate": `Bearer realm="auth", error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age="${maxAgeSeconds}"`,
+    },
   });
 }
 

@@ -1,14 +1,23 @@
+import {
+  type AssuranceLevel,
+  checkAssuranceLevel,
+  checkProofs,
+  latestProof,
+  type ProofInput,
+  type StoredProofs,
+} from "./auth-proofs.ts";
 import { type Instant, instant } from "./clock.ts";
 import { type Config, MAX_TTL_SECONDS } from "./config.ts";
 import { sessionCookie } from "./cookie.ts";
-import { insertSession, type NewSession } from "./db/queries.ts";
+import { insertSession, type NewSession, reauthenticateSession } from "./db/queries.ts";
 import type { Shards } from "./db/shards.ts";
 import { deviceKey, parseDevice } from "./device.ts";
 import { normalizeIp } from "./ip.ts";
 import type { Outbox } from "./outbox.ts";
-import { generateToken, hashSecret, type Placement } from "./token.ts";
+import { generateToken, hashSecret, newSecretFor, type Placement, proveToken } from "./token.ts";
 
-// The one code path that creates sessions: SessionService.create and `npm run session:create`.
+// The one code path that creates sessions (SessionService.create and `npm run session:create`)
+// and gives one a new secret (SessionService.reauthenticate).
 
 export interface CreateSessionInput {
   userId: string;
@@ -25,6 +34,13 @@ export interface CreateSessionInput {
    * must pass the same region for a user every time (README, "Regions (data residency)").
    */
   region?: string | null;
+  /**
+   * What the login flow verified: factors (RFC 8176 `amr` values, src/auth-proofs.ts), each
+   * completed now or at the `completedAt` given. `authenticate` returns them.
+   */
+  factors?: ProofInput[];
+  /** NIST SP 800-63B authenticator assurance level of this sign-in, if the login flow knows it. */
+  assuranceLevel?: AssuranceLevel | null;
 }
 
 export interface CreatedSession {
@@ -101,6 +117,8 @@ export async function buildSession(
   at: Instant = instant(config),
 ): Promise<NewSessionRow> {
   const userId = checkUserId(input.userId);
+  const proofs = checkProofs(input.factors, at.now, false);
+  const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
   const ttlSeconds = input.ttlSeconds ?? config.ttlSeconds;
   const maxTtl = Math.min(MAX_TTL_SECONDS, config.maxLifetimeSeconds);
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > maxTtl) {
@@ -128,12 +146,21 @@ export async function buildSession(
     lastActiveAt: createdAt,
     ttlSeconds,
     deviceKey: deviceKey(device, country),
+    authProofs: proofs,
+    assuranceLevel,
+    authenticatedAt: new Date(latestProof(proofs) ?? createdAt.getTime()),
   };
-  // A renewed session must not lose its cookie first: with a sliding lifetime the cookie
-  // lasts as long as the session possibly can, and the database decides before that.
-  const cookieSeconds = config.slidingTtl ? config.maxLifetimeSeconds : ttlSeconds;
-  const cookie = sessionCookie(config.cookieName, token, cookieSeconds);
+  const cookie = cookieFor(config, token, ttlSeconds);
   return { row, created: { id, token, expiresAt: expiresAt.toISOString(), cookie } };
+}
+
+/**
+ * The login response's `Set-Cookie` for `token`, whose session has `seconds` to live. A
+ * renewed session must not lose its cookie first: with a sliding lifetime the cookie lasts
+ * as long as the session possibly can, and the database decides before that.
+ */
+function cookieFor(config: Config, token: string, seconds: number): string {
+  return sessionCookie(config.cookieName, token, config.slidingTtl ? config.maxLifetimeSeconds : seconds);
 }
 
 export async function issueSession(
@@ -158,4 +185,57 @@ export async function issueSession(
   // Only if 128 random bits collided with a live session's id; the caller can simply retry.
   if (!stored) throw new Error("A session with this id already exists. Retry.");
   return { ...created, newDevice };
+}
+
+export interface ReauthenticateInput {
+  /** The session's current token; it stops working once this succeeds. */
+  token: string;
+  /** The factors just verified (at least one), as for `create`. */
+  factors: ProofInput[];
+  assuranceLevel?: AssuranceLevel | null;
+}
+
+export interface ReauthenticatedSession {
+  /** The same session: the user's device list does not change. */
+  sessionId: string;
+  /** The new token; the old one is dead. */
+  token: string;
+  expiresAt: string;
+  /** A ready `Set-Cookie` value carrying the new token. */
+  cookie: string;
+}
+
+/**
+ * The user proved who they are again: records the proofs and gives the session a new secret
+ * (OWASP ASVS V7.2.4), in one round trip. Null when the token does not prove a live session:
+ * nothing changed, and a dead session stays dead.
+ */
+export async function reauthenticate(
+  shards: Shards,
+  config: Config,
+  input: ReauthenticateInput,
+  outbox: Outbox | null = null,
+): Promise<ReauthenticatedSession | null> {
+  const at = instant(config);
+  const proofs = checkProofs(input?.factors, at.now, true) as StoredProofs;
+  const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
+  const proof = typeof input.token === "string" ? await proveToken(input.token) : null;
+  const place = proof && shards.forSession(proof.id);
+  if (!proof || !place) return null;
+  const { secret, token } = newSecretFor(proof.id);
+  const changed = await reauthenticateSession(
+    place,
+    proof,
+    { secretHash: await hashSecret(secret), proofs, assuranceLevel },
+    { sessionId: proof.id, ipAddress: null, outbox },
+    at,
+  );
+  if (!changed) return null;
+  const seconds = Math.ceil((changed.expiresAt.getTime() - at.now.getTime()) / 1000);
+  return {
+    sessionId: proof.id,
+    token,
+    expiresAt: changed.expiresAt.toISOString(),
+    cookie: cookieFor(config, token, seconds),
+  };
 }

@@ -180,8 +180,8 @@ export const openApiDocument: OpenApiDocument = {
           ),
           "400": error("Authenticated, but the id is empty or blank.", ["session_id_required"]),
           "401": error(
-            `${NO_BEARER} Or (not_authorized) the id is unknown, expired, or another user's session.`,
-            ["invalid_token", "not_authorized"],
+            `${NO_BEARER} Or (not_authorized) the id is unknown, expired, or another user's session. Or (reauthentication_required, only with SESSION_STEP_UP_MAX_AGE_SECONDS set) the id is another session and the caller's last authentication is older than that: nothing ended, sign in again (RFC 9470 challenge with max_age).`,
+            ["invalid_token", "not_authorized", "reauthentication_required"],
             CHALLENGE,
           ),
           ...RATE_LIMITED,
@@ -234,8 +234,8 @@ export const openApiDocument: OpenApiDocument = {
             CLEARS_COOKIE,
           ),
           "401": error(
-            "No token at all (token_required); or a well-formed token that is unknown, expired or revoked, whatever the `scope` (session_invalid, clears a carried cookie).",
-            ["token_required", "session_invalid"],
+            "No token at all (token_required); or a well-formed token that is unknown, expired or revoked, whatever the `scope` (session_invalid, clears a carried cookie); or, only with scope=others and SESSION_STEP_UP_MAX_AGE_SECONDS set, a live token whose last authentication is older than that (reauthentication_required: nothing ended, cookie kept, RFC 9470 challenge with max_age).",
+            ["token_required", "session_invalid", "reauthentication_required"],
             {
               ...CHALLENGE,
               ...CLEARS_COOKIE,
@@ -339,8 +339,13 @@ export const openApiDocument: OpenApiDocument = {
       },
       WWWAuthenticate: {
         required: true,
-        description: 'RFC 6750 challenge; `error="invalid_token"` when a token was presented and refused.',
-        schema: { type: "string", pattern: '^Bearer realm="auth"(, error="invalid_token")?$' },
+        description:
+          'RFC 6750 challenge; `error="invalid_token"` when a token was presented and refused; RFC 9470 `error="insufficient_user_authentication"` with `max_age` when step-up refused a live token whose authentication is too old.',
+        schema: {
+          type: "string",
+          pattern:
+            '^Bearer realm="auth"(, error="invalid_token"|, error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age="[0-9]+")?$',
+        },
       },
       RetryAfter: { required: true, description: "Seconds.", schema: { type: "integer", minimum: 1 } },
       ClearedCookie: {

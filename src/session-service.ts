@@ -1,11 +1,19 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
+import { type AuthProof, proofList } from "./auth-proofs.ts";
 import { instant } from "./clock.ts";
 import { readConfig } from "./config.ts";
 import { DatabaseUnavailable } from "./db/binding.ts";
 import { authenticate, BucketMoving } from "./db/queries.ts";
 import { openShards, type Shards } from "./db/shards.ts";
 import { logFailure } from "./failure-log.ts";
-import { type CreatedSession, type CreateSessionInput, issueSession } from "./issue-session.ts";
+import {
+  type CreatedSession,
+  type CreateSessionInput,
+  issueSession,
+  type ReauthenticatedSession,
+  type ReauthenticateInput,
+  reauthenticate,
+} from "./issue-session.ts";
 import { outboxFor } from "./outbox.ts";
 import type { SessionView } from "./routes/sessions.ts";
 import { proveToken } from "./token.ts";
@@ -21,6 +29,25 @@ export interface AuthenticatedSession {
   sessionId: string;
   userId: string;
   expiresAt: string;
+  /** The latest proof of identity (the sign-in itself when the login flow gave no factors). */
+  authenticatedAt: string;
+  /** The factors proved on this session, each with when, oldest first; [] when none were given. */
+  factors: AuthProof[];
+  assuranceLevel: number | null;
+  /** With `maxAge`: whether `authenticatedAt` is at most that many seconds ago. */
+  fresh?: boolean;
+}
+
+export interface AuthenticateOptions {
+  /** Seconds: adds `fresh` to the answer. */
+  maxAge?: number;
+}
+
+function checkMaxAge(options: AuthenticateOptions | undefined): number | null {
+  const maxAge = options?.maxAge;
+  if (maxAge === undefined) return null;
+  if (!Number.isSafeInteger(maxAge) || maxAge < 0) throw new RangeError("maxAge must be a whole number of seconds");
+  return maxAge;
 }
 
 /**
@@ -56,14 +83,35 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
 
   /** Also records the session's activity (and renews it, with a sliding lifetime), like any authenticated request. */
-  async authenticate(token: string): Promise<AuthenticatedSession | null> {
+  async authenticate(token: string, options?: AuthenticateOptions): Promise<AuthenticatedSession | null> {
     return this.logged("authenticate", async () => {
+      const maxAge = checkMaxAge(options);
       const proof = typeof token === "string" ? await proveToken(token) : null;
       const place = proof && this.shards().forSession(proof.id);
       if (!proof || !place) return null;
-      const caller = await authenticate(place, proof, instant(readConfig(this.env)));
-      return caller && { sessionId: caller.id, userId: caller.userId, expiresAt: caller.expiresAt.toISOString() };
+      const at = instant(readConfig(this.env));
+      const caller = await authenticate(place, proof, at);
+      if (!caller) return null;
+      const session: AuthenticatedSession = {
+        sessionId: caller.id,
+        userId: caller.userId,
+        expiresAt: caller.expiresAt.toISOString(),
+        authenticatedAt: caller.authenticatedAt.toISOString(),
+        factors: proofList(caller.authProofs),
+        assuranceLevel: caller.assuranceLevel,
+      };
+      if (maxAge !== null) session.fresh = at.now.getTime() - caller.authenticatedAt.getTime() <= maxAge * 1000;
+      return session;
     });
+  }
+
+  /**
+   * The user authenticated again (`factors` just verified): records the proofs and gives the
+   * session a new token, same id; the old token stops working at once. Null when the token
+   * does not prove a live session. Logged `reauthenticated`.
+   */
+  async reauthenticate(input: ReauthenticateInput): Promise<ReauthenticatedSession | null> {
+    return this.logged("reauthenticate", () => reauthenticate(this.shards(), readConfig(this.env), input, this.outbox));
   }
 
   /** The user's live sessions, as GET /auth/sessions lists them; [] for an unknown user. */

@@ -61,7 +61,11 @@ export function bucketKey({ region, bucket }: Placement): string {
 }
 
 export function generateToken(placement: Placement): ParsedToken & { token: string } {
-  const id = `${bucketKey(placement)}${randomBase64Url(RANDOM_BYTES)}`;
+  return newSecretFor(`${bucketKey(placement)}${randomBase64Url(RANDOM_BYTES)}`);
+}
+
+/** A token of session `id` with a fresh secret: a new session's, or a re-authenticated one's. */
+export function newSecretFor(id: string): ParsedToken & { token: string } {
   const secret = randomBase64Url(SECRET_BYTES);
   return { id, secret, token: `${id}.${secret}` };
 }

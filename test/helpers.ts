@@ -172,6 +172,7 @@ const MESSAGES: Record<string, string> = {
   internal_error: "Something went wrong on our side. Please try again.",
   service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
   moving: "Your sessions are being moved to another database; nothing was changed. Retry after the Retry-After delay.",
+  reauthentication_required: "Sign in again to end other sessions: your last sign-in is too old.",
 };
 
 /**

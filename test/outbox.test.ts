@@ -201,6 +201,21 @@ describe("events queue (SESSION_EVENTS)", () => {
     expect(await pendingOf(userId)).toEqual([]);
   });
 
+  it("a re-authentication is sent as a reauthenticated event of the same session", async () => {
+    const userId = newUser();
+    const ctx = createExecutionContext();
+    const service = new SessionService(ctx, { ...env, ...withQueue } as Env);
+    const created = await service.create({ userId, userAgent: "curl/8.5.0" });
+    expect(await service.reauthenticate({ token: created.token, factors: ["otp"] })).not.toBeNull();
+    await waitOnExecutionContext(ctx);
+    const messages = (await receivedFor(userId, 2)).sort((a, b) => a.type.localeCompare(b.type));
+    expect(messages.map((m) => [m.type, m.sessionId, m.actorSessionId])).toEqual([
+      ["created", created.id, null],
+      ["reauthenticated", created.id, created.id],
+    ]);
+    expect(await pendingOf(userId)).toEqual([]);
+  });
+
   it("an event sent again keeps its id, so a consumer can drop the duplicate", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     const start = Date.UTC(2026, 10, 22, 14);

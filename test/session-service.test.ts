@@ -27,6 +27,9 @@ describe("SessionService (Workers RPC)", () => {
       sessionId: created.id,
       userId,
       expiresAt: "2026-12-22T00:00:00.000Z",
+      authenticatedAt: "2026-11-22T00:00:00.000Z",
+      factors: [],
+      assuranceLevel: null,
     });
   });
 

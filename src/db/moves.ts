@@ -1,4 +1,4 @@
-import { and, eq, gt, gte, lt, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, gt, gte, lt, sql } from "drizzle-orm";
 import { BUCKET_COUNT, bucketKey, placementOf, RANDOM_LENGTH } from "../token.ts";
 import type { Database } from "./queries.ts";
 import { type BucketMoveRow, bucketMoves, sessionEvents, sessions } from "./schema.ts";
@@ -63,9 +63,9 @@ export interface MoveReport {
 const MAX_HOPS = 8;
 /** Rows read from the source per round trip. */
 const PAGE = 500;
-// D1 binds at most 100 values per statement.
-const SESSION_ROWS_PER_INSERT = Math.floor(100 / 15);
-const EVENT_ROWS_PER_INSERT = Math.floor(100 / 11);
+// D1 binds at most 100 values per statement: one per column of each row (events without their id).
+const SESSION_ROWS_PER_INSERT = Math.floor(100 / Object.keys(getTableColumns(sessions)).length);
+const EVENT_ROWS_PER_INSERT = Math.floor(100 / (Object.keys(getTableColumns(sessionEvents)).length - 1));
 
 /** The bucket's rows by session id: ids start with the key, and `~` sorts after every base64url character. */
 function inBucket(column: typeof sessions.id | typeof sessionEvents.sessionId, key: string) {

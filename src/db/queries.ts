@@ -15,6 +15,7 @@ import {
   sql,
 } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
+import type { StoredProofs } from "../auth-proofs.ts";
 import type { Instant } from "../clock.ts";
 import type { Outbox } from "../outbox.ts";
 import { RANDOM_LENGTH } from "../token.ts";
@@ -171,11 +172,49 @@ function isLiveSessionOfCaller(db: Database, proof: TokenProof, at: Instant): SQ
   return and(inArray(sessions.userId, ownerOf(db, proof, at)), isLive(at));
 }
 
+/** When the session's user last proved who they are: the latest proof, else its creation. */
+const authenticatedAt = sql<Date>`coalesce(${sessions.authenticatedAt}, ${sessions.createdAt})`.mapWith(
+  sessions.createdAt,
+);
+
+/** The token's live session as the caller: who, until when, and how and when they last authenticated. */
 function selectCaller(db: Database, proof: TokenProof, at: Instant) {
   return db
-    .select({ id: sessions.id, userId: sessions.userId, expiresAt: sessions.expiresAt })
+    .select({
+      id: sessions.id,
+      userId: sessions.userId,
+      expiresAt: sessions.expiresAt,
+      authenticatedAt,
+      authProofs: sessions.authProofs,
+      assuranceLevel: sessions.assuranceLevel,
+    })
     .from(sessions)
     .where(isProvenBy(proof, at));
+}
+
+/** With step-up on, the caller's last authentication is too old to end another session. */
+export function isStale(caller: Caller | null, at: Instant): boolean {
+  return caller !== null && at.stepUpCutoff !== null && caller.authenticatedAt <= at.stepUpCutoff;
+}
+
+/**
+ * With step-up on: the token's session authenticated after the cutoff. Part of the condition
+ * that ends other sessions, so a stale caller ends nothing, in the same batch.
+ */
+function isFreshCaller(db: Database, proof: TokenProof, at: Instant): SQL | undefined {
+  if (at.stepUpCutoff === null) return undefined;
+  return exists(
+    db
+      .select({ one: sql`1` })
+      .from(sessions)
+      .where(
+        and(
+          eq(sessions.id, proof.id),
+          eq(sessions.secretHash, proof.secretHash),
+          gt(authenticatedAt, at.stepUpCutoff.getTime()),
+        ),
+      ),
+  );
 }
 
 /**
@@ -256,7 +295,14 @@ function loggedBy(db: Database, write: Write) {
     .where(and(eq(sessionEvents.createdAt, write.at), eq(sessionEvents.requestId, write.id)));
 }
 
-export type Caller = { id: string; userId: string; expiresAt: Date };
+export type Caller = {
+  id: string;
+  userId: string;
+  expiresAt: Date;
+  authenticatedAt: Date;
+  authProofs: StoredProofs | null;
+  assuranceLevel: number | null;
+};
 
 /** The token's live session (refreshing its activity), or null. */
 export async function authenticate(place: Place, proof: TokenProof, at: Instant): Promise<Caller | null> {
@@ -494,10 +540,12 @@ export async function deleteSession(
   targetId: string,
   actor: Actor,
   at: Instant,
-): Promise<{ proven: boolean; deleted: boolean }> {
+): Promise<{ proven: boolean; deleted: boolean; caller: Caller | null }> {
   const write = newWrite(at.now);
   return onBucket(place, async (db) => {
-    const target = and(eq(sessions.id, targetId), isLiveSessionOfCaller(db, proof, at));
+    // The caller's own session is never held back by step-up: a user can always leave.
+    const fresh = targetId === proof.id ? undefined : isFreshCaller(db, proof, at);
+    const target = and(eq(sessions.id, targetId), isLiveSessionOfCaller(db, proof, at), fresh);
     const [, callers, , , ended, [move]] = await db.batch([
       touch(db, proof, at),
       selectCaller(db, proof, at),
@@ -506,7 +554,11 @@ export async function deleteSession(
       loggedBy(db, write),
       moveOf(db, place.bucket),
     ]);
-    const answer = { proven: callers.length > 0 || ended.length > 0, deleted: ended.length > 0 };
+    const answer = {
+      proven: callers.length > 0 || ended.length > 0,
+      deleted: ended.length > 0,
+      caller: callers[0] ?? null,
+    };
     return { answer: published(db, actor, ended, answer), move, blocked: ended.length === 0 };
   });
 }
@@ -527,10 +579,10 @@ export async function endOtherSessions(
   proof: TokenProof,
   actor: Actor,
   at: Instant,
-): Promise<{ proven: boolean; ended: number }> {
+): Promise<{ proven: boolean; ended: number; caller: Caller | null }> {
   const write = newWrite(at.now);
   return onBucket(place, async (db) => {
-    const others = and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id));
+    const others = and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id), isFreshCaller(db, proof, at));
     const [, callers, , , ended, [move]] = await db.batch([
       touch(db, proof, at),
       selectCaller(db, proof, at),
@@ -539,8 +591,58 @@ export async function endOtherSessions(
       loggedBy(db, write),
       moveOf(db, place.bucket),
     ]);
-    const answer = { proven: callers.length > 0 || ended.length > 0, ended: ended.length };
+    const answer = { proven: callers.length > 0 || ended.length > 0, ended: ended.length, caller: callers[0] ?? null };
     return { answer: published(db, actor, ended, answer), move, blocked: ended.length === 0 };
+  });
+}
+
+/** What a re-authentication records: the new secret's hash, the proofs, the assurance level. */
+export interface Reauthentication {
+  secretHash: string;
+  proofs: StoredProofs;
+  assuranceLevel: number | null;
+}
+
+/**
+ * Gives the token's live session a new secret and records the new proofs (merged over the
+ * old, factor by factor), in one batch: the `reauthenticated` event is logged while the old
+ * secret still proves the session, then the row changes. The answer is this write's event:
+ * a replayed batch finds the old secret gone and changes nothing, yet answers the same, so the
+ * caller gets the new token it was about to be given, never a third one. Null when the token
+ * did not prove a live session: nothing changed.
+ */
+export async function reauthenticateSession(
+  place: Place,
+  proof: TokenProof,
+  change: Reauthentication,
+  actor: Actor,
+  at: Instant,
+): Promise<{ expiresAt: Date } | null> {
+  const write = newWrite(at.now);
+  const latest = Math.max(...Object.values(change.proofs));
+  return onBucket(place, async (db) => {
+    const proven = isProvenBy(proof, at);
+    const [, , [row], events, [move]] = await db.batch([
+      recordEvents(db, "reauthenticated", proven, actor, write),
+      db
+        .update(sessions)
+        .set({
+          secretHash: change.secretHash,
+          authProofs: sql`json_patch(coalesce(${sessions.authProofs}, '{}'), ${JSON.stringify(change.proofs)})`,
+          assuranceLevel: change.assuranceLevel ?? sessions.assuranceLevel,
+          authenticatedAt: sql`max(coalesce(${sessions.authenticatedAt}, 0), ${latest})`,
+          lastActiveAt: at.now,
+        })
+        .where(and(proven, notMoving(db))),
+      db
+        .select({ expiresAt: sessions.expiresAt })
+        .from(sessions)
+        .where(and(eq(sessions.id, proof.id), eq(sessions.secretHash, change.secretHash))),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    const answer = events.length > 0 && row ? row : null;
+    return { answer: published(db, actor, events, answer), move, blocked: events.length === 0 };
   });
 }
 

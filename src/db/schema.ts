@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import type { StoredProofs } from "../auth-proofs.ts";
 import { DEVICE_TYPES } from "../device.ts";
 
 // The single description of the tables: migrations are generated from this file.
@@ -31,6 +32,13 @@ export const sessions = sqliteTable(
     ttlSeconds: integer("ttl_seconds"),
     // Browser family, OS and country (src/device.ts `deviceKey`): what "a new device" compares.
     deviceKey: text("device_key"),
+    // What the login flow verified (src/auth-proofs.ts): {factor: completion time in ms}, null
+    // when it said nothing; merged with the new proofs on re-authentication.
+    authProofs: text("auth_proofs", { mode: "json" }).$type<StoredProofs>(),
+    // NIST SP 800-63B AAL (1-3) when the login flow gave one.
+    assuranceLevel: integer("assurance_level"),
+    // The latest proof: created_at for sessions issued without proofs or before this column.
+    authenticatedAt: integer("authenticated_at", { mode: "timestamp_ms" }),
   },
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.
@@ -54,6 +62,8 @@ export const EVENT_TYPES = [
   "ended",
   // Ended to keep the user within SESSION_MAX_PER_USER when a new session was issued.
   "evicted",
+  // The user authenticated again (SessionService.reauthenticate): same session, new token.
+  "reauthenticated",
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

@@ -1,7 +1,7 @@
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
-import { authenticate, endAllSessions, endOtherSessions, endSession } from "../db/queries.ts";
-import { ApiError, sessionInvalid, unauthorized } from "../errors.ts";
+import { authenticate, endAllSessions, endOtherSessions, endSession, isStale } from "../db/queries.ts";
+import { ApiError, reauthenticationRequired, sessionInvalid, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { actorOf, requireBearerOrCookie } from "../middleware/auth.ts";
 
@@ -29,11 +29,12 @@ export const logoutRoutes = new Hono<AppEnv>()
     }
     if (scope === "others") {
       // The caller stays signed in, so its cookie stays, unless its own token was dead.
-      const { proven, ended } = await endOtherSessions(place, proof, actorOf(c), at);
+      const { proven, ended, caller } = await endOtherSessions(place, proof, actorOf(c), at);
       if (!proven) {
         clearCarriedCookie(c);
         throw unauthorized("session_invalid", true);
       }
+      if (isStale(caller, at)) throw reauthenticationRequired(c.var.config.stepUpMaxAgeSeconds);
       return c.json({ message: `Logged out of ${plural(ended, "other session")}` });
     }
     const ended = await endAllSessions(place, proof, actorOf(c), at);

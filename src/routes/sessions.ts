@@ -1,9 +1,9 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";
-import { authenticate, deleteSession, type ListedSession, listSessions } from "../db/queries.ts";
+import { authenticate, deleteSession, isStale, type ListedSession, listSessions } from "../db/queries.ts";
 import { type DeviceType, sessionName } from "../device.ts";
-import { ApiError, unauthorized } from "../errors.ts";
+import { ApiError, reauthenticationRequired, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { actorOf, requireBearer } from "../middleware/auth.ts";
 
@@ -45,8 +45,10 @@ async function deleteById(c: Context<AppEnv>, id: string) {
     if (id.trim() === "") throw new ApiError(400, "session_id_required");
     throw unauthorized("not_authorized", false);
   }
-  const { proven, deleted } = await deleteSession(place, proof, id, actorOf(c), at);
+  const { proven, deleted, caller } = await deleteSession(place, proof, id, actorOf(c), at);
   if (!proven) throw unauthorized("invalid_token", true);
+  if (!deleted && id !== proof.id && isStale(caller, at))
+    throw reauthenticationRequired(c.var.config.stepUpMaxAgeSeconds);
   if (!deleted) throw unauthorized("not_authorized", false);
   if (id === proof.id) clearSessionCookie(c);
   return c.json({ message: "Session deleted" });

@@ -1,0 +1,100 @@
+// What the login flow verified, as stored with a session: each authentication factor and
+// when it was completed, and optionally an assurance level. `authenticate` hands them back so
+// an app can judge "fresh enough"; step-up (SESSION_STEP_UP_MAX_AGE_SECONDS) judges by the
+// latest of them.
+
+/**
+ * The one list of factor names: RFC 8176's `amr` values, and the two names login flows use
+ * beyond it (`webauthn` for passkeys and security keys, `sso` for a federated sign-in).
+ */
+export const AUTH_FACTORS = [
+  "face",
+  "fpt",
+  "geo",
+  "hwk",
+  "iris",
+  "kba",
+  "mca",
+  "mfa",
+  "otp",
+  "pin",
+  "pwd",
+  "rba",
+  "retina",
+  "sc",
+  "sms",
+  "swk",
+  "tel",
+  "user",
+  "vbm",
+  "wia",
+  "webauthn",
+  "sso",
+] as const;
+export type AuthFactor = (typeof AUTH_FACTORS)[number];
+
+/** As stored (`sessions.auth_proofs`): completion time in ms by factor, so a newer proof of a factor replaces the older. */
+export type StoredProofs = Partial<Record<AuthFactor, number>>;
+
+/** As given: a factor completed now, or with the time it was completed. */
+export type ProofInput = AuthFactor | { factor: AuthFactor; completedAt?: string | number | Date };
+
+/** As returned by `authenticate`: oldest first. */
+export interface AuthProof {
+  factor: AuthFactor;
+  completedAt: string;
+}
+
+/** NIST SP 800-63B authenticator assurance levels. */
+export const ASSURANCE_LEVELS = [1, 2, 3] as const;
+export type AssuranceLevel = (typeof ASSURANCE_LEVELS)[number];
+
+const MAX_PROOFS = AUTH_FACTORS.length;
+/** A login flow's clock may run a little ahead of the worker's. */
+const CLOCK_SKEW_MS = 60_000;
+
+/** The one rule for proofs given by the rest of the system; refused as a TypeError or RangeError. */
+export function checkProofs(input: unknown, now: Date, required: boolean): StoredProofs | null {
+  if (input === undefined || input === null) {
+    if (required) throw new TypeError("factors must list at least one completed authentication factor");
+    return null;
+  }
+  if (!Array.isArray(input) || input.length > MAX_PROOFS || (required && input.length === 0)) {
+    throw new TypeError(`factors must be an array of 1 to ${MAX_PROOFS} factors`);
+  }
+  const proofs: StoredProofs = {};
+  for (const item of input as unknown[]) {
+    const { factor, completedAt } =
+      typeof item === "string" ? { factor: item, completedAt: undefined } : (item as ProofInput & object);
+    if (!AUTH_FACTORS.includes(factor as AuthFactor)) {
+      throw new TypeError(`each factor must be one of ${AUTH_FACTORS.join(", ")}`);
+    }
+    const at = completedAt === undefined ? now.getTime() : new Date(completedAt as string).getTime();
+    if (!Number.isFinite(at) || at > now.getTime() + CLOCK_SKEW_MS || at <= 0) {
+      throw new RangeError("completedAt must be a valid time, not in the future");
+    }
+    const key = factor as AuthFactor;
+    proofs[key] = Math.max(proofs[key] ?? 0, Math.min(at, now.getTime()));
+  }
+  return proofs;
+}
+
+export function checkAssuranceLevel(level: unknown): AssuranceLevel | null {
+  if (level === undefined || level === null) return null;
+  if (!ASSURANCE_LEVELS.includes(level as AssuranceLevel)) {
+    throw new RangeError("assuranceLevel must be 1, 2 or 3 (NIST SP 800-63B AAL)");
+  }
+  return level as AssuranceLevel;
+}
+
+/** The latest proof: when the user last proved who they are. */
+export function latestProof(proofs: StoredProofs | null): number | null {
+  const times = Object.values(proofs ?? {});
+  return times.length > 0 ? Math.max(...times) : null;
+}
+
+export function proofList(proofs: StoredProofs | null): AuthProof[] {
+  return Object.entries(proofs ?? {})
+    .sort(([, a], [, b]) => a - b)
+    .map(([factor, at]) => ({ factor: factor as AuthFactor, completedAt: new Date(at).toISOString() }));
+}
