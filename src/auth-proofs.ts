@@ -65,7 +65,11 @@ export function checkProofs(input: unknown, now: Date, required: boolean): Store
   const proofs: StoredProofs = {};
   for (const item of input as unknown[]) {
     const { factor, completedAt } =
-      typeof item === "string" ? { factor: item, completedAt: undefined } : (item as ProofInput & object);
+      typeof item === "string"
+        ? { factor: item, completedAt: undefined }
+        : typeof item === "object" && item !== null
+          ? (item as { factor?: unknown; completedAt?: unknown })
+          : {};
     if (!AUTH_FACTORS.includes(factor as AuthFactor)) {
       throw new TypeError(`each factor must be one of ${AUTH_FACTORS.join(", ")}`);
     }

@@ -50,6 +50,9 @@ function checkMaxAge(options: AuthenticateOptions | undefined): number | null {
   return maxAge;
 }
 
+/** What a caller is told to fix or retry: thrown as is, not an operator's concern. */
+const EXPECTED = [TypeError, RangeError, BucketMoving, DatabaseUnavailable];
+
 /**
  * Issuing, checking, listing and ending sessions for the rest of the system (the login
  * worker, other APIs, support tools) over a service binding; deliberately not reachable
@@ -57,9 +60,6 @@ function checkMaxAge(options: AuthenticateOptions | undefined): number | null {
  * RangeError before any. Every method is async, so even a refused configuration reaches the
  * caller as a rejected promise, not a synchronous throw.
  */
-/** What a caller is told to fix or retry: thrown as is, not an operator's concern. */
-const EXPECTED = [TypeError, RangeError, BucketMoving, DatabaseUnavailable];
-
 export class SessionService extends WorkerEntrypoint<Env> {
   // The one place this entry point chooses its databases and its events queue. A method, not
   // a field: a refused SHARDS then rejects the call like any error, not the constructor.

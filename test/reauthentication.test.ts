@@ -94,6 +94,7 @@ describe("proofs on the session", () => {
     const bad: [Record<string, unknown>, string][] = [
       [{ factors: "pwd" }, "TypeError: factors must be an array of 1 to 22 factors"],
       [{ factors: ["password"] }, "TypeError: each factor must be one of"],
+      [{ factors: [null, 7] }, "TypeError: each factor must be one of"],
       [{ factors: [{ factor: "pwd", completedAt: "yesterday" }] }, "RangeError: completedAt must be a valid time"],
       [{ factors: [{ factor: "pwd", completedAt: Date.now() + 3_600_000 }] }, "RangeError: completedAt must be"],
       [{ assuranceLevel: 4 }, "RangeError: assuranceLevel must be 1, 2 or 3"],
