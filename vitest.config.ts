@@ -45,7 +45,7 @@ export default defineConfig(async () => {
               modules: true,
               scriptPath: path.join(LOGIN_WORKER_BUILD, "index.js"),
               compatibilityDate,
-              serviceBindings: { SESSIONS: sessionService(name) },
+              serviceBindings: { SESSIONS: sessionService(name), SESSION_API: { name: sessionService(name).name } },
             },
           ],
         },

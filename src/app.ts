@@ -8,6 +8,7 @@ import { corsForAllowedOrigins } from "./middleware/cors.ts";
 import { inputBounds } from "./middleware/input-bounds.ts";
 import { requestLog } from "./middleware/request-log.ts";
 import { limitFailedAuthentication } from "./rate-limit.ts";
+import { deviceBindingRoutes } from "./routes/device-binding.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { logoutRoutes } from "./routes/logout.ts";
 import { sessionsRoutes } from "./routes/sessions.ts";
@@ -45,6 +46,7 @@ export const app = routes
   .route("/auth/sessions", sessionsRoutes)
   .route("/auth/logout", logoutRoutes)
   .route("/auth/events", eventsRoutes)
+  .route("/auth/dbsc", deviceBindingRoutes)
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, new ApiError(404, "not_found")))
   .onError(async (error, c) => writeError(c, await limitFailedAuthentication(c, error)));

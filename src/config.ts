@@ -18,6 +18,8 @@ export interface Config {
    * own logout and log-out-everywhere never do.
    */
   stepUpMaxAgeSeconds: number;
+  /** How long a device-bound session's bound cookie lives; the browser renews it with a proof. */
+  boundCookieSeconds: number;
 }
 
 export type ConfigVars = Pick<
@@ -31,6 +33,7 @@ export type ConfigVars = Pick<
   | "SESSION_SLIDING_TTL"
   | "SESSION_MAX_LIFETIME_SECONDS"
   | "SESSION_STEP_UP_MAX_AGE_SECONDS"
+  | "SESSION_BOUND_COOKIE_SECONDS"
 >;
 
 /**
@@ -94,6 +97,7 @@ export function readConfig(vars: ConfigVars): Config {
     idleTimeoutSeconds: wholeNumber("SESSION_IDLE_TIMEOUT_SECONDS", vars.SESSION_IDLE_TIMEOUT_SECONDS, 1_209_600, 0),
     eventRetentionDays: wholeNumber("SESSION_EVENTS_RETENTION_DAYS", vars.SESSION_EVENTS_RETENTION_DAYS, 90, 1),
     stepUpMaxAgeSeconds: wholeNumber("SESSION_STEP_UP_MAX_AGE_SECONDS", vars.SESSION_STEP_UP_MAX_AGE_SECONDS, 0, 0),
+    boundCookieSeconds: wholeNumber("SESSION_BOUND_COOKIE_SECONDS", vars.SESSION_BOUND_COOKIE_SECONDS, 600, 10),
     allowedOrigins: new Set(
       (vars.ALLOWED_ORIGINS ?? "")
         .split(",")

@@ -18,8 +18,13 @@ const ATTRIBUTES = { path: "/", secure: true, httpOnly: true, sameSite: "Lax" } 
  * as a malformed session cookie, not as none.
  */
 export function readSessionCookie(c: Context, name: string): string | null | undefined {
+  return cookieValue(c.req.header("Cookie"), name);
+}
+
+/** The same rule on a raw `Cookie` header, as the RPC is given it. */
+export function cookieValue(header: string | undefined, name: string): string | null | undefined {
   let value: string | null | undefined;
-  for (const pair of (c.req.header("Cookie") ?? "").split(/[;,]/)) {
+  for (const pair of (header ?? "").split(/[;,]/)) {
     const equals = pair.indexOf("=");
     if (equals === -1 || pair.slice(0, equals).trim() !== name) continue;
     if (value !== undefined) return null;
@@ -35,6 +40,30 @@ export function sessionCookie(name: string, token: string, maxAgeSeconds: number
 
 export function clearSessionCookie(c: Context<AppEnv>): void {
   deleteCookie(c, c.var.config.cookieName, ATTRIBUTES);
+}
+
+/**
+ * The short-lived cookie of a device-bound session (src/device-binding.ts), named after the
+ * session cookie, with the same attributes: the browser checks them against the session
+ * instructions before it trusts the cookie is the one it must keep alive.
+ */
+export function boundCookieName(sessionCookieName: string): string {
+  return `${sessionCookieName}-bound`;
+}
+
+export function setBoundCookie(c: Context<AppEnv>, secret: string): void {
+  const { cookieName, boundCookieSeconds } = c.var.config;
+  c.header(
+    "Set-Cookie",
+    serialize(boundCookieName(cookieName), secret, { ...ATTRIBUTES, maxAge: boundCookieSeconds }),
+    {
+      append: true,
+    },
+  );
+}
+
+export function clearBoundCookie(c: Context<AppEnv>): void {
+  deleteCookie(c, boundCookieName(c.var.config.cookieName), ATTRIBUTES);
 }
 
 /**

@@ -1,13 +1,15 @@
 import type { Context } from "hono";
 import type { AppEnv } from "./context.ts";
-import { readSessionCookie } from "./cookie.ts";
+import { boundCookieName, cookieValue, readSessionCookie } from "./cookie.ts";
 import type { TokenProof } from "./db/queries.ts";
 import type { Place } from "./db/shards.ts";
-import { proveToken } from "./token.ts";
+import { BOUND_SECRET } from "./device-binding.ts";
+import { hashSecret, proveToken } from "./token.ts";
 
 // The one place a request's credential is read. An Authorization header, when present,
 // decides alone: a rejected Bearer token never falls back to the cookie. Tokens in the
-// query string or body are never looked at.
+// query string or body are never looked at. A device-bound session's bound cookie counts
+// only beside its session cookie: a Bearer token never carries one.
 
 export type Credential =
   | { kind: "none" }
@@ -21,16 +23,31 @@ const BEARER = /^Bearer +(.*)$/i;
 export async function readCredential(c: Context<AppEnv>, acceptCookie: boolean): Promise<Credential> {
   const authorization = c.req.header("Authorization");
   if (authorization !== undefined) return prove(c, "bearer", BEARER.exec(authorization)?.[1]);
-  if (!acceptCookie) return { kind: "none" };
+  return acceptCookie ? readCookieCredential(c) : { kind: "none" };
+}
+
+/** The session cookie alone, whatever else the request carries (the device-binding endpoints). */
+export function readCookieCredential(c: Context<AppEnv>): Promise<Credential> {
   const cookie = readSessionCookie(c, c.var.config.cookieName);
   // Sent twice (null): there is no one token to trust, so it is malformed.
-  return cookie === undefined ? { kind: "none" } : prove(c, "cookie", cookie ?? undefined);
+  if (cookie === undefined) return Promise.resolve({ kind: "none" });
+  return prove(c, "cookie", cookie ?? undefined);
+}
+
+/**
+ * SHA-256 of the bound cookie in a `Cookie` header, as compared with the session row; null
+ * when there is none (or one this service cannot have set).
+ */
+export async function boundCookieHash(cookieHeader: string | undefined, cookieName: string): Promise<string | null> {
+  const value = cookieValue(cookieHeader, boundCookieName(cookieName));
+  return typeof value === "string" && BOUND_SECRET.test(value) ? hashSecret(value) : null;
 }
 
 async function prove(c: Context<AppEnv>, source: "bearer" | "cookie", token: string | undefined): Promise<Credential> {
-  const proof = token === undefined ? null : await proveToken(token);
+  const proven = token === undefined ? null : await proveToken(token);
   // An id naming no database of this deployment cannot be a token it issued: malformed.
-  const place = proof && c.var.shards.forSession(proof.id);
-  if (!proof || !place) return { kind: "malformed", source, presented: Boolean(token) };
-  return { kind: "token", source, proof, place };
+  const place = proven && c.var.shards.forSession(proven.id);
+  if (!proven || !place) return { kind: "malformed", source, presented: Boolean(token) };
+  const boundHash = source === "cookie" ? await boundCookieHash(c.req.header("Cookie"), c.var.config.cookieName) : null;
+  return { kind: "token", source, proof: { ...proven, boundHash }, place };
 }

@@ -9,9 +9,11 @@ import {
 import { type Instant, instant } from "./clock.ts";
 import { type Config, MAX_TTL_SECONDS } from "./config.ts";
 import { sessionCookie } from "./cookie.ts";
+import { boundCookieHash } from "./credentials.ts";
 import { insertSession, type NewSession, reauthenticateSession } from "./db/queries.ts";
 import type { Shards } from "./db/shards.ts";
 import { deviceKey, parseDevice } from "./device.ts";
+import { newChallenge, registrationHeader } from "./device-binding.ts";
 import { normalizeIp } from "./ip.ts";
 import type { Outbox } from "./outbox.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement, proveToken } from "./token.ts";
@@ -41,6 +43,12 @@ export interface CreateSessionInput {
   factors?: ProofInput[];
   /** NIST SP 800-63B authenticator assurance level of this sign-in, if the login flow knows it. */
   assuranceLevel?: AssuranceLevel | null;
+  /**
+   * Offer the browser to bind the session to a key it holds (DBSC): the answer then carries
+   * `secureSessionRegistration`, for the login response's `Secure-Session-Registration`
+   * header. A browser that cannot bind ignores it, and its session stays an ordinary one.
+   */
+  deviceBound?: boolean;
 }
 
 export interface CreatedSession {
@@ -54,6 +62,8 @@ export interface CreatedSession {
    * the same browser family, OS and country: time for a "new sign-in" message.
    */
   newDevice: boolean;
+  /** With `deviceBound: true`: the login response's `Secure-Session-Registration` header value. */
+  secureSessionRegistration?: string;
 }
 
 export const MAX_USER_ID_LENGTH = 255;
@@ -119,6 +129,9 @@ export async function buildSession(
   const userId = checkUserId(input.userId);
   const proofs = checkProofs(input.factors, at.now, false);
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
+  if (input.deviceBound !== undefined && typeof input.deviceBound !== "boolean")
+    throw new TypeError("deviceBound must be a boolean");
+  const challenge = input.deviceBound ? newChallenge() : null;
   const ttlSeconds = input.ttlSeconds ?? config.ttlSeconds;
   const maxTtl = Math.min(MAX_TTL_SECONDS, config.maxLifetimeSeconds);
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > maxTtl) {
@@ -149,9 +162,14 @@ export async function buildSession(
     authProofs: proofs,
     assuranceLevel,
     authenticatedAt: new Date(latestProof(proofs) ?? createdAt.getTime()),
+    dbscChallenge: challenge,
   };
   const cookie = cookieFor(config, token, ttlSeconds);
-  return { row, created: { id, token, expiresAt: expiresAt.toISOString(), cookie } };
+  const created = { id, token, expiresAt: expiresAt.toISOString(), cookie };
+  return {
+    row,
+    created: challenge ? { ...created, secureSessionRegistration: registrationHeader(challenge) } : created,
+  };
 }
 
 /**
@@ -193,6 +211,8 @@ export interface ReauthenticateInput {
   /** The factors just verified (at least one), as for `create`. */
   factors: ProofInput[];
   assuranceLevel?: AssuranceLevel | null;
+  /** The request's `Cookie` header: a device-bound session needs its bound cookie, as for `authenticate`. */
+  cookie?: string;
 }
 
 export interface ReauthenticatedSession {
@@ -219,9 +239,12 @@ export async function reauthenticate(
   const at = instant(config);
   const proofs = checkProofs(input?.factors, at.now, true) as StoredProofs;
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
-  const proof = typeof input.token === "string" ? await proveToken(input.token) : null;
-  const place = proof && shards.forSession(proof.id);
-  if (!proof || !place) return null;
+  if (input.cookie !== undefined && typeof input.cookie !== "string")
+    throw new TypeError("cookie must be the request's Cookie header");
+  const proven = typeof input.token === "string" ? await proveToken(input.token) : null;
+  const place = proven && shards.forSession(proven.id);
+  if (!proven || !place) return null;
+  const proof = { ...proven, boundHash: await boundCookieHash(input.cookie, config.cookieName) };
   const { secret, token } = newSecretFor(proof.id);
   const changed = await reauthenticateSession(
     place,

@@ -1,6 +1,7 @@
 import { EVENTS_LISTED } from "./db/queries.ts";
 import { EVENT_TYPES } from "./db/schema.ts";
 import { DEVICE_TYPES } from "./device.ts";
+import { REFRESH_PATH } from "./device-binding.ts";
 import { type ErrorCode, MESSAGES } from "./errors.ts";
 import { MAX_USER_AGENT_LENGTH } from "./issue-session.ts";
 import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "./token.ts";
@@ -265,6 +266,68 @@ export const openApiDocument: OpenApiDocument = {
       },
       "x-other-methods": METHOD_NOT_ALLOWED,
     },
+    "/auth/dbsc/registration": {
+      post: {
+        operationId: "registerDeviceBinding",
+        summary: "Binds the session to the browser's key (DBSC registration; the browser calls it, not a page)",
+        description:
+          "Called by a DBSC browser after a login response carrying `Secure-Session-Registration` (SessionService.create with `deviceBound: true`). `Secure-Session-Response` is the browser's proof: a JWT with `typ` `dbsc+jwt`, ES256 or RS256, its public key in the `jwk` header, and `jti` the challenge the login issued. From then on the session's token proves it only together with the live bound cookie set here. One D1 round trip; logged `device_bound`.",
+        security: [{ sessionCookie: [] }],
+        parameters: [ref("parameters/SecureSessionResponse")],
+        responses: {
+          "200": ok(
+            "Bound: the session instructions, the bound cookie, and the next challenge.",
+            ref("schemas/DeviceSessionInstructions"),
+            {
+              "Set-Cookie": ref("headers/BoundCookie"),
+              "Secure-Session-Challenge": ref("headers/SecureSessionChallenge"),
+            },
+          ),
+          "400": error(
+            "The proof is missing or malformed, its signature does not verify with its key, or its `jti` is not the challenge this session was issued (or that challenge was already used). Nothing changed.",
+            ["device_proof_invalid"],
+          ),
+          "401": error(
+            "No session cookie (token_required), or one that is malformed, unknown, expired or revoked (invalid_token).",
+            ["token_required", "invalid_token"],
+            CHALLENGE,
+          ),
+          "409": error("The session is already bound to a key; nothing changed.", ["device_already_bound"]),
+          ...CROSS_SITE,
+          ...RATE_LIMITED,
+          ...AUTH_ERRORS,
+        },
+      },
+      "x-other-methods": METHOD_NOT_ALLOWED,
+    },
+    "/auth/dbsc/refresh": {
+      post: {
+        operationId: "refreshDeviceBinding",
+        summary: "Renews a device-bound session's bound cookie against a fresh proof (DBSC refresh)",
+        description:
+          "Called by the browser whenever the bound cookie is missing. Without a proof, or with one over a stale challenge or signed by another key: 403 with a new challenge. With a proof by the session's key over its current challenge: a new bound cookie; the challenge is then used up. Not activity: `last_active_at` and the expiry do not change. One D1 round trip.",
+        security: [{ sessionCookie: [] }],
+        parameters: [ref("parameters/SecSecureSessionId"), ref("parameters/SecureSessionResponse")],
+        responses: {
+          "200": ok(
+            'Either the session instructions with a new bound cookie (and the next challenge), or `{"continue": false}`: the session ended, expired or idled out (both cookies cleared), or this browser\'s binding belongs to another or an unbound session (the bound cookie cleared). The browser then stops refreshing.',
+            { oneOf: [ref("schemas/DeviceSessionInstructions"), ref("schemas/DeviceSessionEnded")] },
+            {
+              "Set-Cookie": ref("headers/BoundCookie"),
+              "Secure-Session-Challenge": ref("headers/NextChallenge"),
+            },
+          ),
+          "400": error("No `Sec-Secure-Session-Id`: not a browser's refresh.", ["device_proof_invalid"]),
+          "403": error(
+            "Prove possession: sign the challenge in `Secure-Session-Challenge` with the session's key. Nothing else changed.",
+            ["device_proof_required"],
+            { "Secure-Session-Challenge": ref("headers/SecureSessionChallenge") },
+          ),
+          ...AUTH_ERRORS,
+        },
+      },
+      "x-other-methods": METHOD_NOT_ALLOWED,
+    },
     "/openapi.json": {
       get: {
         operationId: "getOpenApiDocument",
@@ -309,7 +372,7 @@ export const openApiDocument: OpenApiDocument = {
         in: "cookie",
         name: "__Host-session",
         description:
-          "The same token in the session cookie (name set by SESSION_COOKIE_NAME). Accepted only by the two logouts, and only from the same site.",
+          "The same token in the session cookie (name set by SESSION_COOKIE_NAME). Accepted only by the two logouts and the device-binding endpoints, and only from the same site. A device-bound session's token counts only beside its live bound cookie (`<name>-bound`), and never as a Bearer token.",
       },
     },
     parameters: {
@@ -319,6 +382,20 @@ export const openApiDocument: OpenApiDocument = {
         required: true,
         description:
           "A session id from the list. Empty or blank: 400 session_id_required; anything else that is not a live session of the caller's user: 401 not_authorized.",
+        schema: { type: "string" },
+      },
+      SecureSessionResponse: {
+        name: "Secure-Session-Response",
+        in: "header",
+        required: false,
+        description: "The DBSC proof: a compact JWS, as a structured-field string (quoted or not).",
+        schema: { type: "string" },
+      },
+      SecSecureSessionId: {
+        name: "Sec-Secure-Session-Id",
+        in: "header",
+        required: true,
+        description: "The `session_identifier` the registration gave, as a structured-field string.",
         schema: { type: "string" },
       },
       Scope: {
@@ -345,6 +422,28 @@ export const openApiDocument: OpenApiDocument = {
           type: "string",
           pattern:
             '^Bearer realm="auth"(, error="invalid_token"|, error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age="[0-9]+")?$',
+        },
+      },
+      SecureSessionChallenge: {
+        required: true,
+        description:
+          "The challenge the session's next proof must sign, and the session it is for (RFC 9651 string with an `id` parameter).",
+        schema: { type: "string", pattern: '^"[A-Za-z0-9_-]{22}";id="[A-Za-z0-9_.-]+"$' },
+      },
+      NextChallenge: {
+        required: false,
+        description:
+          "With the session instructions: the challenge the next refresh's proof must sign (as `SecureSessionChallenge`).",
+        schema: { type: "string", pattern: '^"[A-Za-z0-9_-]{22}";id="[A-Za-z0-9_.-]+"$' },
+      },
+      BoundCookie: {
+        required: true,
+        description:
+          "Sets the bound cookie (`<session cookie name>-bound`, Max-Age SESSION_BOUND_COOKIE_SECONDS), or clears it (and, when the session ended, the session cookie too).",
+        schema: {
+          type: "string",
+          pattern:
+            "^[!#$%&'*+.^_`|~0-9A-Za-z-]+=[A-Za-z0-9_-]*; Max-Age=[0-9]+; Path=/; HttpOnly; Secure; SameSite=Lax(, [!#$%&'*+.^_`|~0-9A-Za-z-]+=; Max-Age=0; Path=/; HttpOnly; Secure; SameSite=Lax)?$",
         },
       },
       RetryAfter: { required: true, description: "Seconds.", schema: { type: "integer", minimum: 1 } },
@@ -400,6 +499,11 @@ export const openApiDocument: OpenApiDocument = {
             },
             additionalProperties: false,
           },
+          device_bound: {
+            const: true,
+            description:
+              "Present only on a session bound to its browser's key (DBSC): its token works only beside the live bound cookie, so a copied cookie is worthless elsewhere.",
+          },
         },
         additionalProperties: false,
       },
@@ -443,6 +547,44 @@ export const openApiDocument: OpenApiDocument = {
               "Type `created`: no session of the user seen within the events retention period had the same browser, OS and country; null otherwise.",
           },
         },
+        additionalProperties: false,
+      },
+      DeviceSessionInstructions: {
+        type: "object",
+        description:
+          "DBSC session instructions: the session is the whole origin, its one bound credential the bound cookie.",
+        required: ["session_identifier", "refresh_url", "scope", "credentials"],
+        properties: {
+          session_identifier: { type: "string", description: "`<session id>.<base64url of the public key>`." },
+          refresh_url: { const: REFRESH_PATH },
+          scope: {
+            type: "object",
+            required: ["include_site"],
+            properties: { include_site: { const: false } },
+            additionalProperties: false,
+          },
+          credentials: {
+            type: "array",
+            minItems: 1,
+            maxItems: 1,
+            items: {
+              type: "object",
+              required: ["type", "name", "attributes"],
+              properties: {
+                type: { const: "cookie" },
+                name: { type: "string" },
+                attributes: { const: "Path=/; Secure; HttpOnly; SameSite=Lax" },
+              },
+              additionalProperties: false,
+            },
+          },
+        },
+        additionalProperties: false,
+      },
+      DeviceSessionEnded: {
+        type: "object",
+        required: ["continue"],
+        properties: { continue: { const: false } },
         additionalProperties: false,
       },
       EventList: {

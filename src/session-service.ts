@@ -2,6 +2,7 @@ import { WorkerEntrypoint } from "cloudflare:workers";
 import { type AuthProof, proofList } from "./auth-proofs.ts";
 import { instant } from "./clock.ts";
 import { readConfig } from "./config.ts";
+import { boundCookieHash } from "./credentials.ts";
 import { DatabaseUnavailable } from "./db/binding.ts";
 import { authenticate, BucketMoving } from "./db/queries.ts";
 import { openShards, type Shards } from "./db/shards.ts";
@@ -41,6 +42,11 @@ export interface AuthenticatedSession {
 export interface AuthenticateOptions {
   /** Seconds: adds `fresh` to the answer. */
   maxAge?: number;
+  /**
+   * The request's `Cookie` header. A device-bound session authenticates only with its live
+   * bound cookie beside the token, so pass it whenever the token came from a browser.
+   */
+  cookie?: string;
 }
 
 function checkMaxAge(options: AuthenticateOptions | undefined): number | null {
@@ -86,11 +92,15 @@ export class SessionService extends WorkerEntrypoint<Env> {
   async authenticate(token: string, options?: AuthenticateOptions): Promise<AuthenticatedSession | null> {
     return this.logged("authenticate", async () => {
       const maxAge = checkMaxAge(options);
-      const proof = typeof token === "string" ? await proveToken(token) : null;
-      const place = proof && this.shards().forSession(proof.id);
-      if (!proof || !place) return null;
-      const at = instant(readConfig(this.env));
-      const caller = await authenticate(place, proof, at);
+      if (options?.cookie !== undefined && typeof options.cookie !== "string")
+        throw new TypeError("cookie must be the request's Cookie header");
+      const config = readConfig(this.env);
+      const proven = typeof token === "string" ? await proveToken(token) : null;
+      const place = proven && this.shards().forSession(proven.id);
+      if (!proven || !place) return null;
+      const at = instant(config);
+      const boundHash = await boundCookieHash(options?.cookie, config.cookieName);
+      const caller = await authenticate(place, { ...proven, boundHash }, at);
       if (!caller) return null;
       const session: AuthenticatedSession = {
         sessionId: caller.id,

@@ -42,7 +42,7 @@ export interface ParsedToken {
   secret: string;
 }
 
-function randomBase64Url(bytes: number): string {
+export function randomBase64Url(bytes: number): string {
   const buffer = crypto.getRandomValues(new Uint8Array(bytes));
   return btoa(String.fromCharCode(...buffer))
     .replaceAll("+", "-")

@@ -173,6 +173,10 @@ const MESSAGES: Record<string, string> = {
   service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
   moving: "Your sessions are being moved to another database; nothing was changed. Retry after the Retry-After delay.",
   reauthentication_required: "Sign in again to end other sessions: your last sign-in is too old.",
+  device_proof_invalid:
+    "The device-binding proof is missing, malformed, not signed by its key, or not over a challenge this session was given.",
+  device_proof_required: "Sign the challenge in Secure-Session-Challenge with this session's device key.",
+  device_already_bound: "This session is already bound to a device key.",
 };
 
 /**

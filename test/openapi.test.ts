@@ -4,7 +4,15 @@ import { openApiDocument } from "../src/openapi.ts";
 import { bearer, CHALLENGE, call, expectSecurityHeaders, issue, newUser, ORIGIN } from "./helpers.ts";
 import { validateResponse } from "./openapi.ts";
 
-const PATHS = ["/auth/sessions", "/auth/sessions/{id}", "/auth/logout", "/auth/events", "/openapi.json"];
+const PATHS = [
+  "/auth/sessions",
+  "/auth/sessions/{id}",
+  "/auth/logout",
+  "/auth/events",
+  "/auth/dbsc/registration",
+  "/auth/dbsc/refresh",
+  "/openapi.json",
+];
 
 describe("GET /openapi.json", () => {
   it("serves the OpenAPI 3.1 document as a static asset, public and revalidated, with the security headers", async () => {

@@ -6,6 +6,7 @@ import {
   getTableColumns,
   gt,
   inArray,
+  isNull,
   lte,
   ne,
   not,
@@ -57,6 +58,11 @@ export function openDatabase(d1: D1Database): Database {
 export interface TokenProof {
   id: string;
   secretHash: string;
+  /**
+   * SHA-256 of the bound cookie that came with the token, if any: a device-bound session
+   * is proven only with its live one.
+   */
+  boundHash?: string | null;
 }
 
 /** Who is acting, for the security log, and where the events it causes go besides it. */
@@ -158,9 +164,23 @@ function isLive(at: Instant): SQL | undefined {
   return and(gt(sessions.expiresAt, at.now), at.idleCutoff ? gt(sessions.lastActiveAt, at.idleCutoff) : undefined);
 }
 
-/** The one rule for "this token proves a live session": id, secret hash, liveness. */
-function isProvenBy(proof: TokenProof, at: Instant): SQL | undefined {
+/** The token names a live session: id, secret hash, liveness. Enough only to renew a binding. */
+function isTokenOf(proof: TokenProof, at: Instant): SQL | undefined {
   return and(eq(sessions.id, proof.id), eq(sessions.secretHash, proof.secretHash), isLive(at));
+}
+
+/**
+ * The one rule for "this token proves a live session": it names one, and the session is not
+ * device-bound or its live bound cookie came with the token.
+ */
+function isProvenBy(proof: TokenProof, at: Instant): SQL | undefined {
+  const bound = proof.boundHash
+    ? and(eq(sessions.boundCookieHash, proof.boundHash), gt(sessions.boundCookieExpiresAt, at.now))
+    : undefined;
+  return and(
+    isTokenOf(proof, at),
+    bound ? or(isNull(sessions.dbscKeyThumbprint), bound) : isNull(sessions.dbscKeyThumbprint),
+  );
 }
 
 /** The token's user, as a subquery (no row when the token does not prove a live session). */
@@ -440,6 +460,7 @@ const listed = {
   createdAt: sessions.createdAt,
   expiresAt: sessions.expiresAt,
   lastActiveAt: sessions.lastActiveAt,
+  dbscKeyThumbprint: sessions.dbscKeyThumbprint,
 };
 const newestFirst = [desc(sessions.createdAt), desc(sessions.id)];
 export type ListedSession = { [K in keyof typeof listed]: SessionRow[K] };
@@ -717,4 +738,113 @@ export async function markDelivered(db: Database, ids: number[]): Promise<void> 
   }
   const [first, ...rest] = statements;
   if (first) await db.batch([first, ...rest]);
+}
+
+/** What a device-binding registration or refresh writes once its proof verified. */
+export interface Binding {
+  /** The challenge the proof signed (its `jti`); null: the request carried no valid proof. */
+  challenge: string | null;
+  thumbprint: string;
+  /** The challenge the next proof must sign. */
+  nextChallenge: string;
+  boundHash: string;
+  boundExpiresAt: Date;
+}
+
+export type RegistrationOutcome = "bound" | "already_bound" | "wrong_challenge" | "not_live";
+
+/**
+ * Binds the token's live session to the key of a verified proof over the challenge it was
+ * issued, and starts its bound cookie, in one batch: the `device_bound` event is logged while
+ * the session is still unbound, then the row changes (so a replay logs nothing twice and still
+ * answers "bound", from the event). The challenge is consumed: it never binds twice.
+ */
+export async function registerBinding(
+  place: Place,
+  proof: TokenProof,
+  binding: Binding,
+  actor: Actor,
+  at: Instant,
+): Promise<RegistrationOutcome> {
+  const write = newWrite(at.now);
+  return onBucket(place, async (db) => {
+    const eligible = and(
+      isTokenOf(proof, at),
+      isNull(sessions.dbscKeyThumbprint),
+      eq(sessions.dbscChallenge, binding.challenge ?? ""),
+    );
+    const [, , [row], events, [move]] = await db.batch([
+      recordEvents(db, "device_bound", eligible, actor, write),
+      db
+        .update(sessions)
+        .set({
+          dbscKeyThumbprint: binding.thumbprint,
+          dbscChallenge: binding.nextChallenge,
+          boundCookieHash: binding.boundHash,
+          boundCookieExpiresAt: binding.boundExpiresAt,
+        })
+        .where(and(eligible, notMoving(db))),
+      db.select({ thumbprint: sessions.dbscKeyThumbprint }).from(sessions).where(isTokenOf(proof, at)),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    const answer: RegistrationOutcome =
+      events.length > 0 ? "bound" : !row ? "not_live" : row.thumbprint ? "already_bound" : "wrong_challenge";
+    return { answer: published(db, actor, events, answer), move, blocked: answer === "wrong_challenge" };
+  });
+}
+
+export type RefreshOutcome = "refreshed" | "challenged" | "not_bound" | "not_live";
+
+/**
+ * Renews a device-bound session's bound cookie when the proof signed the session's current
+ * challenge with its key; otherwise only replaces the challenge (for the 403 that asks for
+ * a proof). Either way the challenge changes, so none is accepted twice. One batch; it is not
+ * activity, so `last_active_at` and the expiry stay as they are.
+ */
+export async function refreshBinding(
+  place: Place,
+  proof: TokenProof,
+  binding: Binding,
+  at: Instant,
+): Promise<RefreshOutcome> {
+  return onBucket(place, async (db) => {
+    const bound = and(isTokenOf(proof, at), eq(sessions.dbscKeyThumbprint, binding.thumbprint));
+    const renew = db
+      .update(sessions)
+      .set({
+        dbscChallenge: binding.nextChallenge,
+        boundCookieHash: binding.boundHash,
+        boundCookieExpiresAt: binding.boundExpiresAt,
+      })
+      .where(and(bound, eq(sessions.dbscChallenge, binding.challenge ?? ""), notMoving(db)));
+    // Skipped when the renewal above already set it: one row written per refresh.
+    const rechallenge = db
+      .update(sessions)
+      .set({ dbscChallenge: binding.nextChallenge })
+      .where(
+        and(
+          bound,
+          or(isNull(sessions.dbscChallenge), ne(sessions.dbscChallenge, binding.nextChallenge)),
+          notMoving(db),
+        ),
+      );
+    const [, , [row], [move]] = await db.batch([
+      renew,
+      rechallenge,
+      db
+        .select({ thumbprint: sessions.dbscKeyThumbprint, boundHash: sessions.boundCookieHash })
+        .from(sessions)
+        .where(isTokenOf(proof, at)),
+      moveOf(db, place.bucket),
+    ]);
+    const answer: RefreshOutcome = !row
+      ? "not_live"
+      : row.thumbprint !== binding.thumbprint
+        ? "not_bound"
+        : row.boundHash === binding.boundHash
+          ? "refreshed"
+          : "challenged";
+    return { answer, move, blocked: answer === "challenged" };
+  });
 }

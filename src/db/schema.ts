@@ -39,6 +39,15 @@ export const sessions = sqliteTable(
     assuranceLevel: integer("assurance_level"),
     // The latest proof: created_at for sessions issued without proofs or before this column.
     authenticatedAt: integer("authenticated_at", { mode: "timestamp_ms" }),
+    // Device binding (src/device-binding.ts). The challenge the next proof must sign: issued
+    // with a device-bound login, replaced by every proof or request for one; never accepted twice.
+    dbscChallenge: text("dbsc_challenge"),
+    // RFC 7638 thumbprint of the browser's public key; null: the session is not device-bound.
+    dbscKeyThumbprint: text("dbsc_key_thumbprint"),
+    // SHA-256 (hex) of the live bound cookie, and when it stops counting. Once bound, the token
+    // proves the session only together with that cookie.
+    boundCookieHash: text("bound_cookie_hash"),
+    boundCookieExpiresAt: integer("bound_cookie_expires_at", { mode: "timestamp_ms" }),
   },
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.
@@ -64,6 +73,8 @@ export const EVENT_TYPES = [
   "evicted",
   // The user authenticated again (SessionService.reauthenticate): same session, new token.
   "reauthenticated",
+  // The browser bound the session to a key it holds (POST /auth/dbsc/registration).
+  "device_bound",
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

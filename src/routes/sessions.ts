@@ -18,6 +18,8 @@ export interface SessionView {
   last_active_at: string;
   location: string | null;
   device: { browser: string | null; os: string | null; type: DeviceType };
+  /** Present (true) only on a session bound to its browser's key (DBSC). */
+  device_bound?: true;
 }
 
 /** What a listed session shows: GET /auth/sessions and SessionService.listUserSessions. */
@@ -32,6 +34,8 @@ export function sessionView(row: ListedSession): SessionView {
     last_active_at: row.lastActiveAt.toISOString(),
     location: [row.city, row.country].filter(Boolean).join(", ") || null,
     device: { browser: row.browser, os: row.os, type: row.deviceType },
+    // Absent rather than false, so that a list of unbound sessions reads exactly as before binding existed.
+    ...(row.dbscKeyThumbprint === null ? {} : { device_bound: true as const }),
   };
 }
 

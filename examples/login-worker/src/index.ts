@@ -3,31 +3,53 @@ import { getCookie } from "hono/cookie";
 import { createMiddleware } from "hono/factory";
 // Type-only: the binding's methods and answers, checked at compile time, nothing bundled.
 import type { AuthenticatedSession, SessionService } from "../../../src/session-service.ts";
+import { devicesPage, signInPage } from "./pages.ts";
 
 // A minimal login worker showing how the rest of a product uses the session service: sign in
-// (create + the ready cookie), protect a route (authenticate), and on a password change end
-// every other session of the user (endUserSessions, keeping the current one).
+// (create + the ready cookie, offering device binding), protect a route (authenticate, given
+// the request's cookies), show the user's devices and end them (listUserSessions, endSession,
+// endUserSessions), and on a password change end every other session of the user. The
+// service's own routes (/auth/*, device binding included) are served on this origin through
+// SESSION_API, as a route would in production: the session cookie is host-only.
 
 interface Env {
   SESSIONS: Service<SessionService>;
+  SESSION_API: Fetcher;
 }
+
+type AppEnv = { Bindings: Env; Variables: { session: AuthenticatedSession } };
 
 const COOKIE = "__Host-session";
 
 // Stand-in for a real user store with password hashes; enough to show the calls.
-const passwords = new Map<string, string>([["alice", "wonderland"]]);
+const passwords = new Map<string, string>([
+  ["alice", "wonderland"],
+  ["bob", "wonderland"],
+]);
 
-const requireSession = createMiddleware<{ Bindings: Env; Variables: { session: AuthenticatedSession } }>(
-  async (c, next) => {
-    const token = getCookie(c, COOKIE);
-    const session = token ? await c.env.SESSIONS.authenticate(token) : null;
-    if (!session) return c.json({ error: "sign in first" }, 401);
-    c.set("session", session);
-    await next();
-  },
-);
+/** The signed-in session, or null. A device-bound session needs the request's cookies: all of them are passed. */
+async function sessionOf(
+  c: { env: Env; req: { header(name: string): string | undefined } },
+  token: string | undefined,
+) {
+  return token ? c.env.SESSIONS.authenticate(token, { cookie: c.req.header("Cookie") }) : null;
+}
 
-const app = new Hono<{ Bindings: Env }>()
+const requireSession = createMiddleware<AppEnv>(async (c, next) => {
+  const session = await sessionOf(c, getCookie(c, COOKIE));
+  if (!session) return c.json({ error: "sign in first" }, 401);
+  c.set("session", session);
+  await next();
+});
+
+const app = new Hono<AppEnv>()
+  .all("/auth/*", (c) => c.env.SESSION_API.fetch(c.req.raw))
+  .get("/", async (c) => {
+    const session = await sessionOf(c, getCookie(c, COOKIE));
+    if (!session) return c.html(signInPage([...passwords.keys()]));
+    const sessions = await c.env.SESSIONS.listUserSessions(session.userId);
+    return c.html(devicesPage(session.userId, session.sessionId, sessions));
+  })
   .post("/login", async (c) => {
     const { user, password } = await c.req.json<{ user: string; password: string }>();
     if (passwords.get(user) !== password) return c.json({ error: "wrong user or password" }, 401);
@@ -38,12 +60,39 @@ const app = new Hono<{ Bindings: Env }>()
       userAgent: c.req.header("User-Agent"),
       country: cf?.country,
       city: cf?.city,
+      factors: ["pwd"],
+      // Browsers that support DBSC bind the session to a key they hold; others ignore the header.
+      deviceBound: true,
     });
     // A real product would send its "new sign-in" message here when session.newDevice is true.
     c.header("Set-Cookie", session.cookie);
+    if (session.secureSessionRegistration) c.header("Secure-Session-Registration", session.secureSessionRegistration);
     return c.json({ signedIn: user, newDevice: session.newDevice });
   })
   .get("/me", requireSession, (c) => c.json({ userId: c.var.session.userId, sessionId: c.var.session.sessionId }))
+  .post("/devices/sign-out", requireSession, async (c) => {
+    const id = (await c.req.formData()).get("id");
+    const { userId } = c.var.session;
+    // Only one of the user's own sessions: the id must be in their list.
+    const own = (await c.env.SESSIONS.listUserSessions(userId)).some((session) => session.id === id);
+    if (own) await c.env.SESSIONS.endSession({ sessionId: id as string, reason: "signed_out_from_devices" });
+    return c.redirect("/", 303);
+  })
+  .post("/devices/sign-out-others", requireSession, async (c) => {
+    const { userId, sessionId } = c.var.session;
+    await c.env.SESSIONS.endUserSessions({ userId, exceptSessionId: sessionId, reason: "signed_out_from_devices" });
+    return c.redirect("/", 303);
+  })
+  .post("/sign-out", async (c) => {
+    // The service's own logout, with this request's cookies: it ends the session and clears them.
+    const ended = await c.env.SESSION_API.fetch(new URL("/auth/logout", c.req.url), {
+      method: "POST",
+      headers: { Cookie: c.req.header("Cookie") ?? "", Origin: new URL(c.req.url).origin },
+    });
+    const response = c.redirect("/", 303);
+    for (const cookie of ended.headers.getSetCookie()) response.headers.append("Set-Cookie", cookie);
+    return response;
+  })
   .post("/password", requireSession, async (c) => {
     const { newPassword } = await c.req.json<{ newPassword: string }>();
     const { userId, sessionId } = c.var.session;

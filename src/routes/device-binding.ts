@@ -1,0 +1,95 @@
+import type { Context } from "hono";
+import type { AppEnv } from "../context.ts";
+import { boundCookieName, clearBoundCookie, clearCarriedCookie, setBoundCookie } from "../cookie.ts";
+import { readCookieCredential } from "../credentials.ts";
+import { rejectCrossSite } from "../csrf.ts";
+import { type Binding, refreshBinding, registerBinding } from "../db/queries.ts";
+import {
+  challengeHeader,
+  fieldString,
+  newBoundSecret,
+  newChallenge,
+  type PublicKey,
+  parseSessionIdentifier,
+  sessionIdentifier,
+  sessionInstructions,
+  thumbprint,
+  verifyProof,
+} from "../device-binding.ts";
+import { ApiError, unauthorized } from "../errors.ts";
+import { Hono } from "../hono.ts";
+import { hashSecret } from "../token.ts";
+
+// The two endpoints a DBSC browser calls on its own (src/device-binding.ts): registration,
+// right after a device-bound login, and refresh, whenever the bound cookie is missing. Both
+// are authenticated by the session cookie alone (the bound cookie is what they renew), each
+// is one D1 round trip, and neither counts as the user's activity.
+
+const invalidProof = () => new ApiError(400, "device_proof_invalid", { authFailure: true });
+
+/** What the statement writes if the proof holds: a new bound cookie and the next challenge. */
+async function nextBinding(c: Context<AppEnv>, challenge: string | null, key: PublicKey) {
+  const secret = newBoundSecret();
+  const binding: Binding = {
+    challenge,
+    thumbprint: await thumbprint(key),
+    nextChallenge: newChallenge(),
+    boundHash: await hashSecret(secret),
+    boundExpiresAt: new Date(c.var.at.now.getTime() + c.var.config.boundCookieSeconds * 1000),
+  };
+  return { secret, binding };
+}
+
+/** The answer that keeps the browser's session going: instructions, the bound cookie, the next challenge. */
+function bound(c: Context<AppEnv>, sessionId: string, key: PublicKey, secret: string, next: string) {
+  const identifier = sessionIdentifier(sessionId, key);
+  setBoundCookie(c, secret);
+  c.header("Secure-Session-Challenge", challengeHeader(next, identifier));
+  return c.json(sessionInstructions(identifier, boundCookieName(c.var.config.cookieName)));
+}
+
+/** `{"continue": false}`: the browser stops refreshing this session. */
+function discontinue(c: Context<AppEnv>, clearSession: boolean) {
+  if (clearSession) clearCarriedCookie(c);
+  clearBoundCookie(c);
+  return c.json({ continue: false });
+}
+
+export const deviceBindingRoutes = new Hono<AppEnv>()
+  .post("/registration", async (c) => {
+    const credential = await readCookieCredential(c);
+    if (credential.kind !== "none") rejectCrossSite(c);
+    if (credential.kind === "none") throw unauthorized("token_required", false);
+    if (credential.kind === "malformed") throw unauthorized("invalid_token", true);
+    const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), null);
+    if (!proof) throw invalidProof();
+    const { secret, binding } = await nextBinding(c, proof.challenge, proof.key);
+    const actor = { sessionId: credential.proof.id, ipAddress: c.var.clientIp, outbox: c.var.outbox };
+    const outcome = await registerBinding(credential.place, credential.proof, binding, actor, c.var.at);
+    c.set("proof", credential.proof);
+    if (outcome === "not_live") throw unauthorized("invalid_token", true);
+    if (outcome === "already_bound") throw new ApiError(409, "device_already_bound");
+    if (outcome === "wrong_challenge") throw invalidProof();
+    return bound(c, credential.proof.id, proof.key, secret, binding.nextChallenge);
+  })
+  .post("/refresh", async (c) => {
+    // Only the browser's own refresh carries it (a page cannot set a Sec- header): no other
+    // site can make this endpoint reveal whether its visitor is signed in.
+    const identifier = fieldString(c.req.header("Sec-Secure-Session-Id"));
+    if (identifier === null) throw invalidProof();
+    const credential = await readCookieCredential(c);
+    if (credential.kind !== "token") return discontinue(c, true);
+    const named = parseSessionIdentifier(identifier);
+    // Another session's binding (this browser has since signed in again): end that one only.
+    if (!named || named.sessionId !== credential.proof.id) return discontinue(c, false);
+    const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), named.key);
+    const { secret, binding } = await nextBinding(c, proof?.challenge ?? null, named.key);
+    const outcome = await refreshBinding(credential.place, credential.proof, binding, c.var.at);
+    if (outcome === "not_live") return discontinue(c, true);
+    if (outcome === "not_bound") return discontinue(c, false);
+    c.set("proof", credential.proof);
+    if (outcome === "refreshed") return bound(c, credential.proof.id, named.key, secret, binding.nextChallenge);
+    throw new ApiError(403, "device_proof_required", {
+      headers: { "Secure-Session-Challenge": challengeHeader(binding.nextChallenge, identifier) },
+    });
+  });

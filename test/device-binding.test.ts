@@ -1,0 +1,444 @@
+import { createExecutionContext } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { SessionService } from "../src/session-service.ts";
+import { countingShards } from "./d1.ts";
+import { type Alg, challengeIn, type DeviceKey, deviceKey, signProof } from "./device-keys.ts";
+import {
+  bearer,
+  CLEARED_COOKIE,
+  COOKIE_NAME,
+  call,
+  callWith,
+  d1OfUser,
+  databases,
+  expectError,
+  expectSecurityHeaders,
+  type Issued,
+  issue,
+  newUser,
+  REJECTED_CHALLENGE,
+  tableSnapshot,
+} from "./helpers.ts";
+
+// Device Bound Session Credentials through the public interface: a stand-in browser
+// (test/device-keys.ts) registers and refreshes as Chrome does, and everything else is asked
+// with and without the bound cookie.
+
+const BOUND = `${COOKIE_NAME}-bound`;
+const CLEARED_BOUND = `${BOUND}=; Max-Age=0; Path=/; HttpOnly; Secure; SameSite=Lax`;
+const REGISTRATION = /^\(ES256 RS256\);path="\/auth\/dbsc\/registration";challenge="[A-Za-z0-9_-]{22}"$/;
+
+afterEach(() => vi.useRealTimers());
+
+const total = (perBinding: Record<string, number>) => Object.values(perBinding).reduce((sum, n) => sum + n, 0);
+
+interface BoundSession extends Issued {
+  user: string;
+  key: DeviceKey;
+  identifier: string;
+  /** The live bound cookie's value. */
+  bound: string;
+  /** The challenge the next refresh proof must sign. */
+  next: string;
+}
+
+async function issueBindable(user = newUser()) {
+  const issued = (await exports.SessionService.create({
+    userId: user,
+    userAgent: "Chrome",
+    deviceBound: true,
+  })) as Issued & {
+    secureSessionRegistration: string;
+  };
+  return { ...issued, user };
+}
+
+const cookies = (token: string, bound?: string) => ({
+  Cookie: bound === undefined ? `${COOKIE_NAME}=${token}` : `${COOKIE_NAME}=${token}; ${BOUND}=${bound}`,
+});
+
+function register(token: string, proof: string | undefined) {
+  return call("POST", "/auth/dbsc/registration", {
+    ...cookies(token),
+    ...(proof === undefined ? {} : { "Secure-Session-Response": `"${proof}"` }),
+  });
+}
+
+function refresh(token: string, identifier: string, proof?: string, headers: Record<string, string> = {}) {
+  return call("POST", "/auth/dbsc/refresh", {
+    ...cookies(token),
+    "Sec-Secure-Session-Id": `"${identifier}"`,
+    ...(proof === undefined ? {} : { "Secure-Session-Response": proof }),
+    ...headers,
+  });
+}
+
+function boundCookieOf(response: Response): string {
+  const match = new RegExp(`^${BOUND}=([A-Za-z0-9_-]{43}); Max-Age=600; Path=/; HttpOnly; Secure; SameSite=Lax$`).exec(
+    response.headers.get("Set-Cookie") ?? "",
+  );
+  if (!match) throw new Error(`no bound cookie in ${response.headers.get("Set-Cookie")}`);
+  return match[1] as string;
+}
+
+async function bindSession(alg: Alg = "ES256", user?: string): Promise<BoundSession> {
+  const issued = await issueBindable(user);
+  const key = await deviceKey(alg);
+  const response = await register(
+    issued.token,
+    await signProof(key, challengeIn(issued.secureSessionRegistration), { withKey: true }),
+  );
+  expect(response.status).toBe(200);
+  const body = (await response.json()) as { session_identifier: string };
+  return {
+    ...issued,
+    key,
+    identifier: body.session_identifier,
+    bound: boundCookieOf(response),
+    next: challengeIn(response.headers.get("Secure-Session-Challenge")),
+  };
+}
+
+async function row(user: string, id: string) {
+  return (await d1OfUser(user)).prepare("SELECT * FROM sessions WHERE id = ?").bind(id).first();
+}
+
+describe("device-bound sessions: issuing", () => {
+  it("create({deviceBound: true}) adds the registration header value; without it nothing changes", async () => {
+    const bindable = await issueBindable();
+    expect(bindable.secureSessionRegistration).toMatch(REGISTRATION);
+    const plain = { ...(await exports.SessionService.create({ userId: newUser() })) };
+    expect(Object.keys(plain).sort()).toEqual(["cookie", "expiresAt", "id", "newDevice", "token"]);
+    const declined = await exports.SessionService.create({ userId: newUser(), deviceBound: false });
+    expect(declined.secureSessionRegistration).toBeUndefined();
+    // Called in-process: a rejection through the RPC stub is reported by the pool as uncaught.
+    const service = new SessionService(createExecutionContext(), env);
+    await expect(service.create({ userId: newUser(), deviceBound: "yes" as unknown as boolean })).rejects.toThrow(
+      "deviceBound must be a boolean",
+    );
+  });
+});
+
+describe("device-bound sessions: registration", () => {
+  for (const alg of ["ES256", "RS256"] as const) {
+    it(`binds with an ${alg} proof: instructions, bound cookie, next challenge, a device_bound event`, async () => {
+      const issued = await issueBindable();
+      const key = await deviceKey(alg);
+      const challenge = challengeIn(issued.secureSessionRegistration);
+      const response = await register(issued.token, await signProof(key, challenge, { withKey: true }));
+      expect(response.status).toBe(200);
+      const body = (await response.json()) as { session_identifier: string };
+      expect(body).toEqual({
+        session_identifier: body.session_identifier,
+        refresh_url: "/auth/dbsc/refresh",
+        scope: { include_site: false },
+        credentials: [{ type: "cookie", name: BOUND, attributes: "Path=/; Secure; HttpOnly; SameSite=Lax" }],
+      });
+      expect(body.session_identifier.startsWith(`${issued.id}.`)).toBe(true);
+      boundCookieOf(response);
+      const next = challengeIn(response.headers.get("Secure-Session-Challenge"));
+      expect(response.headers.get("Secure-Session-Challenge")).toBe(`"${next}";id="${body.session_identifier}"`);
+      expect(next).not.toBe(challenge);
+      expect(response.headers.get("Cache-Control")).toBe("no-store");
+      expectSecurityHeaders(response);
+
+      // Listed as device-bound (only bound sessions carry the field); logged, with the actor.
+      const other = await issue(issued.user);
+      const list = (await (await call("GET", "/auth/sessions", bearer(other.token))).json()) as {
+        sessions: Record<string, unknown>[];
+      };
+      expect(list.sessions.find((s) => s.id === issued.id)?.device_bound).toBe(true);
+      expect(list.sessions.find((s) => s.id === other.id)).not.toHaveProperty("device_bound");
+      const events = (await (await call("GET", "/auth/events", bearer(other.token))).json()) as {
+        events: { type: string; session_id: string; actor_session_id: string }[];
+      };
+      expect(events.events.filter((e) => e.type === "device_bound")).toMatchObject([
+        { session_id: issued.id, actor_session_id: issued.id },
+      ]);
+      const rpcList = await exports.SessionService.listUserSessions(issued.user);
+      expect(rpcList.find((s) => s.id === issued.id)?.device_bound).toBe(true);
+    });
+  }
+
+  it("accepts the proof unquoted, and a payload with only jti", async () => {
+    const issued = await issueBindable();
+    const key = await deviceKey();
+    const proof = await signProof(key, challengeIn(issued.secureSessionRegistration), { withKey: true });
+    const response = await call("POST", "/auth/dbsc/registration", {
+      ...cookies(issued.token),
+      "Secure-Session-Response": proof,
+    });
+    expect(response.status).toBe(200);
+  });
+
+  it("refuses a bad proof with 400 and changes nothing: signature, typ, algorithm, key, challenge", async () => {
+    const issued = await issueBindable();
+    const challenge = challengeIn(issued.secureSessionRegistration);
+    const key = await deviceKey();
+    const other = await deviceKey();
+    const badSignature = await signProof(other, challenge, { withKey: true, header: { jwk: key.publicJwk } });
+    const valid = await signProof(key, challenge, { withKey: true });
+    const [h, , sig] = valid.split(".") as [string, string, string];
+    const cases = {
+      "no proof": undefined,
+      "not a JWT": "abc",
+      "signed by another key than its jwk": badSignature,
+      "typ jwt": await signProof(key, challenge, { withKey: true, header: { typ: "JWT" } }),
+      "alg none": await signProof(key, challenge, { withKey: true, header: { alg: "none" } }),
+      "RS256 claimed for an EC key": await signProof(key, challenge, { withKey: true, header: { alg: "RS256" } }),
+      "no jwk": await signProof(key, challenge),
+      "no jti": await signProof(key, challenge, { withKey: true, payload: { jti: undefined } }),
+      "a challenge never issued": await signProof(key, "A".repeat(22), { withKey: true }),
+      "tampered payload": `${h}.${btoa(JSON.stringify({ jti: challenge, x: 1 })).replace(/=+$/, "")}.${sig}`,
+    };
+    const before = [await tableSnapshot(), await tableSnapshot("session_events")];
+    for (const [name, proof] of Object.entries(cases)) {
+      const response = await register(issued.token, proof);
+      expect(response.status, name).toBe(400);
+      await expectError(response, 400, "device_proof_invalid");
+    }
+    expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
+    // Still bindable with the good proof afterwards: the challenge was not used up by refusals.
+    expect((await register(issued.token, valid)).status).toBe(200);
+  });
+
+  it("a challenge binds once: the same proof again is 409, another session's challenge is 400", async () => {
+    const issued = await issueBindable();
+    const key = await deviceKey();
+    const proof = await signProof(key, challengeIn(issued.secureSessionRegistration), { withKey: true });
+    expect((await register(issued.token, proof)).status).toBe(200);
+    await expectError(await register(issued.token, proof), 409, "device_already_bound");
+    const second = await issueBindable();
+    const response = await register(second.token, proof);
+    await expectError(response, 400, "device_proof_invalid");
+    const unbindable = await issue(newUser());
+    await expectError(
+      await register(
+        unbindable.token,
+        await signProof(key, challengeIn(issued.secureSessionRegistration), { withKey: true }),
+      ),
+      400,
+      "device_proof_invalid",
+    );
+  });
+
+  it("needs a live session cookie: none 401 token_required, ended 401 invalid_token", async () => {
+    const issued = await issueBindable();
+    const proof = await signProof(await deviceKey(), challengeIn(issued.secureSessionRegistration), { withKey: true });
+    await expectError(
+      await call("POST", "/auth/dbsc/registration", { "Secure-Session-Response": proof }),
+      401,
+      "token_required",
+      { wwwAuthenticate: 'Bearer realm="auth"' },
+    );
+    await exports.SessionService.endSession({ sessionId: issued.id, reason: "admin" });
+    await expectError(await register(issued.token, proof), 401, "invalid_token", {
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
+  });
+});
+
+describe("device-bound sessions: the token alone proves nothing", () => {
+  it("refuses Bearer, the cookie without a live bound cookie, and a stale one; accepts cookie + bound cookie", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(new Date("2026-11-25T10:00:00.000Z"));
+    const session = await bindSession();
+    await expectError(await call("GET", "/auth/sessions", bearer(session.token)), 401, "invalid_token", {
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
+    await expectError(await call("GET", "/auth/events", bearer(session.token)), 401, "invalid_token", {
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
+    await expectError(
+      await call("DELETE", `/auth/sessions/${session.id}`, bearer(session.token)),
+      401,
+      "invalid_token",
+      {
+        wwwAuthenticate: REJECTED_CHALLENGE,
+      },
+    );
+    await expectError(await call("POST", "/auth/logout", bearer(session.token)), 400, "session_invalid");
+    await expectError(await call("DELETE", "/auth/logout", cookies(session.token)), 401, "session_invalid", {
+      setCookie: CLEARED_COOKIE,
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
+    await expectError(
+      await call("POST", "/auth/logout", cookies(session.token, "x".repeat(43))),
+      400,
+      "session_invalid",
+      { setCookie: CLEARED_COOKIE },
+    );
+    expect(await exports.SessionService.authenticate(session.token)).toBeNull();
+    const withCookie = await exports.SessionService.authenticate(session.token, {
+      cookie: cookies(session.token, session.bound).Cookie,
+    });
+    expect(withCookie).toMatchObject({ sessionId: session.id, userId: session.user });
+    const service = new SessionService(createExecutionContext(), env);
+    await expect(service.authenticate(session.token, { cookie: 1 as unknown as string })).rejects.toThrow(
+      "cookie must be the request's Cookie header",
+    );
+
+    // Past its lifetime the bound cookie counts for nothing, even if a client kept sending it.
+    vi.setSystemTime(new Date("2026-11-25T10:10:00.001Z"));
+    expect(
+      await exports.SessionService.authenticate(session.token, {
+        cookie: cookies(session.token, session.bound).Cookie,
+      }),
+    ).toBeNull();
+    vi.setSystemTime(new Date("2026-11-25T10:09:59.000Z"));
+    const logout = await call("POST", "/auth/logout", cookies(session.token, session.bound));
+    expect(logout.status).toBe(200);
+    expect(
+      await exports.SessionService.authenticate(session.token, {
+        cookie: cookies(session.token, session.bound).Cookie,
+      }),
+    ).toBeNull();
+  });
+
+  it("reauthenticate needs the bound cookie too, and keeps the binding", async () => {
+    const session = await bindSession();
+    expect(await exports.SessionService.reauthenticate({ token: session.token, factors: ["pwd"] })).toBeNull();
+    const renewed = await exports.SessionService.reauthenticate({
+      token: session.token,
+      factors: ["pwd"],
+      cookie: cookies(session.token, session.bound).Cookie,
+    });
+    expect(renewed?.sessionId).toBe(session.id);
+    const token = renewed?.token as string;
+    expect(await exports.SessionService.authenticate(token)).toBeNull();
+    expect(
+      await exports.SessionService.authenticate(token, { cookie: cookies(token, session.bound).Cookie }),
+    ).not.toBeNull();
+  });
+});
+
+describe("device-bound sessions: refresh", () => {
+  it("403 with a challenge without a proof; a proof over it renews the bound cookie once", async () => {
+    const session = await bindSession();
+    // The browser had no cached challenge: it asks, and is told what to sign.
+    const asked = await refresh(session.token, session.identifier);
+    await expectError(asked, 403, "device_proof_required");
+    const challenge = challengeIn(asked.headers.get("Secure-Session-Challenge"));
+    expect(asked.headers.get("Secure-Session-Challenge")).toBe(`"${challenge}";id="${session.identifier}"`);
+
+    const proof = await signProof(session.key, challenge);
+    const renewed = await refresh(session.token, session.identifier, proof);
+    expect(renewed.status).toBe(200);
+    expect(await renewed.json()).toMatchObject({ session_identifier: session.identifier });
+    const bound = boundCookieOf(renewed);
+    expect(bound).not.toBe(session.bound);
+    // The new cookie proves the session, the replaced one no longer does.
+    expect(
+      await exports.SessionService.authenticate(session.token, { cookie: cookies(session.token, bound).Cookie }),
+    ).not.toBeNull();
+    expect(
+      await exports.SessionService.authenticate(session.token, {
+        cookie: cookies(session.token, session.bound).Cookie,
+      }),
+    ).toBeNull();
+
+    // The same proof again: the challenge is used up.
+    const replayed = await refresh(session.token, session.identifier, proof);
+    await expectError(replayed, 403, "device_proof_required");
+  });
+
+  it("uses the challenge given with the last answer, quoted or not", async () => {
+    const session = await bindSession("RS256");
+    const first = await refresh(session.token, session.identifier, `"${await signProof(session.key, session.next)}"`);
+    expect(first.status).toBe(200);
+    const next = challengeIn(first.headers.get("Secure-Session-Challenge"));
+    const second = await call("POST", "/auth/dbsc/refresh", {
+      ...cookies(session.token),
+      "Sec-Secure-Session-Id": session.identifier,
+      "Secure-Session-Response": await signProof(session.key, next),
+    });
+    expect(second.status).toBe(200);
+  });
+
+  it("refuses another key: a swapped signer (403), an identifier carrying the thief's key (continue: false)", async () => {
+    const session = await bindSession();
+    const thief = await deviceKey();
+    const before = await row(session.user, session.id);
+    const swapped = await refresh(session.token, session.identifier, await signProof(thief, session.next));
+    await expectError(swapped, 403, "device_proof_required");
+    const challenge = challengeIn(swapped.headers.get("Secure-Session-Challenge"));
+    const forgedIdentifier = `${session.id}.${btoa(JSON.stringify(thief.publicJwk)).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "")}`;
+    const forged = await refresh(session.token, forgedIdentifier, await signProof(thief, challenge));
+    expect(await forged.json()).toEqual({ continue: false });
+    expect(forged.headers.get("Set-Cookie")).toBe(CLEARED_BOUND);
+    const after = await row(session.user, session.id);
+    expect({ ...after, dbsc_challenge: null }).toEqual({ ...before, dbsc_challenge: null });
+  });
+
+  it("is not activity: last_active_at and a sliding expiry stay as they were", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(new Date("2026-11-25T12:00:00.000Z"));
+    const session = await bindSession();
+    const before = await row(session.user, session.id);
+    vi.setSystemTime(new Date("2026-11-25T12:30:00.000Z"));
+    const counter = countingShards(databases());
+    const renewed = await callWith({ ...counter.env, SESSION_SLIDING_TTL: "true" }, "POST", "/auth/dbsc/refresh", {
+      ...cookies(session.token),
+      "Sec-Secure-Session-Id": `"${session.identifier}"`,
+      "Secure-Session-Response": await signProof(session.key, session.next),
+    });
+    expect(renewed.status).toBe(200);
+    expect(total(counter.roundTrips())).toBe(1);
+    const after = (await row(session.user, session.id)) as Record<string, unknown>;
+    expect(after.last_active_at).toBe((before as Record<string, unknown>).last_active_at);
+    expect(after.expires_at).toBe((before as Record<string, unknown>).expires_at);
+    expect(after.bound_cookie_expires_at).toBe(Date.parse("2026-11-25T12:40:00.000Z"));
+  });
+
+  it("an ended session answers continue: false and clears both cookies; an unbound one clears the bound cookie", async () => {
+    const session = await bindSession();
+    await exports.SessionService.endSession({ sessionId: session.id, reason: "admin" });
+    const ended = await refresh(session.token, session.identifier, await signProof(session.key, session.next));
+    expect(ended.status).toBe(200);
+    expect(await ended.json()).toEqual({ continue: false });
+    expect(ended.headers.get("Set-Cookie")).toBe(`${CLEARED_COOKIE}, ${CLEARED_BOUND}`);
+
+    const noCookie = await call("POST", "/auth/dbsc/refresh", { "Sec-Secure-Session-Id": `"${session.identifier}"` });
+    expect(await noCookie.json()).toEqual({ continue: false });
+    expect(noCookie.headers.get("Set-Cookie")).toBe(CLEARED_BOUND);
+
+    const plain = await issue(newUser());
+    const unbound = await refresh(plain.token, `${plain.id}.${session.identifier.split(".")[1]}`);
+    expect(await unbound.json()).toEqual({ continue: false });
+    expect(unbound.headers.get("Set-Cookie")).toBe(CLEARED_BOUND);
+  });
+
+  it("refuses a request without Sec-Secure-Session-Id (no page can send one) and changes nothing", async () => {
+    const session = await bindSession();
+    const before = await tableSnapshot();
+    await expectError(
+      await call("POST", "/auth/dbsc/refresh", {
+        ...cookies(session.token),
+        "Secure-Session-Response": await signProof(session.key, session.next),
+      }),
+      400,
+      "device_proof_invalid",
+    );
+    expect(await tableSnapshot()).toEqual(before);
+  });
+
+  it("registration and every refresh answer are one round trip", async () => {
+    const issued = await issueBindable();
+    const key = await deviceKey();
+    const counter = countingShards(databases());
+    const registered = await callWith(counter.env, "POST", "/auth/dbsc/registration", {
+      ...cookies(issued.token),
+      "Secure-Session-Response": await signProof(key, challengeIn(issued.secureSessionRegistration), { withKey: true }),
+    });
+    expect(registered.status).toBe(200);
+    expect(total(counter.roundTrips())).toBe(1);
+    const { session_identifier: identifier } = (await registered.json()) as { session_identifier: string };
+    const asked = await callWith(counter.env, "POST", "/auth/dbsc/refresh", {
+      ...cookies(issued.token),
+      "Sec-Secure-Session-Id": identifier,
+    });
+    expect(asked.status).toBe(403);
+    expect(total(counter.roundTrips())).toBe(2);
+  });
+});
