@@ -8,12 +8,12 @@ import {
 } from "./auth-proofs.ts";
 import { type Instant, instant } from "./clock.ts";
 import { type Config, MAX_TTL_SECONDS } from "./config.ts";
-import { sessionCookie } from "./cookie.ts";
+import { boundCookieName, sessionCookie } from "./cookie.ts";
 import { boundCookieHash } from "./credentials.ts";
 import { insertSession, type NewSession, reauthenticateSession } from "./db/queries.ts";
 import type { Shards } from "./db/shards.ts";
 import { deviceKey, parseDevice } from "./device.ts";
-import { newChallenge, registrationHeader } from "./device-binding.ts";
+import { newBoundSecret, newChallenge, registrationHeader } from "./device-binding.ts";
 import { normalizeIp } from "./ip.ts";
 import type { Outbox } from "./outbox.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement, proveToken } from "./token.ts";
@@ -64,6 +64,12 @@ export interface CreatedSession {
   newDevice: boolean;
   /** With `deviceBound: true`: the login response's `Secure-Session-Registration` header value. */
   secureSessionRegistration?: string;
+  /**
+   * With `deviceBound: true`: a second ready `Set-Cookie` value, the first bound cookie. Until
+   * the browser registers a key it is not needed; once it has, requests already under way at
+   * that moment carry it, so none is refused while the browser finishes registering.
+   */
+  boundCookie?: string;
 }
 
 export const MAX_USER_ID_LENGTH = 255;
@@ -132,6 +138,7 @@ export async function buildSession(
   if (input.deviceBound !== undefined && typeof input.deviceBound !== "boolean")
     throw new TypeError("deviceBound must be a boolean");
   const challenge = input.deviceBound ? newChallenge() : null;
+  const boundSecret = input.deviceBound ? newBoundSecret() : null;
   const ttlSeconds = input.ttlSeconds ?? config.ttlSeconds;
   const maxTtl = Math.min(MAX_TTL_SECONDS, config.maxLifetimeSeconds);
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > maxTtl) {
@@ -163,13 +170,14 @@ export async function buildSession(
     assuranceLevel,
     authenticatedAt: new Date(latestProof(proofs) ?? createdAt.getTime()),
     dbscChallenge: challenge,
+    boundCookieHash: boundSecret && (await hashSecret(boundSecret)),
+    boundCookieExpiresAt: boundSecret ? new Date(createdAt.getTime() + config.boundCookieSeconds * 1000) : null,
   };
   const cookie = cookieFor(config, token, ttlSeconds);
   const created = { id, token, expiresAt: expiresAt.toISOString(), cookie };
-  return {
-    row,
-    created: challenge ? { ...created, secureSessionRegistration: registrationHeader(challenge) } : created,
-  };
+  if (!challenge || !boundSecret) return { row, created };
+  const boundCookie = sessionCookie(boundCookieName(config.cookieName), boundSecret, config.boundCookieSeconds);
+  return { row, created: { ...created, secureSessionRegistration: registrationHeader(challenge), boundCookie } };
 }
 
 /**

@@ -271,17 +271,14 @@ export const openApiDocument: OpenApiDocument = {
         operationId: "registerDeviceBinding",
         summary: "Binds the session to the browser's key (DBSC registration; the browser calls it, not a page)",
         description:
-          "Called by a DBSC browser after a login response carrying `Secure-Session-Registration` (SessionService.create with `deviceBound: true`). `Secure-Session-Response` is the browser's proof: a JWT with `typ` `dbsc+jwt`, ES256 or RS256, its public key in the `jwk` header, and `jti` the challenge the login issued. From then on the session's token proves it only together with the live bound cookie set here. One D1 round trip; logged `device_bound`.",
+          "Called by a DBSC browser after a login response carrying `Secure-Session-Registration` (SessionService.create with `deviceBound: true`). `Secure-Session-Response` is the browser's proof: a JWT with `typ` `dbsc+jwt`, ES256 or RS256, its public key in the `jwk` header, and `jti` the challenge the login issued. From then on the session's token proves it only together with the live bound cookie. One D1 round trip; logged `device_bound`.",
         security: [{ sessionCookie: [] }],
         parameters: [ref("parameters/SecureSessionResponse")],
         responses: {
           "200": ok(
-            "Bound: the session instructions, the bound cookie, and the next challenge.",
+            "Bound: the session instructions and the next challenge. The bound cookie is the one the login response set (`boundCookie` of SessionService.create); the browser renews it at refresh.",
             ref("schemas/DeviceSessionInstructions"),
-            {
-              "Set-Cookie": ref("headers/BoundCookie"),
-              "Secure-Session-Challenge": ref("headers/SecureSessionChallenge"),
-            },
+            { "Secure-Session-Challenge": ref("headers/SecureSessionChallenge") },
           ),
           "400": error(
             "The proof is missing or malformed, its signature does not verify with its key, or its `jti` is not the challenge this session was issued (or that challenge was already used). Nothing changed.",
@@ -583,8 +580,8 @@ export const openApiDocument: OpenApiDocument = {
       },
       DeviceSessionEnded: {
         type: "object",
-        required: ["continue"],
-        properties: { continue: { const: false } },
+        required: ["session_identifier", "continue"],
+        properties: { session_identifier: { type: "string" }, continue: { const: false } },
         additionalProperties: false,
       },
       EventList: {

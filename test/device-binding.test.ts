@@ -50,6 +50,7 @@ async function issueBindable(user = newUser()) {
     deviceBound: true,
   })) as Issued & {
     secureSessionRegistration: string;
+    boundCookie: string;
   };
   return { ...issued, user };
 }
@@ -74,11 +75,13 @@ function refresh(token: string, identifier: string, proof?: string, headers: Rec
   });
 }
 
-function boundCookieOf(response: Response): string {
+const boundCookieOf = (response: Response) => boundCookieIn(response.headers.get("Set-Cookie"));
+
+function boundCookieIn(setCookie: string | null | undefined): string {
   const match = new RegExp(`^${BOUND}=([A-Za-z0-9_-]{43}); Max-Age=600; Path=/; HttpOnly; Secure; SameSite=Lax$`).exec(
-    response.headers.get("Set-Cookie") ?? "",
+    setCookie ?? "",
   );
-  if (!match) throw new Error(`no bound cookie in ${response.headers.get("Set-Cookie")}`);
+  if (!match) throw new Error(`no bound cookie in ${setCookie}`);
   return match[1] as string;
 }
 
@@ -95,7 +98,7 @@ async function bindSession(alg: Alg = "ES256", user?: string): Promise<BoundSess
     ...issued,
     key,
     identifier: body.session_identifier,
-    bound: boundCookieOf(response),
+    bound: boundCookieIn(issued.boundCookie),
     next: challengeIn(response.headers.get("Secure-Session-Challenge")),
   };
 }
@@ -105,13 +108,17 @@ async function row(user: string, id: string) {
 }
 
 describe("device-bound sessions: issuing", () => {
-  it("create({deviceBound: true}) adds the registration header value; without it nothing changes", async () => {
+  it("create({deviceBound: true}) adds the registration header value and the first bound cookie; without it nothing changes", async () => {
     const bindable = await issueBindable();
     expect(bindable.secureSessionRegistration).toMatch(REGISTRATION);
+    boundCookieIn(bindable.boundCookie);
+    // Not bound yet: the token alone still works, as for any session.
+    expect(await exports.SessionService.authenticate(bindable.token)).not.toBeNull();
     const plain = { ...(await exports.SessionService.create({ userId: newUser() })) };
     expect(Object.keys(plain).sort()).toEqual(["cookie", "expiresAt", "id", "newDevice", "token"]);
     const declined = await exports.SessionService.create({ userId: newUser(), deviceBound: false });
     expect(declined.secureSessionRegistration).toBeUndefined();
+    expect(declined.boundCookie).toBeUndefined();
     // Called in-process: a rejection through the RPC stub is reported by the pool as uncaught.
     const service = new SessionService(createExecutionContext(), env);
     await expect(service.create({ userId: newUser(), deviceBound: "yes" as unknown as boolean })).rejects.toThrow(
@@ -122,7 +129,7 @@ describe("device-bound sessions: issuing", () => {
 
 describe("device-bound sessions: registration", () => {
   for (const alg of ["ES256", "RS256"] as const) {
-    it(`binds with an ${alg} proof: instructions, bound cookie, next challenge, a device_bound event`, async () => {
+    it(`binds with an ${alg} proof: instructions, next challenge, a device_bound event; the login's bound cookie counts`, async () => {
       const issued = await issueBindable();
       const key = await deviceKey(alg);
       const challenge = challengeIn(issued.secureSessionRegistration);
@@ -136,7 +143,13 @@ describe("device-bound sessions: registration", () => {
         credentials: [{ type: "cookie", name: BOUND, attributes: "Path=/; Secure; HttpOnly; SameSite=Lax" }],
       });
       expect(body.session_identifier.startsWith(`${issued.id}.`)).toBe(true);
-      boundCookieOf(response);
+      // No new cookie: requests sent while the browser registered carry the login's, which stays good.
+      expect(response.headers.get("Set-Cookie")).toBeNull();
+      expect(await exports.SessionService.authenticate(issued.token)).toBeNull();
+      const bound = boundCookieIn(issued.boundCookie);
+      expect(
+        await exports.SessionService.authenticate(issued.token, { cookie: cookies(issued.token, bound).Cookie }),
+      ).not.toBeNull();
       const next = challengeIn(response.headers.get("Secure-Session-Challenge"));
       expect(response.headers.get("Secure-Session-Challenge")).toBe(`"${next}";id="${body.session_identifier}"`);
       expect(next).not.toBe(challenge);
@@ -328,15 +341,22 @@ describe("device-bound sessions: refresh", () => {
     expect(await renewed.json()).toMatchObject({ session_identifier: session.identifier });
     const bound = boundCookieOf(renewed);
     expect(bound).not.toBe(session.bound);
-    // The new cookie proves the session, the replaced one no longer does.
-    expect(
-      await exports.SessionService.authenticate(session.token, { cookie: cookies(session.token, bound).Cookie }),
-    ).not.toBeNull();
-    expect(
-      await exports.SessionService.authenticate(session.token, {
-        cookie: cookies(session.token, session.bound).Cookie,
-      }),
-    ).toBeNull();
+    // The new cookie proves the session; the replaced one too, until its own expiry (requests
+    // already sent with it), but not once a second refresh replaced it again.
+    const proves = async (value: string) =>
+      (await exports.SessionService.authenticate(session.token, { cookie: cookies(session.token, value).Cookie })) !==
+      null;
+    expect([await proves(bound), await proves(session.bound)]).toEqual([true, true]);
+    const again = await refresh(
+      session.token,
+      session.identifier,
+      await signProof(session.key, challengeIn(renewed.headers.get("Secure-Session-Challenge"))),
+    );
+    expect([await proves(boundCookieOf(again)), await proves(bound), await proves(session.bound)]).toEqual([
+      true,
+      true,
+      false,
+    ]);
 
     // The same proof again: the challenge is used up.
     const replayed = await refresh(session.token, session.identifier, proof);
@@ -365,7 +385,7 @@ describe("device-bound sessions: refresh", () => {
     const challenge = challengeIn(swapped.headers.get("Secure-Session-Challenge"));
     const forgedIdentifier = `${session.id}.${btoa(JSON.stringify(thief.publicJwk)).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "")}`;
     const forged = await refresh(session.token, forgedIdentifier, await signProof(thief, challenge));
-    expect(await forged.json()).toEqual({ continue: false });
+    expect(await forged.json()).toEqual({ session_identifier: forgedIdentifier, continue: false });
     expect(forged.headers.get("Set-Cookie")).toBe(CLEARED_BOUND);
     const after = await row(session.user, session.id);
     expect({ ...after, dbsc_challenge: null }).toEqual({ ...before, dbsc_challenge: null });
@@ -396,16 +416,17 @@ describe("device-bound sessions: refresh", () => {
     await exports.SessionService.endSession({ sessionId: session.id, reason: "admin" });
     const ended = await refresh(session.token, session.identifier, await signProof(session.key, session.next));
     expect(ended.status).toBe(200);
-    expect(await ended.json()).toEqual({ continue: false });
+    expect(await ended.json()).toEqual({ session_identifier: session.identifier, continue: false });
     expect(ended.headers.get("Set-Cookie")).toBe(`${CLEARED_COOKIE}, ${CLEARED_BOUND}`);
 
     const noCookie = await call("POST", "/auth/dbsc/refresh", { "Sec-Secure-Session-Id": `"${session.identifier}"` });
-    expect(await noCookie.json()).toEqual({ continue: false });
+    expect(await noCookie.json()).toEqual({ session_identifier: session.identifier, continue: false });
     expect(noCookie.headers.get("Set-Cookie")).toBe(CLEARED_BOUND);
 
     const plain = await issue(newUser());
-    const unbound = await refresh(plain.token, `${plain.id}.${session.identifier.split(".")[1]}`);
-    expect(await unbound.json()).toEqual({ continue: false });
+    const unboundIdentifier = `${plain.id}.${session.identifier.split(".")[1]}`;
+    const unbound = await refresh(plain.token, unboundIdentifier);
+    expect(await unbound.json()).toEqual({ session_identifier: unboundIdentifier, continue: false });
     expect(unbound.headers.get("Set-Cookie")).toBe(CLEARED_BOUND);
   });
 

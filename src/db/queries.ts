@@ -175,7 +175,10 @@ function isTokenOf(proof: TokenProof, at: Instant): SQL | undefined {
  */
 function isProvenBy(proof: TokenProof, at: Instant): SQL | undefined {
   const bound = proof.boundHash
-    ? and(eq(sessions.boundCookieHash, proof.boundHash), gt(sessions.boundCookieExpiresAt, at.now))
+    ? or(
+        and(eq(sessions.boundCookieHash, proof.boundHash), gt(sessions.boundCookieExpiresAt, at.now)),
+        and(eq(sessions.previousBoundCookieHash, proof.boundHash), gt(sessions.previousBoundCookieExpiresAt, at.now)),
+      )
     : undefined;
   return and(
     isTokenOf(proof, at),
@@ -740,7 +743,7 @@ export async function markDelivered(db: Database, ids: number[]): Promise<void> 
   if (first) await db.batch([first, ...rest]);
 }
 
-/** What a device-binding registration or refresh writes once its proof verified. */
+/** What a device-binding registration (key, next challenge) or refresh (all of it) writes once its proof verified. */
 export interface Binding {
   /** The challenge the proof signed (its `jti`); null: the request carried no valid proof. */
   challenge: string | null;
@@ -755,7 +758,8 @@ export type RegistrationOutcome = "bound" | "already_bound" | "wrong_challenge" 
 
 /**
  * Binds the token's live session to the key of a verified proof over the challenge it was
- * issued, and starts its bound cookie, in one batch: the `device_bound` event is logged while
+ * issued, in one batch. The bound cookie the login set stays valid: requests sent while the
+ * browser registered carry it. The `device_bound` event is logged while
  * the session is still unbound, then the row changes (so a replay logs nothing twice and still
  * answers "bound", from the event). The challenge is consumed: it never binds twice.
  */
@@ -777,12 +781,7 @@ export async function registerBinding(
       recordEvents(db, "device_bound", eligible, actor, write),
       db
         .update(sessions)
-        .set({
-          dbscKeyThumbprint: binding.thumbprint,
-          dbscChallenge: binding.nextChallenge,
-          boundCookieHash: binding.boundHash,
-          boundCookieExpiresAt: binding.boundExpiresAt,
-        })
+        .set({ dbscKeyThumbprint: binding.thumbprint, dbscChallenge: binding.nextChallenge })
         .where(and(eligible, notMoving(db))),
       db.select({ thumbprint: sessions.dbscKeyThumbprint }).from(sessions).where(isTokenOf(proof, at)),
       loggedBy(db, write),
@@ -816,6 +815,9 @@ export async function refreshBinding(
         dbscChallenge: binding.nextChallenge,
         boundCookieHash: binding.boundHash,
         boundCookieExpiresAt: binding.boundExpiresAt,
+        // SET reads the row as it was: the replaced cookie stays good until its own expiry.
+        previousBoundCookieHash: sql`${sessions.boundCookieHash}`,
+        previousBoundCookieExpiresAt: sql`${sessions.boundCookieExpiresAt}`,
       })
       .where(and(bound, eq(sessions.dbscChallenge, binding.challenge ?? ""), notMoving(db)));
     // Skipped when the renewal above already set it: one row written per refresh.

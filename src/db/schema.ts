@@ -48,6 +48,10 @@ export const sessions = sqliteTable(
     // proves the session only together with that cookie.
     boundCookieHash: text("bound_cookie_hash"),
     boundCookieExpiresAt: integer("bound_cookie_expires_at", { mode: "timestamp_ms" }),
+    // The one a refresh replaced, good until its own expiry: the browser may refresh before
+    // the cookie lapses, and requests already sent with it must still pass.
+    previousBoundCookieHash: text("previous_bound_cookie_hash"),
+    previousBoundCookieExpiresAt: integer("previous_bound_cookie_expires_at", { mode: "timestamp_ms" }),
   },
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.

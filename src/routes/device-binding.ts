@@ -21,9 +21,10 @@ import { Hono } from "../hono.ts";
 import { hashSecret } from "../token.ts";
 
 // The two endpoints a DBSC browser calls on its own (src/device-binding.ts): registration,
-// right after a device-bound login, and refresh, whenever the bound cookie is missing. Both
-// are authenticated by the session cookie alone (the bound cookie is what they renew), each
-// is one D1 round trip, and neither counts as the user's activity.
+// right after a device-bound login (whose response set the first bound cookie), and refresh,
+// whenever the bound cookie is missing. Both are authenticated by the session cookie alone
+// (the bound cookie is what refresh renews), each is one D1 round trip, and neither counts as
+// the user's activity.
 
 const invalidProof = () => new ApiError(400, "device_proof_invalid", { authFailure: true });
 
@@ -40,19 +41,22 @@ async function nextBinding(c: Context<AppEnv>, challenge: string | null, key: Pu
   return { secret, binding };
 }
 
-/** The answer that keeps the browser's session going: instructions, the bound cookie, the next challenge. */
-function bound(c: Context<AppEnv>, sessionId: string, key: PublicKey, secret: string, next: string) {
+/** The answer that keeps the browser's session going: instructions, the next challenge (and a new bound cookie). */
+function bound(c: Context<AppEnv>, sessionId: string, key: PublicKey, next: string, secret: string | null) {
   const identifier = sessionIdentifier(sessionId, key);
-  setBoundCookie(c, secret);
+  if (secret) setBoundCookie(c, secret);
   c.header("Secure-Session-Challenge", challengeHeader(next, identifier));
   return c.json(sessionInstructions(identifier, boundCookieName(c.var.config.cookieName)));
 }
 
-/** `{"continue": false}`: the browser stops refreshing this session. */
-function discontinue(c: Context<AppEnv>, clearSession: boolean) {
+/**
+ * `continue: false`: the browser ends its session. The identifier is echoed: Chromium takes an
+ * answer without one for a wrong session (it ends it all the same, but says so).
+ */
+function discontinue(c: Context<AppEnv>, identifier: string, clearSession: boolean) {
   if (clearSession) clearCarriedCookie(c);
   clearBoundCookie(c);
-  return c.json({ continue: false });
+  return c.json({ session_identifier: identifier, continue: false });
 }
 
 export const deviceBindingRoutes = new Hono<AppEnv>()
@@ -63,14 +67,14 @@ export const deviceBindingRoutes = new Hono<AppEnv>()
     if (credential.kind === "malformed") throw unauthorized("invalid_token", true);
     const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), null);
     if (!proof) throw invalidProof();
-    const { secret, binding } = await nextBinding(c, proof.challenge, proof.key);
+    const { binding } = await nextBinding(c, proof.challenge, proof.key);
     const actor = { sessionId: credential.proof.id, ipAddress: c.var.clientIp, outbox: c.var.outbox };
     const outcome = await registerBinding(credential.place, credential.proof, binding, actor, c.var.at);
     c.set("proof", credential.proof);
     if (outcome === "not_live") throw unauthorized("invalid_token", true);
     if (outcome === "already_bound") throw new ApiError(409, "device_already_bound");
     if (outcome === "wrong_challenge") throw invalidProof();
-    return bound(c, credential.proof.id, proof.key, secret, binding.nextChallenge);
+    return bound(c, credential.proof.id, proof.key, binding.nextChallenge, null);
   })
   .post("/refresh", async (c) => {
     // Only the browser's own refresh carries it (a page cannot set a Sec- header): no other
@@ -78,17 +82,17 @@ export const deviceBindingRoutes = new Hono<AppEnv>()
     const identifier = fieldString(c.req.header("Sec-Secure-Session-Id"));
     if (identifier === null) throw invalidProof();
     const credential = await readCookieCredential(c);
-    if (credential.kind !== "token") return discontinue(c, true);
+    if (credential.kind !== "token") return discontinue(c, identifier, true);
     const named = parseSessionIdentifier(identifier);
     // Another session's binding (this browser has since signed in again): end that one only.
-    if (!named || named.sessionId !== credential.proof.id) return discontinue(c, false);
+    if (!named || named.sessionId !== credential.proof.id) return discontinue(c, identifier, false);
     const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), named.key);
     const { secret, binding } = await nextBinding(c, proof?.challenge ?? null, named.key);
     const outcome = await refreshBinding(credential.place, credential.proof, binding, c.var.at);
-    if (outcome === "not_live") return discontinue(c, true);
-    if (outcome === "not_bound") return discontinue(c, false);
+    if (outcome === "not_live") return discontinue(c, identifier, true);
+    if (outcome === "not_bound") return discontinue(c, identifier, false);
     c.set("proof", credential.proof);
-    if (outcome === "refreshed") return bound(c, credential.proof.id, named.key, secret, binding.nextChallenge);
+    if (outcome === "refreshed") return bound(c, credential.proof.id, named.key, binding.nextChallenge, secret);
     throw new ApiError(403, "device_proof_required", {
       headers: { "Secure-Session-Challenge": challengeHeader(binding.nextChallenge, identifier) },
     });

@@ -61,12 +61,16 @@ const app = new Hono<AppEnv>()
       country: cf?.country,
       city: cf?.city,
       factors: ["pwd"],
-      // Browsers that support DBSC bind the session to a key they hold; others ignore the header.
-      deviceBound: true,
+      // Offered to browsers (they send Fetch Metadata): those with DBSC bind the session to a key
+      // they hold, the others ignore the header. An API client gets an ordinary session.
+      deviceBound: c.req.header("Sec-Fetch-Site") !== undefined,
     });
     // A real product would send its "new sign-in" message here when session.newDevice is true.
     c.header("Set-Cookie", session.cookie);
-    if (session.secureSessionRegistration) c.header("Secure-Session-Registration", session.secureSessionRegistration);
+    if (session.secureSessionRegistration && session.boundCookie) {
+      c.header("Set-Cookie", session.boundCookie, { append: true });
+      c.header("Secure-Session-Registration", session.secureSessionRegistration);
+    }
     return c.json({ signedIn: user, newDevice: session.newDevice });
   })
   .get("/me", requireSession, (c) => c.json({ userId: c.var.session.userId, sessionId: c.var.session.sessionId }))

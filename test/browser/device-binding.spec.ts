@@ -1,0 +1,253 @@
+// Device-bound sessions in a real browser: `npm run test:browser`. Debian's Chromium does DBSC
+// only over HTTPS with a certificate it trusts and with the feature flags below (Linux has no
+// hardware key; the flag allows a software one). The test makes a certificate, serves the demo
+// (`npm run demo`: examples/login-worker in front of the service) over HTTPS with a 10-second
+// bound cookie, and then, in order:
+//   1. signs in, sees the session registered (the devices page marks it device-bound), and
+//      keeps working across at least two refreshes;
+//   2. copies the session cookie into a second browser context and into a plain HTTP client:
+//      both refused;
+//   3. ends that session from the devices page of another device: the first browser's next
+//      refresh answers `continue: false` and it is signed out;
+//   4. the same flow in a Chromium without the flags: an ordinary session that works as before.
+// The demo's screenshots in docs/images/ are taken here.
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { createHash, X509Certificate } from "node:crypto";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { request } from "node:https";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { type Browser, type BrowserContext, chromium, expect, type Page, test } from "@playwright/test";
+
+const PORT = Number(process.env.DEMO_TEST_PORT ?? 8789);
+const ORIGIN = `https://localhost:${PORT}`;
+const BOUND_SECONDS = 10;
+const SCREENSHOTS = path.join(import.meta.dirname, "..", "..", "docs", "images");
+const DBSC_FEATURES = "--enable-features=DeviceBoundSessions,EnableBoundSessionCredentialsSoftwareKeysForManualTesting";
+// Without these Chromium keeps calling home, which a closed network turns into a flood.
+const QUIET = ["--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic"];
+
+let demo: ChildProcess;
+let cert: string;
+let spki: string;
+
+/** A certificate for localhost, and the base64 SHA-256 of its public key, which Chromium is told to trust. */
+function makeCertificate(): { key: string; cert: string } {
+  const dir = mkdtempSync(path.join(tmpdir(), "demo-cert-"));
+  const key = path.join(dir, "key.pem");
+  const certificate = path.join(dir, "cert.pem");
+  execFileSync("openssl", [
+    "req",
+    "-x509",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+    "-keyout",
+    key,
+    "-out",
+    certificate,
+    "-days",
+    "1",
+    "-subj",
+    "/CN=localhost",
+    "-addext",
+    "subjectAltName=DNS:localhost,IP:127.0.0.1",
+  ]);
+  return { key, cert: certificate };
+}
+
+/** A plain HTTPS client (not a browser): GET with the given cookies, the body as text. */
+function plainGet(pathname: string, cookie: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const sent = request(`${ORIGIN}${pathname}`, { ca: cert, headers: { Cookie: cookie } }, (response) => {
+      let body = "";
+      response.on("data", (chunk) => {
+        body += chunk;
+      });
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, body }));
+    });
+    sent.on("error", reject);
+    sent.end();
+  });
+}
+
+/** The browser's bound cookie now, if it holds a live one: only the login and a refresh set it. */
+async function boundCookieOf(context: BrowserContext) {
+  return (await context.cookies()).find((cookie) => cookie.name === "__Host-session-bound")?.value ?? null;
+}
+
+async function launch(dbsc: boolean): Promise<Browser> {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
+    args: [`--ignore-certificate-errors-spki-list=${spki}`, ...QUIET, ...(dbsc ? [DBSC_FEATURES] : [])],
+  });
+}
+
+async function signIn(context: BrowserContext, user = "alice"): Promise<Page> {
+  const page = await context.newPage();
+  await page.goto(`${ORIGIN}/`);
+  await expect(page.locator("h1")).toHaveText("Sign in");
+  await page.fill("input[name=user]", user);
+  await page.fill("input[name=password]", "wonderland");
+  await page.click("button[type=submit]");
+  await expect(page.locator("h1")).toHaveText("Your devices");
+  return page;
+}
+
+const thisDevice = (page: Page) => page.locator("tr", { has: page.locator(".tag.current") });
+
+async function sessionCookieOf(context: BrowserContext) {
+  return (await context.cookies()).find((cookie) => cookie.name === "__Host-session");
+}
+
+test.beforeAll(async () => {
+  const files = makeCertificate();
+  cert = readFileSync(files.cert, "utf8");
+  spki = createHash("sha256")
+    .update(new X509Certificate(cert).publicKey.export({ type: "spki", format: "der" }))
+    .digest("base64");
+  demo = spawn(
+    "npm",
+    [
+      "run",
+      "demo",
+      "--",
+      "--ip",
+      "127.0.0.1",
+      "--port",
+      String(PORT),
+      "--local-protocol",
+      "https",
+      "--https-key-path",
+      files.key,
+      "--https-cert-path",
+      files.cert,
+    ],
+    { env: { ...process.env, SESSION_BOUND_COOKIE_SECONDS: String(BOUND_SECONDS) }, detached: true },
+  );
+  // Its output only matters when it fails to start.
+  let output = "";
+  for (const stream of [demo.stdout, demo.stderr]) stream?.on("data", (chunk) => (output += chunk));
+  demo.on("exit", (code) => code && console.error(output));
+  await expect
+    .poll(async () => (await plainGet("/", "").catch(() => ({ status: 0 }))).status, { timeout: 90_000 })
+    .toBe(200);
+});
+
+test.afterAll(() => {
+  if (demo.pid) process.kill(-demo.pid, "SIGTERM");
+});
+
+test.describe.configure({ mode: "serial", timeout: 240_000 });
+
+/** Chromium's own account of its device-bound sessions (CDP), one line per registration, refresh or challenge. */
+async function watchBinding(context: BrowserContext): Promise<string[]> {
+  const cdp = await context.newCDPSession(await context.newPage());
+  const results: string[] = [];
+  cdp.on("Network.deviceBoundSessionEventOccurred" as never, (event: object) => {
+    results.push(...(JSON.stringify(event).match(/"\w+Result":"\w+"/g) ?? []));
+  });
+  await cdp.send("Network.enable");
+  await cdp.send("Network.enableDeviceBoundSessions" as never, { enable: true } as never);
+  return results;
+}
+
+/** Signs in with DBSC and waits until the devices page marks this session device-bound; its id. */
+async function signInBound(context: BrowserContext): Promise<{ page: Page; sessionId: string }> {
+  const page = await signIn(context);
+  // Registration runs in the background right after the login response.
+  await expect(async () => {
+    await page.reload();
+    await expect(thisDevice(page).locator(".tag.bound")).toBeVisible({ timeout: 1_000 });
+  }).toPass({ timeout: 15_000 });
+  return { page, sessionId: (await thisDevice(page).getAttribute("data-session")) as string };
+}
+
+test("a device-bound session: registered, refreshed, and worthless when copied", async () => {
+  const browser = await launch(true);
+  try {
+    const laptop = await browser.newContext({ viewport: { width: 900, height: 640 } });
+    const binding = await watchBinding(laptop);
+    const { page, sessionId } = await signInBound(laptop);
+    expect(binding).toContain('"fetchResult":"Success"');
+
+    // The bound cookie lives 10 s: each wait lets it lapse, and the browser renews it with a
+    // proof before the request goes out, so every page load still finds the session.
+    const seen = new Set([await boundCookieOf(laptop)]);
+    for (let i = 0; i < 2; i++) {
+      await page.waitForTimeout((BOUND_SECONDS + 2) * 1000);
+      expect(await boundCookieOf(laptop)).toBeNull();
+      await page.reload();
+      await expect(page.locator("h1")).toHaveText("Your devices");
+      seen.add(await boundCookieOf(laptop));
+    }
+    expect(seen.size).toBe(3);
+    expect(seen.has(null)).toBe(false);
+    expect(binding.filter((result) => result === '"refreshResult":"Refreshed"').length).toBeGreaterThanOrEqual(2);
+    await page.screenshot({ path: path.join(SCREENSHOTS, "demo-devices.png") });
+
+    // A thief with the session cookie: another browser profile, and a plain HTTP client.
+    const stolen = (await sessionCookieOf(laptop)) as NonNullable<Awaited<ReturnType<typeof sessionCookieOf>>>;
+    expect(stolen.value.startsWith(`${sessionId}.`)).toBe(true);
+    const thief = await browser.newContext();
+    await thief.addCookies([stolen]);
+    const thiefPage = await thief.newPage();
+    await thiefPage.goto(`${ORIGIN}/`);
+    await expect(thiefPage.locator("h1")).toHaveText("Sign in");
+    const plain = await plainGet("/me", `__Host-session=${stolen.value}`);
+    expect(plain).toEqual({ status: 401, body: JSON.stringify({ error: "sign in first" }) });
+    // The laptop itself is still signed in.
+    await page.reload();
+    await expect(page.locator("h1")).toHaveText("Your devices");
+  } finally {
+    await browser.close();
+  }
+});
+
+test("ended from another device's page: the next refresh is told continue: false", async () => {
+  // Fresh browsers: Chromium limits how many proofs one profile signs in a few minutes.
+  const browser = await launch(true);
+  const other = await launch(false);
+  try {
+    const laptop = await browser.newContext();
+    const binding = await watchBinding(laptop);
+    const { page, sessionId } = await signInBound(laptop);
+
+    const phonePage = await signIn(await other.newContext({ viewport: { width: 900, height: 640 } }));
+    const laptopRow = phonePage.locator(`tr[data-session="${sessionId}"]`);
+    await expect(laptopRow.locator(".tag.bound")).toBeVisible();
+    await laptopRow.locator("button", { hasText: "Sign out" }).click();
+    await expect(phonePage.locator(`tr[data-session="${sessionId}"]`)).toHaveCount(0);
+
+    await page.waitForTimeout((BOUND_SECONDS + 2) * 1000);
+    await page.reload();
+    await expect(page.locator("h1")).toHaveText("Sign in");
+    await expect.poll(() => binding.at(-1)).toBe('"fetchResult":"ServerRequestedTermination"');
+    await page.screenshot({ path: path.join(SCREENSHOTS, "demo-sign-in.png") });
+  } finally {
+    await other.close();
+    await browser.close();
+  }
+});
+
+test("without DBSC the same flow is an ordinary session", async () => {
+  const browser = await launch(false);
+  try {
+    const context = await browser.newContext();
+    const page = await signIn(context, "bob");
+    await page.waitForTimeout(2_000);
+    await page.reload();
+    await expect(thisDevice(page)).toBeVisible();
+    await expect(thisDevice(page).locator(".tag.bound")).toHaveCount(0);
+    // An unbound session's cookie works anywhere, as every session did before binding existed.
+    const cookie = (await sessionCookieOf(context))?.value;
+    expect((await plainGet("/me", `__Host-session=${cookie}`)).status).toBe(200);
+    await page.click("form[action='/sign-out'] button");
+    await expect(page.locator("h1")).toHaveText("Sign in");
+    expect((await plainGet("/me", `__Host-session=${cookie}`)).status).toBe(401);
+  } finally {
+    await browser.close();
+  }
+});
