@@ -1,4 +1,4 @@
-import { randomBase64Url } from "./token.ts";
+import { base64Url, randomBase64Url } from "./token.ts";
 
 // Device Bound Session Credentials (W3C WebAppSec DBSC): the browser holds a private key the
 // site never sees and proves possession with a signed JWT (a "DBSC proof"); the site keeps a
@@ -72,13 +72,6 @@ function base64UrlJson(text: string): unknown {
   }
 }
 
-function toBase64Url(bytes: Uint8Array): string {
-  return btoa(String.fromCharCode(...bytes))
-    .replaceAll("+", "-")
-    .replaceAll("/", "_")
-    .replace(/=+$/, "");
-}
-
 /** The key's required members, checked against the algorithm; null for any other key. */
 function publicKeyOf(jwk: unknown, alg: Algorithm): PublicKey | null {
   if (typeof jwk !== "object" || jwk === null) return null;
@@ -97,12 +90,12 @@ function publicKeyOf(jwk: unknown, alg: Algorithm): PublicKey | null {
 /** RFC 7638 thumbprint (SHA-256, base64url): what the session row stores of its key. */
 export async function thumbprint(key: PublicKey): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify(key)));
-  return toBase64Url(new Uint8Array(digest));
+  return base64Url(new Uint8Array(digest));
 }
 
 /** The identifier the browser keeps for a bound session: its id and its public key. */
 export function sessionIdentifier(sessionId: string, key: PublicKey): string {
-  return `${sessionId}.${toBase64Url(new TextEncoder().encode(JSON.stringify(key)))}`;
+  return `${sessionId}.${base64Url(new TextEncoder().encode(JSON.stringify(key)))}`;
 }
 
 /** `Sec-Secure-Session-Id` read back; null when it is not one this service gave out. */

@@ -42,12 +42,16 @@ export interface ParsedToken {
   secret: string;
 }
 
-export function randomBase64Url(bytes: number): string {
-  const buffer = crypto.getRandomValues(new Uint8Array(bytes));
-  return btoa(String.fromCharCode(...buffer))
+/** Unpadded base64url (RFC 4648 §5), as in tokens and JOSE. */
+export function base64Url(bytes: Uint8Array): string {
+  return btoa(String.fromCharCode(...bytes))
     .replaceAll("+", "-")
     .replaceAll("/", "_")
     .replace(/=+$/, "");
+}
+
+export function randomBase64Url(bytes: number): string {
+  return base64Url(crypto.getRandomValues(new Uint8Array(bytes)));
 }
 
 /**
