@@ -180,10 +180,7 @@ function isProvenBy(proof: TokenProof, at: Instant): SQL | undefined {
         and(eq(sessions.previousBoundCookieHash, proof.boundHash), gt(sessions.previousBoundCookieExpiresAt, at.now)),
       )
     : undefined;
-  return and(
-    isTokenOf(proof, at),
-    bound ? or(isNull(sessions.dbscKeyThumbprint), bound) : isNull(sessions.dbscKeyThumbprint),
-  );
+  return and(isTokenOf(proof, at), or(isNull(sessions.dbscKeyThumbprint), bound));
 }
 
 /** The token's user, as a subquery (no row when the token does not prove a live session). */
@@ -743,13 +740,18 @@ export async function markDelivered(db: Database, ids: number[]): Promise<void> 
   if (first) await db.batch([first, ...rest]);
 }
 
-/** What a device-binding registration (key, next challenge) or refresh (all of it) writes once its proof verified. */
+/** What a verified registration proof lets the batch write: the key, and the challenge replacing the one it signed. */
 export interface Binding {
-  /** The challenge the proof signed (its `jti`); null: the request carried no valid proof. */
-  challenge: string | null;
+  /** The challenge the proof signed (its `jti`). */
+  challenge: string;
   thumbprint: string;
   /** The challenge the next proof must sign. */
   nextChallenge: string;
+}
+
+/** What a refresh writes: a new bound cookie too, if its proof (`challenge`, null: none valid) holds. */
+export interface Renewal extends Omit<Binding, "challenge"> {
+  challenge: string | null;
   boundHash: string;
   boundExpiresAt: Date;
 }
@@ -775,7 +777,7 @@ export async function registerBinding(
     const eligible = and(
       isTokenOf(proof, at),
       isNull(sessions.dbscKeyThumbprint),
-      eq(sessions.dbscChallenge, binding.challenge ?? ""),
+      eq(sessions.dbscChallenge, binding.challenge),
     );
     const [, , [row], events, [move]] = await db.batch([
       recordEvents(db, "device_bound", eligible, actor, write),
@@ -804,7 +806,7 @@ export type RefreshOutcome = "refreshed" | "challenged" | "not_bound" | "not_liv
 export async function refreshBinding(
   place: Place,
   proof: TokenProof,
-  binding: Binding,
+  binding: Renewal,
   at: Instant,
 ): Promise<RefreshOutcome> {
   return onBucket(place, async (db) => {

@@ -3,7 +3,7 @@ import type { AppEnv } from "../context.ts";
 import { boundCookieName, clearBoundCookie, clearCarriedCookie, setBoundCookie } from "../cookie.ts";
 import { readCookieCredential } from "../credentials.ts";
 import { rejectCrossSite } from "../csrf.ts";
-import { type Binding, refreshBinding, registerBinding } from "../db/queries.ts";
+import { type Binding, type Renewal, refreshBinding, registerBinding } from "../db/queries.ts";
 import {
   challengeHeader,
   fieldString,
@@ -28,17 +28,22 @@ import { hashSecret } from "../token.ts";
 
 const invalidProof = () => new ApiError(400, "device_proof_invalid", { authFailure: true });
 
-/** What the statement writes if the proof holds: a new bound cookie and the next challenge. */
-async function nextBinding(c: Context<AppEnv>, challenge: string | null, key: PublicKey) {
+/** What a registration writes if its proof holds: the key and the next challenge. */
+async function bindingFor(challenge: string, key: PublicKey): Promise<Binding> {
+  return { challenge, thumbprint: await thumbprint(key), nextChallenge: newChallenge() };
+}
+
+/** What a refresh writes if its proof holds: the key's thumbprint to match, a new bound cookie, the next challenge. */
+async function renewalFor(c: Context<AppEnv>, challenge: string | null, key: PublicKey) {
   const secret = newBoundSecret();
-  const binding: Binding = {
+  const renewal: Renewal = {
     challenge,
     thumbprint: await thumbprint(key),
     nextChallenge: newChallenge(),
     boundHash: await hashSecret(secret),
     boundExpiresAt: new Date(c.var.at.now.getTime() + c.var.config.boundCookieSeconds * 1000),
   };
-  return { secret, binding };
+  return { secret, renewal };
 }
 
 /** The answer that keeps the browser's session going: instructions, the next challenge (and a new bound cookie). */
@@ -67,7 +72,7 @@ export const deviceBindingRoutes = new Hono<AppEnv>()
     if (credential.kind === "malformed") throw unauthorized("invalid_token", true);
     const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), null);
     if (!proof) throw invalidProof();
-    const { binding } = await nextBinding(c, proof.challenge, proof.key);
+    const binding = await bindingFor(proof.challenge, proof.key);
     const actor = { sessionId: credential.proof.id, ipAddress: c.var.clientIp, outbox: c.var.outbox };
     const outcome = await registerBinding(credential.place, credential.proof, binding, actor, c.var.at);
     c.set("proof", credential.proof);
@@ -87,13 +92,13 @@ export const deviceBindingRoutes = new Hono<AppEnv>()
     // Another session's binding (this browser has since signed in again): end that one only.
     if (!named || named.sessionId !== credential.proof.id) return discontinue(c, identifier, false);
     const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), named.key);
-    const { secret, binding } = await nextBinding(c, proof?.challenge ?? null, named.key);
-    const outcome = await refreshBinding(credential.place, credential.proof, binding, c.var.at);
+    const { secret, renewal } = await renewalFor(c, proof?.challenge ?? null, named.key);
+    const outcome = await refreshBinding(credential.place, credential.proof, renewal, c.var.at);
     if (outcome === "not_live") return discontinue(c, identifier, true);
     if (outcome === "not_bound") return discontinue(c, identifier, false);
     c.set("proof", credential.proof);
-    if (outcome === "refreshed") return bound(c, credential.proof.id, named.key, binding.nextChallenge, secret);
+    if (outcome === "refreshed") return bound(c, credential.proof.id, named.key, renewal.nextChallenge, secret);
     throw new ApiError(403, "device_proof_required", {
-      headers: { "Secure-Session-Challenge": challengeHeader(binding.nextChallenge, identifier) },
+      headers: { "Secure-Session-Challenge": challengeHeader(renewal.nextChallenge, identifier) },
     });
   });
