@@ -1,6 +1,7 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { EVENT_IDS_PER_MS } from "../src/db/schema.ts";
 import worker from "../src/index.ts";
 import { PURGE_BATCH_SIZE, purge } from "../src/scheduled.ts";
 import { countingShards, failingD1 } from "./d1.ts";
@@ -58,13 +59,14 @@ async function insertDead(userId: string, count: number, expiresAt: number): Pro
     `INSERT INTO sessions (id, secret_hash, user_id, user_agent, device_type, created_at, expires_at, last_active_at)
      VALUES (?, ?, ?, '', 'unknown', ?, ?, ?)`,
   );
+  // Each event with the id the service gives one logged at its time (src/db/schema.ts).
   const event = db.prepare(
-    "INSERT INTO session_events (user_id, type, session_id, ip_address, created_at) VALUES (?, 'created', ?, NULL, ?)",
+    "INSERT INTO session_events (id, user_id, type, session_id, ip_address, created_at) VALUES (?, ?, 'created', ?, NULL, ?)",
   );
   const longAgo = expiresAt - 91 * 86_400_000;
   const rows = Array.from({ length: count }, (_, i) => [
     session.bind(`${userId}-${i}`, "0".repeat(64), userId, expiresAt - 1000, expiresAt, expiresAt - 1000),
-    event.bind(userId, `${userId}-${i}`, longAgo),
+    event.bind(longAgo * EVENT_IDS_PER_MS + i, userId, `${userId}-${i}`, longAgo),
   ]).flat();
   for (let i = 0; i < rows.length; i += 500) await db.batch(rows.slice(i, i + 500));
 }
@@ -92,13 +94,13 @@ describe("scheduled purge", () => {
     expect(dying.id).not.toBe(live.id);
   });
 
-  it("removes a session one second past its expiry or its idle timeout, and keeps one a second short of either", async () => {
+  it("removes a session one second past its expiry and keeps one a second short of it; an idle one goes when it expires", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     const run = new Date("2026-11-23T12:00:00.000Z").getTime();
     const idleTimeout = 1_209_600_000;
     const user = newUser();
     vi.setSystemTime(run - idleTimeout - 1000);
-    await issue(user);
+    const idle = await issue(user, { ttlSeconds: idleTimeout / 1000 + 2 });
     vi.setSystemTime(run - idleTimeout + 1000);
     const idleAlmost = await issue(user);
     vi.setSystemTime(run - 59_000);
@@ -106,9 +108,15 @@ describe("scheduled purge", () => {
     await issue(user, { ttlSeconds: 58 });
     vi.setSystemTime(run);
     await runCron(run);
-    expect(await sessionIdsOf(user)).toEqual([idleAlmost.id, expiringSoon.id].sort());
+    // Idle for a second too long: refused and unlisted at once, its row kept until it expires.
+    expect(await isLive(idle.token)).toBe(false);
+    expect(await sessionIdsOf(user)).toEqual([idle.id, idleAlmost.id, expiringSoon.id].sort());
     expect(await isLive(idleAlmost.token)).toBe(true);
     expect(await isLive(expiringSoon.token)).toBe(true);
+    // Both expire now.
+    vi.setSystemTime(run + 1000);
+    await runCron(run + 1000);
+    expect(await sessionIdsOf(user)).toEqual([idleAlmost.id]);
   });
 
   it("keeps going while batches come back full: one run clears a backlog of many batches", async () => {

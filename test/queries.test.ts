@@ -82,7 +82,7 @@ describe("query plans", () => {
     });
   }
 
-  it("a write reads its own events back through the created_at index, as does create's once-only check", async () => {
+  it("a write reads its own events back by id (the table is in time order), as does create's once-only check", async () => {
     // endSession: the read-back; insertSession: the once-only checks of the row and of its event, and the read-back.
     for (const [run, expected] of [
       [operations.endSession!, 1],
@@ -94,7 +94,7 @@ describe("query plans", () => {
       expect(reads.length).toBe(expected);
       for (const read of reads) {
         expect(await plan(read.sql, read.params)).toMatch(
-          /SEARCH session_events USING INDEX session_events_created_at_idx \(created_at=\?\)/,
+          /SEARCH session_events USING INTEGER PRIMARY KEY \(rowid>\?\)/,
         );
       }
     }
@@ -111,8 +111,23 @@ describe("query plans", () => {
     expect(detail).toMatch(/SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 \(id=\?\)/);
   });
 
+  it("the security log and the new-device check read the user's events under its bucket; the purges seek", async () => {
+    const details: Record<string, string> = {};
+    for (const name of ["listEvents", "insertSession", "purgeEvents", "purgeSessions"]) {
+      const { db, statements } = recordingD1(database);
+      await operations[name]!(queries.openDatabase(db));
+      details[name] = (await Promise.all(statements.map((s) => plan(s.sql, s.params)))).join("\n");
+    }
+    const userEvents =
+      /SEARCH session_events USING INDEX session_events_bucket_user_id_created_at_idx \(bucket=\? AND user_id=\?( AND created_at>\?)?\)/;
+    expect(details.listEvents).toMatch(userEvents);
+    expect(details.insertSession).toMatch(userEvents);
+    expect(details.purgeEvents).toMatch(/SEARCH session_events USING INTEGER PRIMARY KEY \(rowid<\?\)/);
+    expect(details.purgeSessions).toMatch(/SEARCH sessions USING INDEX sessions_expires_at_idx \(expires_at<\?\)/);
+  });
+
   it.skipIf(shardBindings().length < 2)(
-    "a move finds a bucket's sessions by primary key and its events by the session id index",
+    "a move finds a bucket's sessions by primary key and its events by the bucket index",
     async () => {
       const recordings: ReturnType<typeof recordingD1>[] = [];
       const open = (binding: string) => {
@@ -133,7 +148,7 @@ describe("query plans", () => {
       }
       expect(details.join("\n")).toMatch(/SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 \(id>\? AND id<\?\)/);
       expect(details.join("\n")).toMatch(
-        /SEARCH session_events USING INDEX session_events_session_id_idx \(session_id>\? AND session_id<\?\)/,
+        /SEARCH session_events USING INDEX session_events_bucket_user_id_created_at_idx \(bucket=\?\)/,
       );
     },
   );

@@ -63,13 +63,18 @@ export interface MoveReport {
 const MAX_HOPS = 8;
 /** Rows read from the source per round trip. */
 const PAGE = 500;
-// D1 binds at most 100 values per statement: one per column of each row (events without their id).
+// D1 binds at most 100 values per statement: one per column of each row (events without their
+// id and their computed bucket).
 const SESSION_ROWS_PER_INSERT = Math.floor(100 / Object.keys(getTableColumns(sessions)).length);
-const EVENT_ROWS_PER_INSERT = Math.floor(100 / (Object.keys(getTableColumns(sessionEvents)).length - 1));
+const EVENT_ROWS_PER_INSERT = Math.floor(100 / (Object.keys(getTableColumns(sessionEvents)).length - 2));
 
-/** The bucket's rows by session id: ids start with the key, and `~` sorts after every base64url character. */
-function inBucket(column: typeof sessions.id | typeof sessionEvents.sessionId, key: string) {
-  return and(gte(column, key), lt(column, `${key}~`), sql`length(${column}) = ${key.length + RANDOM_LENGTH}`);
+/** The bucket's sessions by id: ids start with the key, and `~` sorts after every base64url character. */
+function inBucket(key: string) {
+  return and(
+    gte(sessions.id, key),
+    lt(sessions.id, `${key}~`),
+    sql`length(${sessions.id}) = ${key.length + RANDOM_LENGTH}`,
+  );
 }
 
 async function markerOf(db: Database, key: string): Promise<BucketMoveRow | undefined> {
@@ -95,15 +100,15 @@ async function batch(db: Database, statements: Parameters<Database["batch"]>[0][
  */
 async function copyBucket(source: Database, target: Database, key: string) {
   await target.batch([
-    target.delete(sessionEvents).where(inBucket(sessionEvents.sessionId, key)),
-    target.delete(sessions).where(inBucket(sessions.id, key)),
+    target.delete(sessionEvents).where(eq(sessionEvents.bucket, key)),
+    target.delete(sessions).where(inBucket(key)),
   ]);
   let sessionCount = 0;
   for (let after = ""; ; ) {
     const rows = await source
       .select()
       .from(sessions)
-      .where(and(inBucket(sessions.id, key), gt(sessions.id, after)))
+      .where(and(inBucket(key), gt(sessions.id, after)))
       .orderBy(sessions.id)
       .limit(PAGE);
     await batch(
@@ -119,14 +124,16 @@ async function copyBucket(source: Database, target: Database, key: string) {
     const rows = await source
       .select()
       .from(sessionEvents)
-      .where(and(inBucket(sessionEvents.sessionId, key), gt(sessionEvents.id, after)))
+      .where(and(eq(sessionEvents.bucket, key), gt(sessionEvents.id, after)))
       .orderBy(sessionEvents.id)
       .limit(PAGE);
     // In the source's order, so events of one instant keep their order on the target.
     await batch(
       target,
       chunks(rows, EVENT_ROWS_PER_INSERT).map((part) =>
-        target.insert(sessionEvents).values(part.map(({ id: _, ...event }) => event)),
+        // A new id on the target, above its last (src/db/schema.ts): this bucket's events go
+        // there in the order they had here, and the purge takes them when it reaches those ids.
+        target.insert(sessionEvents).values(part.map(({ id: _, bucket: __, ...event }) => event)),
       ),
     );
     eventCount += rows.length;
@@ -157,7 +164,7 @@ async function check(plan: MovePlan, tools: MoveTools): Promise<void> {
     const [event] = await db
       .select({ id: sessionEvents.id })
       .from(sessionEvents)
-      .where(sql`length(${sessionEvents.sessionId}) = ${RANDOM_LENGTH}`)
+      .where(eq(sessionEvents.bucket, ""))
       .limit(1);
     if (session || event)
       throw new MoveRefused(
@@ -222,8 +229,8 @@ async function moveBucket(plan: MovePlan, bucket: number, tools: MoveTools) {
       .update(bucketMoves)
       .set({ state: "moved", updatedAt: tools.now() })
       .where(and(eq(bucketMoves.bucket, key), eq(bucketMoves.state, "frozen"), eq(bucketMoves.binding, to))),
-    from.delete(sessionEvents).where(inBucket(sessionEvents.sessionId, key)),
-    from.delete(sessions).where(inBucket(sessions.id, key)),
+    from.delete(sessionEvents).where(eq(sessionEvents.bucket, key)),
+    from.delete(sessions).where(inBucket(key)),
   ]);
   await step("switch");
   await target

@@ -5,17 +5,21 @@ import {
   exists,
   getTableColumns,
   gt,
+  gte,
   inArray,
   isNull,
+  lt,
   lte,
   ne,
   not,
   notExists,
   or,
   type SQL,
+  type SQLWrapper,
   sql,
 } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
+import type { SelectedFields } from "drizzle-orm/sqlite-core";
 import type { StoredProofs } from "../auth-proofs.ts";
 import type { Instant } from "../clock.ts";
 import type { Outbox } from "../outbox.ts";
@@ -24,6 +28,7 @@ import { retryTransientD1 } from "./binding.ts";
 import {
   type BucketMoveRow,
   bucketMoves,
+  EVENT_IDS_PER_MS,
   type EventType,
   type SessionEventRow,
   type SessionRow,
@@ -259,6 +264,20 @@ function touch(db: Database, proof: TokenProof, at: Instant) {
     .where(and(isProvenBy(proof, at), lte(sessions.lastActiveAt, stale), notMoving(db)));
 }
 
+/**
+ * The ids of the events a statement logs at `at`: from at × EVENT_IDS_PER_MS, or the last id
+ * + 1 when one is already there (another event of that millisecond, or a clock ahead of this
+ * one), one per row. So the table stays in time order and a write's events are found by id.
+ */
+function eventIds(db: Database, at: Date): SQL<number> {
+  const floor = at.getTime() * EVENT_IDS_PER_MS;
+  const last = db
+    .select({ id: sql`max(${sessionEvents.id})` })
+    .from(sessionEvents)
+    .where(gte(sessionEvents.id, floor));
+  return sql<number>`coalesce((${last}) + 1, ${floor}) + row_number() OVER () - 1`;
+}
+
 /** What an event records beyond who acted: why the system ended it, whether it was a new device. */
 interface EventDetails {
   reason?: string | null;
@@ -278,24 +297,28 @@ function recordEvents(
   write: Write,
   details: EventDetails = {},
 ) {
+  // Every column the insert writes, in the table's order. As SQL, since drizzle's check of an
+  // INSERT … SELECT also asks for the computed `bucket`, which it then (rightly) does not insert.
+  const row: { [K in Exclude<keyof SessionEventRow, "bucket">]: SelectedFields[string] } = {
+    id: eventIds(db, write.at).as("id"),
+    userId: sessions.userId,
+    type: sql<EventType>`${type}`.as("type"),
+    sessionId: sessions.id,
+    actorSessionId: sql<string | null>`${actor.sessionId}`.as("actor_session_id"),
+    ipAddress: sql<string | null>`${actor.ipAddress}`.as("ip_address"),
+    createdAt: sql<Date>`${write.at.getTime()}`.as("created_at"),
+    requestId: sql<string>`${write.id}`.as("request_id"),
+    reason: sql<string | null>`${details.reason ?? null}`.as("reason"),
+    deviceKey: sessions.deviceKey,
+    newDevice: (details.newDevice ?? sql<boolean | null>`NULL`).as("new_device"),
+    pendingDelivery: sql<boolean>`${actor.outbox ? 1 : 0}`.as("pending_delivery"),
+  };
   return db.insert(sessionEvents).select(
     db
-      .select({
-        id: sql<number>`NULL`.as("id"),
-        userId: sessions.userId,
-        type: sql<EventType>`${type}`.as("type"),
-        sessionId: sessions.id,
-        actorSessionId: sql<string | null>`${actor.sessionId}`.as("actor_session_id"),
-        ipAddress: sql<string | null>`${actor.ipAddress}`.as("ip_address"),
-        createdAt: sql<Date>`${write.at.getTime()}`.as("created_at"),
-        requestId: sql<string>`${write.id}`.as("request_id"),
-        reason: sql<string | null>`${details.reason ?? null}`.as("reason"),
-        deviceKey: sessions.deviceKey,
-        newDevice: (details.newDevice ?? sql<boolean | null>`NULL`).as("new_device"),
-        pendingDelivery: sql<boolean>`${actor.outbox ? 1 : 0}`.as("pending_delivery"),
-      })
+      .select(row)
       .from(sessions)
-      .where(and(matching, notMoving(db))),
+      .where(and(matching, notMoving(db)))
+      .getSQL(),
   );
 }
 
@@ -312,7 +335,13 @@ function loggedBy(db: Database, write: Write) {
   return db
     .select()
     .from(sessionEvents)
-    .where(and(eq(sessionEvents.createdAt, write.at), eq(sessionEvents.requestId, write.id)));
+    .where(
+      and(
+        gte(sessionEvents.id, write.at.getTime() * EVENT_IDS_PER_MS),
+        eq(sessionEvents.createdAt, write.at),
+        eq(sessionEvents.requestId, write.id),
+      ),
+    );
 }
 
 export type Caller = {
@@ -323,6 +352,14 @@ export type Caller = {
   authProofs: StoredProofs | null;
   assuranceLevel: number | null;
 };
+
+/**
+ * A user's events, through the one index: under the user's bucket and under "", where
+ * events of sessions from before buckets are (src/db/schema.ts `bucket`).
+ */
+function eventsOf(bucket: string, userId: string | SQLWrapper): SQL | undefined {
+  return and(inArray(sessionEvents.bucket, bucket ? [bucket, ""] : [""]), eq(sessionEvents.userId, userId));
+}
 
 /** The token's live session (refreshing its activity), or null. */
 export async function authenticate(place: Place, proof: TokenProof, at: Instant): Promise<Caller | null> {
@@ -369,7 +406,7 @@ function seenOnDevice(db: Database, session: NewSession, since: Date): SQL<boole
       .from(sessionEvents)
       .where(
         and(
-          eq(sessionEvents.userId, userId),
+          eventsOf(id.slice(0, -RANDOM_LENGTH), userId),
           eq(sessionEvents.deviceKey, deviceKey),
           gt(sessionEvents.createdAt, since),
           ne(sessionEvents.sessionId, id),
@@ -676,8 +713,7 @@ export async function listEvents(place: Place, proof: TokenProof, at: Instant) {
       db
         .select()
         .from(sessionEvents)
-        // `=`, not IN: SQLite then walks the (user_id, created_at) index backwards and stops at the limit.
-        .where(eq(sessionEvents.userId, ownerOf(db, proof, at)))
+        .where(eventsOf(place.bucket, ownerOf(db, proof, at)))
         .orderBy(desc(sessionEvents.createdAt), desc(sessionEvents.id))
         .limit(EVENTS_LISTED),
       moveOf(db, place.bucket),
@@ -686,24 +722,27 @@ export async function listEvents(place: Place, proof: TokenProof, at: Instant) {
   });
 }
 
-/** Deletes up to `limit` expired or idle sessions, oldest first; returns how many went. */
+/**
+ * Deletes up to `limit` expired sessions; returns how many went. Idle ones are refused and
+ * unlisted already (`isLive`), and go when they expire: no index on last_active_at to find them.
+ */
 export async function purgeSessions(db: Database, at: Instant, limit: number): Promise<number> {
-  const dead = or(
-    lte(sessions.expiresAt, at.now),
-    at.idleCutoff ? lte(sessions.lastActiveAt, at.idleCutoff) : undefined,
-  );
-  const batch = db.select({ id: sessions.id }).from(sessions).where(dead).limit(limit);
+  const batch = db.select({ id: sessions.id }).from(sessions).where(lte(sessions.expiresAt, at.now)).limit(limit);
   const result = await db.delete(sessions).where(inArray(sessions.id, batch)).run();
   return result.meta.changes;
 }
 
-/** Deletes up to `limit` security events older than `before`; returns how many went. */
+/**
+ * Deletes up to `limit` security events from `before` or earlier, oldest id first; returns how
+ * many went. By id: every such event has an id below (before + 1 ms) × EVENT_IDS_PER_MS but one
+ * a clock ahead or a move numbered later, which goes in a later run.
+ */
 export async function purgeEvents(db: Database, before: Date, limit: number): Promise<number> {
   const old = db
     .select({ id: sessionEvents.id })
     .from(sessionEvents)
-    .where(lte(sessionEvents.createdAt, before))
-    .orderBy(sessionEvents.createdAt)
+    .where(and(lt(sessionEvents.id, (before.getTime() + 1) * EVENT_IDS_PER_MS), lte(sessionEvents.createdAt, before)))
+    .orderBy(sessionEvents.id)
     .limit(limit);
   const result = await db.delete(sessionEvents).where(inArray(sessionEvents.id, old)).run();
   return result.meta.changes;

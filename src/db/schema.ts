@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import type { StoredProofs } from "../auth-proofs.ts";
 import { DEVICE_TYPES } from "../device.ts";
+import { RANDOM_LENGTH } from "../token.ts";
 
 // The single description of the tables: migrations are generated from this file.
 
@@ -56,9 +57,10 @@ export const sessions = sqliteTable(
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.
     index("sessions_user_id_expires_at_idx").on(table.userId, table.expiresAt),
-    // The scheduled purge finds expired and idle rows through these two.
+    // The scheduled purge finds expired rows through it. Idle ones are refused and not listed
+    // at once, and purged when they expire: an index on last_active_at would cost every
+    // activity update a second row written.
     index("sessions_expires_at_idx").on(table.expiresAt),
-    index("sessions_last_active_at_idx").on(table.lastActiveAt),
   ],
 );
 
@@ -82,18 +84,32 @@ export const EVENT_TYPES = [
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
+/** Event ids per millisecond: an event's id is at least its time times this (src/db/queries.ts). */
+export const EVENT_IDS_PER_MS = 2048;
+
 /**
  * The security log: every session created or ended, and by what. Also the outbox of the
- * optional events queue: rows with `pending_delivery` still have to be sent.
+ * optional events queue: rows with `pending_delivery` still have to be sent. An event costs
+ * two rows written: itself and its entry in the one index.
  */
 export const sessionEvents = sqliteTable(
   "session_events",
   {
-    id: integer("id").primaryKey({ autoIncrement: true }),
+    // The rowid, without AUTOINCREMENT (which writes sqlite_sequence on every insert): at least
+    // created_at * EVENT_IDS_PER_MS, and above every id before it. So the table itself is in
+    // time order: the purge and a write's read-back of its own events seek it by id, no index.
+    id: integer("id").primaryKey(),
     userId: text("user_id").notNull(),
     type: text("type", { enum: EVENT_TYPES }).notNull(),
     // The session created or ended.
     sessionId: text("session_id").notNull(),
+    // Its bucket (computed, not stored): what the index leads with.
+    bucket: text("bucket").generatedAlwaysAs(
+      sql`substr(session_id, 1, length(session_id) - ${sql.raw(String(RANDOM_LENGTH))})`,
+      {
+        mode: "virtual",
+      },
+    ),
     // The session whose token made the request; null for sessions issued over RPC.
     actorSessionId: text("actor_session_id"),
     ipAddress: text("ip_address"),
@@ -112,14 +128,12 @@ export const sessionEvents = sqliteTable(
     pendingDelivery: integer("pending_delivery", { mode: "boolean" }).notNull().default(false),
   },
   (table) => [
-    index("session_events_user_id_created_at_idx").on(table.userId, table.createdAt),
-    index("session_events_created_at_idx").on(table.createdAt),
-    // "Has this user been seen on this device": one index seek, however long the log.
-    index("session_events_user_id_device_key_idx").on(table.userId, table.deviceKey, table.createdAt),
-    // The cron's resend finds the (few) undelivered rows without reading the log.
+    // The one index: a user's log newest first (and "seen on this device") under its bucket,
+    // and a bucket's events for a move (src/db/moves.ts). Session ids start with their bucket.
+    index("session_events_bucket_user_id_created_at_idx").on(table.bucket, table.userId, table.createdAt),
+    // The cron's resend finds the (few) undelivered rows without reading the log. Only
+    // events written with the queue configured have an entry, until the queue accepts them.
     index("session_events_pending_idx").on(table.id).where(sql`${table.pendingDelivery} = 1`),
-    // A bucket's events, for a move (src/db/moves.ts): session ids start with their bucket.
-    index("session_events_session_id_idx").on(table.sessionId),
   ],
 );
 
