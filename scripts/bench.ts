@@ -35,6 +35,7 @@ import { sessionEvents, sessions } from "../src/db/schema.ts";
 import { bucketOf, openShards, type Place } from "../src/db/shards.ts";
 import { buildSession, issueSession } from "../src/issue-session.ts";
 import { DEFAULT_REGION, hashSecret, type Placement } from "../src/token.ts";
+import type { Operation } from "./bench-own/index.ts";
 import { GZIP_BUDGET_BYTES, measureBundle } from "./bundle-size.ts";
 import { migrateLocal, startLocalServer } from "./local-server.ts";
 
@@ -46,7 +47,9 @@ const WARMUP_AMOUNT = 100;
 const BIG_TABLE = 200_000;
 const REPETITIONS = 3;
 const LOAD_SIZES = [5, 50] as const;
-const COST_SIZES = [1, 10, 100] as const;
+/** 1, 10 and 50 for the cost table; 5 and 50 are also the load's sizes, whose rows written it shows. */
+const COST_SIZES = [1, 5, 10, 50];
+const COST_TABLE_SIZES = [1, 10, 50];
 /**
  * Users per operation and size in the cost phase; local D1 reports whole milliseconds, so the
  * mean is reported. Each sample costs ~50 ms of the platform proxy's synchronous calls
@@ -184,9 +187,13 @@ interface Meta {
   changedDb: boolean;
 }
 
-/** A D1 binding that adds up the meta of every result that passes through it. */
+/**
+ * A D1 binding that adds up the meta of every result that passes through it, and keeps each
+ * round trip's answer (for the own-time loop, which replays them: scripts/bench-own/).
+ */
 function meteredD1(d1: D1Database) {
   const total: Meta = { rowsRead: 0, rowsWritten: 0, duration: 0, statements: 0, changedDb: false };
+  const answers: unknown[] = [];
   const add = (result: unknown) => {
     const meta = (result as { meta?: D1Meta } | null)?.meta;
     if (!meta) return;
@@ -198,10 +205,11 @@ function meteredD1(d1: D1Database) {
   };
   const db = wrapD1(d1, async (call) => {
     const result = await call();
+    answers.push(result);
     for (const item of Array.isArray(result) ? result : [result]) add(item);
     return result;
   });
-  return { db, total };
+  return { db, total, answers };
 }
 
 type CostKey =
@@ -231,14 +239,53 @@ async function proofOf(token: string): Promise<queries.TokenProof> {
   return { id, secretHash: await hashSecret(secret) };
 }
 
-/** Runs one operation for a user holding `own` sessions, as its route does, on a metered binding. */
+/** The request (or RPC call) that runs `key` for the user holding `own`, as a client sends it. */
+function operationOf(key: CostKey, own: Seeded[], answers: unknown[]): Operation {
+  const caller = own[0] as Seeded;
+  const http = (method: string, path: string): Operation => ({
+    kind: "http",
+    method,
+    path,
+    headers: { authorization: `Bearer ${caller.token}` },
+    batches: answers,
+  });
+  switch (key) {
+    case "create":
+      return {
+        kind: "rpc",
+        method: "create",
+        arg: { userId: caller.userId, ipAddress: "203.0.113.7" },
+        batches: answers,
+      };
+    case "authenticate":
+      return { kind: "rpc", method: "authenticate", arg: caller.token, batches: answers };
+    case "list":
+    case "listTouch":
+      return http("GET", "/auth/sessions");
+    case "events":
+      return http("GET", "/auth/events");
+    case "revoke":
+      return http("DELETE", `/auth/sessions/${(own[1] ?? caller).id}`);
+    case "logout":
+      return http("POST", "/auth/logout");
+    case "logoutAll":
+      return http("DELETE", "/auth/logout");
+    case "logoutOthers":
+      return http("DELETE", "/auth/logout?scope=others");
+  }
+}
+
+/**
+ * Runs one operation for a user holding `own` sessions, as its route does, on a metered
+ * binding; with what a client sends to run it, and the database's answers.
+ */
 async function runOperation(
   env: Env,
   config: ReturnType<typeof readConfig>,
   key: CostKey,
   own: Seeded[],
-): Promise<Meta> {
-  const { db: metered, total } = meteredD1(env.DB);
+): Promise<Meta & { operation: Operation }> {
+  const { db: metered, total, answers } = meteredD1(env.DB);
   const caller = own[0] as Seeded;
   // The caller's bucket on the metered database, as the routes get it from the token.
   const db = openShards({ ...env, DB: metered }).forSession(caller.id) as Place;
@@ -288,7 +335,7 @@ async function runOperation(
       await queries.endOtherSessions(db, proof, actor, at(0));
       break;
   }
-  return total;
+  return { ...total, operation: operationOf(key, own, answers) };
 }
 
 interface Cost {
@@ -300,6 +347,8 @@ interface Cost {
   /** Mean over COST_SAMPLES users of D1's summed `duration`, ms. */
   duration: number;
   changedDb: boolean;
+  /** One sample's request and recorded answers, for the own-time loop. */
+  operation: Operation;
 }
 
 async function measureCosts(env: Env, config: ReturnType<typeof readConfig>): Promise<Cost[]> {
@@ -310,7 +359,7 @@ async function measureCosts(env: Env, config: ReturnType<typeof readConfig>): Pr
       // others, and the platform proxy's latency overlaps instead of adding up.
       const seeded = await seedUsers(env.DB, config, COST_SAMPLES, n);
       const samples = await Promise.all(seeded.map((own) => runOperation(env, config, key, own)));
-      const first = samples[0] as Meta;
+      const first = samples[0] as (typeof samples)[number];
       const rowsRead = Math.max(...samples.map((s) => s.rowsRead));
       const rowsWritten = Math.max(...samples.map((s) => s.rowsWritten));
       // A range scan reads one index entry past the user's range unless the user is the last
@@ -327,6 +376,7 @@ async function measureCosts(env: Env, config: ReturnType<typeof readConfig>): Pr
         rowsWritten,
         duration: samples.reduce((sum, s) => sum + s.duration, 0) / samples.length,
         changedDb: samples.some((s) => s.changedDb),
+        operation: first.operation,
       });
     }
   }
@@ -360,19 +410,18 @@ const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon;
 interface Row {
   label: string;
   n: number | null;
-  server: "bare" | "bareAssets" | "bareRouter" | "service";
+  server: "bare" | "service";
   status: number;
   /**
-   * What the row is measured against besides the bare worker: the bare worker on the same way
-   * in (behind the asset lookup, or behind the asset router alone as /auth/* is), and the
-   * no-database row it is a share of ("own": the bare `GET /` for `GET /d1`; "ceiling": the
-   * service's /auth/ 404 for an operation). The ceiling row is that 404 itself.
+   * The no-database row it is a share of besides the bare worker ("own": the bare `GET /` for
+   * `GET /d1`; "ceiling": the service's /auth/ 404 for an operation). The ceiling row is that 404.
    */
-  sameWayIn?: "bareAssets" | "bareRouter";
   against?: "own" | "ceiling";
   isCeiling?: true;
   /** It ends sessions: each repetition has exactly AMOUNT of its requests, none to spare for a warm-up. */
   destructive?: true;
+  /** The operation it runs, whose rows written (at `n`) the table shows. */
+  cost?: CostKey;
   /** One request each: distinct tokens for the destructive operations. */
   requests: () => CannonRequest[];
 }
@@ -429,20 +478,6 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
       requests: () => [{ method: "GET", path: "/" }],
     },
     {
-      label: "bare Hono worker behind the service's static-asset layer, `GET /`",
-      n: null,
-      server: "bareAssets",
-      status: 200,
-      requests: () => [{ method: "GET", path: "/" }],
-    },
-    {
-      label: "bare Hono worker behind the asset router alone (`run_worker_first`, as the service's `/auth/*`), `GET /`",
-      n: null,
-      server: "bareRouter",
-      status: 200,
-      requests: () => [{ method: "GET", path: "/" }],
-    },
-    {
       label: "bare Hono worker `GET /d1`: one D1 round trip, `SELECT 1`",
       n: null,
       server: "bare",
@@ -451,18 +486,16 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
       requests: () => [{ method: "GET", path: "/d1" }],
     },
     {
-      label: "service, no database: `GET /nowhere` (404, request log included; asset lookup first)",
+      label: "service, no database: `GET /nowhere` (404, request log included)",
       n: null,
       server: "service",
-      sameWayIn: "bareAssets",
       status: 404,
       requests: () => [{ method: "GET", path: "/nowhere" }],
     },
     {
-      label: "service, no database: `GET /auth/nowhere` (404 on the operations' way in: worker first, context read)",
+      label: "service, no database: `GET /auth/nowhere` (404 on the operations' way in: context read)",
       n: null,
       server: "service",
-      sameWayIn: "bareRouter",
       isCeiling: true,
       status: 404,
       requests: () => [{ method: "GET", path: "/auth/nowhere" }],
@@ -474,32 +507,35 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
       label: "`GET /auth/sessions`",
       n,
       server: "service",
-      sameWayIn: "bareRouter",
       against: "ceiling",
+      cost: "list",
       status: 200,
       requests: () => [{ method: "GET", path: "/auth/sessions", headers: bearer((reader[0] as Seeded).token) }],
     });
     // One user per request and repetition, each holding exactly n sessions when asked, except
     // that a delete or a logout at 50 shares a user with 9 more: it holds 50 down to 41.
     const perUser = Math.max(1, n / 5);
-    const destructive: [string, number, (own: Seeded[], k: number) => CannonRequest][] = [
+    const destructive: [string, CostKey, number, (own: Seeded[], k: number) => CannonRequest][] = [
       [
         "`DELETE /auth/sessions/:id` (another session)",
+        "revoke",
         perUser,
         (own, k) => ({ method: "DELETE", path: `/auth/sessions/${own[k + 1]!.id}`, headers: bearer(own[0]!.token) }),
       ],
       [
         "`POST /auth/logout`",
+        "logout",
         perUser,
         (own, k) => ({ method: "POST", path: "/auth/logout", headers: bearer(own[k]!.token) }),
       ],
       [
         "`DELETE /auth/logout`",
+        "logoutAll",
         1,
         (own) => ({ method: "DELETE", path: "/auth/logout", headers: bearer(own[0]!.token) }),
       ],
     ];
-    for (const [label, k, request] of destructive) {
+    for (const [label, cost, k, request] of destructive) {
       const perRepetition: CannonRequest[][] = [];
       for (let r = 0; r < REPETITIONS; r++) {
         const seeded = await seedUsers(d1, config, AMOUNT / k, n);
@@ -509,8 +545,8 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
         label,
         n,
         server: "service",
-        sameWayIn: "bareRouter",
         against: "ceiling",
+        cost,
         destructive: true,
         status: 200,
         requests: () => perRepetition.shift() ?? [],
@@ -547,6 +583,37 @@ interface OwnTime {
   label: string;
   micros: number;
   ratio: number;
+}
+
+/** Loop length and repetitions for an operation with a database (each ~10 times a 404's work). */
+const OWN_OPERATION_LOOP = 300;
+const OWN_OPERATION_REPETITIONS = 3;
+
+/**
+ * The worker's CPU per operation, µs by `${key} ${n}`: the operation's request (or RPC call)
+ * in the own-time loop, its D1 answers replayed from the cost phase (scripts/bench-own/).
+ */
+async function operationTimes(base: URL, costs: Cost[]): Promise<Map<string, number>> {
+  const once = async (cost: Cost) => {
+    const started = performance.now();
+    const response = await fetch(new URL(`/?n=${OWN_OPERATION_LOOP}`, base), {
+      method: "POST",
+      body: JSON.stringify(cost.operation),
+    });
+    const statuses = await response.text();
+    if (statuses !== "[200]")
+      problems.push(`own time of ${cost.key} at ${cost.n}: statuses ${statuses}, expected [200]`);
+    return ((performance.now() - started) * 1000) / OWN_OPERATION_LOOP;
+  };
+  const times = new Map<string, number>();
+  for (let r = 0; r < OWN_OPERATION_REPETITIONS; r++) {
+    for (const cost of costs) {
+      const micros = await once(cost);
+      const key = `${cost.key} ${cost.n}`;
+      times.set(key, Math.min(micros, times.get(key) ?? Number.POSITIVE_INFINITY));
+    }
+  }
+  return times;
 }
 
 async function ownTimes(base: URL): Promise<OwnTime[]> {
@@ -595,40 +662,54 @@ function versions(): string {
   return ["wrangler", "hono", "drizzle-orm", "autocannon"].map((name) => `${name} ${version(name)}`).join(", ");
 }
 
-function costTable(small: Cost[], large: Cost[], tableRows: number): string {
+/**
+ * Cloudflare's prices (Workers Paid, beyond the included amounts), as listed on 2026-11-25:
+ * $ per million of each. D1 counts every index entry an insert or update touches as a row written.
+ */
+export const PRICES = { rowWritten: 1.0, rowRead: 0.001, request: 0.3, cpuMs: 0.02 } as const;
+
+/** Dollars per million operations: its rows, one request, its CPU. */
+function dollarsPerMillion(cost: Cost, cpuMicros: number): number {
+  return (
+    cost.rowsWritten * PRICES.rowWritten +
+    cost.rowsRead * PRICES.rowRead +
+    PRICES.request +
+    (cpuMicros / 1000) * PRICES.cpuMs
+  );
+}
+
+function costTable(small: Cost[], large: Cost[], tableRows: number, cpu: Map<string, number>): string {
   const lines = [
-    `| Operation | Sessions of the user | Statements | Rows read | Rows written | Changes the database | Rows read / written, table of ${fmt(tableRows)} | D1 duration (ms, mean) | One database sustains (op/s) |`,
-    "|---|--:|--:|--:|--:|:-:|--:|--:|--:|",
+    `| Operation | Sessions of the user | Statements | Rows read | Rows written | Worker CPU (µs) | $ per million | Changes the database | Rows read / written, table of ${fmt(tableRows)} | D1 duration (ms, mean) | One database sustains (op/s) |`,
+    "|---|--:|--:|--:|--:|--:|--:|:-:|--:|--:|--:|",
   ];
-  for (const cost of small) {
+  for (const cost of small.filter((c) => COST_TABLE_SIZES.includes(c.n))) {
     const big = large.find((c) => c.key === cost.key && c.n === cost.n) as Cost;
     // On the big table: the figure that production, with its many users, would see.
     const duration = big.duration;
+    const micros = cpu.get(`${cost.key} ${cost.n}`) ?? Number.NaN;
     lines.push(
-      `| ${COST_LABELS[cost.key]} | ${cost.n} | ${cost.statements} | ${cost.rowsRead} | ${cost.rowsWritten} | ${cost.changedDb ? "yes" : "no"} | ${big.rowsRead} / ${big.rowsWritten} | ${fmt(duration, 2)} | ${duration > 0 ? fmt(1000 / duration) : "> 10,000"} |`,
+      `| ${COST_LABELS[cost.key]} | ${cost.n} | ${cost.statements} | ${cost.rowsRead} | ${cost.rowsWritten} | ${fmt(micros)} | ${fmt(dollarsPerMillion(big, micros), 2)} | ${cost.changedDb ? "yes" : "no"} | ${big.rowsRead} / ${big.rowsWritten} | ${fmt(duration, 2)} | ${duration > 0 ? fmt(1000 / duration) : "> 10,000"} |`,
     );
   }
   return lines.join("\n");
 }
 
-function loadTable(rows: Row[], runs: Run[][]): string {
+function loadTable(rows: Row[], runs: Run[][], costs: Cost[]): string {
   const lines = [
-    "| Row | Sessions per user | Req/s (median) | p50 / p99 (ms) | Ratio to bare | Ratio to bare on the same way in | Share of its own no-database ceiling |",
-    "|---|--:|--:|--:|--:|--:|--:|",
+    "| Row | Sessions per user | Req/s (median) | p50 / p99 (ms) | Ratio to bare | Share of its own no-database ceiling | Share of the bare worker's `GET /d1` | Rows written |",
+    "|---|--:|--:|--:|--:|--:|--:|--:|",
   ];
-  // The operations' no-database ceiling is the 404 that takes their way in (/auth/, no asset
-  // lookup); the bare worker's `GET /d1` is shown against its own, `GET /`.
+  // The D1 floor on this harness: a bare worker's one round trip that reads no table.
+  const floor = rows.findIndex((row) => row.against === "own");
+  // The operations' no-database ceiling is the 404 that takes their way in (/auth/, the
+  // context read); the bare worker's `GET /d1` is shown against its own, `GET /`.
   const ceiling = rows.findIndex((row) => row.isCeiling);
-  const wayIn = {
-    bareAssets: rows.findIndex((row) => row.server === "bareAssets"),
-    bareRouter: rows.findIndex((row) => row.server === "bareRouter"),
-  };
   const ratio = (i: number, to: (rep: Run[]) => number) => median(runs.map((rep) => (rep[i] as Run).rps / to(rep)));
   const bareOf = (rep: Run[]) => ((rep[0] as Run).rps + (rep[rep.length - 1] as Run).rps) / 2;
   const rpsOf = (j: number) => (rep: Run[]) => (rep[j] as Run).rps;
   rows.forEach((row, i) => {
     const own = runs.map((rep) => rep[i] as Run);
-    const toSameWayIn = row.sameWayIn ? fmt(ratio(i, rpsOf(wayIn[row.sameWayIn])), 2) : "–";
     const share =
       row.against === "ceiling"
         ? fmt(ratio(i, rpsOf(ceiling)), 2)
@@ -637,8 +718,10 @@ function loadTable(rows: Row[], runs: Run[][]): string {
           : row.isCeiling
             ? "1.00"
             : "–";
+    const toFloor = row.cost ? fmt(ratio(i, rpsOf(floor)), 2) : "–";
+    const written = row.cost ? String(costs.find((c) => c.key === row.cost && c.n === row.n)?.rowsWritten ?? "?") : "–";
     lines.push(
-      `| ${row.label} | ${row.n ?? "–"} | ${fmt(median(own.map((r) => r.rps)))} | ${fmt(median(own.map((r) => r.p50)))} / ${fmt(median(own.map((r) => r.p99)))} | ${fmt(ratio(i, bareOf), 2)} | ${toSameWayIn} | ${share} |`,
+      `| ${row.label} | ${row.n ?? "–"} | ${fmt(median(own.map((r) => r.rps)))} | ${fmt(median(own.map((r) => r.p50)))} / ${fmt(median(own.map((r) => r.p99)))} | ${fmt(ratio(i, bareOf), 2)} | ${share} | ${toFloor} | ${written} |`,
     );
   });
   return lines.join("\n");
@@ -697,19 +780,18 @@ async function main(): Promise<void> {
     const logged: string[] = [];
     const bareConfig = join(PROJECT, "scripts", "bench-bare", "wrangler.toml");
     const ownConfig = join(PROJECT, "scripts", "bench-own", "wrangler.toml");
-    const [service, bare, bareAssets, bareRouter, ownLoop] = await Promise.all([
+    const [service, bare, ownLoop] = await Promise.all([
       startLocalServer({
         migrate: false,
         persistTo: state,
         onLog: (level, message) => logged.push(`${level}: ${message}`),
       }),
       startLocalServer({ config: bareConfig, migrate: false, persistTo: state }),
-      startLocalServer({ config: bareConfig, env: "assets", migrate: false, persistTo: state }),
-      startLocalServer({ config: bareConfig, env: "router", migrate: false, persistTo: state }),
       startLocalServer({ config: ownConfig, migrate: false, persistTo: state }),
     ]);
-    const urls = { bare: bare.url, bareAssets: bareAssets.url, bareRouter: bareRouter.url, service: service.url };
+    const urls = { bare: bare.url, service: service.url };
     let own: OwnTime[] = [];
+    let cpu = new Map<string, number>();
     const runs: Run[][] = [];
     const loadStartTime = performance.now();
     try {
@@ -726,8 +808,13 @@ async function main(): Promise<void> {
       }
       log("the worker's own time per request, inside workerd");
       own = await ownTimes(ownLoop.url);
+      log("the worker's CPU per operation, its D1 answers replayed");
+      cpu = await operationTimes(
+        ownLoop.url,
+        costs.large.filter((c) => COST_TABLE_SIZES.includes(c.n)),
+      );
     } finally {
-      await Promise.all([service.stop(), bare.stop(), bareAssets.stop(), bareRouter.stop(), ownLoop.stop()]);
+      await Promise.all([service.stop(), bare.stop(), ownLoop.stop()]);
     }
     const loadSeconds = (performance.now() - loadStartTime) / 1000;
     if (logged.length > 0) problems.push(`the worker logged ${logged.length} line(s), e.g. ${logged[0]}`);
@@ -744,16 +831,20 @@ async function main(): Promise<void> {
       `**Throughput** (autocannon, ${CONNECTIONS} connections, ${AMOUNT} requests per row, ${REPETITIONS} interleaved repetitions, medians; ` +
         "each ratio is the median of the repetitions' own ratios, to the mean of the bare worker's first and last row there):",
       "",
-      loadTable(rows, runs),
+      loadTable(rows, runs, costs.large),
       "",
       `**The worker's own time per request** (its \`fetch\` called ${fmt(OWN_LOOP)} times in a loop inside workerd by one request, ` +
         `no dev server and no database; ${OWN_REPETITIONS} interleaved repetitions, the fastest of each row; the ratio is the bare worker's time over the row's):`,
       "",
       ownTable(own),
       "",
-      "**Cost per operation** (D1's `meta` summed over the operation's one round trip):",
+      "**Cost per operation** (D1's `meta` summed over the operation's one round trip; the worker's CPU: " +
+        `the operation in the own-time loop, ${fmt(OWN_OPERATION_LOOP)} times, its D1 answers replayed, the fastest of ${OWN_OPERATION_REPETITIONS} repetitions; ` +
+        `dollars per million operations at $${PRICES.rowWritten.toFixed(2)} per million rows written, $${PRICES.rowRead} per million rows read, ` +
+        `$${PRICES.request.toFixed(2)} per million requests and $${PRICES.cpuMs.toFixed(2)} per million CPU-ms, Cloudflare's prices on 2026-11-25, ` +
+        "on the table of the fourth column before last):",
       "",
-      costTable(costs.small, costs.large, costs.tableRows),
+      costTable(costs.small, costs.large, costs.tableRows, cpu),
       "",
       `**Bundle** (\`npm run size\`): ${fmt(bundle.minifiedBytes)} B minified, ${fmt(bundle.gzipBytes)} B gzip -9 ` +
         `(budget ${fmt(GZIP_BUDGET_BYTES)} B${bundle.gzipBytes > GZIP_BUDGET_BYTES ? ", EXCEEDED" : ""}).`,
@@ -779,17 +870,15 @@ async function main(): Promise<void> {
   }
 }
 
-/** The dev server sees the seeded rows' database, and serves /openapi.json as an asset. */
+/** The dev server serves /openapi.json, and refuses other methods there with `Allow`. */
 async function checkServed(base: URL): Promise<void> {
-  const asset = await fetch(new URL("/openapi.json", base));
-  if (asset.status !== 200 || asset.headers.get("x-frame-options") !== "DENY")
-    problems.push(`GET /openapi.json: ${asset.status}, X-Frame-Options ${asset.headers.get("x-frame-options")}`);
-  await asset.arrayBuffer();
+  const document = await fetch(new URL("/openapi.json", base));
+  if (document.status !== 200 || document.headers.get("x-frame-options") !== "DENY")
+    problems.push(`GET /openapi.json: ${document.status}, X-Frame-Options ${document.headers.get("x-frame-options")}`);
+  await document.arrayBuffer();
   const post = await fetch(new URL("/openapi.json", base), { method: "POST" });
   if (post.status !== 405 || post.headers.get("allow") !== "GET, HEAD")
-    problems.push(
-      `POST /openapi.json: ${post.status}, Allow ${post.headers.get("allow")} (expected the asset layer's 405)`,
-    );
+    problems.push(`POST /openapi.json: ${post.status}, Allow ${post.headers.get("allow")}`);
   await post.arrayBuffer();
 }
 

@@ -17,7 +17,6 @@ const STATE = ".wrangler/demo";
 interface ServiceToml {
   main: string;
   vars: Record<string, string>;
-  assets: { directory: string };
   d1_databases: { migrations_dir: string }[];
   env?: unknown;
 }
@@ -32,7 +31,6 @@ function serviceConfig(): string {
     ...config,
     main: path.join(root, config.main),
     vars: { ...config.vars, ...Object.fromEntries(overrides) },
-    assets: { ...config.assets, directory: path.join(root, config.assets.directory) },
     d1_databases: config.d1_databases.map((database) => ({
       ...database,
       migrations_dir: path.join(root, database.migrations_dir),

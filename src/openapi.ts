@@ -116,12 +116,19 @@ const CROSS_SITE = {
     ["cross_site_request"],
   ),
 };
+// Inline, not a component: only the x-other-methods extensions use it, and a component
+// nothing in `paths` references is an error to OpenAPI tools.
+const ALLOW_HEADER = {
+  required: true,
+  description: "The methods the path answers.",
+  schema: { type: "string", pattern: "^[A-Z]+(, [A-Z]+)*$" },
+};
 const METHOD_NOT_ALLOWED = {
   "405": error(
     "A method the path does not answer; nothing changes, whatever the credentials.",
     ["method_not_allowed"],
     {
-      Allow: ref("headers/Allow"),
+      Allow: ALLOW_HEADER,
     },
   ),
 };
@@ -333,7 +340,6 @@ export const openApiDocument: OpenApiDocument = {
         responses: {
           "200": {
             description: "The OpenAPI 3.1 document.",
-            headers: { Allow: ref("headers/Allow") },
             content: json({
               type: "object",
               required: ["openapi", "info", "paths", "components"],
@@ -348,12 +354,8 @@ export const openApiDocument: OpenApiDocument = {
           ...anyRequest(false),
         },
       },
-      // A static asset (wrangler.toml [assets]): the platform's asset layer answers every method.
       "x-other-methods": {
-        "405": {
-          description: "Any other method: the static-asset layer's 405, with `Allow` and no body.",
-          headers: { Allow: ref("headers/Allow") },
-        },
+        "405": error("A method this path does not answer.", ["method_not_allowed"], { Allow: ALLOW_HEADER }, false),
       },
     },
   },
@@ -406,11 +408,6 @@ export const openApiDocument: OpenApiDocument = {
     },
     headers: {
       NoStore: { required: true, schema: { type: "string", const: "no-store" } },
-      Allow: {
-        required: true,
-        description: "The methods the path answers.",
-        schema: { type: "string", pattern: "^[A-Z]+(, [A-Z]+)*$" },
-      },
       WWWAuthenticate: {
         required: true,
         description:
@@ -594,7 +591,7 @@ export const openApiDocument: OpenApiDocument = {
   },
   "x-any-request": anyRequest(false),
   "x-unknown-path": {
-    "404": error("No such endpoint (also: a method that /openapi.json does not answer).", ["not_found"], {}, false),
+    "404": error("No such endpoint.", ["not_found"], {}, false),
   },
   "x-cors-preflight": {
     "204": {

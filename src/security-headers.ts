@@ -1,7 +1,6 @@
 import { createMiddleware } from "hono/factory";
 
-// The headers every response carries, errors included; `npm run openapi:asset` writes the
-// same list into assets/_headers for /openapi.json. A JSON API: nothing may be framed, run
+// The headers every response carries, errors included. A JSON API: nothing may be framed, run
 // or loaded from its responses. HSTS for a year (the HSTS preload list's minimum) on every
 // subdomain, so no cookie ever goes over HTTP. Fixed values, so a fixed list: these are
 // hono/secure-headers' defaults with this API's CSP and HSTS, without its per-request

@@ -53,22 +53,10 @@ function request(method: string, path: string, headers: Record<string, string>):
   return new Request(`${ORIGIN}${path}`, { method, headers: { "CF-Connecting-IP": randomIp(), ...headers } });
 }
 
-/**
- * The platform's order (wrangler.toml `[assets]`): /auth/* goes straight to the worker
- * (`run_worker_first`); on any other path, a static asset (assets/, i.e. /openapi.json) is
- * answered by the asset layer whatever its method (GET and HEAD the file, others a bare 405),
- * and a path without one goes to the worker.
- */
-async function serve(request: Request): Promise<Response> {
-  if (new URL(request.url).pathname.startsWith("/auth/")) return exports.default.fetch(request);
-  const exists = await env.ASSETS.fetch(request.url, { method: "HEAD" });
-  return exists.status === 404 ? exports.default.fetch(request) : env.ASSETS.fetch(request);
-}
-
-/** A request through the service's public HTTP interface, routed as the platform routes it (`serve`). */
+/** A request through the service's public HTTP interface: the worker's `fetch`. */
 export async function call(method: string, path: string, headers: Record<string, string> = {}): Promise<Response> {
   const sent = request(method, path, headers);
-  const response = await serve(sent);
+  const response = await exports.default.fetch(sent);
   await validateResponse(sent.method, sent.url, response);
   return response;
 }

@@ -3,15 +3,57 @@
 // (scripts/bench-bare/) or of the service's app, called `n` times in a loop by one request.
 // A worker's clock stands still while it computes, so the client times the whole request;
 // `n` large enough makes the one outer request negligible. Never deployed.
+//
+// GET  /?target=bare|service&path=<path>&n=<n>   a path without a database
+// POST /?n=<n> with an `Operation`: an operation with a database, whose D1 answers are the
+//      ones the benchmark recorded for it on the real database (`batches`), replayed: the
+//      CPU the worker spends on the operation (token, SQL, results, JSON), without D1's.
 import { app } from "../../src/app.ts";
+import { SessionService } from "../../src/session-service.ts";
 import bare from "../bench-bare/index.ts";
+
+export type Operation =
+  | { kind: "http"; method: string; path: string; headers: Record<string, string>; batches: unknown[] }
+  | { kind: "rpc"; method: "create" | "authenticate"; arg: unknown; batches: unknown[] };
+
+/** A D1 binding that answers every batch with the next recorded answer, in a cycle. */
+function replayingD1(batches: unknown[]): D1Database {
+  let next = 0;
+  const statement = { bind: () => statement };
+  return {
+    prepare: () => statement,
+    batch: async () => batches[next++ % batches.length],
+  } as unknown as D1Database;
+}
+
+async function runOperation(operation: Operation, n: number, env: Env, ctx: ExecutionContext): Promise<number[]> {
+  const replayed = { ...env, DB: replayingD1(operation.batches) };
+  const statuses = new Set<number>();
+  for (let i = 0; i < n; i++) {
+    if (operation.kind === "http") {
+      const request = new Request(new URL(operation.path, "https://bench.example"), operation);
+      const response = await app.fetch(request, replayed, ctx);
+      await response.arrayBuffer();
+      statuses.add(response.status);
+    } else {
+      const service = new SessionService(ctx, replayed);
+      const answer =
+        operation.method === "create"
+          ? await service.create(operation.arg as Parameters<SessionService["create"]>[0])
+          : await service.authenticate(operation.arg as string);
+      statuses.add(answer ? 200 : 401);
+    }
+  }
+  return [...statuses];
+}
 
 export default {
   async fetch(request, env, ctx): Promise<Response> {
     const url = new URL(request.url);
+    const n = Number(url.searchParams.get("n") ?? 1);
+    if (request.method === "POST") return Response.json(await runOperation(await request.json(), n, env, ctx));
     const target = url.searchParams.get("target") === "service" ? app : bare;
     const inner = new URL(url.searchParams.get("path") ?? "/", url);
-    const n = Number(url.searchParams.get("n") ?? 1);
     const statuses = new Set<number>();
     for (let i = 0; i < n; i++) {
       const response = await target.fetch(new Request(inner), env, ctx);
