@@ -1,4 +1,4 @@
-// `npm run check:operator`: the operator's commands, run as the README says while
+// `npm run check:operator`: the operator's commands, run as docs/operating.md says while
 // `npm start -- --env sharded` serves users, must never make the service fail. It starts the
 // real `npm start` (its own state directory and port), signs users in, and while clients
 // list, delete, log out and log out everywhere over HTTP, runs `shards:move` of buckets
@@ -21,7 +21,7 @@ import { openLocalProject } from "./local-d1.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
 const ENV = ["--env", "sharded"];
-/** The range moved from DB (0-1023) to DB_2: as in the README, smaller to keep the check short. */
+/** The range moved from DB (0-1023) to DB_2: as in docs/operating.md, smaller to keep the check short. */
 const MOVED = { first: 0, last: 127 };
 const USERS_MOVED = 12;
 const USERS_STAYING = 6;
@@ -36,7 +36,7 @@ const run = promisify(execFile);
 let commandsRetried = 0;
 
 /**
- * An operator command, as the README writes it: `npm run --silent <script> -- <args>`. One
+ * An operator command, as docs/operating.md writes it: `npm run --silent <script> -- <args>`. One
  * refused because its user's bucket is frozen mid-move changed nothing and says to retry in
  * a second: so it is.
  */

@@ -1,9 +1,10 @@
-// The README's curl walkthrough, run by a client generated from the OpenAPI document
-// (openapi-typescript → dist/openapi-types.ts, then openapi-fetch) through Prism's validating
-// proxy (`prism proxy --errors`) in front of a local server (scripts/local-server.ts).
+// The README's curl tour and docs/operating.md's operator commands, run by a client generated
+// from the OpenAPI document (openapi-typescript → dist/openapi-types.ts, then openapi-fetch)
+// through Prism's validating proxy (`prism proxy --errors`) in front of a local server
+// (scripts/local-server.ts).
 // Prism turns any request or response that disagrees with the document into a 500 with an
-// `sl-violations` header; that, an unexpected status or a body missing what the README
-// shows fails the run. One call goes to the server directly: Prism answers a method the
+// `sl-violations` header; that, an unexpected status or a body missing what the documents
+// show fails the run. One call goes to the server directly: Prism answers a method the
 // document does not list with its own 405, so the service's `GET /auth/logout` 405 is
 // checked by the project's validator (test/openapi.ts, which reads `x-other-methods`).
 //   npm run walkthrough                     (writes dist/openapi.json first)
