@@ -11,11 +11,11 @@
 //   npm run docs:check -- --no-tour     (1 and 2 only: no server)
 import { execFile, execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs, promisify } from "node:util";
 import { DEV_SERVER_FILE, type DevServer } from "./dev-server.ts";
+import { freePort } from "./local-server.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
 const { "no-tour": noTour } = parseArgs({ options: { "no-tour": { type: "boolean" } } }).values;
@@ -122,17 +122,6 @@ function expectedStatuses(tour: string): { curl: string; status: number }[] {
     }
   }
   return expected;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** The tour, as a newcomer runs it: `npm start` on a port and state directory of its own. */

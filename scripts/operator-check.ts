@@ -9,7 +9,6 @@
 // exits 1 on any 5xx other than 503 `moving`, or a session lost or revived.
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -18,6 +17,7 @@ import { BucketMoving } from "../src/db/queries.ts";
 import { bucketOf, openShards } from "../src/db/shards.ts";
 import { issueSession } from "../src/issue-session.ts";
 import { openLocalProject } from "./local-d1.ts";
+import { freePort } from "./local-server.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
 const ENV = ["--env", "sharded"];
@@ -65,17 +65,6 @@ function randomIp(): string {
 }
 
 const progress = (line: string) => process.stderr.write(`operator check: ${line}\n`);
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 interface Dev {
   child: ChildProcess;

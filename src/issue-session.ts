@@ -33,7 +33,7 @@ export interface CreateSessionInput {
   /**
    * The account's home region (e.g. `eu`), one the deployment configures: the session is
    * placed only on that region's databases. Omitted: the default region. The login flow
-   * must pass the same region for a user every time (README, "Regions (data residency)").
+   * must pass the same region for a user every time (docs/integrating.md, "Regions (data residency)").
    */
   region?: string | null;
   /**
