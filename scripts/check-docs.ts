@@ -9,13 +9,13 @@
 //      after `→`; any other ```sh block of the README may hold only npm commands (checked by 2).
 //   npm run docs:check                  (all of it; the tour takes ~30 s)
 //   npm run docs:check -- --no-tour     (1 and 2 only: no server)
-import { execFile, execFileSync, spawn } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs, promisify } from "node:util";
 import { DEV_SERVER_FILE, type DevServer } from "./dev-server.ts";
-import { freePort } from "./local-server.ts";
+import { freePort, startNpmStart } from "./npm-start.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
 const { "no-tour": noTour } = parseArgs({ options: { "no-tour": { type: "boolean" } } }).values;
@@ -126,7 +126,6 @@ function expectedStatuses(tour: string): { curl: string; status: number }[] {
 
 /** The tour, as a newcomer runs it: `npm start` on a port and state directory of its own. */
 async function runTour(tour: string): Promise<void> {
-  const expected = expectedStatuses(tour);
   if (existsSync(DEV_SERVER_FILE)) {
     const { pid } = JSON.parse(readFileSync(DEV_SERVER_FILE, "utf8")) as DevServer;
     try {
@@ -137,48 +136,44 @@ async function runTour(tour: string): Promise<void> {
   }
   const port = await freePort();
   const state = mkdtempSync(path.join(tmpdir(), "docs-check-"));
-  const args = ["start", "--", "--port", String(port), "--ip", "127.0.0.1", "--persist-to", state];
-  const server = spawn("npm", args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true });
-  let log = "";
-  for (const stream of [server.stdout, server.stderr]) stream.on("data", (chunk) => (log += chunk));
-  const closed = new Promise((resolve) => server.once("close", resolve));
   try {
-    const deadline = Date.now() + 120_000;
-    for (;;) {
-      try {
-        if ((await fetch(`http://127.0.0.1:${port}/auth/nowhere`)).status === 404) break;
-      } catch {}
-      if (server.exitCode !== null || Date.now() > deadline) throw new Error(`npm start did not come up:\n${log}`);
-      await new Promise((resolve) => setTimeout(resolve, 250));
+    const server = await startNpmStart(port, state);
+    try {
+      await checkTour(tour, port);
+    } finally {
+      await server.stop();
     }
-    // curl also reports each status on stderr; the commands themselves run as written.
-    const script = [
-      "set -euo pipefail",
-      `curl() { command curl --write-out '%{stderr}docs-check-status %{http_code}\\n' "$@"; }`,
-      tour.replaceAll("localhost:8787", `127.0.0.1:${port}`),
-    ].join("\n");
-    const { stdout, stderr } = await promisify(execFile)("bash", ["-c", script], {
-      cwd: ROOT,
-      encoding: "utf8",
-      timeout: 120_000,
-    }).catch((error: { stdout?: string; stderr?: string; message: string }) => {
-      problems.push(`README.md: the tour failed: ${error.message}`);
-      return { stdout: error.stdout ?? "", stderr: error.stderr ?? "" };
-    });
-    const got = [...stderr.matchAll(/^docs-check-status (\d{3})$/gm)].map(([, status]) => Number(status));
-    expected.forEach(({ curl, status }, index) => {
-      const actual = got[index];
-      console.log(`  ${actual ?? "---"}  ${curl}`);
-      if (actual !== status)
-        problems.push(`README.md: \`${curl}\` answered ${actual ?? "nothing"}, the README says ${status}`);
-    });
-    if (got.length !== expected.length || problems.length > 0)
-      console.error(`--- the tour's output ---\n${stdout}\n${stderr.replace(/^docs-check-status .*\n/gm, "")}`);
   } finally {
-    process.kill(-(server.pid as number), "SIGTERM");
-    await closed;
     rmSync(state, { recursive: true, force: true });
   }
+}
+
+/** Runs the tour against the server on `port`; each `curl` must get the status its comment gives. */
+async function checkTour(tour: string, port: number): Promise<void> {
+  const expected = expectedStatuses(tour);
+  // curl also reports each status on stderr; the commands themselves run as written.
+  const script = [
+    "set -euo pipefail",
+    `curl() { command curl --write-out '%{stderr}docs-check-status %{http_code}\\n' "$@"; }`,
+    tour.replaceAll("localhost:8787", `127.0.0.1:${port}`),
+  ].join("\n");
+  const { stdout, stderr } = await promisify(execFile)("bash", ["-c", script], {
+    cwd: ROOT,
+    encoding: "utf8",
+    timeout: 120_000,
+  }).catch((error: { stdout?: string; stderr?: string; message: string }) => {
+    problems.push(`README.md: the tour failed: ${error.message}`);
+    return { stdout: error.stdout ?? "", stderr: error.stderr ?? "" };
+  });
+  const got = [...stderr.matchAll(/^docs-check-status (\d{3})$/gm)].map(([, status]) => Number(status));
+  expected.forEach(({ curl, status }, index) => {
+    const actual = got[index];
+    console.log(`  ${actual ?? "---"}  ${curl}`);
+    if (actual !== status)
+      problems.push(`README.md: \`${curl}\` answered ${actual ?? "nothing"}, the README says ${status}`);
+  });
+  if (got.length !== expected.length || problems.length > 0)
+    console.error(`--- the tour's output ---\n${stdout}\n${stderr.replace(/^docs-check-status .*\n/gm, "")}`);
 }
 
 const [tour] = tours;

@@ -3,7 +3,6 @@
 // local D1 that `npm start` serves unless told another directory. No port finders or
 // process groups: wrangler picks the port (0) and `stop()` disposes of the runtime it started.
 import { execFileSync } from "node:child_process";
-import { createServer } from "node:net";
 import { unstable_startWorker } from "wrangler";
 
 export interface LocalServerOptions {
@@ -52,16 +51,4 @@ export async function startLocalServer(options: LocalServerOptions = {}): Promis
   });
   await worker.ready;
   return { url: await worker.url, stop: () => worker.dispose() };
-}
-
-/** A TCP port nothing listens on now, for a server started next. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }

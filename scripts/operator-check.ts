@@ -7,7 +7,7 @@
 // `shards:move --finish` under the same load. After each phase every token the clients were
 // told is live must authenticate, and every ended one must not. Prints one JSON report;
 // exits 1 on any 5xx other than 503 `moving`, or a session lost or revived.
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -17,7 +17,7 @@ import { BucketMoving } from "../src/db/queries.ts";
 import { bucketOf, openShards } from "../src/db/shards.ts";
 import { issueSession } from "../src/issue-session.ts";
 import { openLocalProject } from "./local-d1.ts";
-import { freePort } from "./local-server.ts";
+import { freePort, type NpmStart, startNpmStart } from "./npm-start.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
 const ENV = ["--env", "sharded"];
@@ -66,32 +66,8 @@ function randomIp(): string {
 
 const progress = (line: string) => process.stderr.write(`operator check: ${line}\n`);
 
-interface Dev {
-  child: ChildProcess;
-  log: () => string;
-}
-
-async function startServer(port: number, state: string, shards?: string): Promise<Dev> {
-  const extra = shards === undefined ? [] : ["--var", `SHARDS:${shards}`];
-  const args = ["start", "--", ...ENV, "--port", String(port), "--ip", "127.0.0.1", "--persist-to", state, ...extra];
-  const child = spawn("npm", args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true });
-  let log = "";
-  child.stdout?.on("data", (chunk) => (log += chunk));
-  child.stderr?.on("data", (chunk) => (log += chunk));
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/auth/nowhere`)).status === 404) return { child, log: () => log };
-    } catch {}
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`npm start did not come up:\n${log}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
-
-async function stopServer(dev: Dev): Promise<void> {
-  const closed = new Promise((resolve) => dev.child.once("close", resolve));
-  process.kill(-(dev.child.pid as number), "SIGTERM");
-  await closed;
+function startServer(port: number, state: string, shards?: string): Promise<NpmStart> {
+  return startNpmStart(port, state, [...ENV, ...(shards === undefined ? [] : ["--var", `SHARDS:${shards}`])]);
 }
 
 interface Session {
@@ -296,7 +272,7 @@ try {
   const checks = [await verify(base, "after the move")];
 
   // The local deploy: the same databases, served with the SHARDS the move printed.
-  await stopServer(dev);
+  await dev.stop();
   logs.push(dev.log());
   dev = await startServer(port, state, shards);
   checks.push(await verify(base, "after deploying the printed SHARDS"));
@@ -338,6 +314,6 @@ try {
     console.log("operator check: 0 5xx, nothing lost or revived");
   }
 } finally {
-  await stopServer(dev);
+  await dev.stop();
   rmSync(state, { recursive: true, force: true });
 }
