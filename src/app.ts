@@ -34,7 +34,7 @@ const refuseOtherMethods = methodNotAllowed({
 
 // Served by the worker, not as a static asset: an asset layer puts its router in front of
 // every request, /auth/* included, which under `wrangler dev` cost the operations a sixth
-// of their throughput (BENCHMARKS.md); the document costs the bundle ~3.5 KB gzip instead.
+// of their throughput (BENCHMARKS.md); the document costs the bundle ~5.1 KB gzip instead.
 let documentJson: string | undefined;
 
 // Outermost first: every response, errors included, passes back out through the log,

@@ -1,7 +1,7 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { EVENT_IDS_PER_MS } from "../src/db/schema.ts";
+import { firstEventId } from "../src/db/schema.ts";
 import worker from "../src/index.ts";
 import { PURGE_BATCH_SIZE, purge } from "../src/scheduled.ts";
 import { countingShards, failingD1 } from "./d1.ts";
@@ -66,7 +66,7 @@ async function insertDead(userId: string, count: number, expiresAt: number): Pro
   const longAgo = expiresAt - 91 * 86_400_000;
   const rows = Array.from({ length: count }, (_, i) => [
     session.bind(`${userId}-${i}`, "0".repeat(64), userId, expiresAt - 1000, expiresAt, expiresAt - 1000),
-    event.bind(longAgo * EVENT_IDS_PER_MS + i, userId, `${userId}-${i}`, longAgo),
+    event.bind(firstEventId(longAgo) + i, userId, `${userId}-${i}`, longAgo),
   ]).flat();
   for (let i = 0; i < rows.length; i += 500) await db.batch(rows.slice(i, i + 500));
 }

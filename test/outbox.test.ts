@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { readConfig } from "../src/config.ts";
 import { wrapD1 } from "../src/db/binding.ts";
-import { EVENT_IDS_PER_MS } from "../src/db/schema.ts";
+import { firstEventId } from "../src/db/schema.ts";
 import { openShards } from "../src/db/shards.ts";
 import worker from "../src/index.ts";
 import { issueSession } from "../src/issue-session.ts";
@@ -261,7 +261,7 @@ describe("events queue (SESSION_EVENTS)", () => {
       const users = [await newUserOn(first), await newUserOn(last)];
       // Row ids are per database: make both databases hand out the same next one (a minute
       // ahead of the clock, so above the ids of this millisecond: src/db/schema.ts).
-      const next = (Date.now() + 60_000) * EVENT_IDS_PER_MS + Math.floor(Math.random() * 1000);
+      const next = firstEventId(Date.now() + 60_000) + Math.floor(Math.random() * 1000);
       for (const binding of [first, last]) {
         await d1(binding)
           .prepare(

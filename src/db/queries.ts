@@ -28,8 +28,8 @@ import { retryTransientD1 } from "./binding.ts";
 import {
   type BucketMoveRow,
   bucketMoves,
-  EVENT_IDS_PER_MS,
   type EventType,
+  firstEventId,
   type SessionEventRow,
   type SessionRow,
   sessionEvents,
@@ -265,12 +265,12 @@ function touch(db: Database, proof: TokenProof, at: Instant) {
 }
 
 /**
- * The ids of the events a statement logs at `at`: from at × EVENT_IDS_PER_MS, or the last id
+ * The ids of the events a statement logs at `at`: from firstEventId(at), or the last id
  * + 1 when one is already there (another event of that millisecond, or a clock ahead of this
  * one), one per row. So the table stays in time order and a write's events are found by id.
  */
 function eventIds(db: Database, at: Date): SQL<number> {
-  const floor = at.getTime() * EVENT_IDS_PER_MS;
+  const floor = firstEventId(at);
   const last = db
     .select({ id: sql`max(${sessionEvents.id})` })
     .from(sessionEvents)
@@ -337,7 +337,7 @@ function loggedBy(db: Database, write: Write) {
     .from(sessionEvents)
     .where(
       and(
-        gte(sessionEvents.id, write.at.getTime() * EVENT_IDS_PER_MS),
+        gte(sessionEvents.id, firstEventId(write.at)),
         eq(sessionEvents.createdAt, write.at),
         eq(sessionEvents.requestId, write.id),
       ),
@@ -386,7 +386,7 @@ export interface IssuePolicy {
  * Whether any other session of the user seen since `since`, live or ended, had this device.
  * The new session itself is left out, so the answer is the same before and after its row exists.
  */
-function seenOnDevice(db: Database, session: NewSession, since: Date): SQL<boolean> {
+function seenOnDevice(db: Database, bucket: string, session: NewSession, since: Date): SQL<boolean> {
   const { userId, deviceKey, id } = session;
   return sql<boolean>`(${exists(
     db
@@ -406,7 +406,7 @@ function seenOnDevice(db: Database, session: NewSession, since: Date): SQL<boole
       .from(sessionEvents)
       .where(
         and(
-          eventsOf(id.slice(0, -RANDOM_LENGTH), userId),
+          eventsOf(bucket, userId),
           eq(sessionEvents.deviceKey, deviceKey),
           gt(sessionEvents.createdAt, since),
           ne(sessionEvents.sessionId, id),
@@ -449,7 +449,7 @@ export async function insertSession(
     const [, , stored, , , events, [move]] = await db.batch([
       insertUnlessDone(db, place.bucket, session, write),
       recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write, {
-        newDevice: sql<boolean>`${not(seenOnDevice(db, session, policy.seenSince))}`,
+        newDevice: sql<boolean>`${not(seenOnDevice(db, place.bucket, session, policy.seenSince))}`,
       }),
       db.select({ id: sessions.id }).from(sessions).where(ours),
       recordEvents(db, "evicted", overCap, evictor, write),
@@ -734,14 +734,14 @@ export async function purgeSessions(db: Database, at: Instant, limit: number): P
 
 /**
  * Deletes up to `limit` security events from `before` or earlier, oldest id first; returns how
- * many went. By id: every such event has an id below (before + 1 ms) × EVENT_IDS_PER_MS but one
+ * many went. By id: every such event has an id below firstEventId(before + 1 ms) but one
  * a clock ahead or a move numbered later, which goes in a later run.
  */
 export async function purgeEvents(db: Database, before: Date, limit: number): Promise<number> {
   const old = db
     .select({ id: sessionEvents.id })
     .from(sessionEvents)
-    .where(and(lt(sessionEvents.id, (before.getTime() + 1) * EVENT_IDS_PER_MS), lte(sessionEvents.createdAt, before)))
+    .where(and(lt(sessionEvents.id, firstEventId(before.getTime() + 1)), lte(sessionEvents.createdAt, before)))
     .orderBy(sessionEvents.id)
     .limit(limit);
   const result = await db.delete(sessionEvents).where(inArray(sessionEvents.id, old)).run();

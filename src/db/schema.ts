@@ -85,7 +85,12 @@ export const EVENT_TYPES = [
 export type EventType = (typeof EVENT_TYPES)[number];
 
 /** Event ids per millisecond: an event's id is at least its time times this (src/db/queries.ts). */
-export const EVENT_IDS_PER_MS = 2048;
+const EVENT_IDS_PER_MS = 2048;
+
+/** The least id an event logged at `at` (epoch ms) can have; ids stay exact in JavaScript until 2109. */
+export function firstEventId(at: Date | number): number {
+  return (typeof at === "number" ? at : at.getTime()) * EVENT_IDS_PER_MS;
+}
 
 /**
  * The security log: every session created or ended, and by what. Also the outbox of the
@@ -96,7 +101,7 @@ export const sessionEvents = sqliteTable(
   "session_events",
   {
     // The rowid, without AUTOINCREMENT (which writes sqlite_sequence on every insert): at least
-    // created_at * EVENT_IDS_PER_MS, and above every id before it. So the table itself is in
+    // firstEventId(created_at), and above every id before it. So the table itself is in
     // time order: the purge and a write's read-back of its own events seek it by id, no index.
     id: integer("id").primaryKey(),
     userId: text("user_id").notNull(),
