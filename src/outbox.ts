@@ -1,4 +1,5 @@
-import { type Database, markDelivered, pendingEvents } from "./db/queries.ts";
+import type { Database } from "./db/client.ts";
+import { markDelivered, pendingEvents } from "./db/queries.ts";
 import type { EventType, SessionEventRow } from "./db/schema.ts";
 
 // The optional events queue (binding SESSION_EVENTS). session_events is its outbox: an event

@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { instant } from "../src/clock.ts";
+import { type Database, openDatabase } from "../src/db/client.ts";
 import { moveBuckets } from "../src/db/moves.ts";
 import * as queries from "../src/db/queries.ts";
 import { type Place, readShardMap } from "../src/db/shards.ts";
@@ -39,9 +40,9 @@ const newSession = (id: string) => ({
 });
 
 /** A bucket of the first database, as the worker's routes get it (src/db/shards.ts). */
-const on = (db: queries.Database): Place => ({ binding: "DB", db, bucket: "AA", elsewhere: () => null });
+const on = (db: Database): Place => ({ binding: "DB", db, bucket: "AA", elsewhere: () => null });
 
-const operations: Record<string, (db: queries.Database) => Promise<unknown>> = {
+const operations: Record<string, (db: Database) => Promise<unknown>> = {
   authenticate: (db) => queries.authenticate(on(db), proof, at),
   "authenticate (sliding)": (db) => queries.authenticate(on(db), proof, sliding),
   insertSession: (db) =>
@@ -71,7 +72,7 @@ describe("query plans", () => {
   for (const [name, run] of Object.entries(operations)) {
     it(`${name}: no table scans`, async () => {
       const { db, statements } = recordingD1(database);
-      await run(queries.openDatabase(db));
+      await run(openDatabase(db));
       expect(statements.length).toBeGreaterThan(0);
       for (const { sql, params } of statements) {
         const detail = await plan(sql, params);
@@ -89,7 +90,7 @@ describe("query plans", () => {
       [operations.insertSession!, 3],
     ] as const) {
       const { db, statements } = recordingD1(database);
-      await run(queries.openDatabase(db));
+      await run(openDatabase(db));
       const reads = statements.filter((s) => /"request_id" = \?/.test(s.sql));
       expect(reads.length).toBe(expected);
       for (const read of reads) {
@@ -102,7 +103,7 @@ describe("query plans", () => {
 
   it("the list reads the caller by primary key and the user's sessions by the user index", async () => {
     const { db, statements } = recordingD1(database);
-    await queries.listSessions(on(queries.openDatabase(db)), proof, at);
+    await queries.listSessions(on(openDatabase(db)), proof, at);
     const select = statements.find((s) => s.sql.startsWith("select"))!;
     const detail = await plan(select.sql, select.params);
     expect(detail).toMatch(
@@ -115,7 +116,7 @@ describe("query plans", () => {
     const details: Record<string, string> = {};
     for (const name of ["listEvents", "insertSession", "purgeEvents", "purgeSessions"]) {
       const { db, statements } = recordingD1(database);
-      await operations[name]!(queries.openDatabase(db));
+      await operations[name]!(openDatabase(db));
       details[name] = (await Promise.all(statements.map((s) => plan(s.sql, s.params)))).join("\n");
     }
     const userEvents =
@@ -133,7 +134,7 @@ describe("query plans", () => {
       const open = (binding: string) => {
         const recording = recordingD1(d1(binding));
         recordings.push(recording);
-        return queries.openDatabase(recording.db);
+        return openDatabase(recording.db);
       };
       const move = { map: readShardMap(env), region: "default", first: 1000, last: 1000, to: "DB_1" };
       await moveBuckets(move, { open, now: () => new Date() });

@@ -3,8 +3,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 
 import { readConfig } from "../src/config.ts";
+import { openDatabase } from "../src/db/client.ts";
 import { type MoveStep, moveBuckets } from "../src/db/moves.ts";
-import { openDatabase } from "../src/db/queries.ts";
 import { bucketOf, openShards, readShardMap, type Shards } from "../src/db/shards.ts";
 import { issueSession } from "../src/issue-session.ts";
 import { purge } from "../src/scheduled.ts";

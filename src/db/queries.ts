@@ -18,13 +18,12 @@ import {
   type SQLWrapper,
   sql,
 } from "drizzle-orm";
-import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { SelectedFields } from "drizzle-orm/sqlite-core";
 import type { StoredProofs } from "../auth-proofs.ts";
 import type { Instant } from "../clock.ts";
 import type { Outbox } from "../outbox.ts";
 import { RANDOM_LENGTH } from "../token.ts";
-import { retryTransientD1 } from "./binding.ts";
+import type { Database } from "./client.ts";
 import {
   type BucketMoveRow,
   bucketMoves,
@@ -51,13 +50,6 @@ import type { Place } from "./shards.ts";
 // per-user batch also reads its bucket's move state, and every write is guarded by the
 // state of its row's bucket, in the same transaction: `onBucket` turns the state into the
 // answer, a 503 `moving`, or the same operation on the database the bucket went to.
-
-export type Database = DrizzleD1Database;
-
-/** Every path (HTTP, RPC, cron) reads through here, so each retries transient errors once. */
-export function openDatabase(d1: D1Database): Database {
-  return drizzle(retryTransientD1(d1));
-}
 
 /** A well-formed token, reduced to what is compared with the table. */
 export interface TokenProof {

@@ -10,7 +10,7 @@ import {
   type SessionIdPlacement,
 } from "../token.ts";
 import { namingFailures } from "./binding.ts";
-import { type Database, openDatabase } from "./queries.ts";
+import { type Database, openDatabase } from "./client.ts";
 
 // The one place that chooses a database. All sessions and events of a user live in one D1
 // database, found without a lookup: the user id hashes to one of BUCKET_COUNT virtual
