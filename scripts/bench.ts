@@ -300,7 +300,7 @@ async function runOperation(
       stepUpCutoff: null,
     };
   };
-  const actor = { sessionId: caller.id, ipAddress: "203.0.113.7", outbox: null };
+  const actor = { sessionId: caller.id, ipAddress: "203.0.113.7", queued: false };
   switch (key) {
     case "create": {
       // One more session for this user, who holds `own.length`: what a login costs them.

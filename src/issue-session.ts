@@ -15,7 +15,7 @@ import type { Shards } from "./db/shards.ts";
 import { deviceKey, parseDevice } from "./device.ts";
 import { newBoundSecret, newChallenge, registrationHeader } from "./device-binding.ts";
 import { normalizeIp } from "./ip.ts";
-import type { Outbox } from "./outbox.ts";
+import { type Outbox, published } from "./outbox.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement, proveToken } from "./token.ts";
 
 // The one code path that creates sessions (SessionService.create and `npm run session:create`)
@@ -198,15 +198,18 @@ export async function issueSession(
   const at = instant(config);
   const place = await shards.forUser(checkUserId(input.userId), input.region);
   const { row, created } = await buildSession(config, input, place.placement, at);
-  const { stored, newDevice } = await insertSession(
-    place,
-    row,
-    { sessionId: null, ipAddress: row.ipAddress ?? null, outbox },
-    {
-      maxPerUser: config.maxPerUser,
-      seenSince: new Date(row.createdAt.getTime() - config.eventRetentionDays * 86_400_000),
-    },
-    at,
+  const { stored, newDevice } = published(
+    outbox,
+    await insertSession(
+      place,
+      row,
+      { sessionId: null, ipAddress: row.ipAddress ?? null, queued: outbox !== null },
+      {
+        maxPerUser: config.maxPerUser,
+        seenSince: new Date(row.createdAt.getTime() - config.eventRetentionDays * 86_400_000),
+      },
+      at,
+    ),
   );
   // Only if 128 random bits collided with a live session's id; the caller can simply retry.
   if (!stored) throw new Error("A session with this id already exists. Retry.");
@@ -254,12 +257,15 @@ export async function reauthenticate(
   if (!proven || !place) return null;
   const proof = { ...proven, boundHash: await boundCookieHash(input.cookie, config.cookieName) };
   const { secret, token } = newSecretFor(proof.id);
-  const changed = await reauthenticateSession(
-    place,
-    proof,
-    { secretHash: await hashSecret(secret), proofs, assuranceLevel },
-    { sessionId: proof.id, ipAddress: null, outbox },
-    at,
+  const changed = published(
+    outbox,
+    await reauthenticateSession(
+      place,
+      proof,
+      { secretHash: await hashSecret(secret), proofs, assuranceLevel },
+      { sessionId: proof.id, ipAddress: null, queued: outbox !== null },
+      at,
+    ),
   );
   if (!changed) return null;
   const seconds = Math.ceil((changed.expiresAt.getTime() - at.now.getTime()) / 1000);

@@ -3,7 +3,7 @@ import type { Config } from "./config.ts";
 import { endSessionById, endUserSessions, listUserSessions } from "./db/queries.ts";
 import type { Shards } from "./db/shards.ts";
 import { checkUserId } from "./issue-session.ts";
-import type { Outbox } from "./outbox.ts";
+import { type Outbox, published } from "./outbox.ts";
 import { type SessionView, sessionView } from "./routes/sessions.ts";
 import { placementOf } from "./token.ts";
 
@@ -72,8 +72,8 @@ export async function endSessionsOfUser(
   const except = input.exceptSessionId == null ? null : checkString("exceptSessionId", input.exceptSessionId);
   if (except !== null && !placementOf(except)) throw new TypeError("exceptSessionId must be a session id");
   const place = await shards.forUser(userId, input.region);
-  const actor = { sessionId: null, ipAddress: null, outbox };
-  return { ended: await endUserSessions(place, userId, except, reason, actor, instant(config)) };
+  const actor = { sessionId: null, ipAddress: null, queued: outbox !== null };
+  return { ended: published(outbox, await endUserSessions(place, userId, except, reason, actor, instant(config))) };
 }
 
 /** Ends one live session; `ended` is false when there was none by that id. */
@@ -88,6 +88,6 @@ export async function endOneSession(
   // An id that cannot be a session of this deployment matches nothing: no lookup.
   const place = shards.forSession(sessionId);
   if (!place) return { ended: false };
-  const actor = { sessionId: null, ipAddress: null, outbox };
-  return { ended: await endSessionById(place, sessionId, reason, actor, instant(config)) };
+  const actor = { sessionId: null, ipAddress: null, queued: outbox !== null };
+  return { ended: published(outbox, await endSessionById(place, sessionId, reason, actor, instant(config))) };
 }

@@ -25,7 +25,7 @@ async function plan(sql: string, params: unknown[]): Promise<string> {
 const at = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: false, maxLifetimeSeconds: 34_560_000 });
 const sliding = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: true, maxLifetimeSeconds: 34_560_000 });
 const proof = { id: "AAAAAAAAAAAAAAAAAAAAAA", secretHash: "0".repeat(64) };
-const actor = { sessionId: proof.id, ipAddress: "192.0.2.1", outbox: null };
+const actor = { sessionId: proof.id, ipAddress: "192.0.2.1", queued: false };
 const newSession = (id: string) => ({
   id,
   secretHash: "0".repeat(64),

@@ -21,7 +21,6 @@ import {
 import type { SelectedFields } from "drizzle-orm/sqlite-core";
 import type { StoredProofs } from "../auth-proofs.ts";
 import type { Instant } from "../clock.ts";
-import type { Outbox } from "../outbox.ts";
 import { RANDOM_LENGTH } from "../token.ts";
 import type { Database } from "./client.ts";
 import {
@@ -62,18 +61,23 @@ export interface TokenProof {
   boundHash?: string | null;
 }
 
-/** Who is acting, for the security log, and where the events it causes go besides it. */
+/** Who is acting, for the security log, and whether the events it causes also go to the events queue. */
 export interface Actor {
   sessionId: string | null;
   ipAddress: string | null;
-  /** The events queue's outbox, when the queue is configured. */
-  outbox: Outbox | null;
+  /** The events queue is configured: events are written pending delivery, for the outbox to send. */
+  queued: boolean;
 }
 
-/** After the batch that wrote `events` to `db` committed: hand them to the outbox, if any. */
-function published<T>(db: Database, actor: Actor, events: SessionEventRow[], result: T): T {
-  if (events.length > 0) actor.outbox?.publish(db, events);
-  return result;
+/**
+ * What a write answers, and the events it logged: the caller hands them to the events queue
+ * (src/outbox.ts) once the batch committed. `db` is the database they are on, where they are
+ * marked delivered: the one the write ended up running on.
+ */
+export interface Logged<T> {
+  answer: T;
+  events: SessionEventRow[];
+  db: Database;
 }
 
 /** Activity is written at most this often per session, so reads rarely write. */
@@ -303,7 +307,7 @@ function recordEvents(
     reason: sql<string | null>`${details.reason ?? null}`.as("reason"),
     deviceKey: sessions.deviceKey,
     newDevice: (details.newDevice ?? sql<boolean | null>`NULL`).as("new_device"),
-    pendingDelivery: sql<boolean>`${actor.outbox ? 1 : 0}`.as("pending_delivery"),
+    pendingDelivery: sql<boolean>`${actor.queued ? 1 : 0}`.as("pending_delivery"),
   };
   return db.insert(sessionEvents).select(
     db
@@ -421,7 +425,7 @@ export async function insertSession(
   actor: Actor,
   policy: IssuePolicy,
   at: Instant,
-): Promise<{ stored: boolean; newDevice: boolean }> {
+): Promise<Logged<{ stored: boolean; newDevice: boolean }>> {
   const write = newWrite(session.createdAt);
   const ours = and(eq(sessions.id, session.id), eq(sessions.secretHash, session.secretHash));
   const evictor = { ...actor, sessionId: session.id };
@@ -451,7 +455,7 @@ export async function insertSession(
     ]);
     const created = events.find((event) => event.type === "created");
     const answer = { stored: stored.length > 0 || created !== undefined, newDevice: created?.newDevice === true };
-    return { answer: published(db, actor, events, answer), move, blocked: !answer.stored };
+    return { answer: { answer, events, db }, move, blocked: !answer.stored };
   });
 }
 
@@ -527,8 +531,8 @@ export async function listUserSessions(place: Place, userId: string, at: Instant
 
 /**
  * Ends every live session matching `ending` (built on the database the batch runs on), each
- * logged as `type` with `details`, in one batch; answers the events this write logged, by
- * either attempt of the batch: one per ended session.
+ * logged as `type` with `details`, in one batch; answers how many ended, from the events this
+ * write logged by either attempt of the batch: one per ended session.
  */
 function endMatching(
   place: Place,
@@ -537,7 +541,7 @@ function endMatching(
   actor: Actor,
   at: Instant,
   details: EventDetails = {},
-): Promise<SessionEventRow[]> {
+): Promise<Logged<number>> {
   const write = newWrite(at.now);
   return onBucket(place, async (db) => {
     const matching = ending(db);
@@ -547,8 +551,13 @@ function endMatching(
       loggedBy(db, write),
       moveOf(db, place.bucket),
     ]);
-    return { answer: published(db, actor, ended, ended), move, blocked: ended.length === 0 };
+    return { answer: { answer: ended.length, events: ended, db }, move, blocked: ended.length === 0 };
   });
+}
+
+/** The same write, answering whether it ended anything. */
+function endedAny({ answer, ...logged }: Logged<number>): Logged<boolean> {
+  return { answer: answer > 0, ...logged };
 }
 
 /** Ends every live session of `userId` but `exceptSessionId`, logging `ended` with the reason. */
@@ -559,13 +568,13 @@ export async function endUserSessions(
   reason: string,
   actor: Actor,
   at: Instant,
-): Promise<number> {
+): Promise<Logged<number>> {
   const ending = and(
     eq(sessions.userId, userId),
     isLive(at),
     exceptSessionId === null ? undefined : ne(sessions.id, exceptSessionId),
   );
-  return (await endMatching(place, "ended", () => ending, actor, at, { reason })).length;
+  return endMatching(place, "ended", () => ending, actor, at, { reason });
 }
 
 /** Ends one live session by id (no token), logging `ended` with the reason. */
@@ -575,9 +584,9 @@ export async function endSessionById(
   reason: string,
   actor: Actor,
   at: Instant,
-): Promise<boolean> {
+): Promise<Logged<boolean>> {
   const ending = and(eq(sessions.id, sessionId), isLive(at));
-  return (await endMatching(place, "ended", () => ending, actor, at, { reason })).length > 0;
+  return endedAny(await endMatching(place, "ended", () => ending, actor, at, { reason }));
 }
 
 /**
@@ -590,7 +599,7 @@ export async function deleteSession(
   targetId: string,
   actor: Actor,
   at: Instant,
-): Promise<{ proven: boolean; deleted: boolean; caller: Caller | null }> {
+): Promise<Logged<{ proven: boolean; deleted: boolean; caller: Caller | null }>> {
   const write = newWrite(at.now);
   return onBucket(place, async (db) => {
     // The caller's own session is never held back by step-up: a user can always leave.
@@ -609,18 +618,23 @@ export async function deleteSession(
       deleted: ended.length > 0,
       caller: callers[0] ?? null,
     };
-    return { answer: published(db, actor, ended, answer), move, blocked: ended.length === 0 };
+    return { answer: { answer, events: ended, db }, move, blocked: ended.length === 0 };
   });
 }
 
 /** Ends the token's own session; false when it was not live. */
-export async function endSession(place: Place, proof: TokenProof, actor: Actor, at: Instant): Promise<boolean> {
-  return (await endMatching(place, "logout", () => isProvenBy(proof, at), actor, at)).length > 0;
+export async function endSession(place: Place, proof: TokenProof, actor: Actor, at: Instant): Promise<Logged<boolean>> {
+  return endedAny(await endMatching(place, "logout", () => isProvenBy(proof, at), actor, at));
 }
 
 /** Ends every live session of the token's user; 0 when the token was not live. */
-export async function endAllSessions(place: Place, proof: TokenProof, actor: Actor, at: Instant): Promise<number> {
-  return (await endMatching(place, "logout_all", (db) => isLiveSessionOfCaller(db, proof, at), actor, at)).length;
+export async function endAllSessions(
+  place: Place,
+  proof: TokenProof,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<number>> {
+  return endMatching(place, "logout_all", (db) => isLiveSessionOfCaller(db, proof, at), actor, at);
 }
 
 /** Ends every live session of the token's user but the token's own; `proven` as for deleteSession. */
@@ -629,7 +643,7 @@ export async function endOtherSessions(
   proof: TokenProof,
   actor: Actor,
   at: Instant,
-): Promise<{ proven: boolean; ended: number; caller: Caller | null }> {
+): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
   const write = newWrite(at.now);
   return onBucket(place, async (db) => {
     const others = and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id), isFreshCaller(db, proof, at));
@@ -642,7 +656,7 @@ export async function endOtherSessions(
       moveOf(db, place.bucket),
     ]);
     const answer = { proven: callers.length > 0 || ended.length > 0, ended: ended.length, caller: callers[0] ?? null };
-    return { answer: published(db, actor, ended, answer), move, blocked: ended.length === 0 };
+    return { answer: { answer, events: ended, db }, move, blocked: ended.length === 0 };
   });
 }
 
@@ -667,7 +681,7 @@ export async function reauthenticateSession(
   change: Reauthentication,
   actor: Actor,
   at: Instant,
-): Promise<{ expiresAt: Date } | null> {
+): Promise<Logged<{ expiresAt: Date } | null>> {
   const write = newWrite(at.now);
   const latest = Math.max(...Object.values(change.proofs));
   return onBucket(place, async (db) => {
@@ -692,7 +706,7 @@ export async function reauthenticateSession(
       moveOf(db, place.bucket),
     ]);
     const answer = events.length > 0 && row ? row : null;
-    return { answer: published(db, actor, events, answer), move, blocked: events.length === 0 };
+    return { answer: { answer, events, db }, move, blocked: events.length === 0 };
   });
 }
 
@@ -802,7 +816,7 @@ export async function registerBinding(
   binding: Binding,
   actor: Actor,
   at: Instant,
-): Promise<RegistrationOutcome> {
+): Promise<Logged<RegistrationOutcome>> {
   const write = newWrite(at.now);
   return onBucket(place, async (db) => {
     const eligible = and(
@@ -822,7 +836,7 @@ export async function registerBinding(
     ]);
     const answer: RegistrationOutcome =
       events.length > 0 ? "bound" : !row ? "not_live" : row.thumbprint ? "already_bound" : "wrong_challenge";
-    return { answer: published(db, actor, events, answer), move, blocked: answer === "wrong_challenge" };
+    return { answer: { answer, events, db }, move, blocked: answer === "wrong_challenge" };
   });
 }
 

@@ -38,5 +38,5 @@ export const requireBearerOrCookie = createMiddleware<AppEnv>(async (c, next) =>
 
 /** Who is acting, for the security log: the proven session and the client's IP. */
 export function actorOf(c: Context<AppEnv>): Actor {
-  return { sessionId: c.var.proof.id, ipAddress: c.var.clientIp, outbox: c.var.outbox };
+  return { sessionId: c.var.proof.id, ipAddress: c.var.clientIp, queued: c.var.outbox !== null };
 }

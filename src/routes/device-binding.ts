@@ -18,6 +18,7 @@ import {
 } from "../device-binding.ts";
 import { ApiError, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
+import { published } from "../outbox.ts";
 import { hashSecret } from "../token.ts";
 
 // The two endpoints a DBSC browser calls on its own (src/device-binding.ts): registration,
@@ -73,8 +74,11 @@ export const deviceBindingRoutes = new Hono<AppEnv>()
     const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), null);
     if (!proof) throw invalidProof();
     const binding = await bindingFor(proof.challenge, proof.key);
-    const actor = { sessionId: credential.proof.id, ipAddress: c.var.clientIp, outbox: c.var.outbox };
-    const outcome = await registerBinding(credential.place, credential.proof, binding, actor, c.var.at);
+    const actor = { sessionId: credential.proof.id, ipAddress: c.var.clientIp, queued: c.var.outbox !== null };
+    const outcome = published(
+      c.var.outbox,
+      await registerBinding(credential.place, credential.proof, binding, actor, c.var.at),
+    );
     c.set("proof", credential.proof);
     if (outcome === "not_live") throw unauthorized("invalid_token", true);
     if (outcome === "already_bound") throw new ApiError(409, "device_already_bound");

@@ -6,6 +6,7 @@ import { type DeviceType, sessionName } from "../device.ts";
 import { ApiError, reauthenticationRequired, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { actorOf, requireBearer } from "../middleware/auth.ts";
+import { published } from "../outbox.ts";
 
 export interface SessionView {
   id: string;
@@ -49,7 +50,7 @@ async function deleteById(c: Context<AppEnv>, id: string) {
     if (id.trim() === "") throw new ApiError(400, "session_id_required");
     throw unauthorized("not_authorized", false);
   }
-  const { proven, deleted, caller } = await deleteSession(place, proof, id, actorOf(c), at);
+  const { proven, deleted, caller } = published(c.var.outbox, await deleteSession(place, proof, id, actorOf(c), at));
   if (!proven) throw unauthorized("invalid_token", true);
   if (!deleted && id !== proof.id && isStale(caller, at))
     throw reauthenticationRequired(c.var.config.stepUpMaxAgeSeconds);
