@@ -314,10 +314,10 @@ async function runOperation(
       await queries.authenticate(db, proof, at(0));
       break;
     case "list":
-      await queries.listSessions(db, proof, at(0));
+      await queries.listSessionsByToken(db, proof, at(0));
       break;
     case "listTouch":
-      await queries.listSessions(db, proof, at(queries.ACTIVITY_WRITE_INTERVAL_MS + 1000));
+      await queries.listSessionsByToken(db, proof, at(queries.ACTIVITY_WRITE_INTERVAL_MS + 1000));
       break;
     case "events":
       await queries.listEvents(db, proof, at(0));
@@ -326,13 +326,13 @@ async function runOperation(
       await queries.deleteSession(db, proof, (own[1] ?? caller).id, actor, at(0));
       break;
     case "logout":
-      await queries.endSession(db, proof, actor, at(0));
+      await queries.endSessionByToken(db, proof, actor, at(0));
       break;
     case "logoutAll":
-      await queries.endAllSessions(db, proof, actor, at(0));
+      await queries.endAllSessionsByToken(db, proof, actor, at(0));
       break;
     case "logoutOthers":
-      await queries.endOtherSessions(db, proof, actor, at(0));
+      await queries.endOtherSessionsByToken(db, proof, actor, at(0));
       break;
   }
   return { ...total, operation: operationOf(key, own, answers) };

@@ -10,7 +10,7 @@ import { parseArgs } from "node:util";
 import { readConfig } from "../src/config.ts";
 import { openShards } from "../src/db/shards.ts";
 import { issueSession } from "../src/issue-session.ts";
-import { endOneSession, endSessionsOfUser, listSessionsOfUser } from "../src/user-sessions.ts";
+import { endSession, endUserSessions, listUserSessions } from "../src/user-sessions.ts";
 import { openLocalProject } from "./local-d1.ts";
 
 const USAGE: Record<string, string> = {
@@ -115,11 +115,11 @@ try {
     });
     answer = { id, token, expiresAt };
   } else if (command === "list") {
-    answer = { sessions: await listSessionsOfUser(shards, config, values.user as string, values.region ?? null) };
+    answer = { sessions: await listUserSessions(shards, config, values.user as string, values.region ?? null) };
   } else if (values.session !== undefined) {
-    answer = await endOneSession(shards, config, { sessionId: values.session, reason }, null);
+    answer = await endSession(shards, config, { sessionId: values.session, reason }, null);
   } else {
-    answer = await endSessionsOfUser(
+    answer = await endUserSessions(
       shards,
       config,
       { userId: values.user as string, exceptSessionId: values.except ?? null, reason, region: values.region ?? null },

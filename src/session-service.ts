@@ -21,9 +21,9 @@ import { proveToken } from "./token.ts";
 import {
   type EndSessionInput,
   type EndUserSessionsInput,
-  endOneSession,
-  endSessionsOfUser,
-  listSessionsOfUser,
+  endSession,
+  endUserSessions,
+  listUserSessions,
 } from "./user-sessions.ts";
 
 export interface AuthenticatedSession {
@@ -126,20 +126,18 @@ export class SessionService extends WorkerEntrypoint<Env> {
 
   /** The user's live sessions, as GET /auth/sessions lists them; [] for an unknown user. */
   async listUserSessions(userId: string, region?: string | null): Promise<SessionView[]> {
-    return this.logged("listUserSessions", () =>
-      listSessionsOfUser(this.shards(), readConfig(this.env), userId, region),
-    );
+    return this.logged("listUserSessions", () => listUserSessions(this.shards(), readConfig(this.env), userId, region));
   }
 
   /** Ends every live session of the user but `exceptSessionId`, each logged `ended` with the reason. */
   async endUserSessions(input: EndUserSessionsInput): Promise<{ ended: number }> {
     return this.logged("endUserSessions", () =>
-      endSessionsOfUser(this.shards(), readConfig(this.env), input, this.outbox),
+      endUserSessions(this.shards(), readConfig(this.env), input, this.outbox),
     );
   }
 
   /** Ends one session, logged `ended` with the reason; `ended: false` when no live session has that id. */
   async endSession(input: EndSessionInput): Promise<{ ended: boolean }> {
-    return this.logged("endSession", () => endOneSession(this.shards(), readConfig(this.env), input, this.outbox));
+    return this.logged("endSession", () => endSession(this.shards(), readConfig(this.env), input, this.outbox));
   }
 }

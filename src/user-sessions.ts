@@ -1,6 +1,6 @@
 import { instant } from "./clock.ts";
 import type { Config } from "./config.ts";
-import { endSessionById, endUserSessions, listUserSessions } from "./db/queries.ts";
+import { endSessionById, endSessionsByUserId, listSessionsByUserId } from "./db/queries.ts";
 import type { Shards } from "./db/shards.ts";
 import { checkUserId } from "./issue-session.ts";
 import { type Outbox, published } from "./outbox.ts";
@@ -48,19 +48,19 @@ function checkString(name: string, value: unknown): string {
 }
 
 /** The user's live sessions, exactly as GET /auth/sessions shows them. */
-export async function listSessionsOfUser(
+export async function listUserSessions(
   shards: Shards,
   config: Config,
   userId: string,
   region?: string | null,
 ): Promise<SessionView[]> {
   const place = await shards.forUser(checkUserId(userId), region);
-  const rows = await listUserSessions(place, userId, instant(config));
+  const rows = await listSessionsByUserId(place, userId, instant(config));
   return rows.map(sessionView);
 }
 
 /** Ends every live session of the user (but `exceptSessionId`); returns how many ended. */
-export async function endSessionsOfUser(
+export async function endUserSessions(
   shards: Shards,
   config: Config,
   input: EndUserSessionsInput,
@@ -73,11 +73,11 @@ export async function endSessionsOfUser(
   if (except !== null && !placementOf(except)) throw new TypeError("exceptSessionId must be a session id");
   const place = await shards.forUser(userId, input.region);
   const actor = { sessionId: null, ipAddress: null, queued: outbox !== null };
-  return { ended: published(outbox, await endUserSessions(place, userId, except, reason, actor, instant(config))) };
+  return { ended: published(outbox, await endSessionsByUserId(place, userId, except, reason, actor, instant(config))) };
 }
 
 /** Ends one live session; `ended` is false when there was none by that id. */
-export async function endOneSession(
+export async function endSession(
   shards: Shards,
   config: Config,
   input: EndSessionInput,

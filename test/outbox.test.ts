@@ -10,7 +10,7 @@ import { issueSession } from "../src/issue-session.ts";
 import type { SessionEventMessage } from "../src/outbox.ts";
 import { purge } from "../src/scheduled.ts";
 import { SessionService } from "../src/session-service.ts";
-import { endSessionsOfUser } from "../src/user-sessions.ts";
+import { endUserSessions as endSessionsOfUser } from "../src/user-sessions.ts";
 import { countingShards } from "./d1.ts";
 import {
   bearer,

@@ -53,16 +53,16 @@ const operations: Record<string, (db: Database) => Promise<unknown>> = {
       { maxPerUser: 2, seenSince: at.now },
       at,
     ),
-  listUserSessions: (db) => queries.listUserSessions(on(db), "plan-user", at),
-  endUserSessions: (db) => queries.endUserSessions(on(db), "plan-user", proof.id, "admin", actor, at),
+  listSessionsByUserId: (db) => queries.listSessionsByUserId(on(db), "plan-user", at),
+  endSessionsByUserId: (db) => queries.endSessionsByUserId(on(db), "plan-user", proof.id, "admin", actor, at),
   endSessionById: (db) => queries.endSessionById(on(db), proof.id, "admin", actor, at),
   pendingEvents: (db) => queries.pendingEvents(db, at.now, 10),
   markDelivered: (db) => queries.markDelivered(db, [1, 2, 3]),
-  listSessions: (db) => queries.listSessions(on(db), proof, at),
+  listSessionsByToken: (db) => queries.listSessionsByToken(on(db), proof, at),
   deleteSession: (db) => queries.deleteSession(on(db), proof, "BBBBBBBBBBBBBBBBBBBBBB", actor, at),
-  endSession: (db) => queries.endSession(on(db), proof, actor, at),
-  endAllSessions: (db) => queries.endAllSessions(on(db), proof, actor, at),
-  endOtherSessions: (db) => queries.endOtherSessions(on(db), proof, actor, at),
+  endSessionByToken: (db) => queries.endSessionByToken(on(db), proof, actor, at),
+  endAllSessionsByToken: (db) => queries.endAllSessionsByToken(on(db), proof, actor, at),
+  endOtherSessionsByToken: (db) => queries.endOtherSessionsByToken(on(db), proof, actor, at),
   listEvents: (db) => queries.listEvents(on(db), proof, at),
   purgeSessions: (db) => queries.purgeSessions(db, at, 10),
   purgeEvents: (db) => queries.purgeEvents(db, at.now, 10),
@@ -84,9 +84,9 @@ describe("query plans", () => {
   }
 
   it("a write reads its own events back by id (the table is in time order), as does create's once-only check", async () => {
-    // endSession: the read-back; insertSession: the once-only checks of the row and of its event, and the read-back.
+    // endSessionByToken: the read-back; insertSession: the once-only checks of the row and of its event, and the read-back.
     for (const [run, expected] of [
-      [operations.endSession!, 1],
+      [operations.endSessionByToken!, 1],
       [operations.insertSession!, 3],
     ] as const) {
       const { db, statements } = recordingD1(database);
@@ -103,7 +103,7 @@ describe("query plans", () => {
 
   it("the list reads the caller by primary key and the user's sessions by the user index", async () => {
     const { db, statements } = recordingD1(database);
-    await queries.listSessions(on(openDatabase(db)), proof, at);
+    await queries.listSessionsByToken(on(openDatabase(db)), proof, at);
     const select = statements.find((s) => s.sql.startsWith("select"))!;
     const detail = await plan(select.sql, select.params);
     expect(detail).toMatch(

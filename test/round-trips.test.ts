@@ -9,7 +9,11 @@ import { bucketOf, openShards, readShardMap, type Shards } from "../src/db/shard
 import { issueSession } from "../src/issue-session.ts";
 import { purge } from "../src/scheduled.ts";
 import { SessionService } from "../src/session-service.ts";
-import { endOneSession, endSessionsOfUser, listSessionsOfUser } from "../src/user-sessions.ts";
+import {
+  endSession as endOneSession,
+  endUserSessions as endSessionsOfUser,
+  listUserSessions as listSessionsOfUser,
+} from "../src/user-sessions.ts";
 import { countingD1, countingShards } from "./d1.ts";
 import {
   bearer,

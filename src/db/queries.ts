@@ -499,7 +499,7 @@ const newestFirst = [desc(sessions.createdAt), desc(sessions.id)];
 export type ListedSession = { [K in keyof typeof listed]: SessionRow[K] };
 
 /** The caller's user's live sessions, newest first; empty exactly when the token is not live. */
-export async function listSessions(place: Place, proof: TokenProof, at: Instant): Promise<ListedSession[]> {
+export async function listSessionsByToken(place: Place, proof: TokenProof, at: Instant): Promise<ListedSession[]> {
   return onBucket(place, async (db) => {
     const [, rows, [move]] = await db.batch([
       touch(db, proof, at),
@@ -515,7 +515,7 @@ export async function listSessions(place: Place, proof: TokenProof, at: Instant)
 }
 
 /** A user's live sessions in the list's order, for the rest of the system (no token, no touch). */
-export async function listUserSessions(place: Place, userId: string, at: Instant): Promise<ListedSession[]> {
+export async function listSessionsByUserId(place: Place, userId: string, at: Instant): Promise<ListedSession[]> {
   return onBucket(place, async (db) => {
     const [rows, [move]] = await db.batch([
       db
@@ -561,7 +561,7 @@ function endedAny({ answer, ...logged }: Logged<number>): Logged<boolean> {
 }
 
 /** Ends every live session of `userId` but `exceptSessionId`, logging `ended` with the reason. */
-export async function endUserSessions(
+export async function endSessionsByUserId(
   place: Place,
   userId: string,
   exceptSessionId: string | null,
@@ -623,12 +623,17 @@ export async function deleteSession(
 }
 
 /** Ends the token's own session; false when it was not live. */
-export async function endSession(place: Place, proof: TokenProof, actor: Actor, at: Instant): Promise<Logged<boolean>> {
+export async function endSessionByToken(
+  place: Place,
+  proof: TokenProof,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<boolean>> {
   return endedAny(await endMatching(place, "logout", () => isProvenBy(proof, at), actor, at));
 }
 
 /** Ends every live session of the token's user; 0 when the token was not live. */
-export async function endAllSessions(
+export async function endAllSessionsByToken(
   place: Place,
   proof: TokenProof,
   actor: Actor,
@@ -638,7 +643,7 @@ export async function endAllSessions(
 }
 
 /** Ends every live session of the token's user but the token's own; `proven` as for deleteSession. */
-export async function endOtherSessions(
+export async function endOtherSessionsByToken(
   place: Place,
   proof: TokenProof,
   actor: Actor,

@@ -1,6 +1,12 @@
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
-import { authenticate, endAllSessions, endOtherSessions, endSession, isStale } from "../db/queries.ts";
+import {
+  authenticate,
+  endAllSessionsByToken,
+  endOtherSessionsByToken,
+  endSessionByToken,
+  isStale,
+} from "../db/queries.ts";
 import { ApiError, reauthenticationRequired, sessionInvalid, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { actorOf, requireBearerOrCookie } from "../middleware/auth.ts";
@@ -12,7 +18,7 @@ const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ?
 export const logoutRoutes = new Hono<AppEnv>()
   .post("/", requireBearerOrCookie, async (c) => {
     const { place, proof, at } = c.var;
-    const ended = published(c.var.outbox, await endSession(place, proof, actorOf(c), at));
+    const ended = published(c.var.outbox, await endSessionByToken(place, proof, actorOf(c), at));
     clearCarriedCookie(c);
     if (!ended) throw sessionInvalid();
     return c.json({ message: "Logged out" });
@@ -30,7 +36,10 @@ export const logoutRoutes = new Hono<AppEnv>()
     }
     if (scope === "others") {
       // The caller stays signed in, so its cookie stays, unless its own token was dead.
-      const { proven, ended, caller } = published(c.var.outbox, await endOtherSessions(place, proof, actorOf(c), at));
+      const { proven, ended, caller } = published(
+        c.var.outbox,
+        await endOtherSessionsByToken(place, proof, actorOf(c), at),
+      );
       if (!proven) {
         clearCarriedCookie(c);
         throw unauthorized("session_invalid", true);
@@ -38,7 +47,7 @@ export const logoutRoutes = new Hono<AppEnv>()
       if (isStale(caller, at)) throw reauthenticationRequired(c.var.config.stepUpMaxAgeSeconds);
       return c.json({ message: `Logged out of ${plural(ended, "other session")}` });
     }
-    const ended = published(c.var.outbox, await endAllSessions(place, proof, actorOf(c), at));
+    const ended = published(c.var.outbox, await endAllSessionsByToken(place, proof, actorOf(c), at));
     clearCarriedCookie(c);
     if (ended === 0) throw unauthorized("session_invalid", true);
     return c.json({ message: "Logged out of all sessions" });

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";
-import { authenticate, deleteSession, isStale, type ListedSession, listSessions } from "../db/queries.ts";
+import { authenticate, deleteSession, isStale, type ListedSession, listSessionsByToken } from "../db/queries.ts";
 import { type DeviceType, sessionName } from "../device.ts";
 import { ApiError, reauthenticationRequired, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
@@ -66,7 +66,7 @@ const ID = "/:id{[^\\x2F]*}";
 export const sessionsRoutes = new Hono<AppEnv>()
   .get("/", requireBearer, async (c) => {
     const { place, proof, at } = c.var;
-    const rows = await listSessions(place, proof, at);
+    const rows = await listSessionsByToken(place, proof, at);
     // The caller's own live session is always among them, so none means the token is dead.
     if (rows.length === 0) throw unauthorized("invalid_token", true);
     return c.json({ sessions: rows.map(sessionView), currentSessionId: proof.id });
