@@ -9,7 +9,7 @@
 //      on users holding 1, 10 and 100 sessions, summing D1's own `meta` (rows_read,
 //      rows_written, duration) over the round trip; first on a near-empty table, then again
 //      once the table holds every seeded session (>= 200,000);
-//    - seeding: rows built by `buildSession` (src/issue-session.ts, the issuing code of
+//    - seeding: rows built by `buildSession` (src/services/issue-session.ts, the issuing code of
 //      SessionService.create) and inserted in batches, each with its `created` event.
 // 3. Load: the service and the bare worker (scripts/bench-bare/) on wrangler's dev server
 //    (scripts/local-server.ts), autocannon with CONNECTIONS connections, AMOUNT requests per
@@ -27,14 +27,14 @@ import { fileURLToPath } from "node:url";
 import { getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import { getPlatformProxy } from "wrangler";
-import type { Instant } from "../src/clock.ts";
-import { readConfig } from "../src/config.ts";
 import { wrapD1 } from "../src/db/binding.ts";
 import * as queries from "../src/db/queries.ts";
 import { sessionEvents, sessions } from "../src/db/schema.ts";
 import { bucketOf, openShards, type Place } from "../src/db/shards.ts";
-import { buildSession, issueSession } from "../src/issue-session.ts";
-import { DEFAULT_REGION, hashSecret, type Placement } from "../src/token.ts";
+import type { Instant } from "../src/domain/clock.ts";
+import { readConfig } from "../src/domain/config.ts";
+import { DEFAULT_REGION, hashSecret, type Placement } from "../src/domain/token.ts";
+import { buildSession, issueSession } from "../src/services/issue-session.ts";
 import type { Operation } from "./bench-own/index.ts";
 import { GZIP_BUDGET_BYTES, measureBundle } from "./bundle-size.ts";
 import { migrateLocal, startLocalServer } from "./local-server.ts";

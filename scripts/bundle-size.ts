@@ -22,7 +22,7 @@ import { constants, gzipSync } from "node:zlib";
  * 44,500 B for device-bound sessions: 44,019 B (+2,344 B: proof verification on WebCrypto,
  * the registration and refresh routes, their error codes, the bound-cookie rules). Raised to
  * 49,500 B on 2026-11-25: 49,288 B once the worker serves /openapi.json again (+5,137 B: the
- * document's builder, src/openapi.ts). The asset layer that kept it out put its router in front
+ * document's builder, src/http/openapi.ts). The asset layer that kept it out put its router in front
  * of every /auth/ request under `wrangler dev`: the 404 went from 0.70 to 0.96 of better-auth's
  * `/health`, and every operation ~25% faster, side by side (BENCHMARKS.md).
  */

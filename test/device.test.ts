@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseDevice, sessionName } from "../src/device.ts";
+import { parseDevice, sessionName } from "../src/domain/device.ts";
 
 describe("session name labels", () => {
   const cases: [string, string | null, string][] = [

@@ -1,10 +1,10 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { instant } from "../src/clock.ts";
 import { type Database, openDatabase } from "../src/db/client.ts";
 import { moveBuckets } from "../src/db/moves.ts";
 import * as queries from "../src/db/queries.ts";
 import { type Place, readShardMap } from "../src/db/shards.ts";
+import { instant } from "../src/domain/clock.ts";
 import { recordingD1 } from "./d1.ts";
 import { d1, shardBindings } from "./helpers.ts";
 

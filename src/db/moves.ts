@@ -1,5 +1,5 @@
 import { and, eq, getTableColumns, gt, gte, lt, sql } from "drizzle-orm";
-import { BUCKET_COUNT, bucketKey, placementOf, RANDOM_LENGTH } from "../token.ts";
+import { BUCKET_COUNT, bucketKey, placementOf, RANDOM_LENGTH } from "../domain/token.ts";
 import type { Database } from "./client.ts";
 import { type BucketMoveRow, bucketMoves, sessionEvents, sessions } from "./schema.ts";
 import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";

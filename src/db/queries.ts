@@ -19,9 +19,9 @@ import {
   sql,
 } from "drizzle-orm";
 import type { SelectedFields } from "drizzle-orm/sqlite-core";
-import type { StoredProofs } from "../auth-proofs.ts";
-import type { Instant } from "../clock.ts";
-import { RANDOM_LENGTH } from "../token.ts";
+import type { StoredProofs } from "../domain/auth-proofs.ts";
+import type { Instant } from "../domain/clock.ts";
+import { RANDOM_LENGTH } from "../domain/token.ts";
 import type { Database } from "./client.ts";
 import {
   type BucketMoveRow,
@@ -71,7 +71,7 @@ export interface Actor {
 
 /**
  * What a write answers, and the events it logged: the caller hands them to the events queue
- * (src/outbox.ts) once the batch committed. `db` is the database they are on, where they are
+ * (src/services/outbox.ts) once the batch committed. `db` is the database they are on, where they are
  * marked delivered: the one the write ended up running on.
  */
 export interface Logged<T> {

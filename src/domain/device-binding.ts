@@ -3,7 +3,7 @@ import { base64Url, randomBase64Url } from "./token.ts";
 // Device Bound Session Credentials (W3C WebAppSec DBSC): the browser holds a private key the
 // site never sees and proves possession with a signed JWT (a "DBSC proof"); the site keeps a
 // short-lived bound cookie alive only while proofs keep coming. This file is the protocol:
-// headers, proofs, keys, the session instructions. The routes are src/routes/device-binding.ts,
+// headers, proofs, keys, the session instructions. The routes are src/http/routes/device-binding.ts,
 // the statements src/db/queries.ts.
 //
 // The refresh request carries the session identifier but no key (the spec forbids `jwk` there),

@@ -1,10 +1,10 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
+import type { Actor } from "../../db/queries.ts";
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
 import { readCredential } from "../credentials.ts";
 import { rejectCrossSite } from "../csrf.ts";
-import type { Actor } from "../db/queries.ts";
 import { sessionInvalid, unauthorized } from "../errors.ts";
 
 // How each operation turns a credential into `c.var.proof` and `c.var.place` (the bucket and

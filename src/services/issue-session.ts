@@ -1,3 +1,5 @@
+import { insertSession, type NewSession, reauthenticateSession } from "../db/queries.ts";
+import type { Shards } from "../db/shards.ts";
 import {
   type AssuranceLevel,
   checkAssuranceLevel,
@@ -5,18 +7,16 @@ import {
   latestProof,
   type ProofInput,
   type StoredProofs,
-} from "./auth-proofs.ts";
-import { type Instant, instant } from "./clock.ts";
-import { type Config, MAX_TTL_SECONDS } from "./config.ts";
-import { boundCookieName, sessionCookie } from "./cookie.ts";
-import { boundCookieHash } from "./credentials.ts";
-import { insertSession, type NewSession, reauthenticateSession } from "./db/queries.ts";
-import type { Shards } from "./db/shards.ts";
-import { deviceKey, parseDevice } from "./device.ts";
-import { newBoundSecret, newChallenge, registrationHeader } from "./device-binding.ts";
-import { normalizeIp } from "./ip.ts";
+} from "../domain/auth-proofs.ts";
+import { type Instant, instant } from "../domain/clock.ts";
+import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
+import { deviceKey, parseDevice } from "../domain/device.ts";
+import { newBoundSecret, newChallenge, registrationHeader } from "../domain/device-binding.ts";
+import { normalizeIp } from "../domain/ip.ts";
+import { generateToken, hashSecret, newSecretFor, type Placement, proveToken } from "../domain/token.ts";
+import { boundCookieName, sessionCookie } from "../http/cookie.ts";
+import { boundCookieHash } from "../http/credentials.ts";
 import { type Outbox, published } from "./outbox.ts";
-import { generateToken, hashSecret, newSecretFor, type Placement, proveToken } from "./token.ts";
 
 // The one code path that creates sessions (SessionService.create and `npm run session:create`)
 // and gives one a new secret (SessionService.reauthenticate).
@@ -37,7 +37,7 @@ export interface CreateSessionInput {
    */
   region?: string | null;
   /**
-   * What the login flow verified: factors (RFC 8176 `amr` values, src/auth-proofs.ts), each
+   * What the login flow verified: factors (RFC 8176 `amr` values, src/domain/auth-proofs.ts), each
    * completed now or at the `completedAt` given. `authenticate` returns them.
    */
   factors?: ProofInput[];

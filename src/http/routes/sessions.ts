@@ -1,12 +1,12 @@
 import type { Context } from "hono";
+import { authenticate, deleteSession, isStale, type ListedSession, listSessionsByToken } from "../../db/queries.ts";
+import { type DeviceType, sessionName } from "../../domain/device.ts";
+import { published } from "../../services/outbox.ts";
 import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";
-import { authenticate, deleteSession, isStale, type ListedSession, listSessionsByToken } from "../db/queries.ts";
-import { type DeviceType, sessionName } from "../device.ts";
 import { ApiError, reauthenticationRequired, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { actorOf, requireBearer } from "../middleware/auth.ts";
-import { published } from "../outbox.ts";
 
 export interface SessionView {
   id: string;

@@ -1,16 +1,16 @@
-import type { AppEnv } from "../context.ts";
-import { clearCarriedCookie } from "../cookie.ts";
 import {
   authenticate,
   endAllSessionsByToken,
   endOtherSessionsByToken,
   endSessionByToken,
   isStale,
-} from "../db/queries.ts";
+} from "../../db/queries.ts";
+import { published } from "../../services/outbox.ts";
+import type { AppEnv } from "../context.ts";
+import { clearCarriedCookie } from "../cookie.ts";
 import { ApiError, reauthenticationRequired, sessionInvalid, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { actorOf, requireBearerOrCookie } from "../middleware/auth.ts";
-import { published } from "../outbox.ts";
 
 const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 

@@ -1,12 +1,14 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
-import { type AuthProof, proofList } from "./auth-proofs.ts";
-import { instant } from "./clock.ts";
-import { readConfig } from "./config.ts";
-import { boundCookieHash } from "./credentials.ts";
-import { DatabaseUnavailable } from "./db/binding.ts";
-import { authenticate, BucketMoving } from "./db/queries.ts";
-import { openShards, type Shards } from "./db/shards.ts";
-import { logFailure } from "./failure-log.ts";
+import { DatabaseUnavailable } from "../db/binding.ts";
+import { authenticate, BucketMoving } from "../db/queries.ts";
+import { openShards, type Shards } from "../db/shards.ts";
+import { type AuthProof, proofList } from "../domain/auth-proofs.ts";
+import { instant } from "../domain/clock.ts";
+import { readConfig } from "../domain/config.ts";
+import { proveToken } from "../domain/token.ts";
+import { boundCookieHash } from "../http/credentials.ts";
+import type { SessionView } from "../http/routes/sessions.ts";
+import { logFailure } from "../services/failure-log.ts";
 import {
   type CreatedSession,
   type CreateSessionInput,
@@ -14,17 +16,15 @@ import {
   type ReauthenticatedSession,
   type ReauthenticateInput,
   reauthenticate,
-} from "./issue-session.ts";
-import { outboxFor } from "./outbox.ts";
-import type { SessionView } from "./routes/sessions.ts";
-import { proveToken } from "./token.ts";
+} from "../services/issue-session.ts";
+import { outboxFor } from "../services/outbox.ts";
 import {
   type EndSessionInput,
   type EndUserSessionsInput,
   endSession,
   endUserSessions,
   listUserSessions,
-} from "./user-sessions.ts";
+} from "../services/user-sessions.ts";
 
 export interface AuthenticatedSession {
   sessionId: string;
@@ -74,7 +74,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
   private readonly outbox = outboxFor(this.env.SESSION_EVENTS, (promise) => this.ctx.waitUntil(promise));
 
-  /** Runs one method; an unexpected error gets its log line (src/failure-log.ts) and reaches the caller unchanged. */
+  /** Runs one method; an unexpected error gets its log line (src/services/failure-log.ts) and reaches the caller unchanged. */
   private async logged<T>(rpc: string, call: () => Promise<T>): Promise<T> {
     try {
       return await call();

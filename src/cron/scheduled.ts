@@ -1,9 +1,9 @@
-import { instant } from "./clock.ts";
-import { readConfig } from "./config.ts";
-import { wrapD1 } from "./db/binding.ts";
-import { purgeEvents, purgeSessions } from "./db/queries.ts";
-import { openShards } from "./db/shards.ts";
-import { resendPending } from "./outbox.ts";
+import { wrapD1 } from "../db/binding.ts";
+import { purgeEvents, purgeSessions } from "../db/queries.ts";
+import { openShards } from "../db/shards.ts";
+import { instant } from "../domain/clock.ts";
+import { readConfig } from "../domain/config.ts";
+import { resendPending } from "../services/outbox.ts";
 
 // Small batches keep each write short (D1 serialises writes). A run keeps deleting while
 // batches come back full, on every database, until the invocation's budget is spent;

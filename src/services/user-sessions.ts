@@ -1,11 +1,11 @@
-import { instant } from "./clock.ts";
-import type { Config } from "./config.ts";
-import { endSessionById, endSessionsByUserId, listSessionsByUserId } from "./db/queries.ts";
-import type { Shards } from "./db/shards.ts";
+import { endSessionById, endSessionsByUserId, listSessionsByUserId } from "../db/queries.ts";
+import type { Shards } from "../db/shards.ts";
+import { instant } from "../domain/clock.ts";
+import type { Config } from "../domain/config.ts";
+import { placementOf } from "../domain/token.ts";
+import { type SessionView, sessionView } from "../http/routes/sessions.ts";
 import { checkUserId } from "./issue-session.ts";
 import { type Outbox, published } from "./outbox.ts";
-import { type SessionView, sessionView } from "./routes/sessions.ts";
-import { placementOf } from "./token.ts";
 
 // Seeing and ending a user's sessions from the rest of the system, without a token: the one
 // code path of SessionService.listUserSessions / endUserSessions / endSession and of the

@@ -1,10 +1,10 @@
 import type { Context } from "hono";
+import type { TokenProof } from "../db/queries.ts";
+import type { Place } from "../db/shards.ts";
+import { BOUND_SECRET } from "../domain/device-binding.ts";
+import { hashSecret, proveToken } from "../domain/token.ts";
 import type { AppEnv } from "./context.ts";
 import { boundCookieName, cookieValue, readSessionCookie } from "./cookie.ts";
-import type { TokenProof } from "./db/queries.ts";
-import type { Place } from "./db/shards.ts";
-import { BOUND_SECRET } from "./device-binding.ts";
-import { hashSecret, proveToken } from "./token.ts";
 
 // The one place a request's credential is read. An Authorization header, when present,
 // decides alone: a rejected Bearer token never falls back to the cookie. Tokens in the

@@ -43,7 +43,7 @@ export function clearSessionCookie(c: Context<AppEnv>): void {
 }
 
 /**
- * The short-lived cookie of a device-bound session (src/device-binding.ts), named after the
+ * The short-lived cookie of a device-bound session (src/domain/device-binding.ts), named after the
  * session cookie, with the same attributes: the browser checks them against the session
  * instructions before it trusts the cookie is the one it must keep alive.
  */
