@@ -1,51 +1,6 @@
-import { parseUserAgent } from "detect-browser";
-
-// detect-browser (2 KB gzip) was chosen over bowser and ua-parser-js@1 (8-9 KB gzip):
-// a label needs only a browser, its major version and an OS; the device type, which
-// detect-browser lacks, is a few well-known markers (below).
-
-const BROWSERS: Record<string, string> = {
-  aol: "AOL",
-  android: "Android Browser",
-  bb10: "BlackBerry Browser",
-  beaker: "Beaker",
-  chrome: "Chrome",
-  "chromium-webview": "Android WebView",
-  crios: "Chrome",
-  curl: "curl",
-  edge: "Edge",
-  "edge-chromium": "Edge",
-  "edge-ios": "Edge",
-  facebook: "Facebook",
-  firefox: "Firefox",
-  fxios: "Firefox",
-  ie: "Internet Explorer",
-  instagram: "Instagram",
-  ios: "Mobile Safari",
-  "ios-webview": "iOS WebView",
-  kakaotalk: "KakaoTalk",
-  miui: "MIUI Browser",
-  netfront: "NetFront",
-  opera: "Opera",
-  "opera-mini": "Opera Mini",
-  phantomjs: "PhantomJS",
-  pie: "Pocket Internet Explorer",
-  samsung: "Samsung Internet",
-  safari: "Safari",
-  silk: "Silk",
-  yandexbrowser: "Yandex Browser",
-};
-
-const OPERATING_SYSTEMS: Record<string, string> = {
-  "Amazon OS": "Fire OS",
-  "Android OS": "Android",
-  "BlackBerry OS": "BlackBerry",
-  "Chrome OS": "ChromeOS",
-  "Mac OS": "macOS",
-  iOS: "iOS",
-  Linux: "Linux",
-  "Open BSD": "OpenBSD",
-};
+// What a session's device is: the types a device can have, its label, and what "the same
+// device" means. Parsing a user agent into one is src/domain/user-agent.ts, kept apart so that
+// what needs only the types (the schema, drizzle-kit) does not load the parser.
 
 // The one list: the type, the schema's column enum and the OpenAPI document derive from it.
 export const DEVICE_TYPES = ["desktop", "mobile", "tablet", "bot", "unknown"] as const;
@@ -55,32 +10,6 @@ export interface Device {
   browser: string | null;
   os: string | null;
   type: DeviceType;
-}
-
-const TABLET = /iPad|Tablet|PlayBook|Silk|Kindle|Android(?!.*Mobile)/i;
-const MOBILE = /Mobi|iPhone|iPod|Windows Phone|BlackBerry|BB10|Opera Mini/i;
-const DESKTOP_OS = new Set(["macOS", "Windows", "Linux", "ChromeOS", "OpenBSD"]);
-
-function deviceType(userAgent: string, os: string | null): DeviceType {
-  if (TABLET.test(userAgent)) return "tablet";
-  if (MOBILE.test(userAgent) || os === "iOS" || os === "Android") return "mobile";
-  return os !== null && DESKTOP_OS.has(os) ? "desktop" : "unknown";
-}
-
-export function parseDevice(userAgent: string): Device {
-  const parsed = userAgent ? parseUserAgent(userAgent) : null;
-  if (!parsed) return { browser: null, os: null, type: "unknown" };
-  if (parsed.type === "bot") return { browser: null, os: null, type: "bot" };
-  const name = BROWSERS[parsed.name];
-  const major = parsed.version?.split(".")[0];
-  const rawOs = parsed.os ?? null;
-  // "Windows 10" is also what Windows 11 reports, so only the family is shown.
-  const os = rawOs === null ? null : rawOs.startsWith("Windows") ? "Windows" : (OPERATING_SYSTEMS[rawOs] ?? rawOs);
-  return {
-    browser: name ? (major ? `${name} ${major}` : name) : null,
-    os,
-    type: parsed.type === "bot-device" ? "bot" : deviceType(userAgent, os),
-  };
 }
 
 /** The list's `name`: e.g. `Chrome 131 on macOS · 203.0.113.7`. */

@@ -10,10 +10,11 @@ import {
 } from "../domain/auth-proofs.ts";
 import { type Instant, instant } from "../domain/clock.ts";
 import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
-import { deviceKey, parseDevice } from "../domain/device.ts";
+import { deviceKey } from "../domain/device.ts";
 import { newBoundSecret, newChallenge, registrationHeader } from "../domain/device-binding.ts";
 import { normalizeIp } from "../domain/ip.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement, proveToken } from "../domain/token.ts";
+import { parseDevice } from "../domain/user-agent.ts";
 import { boundCookieName, sessionCookie } from "../http/cookie.ts";
 import { boundCookieHash } from "../http/credentials.ts";
 import { type Outbox, published } from "./outbox.ts";
