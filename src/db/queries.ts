@@ -21,6 +21,7 @@ import {
 import type { SelectedFields } from "drizzle-orm/sqlite-core";
 import type { StoredProofs } from "../domain/auth-proofs.ts";
 import type { Instant } from "../domain/clock.ts";
+import type { ListedSession } from "../domain/session-view.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 import type { Database } from "./client.ts";
 import {
@@ -29,7 +30,6 @@ import {
   type EventType,
   firstEventId,
   type SessionEventRow,
-  type SessionRow,
   sessionEvents,
   sessions,
 } from "./schema.ts";
@@ -479,7 +479,7 @@ function insertUnlessDone(db: Database, bucket: string, session: NewSession, wri
     .onConflictDoNothing({ target: sessions.id });
 }
 
-/** What the list shows of a session: every column but the secret's hash. */
+/** What a list reads of a session: the columns of `ListedSession`, and its user. */
 const listed = {
   id: sessions.id,
   userId: sessions.userId,
@@ -496,7 +496,6 @@ const listed = {
   dbscKeyThumbprint: sessions.dbscKeyThumbprint,
 };
 const newestFirst = [desc(sessions.createdAt), desc(sessions.id)];
-export type ListedSession = { [K in keyof typeof listed]: SessionRow[K] };
 
 /** The caller's user's live sessions, newest first; empty exactly when the token is not live. */
 export async function listSessionsByToken(place: Place, proof: TokenProof, at: Instant): Promise<ListedSession[]> {

@@ -5,9 +5,9 @@ import { openShards, type Shards } from "../db/shards.ts";
 import { type AuthProof, proofList } from "../domain/auth-proofs.ts";
 import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";
+import type { SessionView } from "../domain/session-view.ts";
 import { proveToken } from "../domain/token.ts";
 import { boundCookieHash } from "../http/credentials.ts";
-import type { SessionView } from "../http/routes/sessions.ts";
 import { logFailure } from "../services/failure-log.ts";
 import {
   type CreatedSession,

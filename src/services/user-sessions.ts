@@ -2,8 +2,8 @@ import { endSessionById, endSessionsByUserId, listSessionsByUserId } from "../db
 import type { Shards } from "../db/shards.ts";
 import { instant } from "../domain/clock.ts";
 import type { Config } from "../domain/config.ts";
+import { type SessionView, sessionView } from "../domain/session-view.ts";
 import { placementOf } from "../domain/token.ts";
-import { type SessionView, sessionView } from "../http/routes/sessions.ts";
 import { checkUserId } from "./issue-session.ts";
 import { type Outbox, published } from "./outbox.ts";
 

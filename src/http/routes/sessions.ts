@@ -1,44 +1,12 @@
 import type { Context } from "hono";
-import { authenticate, deleteSession, isStale, type ListedSession, listSessionsByToken } from "../../db/queries.ts";
-import { type DeviceType, sessionName } from "../../domain/device.ts";
+import { authenticate, deleteSession, isStale, listSessionsByToken } from "../../db/queries.ts";
+import { sessionView } from "../../domain/session-view.ts";
 import { published } from "../../services/outbox.ts";
 import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";
 import { ApiError, reauthenticationRequired, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { actorOf, requireBearer } from "../middleware/auth.ts";
-
-export interface SessionView {
-  id: string;
-  name: string;
-  ip_address: string;
-  user_agent: string;
-  created_at: string;
-  expires_at: string;
-  // Beyond the specified fields; only added, never changing them.
-  last_active_at: string;
-  location: string | null;
-  device: { browser: string | null; os: string | null; type: DeviceType };
-  /** Present (true) only on a session bound to its browser's key (DBSC). */
-  device_bound?: true;
-}
-
-/** What a listed session shows: GET /auth/sessions and SessionService.listUserSessions. */
-export function sessionView(row: ListedSession): SessionView {
-  return {
-    id: row.id,
-    name: sessionName(row, row.ipAddress),
-    ip_address: row.ipAddress ?? "",
-    user_agent: row.userAgent,
-    created_at: row.createdAt.toISOString(),
-    expires_at: row.expiresAt.toISOString(),
-    last_active_at: row.lastActiveAt.toISOString(),
-    location: [row.city, row.country].filter(Boolean).join(", ") || null,
-    device: { browser: row.browser, os: row.os, type: row.deviceType },
-    // Absent rather than false, so that a list of unbound sessions reads exactly as before binding existed.
-    ...(row.dbscKeyThumbprint === null ? {} : { device_bound: true as const }),
-  };
-}
 
 async function deleteById(c: Context<AppEnv>, id: string) {
   const { place, proof, at, shards } = c.var;
