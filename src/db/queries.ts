@@ -21,6 +21,7 @@ import {
 import type { SelectedFields } from "drizzle-orm/sqlite-core";
 import type { StoredProofs } from "../domain/auth-proofs.ts";
 import type { Instant } from "../domain/clock.ts";
+import { BucketMoving } from "../domain/errors.ts";
 import type { ListedSession } from "../domain/session-view.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 import type { Database } from "./client.ts";
@@ -112,18 +113,6 @@ function moveOf(db: Database, bucket: string) {
     .select({ state: bucketMoves.state, binding: bucketMoves.binding })
     .from(bucketMoves)
     .where(eq(bucketMoves.bucket, bucket));
-}
-
-/**
- * The session database answered "this user's bucket is being moved": nothing was written,
- * and the same request shortly (a second) will be answered (HTTP 503 `moving`; thrown as is
- * to RPC callers).
- */
-export class BucketMoving extends Error {
-  override name = "BucketMoving";
-  constructor() {
-    super("This user's sessions are being moved to another database. Retry in a second.");
-  }
 }
 
 /** A moved bucket is followed this many times at most (a move of a move, before SHARDS caught up). */
