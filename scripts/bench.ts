@@ -5,7 +5,7 @@
 //
 // 1. Bundle: `wrangler deploy --dry-run` (scripts/bundle-size.ts).
 // 2. A fresh local D1 in a temp dir; on it, through getPlatformProxy's D1 binding:
-//    - the cost of each operation: the functions of src/db/queries.ts that the routes call,
+//    - the cost of each operation: the statements (src/db/sessions.ts, src/db/events.ts) the routes call,
 //      on users holding 1, 10 and 100 sessions, summing D1's own `meta` (rows_read,
 //      rows_written, duration) over the round trip; first on a near-empty table, then again
 //      once the table holds every seeded session (>= 200,000);
@@ -28,8 +28,17 @@ import { getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import { getPlatformProxy } from "wrangler";
 import { wrapD1 } from "../src/db/binding.ts";
-import * as queries from "../src/db/queries.ts";
+import { listEvents } from "../src/db/events.ts";
+import { ACTIVITY_WRITE_INTERVAL_MS, type TokenProof } from "../src/db/liveness.ts";
 import { sessionEvents, sessions } from "../src/db/schema.ts";
+import {
+  authenticate,
+  deleteSession,
+  endAllSessionsByToken,
+  endOtherSessionsByToken,
+  endSessionByToken,
+  listSessionsByToken,
+} from "../src/db/sessions.ts";
 import { bucketOf, openShards, type Place } from "../src/db/shards.ts";
 import type { Instant } from "../src/domain/clock.ts";
 import { readConfig } from "../src/domain/config.ts";
@@ -234,7 +243,7 @@ const COST_LABELS: Record<CostKey, string> = {
   logoutOthers: "`DELETE /auth/logout?scope=others`",
 };
 
-async function proofOf(token: string): Promise<queries.TokenProof> {
+async function proofOf(token: string): Promise<TokenProof> {
   const [id, secret] = token.split(".") as [string, string];
   return { id, secretHash: await hashSecret(secret) };
 }
@@ -311,28 +320,28 @@ async function runOperation(
       break;
     }
     case "authenticate":
-      await queries.authenticate(db, proof, at(0));
+      await authenticate(db, proof, at(0));
       break;
     case "list":
-      await queries.listSessionsByToken(db, proof, at(0));
+      await listSessionsByToken(db, proof, at(0));
       break;
     case "listTouch":
-      await queries.listSessionsByToken(db, proof, at(queries.ACTIVITY_WRITE_INTERVAL_MS + 1000));
+      await listSessionsByToken(db, proof, at(ACTIVITY_WRITE_INTERVAL_MS + 1000));
       break;
     case "events":
-      await queries.listEvents(db, proof, at(0));
+      await listEvents(db, proof, at(0));
       break;
     case "revoke":
-      await queries.deleteSession(db, proof, (own[1] ?? caller).id, actor, at(0));
+      await deleteSession(db, proof, (own[1] ?? caller).id, actor, at(0));
       break;
     case "logout":
-      await queries.endSessionByToken(db, proof, actor, at(0));
+      await endSessionByToken(db, proof, actor, at(0));
       break;
     case "logoutAll":
-      await queries.endAllSessionsByToken(db, proof, actor, at(0));
+      await endAllSessionsByToken(db, proof, actor, at(0));
       break;
     case "logoutOthers":
-      await queries.endOtherSessionsByToken(db, proof, actor, at(0));
+      await endOtherSessionsByToken(db, proof, actor, at(0));
       break;
   }
   return { ...total, operation: operationOf(key, own, answers) };

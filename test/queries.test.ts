@@ -1,8 +1,22 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { type Database, openDatabase } from "../src/db/client.ts";
+import { listEvents } from "../src/db/events.ts";
+import { insertSession } from "../src/db/issuing.ts";
 import { moveBuckets } from "../src/db/moves.ts";
-import * as queries from "../src/db/queries.ts";
+import { markDelivered, pendingEvents } from "../src/db/outbox.ts";
+import { purgeEvents, purgeSessions } from "../src/db/purge.ts";
+import {
+  authenticate,
+  deleteSession,
+  endAllSessionsByToken,
+  endOtherSessionsByToken,
+  endSessionById,
+  endSessionByToken,
+  endSessionsByUserId,
+  listSessionsByToken,
+  listSessionsByUserId,
+} from "../src/db/sessions.ts";
 import { type Place, readShardMap } from "../src/db/shards.ts";
 import { instant } from "../src/domain/clock.ts";
 import { recordingD1 } from "./d1.ts";
@@ -43,29 +57,23 @@ const newSession = (id: string) => ({
 const on = (db: Database): Place => ({ binding: "DB", db, bucket: "AA", elsewhere: () => null });
 
 const operations: Record<string, (db: Database) => Promise<unknown>> = {
-  authenticate: (db) => queries.authenticate(on(db), proof, at),
-  "authenticate (sliding)": (db) => queries.authenticate(on(db), proof, sliding),
+  authenticate: (db) => authenticate(on(db), proof, at),
+  "authenticate (sliding)": (db) => authenticate(on(db), proof, sliding),
   insertSession: (db) =>
-    queries.insertSession(
-      on(db),
-      newSession("CCCCCCCCCCCCCCCCCCCCCC"),
-      actor,
-      { maxPerUser: 2, seenSince: at.now },
-      at,
-    ),
-  listSessionsByUserId: (db) => queries.listSessionsByUserId(on(db), "plan-user", at),
-  endSessionsByUserId: (db) => queries.endSessionsByUserId(on(db), "plan-user", proof.id, "admin", actor, at),
-  endSessionById: (db) => queries.endSessionById(on(db), proof.id, "admin", actor, at),
-  pendingEvents: (db) => queries.pendingEvents(db, at.now, 10),
-  markDelivered: (db) => queries.markDelivered(db, [1, 2, 3]),
-  listSessionsByToken: (db) => queries.listSessionsByToken(on(db), proof, at),
-  deleteSession: (db) => queries.deleteSession(on(db), proof, "BBBBBBBBBBBBBBBBBBBBBB", actor, at),
-  endSessionByToken: (db) => queries.endSessionByToken(on(db), proof, actor, at),
-  endAllSessionsByToken: (db) => queries.endAllSessionsByToken(on(db), proof, actor, at),
-  endOtherSessionsByToken: (db) => queries.endOtherSessionsByToken(on(db), proof, actor, at),
-  listEvents: (db) => queries.listEvents(on(db), proof, at),
-  purgeSessions: (db) => queries.purgeSessions(db, at, 10),
-  purgeEvents: (db) => queries.purgeEvents(db, at.now, 10),
+    insertSession(on(db), newSession("CCCCCCCCCCCCCCCCCCCCCC"), actor, { maxPerUser: 2, seenSince: at.now }, at),
+  listSessionsByUserId: (db) => listSessionsByUserId(on(db), "plan-user", at),
+  endSessionsByUserId: (db) => endSessionsByUserId(on(db), "plan-user", proof.id, "admin", actor, at),
+  endSessionById: (db) => endSessionById(on(db), proof.id, "admin", actor, at),
+  pendingEvents: (db) => pendingEvents(db, at.now, 10),
+  markDelivered: (db) => markDelivered(db, [1, 2, 3]),
+  listSessionsByToken: (db) => listSessionsByToken(on(db), proof, at),
+  deleteSession: (db) => deleteSession(on(db), proof, "BBBBBBBBBBBBBBBBBBBBBB", actor, at),
+  endSessionByToken: (db) => endSessionByToken(on(db), proof, actor, at),
+  endAllSessionsByToken: (db) => endAllSessionsByToken(on(db), proof, actor, at),
+  endOtherSessionsByToken: (db) => endOtherSessionsByToken(on(db), proof, actor, at),
+  listEvents: (db) => listEvents(on(db), proof, at),
+  purgeSessions: (db) => purgeSessions(db, at, 10),
+  purgeEvents: (db) => purgeEvents(db, at.now, 10),
 };
 
 describe("query plans", () => {
@@ -103,7 +111,7 @@ describe("query plans", () => {
 
   it("the list reads the caller by primary key and the user's sessions by the user index", async () => {
     const { db, statements } = recordingD1(database);
-    await queries.listSessionsByToken(on(openDatabase(db)), proof, at);
+    await listSessionsByToken(on(openDatabase(db)), proof, at);
     const select = statements.find((s) => s.sql.startsWith("select"))!;
     const detail = await plan(select.sql, select.params);
     expect(detail).toMatch(

@@ -1,5 +1,5 @@
 import { wrapD1 } from "../db/binding.ts";
-import { purgeEvents, purgeSessions } from "../db/queries.ts";
+import { purgeEvents, purgeSessions } from "../db/purge.ts";
 import { openShards } from "../db/shards.ts";
 import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";

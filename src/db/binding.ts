@@ -97,7 +97,7 @@ export class DatabaseUnavailable extends Error {
 /**
  * Retries a transient error once, replaying the same call with the same bound values. The
  * first attempt may have committed with only its answer lost; the statements are written
- * so that a replay is harmless and its answer still true (src/db/queries.ts): reads and the
+ * so that a replay is harmless and its answer still true (src/db/writes.ts): reads and the
  * activity touch are idempotent, a DELETE and its events INSERT ... SELECT find nothing the
  * second time, a session INSERT does nothing on its own id, and every write reads back the
  * events tagged with its request id. An overloaded database is not retried (that would only

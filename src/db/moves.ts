@@ -9,7 +9,7 @@ import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";
 // four steps, each one round trip or a few, each safe to run again:
 //
 //   freeze  source: bucket_moves row (bucket, frozen, target). From this commit on, no
-//           request writes the bucket there (src/db/queries.ts guards every write); reads
+//           request writes the bucket there (src/db/buckets.ts guards every write); reads
 //           still answer from it.
 //   copy    target: row (bucket, moved, source), so that a request reaching the target
 //           early is sent back to the source, and nothing there can change the bucket's

@@ -84,7 +84,7 @@ export const EVENT_TYPES = [
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
-/** Event ids per millisecond: an event's id is at least its time times this (src/db/queries.ts). */
+/** Event ids per millisecond: an event's id is at least its time times this (src/db/writes.ts `eventIds`). */
 const EVENT_IDS_PER_MS = 2048;
 
 /** The least id an event logged at `at` (epoch ms) can have; ids stay exact in JavaScript until 2109. */

@@ -136,7 +136,7 @@ export interface Shard {
 
 /**
  * One bucket on the database SHARDS maps it to: where a user's operation runs. A bucket
- * being moved may send it on to another database (src/db/queries.ts `onBucket`).
+ * being moved may send it on to another database (src/db/buckets.ts `onBucket`).
  */
 export interface Place extends Shard {
   /** The bucket as its session ids' prefix (src/domain/token.ts `bucketKey`); "" for legacy ids. */

@@ -1,4 +1,4 @@
-import type { TokenProof } from "../db/queries.ts";
+import type { TokenProof } from "../db/liveness.ts";
 import type { Place, Shards } from "../db/shards.ts";
 import type { Instant } from "../domain/clock.ts";
 import type { Config } from "../domain/config.ts";

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { TokenProof } from "../db/queries.ts";
+import type { TokenProof } from "../db/liveness.ts";
 import type { Place } from "../db/shards.ts";
 import { BOUND_SECRET } from "../domain/device-binding.ts";
 import { hashSecret, proveToken } from "../domain/token.ts";

@@ -1,4 +1,4 @@
-import { EVENTS_LISTED } from "../db/queries.ts";
+import { EVENTS_LISTED } from "../db/events.ts";
 import { EVENT_TYPES } from "../db/schema.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { REFRESH_PATH } from "../domain/device-binding.ts";

@@ -1,6 +1,6 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { DatabaseUnavailable } from "../db/binding.ts";
-import { authenticate } from "../db/queries.ts";
+import { authenticate } from "../db/sessions.ts";
 import { openShards, type Shards } from "../db/shards.ts";
 import { type AuthProof, proofList } from "../domain/auth-proofs.ts";
 import { instant } from "../domain/clock.ts";

@@ -1,4 +1,4 @@
-import { insertSession, type NewSession, reauthenticateSession } from "../db/queries.ts";
+import { insertSession, type NewSession, reauthenticateSession } from "../db/issuing.ts";
 import type { Shards } from "../db/shards.ts";
 import {
   type AssuranceLevel,

@@ -1,6 +1,7 @@
 import type { Database } from "../db/client.ts";
-import { type Logged, markDelivered, pendingEvents } from "../db/queries.ts";
+import { markDelivered, pendingEvents } from "../db/outbox.ts";
 import type { EventType, SessionEventRow } from "../db/schema.ts";
+import type { Logged } from "../db/writes.ts";
 
 // The optional events queue (binding SESSION_EVENTS). session_events is its outbox: an event
 // is written with pending_delivery = 1 in the same batch as the change it records, sent

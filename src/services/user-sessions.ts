@@ -1,4 +1,4 @@
-import { endSessionById, endSessionsByUserId, listSessionsByUserId } from "../db/queries.ts";
+import { endSessionById, endSessionsByUserId, listSessionsByUserId } from "../db/sessions.ts";
 import type { Shards } from "../db/shards.ts";
 import { instant } from "../domain/clock.ts";
 import type { Config } from "../domain/config.ts";

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
-import type { Actor } from "../../db/queries.ts";
+import type { Actor } from "../../db/writes.ts";
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
 import { readCredential } from "../credentials.ts";

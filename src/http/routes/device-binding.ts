@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { type Binding, type Renewal, refreshBinding, registerBinding } from "../../db/queries.ts";
+import { type Binding, type Renewal, refreshBinding, registerBinding } from "../../db/device-binding.ts";
 import {
   challengeHeader,
   fieldString,

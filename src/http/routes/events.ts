@@ -1,4 +1,4 @@
-import { listEvents } from "../../db/queries.ts";
+import { listEvents } from "../../db/events.ts";
 import type { EventType } from "../../db/schema.ts";
 import type { AppEnv } from "../context.ts";
 import { unauthorized } from "../errors.ts";

@@ -1,10 +1,5 @@
-import {
-  authenticate,
-  endAllSessionsByToken,
-  endOtherSessionsByToken,
-  endSessionByToken,
-  isStale,
-} from "../../db/queries.ts";
+import { isStale } from "../../db/liveness.ts";
+import { authenticate, endAllSessionsByToken, endOtherSessionsByToken, endSessionByToken } from "../../db/sessions.ts";
 import { published } from "../../services/outbox.ts";
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";

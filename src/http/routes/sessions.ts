@@ -1,5 +1,6 @@
 import type { Context } from "hono";
-import { authenticate, deleteSession, isStale, listSessionsByToken } from "../../db/queries.ts";
+import { isStale } from "../../db/liveness.ts";
+import { authenticate, deleteSession, listSessionsByToken } from "../../db/sessions.ts";
 import { sessionView } from "../../domain/session-view.ts";
 import { published } from "../../services/outbox.ts";
 import type { AppEnv } from "../context.ts";

@@ -1,0 +1,219 @@
+import { and, desc, eq, ne, type SQL } from "drizzle-orm";
+import type { Instant } from "../domain/clock.ts";
+import type { ListedSession } from "../domain/session-view.ts";
+import { moveOf, onBucket } from "./buckets.ts";
+import type { Database } from "./client.ts";
+import {
+  type Caller,
+  isFreshCaller,
+  isLive,
+  isLiveSessionOfCaller,
+  isProvenBy,
+  selectCaller,
+  type TokenProof,
+  touch,
+} from "./liveness.ts";
+import { type EventType, sessions } from "./schema.ts";
+import type { Place } from "./shards.ts";
+import { type Actor, type EventDetails, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "./writes.ts";
+
+// The statements of an issued session's life: checking a token, listing a user's sessions and
+// ending them. Issuing (a new session, a new secret) is issuing.ts.
+
+/** The token's live session (refreshing its activity), or null. */
+export async function authenticate(place: Place, proof: TokenProof, at: Instant): Promise<Caller | null> {
+  return onBucket(place, async (db) => {
+    const [, callers, [move]] = await db.batch([
+      touch(db, proof, at),
+      selectCaller(db, proof, at),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: callers[0] ?? null, move, blocked: false };
+  });
+}
+
+/** What a list reads of a session: the columns of `ListedSession`, and its user. */
+const listed = {
+  id: sessions.id,
+  userId: sessions.userId,
+  ipAddress: sessions.ipAddress,
+  userAgent: sessions.userAgent,
+  browser: sessions.browser,
+  os: sessions.os,
+  deviceType: sessions.deviceType,
+  country: sessions.country,
+  city: sessions.city,
+  createdAt: sessions.createdAt,
+  expiresAt: sessions.expiresAt,
+  lastActiveAt: sessions.lastActiveAt,
+  dbscKeyThumbprint: sessions.dbscKeyThumbprint,
+};
+
+const newestFirst = [desc(sessions.createdAt), desc(sessions.id)];
+
+/** The caller's user's live sessions, newest first; empty exactly when the token is not live. */
+export async function listSessionsByToken(place: Place, proof: TokenProof, at: Instant): Promise<ListedSession[]> {
+  return onBucket(place, async (db) => {
+    const [, rows, [move]] = await db.batch([
+      touch(db, proof, at),
+      db
+        .select(listed)
+        .from(sessions)
+        .where(isLiveSessionOfCaller(db, proof, at))
+        .orderBy(...newestFirst),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: rows, move, blocked: false };
+  });
+}
+
+/** A user's live sessions in the list's order, for the rest of the system (no token, no touch). */
+export async function listSessionsByUserId(place: Place, userId: string, at: Instant): Promise<ListedSession[]> {
+  return onBucket(place, async (db) => {
+    const [rows, [move]] = await db.batch([
+      db
+        .select(listed)
+        .from(sessions)
+        .where(and(eq(sessions.userId, userId), isLive(at)))
+        .orderBy(...newestFirst),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: rows, move, blocked: false };
+  });
+}
+
+/**
+ * Ends every live session matching `ending` (built on the database the batch runs on), each
+ * logged as `type` with `details`, in one batch; answers how many ended, from the events this
+ * write logged by either attempt of the batch: one per ended session.
+ */
+function endMatching(
+  place: Place,
+  type: EventType,
+  ending: (db: Database) => SQL | undefined,
+  actor: Actor,
+  at: Instant,
+  details: EventDetails = {},
+): Promise<Logged<number>> {
+  const write = newWrite(at.now);
+  return onBucket(place, async (db) => {
+    const matching = ending(db);
+    const [, , ended, [move]] = await db.batch([
+      recordEvents(db, type, matching, actor, write, details),
+      endSessions(db, matching),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: { answer: ended.length, events: ended, db }, move, blocked: ended.length === 0 };
+  });
+}
+
+/** The same write, answering whether it ended anything. */
+function endedAny({ answer, ...logged }: Logged<number>): Logged<boolean> {
+  return { answer: answer > 0, ...logged };
+}
+
+/** Ends every live session of `userId` but `exceptSessionId`, logging `ended` with the reason. */
+export async function endSessionsByUserId(
+  place: Place,
+  userId: string,
+  exceptSessionId: string | null,
+  reason: string,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<number>> {
+  const ending = and(
+    eq(sessions.userId, userId),
+    isLive(at),
+    exceptSessionId === null ? undefined : ne(sessions.id, exceptSessionId),
+  );
+  return endMatching(place, "ended", () => ending, actor, at, { reason });
+}
+
+/** Ends one live session by id (no token), logging `ended` with the reason. */
+export async function endSessionById(
+  place: Place,
+  sessionId: string,
+  reason: string,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<boolean>> {
+  const ending = and(eq(sessions.id, sessionId), isLive(at));
+  return endedAny(await endMatching(place, "ended", () => ending, actor, at, { reason }));
+}
+
+/**
+ * Deletes `targetId` if it is a live session of the caller's user. `proven`: the token was
+ * live when the request ran (its session may be the one deleted).
+ */
+export async function deleteSession(
+  place: Place,
+  proof: TokenProof,
+  targetId: string,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<{ proven: boolean; deleted: boolean; caller: Caller | null }>> {
+  const write = newWrite(at.now);
+  return onBucket(place, async (db) => {
+    // The caller's own session is never held back by step-up: a user can always leave.
+    const fresh = targetId === proof.id ? undefined : isFreshCaller(db, proof, at);
+    const target = and(eq(sessions.id, targetId), isLiveSessionOfCaller(db, proof, at), fresh);
+    const [, callers, , , ended, [move]] = await db.batch([
+      touch(db, proof, at),
+      selectCaller(db, proof, at),
+      recordEvents(db, "deleted", target, actor, write),
+      endSessions(db, target),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    const answer = {
+      proven: callers.length > 0 || ended.length > 0,
+      deleted: ended.length > 0,
+      caller: callers[0] ?? null,
+    };
+    return { answer: { answer, events: ended, db }, move, blocked: ended.length === 0 };
+  });
+}
+
+/** Ends the token's own session; false when it was not live. */
+export async function endSessionByToken(
+  place: Place,
+  proof: TokenProof,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<boolean>> {
+  return endedAny(await endMatching(place, "logout", () => isProvenBy(proof, at), actor, at));
+}
+
+/** Ends every live session of the token's user; 0 when the token was not live. */
+export async function endAllSessionsByToken(
+  place: Place,
+  proof: TokenProof,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<number>> {
+  return endMatching(place, "logout_all", (db) => isLiveSessionOfCaller(db, proof, at), actor, at);
+}
+
+/** Ends every live session of the token's user but the token's own; `proven` as for deleteSession. */
+export async function endOtherSessionsByToken(
+  place: Place,
+  proof: TokenProof,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
+  const write = newWrite(at.now);
+  return onBucket(place, async (db) => {
+    const others = and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id), isFreshCaller(db, proof, at));
+    const [, callers, , , ended, [move]] = await db.batch([
+      touch(db, proof, at),
+      selectCaller(db, proof, at),
+      recordEvents(db, "logout_others", others, actor, write),
+      endSessions(db, others),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    const answer = { proven: callers.length > 0 || ended.length > 0, ended: ended.length, caller: callers[0] ?? null };
+    return { answer: { answer, events: ended, db }, move, blocked: ended.length === 0 };
+  });
+}
