@@ -1,9 +1,9 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { PURGE_BATCH_SIZE, purge } from "../src/cron/scheduled.ts";
 import { firstEventId } from "../src/db/schema.ts";
 import worker from "../src/index.ts";
+import { PURGE_BATCH_SIZE, purge } from "../src/services/purge.ts";
 import { countingShards, failingD1 } from "./d1.ts";
 import {
   bearer,

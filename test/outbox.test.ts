@@ -1,7 +1,6 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { purge } from "../src/cron/scheduled.ts";
 import { wrapD1 } from "../src/db/binding.ts";
 import { firstEventId } from "../src/db/schema.ts";
 import { openShards } from "../src/db/shards.ts";
@@ -10,6 +9,7 @@ import worker from "../src/index.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { issueSession } from "../src/services/issue-session.ts";
 import type { SessionEventMessage } from "../src/services/outbox.ts";
+import { purge } from "../src/services/purge.ts";
 import { endUserSessions as endSessionsOfUser } from "../src/services/user-sessions.ts";
 import { countingShards } from "./d1.ts";
 import {

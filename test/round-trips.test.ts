@@ -1,13 +1,13 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { purge } from "../src/cron/scheduled.ts";
 import { openDatabase } from "../src/db/client.ts";
 import { type MoveStep, moveBuckets } from "../src/db/moves.ts";
 import { bucketOf, openShards, readShardMap, type Shards } from "../src/db/shards.ts";
 import { readConfig } from "../src/domain/config.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { issueSession } from "../src/services/issue-session.ts";
+import { purge } from "../src/services/purge.ts";
 import {
   endSession as endOneSession,
   endUserSessions as endSessionsOfUser,
