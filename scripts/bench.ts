@@ -144,7 +144,7 @@ async function seedUsers(d1: D1Database, config: ReturnType<typeof readConfig>, 
   return Array.from({ length: count }, (_, u) =>
     built
       .slice(u * size, (u + 1) * size)
-      .map(({ row, created }) => ({ id: created.id, token: created.token, userId: row.userId })),
+      .map(({ row, issued }) => ({ id: issued.id, token: issued.token, userId: row.userId })),
   );
 }
 
