@@ -1,7 +1,7 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { DatabaseUnavailable } from "../src/db/binding.ts";
+import { DatabaseUnavailable } from "../src/domain/errors.ts";
 import { hashSecret } from "../src/domain/token.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { redact } from "../src/services/failure-log.ts";

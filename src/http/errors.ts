@@ -2,9 +2,8 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { routePath } from "hono/route";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { DatabaseUnavailable } from "../db/binding.ts";
 import { ConfigError } from "../domain/config.ts";
-import { BucketMoving } from "../domain/errors.ts";
+import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
 import { logFailure } from "../services/failure-log.ts";
 
 // Every error the API can answer, with its one message. Clients branch on `code`. The one

@@ -1,11 +1,10 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
-import { DatabaseUnavailable } from "../db/binding.ts";
 import { authenticate } from "../db/sessions.ts";
 import { openShards, type Shards } from "../db/shards.ts";
 import { type AuthProof, proofList } from "../domain/auth-proofs.ts";
 import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";
-import { BucketMoving } from "../domain/errors.ts";
+import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
 import type { SessionView } from "../domain/session-view.ts";
 import { proveToken } from "../domain/token.ts";
 import { boundCookieHash } from "../http/cookie.ts";
