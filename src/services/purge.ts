@@ -3,7 +3,7 @@ import { purgeEvents, purgeSessions } from "../db/purge.ts";
 import { openShards } from "../db/shards.ts";
 import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";
-import { resendPending } from "../services/outbox.ts";
+import { resendPending } from "./outbox.ts";
 
 // Small batches keep each write short (D1 serialises writes). A run keeps deleting while
 // batches come back full, on every database, until the invocation's budget is spent;
