@@ -143,9 +143,35 @@ export async function endSessionById(
 }
 
 /**
- * Deletes `targetId` if it is a live session of the caller's user. `proven`: the token was
- * live when the request ran (its session may be the one deleted).
+ * Ends the sessions `ending` matches (built on the database the batch runs on), logged as
+ * `type`, in a batch that also refreshes and reads the token's caller. `proven`: the token was
+ * live when the request ran (its session may be among those ended).
  */
+function endForCaller(
+  place: Place,
+  proof: TokenProof,
+  type: EventType,
+  ending: (db: Database) => SQL | undefined,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
+  const write = newWrite(at.now);
+  return onBucket(place, async (db) => {
+    const matching = ending(db);
+    const [, callers, , , ended, [move]] = await db.batch([
+      touch(db, proof, at),
+      selectCaller(db, proof, at),
+      recordEvents(db, type, matching, actor, write),
+      endSessions(db, matching),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    const answer = { proven: callers.length > 0 || ended.length > 0, ended: ended.length, caller: callers[0] ?? null };
+    return { answer: { answer, events: ended, db }, move, blocked: ended.length === 0 };
+  });
+}
+
+/** Deletes `targetId` if it is a live session of the caller's user; `proven` as for endForCaller. */
 export async function deleteSession(
   place: Place,
   proof: TokenProof,
@@ -153,26 +179,15 @@ export async function deleteSession(
   actor: Actor,
   at: Instant,
 ): Promise<Logged<{ proven: boolean; deleted: boolean; caller: Caller | null }>> {
-  const write = newWrite(at.now);
-  return onBucket(place, async (db) => {
-    // The caller's own session is never held back by step-up: a user can always leave.
-    const fresh = targetId === proof.id ? undefined : isFreshCaller(db, proof, at);
-    const target = and(eq(sessions.id, targetId), isLiveSessionOfCaller(db, proof, at), fresh);
-    const [, callers, , , ended, [move]] = await db.batch([
-      touch(db, proof, at),
-      selectCaller(db, proof, at),
-      recordEvents(db, "deleted", target, actor, write),
-      endSessions(db, target),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    const answer = {
-      proven: callers.length > 0 || ended.length > 0,
-      deleted: ended.length > 0,
-      caller: callers[0] ?? null,
-    };
-    return { answer: { answer, events: ended, db }, move, blocked: ended.length === 0 };
-  });
+  const target = (db: Database) =>
+    and(
+      eq(sessions.id, targetId),
+      isLiveSessionOfCaller(db, proof, at),
+      // The caller's own session is never held back by step-up: a user can always leave.
+      targetId === proof.id ? undefined : isFreshCaller(db, proof, at),
+    );
+  const { answer, ...logged } = await endForCaller(place, proof, "deleted", target, actor, at);
+  return { answer: { proven: answer.proven, deleted: answer.ended > 0, caller: answer.caller }, ...logged };
 }
 
 /** Ends the token's own session; false when it was not live. */
@@ -195,25 +210,14 @@ export async function endAllSessionsByToken(
   return endMatching(place, "logout_all", (db) => isLiveSessionOfCaller(db, proof, at), actor, at);
 }
 
-/** Ends every live session of the token's user but the token's own; `proven` as for deleteSession. */
+/** Ends every live session of the token's user but the token's own; `proven` as for endForCaller. */
 export async function endOtherSessionsByToken(
   place: Place,
   proof: TokenProof,
   actor: Actor,
   at: Instant,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
-  const write = newWrite(at.now);
-  return onBucket(place, async (db) => {
-    const others = and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id), isFreshCaller(db, proof, at));
-    const [, callers, , , ended, [move]] = await db.batch([
-      touch(db, proof, at),
-      selectCaller(db, proof, at),
-      recordEvents(db, "logout_others", others, actor, write),
-      endSessions(db, others),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    const answer = { proven: callers.length > 0 || ended.length > 0, ended: ended.length, caller: callers[0] ?? null };
-    return { answer: { answer, events: ended, db }, move, blocked: ended.length === 0 };
-  });
+  const others = (db: Database) =>
+    and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id), isFreshCaller(db, proof, at));
+  return endForCaller(place, proof, "logout_others", others, actor, at);
 }
