@@ -43,9 +43,14 @@ export async function createSession(
   input: CreateSessionInput,
   outbox: Outbox | null = null,
 ): Promise<CreatedSession> {
-  const { id, token, expiresAt, expiresIn, newDevice, binding } = await issueSession(shards, config, input, outbox);
+  const { id, token, expiresAt, expiresIn, newDevice, challenge, boundSecret } = await issueSession(
+    shards,
+    config,
+    input,
+    outbox,
+  );
   const created = { id, token, expiresAt, cookie: loginCookie(config, token, expiresIn) };
-  if (!binding) return { ...created, newDevice };
-  const boundCookie = sessionCookie(boundCookieName(config.cookieName), binding.boundSecret, config.boundCookieSeconds);
-  return { ...created, secureSessionRegistration: registrationHeader(binding.challenge), boundCookie, newDevice };
+  if (!challenge || !boundSecret) return { ...created, newDevice };
+  const boundCookie = sessionCookie(boundCookieName(config.cookieName), boundSecret, config.boundCookieSeconds);
+  return { ...created, secureSessionRegistration: registrationHeader(challenge), boundCookie, newDevice };
 }

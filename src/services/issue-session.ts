@@ -65,8 +65,10 @@ export interface IssuedSession {
    * the same browser family, OS and country: time for a "new sign-in" message.
    */
   newDevice: boolean;
-  /** With `deviceBound: true`: the challenge the browser's registration must sign, and the first bound cookie's value. */
-  binding?: { challenge: string; boundSecret: string };
+  /** With `deviceBound: true`, else null: the challenge the browser's registration must sign. */
+  challenge: string | null;
+  /** With `deviceBound: true`, else null: the first bound cookie's value. */
+  boundSecret: string | null;
 }
 
 export const MAX_USER_ID_LENGTH = 255;
@@ -170,9 +172,10 @@ export async function buildSession(
     boundCookieHash: boundSecret && (await hashSecret(boundSecret)),
     boundCookieExpiresAt: boundSecret ? new Date(createdAt.getTime() + config.boundCookieSeconds * 1000) : null,
   };
-  const issued = { id, token, expiresAt: expiresAt.toISOString(), expiresIn: ttlSeconds };
-  if (!challenge || !boundSecret) return { row, issued };
-  return { row, issued: { ...issued, binding: { challenge, boundSecret } } };
+  return {
+    row,
+    issued: { id, token, expiresAt: expiresAt.toISOString(), expiresIn: ttlSeconds, challenge, boundSecret },
+  };
 }
 
 export async function issueSession(

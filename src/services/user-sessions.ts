@@ -76,7 +76,7 @@ export async function endUserSessions(
   return { ended: published(outbox, await endSessionsByUserId(place, userId, except, reason, actor, instant(config))) };
 }
 
-/** Ends one live session; `ended` is false when there was none by that id. */
+/** Ends one live session by its id (SessionService.endSession); `ended` is false when there was none. */
 export async function endSession(
   shards: Shards,
   config: Config,
