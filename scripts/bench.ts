@@ -5,11 +5,11 @@
 //
 // 1. Bundle: `wrangler deploy --dry-run` (scripts/bundle-size.ts).
 // 2. A fresh local D1 in a temp dir; on it, through getPlatformProxy's D1 binding:
-//    - the cost of each operation: the functions of src/db/queries.ts that the routes call,
+//    - the cost of each operation: the statements (src/db/sessions.ts, src/db/events.ts) the routes call,
 //      on users holding 1, 10 and 100 sessions, summing D1's own `meta` (rows_read,
 //      rows_written, duration) over the round trip; first on a near-empty table, then again
 //      once the table holds every seeded session (>= 200,000);
-//    - seeding: rows built by `buildSession` (src/issue-session.ts, the issuing code of
+//    - seeding: rows built by `buildSession` (src/services/issue-session.ts, the issuing code of
 //      SessionService.create) and inserted in batches, each with its `created` event.
 // 3. Load: the service and the bare worker (scripts/bench-bare/) on wrangler's dev server
 //    (scripts/local-server.ts), autocannon with CONNECTIONS connections, AMOUNT requests per
@@ -27,14 +27,23 @@ import { fileURLToPath } from "node:url";
 import { getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import { getPlatformProxy } from "wrangler";
-import type { Instant } from "../src/clock.ts";
-import { readConfig } from "../src/config.ts";
 import { wrapD1 } from "../src/db/binding.ts";
-import * as queries from "../src/db/queries.ts";
+import { listEvents } from "../src/db/events.ts";
+import { ACTIVITY_WRITE_INTERVAL_MS, type TokenProof } from "../src/db/liveness.ts";
 import { sessionEvents, sessions } from "../src/db/schema.ts";
+import {
+  authenticate,
+  deleteSession,
+  endAllSessionsByToken,
+  endOtherSessionsByToken,
+  endSessionByToken,
+  listSessionsByToken,
+} from "../src/db/sessions.ts";
 import { bucketOf, openShards, type Place } from "../src/db/shards.ts";
-import { buildSession, issueSession } from "../src/issue-session.ts";
-import { DEFAULT_REGION, hashSecret, type Placement } from "../src/token.ts";
+import type { Instant } from "../src/domain/clock.ts";
+import { readConfig } from "../src/domain/config.ts";
+import { DEFAULT_REGION, hashSecret, type Placement } from "../src/domain/token.ts";
+import { buildSession, issueSession } from "../src/services/issue-session.ts";
 import type { Operation } from "./bench-own/index.ts";
 import { GZIP_BUDGET_BYTES, measureBundle } from "./bundle-size.ts";
 import { migrateLocal, startLocalServer } from "./local-server.ts";
@@ -135,7 +144,7 @@ async function seedUsers(d1: D1Database, config: ReturnType<typeof readConfig>, 
   return Array.from({ length: count }, (_, u) =>
     built
       .slice(u * size, (u + 1) * size)
-      .map(({ row, created }) => ({ id: created.id, token: created.token, userId: row.userId })),
+      .map(({ row, issued }) => ({ id: issued.id, token: issued.token, userId: row.userId })),
   );
 }
 
@@ -234,7 +243,7 @@ const COST_LABELS: Record<CostKey, string> = {
   logoutOthers: "`DELETE /auth/logout?scope=others`",
 };
 
-async function proofOf(token: string): Promise<queries.TokenProof> {
+async function proofOf(token: string): Promise<TokenProof> {
   const [id, secret] = token.split(".") as [string, string];
   return { id, secretHash: await hashSecret(secret) };
 }
@@ -300,7 +309,7 @@ async function runOperation(
       stepUpCutoff: null,
     };
   };
-  const actor = { sessionId: caller.id, ipAddress: "203.0.113.7", outbox: null };
+  const actor = { sessionId: caller.id, ipAddress: "203.0.113.7", queued: false };
   switch (key) {
     case "create": {
       // One more session for this user, who holds `own.length`: what a login costs them.
@@ -311,28 +320,28 @@ async function runOperation(
       break;
     }
     case "authenticate":
-      await queries.authenticate(db, proof, at(0));
+      await authenticate(db, proof, at(0));
       break;
     case "list":
-      await queries.listSessions(db, proof, at(0));
+      await listSessionsByToken(db, proof, at(0));
       break;
     case "listTouch":
-      await queries.listSessions(db, proof, at(queries.ACTIVITY_WRITE_INTERVAL_MS + 1000));
+      await listSessionsByToken(db, proof, at(ACTIVITY_WRITE_INTERVAL_MS + 1000));
       break;
     case "events":
-      await queries.listEvents(db, proof, at(0));
+      await listEvents(db, proof, at(0));
       break;
     case "revoke":
-      await queries.deleteSession(db, proof, (own[1] ?? caller).id, actor, at(0));
+      await deleteSession(db, proof, (own[1] ?? caller).id, actor, at(0));
       break;
     case "logout":
-      await queries.endSession(db, proof, actor, at(0));
+      await endSessionByToken(db, proof, actor, at(0));
       break;
     case "logoutAll":
-      await queries.endAllSessions(db, proof, actor, at(0));
+      await endAllSessionsByToken(db, proof, actor, at(0));
       break;
     case "logoutOthers":
-      await queries.endOtherSessions(db, proof, actor, at(0));
+      await endOtherSessionsByToken(db, proof, actor, at(0));
       break;
   }
   return { ...total, operation: operationOf(key, own, answers) };

@@ -13,7 +13,7 @@ import path from "node:path";
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { parseEnv } from "node:util";
 import { parse } from "smol-toml";
-import type { ConfigVars } from "../src/config.ts";
+import type { ConfigVars } from "../src/domain/config.ts";
 import { type DevServer, devServerOf } from "./dev-server.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");

@@ -12,10 +12,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { readConfig } from "../src/config.ts";
-import { BucketMoving } from "../src/db/queries.ts";
 import { bucketOf, openShards } from "../src/db/shards.ts";
-import { issueSession } from "../src/issue-session.ts";
+import { readConfig } from "../src/domain/config.ts";
+import { BucketMoving } from "../src/domain/errors.ts";
+import { issueSession } from "../src/services/issue-session.ts";
 import { openLocalProject } from "./local-d1.ts";
 import { freePort, type NpmStart, startNpmStart } from "./npm-start.ts";
 

@@ -1,5 +1,5 @@
 // Operator commands on the local D1 that `npm start` serves, through the same code as the
-// SessionService RPC (src/issue-session.ts, src/user-sessions.ts). Each prints one JSON line.
+// SessionService RPC (src/services/issue-session.ts, src/services/user-sessions.ts). Each prints one JSON line.
 //   npm run --silent session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>]
 //                                       [--country <CC>] [--city <name>] [--region <region>]
 //   npm run --silent session:list -- --user <userId> [--region <region>]
@@ -7,10 +7,10 @@
 //   npm run --silent session:end -- --session <sessionId> [--reason <reason>]
 // Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`).
 import { parseArgs } from "node:util";
-import { readConfig } from "../src/config.ts";
 import { openShards } from "../src/db/shards.ts";
-import { issueSession } from "../src/issue-session.ts";
-import { endOneSession, endSessionsOfUser, listSessionsOfUser } from "../src/user-sessions.ts";
+import { readConfig } from "../src/domain/config.ts";
+import { issueSession } from "../src/services/issue-session.ts";
+import { endSession, endUserSessions, listUserSessions } from "../src/services/user-sessions.ts";
 import { openLocalProject } from "./local-d1.ts";
 
 const USAGE: Record<string, string> = {
@@ -115,11 +115,11 @@ try {
     });
     answer = { id, token, expiresAt };
   } else if (command === "list") {
-    answer = { sessions: await listSessionsOfUser(shards, config, values.user as string, values.region ?? null) };
+    answer = { sessions: await listUserSessions(shards, config, values.user as string, values.region ?? null) };
   } else if (values.session !== undefined) {
-    answer = await endOneSession(shards, config, { sessionId: values.session, reason }, null);
+    answer = await endSession(shards, config, { sessionId: values.session, reason }, null);
   } else {
-    answer = await endSessionsOfUser(
+    answer = await endUserSessions(
       shards,
       config,
       { userId: values.user as string, exceptSessionId: values.except ?? null, reason, region: values.region ?? null },

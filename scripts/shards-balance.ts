@@ -7,7 +7,7 @@
 import { createHash } from "node:crypto";
 import { parseArgs } from "node:util";
 import { bindingOf, bucketOf, bucketOfDigest, parseShardMap } from "../src/db/shards.ts";
-import { BUCKET_COUNT } from "../src/token.ts";
+import { BUCKET_COUNT } from "../src/domain/token.ts";
 
 const { values } = parseArgs({ options: { users: { type: "string", default: "10000000" } } });
 const users = Number(values.users);

@@ -14,8 +14,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { getPlatformProxy, unstable_readConfig } from "wrangler";
+import { openDatabase } from "../src/db/client.ts";
 import { finishMoves, MoveRefused, moveBuckets } from "../src/db/moves.ts";
-import { openDatabase } from "../src/db/queries.ts";
 import { parseShardMap } from "../src/db/shards.ts";
 import { devServerOf } from "./dev-server.ts";
 

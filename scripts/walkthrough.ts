@@ -17,7 +17,7 @@ import { parseArgs, promisify, stripVTControlCharacters } from "node:util";
 import createClient from "openapi-fetch";
 import type { paths } from "../dist/openapi-types.ts";
 import { bucketOf } from "../src/db/shards.ts";
-import { bucketKey, DEFAULT_REGION } from "../src/token.ts";
+import { bucketKey, DEFAULT_REGION } from "../src/domain/token.ts";
 import { validateResponse } from "../test/openapi.ts";
 import { startLocalServer } from "./local-server.ts";
 

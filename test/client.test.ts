@@ -1,9 +1,9 @@
 import { exports } from "cloudflare:workers";
 import { hc } from "hono/client";
 import { describe, expect, expectTypeOf, it } from "vitest";
-import type { DeviceType } from "../src/device.ts";
+import type { DeviceType } from "../src/domain/device.ts";
+import type { SessionView } from "../src/domain/session-view.ts";
 import type { AppType } from "../src/index.ts";
-import type { SessionView } from "../src/routes/sessions.ts";
 import { bearer, isLive, issue, newUser, ORIGIN, randomIp } from "./helpers.ts";
 import { validateResponse } from "./openapi.ts";
 

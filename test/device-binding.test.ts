@@ -1,7 +1,7 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { SessionService } from "../src/session-service.ts";
+import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards } from "./d1.ts";
 import { type Alg, challengeIn, type DeviceKey, deviceKey, signProof } from "./device-keys.ts";
 import {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { parseDevice, sessionName } from "../src/device.ts";
+import { sessionName } from "../src/domain/device.ts";
+import { parseDevice } from "../src/domain/user-agent.ts";
 
 describe("session name labels", () => {
   const cases: [string, string | null, string][] = [

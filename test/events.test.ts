@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { purge } from "../src/scheduled.ts";
+import { purge } from "../src/services/purge.ts";
 import { bearer, CHALLENGE, call, expectError, issue, newUser, REJECTED_CHALLENGE, sessionCookie } from "./helpers.ts";
 import { deadTokens, tokenExpiringNow } from "./tokens.ts";
 

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { firstEventId } from "../src/db/schema.ts";
 import worker from "../src/index.ts";
-import { PURGE_BATCH_SIZE, purge } from "../src/scheduled.ts";
+import { PURGE_BATCH_SIZE, purge } from "../src/services/purge.ts";
 import { countingShards, failingD1 } from "./d1.ts";
 import {
   bearer,

@@ -1,10 +1,10 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { DatabaseUnavailable } from "../src/db/binding.ts";
-import { redact } from "../src/failure-log.ts";
-import { SessionService } from "../src/session-service.ts";
-import { hashSecret } from "../src/token.ts";
+import { DatabaseUnavailable } from "../src/domain/errors.ts";
+import { hashSecret } from "../src/domain/token.ts";
+import { SessionService } from "../src/rpc/session-service.ts";
+import { redact } from "../src/services/failure-log.ts";
 import { failingD1, faultyD1, flakyD1 } from "./d1.ts";
 import {
   bearer,

@@ -1,8 +1,8 @@
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { readConfig } from "../src/config.ts";
 import { openShards } from "../src/db/shards.ts";
-import { issueSession } from "../src/issue-session.ts";
+import { readConfig } from "../src/domain/config.ts";
+import { createSession as issueSession } from "../src/rpc/create-session.ts";
 import { countingShards } from "./d1.ts";
 import {
   bearer,

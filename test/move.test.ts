@@ -1,9 +1,9 @@
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { openDatabase } from "../src/db/client.ts";
 import { finishMoves, type MovePlan, type MoveStep, type MoveTools, moveBuckets } from "../src/db/moves.ts";
-import { openDatabase } from "../src/db/queries.ts";
 import { bucketOf, parseShardMap, readShardMap } from "../src/db/shards.ts";
-import { bucketKey, RANDOM_LENGTH } from "../src/token.ts";
+import { bucketKey, RANDOM_LENGTH } from "../src/domain/token.ts";
 import {
   bearer,
   call,

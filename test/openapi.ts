@@ -6,7 +6,7 @@ import {
   openApiDocument,
   type PathItem,
   type Responses,
-} from "../src/openapi.ts";
+} from "../src/http/openapi.ts";
 
 // Checks a response against src/openapi.ts: its status must be one the document lists for
 // that path and method, its JSON body must match that status's schema, the headers it

@@ -1,9 +1,24 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { instant } from "../src/clock.ts";
+import { type Database, openDatabase } from "../src/db/client.ts";
+import { listEvents } from "../src/db/events.ts";
+import { insertSession } from "../src/db/issuing.ts";
 import { moveBuckets } from "../src/db/moves.ts";
-import * as queries from "../src/db/queries.ts";
+import { markDelivered, pendingEvents } from "../src/db/outbox.ts";
+import { purgeEvents, purgeSessions } from "../src/db/purge.ts";
+import {
+  authenticate,
+  deleteSession,
+  endAllSessionsByToken,
+  endOtherSessionsByToken,
+  endSessionById,
+  endSessionByToken,
+  endSessionsByUserId,
+  listSessionsByToken,
+  listSessionsByUserId,
+} from "../src/db/sessions.ts";
 import { type Place, readShardMap } from "../src/db/shards.ts";
+import { instant } from "../src/domain/clock.ts";
 import { recordingD1 } from "./d1.ts";
 import { d1, shardBindings } from "./helpers.ts";
 
@@ -24,7 +39,7 @@ async function plan(sql: string, params: unknown[]): Promise<string> {
 const at = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: false, maxLifetimeSeconds: 34_560_000 });
 const sliding = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: true, maxLifetimeSeconds: 34_560_000 });
 const proof = { id: "AAAAAAAAAAAAAAAAAAAAAA", secretHash: "0".repeat(64) };
-const actor = { sessionId: proof.id, ipAddress: "192.0.2.1", outbox: null };
+const actor = { sessionId: proof.id, ipAddress: "192.0.2.1", queued: false };
 const newSession = (id: string) => ({
   id,
   secretHash: "0".repeat(64),
@@ -39,39 +54,33 @@ const newSession = (id: string) => ({
 });
 
 /** A bucket of the first database, as the worker's routes get it (src/db/shards.ts). */
-const on = (db: queries.Database): Place => ({ binding: "DB", db, bucket: "AA", elsewhere: () => null });
+const on = (db: Database): Place => ({ binding: "DB", db, bucket: "AA", elsewhere: () => null });
 
-const operations: Record<string, (db: queries.Database) => Promise<unknown>> = {
-  authenticate: (db) => queries.authenticate(on(db), proof, at),
-  "authenticate (sliding)": (db) => queries.authenticate(on(db), proof, sliding),
+const operations: Record<string, (db: Database) => Promise<unknown>> = {
+  authenticate: (db) => authenticate(on(db), proof, at),
+  "authenticate (sliding)": (db) => authenticate(on(db), proof, sliding),
   insertSession: (db) =>
-    queries.insertSession(
-      on(db),
-      newSession("CCCCCCCCCCCCCCCCCCCCCC"),
-      actor,
-      { maxPerUser: 2, seenSince: at.now },
-      at,
-    ),
-  listUserSessions: (db) => queries.listUserSessions(on(db), "plan-user", at),
-  endUserSessions: (db) => queries.endUserSessions(on(db), "plan-user", proof.id, "admin", actor, at),
-  endSessionById: (db) => queries.endSessionById(on(db), proof.id, "admin", actor, at),
-  pendingEvents: (db) => queries.pendingEvents(db, at.now, 10),
-  markDelivered: (db) => queries.markDelivered(db, [1, 2, 3]),
-  listSessions: (db) => queries.listSessions(on(db), proof, at),
-  deleteSession: (db) => queries.deleteSession(on(db), proof, "BBBBBBBBBBBBBBBBBBBBBB", actor, at),
-  endSession: (db) => queries.endSession(on(db), proof, actor, at),
-  endAllSessions: (db) => queries.endAllSessions(on(db), proof, actor, at),
-  endOtherSessions: (db) => queries.endOtherSessions(on(db), proof, actor, at),
-  listEvents: (db) => queries.listEvents(on(db), proof, at),
-  purgeSessions: (db) => queries.purgeSessions(db, at, 10),
-  purgeEvents: (db) => queries.purgeEvents(db, at.now, 10),
+    insertSession(on(db), newSession("CCCCCCCCCCCCCCCCCCCCCC"), actor, { maxPerUser: 2, seenSince: at.now }, at),
+  listSessionsByUserId: (db) => listSessionsByUserId(on(db), "plan-user", at),
+  endSessionsByUserId: (db) => endSessionsByUserId(on(db), "plan-user", proof.id, "admin", actor, at),
+  endSessionById: (db) => endSessionById(on(db), proof.id, "admin", actor, at),
+  pendingEvents: (db) => pendingEvents(db, at.now, 10),
+  markDelivered: (db) => markDelivered(db, [1, 2, 3]),
+  listSessionsByToken: (db) => listSessionsByToken(on(db), proof, at),
+  deleteSession: (db) => deleteSession(on(db), proof, "BBBBBBBBBBBBBBBBBBBBBB", actor, at),
+  endSessionByToken: (db) => endSessionByToken(on(db), proof, actor, at),
+  endAllSessionsByToken: (db) => endAllSessionsByToken(on(db), proof, actor, at),
+  endOtherSessionsByToken: (db) => endOtherSessionsByToken(on(db), proof, actor, at),
+  listEvents: (db) => listEvents(on(db), proof, at),
+  purgeSessions: (db) => purgeSessions(db, at, 10),
+  purgeEvents: (db) => purgeEvents(db, at.now, 10),
 };
 
 describe("query plans", () => {
   for (const [name, run] of Object.entries(operations)) {
     it(`${name}: no table scans`, async () => {
       const { db, statements } = recordingD1(database);
-      await run(queries.openDatabase(db));
+      await run(openDatabase(db));
       expect(statements.length).toBeGreaterThan(0);
       for (const { sql, params } of statements) {
         const detail = await plan(sql, params);
@@ -83,13 +92,13 @@ describe("query plans", () => {
   }
 
   it("a write reads its own events back by id (the table is in time order), as does create's once-only check", async () => {
-    // endSession: the read-back; insertSession: the once-only checks of the row and of its event, and the read-back.
+    // endSessionByToken: the read-back; insertSession: the once-only checks of the row and of its event, and the read-back.
     for (const [run, expected] of [
-      [operations.endSession!, 1],
+      [operations.endSessionByToken!, 1],
       [operations.insertSession!, 3],
     ] as const) {
       const { db, statements } = recordingD1(database);
-      await run(queries.openDatabase(db));
+      await run(openDatabase(db));
       const reads = statements.filter((s) => /"request_id" = \?/.test(s.sql));
       expect(reads.length).toBe(expected);
       for (const read of reads) {
@@ -102,7 +111,7 @@ describe("query plans", () => {
 
   it("the list reads the caller by primary key and the user's sessions by the user index", async () => {
     const { db, statements } = recordingD1(database);
-    await queries.listSessions(on(queries.openDatabase(db)), proof, at);
+    await listSessionsByToken(on(openDatabase(db)), proof, at);
     const select = statements.find((s) => s.sql.startsWith("select"))!;
     const detail = await plan(select.sql, select.params);
     expect(detail).toMatch(
@@ -115,7 +124,7 @@ describe("query plans", () => {
     const details: Record<string, string> = {};
     for (const name of ["listEvents", "insertSession", "purgeEvents", "purgeSessions"]) {
       const { db, statements } = recordingD1(database);
-      await operations[name]!(queries.openDatabase(db));
+      await operations[name]!(openDatabase(db));
       details[name] = (await Promise.all(statements.map((s) => plan(s.sql, s.params)))).join("\n");
     }
     const userEvents =
@@ -133,7 +142,7 @@ describe("query plans", () => {
       const open = (binding: string) => {
         const recording = recordingD1(d1(binding));
         recordings.push(recording);
-        return queries.openDatabase(recording.db);
+        return openDatabase(recording.db);
       };
       const move = { map: readShardMap(env), region: "default", first: 1000, last: 1000, to: "DB_1" };
       await moveBuckets(move, { open, now: () => new Date() });

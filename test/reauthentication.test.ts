@@ -2,7 +2,7 @@ import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { SessionService } from "../src/session-service.ts";
+import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards, faultyD1 } from "./d1.ts";
 import {
   bearer,

@@ -1,15 +1,18 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-
-import { readConfig } from "../src/config.ts";
+import { openDatabase } from "../src/db/client.ts";
 import { type MoveStep, moveBuckets } from "../src/db/moves.ts";
-import { openDatabase } from "../src/db/queries.ts";
 import { bucketOf, openShards, readShardMap, type Shards } from "../src/db/shards.ts";
-import { issueSession } from "../src/issue-session.ts";
-import { purge } from "../src/scheduled.ts";
-import { SessionService } from "../src/session-service.ts";
-import { endOneSession, endSessionsOfUser, listSessionsOfUser } from "../src/user-sessions.ts";
+import { readConfig } from "../src/domain/config.ts";
+import { SessionService } from "../src/rpc/session-service.ts";
+import { issueSession } from "../src/services/issue-session.ts";
+import { purge } from "../src/services/purge.ts";
+import {
+  endSession as endOneSession,
+  endUserSessions as endSessionsOfUser,
+  listUserSessions as listSessionsOfUser,
+} from "../src/services/user-sessions.ts";
 import { countingD1, countingShards } from "./d1.ts";
 import {
   bearer,

@@ -1,10 +1,10 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { readConfig } from "../src/config.ts";
 import { openShards } from "../src/db/shards.ts";
-import { issueSession } from "../src/issue-session.ts";
-import { SessionService } from "../src/session-service.ts";
+import { readConfig } from "../src/domain/config.ts";
+import { SessionService } from "../src/rpc/session-service.ts";
+import { issueSession } from "../src/services/issue-session.ts";
 import { newUser, tableSnapshot } from "./helpers.ts";
 
 afterEach(() => {

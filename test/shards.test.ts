@@ -1,11 +1,11 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { readConfig } from "../src/config.ts";
 import { bucketOf, openShards, parseShardMap } from "../src/db/shards.ts";
-import { issueSession } from "../src/issue-session.ts";
-import { SessionService } from "../src/session-service.ts";
-import { BUCKET_COUNT, placementOf } from "../src/token.ts";
+import { readConfig } from "../src/domain/config.ts";
+import { BUCKET_COUNT, placementOf } from "../src/domain/token.ts";
+import { SessionService } from "../src/rpc/session-service.ts";
+import { issueSession } from "../src/services/issue-session.ts";
 import {
   bearer,
   bindingOfUser,

@@ -1,8 +1,12 @@
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { readConfig } from "../src/config.ts";
 import { openShards } from "../src/db/shards.ts";
-import { endOneSession, endSessionsOfUser, listSessionsOfUser } from "../src/user-sessions.ts";
+import { readConfig } from "../src/domain/config.ts";
+import {
+  endSession as endOneSession,
+  endUserSessions as endSessionsOfUser,
+  listUserSessions as listSessionsOfUser,
+} from "../src/services/user-sessions.ts";
 import { countingShards } from "./d1.ts";
 import { bearer, call, databases, isLive, issue, newUser, tableSnapshot } from "./helpers.ts";
 

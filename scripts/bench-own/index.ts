@@ -8,8 +8,8 @@
 // POST /?n=<n> with an `Operation`: an operation with a database, whose D1 answers are the
 //      ones the benchmark recorded for it on the real database (`batches`), replayed: the
 //      CPU the worker spends on the operation (token, SQL, results, JSON), without D1's.
-import { app } from "../../src/app.ts";
-import { SessionService } from "../../src/session-service.ts";
+import { app } from "../../src/http/app.ts";
+import { SessionService } from "../../src/rpc/session-service.ts";
 import bare from "../bench-bare/index.ts";
 
 export type Operation =

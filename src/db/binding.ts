@@ -1,3 +1,5 @@
+import { DatabaseUnavailable } from "../domain/errors.ts";
+
 // Wrappers around the D1 binding. Every call that goes to the database (a statement's
 // first/all/run/raw, a batch, an exec) passes through `around`, so a wrapper sees each
 // round trip exactly once, and wrappers compose.
@@ -83,21 +85,9 @@ const isTransient = (error: unknown) => TRANSIENT.test(messageOf(error));
 const isOverloaded = (error: unknown) => OVERLOADED.test(messageOf(error));
 
 /**
- * D1 is overloaded, or did not answer twice in a row: nothing is known to be wrong with the
- * request, and it may be sent again shortly (HTTP 503 with Retry-After; thrown as is to RPC
- * callers). Carries no cause: driver messages can quote SQL and bound values.
- */
-export class DatabaseUnavailable extends Error {
-  override name = "DatabaseUnavailable";
-  constructor() {
-    super("The session database is unavailable. Retry shortly.");
-  }
-}
-
-/**
  * Retries a transient error once, replaying the same call with the same bound values. The
  * first attempt may have committed with only its answer lost; the statements are written
- * so that a replay is harmless and its answer still true (src/db/queries.ts): reads and the
+ * so that a replay is harmless and its answer still true (src/db/writes.ts): reads and the
  * activity touch are idempotent, a DELETE and its events INSERT ... SELECT find nothing the
  * second time, a session INSERT does nothing on its own id, and every write reads back the
  * events tagged with its request id. An overloaded database is not retried (that would only

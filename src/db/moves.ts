@@ -1,6 +1,6 @@
 import { and, eq, getTableColumns, gt, gte, lt, sql } from "drizzle-orm";
-import { BUCKET_COUNT, bucketKey, placementOf, RANDOM_LENGTH } from "../token.ts";
-import type { Database } from "./queries.ts";
+import { BUCKET_COUNT, bucketKey, placementOf, RANDOM_LENGTH } from "../domain/token.ts";
+import type { Database } from "./client.ts";
 import { type BucketMoveRow, bucketMoves, sessionEvents, sessions } from "./schema.ts";
 import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";
 
@@ -9,7 +9,7 @@ import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";
 // four steps, each one round trip or a few, each safe to run again:
 //
 //   freeze  source: bucket_moves row (bucket, frozen, target). From this commit on, no
-//           request writes the bucket there (src/db/queries.ts guards every write); reads
+//           request writes the bucket there (src/db/buckets.ts guards every write); reads
 //           still answer from it.
 //   copy    target: row (bucket, moved, source), so that a request reaching the target
 //           early is sent back to the source, and nothing there can change the bucket's

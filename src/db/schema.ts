@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
 import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
-import type { StoredProofs } from "../auth-proofs.ts";
-import { DEVICE_TYPES } from "../device.ts";
-import { RANDOM_LENGTH } from "../token.ts";
+import type { StoredProofs } from "../domain/auth-proofs.ts";
+import { DEVICE_TYPES } from "../domain/device.ts";
+import { RANDOM_LENGTH } from "../domain/token.ts";
 
 // The single description of the tables: migrations are generated from this file.
 
@@ -31,16 +31,16 @@ export const sessions = sqliteTable(
     // The lifetime the session was issued with, which a sliding renewal grants again. Null
     // for sessions issued before this column existed: their lifetime is expires_at - created_at.
     ttlSeconds: integer("ttl_seconds"),
-    // Browser family, OS and country (src/device.ts `deviceKey`): what "a new device" compares.
+    // Browser family, OS and country (src/domain/device.ts `deviceKey`): what "a new device" compares.
     deviceKey: text("device_key"),
-    // What the login flow verified (src/auth-proofs.ts): {factor: completion time in ms}, null
+    // What the login flow verified (src/domain/auth-proofs.ts): {factor: completion time in ms}, null
     // when it said nothing; merged with the new proofs on re-authentication.
     authProofs: text("auth_proofs", { mode: "json" }).$type<StoredProofs>(),
     // NIST SP 800-63B AAL (1-3) when the login flow gave one.
     assuranceLevel: integer("assurance_level"),
     // The latest proof: created_at for sessions issued without proofs or before this column.
     authenticatedAt: integer("authenticated_at", { mode: "timestamp_ms" }),
-    // Device binding (src/device-binding.ts). The challenge the next proof must sign: issued
+    // Device binding (src/domain/device-binding.ts). The challenge the next proof must sign: issued
     // with a device-bound login, replaced by every proof or request for one; never accepted twice.
     dbscChallenge: text("dbsc_challenge"),
     // RFC 7638 thumbprint of the browser's public key; null: the session is not device-bound.
@@ -84,7 +84,7 @@ export const EVENT_TYPES = [
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
-/** Event ids per millisecond: an event's id is at least its time times this (src/db/queries.ts). */
+/** Event ids per millisecond: an event's id is at least its time times this (src/db/writes.ts `eventIds`). */
 const EVENT_IDS_PER_MS = 2048;
 
 /** The least id an event logged at `at` (epoch ms) can have; ids stay exact in JavaScript until 2109. */
@@ -157,7 +157,7 @@ export type MoveState = (typeof MOVE_STATES)[number];
  */
 export const bucketMoves = sqliteTable("bucket_moves", {
   // The bucket as the prefix its session ids start with: `<bucket>` or `<region><bucket>`
-  // (src/token.ts), so a row's bucket is its id without the 22 random characters.
+  // (src/domain/token.ts), so a row's bucket is its id without the 22 random characters.
   bucket: text("bucket").primaryKey(),
   state: text("state", { enum: MOVE_STATES }).notNull(),
   binding: text("binding").notNull(),

@@ -1,4 +1,4 @@
-import { ConfigError } from "../config.ts";
+import { ConfigError } from "../domain/config.ts";
 import {
   BUCKET_COUNT,
   bucketKey,
@@ -8,14 +8,14 @@ import {
   RANDOM_LENGTH,
   REGION_PATTERN,
   type SessionIdPlacement,
-} from "../token.ts";
+} from "../domain/token.ts";
 import { namingFailures } from "./binding.ts";
-import { type Database, openDatabase } from "./queries.ts";
+import { type Database, openDatabase } from "./client.ts";
 
 // The one place that chooses a database. All sessions and events of a user live in one D1
 // database, found without a lookup: the user id hashes to one of BUCKET_COUNT virtual
 // buckets, and the `SHARDS` var maps each region's buckets to D1 bindings. A session id
-// carries its region and bucket (src/token.ts), so a token alone names its database.
+// carries its region and bucket (src/domain/token.ts), so a token alone names its database.
 //
 // SHARDS is JSON: region → { "<first>-<last>" bucket range: binding }, e.g.
 //   {"default": {"0-2047": "DB", "2048-4095": "DB_1"}, "eu": {"0-4095": "DB_EU_1"}}
@@ -136,10 +136,10 @@ export interface Shard {
 
 /**
  * One bucket on the database SHARDS maps it to: where a user's operation runs. A bucket
- * being moved may send it on to another database (src/db/queries.ts `onBucket`).
+ * being moved may send it on to another database (src/db/buckets.ts `onBucket`).
  */
 export interface Place extends Shard {
-  /** The bucket as its session ids' prefix (src/token.ts `bucketKey`); "" for legacy ids. */
+  /** The bucket as its session ids' prefix (src/domain/token.ts `bucketKey`); "" for legacy ids. */
   bucket: string;
   /** The same bucket on another database of this worker, where a move took it; null if not bound here. */
   elsewhere(binding: string): Place | null;

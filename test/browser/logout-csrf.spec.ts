@@ -20,7 +20,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { promisify } from "node:util";
 import { type Browser, type BrowserContext, expect, test } from "@playwright/test";
-import { sessionCookie } from "../../src/cookie.ts";
+import { sessionCookie } from "../../src/http/cookie.ts";
 import { COOKIE, describe, info, Recorder, within } from "./recorder.ts";
 
 const PAGE_MS = 15_000;

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { getCookie } from "hono/cookie";
 import { createMiddleware } from "hono/factory";
 // Type-only: the binding's methods and answers, checked at compile time, nothing bundled.
-import type { AuthenticatedSession, SessionService } from "../../../src/session-service.ts";
+import type { AuthenticatedSession, SessionService } from "../../../src/rpc/session-service.ts";
 import { devicesPage, signInPage } from "./pages.ts";
 
 // A minimal login worker showing how the rest of a product uses the session service: sign in

@@ -1,5 +1,5 @@
 import { html } from "hono/html";
-import type { SessionView } from "../../../src/routes/sessions.ts";
+import type { SessionView } from "../../../src/domain/session-view.ts";
 
 // The demo's two pages. Plain HTML forms, a few lines of script for the JSON sign-in: what a
 // product's own account pages would render from SessionService.listUserSessions.

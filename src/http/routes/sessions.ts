@@ -1,43 +1,13 @@
 import type { Context } from "hono";
+import { isStale } from "../../db/liveness.ts";
+import { authenticate, deleteSession, listSessionsByToken } from "../../db/sessions.ts";
+import { sessionView } from "../../domain/session-view.ts";
+import { published } from "../../services/outbox.ts";
 import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";
-import { authenticate, deleteSession, isStale, type ListedSession, listSessions } from "../db/queries.ts";
-import { type DeviceType, sessionName } from "../device.ts";
 import { ApiError, reauthenticationRequired, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { actorOf, requireBearer } from "../middleware/auth.ts";
-
-export interface SessionView {
-  id: string;
-  name: string;
-  ip_address: string;
-  user_agent: string;
-  created_at: string;
-  expires_at: string;
-  // Beyond the specified fields; only added, never changing them.
-  last_active_at: string;
-  location: string | null;
-  device: { browser: string | null; os: string | null; type: DeviceType };
-  /** Present (true) only on a session bound to its browser's key (DBSC). */
-  device_bound?: true;
-}
-
-/** What a listed session shows: GET /auth/sessions and SessionService.listUserSessions. */
-export function sessionView(row: ListedSession): SessionView {
-  return {
-    id: row.id,
-    name: sessionName(row, row.ipAddress),
-    ip_address: row.ipAddress ?? "",
-    user_agent: row.userAgent,
-    created_at: row.createdAt.toISOString(),
-    expires_at: row.expiresAt.toISOString(),
-    last_active_at: row.lastActiveAt.toISOString(),
-    location: [row.city, row.country].filter(Boolean).join(", ") || null,
-    device: { browser: row.browser, os: row.os, type: row.deviceType },
-    // Absent rather than false, so that a list of unbound sessions reads exactly as before binding existed.
-    ...(row.dbscKeyThumbprint === null ? {} : { device_bound: true as const }),
-  };
-}
 
 async function deleteById(c: Context<AppEnv>, id: string) {
   const { place, proof, at, shards } = c.var;
@@ -49,7 +19,7 @@ async function deleteById(c: Context<AppEnv>, id: string) {
     if (id.trim() === "") throw new ApiError(400, "session_id_required");
     throw unauthorized("not_authorized", false);
   }
-  const { proven, deleted, caller } = await deleteSession(place, proof, id, actorOf(c), at);
+  const { proven, deleted, caller } = published(c.var.outbox, await deleteSession(place, proof, id, actorOf(c), at));
   if (!proven) throw unauthorized("invalid_token", true);
   if (!deleted && id !== proof.id && isStale(caller, at))
     throw reauthenticationRequired(c.var.config.stepUpMaxAgeSeconds);
@@ -65,7 +35,7 @@ const ID = "/:id{[^\\x2F]*}";
 export const sessionsRoutes = new Hono<AppEnv>()
   .get("/", requireBearer, async (c) => {
     const { place, proof, at } = c.var;
-    const rows = await listSessions(place, proof, at);
+    const rows = await listSessionsByToken(place, proof, at);
     // The caller's own live session is always among them, so none means the token is dead.
     if (rows.length === 0) throw unauthorized("invalid_token", true);
     return c.json({ sessions: rows.map(sessionView), currentSessionId: proof.id });

@@ -1,8 +1,8 @@
-import type { Instant } from "./clock.ts";
-import type { Config } from "./config.ts";
-import type { TokenProof } from "./db/queries.ts";
-import type { Place, Shards } from "./db/shards.ts";
-import type { Outbox } from "./outbox.ts";
+import type { TokenProof } from "../db/liveness.ts";
+import type { Place, Shards } from "../db/shards.ts";
+import type { Instant } from "../domain/clock.ts";
+import type { Config } from "../domain/config.ts";
+import type { Outbox } from "../services/outbox.ts";
 
 /** What every handler can read: bindings, parsed config, the databases, the proven token. */
 export interface AppEnv {

@@ -1,6 +1,8 @@
+import { isStale } from "../../db/liveness.ts";
+import { authenticate, endAllSessionsByToken, endOtherSessionsByToken, endSessionByToken } from "../../db/sessions.ts";
+import { published } from "../../services/outbox.ts";
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
-import { authenticate, endAllSessions, endOtherSessions, endSession, isStale } from "../db/queries.ts";
 import { ApiError, reauthenticationRequired, sessionInvalid, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { actorOf, requireBearerOrCookie } from "../middleware/auth.ts";
@@ -11,7 +13,7 @@ const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ?
 export const logoutRoutes = new Hono<AppEnv>()
   .post("/", requireBearerOrCookie, async (c) => {
     const { place, proof, at } = c.var;
-    const ended = await endSession(place, proof, actorOf(c), at);
+    const ended = published(c.var.outbox, await endSessionByToken(place, proof, actorOf(c), at));
     clearCarriedCookie(c);
     if (!ended) throw sessionInvalid();
     return c.json({ message: "Logged out" });
@@ -29,7 +31,10 @@ export const logoutRoutes = new Hono<AppEnv>()
     }
     if (scope === "others") {
       // The caller stays signed in, so its cookie stays, unless its own token was dead.
-      const { proven, ended, caller } = await endOtherSessions(place, proof, actorOf(c), at);
+      const { proven, ended, caller } = published(
+        c.var.outbox,
+        await endOtherSessionsByToken(place, proof, actorOf(c), at),
+      );
       if (!proven) {
         clearCarriedCookie(c);
         throw unauthorized("session_invalid", true);
@@ -37,7 +42,7 @@ export const logoutRoutes = new Hono<AppEnv>()
       if (isStale(caller, at)) throw reauthenticationRequired(c.var.config.stepUpMaxAgeSeconds);
       return c.json({ message: `Logged out of ${plural(ended, "other session")}` });
     }
-    const ended = await endAllSessions(place, proof, actorOf(c), at);
+    const ended = published(c.var.outbox, await endAllSessionsByToken(place, proof, actorOf(c), at));
     clearCarriedCookie(c);
     if (ended === 0) throw unauthorized("session_invalid", true);
     return c.json({ message: "Logged out of all sessions" });

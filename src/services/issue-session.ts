@@ -1,3 +1,5 @@
+import { insertSession, type NewSession, reauthenticateSession } from "../db/issuing.ts";
+import type { Shards } from "../db/shards.ts";
 import {
   type AssuranceLevel,
   checkAssuranceLevel,
@@ -5,18 +7,15 @@ import {
   latestProof,
   type ProofInput,
   type StoredProofs,
-} from "./auth-proofs.ts";
-import { type Instant, instant } from "./clock.ts";
-import { type Config, MAX_TTL_SECONDS } from "./config.ts";
-import { boundCookieName, sessionCookie } from "./cookie.ts";
-import { boundCookieHash } from "./credentials.ts";
-import { insertSession, type NewSession, reauthenticateSession } from "./db/queries.ts";
-import type { Shards } from "./db/shards.ts";
-import { deviceKey, parseDevice } from "./device.ts";
-import { newBoundSecret, newChallenge, registrationHeader } from "./device-binding.ts";
-import { normalizeIp } from "./ip.ts";
-import type { Outbox } from "./outbox.ts";
-import { generateToken, hashSecret, newSecretFor, type Placement, proveToken } from "./token.ts";
+} from "../domain/auth-proofs.ts";
+import { type Instant, instant } from "../domain/clock.ts";
+import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
+import { deviceKey } from "../domain/device.ts";
+import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
+import { normalizeIp } from "../domain/ip.ts";
+import { generateToken, hashSecret, newSecretFor, type Placement, proveToken } from "../domain/token.ts";
+import { parseDevice } from "../domain/user-agent.ts";
+import { type Outbox, published } from "./outbox.ts";
 
 // The one code path that creates sessions (SessionService.create and `npm run session:create`)
 // and gives one a new secret (SessionService.reauthenticate).
@@ -37,7 +36,7 @@ export interface CreateSessionInput {
    */
   region?: string | null;
   /**
-   * What the login flow verified: factors (RFC 8176 `amr` values, src/auth-proofs.ts), each
+   * What the login flow verified: factors (RFC 8176 `amr` values, src/domain/auth-proofs.ts), each
    * completed now or at the `completedAt` given. `authenticate` returns them.
    */
   factors?: ProofInput[];
@@ -51,25 +50,25 @@ export interface CreateSessionInput {
   deviceBound?: boolean;
 }
 
-export interface CreatedSession {
+/**
+ * A session as issued, in plain values. The RPC door turns them into what a login response
+ * carries (src/rpc/create-session.ts): the Set-Cookie values and the DBSC registration header.
+ */
+export interface IssuedSession {
   id: string;
   token: string;
   expiresAt: string;
-  /** A ready `Set-Cookie` value for the login response. */
-  cookie: string;
+  /** Seconds from issuing to `expiresAt`. */
+  expiresIn: number;
   /**
    * No session of this user seen within the events retention period (live or ended) had
    * the same browser family, OS and country: time for a "new sign-in" message.
    */
   newDevice: boolean;
-  /** With `deviceBound: true`: the login response's `Secure-Session-Registration` header value. */
-  secureSessionRegistration?: string;
-  /**
-   * With `deviceBound: true`: a second ready `Set-Cookie` value, the first bound cookie. Until
-   * the browser registers a key it is not needed; once it has, requests already under way at
-   * that moment carry it, so none is refused while the browser finishes registering.
-   */
-  boundCookie?: string;
+  /** With `deviceBound: true`, else null: the challenge the browser's registration must sign. */
+  challenge: string | null;
+  /** With `deviceBound: true`, else null: the first bound cookie's value. */
+  boundSecret: string | null;
 }
 
 export const MAX_USER_ID_LENGTH = 255;
@@ -119,7 +118,7 @@ export function checkUserId(userId: unknown): string {
 /** A session as issued, before it is stored: its row, and what the caller is given. */
 export interface NewSessionRow {
   row: NewSession;
-  created: Omit<CreatedSession, "newDevice">;
+  issued: Omit<IssuedSession, "newDevice">;
 }
 
 /**
@@ -173,20 +172,10 @@ export async function buildSession(
     boundCookieHash: boundSecret && (await hashSecret(boundSecret)),
     boundCookieExpiresAt: boundSecret ? new Date(createdAt.getTime() + config.boundCookieSeconds * 1000) : null,
   };
-  const cookie = cookieFor(config, token, ttlSeconds);
-  const created = { id, token, expiresAt: expiresAt.toISOString(), cookie };
-  if (!challenge || !boundSecret) return { row, created };
-  const boundCookie = sessionCookie(boundCookieName(config.cookieName), boundSecret, config.boundCookieSeconds);
-  return { row, created: { ...created, secureSessionRegistration: registrationHeader(challenge), boundCookie } };
-}
-
-/**
- * The login response's `Set-Cookie` for `token`, whose session has `seconds` to live. A
- * renewed session must not lose its cookie first: with a sliding lifetime the cookie lasts
- * as long as the session possibly can, and the database decides before that.
- */
-function cookieFor(config: Config, token: string, seconds: number): string {
-  return sessionCookie(config.cookieName, token, config.slidingTtl ? config.maxLifetimeSeconds : seconds);
+  return {
+    row,
+    issued: { id, token, expiresAt: expiresAt.toISOString(), expiresIn: ttlSeconds, challenge, boundSecret },
+  };
 }
 
 export async function issueSession(
@@ -194,23 +183,26 @@ export async function issueSession(
   config: Config,
   input: CreateSessionInput,
   outbox: Outbox | null = null,
-): Promise<CreatedSession> {
+): Promise<IssuedSession> {
   const at = instant(config);
   const place = await shards.forUser(checkUserId(input.userId), input.region);
-  const { row, created } = await buildSession(config, input, place.placement, at);
-  const { stored, newDevice } = await insertSession(
-    place,
-    row,
-    { sessionId: null, ipAddress: row.ipAddress ?? null, outbox },
-    {
-      maxPerUser: config.maxPerUser,
-      seenSince: new Date(row.createdAt.getTime() - config.eventRetentionDays * 86_400_000),
-    },
-    at,
+  const { row, issued } = await buildSession(config, input, place.placement, at);
+  const { stored, newDevice } = published(
+    outbox,
+    await insertSession(
+      place,
+      row,
+      { sessionId: null, ipAddress: row.ipAddress ?? null, queued: outbox !== null },
+      {
+        maxPerUser: config.maxPerUser,
+        seenSince: new Date(row.createdAt.getTime() - config.eventRetentionDays * 86_400_000),
+      },
+      at,
+    ),
   );
   // Only if 128 random bits collided with a live session's id; the caller can simply retry.
   if (!stored) throw new Error("A session with this id already exists. Retry.");
-  return { ...created, newDevice };
+  return { ...issued, newDevice };
 }
 
 export interface ReauthenticateInput {
@@ -219,54 +211,54 @@ export interface ReauthenticateInput {
   /** The factors just verified (at least one), as for `create`. */
   factors: ProofInput[];
   assuranceLevel?: AssuranceLevel | null;
-  /** The request's `Cookie` header: a device-bound session needs its bound cookie, as for `authenticate`. */
-  cookie?: string;
 }
 
-export interface ReauthenticatedSession {
-  /** The same session: the user's device list does not change. */
+/** The same session with a new secret, in plain values (the RPC door adds its cookie). */
+export interface ReissuedSession {
   sessionId: string;
   /** The new token; the old one is dead. */
   token: string;
   expiresAt: string;
-  /** A ready `Set-Cookie` value carrying the new token. */
-  cookie: string;
+  /** Seconds from now to `expiresAt`. */
+  expiresIn: number;
 }
 
 /**
  * The user proved who they are again: records the proofs and gives the session a new secret
- * (OWASP ASVS V7.2.4), in one round trip. Null when the token does not prove a live session:
- * nothing changed, and a dead session stays dead.
+ * (OWASP ASVS V7.2.4), in one round trip. `boundHash`: SHA-256 of the bound cookie that came
+ * with the token, which a device-bound session needs. Null when the token does not prove a
+ * live session: nothing changed, and a dead session stays dead.
  */
 export async function reauthenticate(
   shards: Shards,
   config: Config,
   input: ReauthenticateInput,
+  boundHash: string | null,
   outbox: Outbox | null = null,
-): Promise<ReauthenticatedSession | null> {
+): Promise<ReissuedSession | null> {
   const at = instant(config);
   const proofs = checkProofs(input?.factors, at.now, true) as StoredProofs;
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
-  if (input.cookie !== undefined && typeof input.cookie !== "string")
-    throw new TypeError("cookie must be the request's Cookie header");
   const proven = typeof input.token === "string" ? await proveToken(input.token) : null;
   const place = proven && shards.forSession(proven.id);
   if (!proven || !place) return null;
-  const proof = { ...proven, boundHash: await boundCookieHash(input.cookie, config.cookieName) };
+  const proof = { ...proven, boundHash };
   const { secret, token } = newSecretFor(proof.id);
-  const changed = await reauthenticateSession(
-    place,
-    proof,
-    { secretHash: await hashSecret(secret), proofs, assuranceLevel },
-    { sessionId: proof.id, ipAddress: null, outbox },
-    at,
+  const changed = published(
+    outbox,
+    await reauthenticateSession(
+      place,
+      proof,
+      { secretHash: await hashSecret(secret), proofs, assuranceLevel },
+      { sessionId: proof.id, ipAddress: null, queued: outbox !== null },
+      at,
+    ),
   );
   if (!changed) return null;
-  const seconds = Math.ceil((changed.expiresAt.getTime() - at.now.getTime()) / 1000);
   return {
     sessionId: proof.id,
     token,
     expiresAt: changed.expiresAt.toISOString(),
-    cookie: cookieFor(config, token, seconds),
+    expiresIn: Math.ceil((changed.expiresAt.getTime() - at.now.getTime()) / 1000),
   };
 }

@@ -1,11 +1,11 @@
-import { instant } from "./clock.ts";
-import type { Config } from "./config.ts";
-import { endSessionById, endUserSessions, listUserSessions } from "./db/queries.ts";
-import type { Shards } from "./db/shards.ts";
+import { endSessionById, endSessionsByUserId, listSessionsByUserId } from "../db/sessions.ts";
+import type { Shards } from "../db/shards.ts";
+import { instant } from "../domain/clock.ts";
+import type { Config } from "../domain/config.ts";
+import { type SessionView, sessionView } from "../domain/session-view.ts";
+import { placementOf } from "../domain/token.ts";
 import { checkUserId } from "./issue-session.ts";
-import type { Outbox } from "./outbox.ts";
-import { type SessionView, sessionView } from "./routes/sessions.ts";
-import { placementOf } from "./token.ts";
+import { type Outbox, published } from "./outbox.ts";
 
 // Seeing and ending a user's sessions from the rest of the system, without a token: the one
 // code path of SessionService.listUserSessions / endUserSessions / endSession and of the
@@ -48,19 +48,19 @@ function checkString(name: string, value: unknown): string {
 }
 
 /** The user's live sessions, exactly as GET /auth/sessions shows them. */
-export async function listSessionsOfUser(
+export async function listUserSessions(
   shards: Shards,
   config: Config,
   userId: string,
   region?: string | null,
 ): Promise<SessionView[]> {
   const place = await shards.forUser(checkUserId(userId), region);
-  const rows = await listUserSessions(place, userId, instant(config));
+  const rows = await listSessionsByUserId(place, userId, instant(config));
   return rows.map(sessionView);
 }
 
 /** Ends every live session of the user (but `exceptSessionId`); returns how many ended. */
-export async function endSessionsOfUser(
+export async function endUserSessions(
   shards: Shards,
   config: Config,
   input: EndUserSessionsInput,
@@ -72,12 +72,12 @@ export async function endSessionsOfUser(
   const except = input.exceptSessionId == null ? null : checkString("exceptSessionId", input.exceptSessionId);
   if (except !== null && !placementOf(except)) throw new TypeError("exceptSessionId must be a session id");
   const place = await shards.forUser(userId, input.region);
-  const actor = { sessionId: null, ipAddress: null, outbox };
-  return { ended: await endUserSessions(place, userId, except, reason, actor, instant(config)) };
+  const actor = { sessionId: null, ipAddress: null, queued: outbox !== null };
+  return { ended: published(outbox, await endSessionsByUserId(place, userId, except, reason, actor, instant(config))) };
 }
 
-/** Ends one live session; `ended` is false when there was none by that id. */
-export async function endOneSession(
+/** Ends one live session by its id (SessionService.endSession); `ended` is false when there was none. */
+export async function endSession(
   shards: Shards,
   config: Config,
   input: EndSessionInput,
@@ -88,6 +88,6 @@ export async function endOneSession(
   // An id that cannot be a session of this deployment matches nothing: no lookup.
   const place = shards.forSession(sessionId);
   if (!place) return { ended: false };
-  const actor = { sessionId: null, ipAddress: null, outbox };
-  return { ended: await endSessionById(place, sessionId, reason, actor, instant(config)) };
+  const actor = { sessionId: null, ipAddress: null, queued: outbox !== null };
+  return { ended: published(outbox, await endSessionById(place, sessionId, reason, actor, instant(config))) };
 }

@@ -7,13 +7,13 @@ import { withContext } from "./middleware/context.ts";
 import { corsForAllowedOrigins } from "./middleware/cors.ts";
 import { inputBounds } from "./middleware/input-bounds.ts";
 import { requestLog } from "./middleware/request-log.ts";
+import { securityHeaders } from "./middleware/security-headers.ts";
 import { openApiDocument } from "./openapi.ts";
 import { limitFailedAuthentication } from "./rate-limit.ts";
 import { deviceBindingRoutes } from "./routes/device-binding.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { logoutRoutes } from "./routes/logout.ts";
 import { sessionsRoutes } from "./routes/sessions.ts";
-import { securityHeaders } from "./security-headers.ts";
 
 // Session data must never sit in a shared or browser cache, errors included.
 const noStore = createMiddleware(async (c, next) => {

@@ -1,9 +1,5 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../context.ts";
-import { boundCookieName, clearBoundCookie, clearCarriedCookie, setBoundCookie } from "../cookie.ts";
-import { readCookieCredential } from "../credentials.ts";
-import { rejectCrossSite } from "../csrf.ts";
-import { type Binding, type Renewal, refreshBinding, registerBinding } from "../db/queries.ts";
+import { type Binding, type Renewal, refreshBinding, registerBinding } from "../../db/device-binding.ts";
 import {
   challengeHeader,
   fieldString,
@@ -15,12 +11,17 @@ import {
   sessionInstructions,
   thumbprint,
   verifyProof,
-} from "../device-binding.ts";
+} from "../../domain/device-binding.ts";
+import { hashSecret } from "../../domain/token.ts";
+import { published } from "../../services/outbox.ts";
+import type { AppEnv } from "../context.ts";
+import { boundCookieName, clearBoundCookie, clearCarriedCookie, setBoundCookie } from "../cookie.ts";
+import { readCookieCredential } from "../credentials.ts";
+import { rejectCrossSite } from "../csrf.ts";
 import { ApiError, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
-import { hashSecret } from "../token.ts";
 
-// The two endpoints a DBSC browser calls on its own (src/device-binding.ts): registration,
+// The two endpoints a DBSC browser calls on its own (src/domain/device-binding.ts): registration,
 // right after a device-bound login (whose response set the first bound cookie), and refresh,
 // whenever the bound cookie is missing. Both are authenticated by the session cookie alone
 // (the bound cookie is what refresh renews), each is one D1 round trip, and neither counts as
@@ -73,8 +74,11 @@ export const deviceBindingRoutes = new Hono<AppEnv>()
     const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), null);
     if (!proof) throw invalidProof();
     const binding = await bindingFor(proof.challenge, proof.key);
-    const actor = { sessionId: credential.proof.id, ipAddress: c.var.clientIp, outbox: c.var.outbox };
-    const outcome = await registerBinding(credential.place, credential.proof, binding, actor, c.var.at);
+    const actor = { sessionId: credential.proof.id, ipAddress: c.var.clientIp, queued: c.var.outbox !== null };
+    const outcome = published(
+      c.var.outbox,
+      await registerBinding(credential.place, credential.proof, binding, actor, c.var.at),
+    );
     c.set("proof", credential.proof);
     if (outcome === "not_live") throw unauthorized("invalid_token", true);
     if (outcome === "already_bound") throw new ApiError(409, "device_already_bound");

@@ -1,30 +1,24 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
-import { type AuthProof, proofList } from "./auth-proofs.ts";
-import { instant } from "./clock.ts";
-import { readConfig } from "./config.ts";
-import { boundCookieHash } from "./credentials.ts";
-import { DatabaseUnavailable } from "./db/binding.ts";
-import { authenticate, BucketMoving } from "./db/queries.ts";
-import { openShards, type Shards } from "./db/shards.ts";
-import { logFailure } from "./failure-log.ts";
-import {
-  type CreatedSession,
-  type CreateSessionInput,
-  issueSession,
-  type ReauthenticatedSession,
-  type ReauthenticateInput,
-  reauthenticate,
-} from "./issue-session.ts";
-import { outboxFor } from "./outbox.ts";
-import type { SessionView } from "./routes/sessions.ts";
-import { proveToken } from "./token.ts";
+import { authenticate } from "../db/sessions.ts";
+import { openShards, type Shards } from "../db/shards.ts";
+import { type AuthProof, proofList } from "../domain/auth-proofs.ts";
+import { instant } from "../domain/clock.ts";
+import { readConfig } from "../domain/config.ts";
+import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
+import type { SessionView } from "../domain/session-view.ts";
+import { proveToken } from "../domain/token.ts";
+import { boundCookieHash } from "../http/cookie.ts";
+import { logFailure } from "../services/failure-log.ts";
+import { type CreateSessionInput, type ReauthenticateInput, reauthenticate } from "../services/issue-session.ts";
+import { outboxFor } from "../services/outbox.ts";
 import {
   type EndSessionInput,
   type EndUserSessionsInput,
-  endOneSession,
-  endSessionsOfUser,
-  listSessionsOfUser,
-} from "./user-sessions.ts";
+  endSession,
+  endUserSessions,
+  listUserSessions,
+} from "../services/user-sessions.ts";
+import { type CreatedSession, createSession, loginCookie } from "./create-session.ts";
 
 export interface AuthenticatedSession {
   sessionId: string;
@@ -49,11 +43,33 @@ export interface AuthenticateOptions {
   cookie?: string;
 }
 
+export interface ReauthenticateRequest extends ReauthenticateInput {
+  /** The request's `Cookie` header: a device-bound session needs its bound cookie, as for `authenticate`. */
+  cookie?: string;
+}
+
+export interface ReauthenticatedSession {
+  /** The same session: the user's device list does not change. */
+  sessionId: string;
+  /** The new token; the old one is dead. */
+  token: string;
+  expiresAt: string;
+  /** A ready `Set-Cookie` value carrying the new token. */
+  cookie: string;
+}
+
 function checkMaxAge(options: AuthenticateOptions | undefined): number | null {
   const maxAge = options?.maxAge;
   if (maxAge === undefined) return null;
   if (!Number.isSafeInteger(maxAge) || maxAge < 0) throw new RangeError("maxAge must be a whole number of seconds");
   return maxAge;
+}
+
+/** The `Cookie` header a login flow passed on, if any. */
+function checkCookie(cookie: unknown): string | undefined {
+  if (cookie !== undefined && typeof cookie !== "string")
+    throw new TypeError("cookie must be the request's Cookie header");
+  return cookie;
 }
 
 /** What a caller is told to fix or retry: thrown as is, not an operator's concern. */
@@ -74,7 +90,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
   private readonly outbox = outboxFor(this.env.SESSION_EVENTS, (promise) => this.ctx.waitUntil(promise));
 
-  /** Runs one method; an unexpected error gets its log line (src/failure-log.ts) and reaches the caller unchanged. */
+  /** Runs one method; an unexpected error gets its log line (src/services/failure-log.ts) and reaches the caller unchanged. */
   private async logged<T>(rpc: string, call: () => Promise<T>): Promise<T> {
     try {
       return await call();
@@ -85,21 +101,20 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
 
   async create(input: CreateSessionInput): Promise<CreatedSession> {
-    return this.logged("create", () => issueSession(this.shards(), readConfig(this.env), input, this.outbox));
+    return this.logged("create", () => createSession(this.shards(), readConfig(this.env), input, this.outbox));
   }
 
   /** Also records the session's activity (and renews it, with a sliding lifetime), like any authenticated request. */
   async authenticate(token: string, options?: AuthenticateOptions): Promise<AuthenticatedSession | null> {
     return this.logged("authenticate", async () => {
       const maxAge = checkMaxAge(options);
-      if (options?.cookie !== undefined && typeof options.cookie !== "string")
-        throw new TypeError("cookie must be the request's Cookie header");
+      const cookie = checkCookie(options?.cookie);
       const config = readConfig(this.env);
       const proven = typeof token === "string" ? await proveToken(token) : null;
       const place = proven && this.shards().forSession(proven.id);
       if (!proven || !place) return null;
       const at = instant(config);
-      const boundHash = await boundCookieHash(options?.cookie, config.cookieName);
+      const boundHash = await boundCookieHash(cookie, config.cookieName);
       const caller = await authenticate(place, { ...proven, boundHash }, at);
       if (!caller) return null;
       const session: AuthenticatedSession = {
@@ -120,26 +135,32 @@ export class SessionService extends WorkerEntrypoint<Env> {
    * session a new token, same id; the old token stops working at once. Null when the token
    * does not prove a live session. Logged `reauthenticated`.
    */
-  async reauthenticate(input: ReauthenticateInput): Promise<ReauthenticatedSession | null> {
-    return this.logged("reauthenticate", () => reauthenticate(this.shards(), readConfig(this.env), input, this.outbox));
+  async reauthenticate(input: ReauthenticateRequest): Promise<ReauthenticatedSession | null> {
+    return this.logged("reauthenticate", async () => {
+      const shards = this.shards();
+      const config = readConfig(this.env);
+      const boundHash = await boundCookieHash(checkCookie(input?.cookie), config.cookieName);
+      const reissued = await reauthenticate(shards, config, input, boundHash, this.outbox);
+      if (!reissued) return null;
+      const { expiresIn, ...session } = reissued;
+      return { ...session, cookie: loginCookie(config, session.token, expiresIn) };
+    });
   }
 
   /** The user's live sessions, as GET /auth/sessions lists them; [] for an unknown user. */
   async listUserSessions(userId: string, region?: string | null): Promise<SessionView[]> {
-    return this.logged("listUserSessions", () =>
-      listSessionsOfUser(this.shards(), readConfig(this.env), userId, region),
-    );
+    return this.logged("listUserSessions", () => listUserSessions(this.shards(), readConfig(this.env), userId, region));
   }
 
   /** Ends every live session of the user but `exceptSessionId`, each logged `ended` with the reason. */
   async endUserSessions(input: EndUserSessionsInput): Promise<{ ended: number }> {
     return this.logged("endUserSessions", () =>
-      endSessionsOfUser(this.shards(), readConfig(this.env), input, this.outbox),
+      endUserSessions(this.shards(), readConfig(this.env), input, this.outbox),
     );
   }
 
   /** Ends one session, logged `ended` with the reason; `ended: false` when no live session has that id. */
   async endSession(input: EndSessionInput): Promise<{ ended: boolean }> {
-    return this.logged("endSession", () => endOneSession(this.shards(), readConfig(this.env), input, this.outbox));
+    return this.logged("endSession", () => endSession(this.shards(), readConfig(this.env), input, this.outbox));
   }
 }

@@ -1,10 +1,10 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
+import type { Actor } from "../../db/writes.ts";
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
 import { readCredential } from "../credentials.ts";
 import { rejectCrossSite } from "../csrf.ts";
-import type { Actor } from "../db/queries.ts";
 import { sessionInvalid, unauthorized } from "../errors.ts";
 
 // How each operation turns a credential into `c.var.proof` and `c.var.place` (the bucket and
@@ -38,5 +38,5 @@ export const requireBearerOrCookie = createMiddleware<AppEnv>(async (c, next) =>
 
 /** Who is acting, for the security log: the proven session and the client's IP. */
 export function actorOf(c: Context<AppEnv>): Actor {
-  return { sessionId: c.var.proof.id, ipAddress: c.var.clientIp, outbox: c.var.outbox };
+  return { sessionId: c.var.proof.id, ipAddress: c.var.clientIp, queued: c.var.outbox !== null };
 }

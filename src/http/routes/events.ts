@@ -1,6 +1,6 @@
+import { listEvents } from "../../db/events.ts";
+import type { EventType } from "../../db/schema.ts";
 import type { AppEnv } from "../context.ts";
-import { listEvents } from "../db/queries.ts";
-import type { EventType } from "../db/schema.ts";
 import { unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { requireBearer } from "../middleware/auth.ts";

@@ -1,5 +1,7 @@
-import { type Database, markDelivered, pendingEvents } from "./db/queries.ts";
-import type { EventType, SessionEventRow } from "./db/schema.ts";
+import type { Database } from "../db/client.ts";
+import { markDelivered, pendingEvents } from "../db/outbox.ts";
+import type { EventType, SessionEventRow } from "../db/schema.ts";
+import type { Logged } from "../db/writes.ts";
 
 // The optional events queue (binding SESSION_EVENTS). session_events is its outbox: an event
 // is written with pending_delivery = 1 in the same batch as the change it records, sent
@@ -34,6 +36,12 @@ export interface Outbox {
    * `db` is where they are marked delivered: the database of the user they belong to.
    */
   publish(db: Database, events: SessionEventRow[]): void;
+}
+
+/** Hands the events a committed write logged to the outbox, if any; answers what the write answered. */
+export function published<T>(outbox: Outbox | null, { answer, events, db }: Logged<T>): T {
+  if (events.length > 0) outbox?.publish(db, events);
+  return answer;
 }
 
 // A queue's sendBatch takes at most 100 messages.

@@ -1,4 +1,5 @@
 import { parseUserAgent } from "detect-browser";
+import type { Device, DeviceType } from "./device.ts";
 
 // detect-browser (2 KB gzip) was chosen over bowser and ua-parser-js@1 (8-9 KB gzip):
 // a label needs only a browser, its major version and an OS; the device type, which
@@ -47,16 +48,6 @@ const OPERATING_SYSTEMS: Record<string, string> = {
   "Open BSD": "OpenBSD",
 };
 
-// The one list: the type, the schema's column enum and the OpenAPI document derive from it.
-export const DEVICE_TYPES = ["desktop", "mobile", "tablet", "bot", "unknown"] as const;
-export type DeviceType = (typeof DEVICE_TYPES)[number];
-
-export interface Device {
-  browser: string | null;
-  os: string | null;
-  type: DeviceType;
-}
-
 const TABLET = /iPad|Tablet|PlayBook|Silk|Kindle|Android(?!.*Mobile)/i;
 const MOBILE = /Mobi|iPhone|iPod|Windows Phone|BlackBerry|BB10|Opera Mini/i;
 const DESKTOP_OS = new Set(["macOS", "Windows", "Linux", "ChromeOS", "OpenBSD"]);
@@ -81,19 +72,4 @@ export function parseDevice(userAgent: string): Device {
     os,
     type: parsed.type === "bot-device" ? "bot" : deviceType(userAgent, os),
   };
-}
-
-/** The list's `name`: e.g. `Chrome 131 on macOS · 203.0.113.7`. */
-export function sessionName(device: Pick<Device, "browser" | "os">, ipAddress: string | null): string {
-  const label = `${device.browser ?? "Unknown browser"}${device.os ? ` on ${device.os}` : ""}`;
-  return ipAddress ? `${label} · ${ipAddress}` : label;
-}
-
-/**
- * What "the same device" means for new-device detection: browser family, OS and country.
- * The browser's version is left out: browsers update themselves every few weeks, and an
- * update is not a new device.
- */
-export function deviceKey(device: Pick<Device, "browser" | "os">, country: string | null): string {
-  return [device.browser?.replace(/ \d+$/, "") ?? "", device.os ?? "", country ?? ""].join("|");
 }

@@ -1,7 +1,13 @@
 import type { Context } from "hono";
 import { deleteCookie } from "hono/cookie";
 import { serialize } from "hono/utils/cookie";
+import { BOUND_SECRET } from "../domain/device-binding.ts";
+import { hashSecret } from "../domain/token.ts";
 import type { AppEnv } from "./context.ts";
+
+// The session cookie's one definition, for both doors that deal in it: the HTTP app sets,
+// reads and clears it; the RPC reads the Cookie header a login flow passes on and answers it
+// with ready Set-Cookie values (src/rpc/create-session.ts).
 
 // The attributes the session cookie is set with; clearing must repeat them exactly,
 // and the `__Host-` prefix requires Secure, Path=/ and no Domain.
@@ -43,12 +49,21 @@ export function clearSessionCookie(c: Context<AppEnv>): void {
 }
 
 /**
- * The short-lived cookie of a device-bound session (src/device-binding.ts), named after the
+ * The short-lived cookie of a device-bound session (src/domain/device-binding.ts), named after the
  * session cookie, with the same attributes: the browser checks them against the session
  * instructions before it trusts the cookie is the one it must keep alive.
  */
 export function boundCookieName(sessionCookieName: string): string {
   return `${sessionCookieName}-bound`;
+}
+
+/**
+ * SHA-256 of the bound cookie in a `Cookie` header, as compared with the session row; null
+ * when there is none (or one this service cannot have set).
+ */
+export async function boundCookieHash(cookieHeader: string | undefined, cookieName: string): Promise<string | null> {
+  const value = cookieValue(cookieHeader, boundCookieName(cookieName));
+  return typeof value === "string" && BOUND_SECRET.test(value) ? hashSecret(value) : null;
 }
 
 export function setBoundCookie(c: Context<AppEnv>, secret: string): void {

@@ -1,8 +1,8 @@
-import { instant } from "./clock.ts";
-import { readConfig } from "./config.ts";
-import { wrapD1 } from "./db/binding.ts";
-import { purgeEvents, purgeSessions } from "./db/queries.ts";
-import { openShards } from "./db/shards.ts";
+import { wrapD1 } from "../db/binding.ts";
+import { purgeEvents, purgeSessions } from "../db/purge.ts";
+import { openShards } from "../db/shards.ts";
+import { instant } from "../domain/clock.ts";
+import { readConfig } from "../domain/config.ts";
 import { resendPending } from "./outbox.ts";
 
 // Small batches keep each write short (D1 serialises writes). A run keeps deleting while
@@ -108,7 +108,3 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
   console.log(JSON.stringify({ level: result.failed.length > 0 ? "warn" : "info", event: "purge", ...result }));
   return result;
 }
-
-export const scheduled: ExportedHandlerScheduledHandler<Env> = async (controller, env) => {
-  await purge(env, PURGE_BUDGET, Math.floor(controller.scheduledTime / 3_600_000));
-};

@@ -1,16 +1,16 @@
 import { createMiddleware } from "hono/factory";
-import { instant } from "../clock.ts";
-import { readConfig } from "../config.ts";
+import { meterD1 } from "../../db/binding.ts";
+import { openShards } from "../../db/shards.ts";
+import { instant } from "../../domain/clock.ts";
+import { readConfig } from "../../domain/config.ts";
+import { normalizeIp } from "../../domain/ip.ts";
+import { outboxFor } from "../../services/outbox.ts";
 import type { AppEnv } from "../context.ts";
-import { meterD1 } from "../db/binding.ts";
-import { openShards } from "../db/shards.ts";
-import { normalizeIp } from "../ip.ts";
-import { outboxFor } from "../outbox.ts";
 
 /**
  * What every handler reads: parsed config, the request's instant, the client's IP, and
  * the deployment's databases (each metered, with one retry on transient errors). Which
- * database a request uses is known only once its credential is read (src/credentials.ts).
+ * database a request uses is known only once its credential is read (src/http/credentials.ts).
  */
 export const withContext = createMiddleware<AppEnv>(async (c, next) => {
   const meters: (() => number)[] = [];

@@ -2,10 +2,9 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { routePath } from "hono/route";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { ConfigError } from "./config.ts";
-import { DatabaseUnavailable } from "./db/binding.ts";
-import { BucketMoving } from "./db/queries.ts";
-import { logFailure } from "./failure-log.ts";
+import { ConfigError } from "../domain/config.ts";
+import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
+import { logFailure } from "../services/failure-log.ts";
 
 // Every error the API can answer, with its one message. Clients branch on `code`. The one
 // list of error codes: the type and the OpenAPI document derive from it.

@@ -1,11 +1,11 @@
-import { EVENTS_LISTED } from "./db/queries.ts";
-import { EVENT_TYPES } from "./db/schema.ts";
-import { DEVICE_TYPES } from "./device.ts";
-import { REFRESH_PATH } from "./device-binding.ts";
+import { EVENTS_LISTED } from "../db/events.ts";
+import { EVENT_TYPES } from "../db/schema.ts";
+import { DEVICE_TYPES } from "../domain/device.ts";
+import { REFRESH_PATH } from "../domain/device-binding.ts";
+import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
+import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
+import { MAX_REASON_LENGTH } from "../services/user-sessions.ts";
 import { type ErrorCode, MESSAGES } from "./errors.ts";
-import { MAX_USER_AGENT_LENGTH } from "./issue-session.ts";
-import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "./token.ts";
-import { MAX_REASON_LENGTH } from "./user-sessions.ts";
 
 // The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json. Every response
 // the test suite receives is validated against it (test/openapi.ts), so it cannot drift.

@@ -1,10 +1,9 @@
 import type { Context } from "hono";
+import type { TokenProof } from "../db/liveness.ts";
+import type { Place } from "../db/shards.ts";
+import { proveToken } from "../domain/token.ts";
 import type { AppEnv } from "./context.ts";
-import { boundCookieName, cookieValue, readSessionCookie } from "./cookie.ts";
-import type { TokenProof } from "./db/queries.ts";
-import type { Place } from "./db/shards.ts";
-import { BOUND_SECRET } from "./device-binding.ts";
-import { hashSecret, proveToken } from "./token.ts";
+import { boundCookieHash, readSessionCookie } from "./cookie.ts";
 
 // The one place a request's credential is read. An Authorization header, when present,
 // decides alone: a rejected Bearer token never falls back to the cookie. Tokens in the
@@ -32,15 +31,6 @@ export function readCookieCredential(c: Context<AppEnv>): Promise<Credential> {
   // Sent twice (null): there is no one token to trust, so it is malformed.
   if (cookie === undefined) return Promise.resolve({ kind: "none" });
   return prove(c, "cookie", cookie ?? undefined);
-}
-
-/**
- * SHA-256 of the bound cookie in a `Cookie` header, as compared with the session row; null
- * when there is none (or one this service cannot have set).
- */
-export async function boundCookieHash(cookieHeader: string | undefined, cookieName: string): Promise<string | null> {
-  const value = cookieValue(cookieHeader, boundCookieName(cookieName));
-  return typeof value === "string" && BOUND_SECRET.test(value) ? hashSecret(value) : null;
 }
 
 async function prove(c: Context<AppEnv>, source: "bearer" | "cookie", token: string | undefined): Promise<Credential> {

@@ -1,0 +1,62 @@
+import { eq, notExists, type SQL, sql } from "drizzle-orm";
+import { BucketMoving } from "../domain/errors.ts";
+import { RANDOM_LENGTH } from "../domain/token.ts";
+import type { Database } from "./client.ts";
+import { type BucketMoveRow, bucketMoves, sessions } from "./schema.ts";
+import type { Place } from "./shards.ts";
+
+// A bucket can be moved to another database while the service runs (src/db/moves.ts). Every
+// per-user batch also reads its bucket's move state, and every write is guarded by the
+// state of its row's bucket, in the same transaction: `onBucket` turns the state into the
+// answer, a 503 `moving`, or the same operation on the database the bucket went to.
+
+/**
+ * A write may change this session row: its bucket (the id without its random part) is not
+ * being moved away from this database, nor gone from it. The guard of every write.
+ */
+export function notMoving(db: Database): SQL {
+  const rowBucket = sql`substr(${sessions.id}, 1, length(${sessions.id}) - ${RANDOM_LENGTH})`;
+  return notExists(db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, rowBucket)));
+}
+
+/** The bucket's move state on this database: the last statement of every per-user batch. */
+export function moveOf(db: Database, bucket: string) {
+  return db
+    .select({ state: bucketMoves.state, binding: bucketMoves.binding })
+    .from(bucketMoves)
+    .where(eq(bucketMoves.bucket, bucket));
+}
+
+/** A moved bucket is followed this many times at most (a move of a move, before SHARDS caught up). */
+const MAX_FORWARDS = 3;
+
+interface BucketAnswer<T> {
+  answer: T;
+  move: Pick<BucketMoveRow, "state" | "binding"> | undefined;
+  /** A write that changed nothing: the freeze may be why. Reads: false. */
+  blocked: boolean;
+}
+
+/**
+ * Runs one operation (`run`: one batch ending with `moveOf`) on the place's bucket. No move:
+ * the answer. `frozen` (being copied away): a read's answer stands, since the rows here stay
+ * the truth until the move's last step (its activity touch was skipped); a write that did
+ * something before the freeze answers that, any other was held back: BucketMoving. `moved`:
+ * nothing of the bucket is here, so the same operation runs where it went: one more round
+ * trip, until SHARDS names that database. A loop or a chain too long: BucketMoving.
+ */
+export async function onBucket<T>(place: Place, run: (db: Database) => Promise<BucketAnswer<T>>): Promise<T> {
+  let current = place;
+  for (let forwards = 0; ; forwards++) {
+    const { answer, move, blocked } = await run(current.db);
+    if (!move || (move.state === "frozen" && !blocked)) return answer;
+    if (move.state === "frozen") throw new BucketMoving();
+    const next = forwards < MAX_FORWARDS ? current.elsewhere(move.binding) : null;
+    if (!next) {
+      if (forwards < MAX_FORWARDS)
+        console.error(JSON.stringify({ level: "error", event: "move_target_unbound", binding: move.binding }));
+      throw new BucketMoving();
+    }
+    current = next;
+  }
+}

@@ -1,0 +1,120 @@
+import { and, eq, isNull, ne, or, sql } from "drizzle-orm";
+import type { Instant } from "../domain/clock.ts";
+import { moveOf, notMoving, onBucket } from "./buckets.ts";
+import { isTokenOf, type TokenProof } from "./liveness.ts";
+import { sessions } from "./schema.ts";
+import type { Place } from "./shards.ts";
+import { type Actor, type Logged, loggedBy, newWrite, recordEvents } from "./writes.ts";
+
+/** What a verified registration proof lets the batch write: the key, and the challenge replacing the one it signed. */
+export interface Binding {
+  /** The challenge the proof signed (its `jti`). */
+  challenge: string;
+  thumbprint: string;
+  /** The challenge the next proof must sign. */
+  nextChallenge: string;
+}
+
+/** What a refresh writes: a new bound cookie too, if its proof (`challenge`, null: none valid) holds. */
+export interface Renewal extends Omit<Binding, "challenge"> {
+  challenge: string | null;
+  boundHash: string;
+  boundExpiresAt: Date;
+}
+
+export type RegistrationOutcome = "bound" | "already_bound" | "wrong_challenge" | "not_live";
+
+/**
+ * Binds the token's live session to the key of a verified proof over the challenge it was
+ * issued, in one batch. The bound cookie the login set stays valid: requests sent while the
+ * browser registered carry it. The `device_bound` event is logged while
+ * the session is still unbound, then the row changes (so a replay logs nothing twice and still
+ * answers "bound", from the event). The challenge is consumed: it never binds twice.
+ */
+export async function registerBinding(
+  place: Place,
+  proof: TokenProof,
+  binding: Binding,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<RegistrationOutcome>> {
+  const write = newWrite(at.now);
+  return onBucket(place, async (db) => {
+    const eligible = and(
+      isTokenOf(proof, at),
+      isNull(sessions.dbscKeyThumbprint),
+      eq(sessions.dbscChallenge, binding.challenge),
+    );
+    const [, , [row], events, [move]] = await db.batch([
+      recordEvents(db, "device_bound", eligible, actor, write),
+      db
+        .update(sessions)
+        .set({ dbscKeyThumbprint: binding.thumbprint, dbscChallenge: binding.nextChallenge })
+        .where(and(eligible, notMoving(db))),
+      db.select({ thumbprint: sessions.dbscKeyThumbprint }).from(sessions).where(isTokenOf(proof, at)),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    const answer: RegistrationOutcome =
+      events.length > 0 ? "bound" : !row ? "not_live" : row.thumbprint ? "already_bound" : "wrong_challenge";
+    return { answer: { answer, events, db }, move, blocked: answer === "wrong_challenge" };
+  });
+}
+
+export type RefreshOutcome = "refreshed" | "challenged" | "not_bound" | "not_live";
+
+/**
+ * Renews a device-bound session's bound cookie when the proof signed the session's current
+ * challenge with its key; otherwise only replaces the challenge (for the 403 that asks for
+ * a proof). Either way the challenge changes, so none is accepted twice. One batch; it is not
+ * activity, so `last_active_at` and the expiry stay as they are.
+ */
+export async function refreshBinding(
+  place: Place,
+  proof: TokenProof,
+  binding: Renewal,
+  at: Instant,
+): Promise<RefreshOutcome> {
+  return onBucket(place, async (db) => {
+    const bound = and(isTokenOf(proof, at), eq(sessions.dbscKeyThumbprint, binding.thumbprint));
+    const renew = db
+      .update(sessions)
+      .set({
+        dbscChallenge: binding.nextChallenge,
+        boundCookieHash: binding.boundHash,
+        boundCookieExpiresAt: binding.boundExpiresAt,
+        // SET reads the row as it was: the replaced cookie stays good until its own expiry.
+        previousBoundCookieHash: sql`${sessions.boundCookieHash}`,
+        previousBoundCookieExpiresAt: sql`${sessions.boundCookieExpiresAt}`,
+      })
+      .where(and(bound, eq(sessions.dbscChallenge, binding.challenge ?? ""), notMoving(db)));
+    // Skipped when the renewal above already set it: one row written per refresh.
+    const rechallenge = db
+      .update(sessions)
+      .set({ dbscChallenge: binding.nextChallenge })
+      .where(
+        and(
+          bound,
+          or(isNull(sessions.dbscChallenge), ne(sessions.dbscChallenge, binding.nextChallenge)),
+          notMoving(db),
+        ),
+      );
+    const [, , [row], [move]] = await db.batch([
+      renew,
+      rechallenge,
+      db
+        .select({ thumbprint: sessions.dbscKeyThumbprint, boundHash: sessions.boundCookieHash })
+        .from(sessions)
+        .where(isTokenOf(proof, at)),
+      moveOf(db, place.bucket),
+    ]);
+    const answer: RefreshOutcome = !row
+      ? "not_live"
+      : row.thumbprint !== binding.thumbprint
+        ? "not_bound"
+        : row.boundHash === binding.boundHash
+          ? "refreshed"
+          : "challenged";
+    return { answer, move, blocked: answer === "challenged" };
+  });
+}

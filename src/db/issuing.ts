@@ -1,0 +1,173 @@
+import { and, desc, eq, exists, getTableColumns, gt, inArray, ne, not, notExists, type SQL, sql } from "drizzle-orm";
+import type { StoredProofs } from "../domain/auth-proofs.ts";
+import type { Instant } from "../domain/clock.ts";
+import { moveOf, notMoving, onBucket } from "./buckets.ts";
+import type { Database } from "./client.ts";
+import { eventsOf } from "./events.ts";
+import { isLive, isProvenBy, type TokenProof } from "./liveness.ts";
+import { bucketMoves, sessionEvents, sessions } from "./schema.ts";
+import type { Place } from "./shards.ts";
+import { type Actor, endSessions, type Logged, loggedBy, newWrite, recordEvents, type Write } from "./writes.ts";
+
+// The two statements that hand out a secret: a new session's row, and a new secret for a live
+// session (re-authentication). Each logs its event and answers from it, replay-safe (writes.ts).
+
+export type NewSession = typeof sessions.$inferInsert & { deviceKey: string };
+
+/** What bounds a user's sessions and what a new device is compared with. */
+export interface IssuePolicy {
+  maxPerUser: number;
+  /** Sessions seen (created, active or ended) after this count for "a known device". */
+  seenSince: Date;
+}
+
+/**
+ * Whether any other session of the user seen since `since`, live or ended, had this device.
+ * The new session itself is left out, so the answer is the same before and after its row exists.
+ */
+function seenOnDevice(db: Database, bucket: string, session: NewSession, since: Date): SQL<boolean> {
+  const { userId, deviceKey, id } = session;
+  return sql<boolean>`(${exists(
+    db
+      .select({ one: sql`1` })
+      .from(sessions)
+      .where(
+        and(
+          eq(sessions.userId, userId),
+          eq(sessions.deviceKey, deviceKey),
+          gt(sessions.lastActiveAt, since),
+          ne(sessions.id, id),
+        ),
+      ),
+  )} OR ${exists(
+    db
+      .select({ one: sql`1` })
+      .from(sessionEvents)
+      .where(
+        and(
+          eventsOf(bucket, userId),
+          eq(sessionEvents.deviceKey, deviceKey),
+          gt(sessionEvents.createdAt, since),
+          ne(sessionEvents.sessionId, id),
+        ),
+      ),
+  )})`;
+}
+
+/**
+ * Stores a new session and its `created` event and, beyond the cap, ends the user's least
+ * recently active other live sessions (`evicted`); one batch. Idempotent, so a replay of a
+ * batch that did commit neither fails on the primary key, nor logs the creation twice, nor
+ * evicts again (the new session is never a candidate, and the others are then within the
+ * cap), nor brings back the session if it was ended in between. `stored`: the session was
+ * created, by this attempt or the first (its row, or this write's `created` event, exists).
+ */
+export async function insertSession(
+  place: Place,
+  session: NewSession,
+  actor: Actor,
+  policy: IssuePolicy,
+  at: Instant,
+): Promise<Logged<{ stored: boolean; newDevice: boolean }>> {
+  const write = newWrite(session.createdAt);
+  const ours = and(eq(sessions.id, session.id), eq(sessions.secretHash, session.secretHash));
+  const evictor = { ...actor, sessionId: session.id };
+  return onBucket(place, async (db) => {
+    // Keep the maxPerUser - 1 most recently active others; the new one makes maxPerUser.
+    const overCap = inArray(
+      sessions.id,
+      db
+        .select({ id: sessions.id })
+        .from(sessions)
+        .where(and(eq(sessions.userId, session.userId), isLive(at), ne(sessions.id, session.id)))
+        .orderBy(desc(sessions.lastActiveAt), desc(sessions.createdAt), desc(sessions.id))
+        // SQLite has no OFFSET without a LIMIT; this one never cuts anything.
+        .limit(Number.MAX_SAFE_INTEGER)
+        .offset(policy.maxPerUser - 1),
+    );
+    const [, , stored, , , events, [move]] = await db.batch([
+      insertUnlessDone(db, place.bucket, session, write),
+      recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write, {
+        newDevice: sql<boolean>`${not(seenOnDevice(db, place.bucket, session, policy.seenSince))}`,
+      }),
+      db.select({ id: sessions.id }).from(sessions).where(ours),
+      recordEvents(db, "evicted", overCap, evictor, write),
+      endSessions(db, overCap),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    const created = events.find((event) => event.type === "created");
+    const answer = { stored: stored.length > 0 || created !== undefined, newDevice: created?.newDevice === true };
+    return { answer: { answer, events, db }, move, blocked: !answer.stored };
+  });
+}
+
+/**
+ * INSERT … SELECT of the new session's row, guarded twice: by the bucket's move state, and
+ * by `write` having logged nothing yet (else the first attempt of this batch committed, and
+ * the session may since have been ended by another request: a replay must not bring it
+ * back). `ON CONFLICT (id) DO NOTHING`: nothing either on an id that exists (a collision).
+ */
+function insertUnlessDone(db: Database, bucket: string, session: NewSession, write: Write) {
+  const values = Object.entries(getTableColumns(sessions)).map(
+    ([key, column]) => sql`${sql.param(session[key as keyof NewSession] ?? null, column)}`,
+  );
+  const guard = and(
+    notExists(db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, bucket))),
+    notExists(loggedBy(db, write)),
+  );
+  return db
+    .insert(sessions)
+    .select(sql`SELECT ${sql.join(values, sql`, `)} WHERE ${guard}`)
+    .onConflictDoNothing({ target: sessions.id });
+}
+
+/** What a re-authentication records: the new secret's hash, the proofs, the assurance level. */
+export interface Reauthentication {
+  secretHash: string;
+  proofs: StoredProofs;
+  assuranceLevel: number | null;
+}
+
+/**
+ * Gives the token's live session a new secret and records the new proofs (merged over the
+ * old, factor by factor), in one batch: the `reauthenticated` event is logged while the old
+ * secret still proves the session, then the row changes. The answer is this write's event:
+ * a replayed batch finds the old secret gone and changes nothing, yet answers the same, so the
+ * caller gets the new token it was about to be given, never a third one. Null when the token
+ * did not prove a live session: nothing changed.
+ */
+export async function reauthenticateSession(
+  place: Place,
+  proof: TokenProof,
+  change: Reauthentication,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<{ expiresAt: Date } | null>> {
+  const write = newWrite(at.now);
+  const latest = Math.max(...Object.values(change.proofs));
+  return onBucket(place, async (db) => {
+    const proven = isProvenBy(proof, at);
+    const [, , [row], events, [move]] = await db.batch([
+      recordEvents(db, "reauthenticated", proven, actor, write),
+      db
+        .update(sessions)
+        .set({
+          secretHash: change.secretHash,
+          authProofs: sql`json_patch(coalesce(${sessions.authProofs}, '{}'), ${JSON.stringify(change.proofs)})`,
+          assuranceLevel: change.assuranceLevel ?? sessions.assuranceLevel,
+          authenticatedAt: sql`max(coalesce(${sessions.authenticatedAt}, 0), ${latest})`,
+          lastActiveAt: at.now,
+        })
+        .where(and(proven, notMoving(db))),
+      db
+        .select({ expiresAt: sessions.expiresAt })
+        .from(sessions)
+        .where(and(eq(sessions.id, proof.id), eq(sessions.secretHash, change.secretHash))),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    const answer = events.length > 0 && row ? row : null;
+    return { answer: { answer, events, db }, move, blocked: events.length === 0 };
+  });
+}

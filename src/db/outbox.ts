@@ -1,0 +1,34 @@
+import { and, inArray, lte, sql } from "drizzle-orm";
+import type { Database } from "./client.ts";
+import { type SessionEventRow, sessionEvents } from "./schema.ts";
+
+/** The oldest events the queue has not accepted, written before `before`. */
+export async function pendingEvents(db: Database, before: Date, limit: number): Promise<SessionEventRow[]> {
+  return (
+    db
+      .select()
+      .from(sessionEvents)
+      // A literal 1, so SQLite can use the partial index session_events_pending_idx.
+      .where(and(sql`${sessionEvents.pendingDelivery} = 1`, lte(sessionEvents.createdAt, before)))
+      .orderBy(sessionEvents.id)
+      .limit(limit)
+  );
+}
+
+// D1 binds at most 100 values per statement.
+const MARK_CHUNK = 90;
+
+/** Marks events the queue accepted; one batch however many (each statement under D1's 100 bound values). */
+export async function markDelivered(db: Database, ids: number[]): Promise<void> {
+  const statements = [];
+  for (let i = 0; i < ids.length; i += MARK_CHUNK) {
+    statements.push(
+      db
+        .update(sessionEvents)
+        .set({ pendingDelivery: sql`0` })
+        .where(inArray(sessionEvents.id, ids.slice(i, i + MARK_CHUNK))),
+    );
+  }
+  const [first, ...rest] = statements;
+  if (first) await db.batch([first, ...rest]);
+}

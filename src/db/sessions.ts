@@ -1,0 +1,234 @@
+import { and, desc, eq, ne, type SQL, sql } from "drizzle-orm";
+import type { Instant } from "../domain/clock.ts";
+import type { ListedSession } from "../domain/session-view.ts";
+import { moveOf, onBucket } from "./buckets.ts";
+import type { Database } from "./client.ts";
+import {
+  type Caller,
+  isFreshCaller,
+  isLive,
+  isLiveSessionOfCaller,
+  isProvenBy,
+  selectCaller,
+  type TokenProof,
+  touch,
+} from "./liveness.ts";
+import { type EventType, type SessionRow, sessions } from "./schema.ts";
+import type { Place } from "./shards.ts";
+import { type Actor, type EventDetails, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "./writes.ts";
+
+// The statements of an issued session's life: checking a token, listing a user's sessions and
+// ending them. Issuing (a new session, a new secret) is issuing.ts.
+
+/** The token's live session (refreshing its activity), or null. */
+export async function authenticate(place: Place, proof: TokenProof, at: Instant): Promise<Caller | null> {
+  return onBucket(place, async (db) => {
+    const [, callers, [move]] = await db.batch([
+      touch(db, proof, at),
+      selectCaller(db, proof, at),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: callers[0] ?? null, move, blocked: false };
+  });
+}
+
+/** What a list reads of a session: the columns of `ListedSession`. */
+const listed = {
+  id: sessions.id,
+  ipAddress: sessions.ipAddress,
+  userAgent: sessions.userAgent,
+  browser: sessions.browser,
+  os: sessions.os,
+  deviceType: sessions.deviceType,
+  country: sessions.country,
+  city: sessions.city,
+  createdAt: sessions.createdAt,
+  expiresAt: sessions.expiresAt,
+  lastActiveAt: sessions.lastActiveAt,
+  dbscKeyThumbprint: sessions.dbscKeyThumbprint,
+};
+/** A listed row as the schema types it; the list functions' return type checks it against the view's. */
+type ListedRow = { [K in keyof typeof listed]: SessionRow[K] };
+
+/**
+ * The matching sessions, newest first, as one JSON value of one row: D1 hands a list over
+ * for ~9% less CPU per request than as a row per session (BENCHMARKS.md), and each value is
+ * decoded by its column as a row would be.
+ */
+function listedSessions(db: Database, where: SQL | undefined) {
+  const columns = Object.entries(listed);
+  const newestFirst = sql.join([desc(sessions.createdAt), desc(sessions.id)], sql`, `);
+  const list =
+    sql`json_group_array(json_array(${sql.join(Object.values(listed), sql`, `)}) ORDER BY ${newestFirst})`.mapWith(
+      (json: string) =>
+        (JSON.parse(json) as unknown[][]).map((values) =>
+          Object.fromEntries(
+            columns.map(([key, column], i) => [key, values[i] === null ? null : column.mapFromDriverValue(values[i])]),
+          ),
+        ) as ListedRow[],
+    );
+  return db.select({ list }).from(sessions).where(where);
+}
+
+/** The caller's user's live sessions, newest first; empty exactly when the token is not live. */
+export async function listSessionsByToken(place: Place, proof: TokenProof, at: Instant): Promise<ListedSession[]> {
+  return onBucket(place, async (db) => {
+    const [, [rows], [move]] = await db.batch([
+      touch(db, proof, at),
+      listedSessions(db, isLiveSessionOfCaller(db, proof, at)),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: rows?.list ?? [], move, blocked: false };
+  });
+}
+
+/** A user's live sessions in the list's order, for the rest of the system (no token, no touch). */
+export async function listSessionsByUserId(place: Place, userId: string, at: Instant): Promise<ListedSession[]> {
+  return onBucket(place, async (db) => {
+    const [[rows], [move]] = await db.batch([
+      listedSessions(db, and(eq(sessions.userId, userId), isLive(at))),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: rows?.list ?? [], move, blocked: false };
+  });
+}
+
+/**
+ * Ends every live session matching `ending` (built on the database the batch runs on), each
+ * logged as `type` with `details`, in one batch; answers how many ended, from the events this
+ * write logged by either attempt of the batch: one per ended session.
+ */
+function endMatching(
+  place: Place,
+  type: EventType,
+  ending: (db: Database) => SQL | undefined,
+  actor: Actor,
+  at: Instant,
+  details: EventDetails = {},
+): Promise<Logged<number>> {
+  const write = newWrite(at.now);
+  return onBucket(place, async (db) => {
+    const matching = ending(db);
+    const [, , ended, [move]] = await db.batch([
+      recordEvents(db, type, matching, actor, write, details),
+      endSessions(db, matching),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: { answer: ended.length, events: ended, db }, move, blocked: ended.length === 0 };
+  });
+}
+
+/** The same write, answering whether it ended anything. */
+function endedAny({ answer, ...logged }: Logged<number>): Logged<boolean> {
+  return { answer: answer > 0, ...logged };
+}
+
+/** Ends every live session of `userId` but `exceptSessionId`, logging `ended` with the reason. */
+export async function endSessionsByUserId(
+  place: Place,
+  userId: string,
+  exceptSessionId: string | null,
+  reason: string,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<number>> {
+  const ending = and(
+    eq(sessions.userId, userId),
+    isLive(at),
+    exceptSessionId === null ? undefined : ne(sessions.id, exceptSessionId),
+  );
+  return endMatching(place, "ended", () => ending, actor, at, { reason });
+}
+
+/** Ends one live session by id (no token), logging `ended` with the reason. */
+export async function endSessionById(
+  place: Place,
+  sessionId: string,
+  reason: string,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<boolean>> {
+  const ending = and(eq(sessions.id, sessionId), isLive(at));
+  return endedAny(await endMatching(place, "ended", () => ending, actor, at, { reason }));
+}
+
+/**
+ * Ends the sessions `ending` matches (built on the database the batch runs on), logged as
+ * `type`, in a batch that also refreshes and reads the token's caller. `proven`: the token was
+ * live when the request ran (its session may be among those ended).
+ */
+function endForCaller(
+  place: Place,
+  proof: TokenProof,
+  type: EventType,
+  ending: (db: Database) => SQL | undefined,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
+  const write = newWrite(at.now);
+  return onBucket(place, async (db) => {
+    const matching = ending(db);
+    const [, callers, , , ended, [move]] = await db.batch([
+      touch(db, proof, at),
+      selectCaller(db, proof, at),
+      recordEvents(db, type, matching, actor, write),
+      endSessions(db, matching),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    const answer = { proven: callers.length > 0 || ended.length > 0, ended: ended.length, caller: callers[0] ?? null };
+    return { answer: { answer, events: ended, db }, move, blocked: ended.length === 0 };
+  });
+}
+
+/** Deletes `targetId` if it is a live session of the caller's user; `proven` as for endForCaller. */
+export async function deleteSession(
+  place: Place,
+  proof: TokenProof,
+  targetId: string,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<{ proven: boolean; deleted: boolean; caller: Caller | null }>> {
+  const target = (db: Database) =>
+    and(
+      eq(sessions.id, targetId),
+      isLiveSessionOfCaller(db, proof, at),
+      // The caller's own session is never held back by step-up: a user can always leave.
+      targetId === proof.id ? undefined : isFreshCaller(db, proof, at),
+    );
+  const { answer, ...logged } = await endForCaller(place, proof, "deleted", target, actor, at);
+  return { answer: { proven: answer.proven, deleted: answer.ended > 0, caller: answer.caller }, ...logged };
+}
+
+/** Ends the token's own session; false when it was not live. */
+export async function endSessionByToken(
+  place: Place,
+  proof: TokenProof,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<boolean>> {
+  return endedAny(await endMatching(place, "logout", () => isProvenBy(proof, at), actor, at));
+}
+
+/** Ends every live session of the token's user; 0 when the token was not live. */
+export async function endAllSessionsByToken(
+  place: Place,
+  proof: TokenProof,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<number>> {
+  return endMatching(place, "logout_all", (db) => isLiveSessionOfCaller(db, proof, at), actor, at);
+}
+
+/** Ends every live session of the token's user but the token's own; `proven` as for endForCaller. */
+export async function endOtherSessionsByToken(
+  place: Place,
+  proof: TokenProof,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
+  const others = (db: Database) =>
+    and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id), isFreshCaller(db, proof, at));
+  return endForCaller(place, proof, "logout_others", others, actor, at);
+}

@@ -1,0 +1,52 @@
+import { type DeviceType, sessionName } from "./device.ts";
+
+/**
+ * What the view reads of a listed session. The database's list statements return their rows
+ * as this type, so TypeScript holds the tables (src/db/schema.ts) and the view together.
+ */
+export interface ListedSession {
+  id: string;
+  ipAddress: string | null;
+  userAgent: string;
+  browser: string | null;
+  os: string | null;
+  deviceType: DeviceType;
+  country: string | null;
+  city: string | null;
+  createdAt: Date;
+  expiresAt: Date;
+  lastActiveAt: Date;
+  dbscKeyThumbprint: string | null;
+}
+
+export interface SessionView {
+  id: string;
+  name: string;
+  ip_address: string;
+  user_agent: string;
+  created_at: string;
+  expires_at: string;
+  // Beyond the specified fields; only added, never changing them.
+  last_active_at: string;
+  location: string | null;
+  device: { browser: string | null; os: string | null; type: DeviceType };
+  /** Present (true) only on a session bound to its browser's key (DBSC). */
+  device_bound?: true;
+}
+
+/** What a listed session shows: GET /auth/sessions and SessionService.listUserSessions. */
+export function sessionView(row: ListedSession): SessionView {
+  return {
+    id: row.id,
+    name: sessionName(row, row.ipAddress),
+    ip_address: row.ipAddress ?? "",
+    user_agent: row.userAgent,
+    created_at: row.createdAt.toISOString(),
+    expires_at: row.expiresAt.toISOString(),
+    last_active_at: row.lastActiveAt.toISOString(),
+    location: [row.city, row.country].filter(Boolean).join(", ") || null,
+    device: { browser: row.browser, os: row.os, type: row.deviceType },
+    // Absent rather than false, so that a list of unbound sessions reads exactly as before binding existed.
+    ...(row.dbscKeyThumbprint === null ? {} : { device_bound: true as const }),
+  };
+}
