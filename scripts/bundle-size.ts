@@ -29,8 +29,10 @@ import { constants, gzipSync } from "node:zlib";
  * floors (issue 22): 49,641 B after (+334 B, no feature: services answer plain values that the
  * RPC door turns into cookies, each caller hands a write's events to the outbox, and the
  * modules compress a little worse in their new order).
+ * Raised to 51,200 B for the Shared Signals transmitter's discovery (issue 24): 49,795 B before,
+ * 51,152 B after (+1,357 B: the two documents, the key set's checks, and their OpenAPI entries).
  */
-export const GZIP_BUDGET_BYTES = 49_800;
+export const GZIP_BUDGET_BYTES = 51_200;
 
 export interface BundleSize {
   /** Bytes of the worker's modules as uploaded (minified; source maps excluded). */

@@ -4,9 +4,9 @@
 //   npm start -- --port 8788          npm start -- --env sharded
 // While it runs, .wrangler/dev-server.json tells the operator commands where that gateway is
 // and its token; a command started during the migrations waits for the server.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { DEV_SERVER_FILE, type DevServer } from "./dev-server.ts";
 import { envOf, migrate } from "./shards.ts";
@@ -38,9 +38,20 @@ try {
   console.error(error instanceof Error ? error.message : error);
   process.exit(1);
 }
+// The Shared Signals transmitter runs too: this server's URL as its issuer, and a development
+// key made once (npm run ssf:keys) and kept with the local state, so receivers' caches stay good.
+const devKeys = path.join(path.dirname(DEV_SERVER_FILE), "ssf-dev-keys.json");
+if (!existsSync(devKeys)) {
+  const keys = execFileSync(process.execPath, [path.join(import.meta.dirname, "ssf-keys.ts"), "new"]);
+  writeFileSync(devKeys, keys, { mode: 0o600 });
+}
+const transmitter = [
+  ["--var", `SSF_ISSUER:${server.url}`],
+  ["--var", `SSF_SIGNING_KEYS:${readFileSync(devKeys, "utf8").trim()}`],
+].flat();
 const dev = spawn(
   "npx",
-  ["wrangler", "dev", "scripts/dev-worker.ts", "--var", `OPERATOR_TOKEN:${server.token}`, ...args],
+  ["wrangler", "dev", "scripts/dev-worker.ts", "--var", `OPERATOR_TOKEN:${server.token}`, ...transmitter, ...args],
   {
     stdio: "inherit",
   },

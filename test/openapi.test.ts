@@ -11,6 +11,8 @@ const PATHS = [
   "/auth/events",
   "/auth/dbsc/registration",
   "/auth/dbsc/refresh",
+  "/.well-known/ssf-configuration",
+  "/ssf/jwks.json",
   "/openapi.json",
 ];
 

@@ -157,10 +157,14 @@ export async function validateResponse(method: string, url: string, response: Re
     }
     const content = documented.value.content;
     const text = await response.clone().text();
-    if (isObject(content) && isObject(content["application/json"])) {
+    // JSON bodies: application/json, or a JSON media type of its own (the key set's application/jwk-set+json).
+    const mediaType = isObject(content)
+      ? Object.keys(content).find((type) => /^application\/([\w.-]+\+)?json$/.test(type))
+      : undefined;
+    if (isObject(content) && mediaType !== undefined) {
       const type = response.headers.get("Content-Type") ?? "";
-      if (!/^application\/json\s*(;|$)/i.test(type))
-        errors.push(`Content-Type is ${type || "absent"}, not application/json`);
+      if ((type.split(";")[0] ?? "").trim().toLowerCase() !== mediaType)
+        errors.push(`Content-Type is ${type || "absent"}, not ${mediaType}`);
       if (method === "HEAD") {
         if (text !== "") errors.push("a HEAD response has a body");
       } else {
@@ -171,7 +175,7 @@ export async function validateResponse(method: string, url: string, response: Re
           errors.push(`body is not JSON: ${text.slice(0, 200)}`);
         }
         if (body !== undefined)
-          errors.push(...schemaErrors([...documented.pointer, "content", "application/json", "schema"], body, "body"));
+          errors.push(...schemaErrors([...documented.pointer, "content", mediaType, "schema"], body, "body"));
       }
     } else if (text !== "") {
       errors.push(`body documented as empty, got: ${text.slice(0, 200)}`);

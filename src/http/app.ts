@@ -1,5 +1,6 @@
 import { createMiddleware } from "hono/factory";
 import { methodNotAllowed } from "hono/method-not-allowed";
+import { CONFIGURATION_PATH, JWKS_PATH } from "../domain/transmitter.ts";
 import type { AppEnv } from "./context.ts";
 import { ApiError, writeError } from "./errors.ts";
 import { Hono } from "./hono.ts";
@@ -14,6 +15,7 @@ import { deviceBindingRoutes } from "./routes/device-binding.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { logoutRoutes } from "./routes/logout.ts";
 import { sessionsRoutes } from "./routes/sessions.ts";
+import { configurationRoutes, jwksRoutes } from "./routes/ssf.ts";
 
 // Session data must never sit in a shared or browser cache, errors included.
 const noStore = createMiddleware(async (c, next) => {
@@ -49,6 +51,8 @@ export const app = routes
   .use("/auth/*", corsForAllowedOrigins)
   .use("/auth/*", refuseOtherMethods)
   .use("/openapi.json", refuseOtherMethods)
+  .use(CONFIGURATION_PATH, refuseOtherMethods)
+  .use(JWKS_PATH, refuseOtherMethods)
   .get("/openapi.json", (c) => {
     // Public and cacheable, unlike /auth/: it changes only with a deployment.
     c.header("Cache-Control", "public, max-age=300");
@@ -59,6 +63,8 @@ export const app = routes
   .route("/auth/logout", logoutRoutes)
   .route("/auth/events", eventsRoutes)
   .route("/auth/dbsc", deviceBindingRoutes)
+  .route(CONFIGURATION_PATH, configurationRoutes)
+  .route(JWKS_PATH, jwksRoutes)
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, new ApiError(404, "not_found")))
   .onError(async (error, c) => writeError(c, await limitFailedAuthentication(c, error)));

@@ -3,6 +3,7 @@ import { EVENT_TYPES } from "../db/schema.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { REFRESH_PATH } from "../domain/device-binding.ts";
 import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
+import { CONFIGURATION_PATH, DISCOVERY_MAX_AGE_SECONDS, JWKS_PATH, SIGNING_ALGORITHMS } from "../domain/transmitter.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
 import { MAX_REASON_LENGTH } from "../services/user-sessions.ts";
 import { type ErrorCode, MESSAGES } from "./errors.ts";
@@ -47,6 +48,13 @@ const json = (schema: JsonObject) => ({ "application/json": { schema } });
 const NO_STORE = { "Cache-Control": ref("headers/NoStore") };
 const CLEARS_COOKIE = { "Set-Cookie": ref("headers/ClearedCookie") };
 const CHALLENGE = { "WWW-Authenticate": ref("headers/WWWAuthenticate") };
+const PUBLIC_CACHE = {
+  "Cache-Control": {
+    required: true,
+    description: "Public: it changes only with a deployment or a key rotation.",
+    schema: { const: `public, max-age=${DISCOVERY_MAX_AGE_SECONDS}` },
+  },
+};
 
 // Bodies are whole inline schemas with `const` values, not `allOf` refinements of a shared
 // schema: generated clients (openapi-typescript) then type `code` as required and each
@@ -331,6 +339,82 @@ export const openApiDocument: OpenApiDocument = {
         },
       },
       "x-other-methods": METHOD_NOT_ALLOWED,
+    },
+    [CONFIGURATION_PATH]: {
+      get: {
+        operationId: "getSsfConfiguration",
+        summary: "Shared Signals transmitter configuration metadata (OpenID SSF 1.0)",
+        security: [],
+        responses: {
+          "200": {
+            description: "What a receiver discovers first: the issuer its SETs carry and where their keys are.",
+            headers: PUBLIC_CACHE,
+            content: json({
+              type: "object",
+              required: ["spec_version", "issuer", "jwks_uri"],
+              properties: {
+                spec_version: { const: "1_0" },
+                issuer: { type: "string", format: "uri" },
+                jwks_uri: { type: "string", format: "uri" },
+              },
+            }),
+          },
+          "404": error("No transmitter is configured (SSF_ISSUER is empty).", ["not_found"], {}, false),
+          ...anyRequest(false),
+        },
+      },
+      "x-other-methods": {
+        "405": error("A method this path does not answer.", ["method_not_allowed"], { Allow: ALLOW_HEADER }, false),
+      },
+    },
+    [JWKS_PATH]: {
+      get: {
+        operationId: "getSsfJwks",
+        summary: "The public keys of the transmitter's signed SETs (RFC 7517 key set)",
+        security: [],
+        responses: {
+          "200": {
+            description:
+              "The signing key and each key rotated out within its overlap; `kid` names the key a SET's header names.",
+            headers: PUBLIC_CACHE,
+            content: {
+              "application/jwk-set+json": {
+                schema: {
+                  type: "object",
+                  required: ["keys"],
+                  properties: {
+                    keys: {
+                      type: "array",
+                      minItems: 1,
+                      items: {
+                        type: "object",
+                        required: ["kty", "kid", "alg", "use"],
+                        properties: {
+                          kty: { enum: ["EC", "RSA"] },
+                          kid: { type: "string" },
+                          alg: { enum: [...SIGNING_ALGORITHMS] },
+                          use: { const: "sig" },
+                          crv: { const: "P-256" },
+                          x: { type: "string" },
+                          y: { type: "string" },
+                          n: { type: "string" },
+                          e: { type: "string" },
+                        },
+                        additionalProperties: false,
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+          "404": error("No transmitter is configured (SSF_ISSUER is empty).", ["not_found"], {}, false),
+          ...anyRequest(false),
+        },
+      },
+      "x-other-methods": {
+        "405": error("A method this path does not answer.", ["method_not_allowed"], { Allow: ALLOW_HEADER }, false),
+      },
     },
     "/openapi.json": {
       get: {

@@ -1,0 +1,131 @@
+import { ConfigError } from "./config.ts";
+import { type PublicKey, thumbprint } from "./device-binding.ts";
+
+// This service as a Shared Signals transmitter (OpenID SSF 1.0): who it is (SSF_ISSUER) and
+// the keys its Security Event Tokens are signed with (the secret SSF_SIGNING_KEYS). Without
+// an issuer the transmitter is off and its paths answer 404.
+//
+// SSF_SIGNING_KEYS is a JSON array of private JWKs, newest first. The first signs; each of the
+// others is a key rotated out, still published until its `exp` (epoch seconds) so that a
+// receiver holding a SET signed before the rotation, or a cached key set, can still verify.
+// `npm run ssf:keys` makes a key set and rotates it.
+
+export const SIGNING_ALGORITHMS = ["ES256", "RS256"] as const;
+export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
+
+/** The discovery document's path (SSF 1.0 §"Transmitter Configuration Discovery"). */
+export const CONFIGURATION_PATH = "/.well-known/ssf-configuration";
+export const JWKS_PATH = "/ssf/jwks.json";
+/**
+ * Caches may keep the discovery documents this long; a key rotated out must stay published
+ * longer (`npm run ssf:keys -- rotate --overlap`), or a cached key set could lack a live key.
+ */
+export const DISCOVERY_MAX_AGE_SECONDS = 300;
+
+/** A public signing key as the key set publishes it (RFC 7517). */
+export type PublishedKey = PublicKey & { kid: string; alg: SigningAlgorithm; use: "sig" };
+
+export interface SigningKey {
+  published: PublishedKey;
+  /** Null for the signing key; else the end of its overlap (epoch seconds). */
+  exp: number | null;
+}
+
+export interface Transmitter {
+  /** `https://host` (or `http://` on a loopback host, for development), no path. */
+  issuer: string;
+  /** Newest first; the first signs. */
+  keys: SigningKey[];
+}
+
+export interface TransmitterVars {
+  SSF_ISSUER?: string;
+  SSF_SIGNING_KEYS?: string;
+}
+
+const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]"]);
+const B64 = /^[A-Za-z0-9_-]+$/;
+
+function issuerOf(value: string): string {
+  const url = URL.parse(value);
+  const loopback = url !== null && LOOPBACK.has(url.hostname);
+  if (!url || !(url.protocol === "https:" || (url.protocol === "http:" && loopback)))
+    throw new ConfigError("SSF_ISSUER must be an https origin (http only on a loopback host)");
+  // The worker answers at its host's root: an issuer with a path would name documents it does not serve.
+  if (url.pathname !== "/" || url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "")
+    throw new ConfigError("SSF_ISSUER must be an origin: no path, query, fragment or credentials");
+  return url.origin;
+}
+
+/** The public half of a private JWK, or null if it is not an ES256 or RS256 (2048-4096 bit) private key. */
+function publicHalf(jwk: Record<string, unknown>): { key: PublicKey; alg: SigningAlgorithm } | null {
+  const b64 = (value: unknown, min = 1, max = 1024): value is string =>
+    typeof value === "string" && B64.test(value) && value.length >= min && value.length <= max;
+  const { kty, crv, x, y, d, n, e } = jwk;
+  if (kty === "EC" && crv === "P-256" && b64(x, 43, 43) && b64(y, 43, 43) && b64(d, 43, 43))
+    return { key: { crv, kty, x, y }, alg: "ES256" };
+  const rsaPrivate = ["d", "p", "q", "dp", "dq", "qi"].every((member) => b64(jwk[member]));
+  if (kty === "RSA" && b64(e, 1, 8) && b64(n, 342, 683) && rsaPrivate) return { key: { e, kty, n }, alg: "RS256" };
+  return null;
+}
+
+function signingKeysOf(text: string): SigningKey[] {
+  const invalid = () =>
+    new ConfigError(
+      "SSF_SIGNING_KEYS must be a JSON array of private ES256 (P-256) or RS256 (2048-4096 bit) JWKs, newest first, each with a unique kid; only the first without exp",
+    );
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw invalid();
+  }
+  if (!Array.isArray(parsed) || parsed.length === 0) throw invalid();
+  const keys: SigningKey[] = [];
+  for (const [index, entry] of parsed.entries()) {
+    if (typeof entry !== "object" || entry === null) throw invalid();
+    const jwk = entry as Record<string, unknown>;
+    const half = publicHalf(jwk);
+    const { kid, exp } = jwk;
+    const expOk = index === 0 ? exp === undefined : Number.isSafeInteger(exp);
+    if (!half || typeof kid !== "string" || kid === "" || kid.length > 128 || !expOk) throw invalid();
+    if (keys.some((key) => key.published.kid === kid)) throw invalid();
+    keys.push({
+      published: { ...half.key, kid, alg: half.alg, use: "sig" },
+      exp: index === 0 ? null : (exp as number),
+    });
+  }
+  return keys;
+}
+
+/**
+ * The transmitter the vars describe, null when SSF_ISSUER is empty. Throws a ConfigError that
+ * names the var and its rule, never a value.
+ */
+export function readTransmitter(vars: TransmitterVars): Transmitter | null {
+  if (!vars.SSF_ISSUER) return null;
+  const issuer = issuerOf(vars.SSF_ISSUER);
+  if (!vars.SSF_SIGNING_KEYS) throw new ConfigError("SSF_SIGNING_KEYS must be set when SSF_ISSUER is");
+  return { issuer, keys: signingKeysOf(vars.SSF_SIGNING_KEYS) };
+}
+
+/** The keys a receiver may verify with at `nowSeconds`: the signing key and those still in their overlap. */
+export function publishedKeys(transmitter: Transmitter, nowSeconds: number): PublishedKey[] {
+  return transmitter.keys.filter((key) => key.exp === null || key.exp > nowSeconds).map((key) => key.published);
+}
+
+/** The transmitter configuration metadata (SSF 1.0): what a receiver discovers first. */
+export function transmitterMetadata(transmitter: Transmitter) {
+  return {
+    spec_version: "1_0",
+    issuer: transmitter.issuer,
+    jwks_uri: `${transmitter.issuer}${JWKS_PATH}`,
+  };
+}
+
+/** RFC 7638 thumbprint of a key's public half: the `kid` `npm run ssf:keys` gives a new key. */
+export async function keyId(jwk: Record<string, unknown>): Promise<string> {
+  const half = publicHalf(jwk);
+  if (!half) throw new Error("not an ES256 or RS256 private key");
+  return thumbprint(half.key);
+}
