@@ -1,3 +1,4 @@
+import { base64UrlJson, JWS_ALGORITHMS, type PublicKey, parseJws, publicKeyOf, verifyJws } from "./jws.ts";
 import { base64Url, randomBase64Url } from "./token.ts";
 
 // Device Bound Session Credentials (W3C WebAppSec DBSC): the browser holds a private key the
@@ -16,13 +17,7 @@ export const REGISTRATION_PATH = "/auth/dbsc/registration";
 export const REFRESH_PATH = "/auth/dbsc/refresh";
 
 /** The proof algorithms offered, in the browser's order of preference. */
-const ALGORITHMS = ["ES256", "RS256"] as const;
-type Algorithm = (typeof ALGORITHMS)[number];
-
-/** A public key reduced to its RFC 7638 required members, in their lexicographic order. */
-export type PublicKey = { crv: "P-256"; kty: "EC"; x: string; y: string } | { e: string; kty: "RSA"; n: string };
-
-const BASE64URL = /^[A-Za-z0-9_-]+$/;
+const ALGORITHMS = JWS_ALGORITHMS;
 const CHALLENGE_BYTES = 16;
 const BOUND_SECRET_BYTES = 32;
 /** The bound cookie's value: 32 random bytes, base64url. */
@@ -53,46 +48,6 @@ export function fieldString(value: string | undefined): string | null {
   return text === "" ? null : text;
 }
 
-function base64UrlBytes(text: string): Uint8Array<ArrayBuffer> | null {
-  if (!BASE64URL.test(text)) return null;
-  try {
-    return Uint8Array.from(atob(text.replaceAll("-", "+").replaceAll("_", "/")), (char) => char.charCodeAt(0));
-  } catch {
-    return null;
-  }
-}
-
-function base64UrlJson(text: string): unknown {
-  const bytes = base64UrlBytes(text);
-  if (!bytes) return null;
-  try {
-    return JSON.parse(new TextDecoder().decode(bytes));
-  } catch {
-    return null;
-  }
-}
-
-/** The key's required members, checked against the algorithm; null for any other key. */
-function publicKeyOf(jwk: unknown, alg: Algorithm): PublicKey | null {
-  if (typeof jwk !== "object" || jwk === null) return null;
-  const { kty, crv, x, y, e, n } = jwk as Record<string, unknown>;
-  const b64 = (value: unknown, length?: [number, number]): value is string =>
-    typeof value === "string" &&
-    BASE64URL.test(value) &&
-    (!length || (value.length >= length[0] && value.length <= length[1]));
-  if (alg === "ES256" && kty === "EC" && crv === "P-256" && b64(x, [43, 43]) && b64(y, [43, 43]))
-    return { crv, kty, x, y };
-  // 2048 to 4096-bit moduli: anything shorter is too weak, anything longer only costs CPU.
-  if (alg === "RS256" && kty === "RSA" && b64(e, [1, 8]) && b64(n, [342, 683])) return { e, kty, n };
-  return null;
-}
-
-/** RFC 7638 thumbprint (SHA-256, base64url): what the session row stores of its key. */
-export async function thumbprint(key: PublicKey): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify(key)));
-  return base64Url(new Uint8Array(digest));
-}
-
 /** The identifier the browser keeps for a bound session: its id and its public key. */
 export function sessionIdentifier(sessionId: string, key: PublicKey): string {
   return `${sessionId}.${base64Url(new TextEncoder().encode(JSON.stringify(key)))}`;
@@ -108,11 +63,6 @@ export function parseSessionIdentifier(identifier: string): { sessionId: string;
   return publicKey && { sessionId: identifier.slice(0, dot), key: publicKey };
 }
 
-const VERIFY = {
-  ES256: { import: { name: "ECDSA", namedCurve: "P-256" }, verify: { name: "ECDSA", hash: "SHA-256" } },
-  RS256: { import: { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }, verify: { name: "RSASSA-PKCS1-v1_5" } },
-} as const;
-
 export interface VerifiedProof {
   /** The `jti`: the challenge the proof signed. */
   challenge: string;
@@ -126,26 +76,12 @@ export interface VerifiedProof {
  * Chrome sends little else. Null for anything that does not verify.
  */
 export async function verifyProof(response: string | null, key: PublicKey | null): Promise<VerifiedProof | null> {
-  const parts = response?.split(".");
-  if (parts?.length !== 3) return null;
-  const [encodedHeader, encodedPayload, encodedSignature] = parts as [string, string, string];
-  const header = base64UrlJson(encodedHeader) as Record<string, unknown> | null;
-  const payload = base64UrlJson(encodedPayload) as Record<string, unknown> | null;
-  const signature = base64UrlBytes(encodedSignature);
-  if (!header || !payload || !signature || header.typ !== "dbsc+jwt") return null;
-  const alg = ALGORITHMS.find((name) => name === header.alg);
-  if (!alg || typeof payload.jti !== "string" || payload.jti === "") return null;
-  const publicKey = key ?? publicKeyOf(header.jwk, alg);
-  // The session's key decides the algorithm: an RS256 proof cannot pass for an EC key.
-  if (!publicKey || (publicKey.kty === "EC") !== (alg === "ES256")) return null;
-  try {
-    const cryptoKey = await crypto.subtle.importKey("jwk", publicKey, VERIFY[alg].import, false, ["verify"]);
-    const signed = new TextEncoder().encode(`${encodedHeader}.${encodedPayload}`);
-    const valid = await crypto.subtle.verify(VERIFY[alg].verify, cryptoKey, signature, signed);
-    return valid ? { challenge: payload.jti, key: publicKey } : null;
-  } catch {
-    return null;
-  }
+  const jws = parseJws(response);
+  if (jws?.header.typ !== "dbsc+jwt") return null;
+  const { jti } = jws.payload;
+  if (typeof jti !== "string" || jti === "") return null;
+  const publicKey = key ?? publicKeyOf(jws.header.jwk, jws.alg);
+  return publicKey !== null && (await verifyJws(jws, publicKey)) ? { challenge: jti, key: publicKey } : null;
 }
 
 /** The JSON session instructions: what the browser keeps bound, and where it refreshes. */

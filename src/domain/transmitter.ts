@@ -1,5 +1,5 @@
 import { ConfigError } from "./config.ts";
-import { type PublicKey, thumbprint } from "./device-binding.ts";
+import { type PublicKey, thumbprint } from "./jws.ts";
 
 // This service as a Shared Signals transmitter (OpenID SSF 1.0): who it is (SSF_ISSUER) and
 // the keys its Security Event Tokens are signed with (the secret SSF_SIGNING_KEYS). Without

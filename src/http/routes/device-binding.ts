@@ -5,13 +5,12 @@ import {
   fieldString,
   newBoundSecret,
   newChallenge,
-  type PublicKey,
   parseSessionIdentifier,
   sessionIdentifier,
   sessionInstructions,
-  thumbprint,
   verifyProof,
 } from "../../domain/device-binding.ts";
+import { type PublicKey, thumbprint } from "../../domain/jws.ts";
 import { hashSecret } from "../../domain/token.ts";
 import { published } from "../../services/outbox.ts";
 import type { AppEnv } from "../context.ts";
