@@ -1,5 +1,5 @@
 import { ConfigError } from "./config.ts";
-import { type PublicKey, thumbprint } from "./jws.ts";
+import { JWS_ALGORITHMS, type JwsAlgorithm, type PublicKey, publicKeyOf, thumbprint } from "./jws.ts";
 
 // This service as a Shared Signals transmitter (OpenID SSF 1.0): who it is (SSF_ISSUER) and
 // the keys its Security Event Tokens are signed with (the secret SSF_SIGNING_KEYS). Without
@@ -10,8 +10,9 @@ import { type PublicKey, thumbprint } from "./jws.ts";
 // receiver holding a SET signed before the rotation, or a cached key set, can still verify.
 // `npm run ssf:keys` makes a key set and rotates it.
 
-export const SIGNING_ALGORITHMS = ["ES256", "RS256"] as const;
-export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
+/** The algorithms a key may sign with: the ones this service verifies (src/domain/jws.ts). */
+export const SIGNING_ALGORITHMS = JWS_ALGORITHMS;
+export type SigningAlgorithm = JwsAlgorithm;
 
 /** The discovery document's path (SSF 1.0 §"Transmitter Configuration Discovery"). */
 export const CONFIGURATION_PATH = "/.well-known/ssf-configuration";
@@ -59,14 +60,17 @@ function issuerOf(value: string): string {
 
 /** The public half of a private JWK, or null if it is not an ES256 or RS256 (2048-4096 bit) private key. */
 function publicHalf(jwk: Record<string, unknown>): { key: PublicKey; alg: SigningAlgorithm } | null {
-  const b64 = (value: unknown, min = 1, max = 1024): value is string =>
-    typeof value === "string" && B64.test(value) && value.length >= min && value.length <= max;
-  const { kty, crv, x, y, d, n, e } = jwk;
-  if (kty === "EC" && crv === "P-256" && b64(x, 43, 43) && b64(y, 43, 43) && b64(d, 43, 43))
-    return { key: { crv, kty, x, y }, alg: "ES256" };
-  const rsaPrivate = ["d", "p", "q", "dp", "dq", "qi"].every((member) => b64(jwk[member]));
-  if (kty === "RSA" && b64(e, 1, 8) && b64(n, 342, 683) && rsaPrivate) return { key: { e, kty, n }, alg: "RS256" };
-  return null;
+  const alg = jwk.kty === "EC" ? "ES256" : "RS256";
+  const key = publicKeyOf(jwk, alg);
+  const privateMembers = alg === "ES256" ? ["d"] : ["d", "p", "q", "dp", "dq", "qi"];
+  // A P-256 private scalar is 32 bytes (43 base64url characters); RSA's members are bounded by the modulus.
+  const isPrivate = privateMembers.every((member) => {
+    const value = jwk[member];
+    return (
+      typeof value === "string" && B64.test(value) && (alg === "ES256" ? value.length === 43 : value.length <= 1024)
+    );
+  });
+  return key && isPrivate ? { key, alg } : null;
 }
 
 function signingKeysOf(text: string): SigningKey[] {
