@@ -215,3 +215,17 @@ export async function expectMessage(
 export async function isLive(token: string): Promise<boolean> {
   return (await exports.SessionService.authenticate(token)) !== null;
 }
+
+/** Wrangler's AUTH_FAILURES limiter: 30 failed authentications per client IP per minute. */
+export const FAILURE_LIMIT = 30;
+const LIMITER_PERIOD_MS = 60_000;
+
+/**
+ * The local limiter counts in windows aligned to the wall clock: failures that straddled a
+ * window's end would be split between two counters and never limited (CI failed so, twice).
+ * Waits, when needed, so that the next `ms` milliseconds fall inside one window.
+ */
+export async function insideOneLimiterWindow(ms: number): Promise<void> {
+  const left = LIMITER_PERIOD_MS - (Date.now() % LIMITER_PERIOD_MS);
+  if (left < ms) await new Promise((resolve) => setTimeout(resolve, left + 100));
+}

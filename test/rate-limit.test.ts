@@ -5,32 +5,25 @@ import {
   call,
   callWith,
   expectError,
+  FAILURE_LIMIT,
+  insideOneLimiterWindow,
   isLive,
   issue,
   newUser,
   sessionCookie,
 } from "./helpers.ts";
 
-// wrangler.toml: AUTH_FAILURES allows 30 failed authentications per client IP per minute.
-const LIMIT = 30;
-const PERIOD_MS = 60_000;
 const UNKNOWN = `${"A".repeat(24)}.${"B".repeat(43)}`;
 
 /** More than any test below takes, on a loaded CI machine. */
 const TEST_MS = 8_000;
 
 describe("rate limiting of failed authentications (per client IP)", () => {
-  // The local limiter counts in windows aligned to the wall clock: a test's failures that
-  // straddled a window's end would be split between two counters and never limited (CI
-  // failed so, once). Each test starts with its whole run inside one window.
-  beforeEach(async () => {
-    const left = PERIOD_MS - (Date.now() % PERIOD_MS);
-    if (left < TEST_MS) await new Promise((resolve) => setTimeout(resolve, left + 100));
-  }, TEST_MS + 5_000);
+  beforeEach(() => insideOneLimiterWindow(TEST_MS), TEST_MS + 5_000);
 
   it("answers 429 with Retry-After in the error shape once an IP is over the limit", async () => {
     const ip = "198.51.100.200";
-    for (let i = 0; i < LIMIT; i++) {
+    for (let i = 0; i < FAILURE_LIMIT; i++) {
       expect((await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip })).status).toBe(401);
     }
     for (const [method, path, headers] of [
@@ -49,7 +42,8 @@ describe("rate limiting of failed authentications (per client IP)", () => {
   it("never slows successful requests, even from an IP that is over the limit", async () => {
     const ip = "198.51.100.201";
     const session = await issue(newUser());
-    for (let i = 0; i <= LIMIT; i++) await call("POST", "/auth/logout", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip });
+    for (let i = 0; i <= FAILURE_LIMIT; i++)
+      await call("POST", "/auth/logout", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip });
     expect((await call("POST", "/auth/logout", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip })).status).toBe(429);
     expect((await call("GET", "/auth/sessions", { ...bearer(session.token), "CF-Connecting-IP": ip })).status).toBe(
       200,
@@ -61,7 +55,7 @@ describe("rate limiting of failed authentications (per client IP)", () => {
   });
 
   it("one IP's failures never touch another's", async () => {
-    for (let i = 0; i <= LIMIT; i++)
+    for (let i = 0; i <= FAILURE_LIMIT; i++)
       await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": "198.51.100.202" });
     const response = await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": "198.51.100.203" });
     expect(response.status).toBe(401);
@@ -70,7 +64,7 @@ describe("rate limiting of failed authentications (per client IP)", () => {
   it("does not count requests that presented no token, nor refusals of an authenticated caller", async () => {
     const ip = "198.51.100.204";
     const session = await issue(newUser());
-    for (let i = 0; i <= LIMIT; i++) {
+    for (let i = 0; i <= FAILURE_LIMIT; i++) {
       expect((await call("GET", "/auth/sessions", { "CF-Connecting-IP": ip })).status).toBe(401);
       expect(
         (
@@ -86,7 +80,7 @@ describe("rate limiting of failed authentications (per client IP)", () => {
 
   it("a 429 for a dead cookie still clears it, once, and carries no 401 challenge", async () => {
     const ip = "198.51.100.205";
-    for (let i = 0; i < LIMIT; i++)
+    for (let i = 0; i < FAILURE_LIMIT; i++)
       await call("DELETE", "/auth/logout", { ...sessionCookie(UNKNOWN), "CF-Connecting-IP": ip });
     const response = await call("DELETE", "/auth/logout", { ...sessionCookie(UNKNOWN), "CF-Connecting-IP": ip });
     expect(response.headers.getSetCookie()).toEqual([CLEARED_COOKIE]);
@@ -96,7 +90,7 @@ describe("rate limiting of failed authentications (per client IP)", () => {
   it("a 429 to an allowed front-end origin is readable by it (CORS)", async () => {
     const ip = "198.51.100.206";
     const headers = { ...bearer(UNKNOWN), "CF-Connecting-IP": ip, Origin: "https://app.example" };
-    for (let i = 0; i < LIMIT; i++)
+    for (let i = 0; i < FAILURE_LIMIT; i++)
       await callWith({ ALLOWED_ORIGINS: "https://app.example" }, "GET", "/auth/sessions", headers);
     const response = await callWith({ ALLOWED_ORIGINS: "https://app.example" }, "GET", "/auth/sessions", headers);
     expect(response.status).toBe(429);
