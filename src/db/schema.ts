@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import type { StoredProofs } from "../domain/auth-proofs.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
@@ -165,3 +165,98 @@ export const bucketMoves = sqliteTable("bucket_moves", {
 });
 
 export type BucketMoveRow = typeof bucketMoves.$inferSelect;
+
+// Shared Signals (docs/shared-signals.md). Receivers, their streams and the SETs waiting for
+// them live in the database bound as DB (src/db/streams.ts); received SETs are remembered in
+// the database of the user they ended sessions of, written in the same batch as the ending.
+
+/** A receiver's credential: the operator issues and revokes it (`npm run ssf:receivers`). */
+export const ssfReceivers = sqliteTable("ssf_receivers", {
+  id: text("id").primaryKey(),
+  // What the operator called it, for the list; never shown to a receiver.
+  name: text("name").notNull(),
+  // The `aud` of its streams and of every SET they carry.
+  audience: text("audience").notNull(),
+  // SHA-256 (hex) of the credential's secret half, as for session tokens.
+  secretHash: text("secret_hash").notNull(),
+  createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
+  // Set by `ssf:receivers revoke`: the credential is refused and its streams are disabled.
+  revokedAt: integer("revoked_at", { mode: "timestamp_ms" }),
+});
+
+// The one list of stream statuses (SSF 1.0 §8.1.2).
+export const STREAM_STATUSES = ["enabled", "paused", "disabled"] as const;
+export type StreamStatus = (typeof STREAM_STATUSES)[number];
+export const DELIVERY_METHODS = ["push", "poll"] as const;
+export type DeliveryMethod = (typeof DELIVERY_METHODS)[number];
+
+export const ssfStreams = sqliteTable(
+  "ssf_streams",
+  {
+    id: text("id").primaryKey(),
+    receiverId: text("receiver_id").notNull(),
+    // Event type URIs as the receiver asked (kept, even the ones not supported) and as delivered.
+    eventsRequested: text("events_requested", { mode: "json" }).$type<string[]>().notNull(),
+    eventsDelivered: text("events_delivered", { mode: "json" }).$type<string[]>().notNull(),
+    deliveryMethod: text("delivery_method", { enum: DELIVERY_METHODS }).notNull(),
+    // Push only: where SETs are POSTed and the Authorization value sent with them (a secret).
+    endpointUrl: text("endpoint_url"),
+    authorizationHeader: text("authorization_header"),
+    description: text("description"),
+    status: text("status", { enum: STREAM_STATUSES }).notNull(),
+    reason: text("reason"),
+    createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
+    updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),
+    // The last verification the receiver asked for: min_verification_interval counts from it.
+    verificationRequestedAt: integer("verification_requested_at", { mode: "timestamp_ms" }),
+  },
+  (table) => [index("ssf_streams_receiver_id_idx").on(table.receiverId)],
+);
+
+export type StreamRow = typeof ssfStreams.$inferSelect;
+
+/**
+ * Subjects a receiver added (included) or removed (not) from a stream. A stream with no
+ * included subject carries every user but the removed ones; once one is added, only those.
+ */
+export const ssfStreamSubjects = sqliteTable(
+  "ssf_stream_subjects",
+  {
+    streamId: text("stream_id").notNull(),
+    userId: text("user_id").notNull(),
+    included: integer("included", { mode: "boolean" }).notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.streamId, table.userId] })],
+);
+
+/**
+ * SETs waiting for their stream: polled and acknowledged, or pushed, then deleted. The claims
+ * are stored unsigned and signed when sent, so a key rotation applies to what still waits;
+ * `jti` starts with the event's time, so the primary key keeps each stream in time order.
+ */
+export const ssfQueuedSets = sqliteTable(
+  "ssf_queued_sets",
+  {
+    streamId: text("stream_id").notNull(),
+    jti: text("jti").notNull(),
+    claims: text("claims", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
+    createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
+    // Push: failed attempts so far and when the next may start.
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: integer("next_attempt_at", { mode: "timestamp_ms" }).notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.streamId, table.jti] })],
+);
+
+export type QueuedSetRow = typeof ssfQueuedSets.$inferSelect;
+
+/** SETs this service received from an upstream transmitter and acted on: a resend is a no-op. */
+export const ssfReceivedSets = sqliteTable(
+  "ssf_received_sets",
+  {
+    issuer: text("issuer").notNull(),
+    jti: text("jti").notNull(),
+    receivedAt: integer("received_at", { mode: "timestamp_ms" }).notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.issuer, table.jti] })],
+);
