@@ -49,8 +49,8 @@ export function randomIp(): string {
   return `2001:db8:${word()}:${word()}::${word()}`;
 }
 
-function request(method: string, path: string, headers: Record<string, string>): Request {
-  return new Request(`${ORIGIN}${path}`, { method, headers: { "CF-Connecting-IP": randomIp(), ...headers } });
+function request(method: string, path: string, headers: Record<string, string>, body?: string): Request {
+  return new Request(`${ORIGIN}${path}`, { method, headers: { "CF-Connecting-IP": randomIp(), ...headers }, body });
 }
 
 /** A request through the service's public HTTP interface: the worker's `fetch`. */
@@ -67,9 +67,10 @@ export async function callWith(
   method: string,
   path: string,
   headers: Record<string, string> = {},
+  body?: string,
 ): Promise<Response> {
   const ctx = createExecutionContext();
-  const sent = request(method, path, headers);
+  const sent = request(method, path, headers, body);
   const response = await worker.fetch(sent, { ...env, ...bindings }, ctx);
   await waitOnExecutionContext(ctx);
   await validateResponse(sent.method, sent.url, response);
@@ -165,6 +166,17 @@ const MESSAGES: Record<string, string> = {
     "The device-binding proof is missing, malformed, not signed by its key, or not over a challenge this session was given.",
   device_proof_required: "Sign the challenge in Secure-Session-Challenge with this session's device key.",
   device_already_bound: "This session is already bound to a device key.",
+  invalid_request_body: "The request body must be a JSON object whose members this endpoint takes, each valid.",
+  invalid_delivery:
+    "delivery must be poll (urn:ietf:rfc:8936), or push (urn:ietf:rfc:8935) to an https endpoint_url on a public host.",
+  invalid_subject:
+    "subject must name a user: iss_sub issued by this transmitter, opaque, or complex with such a user member.",
+  stream_id_required: "The stream_id query parameter is required.",
+  stream_not_found: "No stream with this id belongs to this receiver.",
+  stream_limit_reached: "This receiver has as many streams as it may; delete one first.",
+  verification_too_frequent:
+    "A verification of this stream was asked for too recently. Retry after the Retry-After delay.",
+  body_too_large: "The request body is too large.",
 };
 
 /**

@@ -13,6 +13,12 @@ const PATHS = [
   "/auth/dbsc/refresh",
   "/.well-known/ssf-configuration",
   "/ssf/jwks.json",
+  "/ssf/streams",
+  "/ssf/streams/status",
+  "/ssf/streams/subjects/add",
+  "/ssf/streams/subjects/remove",
+  "/ssf/streams/verify",
+  "/ssf/streams/poll/{streamId}",
   "/openapi.json",
 ];
 
@@ -29,6 +35,7 @@ describe("GET /openapi.json", () => {
     expect(Object.keys(body.paths)).toEqual(PATHS);
     expect(body).toEqual(JSON.parse(JSON.stringify(openApiDocument)));
     expect(body.components.securitySchemes).toEqual({
+      receiver: expect.objectContaining({ type: "http", scheme: "bearer" }),
       bearer: expect.objectContaining({ type: "http", scheme: "bearer" }),
       sessionCookie: expect.objectContaining({ type: "apiKey", in: "cookie", name: "__Host-session" }),
     });

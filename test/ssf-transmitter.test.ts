@@ -1,19 +1,9 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { callWith, expectError, expectSecurityHeaders } from "./helpers.ts";
+import { ISSUER, privateJwk, transmitterVars } from "./ssf.ts";
 
 // The Shared Signals transmitter's discovery: its metadata and key set, from SSF_ISSUER and
 // the secret SSF_SIGNING_KEYS (a JSON array of private JWKs, newest first).
-
-const ISSUER = "https://sessions.example";
-
-async function privateJwk(alg: "ES256" | "RS256", kid: string, extra: Record<string, unknown> = {}) {
-  const params =
-    alg === "ES256"
-      ? { name: "ECDSA", namedCurve: "P-256" }
-      : { name: "RSASSA-PKCS1-v1_5", modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: "SHA-256" };
-  const pair = (await crypto.subtle.generateKey(params, true, ["sign", "verify"])) as CryptoKeyPair;
-  return { ...((await crypto.subtle.exportKey("jwk", pair.privateKey)) as JsonWebKey), kid, ...extra };
-}
 
 function publicOf(jwk: JsonWebKey & { kid: string }, alg: string) {
   return jwk.kty === "EC"
@@ -21,8 +11,7 @@ function publicOf(jwk: JsonWebKey & { kid: string }, alg: string) {
     : { e: jwk.e, kty: jwk.kty, n: jwk.n, kid: jwk.kid, alg, use: "sig" };
 }
 
-const vars = (keys: unknown[] | string, issuer = ISSUER) =>
-  ({ SSF_ISSUER: issuer, SSF_SIGNING_KEYS: typeof keys === "string" ? keys : JSON.stringify(keys) }) as Partial<Env>;
+const vars = transmitterVars;
 
 afterEach(() => {
   vi.useRealTimers();
@@ -49,6 +38,13 @@ describe("GET /.well-known/ssf-configuration", () => {
       spec_version: "1_0",
       issuer: ISSUER,
       jwks_uri: `${ISSUER}/ssf/jwks.json`,
+      delivery_methods_supported: ["urn:ietf:rfc:8935", "urn:ietf:rfc:8936"],
+      configuration_endpoint: `${ISSUER}/ssf/streams`,
+      status_endpoint: `${ISSUER}/ssf/streams/status`,
+      add_subject_endpoint: `${ISSUER}/ssf/streams/subjects/add`,
+      remove_subject_endpoint: `${ISSUER}/ssf/streams/subjects/remove`,
+      verification_endpoint: `${ISSUER}/ssf/streams/verify`,
+      authorization_schemes: [{ spec_urn: "urn:ietf:rfc:6750" }],
     });
   });
 

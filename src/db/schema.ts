@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import type { StoredProofs } from "../domain/auth-proofs.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
+import { DELIVERY_METHODS, STATUSES } from "../domain/streams.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 
 // The single description of the tables: migrations are generated from this file.
@@ -184,12 +185,6 @@ export const ssfReceivers = sqliteTable("ssf_receivers", {
   revokedAt: integer("revoked_at", { mode: "timestamp_ms" }),
 });
 
-// The one list of stream statuses (SSF 1.0 §8.1.2).
-export const STREAM_STATUSES = ["enabled", "paused", "disabled"] as const;
-export type StreamStatus = (typeof STREAM_STATUSES)[number];
-export const DELIVERY_METHODS = ["push", "poll"] as const;
-export type DeliveryMethod = (typeof DELIVERY_METHODS)[number];
-
 export const ssfStreams = sqliteTable(
   "ssf_streams",
   {
@@ -203,7 +198,7 @@ export const ssfStreams = sqliteTable(
     endpointUrl: text("endpoint_url"),
     authorizationHeader: text("authorization_header"),
     description: text("description"),
-    status: text("status", { enum: STREAM_STATUSES }).notNull(),
+    status: text("status", { enum: STATUSES }).notNull(),
     reason: text("reason"),
     createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
     updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),

@@ -155,7 +155,12 @@ export interface Shards {
   /** Where a session lives; null when the id names no database here (no session of ours). */
   forSession(id: string): Place | null;
   all(): Shard[];
+  /** Where Shared Signals receivers and streams live: the database bound as STREAMS_BINDING. */
+  streams(): Shard;
 }
+
+/** Streams are few and read by every delivery: one database holds them, whatever SHARDS says. */
+export const STREAMS_BINDING = "DB";
 
 /**
  * The deployment's databases, each opened at most once (so two lookups of one database
@@ -197,5 +202,6 @@ export function openShards(env: Env, wrap: (d1: D1Database, binding: string) => 
       return binding ? place(binding, id.slice(0, id.length - RANDOM_LENGTH)) : null;
     },
     all: () => map.bindings.map(shard),
+    streams: () => shard(STREAMS_BINDING),
   };
 }

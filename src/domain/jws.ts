@@ -99,3 +99,29 @@ export async function verifyJws(jws: Jws, key: PublicKey): Promise<boolean> {
     return false;
   }
 }
+
+const signingKeys = new Map<string, Promise<CryptoKey>>();
+
+/**
+ * A compact JWS of `payload` signed with a private JWK (`kid` names it; the algorithm follows
+ * the key's type). The imported key is kept per isolate: importing costs more than signing.
+ */
+export async function signJws(
+  payload: Record<string, unknown>,
+  privateKey: JsonWebKey & { kid: string },
+  header: Record<string, unknown> = {},
+): Promise<string> {
+  const alg: JwsAlgorithm = privateKey.kty === "EC" ? "ES256" : "RS256";
+  // By the private member itself: a kid alone could name two keys (a test, a careless rotation).
+  const cacheKey = `${privateKey.kid}:${privateKey.d}`;
+  let key = signingKeys.get(cacheKey);
+  if (!key) {
+    const { kid: _, ...jwk } = privateKey;
+    key = crypto.subtle.importKey("jwk", jwk, VERIFY[alg].import, false, ["sign"]);
+    signingKeys.set(cacheKey, key);
+  }
+  const encode = (value: unknown) => base64Url(new TextEncoder().encode(JSON.stringify(value)));
+  const signed = `${encode({ alg, kid: privateKey.kid, ...header })}.${encode(payload)}`;
+  const signature = await crypto.subtle.sign(VERIFY[alg].verify, await key, new TextEncoder().encode(signed));
+  return `${signed}.${base64Url(new Uint8Array(signature))}`;
+}

@@ -1,5 +1,6 @@
 import { ConfigError } from "./config.ts";
-import { JWS_ALGORITHMS, type JwsAlgorithm, type PublicKey, publicKeyOf, thumbprint } from "./jws.ts";
+import { JWS_ALGORITHMS, type JwsAlgorithm, type PublicKey, publicKeyOf, signJws, thumbprint } from "./jws.ts";
+import { DELIVERY_URNS, STREAMS_PATH } from "./streams.ts";
 
 // This service as a Shared Signals transmitter (OpenID SSF 1.0): who it is (SSF_ISSUER) and
 // the keys its Security Event Tokens are signed with (the secret SSF_SIGNING_KEYS). Without
@@ -37,6 +38,8 @@ export interface Transmitter {
   issuer: string;
   /** Newest first; the first signs. */
   keys: SigningKey[];
+  /** The first key's private JWK. */
+  signer: JsonWebKey & { kid: string };
 }
 
 export interface TransmitterVars {
@@ -110,7 +113,9 @@ export function readTransmitter(vars: TransmitterVars): Transmitter | null {
   if (!vars.SSF_ISSUER) return null;
   const issuer = issuerOf(vars.SSF_ISSUER);
   if (!vars.SSF_SIGNING_KEYS) throw new ConfigError("SSF_SIGNING_KEYS must be set when SSF_ISSUER is");
-  return { issuer, keys: signingKeysOf(vars.SSF_SIGNING_KEYS) };
+  const keys = signingKeysOf(vars.SSF_SIGNING_KEYS);
+  const [first] = JSON.parse(vars.SSF_SIGNING_KEYS) as (JsonWebKey & { kid: string })[];
+  return { issuer, keys, signer: first as JsonWebKey & { kid: string } };
 }
 
 /** The keys a receiver may verify with at `nowSeconds`: the signing key and those still in their overlap. */
@@ -120,10 +125,19 @@ export function publishedKeys(transmitter: Transmitter, nowSeconds: number): Pub
 
 /** The transmitter configuration metadata (SSF 1.0): what a receiver discovers first. */
 export function transmitterMetadata(transmitter: Transmitter) {
+  const streams = `${transmitter.issuer}${STREAMS_PATH}`;
   return {
     spec_version: "1_0",
     issuer: transmitter.issuer,
     jwks_uri: `${transmitter.issuer}${JWKS_PATH}`,
+    delivery_methods_supported: [DELIVERY_URNS.push, DELIVERY_URNS.poll],
+    configuration_endpoint: streams,
+    status_endpoint: `${streams}/status`,
+    add_subject_endpoint: `${streams}/subjects/add`,
+    remove_subject_endpoint: `${streams}/subjects/remove`,
+    verification_endpoint: `${streams}/verify`,
+    // Operator-issued bearer credentials (`npm run ssf:receivers`), sent as RFC 6750 says.
+    authorization_schemes: [{ spec_urn: "urn:ietf:rfc:6750" }],
   };
 }
 
@@ -132,4 +146,21 @@ export async function keyId(jwk: Record<string, unknown>): Promise<string> {
   const half = publicHalf(jwk);
   if (!half) throw new Error("not an ES256 or RS256 private key");
   return thumbprint(half.key);
+}
+
+/**
+ * Signs a SET for a receiver (RFC 8417, SSF 1.0 §4): the stored claims plus the issuer, the
+ * receiver's audience and the time it is sent. Explicitly typed `secevent+jwt`; never an `exp`.
+ */
+export function signSet(
+  transmitter: Transmitter,
+  audience: string,
+  claims: Record<string, unknown>,
+  at: Date,
+): Promise<string> {
+  return signJws(
+    { iss: transmitter.issuer, aud: audience, iat: Math.floor(at.getTime() / 1000), ...claims },
+    transmitter.signer,
+    { typ: "secevent+jwt" },
+  );
 }

@@ -1,5 +1,6 @@
 import { createMiddleware } from "hono/factory";
 import { methodNotAllowed } from "hono/method-not-allowed";
+import { STREAMS_PATH } from "../domain/streams.ts";
 import { CONFIGURATION_PATH, JWKS_PATH } from "../domain/transmitter.ts";
 import type { AppEnv } from "./context.ts";
 import { ApiError, writeError } from "./errors.ts";
@@ -16,6 +17,7 @@ import { eventsRoutes } from "./routes/events.ts";
 import { logoutRoutes } from "./routes/logout.ts";
 import { sessionsRoutes } from "./routes/sessions.ts";
 import { configurationRoutes, jwksRoutes } from "./routes/ssf.ts";
+import { streamRoutes } from "./routes/ssf-streams.ts";
 
 // Session data must never sit in a shared or browser cache, errors included.
 const noStore = createMiddleware(async (c, next) => {
@@ -45,14 +47,17 @@ export const app = routes
   .use(requestLog)
   .use(securityHeaders)
   .use("/auth/*", noStore)
+  .use(`${STREAMS_PATH}/*`, noStore)
   .use(inputBounds)
   // Only the operations need config, the instant and a database; a 404 pays for none of it.
   .use("/auth/*", withContext)
+  .use(`${STREAMS_PATH}/*`, withContext)
   .use("/auth/*", corsForAllowedOrigins)
   .use("/auth/*", refuseOtherMethods)
   .use("/openapi.json", refuseOtherMethods)
   .use(CONFIGURATION_PATH, refuseOtherMethods)
   .use(JWKS_PATH, refuseOtherMethods)
+  .use(`${STREAMS_PATH}/*`, refuseOtherMethods)
   .get("/openapi.json", (c) => {
     // Public and cacheable, unlike /auth/: it changes only with a deployment.
     c.header("Cache-Control", "public, max-age=300");
@@ -65,6 +70,7 @@ export const app = routes
   .route("/auth/dbsc", deviceBindingRoutes)
   .route(CONFIGURATION_PATH, configurationRoutes)
   .route(JWKS_PATH, jwksRoutes)
+  .route(STREAMS_PATH, streamRoutes)
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, new ApiError(404, "not_found")))
   .onError(async (error, c) => writeError(c, await limitFailedAuthentication(c, error)));

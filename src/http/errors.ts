@@ -4,6 +4,7 @@ import { routePath } from "hono/route";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ConfigError } from "../domain/config.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
+import { Refusal, type RefusalCode } from "../domain/streams.ts";
 import { logFailure } from "../services/failure-log.ts";
 
 // Every error the API can answer, with its one message. Clients branch on `code`. The one
@@ -28,7 +29,18 @@ export const MESSAGES = {
     "The device-binding proof is missing, malformed, not signed by its key, or not over a challenge this session was given.",
   device_proof_required: "Sign the challenge in Secure-Session-Challenge with this session's device key.",
   device_already_bound: "This session is already bound to a device key.",
-} as const;
+  invalid_request_body: "The request body must be a JSON object whose members this endpoint takes, each valid.",
+  invalid_delivery:
+    "delivery must be poll (urn:ietf:rfc:8936), or push (urn:ietf:rfc:8935) to an https endpoint_url on a public host.",
+  invalid_subject:
+    "subject must name a user: iss_sub issued by this transmitter, opaque, or complex with such a user member.",
+  stream_id_required: "The stream_id query parameter is required.",
+  stream_not_found: "No stream with this id belongs to this receiver.",
+  stream_limit_reached: "This receiver has as many streams as it may; delete one first.",
+  verification_too_frequent:
+    "A verification of this stream was asked for too recently. Retry after the Retry-After delay.",
+  body_too_large: "The request body is too large.",
+} as const satisfies Record<RefusalCode, string> & Record<string, string>;
 
 export type ErrorCode = keyof typeof MESSAGES;
 
@@ -102,6 +114,7 @@ function requestIdOf(c: Context): string {
 }
 
 export function writeError(c: Context, error: unknown): Response {
+  if (error instanceof Refusal) return writeError(c, new ApiError(400, error.code));
   if (error instanceof ApiError) {
     const body: ErrorBody = { code: error.code, message: error.message };
     return c.json(body, error.status, error.responseHeaders);

@@ -1,0 +1,69 @@
+// Shared Signals receiver credentials, on the local D1 that `npm start` serves (as the
+// session:* commands), through src/services/receivers.ts. Each prints one JSON line.
+//   npm run --silent ssf:receivers -- issue --name <name> --audience <aud>   the credential, shown once
+//   npm run --silent ssf:receivers -- list                                    never a secret
+//   npm run --silent ssf:receivers -- revoke --id <receiverId>                its streams are disabled
+// Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`).
+import { parseArgs } from "node:util";
+import { openShards } from "../src/db/shards.ts";
+import { issueReceiver, receiversOf, revokeReceiverCredential } from "../src/services/receivers.ts";
+import { openLocalProject } from "./local-d1.ts";
+
+const USAGE = `usage: npm run --silent ssf:receivers -- issue --name <name> --audience <aud> [--env <env>]
+       npm run --silent ssf:receivers -- list [--env <env>]
+       npm run --silent ssf:receivers -- revoke --id <receiverId> [--env <env>]`;
+
+function usage(problem: string): never {
+  console.error(`${problem}\n${USAGE}`);
+  process.exit(2);
+}
+
+let parsed: ReturnType<typeof parse>;
+function parse() {
+  return parseArgs({
+    allowPositionals: true,
+    options: {
+      name: { type: "string" },
+      audience: { type: "string" },
+      id: { type: "string" },
+      env: { type: "string", short: "e" },
+    },
+  });
+}
+try {
+  parsed = parse();
+} catch (error) {
+  usage(error instanceof Error ? error.message : String(error));
+}
+const { values, positionals } = parsed;
+const [command] = positionals;
+const needs: Record<string, string[]> = { issue: ["name", "audience"], list: [], revoke: ["id"] };
+if (positionals.length !== 1 || command === undefined || !(command in needs))
+  usage("one command: issue, list or revoke");
+const given = Object.keys(values).filter((name) => name !== "env");
+const required = needs[command] as string[];
+const stray = given.find((name) => !required.includes(name));
+if (stray) usage(`--${stray} does not apply to ${command}`);
+const missing = required.find((name) => values[name as keyof typeof values] === undefined);
+if (missing) usage(`--${missing} is required`);
+
+const project = await openLocalProject(values.env).catch((error: unknown) => {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
+});
+try {
+  const shards = openShards(project.env as unknown as Env);
+  const now = new Date();
+  const answer =
+    command === "issue"
+      ? await issueReceiver(shards, { name: values.name as string, audience: values.audience as string }, now)
+      : command === "list"
+        ? { receivers: await receiversOf(shards) }
+        : await revokeReceiverCredential(shards, values.id as string, now);
+  console.log(JSON.stringify(answer));
+} catch (error) {
+  console.error(error instanceof Error ? error.message : error);
+  process.exitCode = 1;
+} finally {
+  project.close();
+}

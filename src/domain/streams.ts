@@ -1,0 +1,320 @@
+// Shared Signals streams (SSF 1.0 §8): what a receiver may ask for, checked here once for the
+// HTTP door, and how a stream is shown back. Plain data in, plain data out; the statements are
+// in src/db/streams.ts, the routes in src/http/routes/ssf-streams.ts.
+
+const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
+const SSF = "https://schemas.openid.net/secevent/ssf/event-type/";
+
+export const SESSION_ESTABLISHED = `${CAEP}session-established`;
+export const SESSION_REVOKED = `${CAEP}session-revoked`;
+export const ASSURANCE_LEVEL_CHANGE = `${CAEP}assurance-level-change`;
+/** Sent whatever a stream asked for (SSF 1.0 §8.1.4, §8.1.5). */
+export const VERIFICATION = `${SSF}verification`;
+export const STREAM_UPDATED = `${SSF}stream-updated`;
+
+/** The one list of event types a stream can ask for: `events_supported`. */
+export const EVENTS_SUPPORTED = [SESSION_ESTABLISHED, SESSION_REVOKED, ASSURANCE_LEVEL_CHANGE] as const;
+
+export const DELIVERY_METHODS = ["push", "poll"] as const;
+export type DeliveryMethod = (typeof DELIVERY_METHODS)[number];
+export const DELIVERY_URNS = { push: "urn:ietf:rfc:8935", poll: "urn:ietf:rfc:8936" } as const satisfies Record<
+  DeliveryMethod,
+  string
+>;
+
+export const STATUSES = ["enabled", "paused", "disabled"] as const;
+export type Status = (typeof STATUSES)[number];
+
+/** A receiver may have this many streams; one more is refused (403). */
+export const MAX_STREAMS_PER_RECEIVER = 10;
+/** A verification sooner than this after the last one is refused (429, SSF 1.0 §8.1.4.2). */
+export const MIN_VERIFICATION_INTERVAL_SECONDS = 30;
+/** The management API's root (SSF's configuration_endpoint); the other endpoints are under it. */
+export const STREAMS_PATH = "/ssf/streams";
+/** Where a poll stream's SETs are fetched from: this, then the stream id (unique per stream). */
+export const POLL_PATH = "/ssf/streams/poll";
+
+const MAX_EVENT_TYPES = 32;
+const MAX_URI_LENGTH = 256;
+const MAX_DESCRIPTION_LENGTH = 256;
+const MAX_AUTHORIZATION_LENGTH = 1024;
+const MAX_STATE_LENGTH = 256;
+const MAX_REASON_LENGTH = 256;
+
+/** Why a request to the management API is refused: each is an error code of the API (400). */
+export type RefusalCode = "invalid_request_body" | "invalid_delivery" | "invalid_subject";
+
+export class Refusal extends Error {
+  override name = "Refusal";
+  readonly code: RefusalCode;
+  constructor(code: RefusalCode) {
+    super(code);
+    this.code = code;
+  }
+}
+
+/** What the receiver chooses of a stream (SSF's receiver-supplied properties). */
+export interface StreamRequest {
+  eventsRequested: string[];
+  deliveryMethod: DeliveryMethod;
+  /** Push only. */
+  endpointUrl: string | null;
+  authorizationHeader: string | null;
+  description: string | null;
+}
+
+/** A stream as stored (src/db/schema.ts ssf_streams), the parts the view and the checks read. */
+export interface StoredStream extends StreamRequest {
+  id: string;
+  eventsDelivered: string[];
+  status: Status;
+  reason: string | null;
+}
+
+type Json = Record<string, unknown>;
+
+function refuse(code: RefusalCode = "invalid_request_body"): never {
+  throw new Refusal(code);
+}
+
+const isText = (value: unknown, max: number): value is string =>
+  typeof value === "string" && value.length > 0 && value.length <= max && !/\p{Cc}/u.test(value);
+
+/** The request body as a JSON object; anything else is refused. */
+export function jsonObject(text: string): Json {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    refuse();
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) refuse();
+  return parsed as Json;
+}
+
+/** The `stream_id` member (or query parameter) every call but create names. */
+export function streamIdOf(value: unknown): string {
+  return isText(value, 64) ? value : refuse();
+}
+
+/** events_delivered: the requested types this transmitter supports, in the order of EVENTS_SUPPORTED. */
+export function eventsDelivered(requested: readonly string[]): string[] {
+  return EVENTS_SUPPORTED.filter((type) => requested.includes(type));
+}
+
+const LOOPBACK_NAMES = /(^|\.)(localhost|local|internal|home\.arpa)$/i;
+
+/** Whether an IPv4 or IPv6 literal is in a range no push may reach (private, loopback, link-local, metadata…). */
+function isPrivateAddress(host: string): boolean {
+  const v4 = /^(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(host);
+  if (v4) {
+    const [a, b] = [Number(v4[1]), Number(v4[2])];
+    return (
+      a === 0 ||
+      a === 10 ||
+      a === 127 ||
+      (a === 100 && b >= 64 && b <= 127) ||
+      (a === 169 && b === 254) ||
+      (a === 172 && b >= 16 && b <= 31) ||
+      (a === 192 && b === 168) ||
+      (a === 198 && (b === 18 || b === 19)) ||
+      a >= 224
+    );
+  }
+  if (!host.startsWith("[")) return false;
+  const v6 = host.slice(1, -1).toLowerCase();
+  // ::ffff:a.b.c.d arrives from the URL parser as ::ffff:xxxx:xxxx.
+  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(v6);
+  if (mapped) {
+    const [high, low] = [Number.parseInt(mapped[1] as string, 16), Number.parseInt(mapped[2] as string, 16)];
+    return isPrivateAddress(`${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`);
+  }
+  return v6 === "::" || v6 === "::1" || /^f[cd]/.test(v6) || /^fe[89ab]/.test(v6) || v6.startsWith("::ffff:");
+}
+
+/**
+ * A push endpoint_url, or a refusal: `https` to a public host, no credentials or fragment.
+ * `allowPrivate` (SSF_ALLOW_PRIVATE_PUSH, for development) also lets http and private hosts through.
+ */
+export function pushEndpointOf(value: unknown, allowPrivate: boolean): string {
+  const url = isText(value, 2048) ? URL.parse(value) : null;
+  if (url?.username !== "" || url.password !== "" || url.hash !== "") refuse("invalid_delivery");
+  if (allowPrivate)
+    return url.protocol === "https:" || url.protocol === "http:" ? url.href : refuse("invalid_delivery");
+  const host = url.hostname;
+  if (url.protocol !== "https:" || !host.includes(".") || LOOPBACK_NAMES.test(host) || isPrivateAddress(host))
+    refuse("invalid_delivery");
+  return url.href;
+}
+
+/** The `delivery` member: push with its endpoint, or poll (also when absent, SSF 1.0 §8.1.1.1). */
+function deliveryOf(
+  value: unknown,
+  allowPrivate: boolean,
+): Pick<StreamRequest, "deliveryMethod" | "endpointUrl" | "authorizationHeader"> {
+  if (value === undefined) return { deliveryMethod: "poll", endpointUrl: null, authorizationHeader: null };
+  if (typeof value !== "object" || value === null || Array.isArray(value)) refuse("invalid_delivery");
+  const { method, endpoint_url, authorization_header } = value as Json;
+  if (method === DELIVERY_URNS.poll) return { deliveryMethod: "poll", endpointUrl: null, authorizationHeader: null };
+  if (method !== DELIVERY_URNS.push) refuse("invalid_delivery");
+  if (authorization_header !== undefined && !isText(authorization_header, MAX_AUTHORIZATION_LENGTH))
+    refuse("invalid_delivery");
+  return {
+    deliveryMethod: "push",
+    endpointUrl: pushEndpointOf(endpoint_url, allowPrivate),
+    authorizationHeader: authorization_header ?? null,
+  };
+}
+
+/**
+ * The receiver-supplied properties of a create (absent ones take their defaults: every
+ * supported event, poll, no description) or of a replace (absent ones are deleted). On an
+ * update, `current` supplies whatever the body leaves out.
+ */
+export function streamRequestOf(body: Json, allowPrivate: boolean, current?: StreamRequest): StreamRequest {
+  const { events_requested, delivery, description } = body;
+  if (
+    events_requested !== undefined &&
+    !(
+      Array.isArray(events_requested) &&
+      events_requested.length <= MAX_EVENT_TYPES &&
+      events_requested.every((type) => isText(type, MAX_URI_LENGTH))
+    )
+  )
+    refuse();
+  if (description !== undefined && description !== null && !isText(description, MAX_DESCRIPTION_LENGTH)) refuse();
+  const keep = current !== undefined;
+  return {
+    eventsRequested:
+      (events_requested as string[] | undefined) ?? (keep ? current.eventsRequested : [...EVENTS_SUPPORTED]),
+    ...(delivery === undefined && keep
+      ? {
+          deliveryMethod: current.deliveryMethod,
+          endpointUrl: current.endpointUrl,
+          authorizationHeader: current.authorizationHeader,
+        }
+      : deliveryOf(delivery, allowPrivate)),
+    description: (description as string | null | undefined) ?? (keep ? current.description : null),
+  };
+}
+
+/** SSF's stream configuration, as every management answer shows it. The push authorization is never shown. */
+export function streamView(stream: StoredStream, issuer: string, audience: string) {
+  return {
+    stream_id: stream.id,
+    iss: issuer,
+    aud: audience,
+    events_supported: [...EVENTS_SUPPORTED],
+    events_requested: stream.eventsRequested,
+    events_delivered: stream.eventsDelivered,
+    delivery:
+      stream.deliveryMethod === "push"
+        ? { method: DELIVERY_URNS.push, endpoint_url: stream.endpointUrl as string }
+        : { method: DELIVERY_URNS.poll, endpoint_url: `${issuer}${POLL_PATH}/${stream.id}` },
+    ...(stream.description === null ? {} : { description: stream.description }),
+    min_verification_interval: MIN_VERIFICATION_INTERVAL_SECONDS,
+  };
+}
+
+/**
+ * On update and replace, transmitter-supplied properties may be sent back but must match what
+ * they are (SSF 1.0 §8.1.1.3); `events_delivered` as it was before the change.
+ */
+export function checkTransmitterProperties(body: Json, shown: ReturnType<typeof streamView>): void {
+  for (const name of ["iss", "aud", "events_supported", "events_delivered", "min_verification_interval"] as const) {
+    if (body[name] !== undefined && JSON.stringify(body[name]) !== JSON.stringify(shown[name])) refuse();
+  }
+  const delivery = body.delivery as Json | undefined;
+  if (delivery?.method === DELIVERY_URNS.poll && delivery.endpoint_url !== undefined) {
+    if (shown.delivery.method !== DELIVERY_URNS.poll || delivery.endpoint_url !== shown.delivery.endpoint_url)
+      refuse("invalid_delivery");
+  }
+}
+
+/** A status update's new status and reason. */
+export function statusOf(body: Json): { status: Status; reason: string | null } {
+  const { status, reason } = body;
+  if (!STATUSES.includes(status as Status)) refuse();
+  if (reason !== undefined && reason !== null && !isText(reason, MAX_REASON_LENGTH)) refuse();
+  return { status: status as Status, reason: (reason as string | null | undefined) ?? null };
+}
+
+/** A verification's optional `state`, echoed in its SET. */
+export function stateOf(body: Json): string | null {
+  const { state } = body;
+  if (state === undefined || state === null) return null;
+  return isText(state, MAX_STATE_LENGTH) ? state : refuse();
+}
+
+/**
+ * The user a subject names (RFC 9493): `iss_sub` issued by this transmitter, `opaque`, or a
+ * complex subject whose `user` is one of those. Anything else is refused.
+ */
+export function userOfSubject(subject: unknown, issuer: string, maxUserIdLength: number): string {
+  if (typeof subject !== "object" || subject === null) refuse("invalid_subject");
+  const { format, iss, sub, id, user } = subject as Json;
+  if (format === "complex" && (user as Json | undefined)?.format !== "complex")
+    return userOfSubject(user, issuer, maxUserIdLength);
+  const userId = format === "iss_sub" && iss === issuer ? sub : format === "opaque" ? id : null;
+  return typeof userId === "string" &&
+    userId !== "" &&
+    userId.trim() === userId &&
+    userId.length <= maxUserIdLength &&
+    !/\p{Cc}/u.test(userId)
+    ? userId
+    : refuse("invalid_subject");
+}
+
+/** The most SETs one poll hands out, whatever `maxEvents` asks (RFC 8936 lets the transmitter choose). */
+export const MAX_POLL_EVENTS = 100;
+const MAX_ACKS = 1000;
+const ERROR_CODE = /^[a-z_]{1,64}$/;
+
+export interface PollRequest {
+  maxEvents: number;
+  /** The jtis acknowledged or refused: either way, no longer to be kept. */
+  done: string[];
+  /** The refusals' codes (RFC 8935 §2.4), for the log; their descriptions are not kept. */
+  errors: { jti: string; err: string }[];
+}
+
+/**
+ * An RFC 8936 poll. `returnImmediately` is accepted and always honoured: this transmitter
+ * does not hold a poll open (a long poll's timeout is the parties' agreement; here it is zero).
+ */
+export function pollRequestOf(body: Json): PollRequest {
+  const { maxEvents, returnImmediately, ack, setErrs } = body;
+  if (maxEvents !== undefined && !(Number.isSafeInteger(maxEvents) && (maxEvents as number) >= 0)) refuse();
+  if (returnImmediately !== undefined && typeof returnImmediately !== "boolean") refuse();
+  if (ack !== undefined && !(Array.isArray(ack) && ack.every((jti) => isText(jti, MAX_URI_LENGTH)))) refuse();
+  if (setErrs !== undefined && (typeof setErrs !== "object" || setErrs === null || Array.isArray(setErrs))) refuse();
+  const errors = Object.entries((setErrs ?? {}) as Json).map(([jti, error]) => {
+    const err = (error as Json | null)?.err;
+    if (!isText(jti, MAX_URI_LENGTH) || typeof err !== "string") refuse();
+    return { jti, err: ERROR_CODE.test(err) ? err : "other" };
+  });
+  const done = [...((ack as string[] | undefined) ?? []), ...errors.map((error) => error.jti)];
+  if (done.length > MAX_ACKS) refuse();
+  return { maxEvents: Math.min((maxEvents as number | undefined) ?? MAX_POLL_EVENTS, MAX_POLL_EVENTS), done, errors };
+}
+
+/**
+ * A SET's id: the time it was made (base 36, fixed width) then what makes it unique, so a
+ * stream's waiting SETs sort by time (src/db/schema.ts ssf_queued_sets).
+ */
+export function jtiOf(at: Date, unique: string): string {
+  return `${at.getTime().toString(36).padStart(9, "0")}-${unique}`;
+}
+
+/** The claims of a verification SET (SSF 1.0 §8.1.4.1), all but iss, aud and iat, added when it is signed. */
+export function verificationClaims(streamId: string, state: string | null, at: Date) {
+  const jti = jtiOf(at, crypto.randomUUID());
+  return {
+    jti,
+    claims: {
+      jti,
+      sub_id: { format: "opaque", id: streamId },
+      events: { [VERIFICATION]: state === null ? {} : { state } },
+    },
+  };
+}

@@ -1,0 +1,54 @@
+import { env } from "cloudflare:workers";
+import { openShards } from "../src/db/shards.ts";
+import { issueReceiver } from "../src/services/receivers.ts";
+import { callWith } from "./helpers.ts";
+
+// What the Shared Signals tests share: a transmitter's vars, receivers, and calls with a body.
+
+export const ISSUER = "https://sessions.example";
+
+/** A fresh private JWK (ES256 or RS256 2048), with its kid and any extra members. */
+export async function privateJwk(alg: "ES256" | "RS256", kid: string, extra: Record<string, unknown> = {}) {
+  const params =
+    alg === "ES256"
+      ? { name: "ECDSA", namedCurve: "P-256" }
+      : { name: "RSASSA-PKCS1-v1_5", modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: "SHA-256" };
+  const pair = (await crypto.subtle.generateKey(params, true, ["sign", "verify"])) as CryptoKeyPair;
+  return { ...((await crypto.subtle.exportKey("jwk", pair.privateKey)) as JsonWebKey), kid, ...extra };
+}
+
+export const transmitterVars = (keys: unknown[] | string, issuer = ISSUER) =>
+  ({ SSF_ISSUER: issuer, SSF_SIGNING_KEYS: typeof keys === "string" ? keys : JSON.stringify(keys) }) as Partial<Env>;
+
+/** A transmitter with one fresh ES256 key. */
+export async function transmitter(extra: Partial<Env> = {}) {
+  const key = await privateJwk("ES256", "k1");
+  return { key, vars: { ...transmitterVars([key]), ...extra } };
+}
+
+/** A receiver credential, issued as `npm run ssf:receivers -- issue` does. */
+export function newReceiver(audience = "https://receiver.example") {
+  return issueReceiver(openShards(env), { name: "test receiver", audience }, new Date());
+}
+
+/** A call to the management API or poll with a receiver's credential and a JSON body. */
+export function ssfCall(
+  vars: Partial<Env>,
+  credential: string | null,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+) {
+  return callWith(
+    vars,
+    method,
+    path,
+    {
+      ...(credential === null ? {} : { Authorization: `Bearer ${credential}` }),
+      ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+      ...headers,
+    },
+    body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+  );
+}
