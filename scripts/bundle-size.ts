@@ -34,8 +34,10 @@ import { constants, gzipSync } from "node:zlib";
  * Raised to 58,600 B for its streams (issue 24): 51,152 B before, 58,406 B after (+7,254 B: the
  * tables' schema 461 B, six management and poll endpoints with their checks, statements and
  * SET signing ~4.4 KB, and their OpenAPI entries ~2.4 KB of the served document).
+ * Raised to 60,500 B for their delivery (issue 24): 58,406 B before, 60,278 B after (+1,872 B:
+ * session events as CAEP SETs, push with retries, the minute cron, the retention purge).
  */
-export const GZIP_BUDGET_BYTES = 58_600;
+export const GZIP_BUDGET_BYTES = 60_500;
 
 export interface BundleSize {
   /** Bytes of the worker's modules as uploaded (minified; source maps excluded). */

@@ -40,6 +40,7 @@ try {
 }
 // The Shared Signals transmitter runs too: this server's URL as its issuer, and a development
 // key made once (npm run ssf:keys) and kept with the local state, so receivers' caches stay good.
+// Push streams may point at a receiver on this machine (http, loopback): development only.
 const devKeys = path.join(path.dirname(DEV_SERVER_FILE), "ssf-dev-keys.json");
 if (!existsSync(devKeys)) {
   const keys = execFileSync(process.execPath, [path.join(import.meta.dirname, "ssf-keys.ts"), "new"]);
@@ -48,6 +49,7 @@ if (!existsSync(devKeys)) {
 const transmitter = [
   ["--var", `SSF_ISSUER:${server.url}`],
   ["--var", `SSF_SIGNING_KEYS:${readFileSync(devKeys, "utf8").trim()}`],
+  ["--var", "SSF_ALLOW_PRIVATE_PUSH:true"],
 ].flat();
 const dev = spawn(
   "npx",

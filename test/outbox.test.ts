@@ -154,7 +154,7 @@ describe("events queue (SESSION_EVENTS)", () => {
     vi.setSystemTime(start);
     const userId = newUser();
     const shards = openShards(env);
-    const lost = { publish: () => {} };
+    const lost = { pending: true, publish: () => {} };
     const created = await issueSession(shards, readConfig(env), { userId, userAgent: "curl/8.5.0" }, lost);
     const { ended } = await endSessionsOfUser(shards, readConfig(env), { userId, reason: "account_disabled" }, lost);
     expect(ended).toBe(1);

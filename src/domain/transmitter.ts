@@ -40,11 +40,23 @@ export interface Transmitter {
   keys: SigningKey[];
   /** The first key's private JWK. */
   signer: JsonWebKey & { kid: string };
+  /** How long a SET waits for its stream (polled, acknowledged or pushed) before it is dropped. */
+  retentionDays: number;
 }
 
 export interface TransmitterVars {
   SSF_ISSUER?: string;
   SSF_SIGNING_KEYS?: string;
+  SSF_SET_RETENTION_DAYS?: string;
+}
+
+const DEFAULT_RETENTION_DAYS = 7;
+
+function retentionDaysOf(value: string | undefined): number {
+  const days = value === undefined || value === "" ? DEFAULT_RETENTION_DAYS : Number(value);
+  if (!Number.isSafeInteger(days) || days < 1 || days > 365)
+    throw new ConfigError("SSF_SET_RETENTION_DAYS must be an integer from 1 to 365");
+  return days;
 }
 
 const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]"]);
@@ -115,7 +127,12 @@ export function readTransmitter(vars: TransmitterVars): Transmitter | null {
   if (!vars.SSF_SIGNING_KEYS) throw new ConfigError("SSF_SIGNING_KEYS must be set when SSF_ISSUER is");
   const keys = signingKeysOf(vars.SSF_SIGNING_KEYS);
   const [first] = JSON.parse(vars.SSF_SIGNING_KEYS) as (JsonWebKey & { kid: string })[];
-  return { issuer, keys, signer: first as JsonWebKey & { kid: string } };
+  return {
+    issuer,
+    keys,
+    signer: first as JsonWebKey & { kid: string },
+    retentionDays: retentionDaysOf(vars.SSF_SET_RETENTION_DAYS),
+  };
 }
 
 /** The keys a receiver may verify with at `nowSeconds`: the signing key and those still in their overlap. */

@@ -10,7 +10,7 @@ import { proveToken } from "../domain/token.ts";
 import { boundCookieHash } from "../http/cookie.ts";
 import { logFailure } from "../services/failure-log.ts";
 import { type CreateSessionInput, type ReauthenticateInput, reauthenticate } from "../services/issue-session.ts";
-import { outboxFor } from "../services/outbox.ts";
+import { type Outbox, outboxFor, outletsOf } from "../services/outbox.ts";
 import {
   type EndSessionInput,
   type EndUserSessionsInput,
@@ -88,7 +88,9 @@ export class SessionService extends WorkerEntrypoint<Env> {
   private shards(): Shards {
     return openShards(this.env);
   }
-  private readonly outbox = outboxFor(this.env.SESSION_EVENTS, (promise) => this.ctx.waitUntil(promise));
+  private outbox(shards: Shards): Outbox | null {
+    return outboxFor(outletsOf(this.env, shards), (promise) => this.ctx.waitUntil(promise));
+  }
 
   /** Runs one method; an unexpected error gets its log line (src/services/failure-log.ts) and reaches the caller unchanged. */
   private async logged<T>(rpc: string, call: () => Promise<T>): Promise<T> {
@@ -101,7 +103,10 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
 
   async create(input: CreateSessionInput): Promise<CreatedSession> {
-    return this.logged("create", () => createSession(this.shards(), readConfig(this.env), input, this.outbox));
+    return this.logged("create", () => {
+      const shards = this.shards();
+      return createSession(shards, readConfig(this.env), input, this.outbox(shards));
+    });
   }
 
   /** Also records the session's activity (and renews it, with a sliding lifetime), like any authenticated request. */
@@ -140,7 +145,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
       const shards = this.shards();
       const config = readConfig(this.env);
       const boundHash = await boundCookieHash(checkCookie(input?.cookie), config.cookieName);
-      const reissued = await reauthenticate(shards, config, input, boundHash, this.outbox);
+      const reissued = await reauthenticate(shards, config, input, boundHash, this.outbox(shards));
       if (!reissued) return null;
       const { expiresIn, ...session } = reissued;
       return { ...session, cookie: loginCookie(config, session.token, expiresIn) };
@@ -154,13 +159,17 @@ export class SessionService extends WorkerEntrypoint<Env> {
 
   /** Ends every live session of the user but `exceptSessionId`, each logged `ended` with the reason. */
   async endUserSessions(input: EndUserSessionsInput): Promise<{ ended: number }> {
-    return this.logged("endUserSessions", () =>
-      endUserSessions(this.shards(), readConfig(this.env), input, this.outbox),
-    );
+    return this.logged("endUserSessions", () => {
+      const shards = this.shards();
+      return endUserSessions(shards, readConfig(this.env), input, this.outbox(shards));
+    });
   }
 
   /** Ends one session, logged `ended` with the reason; `ended: false` when no live session has that id. */
   async endSession(input: EndSessionInput): Promise<{ ended: boolean }> {
-    return this.logged("endSession", () => endSession(this.shards(), readConfig(this.env), input, this.outbox));
+    return this.logged("endSession", () => {
+      const shards = this.shards();
+      return endSession(shards, readConfig(this.env), input, this.outbox(shards));
+    });
   }
 }

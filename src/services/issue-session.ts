@@ -15,7 +15,7 @@ import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
 import { normalizeIp } from "../domain/ip.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement, proveToken } from "../domain/token.ts";
 import { parseDevice } from "../domain/user-agent.ts";
-import { type Outbox, published } from "./outbox.ts";
+import { type Outbox, published, queuedBy } from "./outbox.ts";
 
 // The one code path that creates sessions (SessionService.create and `npm run session:create`)
 // and gives one a new secret (SessionService.reauthenticate).
@@ -192,7 +192,7 @@ export async function issueSession(
     await insertSession(
       place,
       row,
-      { sessionId: null, ipAddress: row.ipAddress ?? null, queued: outbox !== null },
+      { sessionId: null, ipAddress: row.ipAddress ?? null, queued: queuedBy(outbox) },
       {
         maxPerUser: config.maxPerUser,
         seenSince: new Date(row.createdAt.getTime() - config.eventRetentionDays * 86_400_000),
@@ -250,7 +250,7 @@ export async function reauthenticate(
       place,
       proof,
       { secretHash: await hashSecret(secret), proofs, assuranceLevel },
-      { sessionId: proof.id, ipAddress: null, queued: outbox !== null },
+      { sessionId: proof.id, ipAddress: null, queued: queuedBy(outbox) },
       at,
     ),
   );

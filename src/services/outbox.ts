@@ -1,13 +1,19 @@
 import type { Database } from "../db/client.ts";
 import { markDelivered, pendingEvents } from "../db/outbox.ts";
 import type { EventType, SessionEventRow } from "../db/schema.ts";
+import type { Shards } from "../db/shards.ts";
+import { expireQueuedSets } from "../db/streams.ts";
 import type { Logged } from "../db/writes.ts";
+import { readTransmitter, type Transmitter } from "../domain/transmitter.ts";
+import { pushDue, queueSets } from "./ssf-delivery.ts";
 
-// The optional events queue (binding SESSION_EVENTS). session_events is its outbox: an event
-// is written with pending_delivery = 1 in the same batch as the change it records, sent
-// after the response, and marked delivered once the queue accepted it. Whatever a failed
-// send, a crash or a failed mark leaves pending, the cron sends again, so every event is
-// delivered at least once; consumers drop duplicates by `id`.
+// Where session events go beyond the security log: the optional events queue (binding
+// SESSION_EVENTS) and the Shared Signals streams (SSF_ISSUER). session_events is their outbox:
+// an event is written with pending_delivery = 1 in the same batch as the change it records,
+// sent after the response, and marked delivered once the queue accepted it and its SETs were
+// queued for the streams. Whatever a failed send, a crash or a failed mark leaves pending, the
+// cron sends again, so every event is delivered at least once; consumers drop duplicates by
+// `id`, receivers by `jti`.
 
 /** What a consumer receives: one message per event. */
 export interface SessionEventMessage {
@@ -31,11 +37,18 @@ declare global {
 }
 
 export interface Outbox {
+  /** Events are written pending delivery: the cron sends again what was not delivered. */
+  readonly pending: boolean;
   /**
    * Called once the batch that wrote `events` to `db` committed; never delays the answer.
    * `db` is where they are marked delivered: the database of the user they belong to.
    */
   publish(db: Database, events: SessionEventRow[]): void;
+}
+
+/** Whether a write through `outbox` logs its events pending delivery (`Actor.queued`). */
+export function queuedBy(outbox: Outbox | null): boolean {
+  return outbox?.pending ?? false;
 }
 
 /** Hands the events a committed write logged to the outbox, if any; answers what the write answered. */
@@ -76,17 +89,53 @@ function toMessage(event: SessionEventRow): SessionEventMessage {
   };
 }
 
-/** Sends the events, then marks them delivered (one D1 round trip). Throws if either fails. */
-async function deliver(queue: Queue<SessionEventMessage>, db: Database, events: SessionEventRow[]): Promise<void> {
-  for (let i = 0; i < events.length; i += SEND_CHUNK) {
+/** The outlets configured: the queue, the streams (their database and the transmitter), or both. */
+export interface Outlets {
+  queue?: Queue<SessionEventMessage>;
+  ssf: { streams: Database; transmitter: Transmitter } | null;
+}
+
+/** The outlets `env` configures, or null for none (then events are written not pending). */
+export function outletsOf(env: Env, shards: Shards): Outlets | null {
+  const transmitter = readTransmitter(env);
+  const ssf = transmitter && { streams: shards.streams().db, transmitter };
+  return env.SESSION_EVENTS || ssf ? { queue: env.SESSION_EVENTS, ssf } : null;
+}
+
+// Whether this isolate last saw a stream that is not disabled, and when. With none, a write
+// leaves its events not pending (nothing more written than without Shared Signals) and the
+// outbox still queues their SETs after the answer, best effort, checking again each time: so a
+// stream just created elsewhere gets them all the same, unless this worker stops in between.
+const STREAMS_SEEN_FOR_MS = 60_000;
+let streamsSeen: { live: boolean; at: number } | null = null;
+
+/** Whether a write's events must be written pending: a queue, or streams that may be live. */
+function writesPending({ queue, ssf }: Outlets): boolean {
+  if (queue) return true;
+  if (!ssf) return false;
+  return streamsSeen === null || streamsSeen.live || Date.now() - streamsSeen.at > STREAMS_SEEN_FOR_MS;
+}
+
+/**
+ * Sends the events to the queue and queues their SETs, then marks the pending ones delivered (a
+ * round trip to each database). Throws if any of it fails: the events stay pending, for the cron.
+ */
+async function deliver({ queue, ssf }: Outlets, db: Database, events: SessionEventRow[]): Promise<void> {
+  for (let i = 0; queue && i < events.length; i += SEND_CHUNK) {
     await queue.sendBatch(
       events.slice(i, i + SEND_CHUNK).map((event) => ({ body: toMessage(event), contentType: "json" })),
     );
   }
+  if (ssf) streamsSeen = { live: await queueSets(ssf.streams, ssf.transmitter, events), at: Date.now() };
   await markDelivered(
     db,
-    events.map((event) => event.id),
+    events.filter((event) => event.pendingDelivery).map((event) => event.id),
   );
+}
+
+/** Pushes what is due to push streams; a failure leaves the SETs queued for the next round. */
+async function push({ ssf }: Outlets, now: Date): Promise<void> {
+  if (ssf) await pushDue(ssf.streams, ssf.transmitter, now).catch(logFailure);
 }
 
 function logFailure(error: unknown): void {
@@ -101,16 +150,20 @@ function logFailure(error: unknown): void {
 }
 
 /**
- * The outbox of one request or RPC call, or null without the binding (then events are
- * written as not pending and nothing is sent). `waitUntil` keeps the send alive after
- * the answer went out.
+ * The outbox of one request or RPC call, or null without outlets. `waitUntil` keeps the
+ * sending alive after the answer went out.
  */
-export function outboxFor(
-  queue: Queue<SessionEventMessage> | undefined,
-  waitUntil: (promise: Promise<unknown>) => void,
-): Outbox | null {
-  if (!queue) return null;
-  return { publish: (db, events) => waitUntil(deliver(queue, db, events).catch(logFailure)) };
+export function outboxFor(outlets: Outlets | null, waitUntil: (promise: Promise<unknown>) => void): Outbox | null {
+  if (!outlets) return null;
+  return {
+    pending: writesPending(outlets),
+    publish: (db, events) =>
+      waitUntil(
+        deliver(outlets, db, events)
+          .then(() => push(outlets, new Date()))
+          .catch(logFailure),
+      ),
+  };
 }
 
 /**
@@ -118,19 +171,19 @@ export function outboxFor(
  * batches, each started only while `mayStart()` says the run can afford one.
  */
 export async function resendPending(
-  queue: Queue<SessionEventMessage> | undefined,
+  outlets: Outlets | null,
   db: Database,
   now: Date,
   mayStart: () => boolean,
 ): Promise<number> {
-  if (!queue) return 0;
+  if (!outlets) return 0;
   const before = new Date(now.getTime() - RESEND_AFTER_MS);
   let sent = 0;
   for (let batch = 0; batch < RESEND_MAX_BATCHES && mayStart(); batch++) {
     const events = await pendingEvents(db, before, RESEND_BATCH_SIZE);
     if (events.length === 0) break;
     try {
-      await deliver(queue, db, events);
+      await deliver(outlets, db, events);
     } catch (error) {
       logFailure(error);
       break;
@@ -139,4 +192,19 @@ export async function resendPending(
     if (events.length < RESEND_BATCH_SIZE) break;
   }
   return sent;
+}
+
+/** The cron's round of pushes: SETs whose earlier attempts failed, now due again. */
+export async function pushPending(outlets: Outlets | null, now: Date): Promise<void> {
+  if (outlets) await push(outlets, now);
+}
+
+/** The purge's part: SETs past the transmitter's retention are dropped, each stream's loss logged. */
+export async function expireSets(outlets: Outlets | null, now: Date): Promise<number> {
+  if (!outlets?.ssf) return 0;
+  const cutoff = new Date(now.getTime() - outlets.ssf.transmitter.retentionDays * 86_400_000);
+  const lost = await expireQueuedSets(outlets.ssf.streams, cutoff, now);
+  for (const { streamId, dropped } of lost)
+    console.warn(JSON.stringify({ level: "warn", event: "ssf_sets_expired", stream: streamId, dropped }));
+  return lost.reduce((sum, { dropped }) => sum + dropped, 0);
 }

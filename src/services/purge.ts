@@ -3,7 +3,7 @@ import { purgeEvents, purgeSessions } from "../db/purge.ts";
 import { openShards } from "../db/shards.ts";
 import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";
-import { resendPending } from "./outbox.ts";
+import { expireSets, outletsOf, resendPending } from "./outbox.ts";
 
 // Small batches keep each write short (D1 serialises writes). A run keeps deleting while
 // batches come back full, on every database, until the invocation's budget is spent;
@@ -23,8 +23,10 @@ export interface PurgeBudget {
 export const PURGE_BUDGET: PurgeBudget = { subrequests: 950, milliseconds: 5 * 60_000 };
 
 export interface PurgeResult {
-  /** Events the queue had not accepted, sent again (only with SESSION_EVENTS). */
+  /** Events the queue or the streams had not taken, sent again (only with SESSION_EVENTS or SSF_ISSUER). */
   resent: number;
+  /** Shared Signals SETs dropped after waiting longer than SSF_SET_RETENTION_DAYS. */
+  expiredSets: number;
   sessions: number;
   events: number;
   databases: number;
@@ -42,12 +44,13 @@ export interface PurgeResult {
 export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first = 0): Promise<PurgeResult> {
   const config = readConfig(env);
   let subrequests = 0;
-  const databases = openShards(env, (d1) =>
+  const metered = openShards(env, (d1) =>
     wrapD1(d1, (call) => {
       subrequests++;
       return call();
     }),
-  ).all();
+  );
+  const databases = metered.all();
   const start = first % databases.length;
   const shards = [...databases.slice(start), ...databases.slice(0, start)];
   const at = instant(config);
@@ -55,6 +58,7 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
   const deadline = Date.now() + budget.milliseconds;
   const result: PurgeResult = {
     resent: 0,
+    expiredSets: 0,
     sessions: 0,
     events: 0,
     databases: shards.length,
@@ -69,14 +73,20 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
   };
   // Each call may be retried once (src/db/binding.ts): two subrequests are reserved per call.
   const room = () => (Date.now() < deadline ? Math.max(0, Math.floor((budget.subrequests - subrequests) / 2)) : 0);
+  const outlets = outletsOf(env, metered);
   // First, so nothing pending is purged before the queue had its chance this run. A resend
   // batch is two calls (select, mark), and like the purge it stays within the budget.
   for (const { binding, db } of shards) {
     try {
-      result.resent += await resendPending(env.SESSION_EVENTS, db, at.now, () => room() >= 2);
+      result.resent += await resendPending(outlets, db, at.now, () => room() >= 2);
     } catch {
       failed(binding);
     }
+  }
+  try {
+    result.expiredSets = await expireSets(outlets, at.now);
+  } catch {
+    failed(metered.streams().binding);
   }
   // Round robin, one batch per table per database per round, so a budget that runs out
   // leaves every database equally far along rather than one untouched.

@@ -5,7 +5,7 @@ import type { Config } from "../domain/config.ts";
 import { type SessionView, sessionView } from "../domain/session-view.ts";
 import { placementOf } from "../domain/token.ts";
 import { checkUserId } from "./issue-session.ts";
-import { type Outbox, published } from "./outbox.ts";
+import { type Outbox, published, queuedBy } from "./outbox.ts";
 
 // Seeing and ending a user's sessions from the rest of the system, without a token: the one
 // code path of SessionService.listUserSessions / endUserSessions / endSession and of the
@@ -72,7 +72,7 @@ export async function endUserSessions(
   const except = input.exceptSessionId == null ? null : checkString("exceptSessionId", input.exceptSessionId);
   if (except !== null && !placementOf(except)) throw new TypeError("exceptSessionId must be a session id");
   const place = await shards.forUser(userId, input.region);
-  const actor = { sessionId: null, ipAddress: null, queued: outbox !== null };
+  const actor = { sessionId: null, ipAddress: null, queued: queuedBy(outbox) };
   return { ended: published(outbox, await endSessionsByUserId(place, userId, except, reason, actor, instant(config))) };
 }
 
@@ -88,6 +88,6 @@ export async function endSession(
   // An id that cannot be a session of this deployment matches nothing: no lookup.
   const place = shards.forSession(sessionId);
   if (!place) return { ended: false };
-  const actor = { sessionId: null, ipAddress: null, queued: outbox !== null };
+  const actor = { sessionId: null, ipAddress: null, queued: queuedBy(outbox) };
   return { ended: published(outbox, await endSessionById(place, sessionId, reason, actor, instant(config))) };
 }

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { Actor } from "../../db/writes.ts";
+import { queuedBy } from "../../services/outbox.ts";
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
 import { readCredential } from "../credentials.ts";
@@ -38,5 +39,5 @@ export const requireBearerOrCookie = createMiddleware<AppEnv>(async (c, next) =>
 
 /** Who is acting, for the security log: the proven session and the client's IP. */
 export function actorOf(c: Context<AppEnv>): Actor {
-  return { sessionId: c.var.proof.id, ipAddress: c.var.clientIp, queued: c.var.outbox !== null };
+  return { sessionId: c.var.proof.id, ipAddress: c.var.clientIp, queued: queuedBy(c.var.outbox) };
 }

@@ -4,7 +4,7 @@ import { openShards } from "../../db/shards.ts";
 import { instant } from "../../domain/clock.ts";
 import { readConfig } from "../../domain/config.ts";
 import { normalizeIp } from "../../domain/ip.ts";
-import { outboxFor } from "../../services/outbox.ts";
+import { outboxFor, outletsOf } from "../../services/outbox.ts";
 import type { AppEnv } from "../context.ts";
 
 /**
@@ -18,18 +18,16 @@ export const withContext = createMiddleware<AppEnv>(async (c, next) => {
   c.set("config", config);
   c.set("at", instant(config));
   c.set("clientIp", normalizeIp(c.req.header("CF-Connecting-IP")));
-  c.set(
-    "shards",
-    openShards(c.env, (d1) => {
-      const meter = meterD1(d1);
-      meters.push(meter.roundTrips);
-      return meter.db;
-    }),
-  );
+  const shards = openShards(c.env, (d1) => {
+    const meter = meterD1(d1);
+    meters.push(meter.roundTrips);
+    return meter.db;
+  });
+  c.set("shards", shards);
   c.set("roundTrips", () => meters.reduce((sum, roundTrips) => sum + roundTrips(), 0));
   c.set(
     "outbox",
-    outboxFor(c.env.SESSION_EVENTS, (promise) => c.executionCtx.waitUntil(promise)),
+    outboxFor(outletsOf(c.env, shards), (promise) => c.executionCtx.waitUntil(promise)),
   );
   await next();
 });

@@ -12,7 +12,7 @@ import {
 } from "../../domain/device-binding.ts";
 import { type PublicKey, thumbprint } from "../../domain/jws.ts";
 import { hashSecret } from "../../domain/token.ts";
-import { published } from "../../services/outbox.ts";
+import { published, queuedBy } from "../../services/outbox.ts";
 import type { AppEnv } from "../context.ts";
 import { boundCookieName, clearBoundCookie, clearCarriedCookie, setBoundCookie } from "../cookie.ts";
 import { readCookieCredential } from "../credentials.ts";
@@ -73,7 +73,7 @@ export const deviceBindingRoutes = new Hono<AppEnv>()
     const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), null);
     if (!proof) throw invalidProof();
     const binding = await bindingFor(proof.challenge, proof.key);
-    const actor = { sessionId: credential.proof.id, ipAddress: c.var.clientIp, queued: c.var.outbox !== null };
+    const actor = { sessionId: credential.proof.id, ipAddress: c.var.clientIp, queued: queuedBy(c.var.outbox) };
     const outcome = published(
       c.var.outbox,
       await registerBinding(credential.place, credential.proof, binding, actor, c.var.at),

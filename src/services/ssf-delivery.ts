@@ -1,0 +1,148 @@
+import type { Database } from "../db/client.ts";
+import type { EventType, SessionEventRow } from "../db/schema.ts";
+import { duePushes, queueSessionSets, recordPushes, type SessionSet } from "../db/streams.ts";
+import { jtiOf, SESSION_ESTABLISHED, SESSION_REVOKED } from "../domain/streams.ts";
+import { signSet, type Transmitter } from "../domain/transmitter.ts";
+
+// Session events as Shared Signals: each becomes a CAEP SET queued for the streams that take it
+// (src/db/streams.ts), then pushed to push streams or polled by the others. Called by the outbox
+// after the answer (src/services/outbox.ts) and by the cron, never in a request's way.
+
+type Initiator = "user" | "admin" | "policy" | "system";
+
+/**
+ * What each session event is to a receiver: a session established, a session revoked (by
+ * whom, and the administrator's reason), or nothing (a re-authentication or a device binding
+ * changes no session's existence).
+ */
+const AS_CAEP: Record<EventType, { type: string; by?: Initiator; reason?: string } | null> = {
+  created: { type: SESSION_ESTABLISHED },
+  logout: { type: SESSION_REVOKED, by: "user", reason: "The user signed out" },
+  deleted: { type: SESSION_REVOKED, by: "user", reason: "The user signed this session out from another" },
+  logout_all: { type: SESSION_REVOKED, by: "user", reason: "The user signed out everywhere" },
+  logout_others: { type: SESSION_REVOKED, by: "user", reason: "The user signed out everywhere else" },
+  ended: { type: SESSION_REVOKED },
+  evicted: { type: SESSION_REVOKED, by: "policy", reason: "Over the limit of sessions per user" },
+  reauthenticated: null,
+  device_bound: null,
+};
+
+/** An `ended` event's initiator: the operator's default reason is the administrator's act. */
+function endedBy(reason: string | null): Initiator {
+  return reason === "admin" ? "admin" : "system";
+}
+
+/** The SET a session event becomes, or null. Its jti is the same whenever the event is sent again. */
+export function sessionSetOf(event: SessionEventRow, issuer: string): SessionSet | null {
+  const caep = AS_CAEP[event.type];
+  if (!caep || event.requestId === null) return null;
+  const jti = jtiOf(event.createdAt, `${event.requestId}:${event.sessionId}`);
+  const details =
+    caep.type === SESSION_REVOKED
+      ? {
+          initiating_entity: caep.by ?? endedBy(event.reason),
+          reason_admin: { en: caep.reason ?? event.reason ?? "Ended by the system" },
+        }
+      : {};
+  return {
+    jti,
+    type: caep.type,
+    userId: event.userId,
+    createdAt: event.createdAt,
+    claims: {
+      jti,
+      // The write that caused it: SETs of one request (a sign-out everywhere) share it.
+      txn: event.requestId,
+      sub_id: {
+        format: "complex",
+        session: { format: "opaque", id: event.sessionId },
+        user: { format: "iss_sub", iss: issuer, sub: event.userId },
+      },
+      events: { [caep.type]: { event_timestamp: Math.floor(event.createdAt.getTime() / 1000), ...details } },
+    },
+  };
+}
+
+/**
+ * Queues the events' SETs for the streams that take them, and answers whether any stream is
+ * live: one round trip to the streams' database.
+ */
+export function queueSets(streams: Database, transmitter: Transmitter, events: SessionEventRow[]): Promise<boolean> {
+  return queueSessionSets(
+    streams,
+    events.flatMap((event) => sessionSetOf(event, transmitter.issuer) ?? []),
+  );
+}
+
+/** A push is given this long; then it counts as failed and is retried. */
+const PUSH_TIMEOUT_MS = 10_000;
+/** One round pushes at most this many SETs (each a subrequest). */
+export const PUSH_BATCH_SIZE = 50;
+const FIRST_RETRY_MS = 30_000;
+const LONGEST_RETRY_MS = 3_600_000;
+
+/** Retry after 30 s, then twice as long each time, up to an hour. */
+export function retryDelay(attempts: number): number {
+  return Math.min(FIRST_RETRY_MS * 2 ** attempts, LONGEST_RETRY_MS);
+}
+
+export interface PushResult {
+  delivered: number;
+  refused: number;
+  retried: number;
+}
+
+/**
+ * Pushes the due SETs of enabled push streams (RFC 8935), each signed as it leaves: accepted
+ * (2xx) or refused for good (4xx but 429) they are forgotten, otherwise tried again later.
+ * Two round trips to the streams' database, whatever the number of SETs.
+ */
+export async function pushDue(
+  streams: Database,
+  transmitter: Transmitter,
+  now: Date,
+  send: typeof fetch = fetch,
+): Promise<PushResult> {
+  const due = await duePushes(streams, now, PUSH_BATCH_SIZE);
+  const result: PushResult = { delivered: 0, refused: 0, retried: 0 };
+  if (due.length === 0) return result;
+  const done: { streamId: string; jti: string }[] = [];
+  const retry: { streamId: string; jti: string; nextAttemptAt: Date }[] = [];
+  await Promise.all(
+    due.map(async (set) => {
+      let status = 0;
+      try {
+        const response = await send(set.endpointUrl, {
+          method: "POST",
+          headers: {
+            "Content-Type": "application/secevent+jwt",
+            Accept: "application/json",
+            ...(set.authorizationHeader === null ? {} : { Authorization: set.authorizationHeader }),
+          },
+          body: await signSet(transmitter, set.audience, set.claims, now),
+          // A redirect could point anywhere, a private address included: never followed.
+          redirect: "manual",
+          signal: AbortSignal.timeout(PUSH_TIMEOUT_MS),
+        });
+        status = response.status;
+        await response.body?.cancel();
+      } catch {
+        status = 0;
+      }
+      const accepted = status >= 200 && status < 300;
+      const refused = status >= 400 && status < 500 && status !== 429 && status !== 408;
+      if (accepted || refused) done.push(set);
+      else retry.push({ ...set, nextAttemptAt: new Date(now.getTime() + retryDelay(set.attempts)) });
+      if (accepted) result.delivered++;
+      else if (refused) {
+        result.refused++;
+        // The receiver's status only: its body may quote the SET.
+        console.warn(
+          JSON.stringify({ level: "warn", event: "ssf_push_refused", stream: set.streamId, jti: set.jti, status }),
+        );
+      } else result.retried++;
+    }),
+  );
+  await recordPushes(streams, done, retry);
+  return result;
+}

@@ -1,0 +1,325 @@
+import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { compactVerify, createLocalJWKSet, decodeJwt, type JSONWebKeySet } from "jose";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import worker from "../src/index.ts";
+import { SessionService } from "../src/rpc/session-service.ts";
+import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, newUser } from "./helpers.ts";
+import { ISSUER, newReceiver, ssfCall, transmitter } from "./ssf.ts";
+
+// Session events as Shared Signals: every way a session starts or ends becomes a CAEP SET for
+// the streams that asked for it, polled or pushed, after the answer.
+
+const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
+const ESTABLISHED = `${CAEP}session-established`;
+const REVOKED = `${CAEP}session-revoked`;
+const AUDIENCE = "https://receiver.example";
+
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+async function setUp(extra: Partial<Env> = {}, stream: Record<string, unknown> = {}) {
+  const { vars } = await transmitter(extra);
+  const receiver = await newReceiver(AUDIENCE);
+  const as = (method: string, path: string, body?: unknown) => ssfCall(vars, receiver.credential, method, path, body);
+  const created = await as("POST", "/ssf/streams", stream);
+  const { stream_id } = (await created.json()) as { stream_id: string };
+  /** Runs one SessionService call with the transmitter on, and waits for what it sends after. */
+  const rpc = async <T>(call: (service: SessionService) => Promise<T>): Promise<T> => {
+    const ctx = createExecutionContext();
+    const answer = await call(new SessionService(ctx, { ...env, ...vars }));
+    await waitOnExecutionContext(ctx);
+    return answer;
+  };
+  const login = (userId: string) =>
+    rpc((service) => service.create({ userId, userAgent: CHROME_MAC, ipAddress: "203.0.113.7" }));
+  const poll = async () => {
+    const response = await as("POST", `/ssf/streams/poll/${stream_id}`, { returnImmediately: true });
+    const { sets } = (await response.json()) as { sets: Record<string, string> };
+    return Object.values(sets).map((set) => decodeJwt(set));
+  };
+  return { vars, as, stream_id, rpc, login, poll };
+}
+
+/** The one event of a SET, with its type. */
+const eventOf = (claims: Record<string, unknown>): Record<string, unknown> & { type: string } => {
+  const [[type, event]] = Object.entries(claims.events as Record<string, Record<string, unknown>>) as [
+    [string, Record<string, unknown>],
+  ];
+  return { type, ...event };
+};
+
+describe("each session event becomes a SET", () => {
+  it("a login is session-established; each way a session ends is session-revoked, saying who and why", async () => {
+    const { vars, rpc, login, poll } = await setUp({ SESSION_MAX_PER_USER: "3" });
+    const userId = newUser();
+    const [a, b, c, d] = [await login(userId), await login(userId), await login(userId), await login(userId)];
+    const first = await poll();
+    // The eviction is logged by the fourth login's own write, in the same millisecond: any order.
+    expect(
+      first
+        .map(eventOf)
+        .map((event) => event.type)
+        .sort(),
+    ).toEqual([...Array(4).fill(ESTABLISHED), REVOKED]);
+    const revoked = async () => (await poll()).filter((claims) => eventOf(claims).type === REVOKED);
+
+    // The cap of 3: the fourth login evicted the least recently active, the first.
+    const evicted = first.find((claims) => eventOf(claims).type === REVOKED);
+    expect(evicted?.sub_id).toEqual({
+      format: "complex",
+      session: { format: "opaque", id: a.id },
+      user: { format: "iss_sub", iss: ISSUER, sub: userId },
+    });
+    expect(eventOf(evicted as Record<string, unknown>)).toMatchObject({
+      initiating_entity: "policy",
+      reason_admin: { en: "Over the limit of sessions per user" },
+    });
+
+    expect((await callWith(vars, "DELETE", `/auth/sessions/${b.id}`, bearer(c.token))).status).toBe(200);
+    expect((await callWith(vars, "POST", "/auth/logout", bearer(c.token))).status).toBe(200);
+    const byUser = await revoked();
+    expect(
+      byUser.map((claims) => [(claims.sub_id as { session: { id: string } }).session.id, eventOf(claims)]),
+    ).toEqual([
+      [
+        b.id,
+        expect.objectContaining({
+          initiating_entity: "user",
+          reason_admin: { en: "The user signed this session out from another" },
+        }),
+      ],
+      [c.id, expect.objectContaining({ initiating_entity: "user", reason_admin: { en: "The user signed out" } })],
+    ]);
+
+    await rpc((service) => service.endSession({ sessionId: d.id, reason: "admin" }));
+    const [byAdmin] = await revoked();
+    expect(eventOf(byAdmin as Record<string, unknown>)).toMatchObject({
+      initiating_entity: "admin",
+      reason_admin: { en: "admin" },
+    });
+
+    const e = await login(userId);
+    await rpc((service) => service.endUserSessions({ userId, reason: "password_changed" }));
+    const bySystem = (await revoked()).find(
+      (claims) => (claims.sub_id as { session: { id: string } }).session.id === e.id,
+    );
+    expect(eventOf(bySystem as Record<string, unknown>)).toMatchObject({
+      initiating_entity: "system",
+      reason_admin: { en: "password_changed" },
+    });
+  });
+
+  it("a SET carries iss, aud, iat, jti, txn (the request) and event_timestamp, and no sub or exp", async () => {
+    const { vars, login, poll } = await setUp();
+    const userId = newUser();
+    const before = Math.floor(Date.now() / 1000);
+    const session = await login(userId);
+    const response = await callWith(vars, "DELETE", "/auth/logout", bearer(session.token));
+    expect(response.status).toBe(200);
+    const [established, revoked] = await poll();
+    for (const claims of [established, revoked] as Record<string, unknown>[]) {
+      expect(Object.keys(claims).sort()).toEqual(["aud", "events", "iat", "iss", "jti", "sub_id", "txn"]);
+      expect(claims).toMatchObject({ iss: ISSUER, aud: AUDIENCE });
+      expect(eventOf(claims).event_timestamp).toBeGreaterThanOrEqual(before);
+    }
+    expect(eventOf(revoked as Record<string, unknown>)).toMatchObject({
+      type: REVOKED,
+      initiating_entity: "user",
+      reason_admin: { en: "The user signed out everywhere" },
+    });
+    expect(established?.txn).not.toBe(revoked?.txn);
+  });
+
+  it("a stream gets only the types it asked for, about the users it carries; a disabled one nothing", async () => {
+    const { vars, as, stream_id, login, poll } = await setUp({}, { events_requested: [REVOKED] });
+    const [kept, other] = [newUser(), newUser()];
+    await as("POST", "/ssf/streams/subjects/add", { stream_id, subject: { format: "opaque", id: kept } });
+    const [k, o] = [await login(kept), await login(other)];
+    await callWith(vars, "POST", "/auth/logout", bearer(k.token));
+    await callWith(vars, "POST", "/auth/logout", bearer(o.token));
+    const sets = await poll();
+    expect(sets.map((claims) => [eventOf(claims).type, (claims.sub_id as { user: { sub: string } }).user.sub])).toEqual(
+      [[REVOKED, kept]],
+    );
+
+    await as("POST", "/ssf/streams/status", { stream_id, status: "disabled" });
+    const again = await login(kept);
+    await callWith(vars, "POST", "/auth/logout", bearer(again.token));
+    const queued = await d1("DB")
+      .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
+      .bind(stream_id)
+      .first();
+    expect(queued).toEqual({ n: 0 });
+  });
+
+  it("without a transmitter, events are written as before: not pending, and no SET anywhere", async () => {
+    const userId = newUser();
+    const ctx = createExecutionContext();
+    const service = new SessionService(ctx, env);
+    const session = await service.create({ userId, userAgent: CHROME_MAC, ipAddress: "203.0.113.7" });
+    await waitOnExecutionContext(ctx);
+    expect((await callWith({}, "POST", "/auth/logout", bearer(session.token))).status).toBe(200);
+    const about = await d1("DB")
+      .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE claims LIKE ?")
+      .bind(`%${userId}%`)
+      .first();
+    expect(about).toEqual({ n: 0 });
+    const events = await d1(await bindingOfUser(userId))
+      .prepare("SELECT type, pending_delivery FROM session_events WHERE user_id = ? ORDER BY id")
+      .bind(userId)
+      .all();
+    expect(events.results).toEqual([
+      { type: "created", pending_delivery: 0 },
+      { type: "logout", pending_delivery: 0 },
+    ]);
+  });
+});
+
+describe("push delivery (RFC 8935)", () => {
+  // A URL of its own per test: every push stream of the file's database gets the events.
+  const push = () => {
+    const url = `https://receiver.example/in/${crypto.randomUUID()}`;
+    const delivery = { method: "urn:ietf:rfc:8935", endpoint_url: url, authorization_header: "Bearer push-secret" };
+    return { url, stream: { delivery } };
+  };
+
+  it("POSTs each SET as application/secevent+jwt with the stream's Authorization, after the answer", async () => {
+    const pushed: Request[] = [];
+    const { url, stream } = push();
+    vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+      const request = new Request(input, init);
+      if (request.url === url) pushed.push(request);
+      return new Response(null, { status: 202 });
+    });
+    const { vars, stream_id, login } = await setUp({}, stream);
+    const session = await login(newUser());
+    expect((await callWith(vars, "POST", "/auth/logout", bearer(session.token))).status).toBe(200);
+    expect(pushed).toHaveLength(2);
+    const keySet = (await (await callWith(vars, "GET", "/ssf/jwks.json")).json()) as JSONWebKeySet;
+    for (const request of pushed) {
+      expect(request.method).toBe("POST");
+      expect(request.headers.get("Content-Type")).toBe("application/secevent+jwt");
+      expect(request.headers.get("Accept")).toBe("application/json");
+      expect(request.headers.get("Authorization")).toBe("Bearer push-secret");
+      const { protectedHeader } = await compactVerify(await request.text(), createLocalJWKSet(keySet));
+      expect(protectedHeader.typ).toBe("secevent+jwt");
+    }
+    const left = await d1("DB")
+      .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
+      .bind(stream_id)
+      .first();
+    expect(left).toEqual({ n: 0 });
+  });
+
+  it("keeps a SET whose push failed, with the same jti, and pushes it again once due, by the minute cron", async () => {
+    let answer = 503;
+    const jtis: string[] = [];
+    const { url, stream } = push();
+    vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+      const request = new Request(input, init);
+      if (request.url !== url) return new Response(null, { status: 202 });
+      jtis.push(decodeJwt(await request.text()).jti as string);
+      return new Response(null, { status: answer });
+    });
+    const { vars, stream_id } = await setUp({}, stream);
+    const before = Date.now();
+    const ctx = createExecutionContext();
+    await new SessionService(ctx, { ...env, ...vars }).create({
+      userId: newUser(),
+      userAgent: CHROME_MAC,
+      ipAddress: "203.0.113.7",
+    });
+    await waitOnExecutionContext(ctx);
+    const row = await d1("DB")
+      .prepare("SELECT jti, attempts, next_attempt_at FROM ssf_queued_sets WHERE stream_id = ?")
+      .bind(stream_id)
+      .first<{ jti: string; attempts: number; next_attempt_at: number }>();
+    expect(row?.attempts).toBe(1);
+    expect(row?.next_attempt_at).toBeGreaterThanOrEqual(before + 30_000);
+
+    answer = 202;
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime((row?.next_attempt_at as number) + 1);
+    const cron = createExecutionContext();
+    await worker.scheduled(
+      createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }),
+      { ...env, ...vars },
+      cron,
+    );
+    await waitOnExecutionContext(cron);
+    expect(jtis).toEqual([row?.jti, row?.jti]);
+    const left = await d1("DB")
+      .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
+      .bind(stream_id)
+      .first();
+    expect(left).toEqual({ n: 0 });
+  });
+
+  it("drops a SET the receiver refuses for good (4xx), logging the status only; a paused stream pushes nothing", async () => {
+    const { url, stream } = push();
+    const { as, stream_id, login } = await setUp({}, stream);
+    const lines: string[] = [];
+    vi.spyOn(console, "warn").mockImplementation((line: string) => lines.push(line));
+    const pushed: string[] = [];
+    vi.spyOn(globalThis, "fetch").mockImplementation(async (input) => {
+      const target = new Request(input).url;
+      if (target === url) pushed.push(target);
+      return target === url
+        ? Response.json({ err: "invalid_audience", description: "who?" }, { status: 400 })
+        : new Response(null, { status: 202 });
+    });
+    await login(newUser());
+    expect(lines.map((line) => JSON.parse(line))).toContainEqual(
+      expect.objectContaining({ event: "ssf_push_refused", stream: stream_id, status: 400 }),
+    );
+    expect(lines.join("\n")).not.toContain("who?");
+
+    expect(pushed).toHaveLength(1);
+    await as("POST", "/ssf/streams/status", { stream_id, status: "paused" });
+    await login(newUser());
+    expect(pushed).toHaveLength(1);
+    const held = await d1("DB")
+      .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
+      .bind(stream_id)
+      .first();
+    expect(held).toEqual({ n: 1 });
+  });
+
+  it("drops SETs older than SSF_SET_RETENTION_DAYS at the hourly purge, and the stream's status says so", async () => {
+    const { stream } = push();
+    vi.spyOn(globalThis, "fetch").mockResolvedValue(new Response(null, { status: 503 }));
+    const { vars, as, stream_id, login } = await setUp({ SSF_SET_RETENTION_DAYS: "2" }, stream);
+    await login(newUser());
+    const lines: string[] = [];
+    vi.spyOn(console, "warn").mockImplementation((line: string) => lines.push(line));
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now() + 2 * 86_400_000 + 1000);
+    const ctx = createExecutionContext();
+    await worker.scheduled(
+      createScheduledController({ scheduledTime: Date.now(), cron: "17 * * * *" }),
+      { ...env, ...vars },
+      ctx,
+    );
+    await waitOnExecutionContext(ctx);
+    const left = await d1("DB")
+      .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
+      .bind(stream_id)
+      .first();
+    expect(left).toEqual({ n: 0 });
+    expect(lines.map((line) => JSON.parse(line))).toContainEqual({
+      level: "warn",
+      event: "ssf_sets_expired",
+      stream: stream_id,
+      dropped: 1,
+    });
+    const status = (await (await as("GET", `/ssf/streams/status?stream_id=${stream_id}`)).json()) as { reason: string };
+    expect(status).toEqual({
+      stream_id,
+      status: "enabled",
+      reason: expect.stringMatching(/^SETs older than the retention were dropped on \d{4}-/),
+    });
+  });
+});
