@@ -1,5 +1,7 @@
 // Operator commands on the local D1 that `npm start` serves, through the same code as the
 // SessionService RPC (src/services/issue-session.ts, src/services/user-sessions.ts). Each prints one JSON line.
+// Their events are written pending: the worker's minute cron sends them to the events queue and
+// the Shared Signals streams, which this process cannot reach.
 //   npm run --silent session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>]
 //                                       [--country <CC>] [--city <name>] [--region <region>]
 //   npm run --silent session:list -- --user <userId> [--region <region>]
@@ -10,6 +12,7 @@ import { parseArgs } from "node:util";
 import { openShards } from "../src/db/shards.ts";
 import { readConfig } from "../src/domain/config.ts";
 import { issueSession } from "../src/services/issue-session.ts";
+import { LEFT_TO_THE_CRON } from "../src/services/outbox.ts";
 import { endSession, endUserSessions, listUserSessions } from "../src/services/user-sessions.ts";
 import { openLocalProject } from "./local-d1.ts";
 
@@ -104,26 +107,31 @@ try {
   const reason = values.reason ?? "admin";
   let answer: unknown;
   if (command === "create") {
-    const { id, token, expiresAt } = await issueSession(shards, config, {
-      userId: values.user as string,
-      ipAddress: values.ip ?? "127.0.0.1",
-      userAgent: values["user-agent"] ?? "",
-      country: values.country ?? null,
-      city: values.city ?? null,
-      region: values.region ?? null,
-      ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
-    });
+    const { id, token, expiresAt } = await issueSession(
+      shards,
+      config,
+      {
+        userId: values.user as string,
+        ipAddress: values.ip ?? "127.0.0.1",
+        userAgent: values["user-agent"] ?? "",
+        country: values.country ?? null,
+        city: values.city ?? null,
+        region: values.region ?? null,
+        ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
+      },
+      LEFT_TO_THE_CRON,
+    );
     answer = { id, token, expiresAt };
   } else if (command === "list") {
     answer = { sessions: await listUserSessions(shards, config, values.user as string, values.region ?? null) };
   } else if (values.session !== undefined) {
-    answer = await endSession(shards, config, { sessionId: values.session, reason }, null);
+    answer = await endSession(shards, config, { sessionId: values.session, reason }, LEFT_TO_THE_CRON);
   } else {
     answer = await endUserSessions(
       shards,
       config,
       { userId: values.user as string, exceptSessionId: values.except ?? null, reason, region: values.region ?? null },
-      null,
+      LEFT_TO_THE_CRON,
     );
   }
   console.log(JSON.stringify(answer));

@@ -2,8 +2,12 @@ import { createExecutionContext, createScheduledController, waitOnExecutionConte
 import { env } from "cloudflare:workers";
 import { compactVerify, createLocalJWKSet, decodeJwt, type JSONWebKeySet } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { openShards } from "../src/db/shards.ts";
+import { readConfig } from "../src/domain/config.ts";
 import worker from "../src/index.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
+import { LEFT_TO_THE_CRON } from "../src/services/outbox.ts";
+import { endSession } from "../src/services/user-sessions.ts";
 import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, newUser } from "./helpers.ts";
 import { ISSUER, newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
@@ -321,5 +325,31 @@ describe("push delivery (RFC 8935)", () => {
       status: "enabled",
       reason: expect.stringMatching(/^SETs older than the retention were dropped on \d{4}-/),
     });
+  });
+
+  it("an operator's command leaves its events to the minute cron, which queues their SETs", async () => {
+    const { vars, login, poll } = await setUp();
+    const session = await login(newUser());
+    await poll();
+    const shards = openShards({ ...env, ...vars } as Env);
+    await endSession(shards, readConfig(env), { sessionId: session.id, reason: "admin" }, LEFT_TO_THE_CRON);
+    expect(
+      (await poll()).filter((claims) => (claims.sub_id as { session: { id: string } }).session.id === session.id),
+    ).toEqual([]);
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now() + 61_000);
+    const cron = createExecutionContext();
+    await worker.scheduled(
+      createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }),
+      { ...env, ...vars },
+      cron,
+    );
+    await waitOnExecutionContext(cron);
+    // The established SET, handed out but not acknowledged, comes again too: only the revocation is new.
+    const revoked = (await poll()).filter(
+      (claims) =>
+        (claims.sub_id as { session: { id: string } }).session.id === session.id && eventOf(claims).type === REVOKED,
+    );
+    expect(revoked.map(eventOf)).toEqual([expect.objectContaining({ initiating_entity: "admin" })]);
   });
 });

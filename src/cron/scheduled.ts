@@ -1,13 +1,15 @@
 import { openShards } from "../db/shards.ts";
-import { outletsOf, pushPending } from "../services/outbox.ts";
+import { deliverPending, outletsOf } from "../services/outbox.ts";
 import { PURGE_BUDGET, purge } from "../services/purge.ts";
 
-/** wrangler.toml `[triggers]`: the purge hourly; Shared Signals pushes that failed, every minute. */
+/** wrangler.toml `[triggers]`: the purge hourly; every minute, what is pending or due to be pushed. */
 export const PUSH_CRON = "* * * * *";
 
 export const scheduled: ExportedHandlerScheduledHandler<Env> = async (controller, env) => {
   if (controller.cron === PUSH_CRON) {
-    await pushPending(outletsOf(env, openShards(env)), new Date(controller.scheduledTime));
+    const shards = openShards(env);
+    const databases = shards.all().map((shard) => shard.db);
+    await deliverPending(outletsOf(env, shards), databases, new Date(controller.scheduledTime));
     return;
   }
   // The purge starts at the hour's database.

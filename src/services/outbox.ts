@@ -194,10 +194,21 @@ export async function resendPending(
   return sent;
 }
 
-/** The cron's round of pushes: SETs whose earlier attempts failed, now due again. */
-export async function pushPending(outlets: Outlets | null, now: Date): Promise<void> {
-  if (outlets) await push(outlets, now);
+/**
+ * The minute cron: events still pending on any database (a write whose sending failed, or an
+ * operator's command, which sends nothing itself), then the pushes now due.
+ */
+export async function deliverPending(outlets: Outlets | null, databases: Database[], now: Date): Promise<void> {
+  if (!outlets) return;
+  for (const db of databases) await resendPending(outlets, db, now, () => true).catch(logFailure);
+  await push(outlets, now);
 }
+
+/**
+ * For writes made outside the worker (the operator's commands): their events are written
+ * pending and left to the worker's minute cron, which holds the queue and the signing keys.
+ */
+export const LEFT_TO_THE_CRON: Outbox = { pending: true, publish: () => {} };
 
 /** The purge's part: SETs past the transmitter's retention are dropped, each stream's loss logged. */
 export async function expireSets(outlets: Outlets | null, now: Date): Promise<number> {
