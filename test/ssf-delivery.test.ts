@@ -47,6 +47,15 @@ async function setUp(extra: Partial<Env> = {}, stream: Record<string, unknown> =
   return { vars, as, stream_id, rpc, login, poll };
 }
 
+/** How many SETs wait for the stream. */
+const waitingFor = async (streamId: string) =>
+  (
+    await d1("DB")
+      .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
+      .bind(streamId)
+      .first<{ n: number }>()
+  )?.n;
+
 /** The one event of a SET, with its type. */
 const eventOf = (claims: Record<string, unknown>): Record<string, unknown> & { type: string } => {
   const [[type, event]] = Object.entries(claims.events as Record<string, Record<string, unknown>>) as [
@@ -152,11 +161,7 @@ describe("each session event becomes a SET", () => {
     await as("POST", "/ssf/streams/status", { stream_id, status: "disabled" });
     const again = await login(kept);
     await callWith(vars, "POST", "/auth/logout", bearer(again.token));
-    const queued = await d1("DB")
-      .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
-      .bind(stream_id)
-      .first();
-    expect(queued).toEqual({ n: 0 });
+    expect(await waitingFor(stream_id)).toBe(0);
   });
 
   it("without a transmitter, events are written as before: not pending, and no SET anywhere", async () => {
@@ -211,11 +216,7 @@ describe("push delivery (RFC 8935)", () => {
       const { protectedHeader } = await compactVerify(await request.text(), createLocalJWKSet(keySet));
       expect(protectedHeader.typ).toBe("secevent+jwt");
     }
-    const left = await d1("DB")
-      .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
-      .bind(stream_id)
-      .first();
-    expect(left).toEqual({ n: 0 });
+    expect(await waitingFor(stream_id)).toBe(0);
   });
 
   it("keeps a SET whose push failed, with the same jti, and pushes it again once due, by the minute cron", async () => {
@@ -255,11 +256,7 @@ describe("push delivery (RFC 8935)", () => {
     );
     await waitOnExecutionContext(cron);
     expect(jtis).toEqual([row?.jti, row?.jti]);
-    const left = await d1("DB")
-      .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
-      .bind(stream_id)
-      .first();
-    expect(left).toEqual({ n: 0 });
+    expect(await waitingFor(stream_id)).toBe(0);
   });
 
   it("drops a SET the receiver refuses for good (4xx), logging the status only; a paused stream pushes nothing", async () => {
@@ -285,11 +282,7 @@ describe("push delivery (RFC 8935)", () => {
     await as("POST", "/ssf/streams/status", { stream_id, status: "paused" });
     await login(newUser());
     expect(pushed).toHaveLength(1);
-    const held = await d1("DB")
-      .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
-      .bind(stream_id)
-      .first();
-    expect(held).toEqual({ n: 1 });
+    expect(await waitingFor(stream_id)).toBe(1);
   });
 
   it("drops SETs older than SSF_SET_RETENTION_DAYS at the hourly purge, and the stream's status says so", async () => {
@@ -308,11 +301,7 @@ describe("push delivery (RFC 8935)", () => {
       ctx,
     );
     await waitOnExecutionContext(ctx);
-    const left = await d1("DB")
-      .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
-      .bind(stream_id)
-      .first();
-    expect(left).toEqual({ n: 0 });
+    expect(await waitingFor(stream_id)).toBe(0);
     expect(lines.map((line) => JSON.parse(line))).toContainEqual({
       level: "warn",
       event: "ssf_sets_expired",
