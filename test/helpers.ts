@@ -49,8 +49,8 @@ export function randomIp(): string {
   return `2001:db8:${word()}:${word()}::${word()}`;
 }
 
-function request(method: string, path: string, headers: Record<string, string>): Request {
-  return new Request(`${ORIGIN}${path}`, { method, headers: { "CF-Connecting-IP": randomIp(), ...headers } });
+function request(method: string, path: string, headers: Record<string, string>, body?: BodyInit): Request {
+  return new Request(`${ORIGIN}${path}`, { method, headers: { "CF-Connecting-IP": randomIp(), ...headers }, body });
 }
 
 /** A request through the service's public HTTP interface: the worker's `fetch`. */
@@ -61,15 +61,16 @@ export async function call(method: string, path: string, headers: Record<string,
   return response;
 }
 
-/** The same, with bindings of the caller's choosing (a wrapped or failing D1, other vars). */
+/** The same, with bindings of the caller's choosing (a wrapped or failing D1, other vars), and a body. */
 export async function callWith(
   bindings: Partial<Env>,
   method: string,
   path: string,
   headers: Record<string, string> = {},
+  body?: BodyInit,
 ): Promise<Response> {
   const ctx = createExecutionContext();
-  const sent = request(method, path, headers);
+  const sent = request(method, path, headers, body);
   const response = await worker.fetch(sent, { ...env, ...bindings }, ctx);
   await waitOnExecutionContext(ctx);
   await validateResponse(sent.method, sent.url, response);

@@ -13,6 +13,7 @@ const PATHS = [
   "/auth/dbsc/refresh",
   "/.well-known/ssf-configuration",
   "/ssf/jwks.json",
+  "/ssf/receiver",
   "/openapi.json",
 ];
 

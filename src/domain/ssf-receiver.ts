@@ -157,6 +157,9 @@ export function readUpstreams(vars: UpstreamVars): Upstream[] {
   return upstreams;
 }
 
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+
 const refused = (err: SetErrorCode, description: string) => new SetRefused(err, description);
 
 /** The JWS's `typ` (RFC 8417 §2.3; a media type may drop its `application/`) and the upstream its `iss` names. */
@@ -175,15 +178,15 @@ export function senderOf(jws: Jws, upstreams: readonly Upstream[]): Upstream {
  * this algorithm (another type, a weak RSA modulus, meant for encryption) is refused.
  */
 export function keyOf(keys: readonly unknown[], jws: Jws): PublicKey | undefined {
-  const kid = jws.header.kid;
+  const { kid } = jws.header;
   const jwk =
     kid === undefined
       ? keys.length === 1
         ? keys[0]
         : undefined
-      : keys.find((key) => typeof key === "object" && key !== null && (key as { kid?: unknown }).kid === kid);
-  if (jwk === undefined) return undefined;
-  const { alg, use } = jwk as { alg?: unknown; use?: unknown };
+      : keys.find((key) => isObject(key) && key.kid === kid);
+  if (!isObject(jwk)) return undefined;
+  const { alg, use } = jwk;
   const key =
     (alg === undefined || alg === jws.alg) && (use === undefined || use === "sig") && publicKeyOf(jwk, jws.alg);
   if (!key) throw refused("invalid_key", `The key the SET names cannot verify ${jws.alg} signatures.`);
@@ -193,8 +196,6 @@ export function keyOf(keys: readonly unknown[], jws: Jws): PublicKey | undefined
 /** What a verified SET asks of this service. */
 export interface SetAction {
   jti: string;
-  /** The acting event's name (`session-revoked`, `account-disabled`, …). */
-  event: string;
   /** The security log's reason: `<upstream name>:<event>`. */
   reason: string;
   /** The user whose sessions end; null when the subject named only a session. */
@@ -202,9 +203,6 @@ export interface SetAction {
   /** The one session that ends (of `userId`, when given); null: every session of the user. */
   sessionId: string | null;
 }
-
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value);
 
 /** The user a simple subject names in the upstream's format; null when it is in another. */
 function userOf(subject: unknown, upstream: Upstream): string | null {
@@ -256,5 +254,5 @@ export function actionOf(payload: Record<string, unknown>, upstream: Upstream, n
       "invalid_request",
       `The subject names no user in this issuer's format (${upstream.subject}) and no session of this service.`,
     );
-  return { jti, event: event.name, reason: `${upstream.name}:${event.name}`, userId, sessionId };
+  return { jti, reason: `${upstream.name}:${event.name}`, userId, sessionId };
 }
