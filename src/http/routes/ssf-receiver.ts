@@ -15,9 +15,8 @@ function refusal(c: Context<AppEnv>, refused: SetRefused): Response {
   return c.json({ err: refused.err, description: refused.description }, 400, { "Content-Language": "en" });
 }
 
-/** The body as text, or null when it is longer than `max` bytes: read no further than that. */
+/** The body as text, or null when it is longer than `max` bytes: read no further than the chunk past it. */
 async function boundedText(request: Request, max: number): Promise<string | null> {
-  if (Number(request.headers.get("Content-Length") ?? 0) > max) return null;
   const chunks: Uint8Array[] = [];
   let length = 0;
   for await (const chunk of request.body ?? []) {
