@@ -36,8 +36,11 @@ import { constants, gzipSync } from "node:zlib";
  * SET signing ~4.4 KB, and their OpenAPI entries ~2.4 KB of the served document).
  * Raised to 60,500 B for their delivery (issue 24): 58,406 B before, 60,278 B after (+1,872 B:
  * session events as CAEP SETs, push with retries, the minute cron, the retention purge).
+ * Raised to 64,000 B for the receiver (issue 24): 60,278 B before, 63,696 B after (+3,418 B:
+ * POST /ssf/receiver, its SSF_UPSTREAMS checks, SET verification and actions, remote key sets,
+ * its OpenAPI entry).
  */
-export const GZIP_BUDGET_BYTES = 60_500;
+export const GZIP_BUDGET_BYTES = 64_000;
 
 export interface BundleSize {
   /** Bytes of the worker's modules as uploaded (minified; source maps excluded). */

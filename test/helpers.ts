@@ -49,7 +49,7 @@ export function randomIp(): string {
   return `2001:db8:${word()}:${word()}::${word()}`;
 }
 
-function request(method: string, path: string, headers: Record<string, string>, body?: string): Request {
+function request(method: string, path: string, headers: Record<string, string>, body?: BodyInit): Request {
   return new Request(`${ORIGIN}${path}`, { method, headers: { "CF-Connecting-IP": randomIp(), ...headers }, body });
 }
 
@@ -61,13 +61,13 @@ export async function call(method: string, path: string, headers: Record<string,
   return response;
 }
 
-/** The same, with bindings of the caller's choosing (a wrapped or failing D1, other vars). */
+/** The same, with bindings of the caller's choosing (a wrapped or failing D1, other vars), and a body. */
 export async function callWith(
   bindings: Partial<Env>,
   method: string,
   path: string,
   headers: Record<string, string> = {},
-  body?: string,
+  body?: BodyInit,
 ): Promise<Response> {
   const ctx = createExecutionContext();
   const sent = request(method, path, headers, body);

@@ -1,5 +1,6 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { describe, expect, it } from "vitest";
 import { openDatabase } from "../src/db/client.ts";
 import { type MoveStep, moveBuckets } from "../src/db/moves.ts";
@@ -116,8 +117,9 @@ describe("round trips per request, per database", () => {
   it("the purge asks every database, and nothing else, when nothing is dead", async () => {
     const counter = countingShards(databases());
     const result = await purge({ ...env, ...counter.env });
-    expect(result).toMatchObject({ sessions: 0, events: 0, complete: true });
-    expect(counter.roundTrips()).toEqual(Object.fromEntries(shardBindings().map((binding) => [binding, 2])));
+    expect(result).toMatchObject({ sessions: 0, events: 0, receivedSets: 0, complete: true });
+    // One per table it purges: sessions, session_events, ssf_received_sets.
+    expect(counter.roundTrips()).toEqual(Object.fromEntries(shardBindings().map((binding) => [binding, 3])));
   });
 
   it("refusals that need no lookup cost none; those that do cost one", async () => {
@@ -154,6 +156,33 @@ describe("round trips per request, per database", () => {
         status,
         roundTrips: expected,
       });
+  });
+
+  it("a SET pushed to the Shared Signals receiver costs one, on its user's database; a refused one none", async () => {
+    const user = newUser();
+    await userWith(2, user);
+    const { publicKey, privateKey } = await generateKeyPair("ES256");
+    const upstream = { issuer: "https://idp.example", name: "idp", audience: "sessions", subject: "opaque" };
+    const keys = [{ ...(await exportJWK(publicKey)), kid: "k" }];
+    const set = (kid: string) =>
+      new SignJWT({
+        ...{ iss: upstream.issuer, aud: upstream.audience, jti: crypto.randomUUID() },
+        iat: Math.floor(Date.now() / 1000),
+        sub_id: { format: "opaque", id: user },
+        events: { "https://schemas.openid.net/secevent/risc/event-type/account-disabled": {} },
+      })
+        .setProtectedHeader({ alg: "ES256", typ: "secevent+jwt", kid })
+        .sign(privateKey);
+    for (const [kid, status, expected] of [
+      ["k", 202, { [await bindingOfUser(user)]: 1 }],
+      ["unknown", 400, {}],
+    ] as const) {
+      const counter = countingShards(databases());
+      const bindings = { ...counter.env, SSF_UPSTREAMS: JSON.stringify([{ ...upstream, jwks: { keys } }]) };
+      const headers = { "Content-Type": "application/secevent+jwt" };
+      const response = await callWith(bindings, "POST", "/ssf/receiver", headers, await set(kid));
+      expect({ status: response.status, roundTrips: counter.roundTrips() }).toEqual({ status, roundTrips: expected });
+    }
   });
 
   it("the counter itself counts: two sequential statements are two", async () => {

@@ -1,8 +1,10 @@
 import { wrapD1 } from "../db/binding.ts";
 import { purgeEvents, purgeSessions } from "../db/purge.ts";
 import { openShards } from "../db/shards.ts";
+import { purgeReceivedSets } from "../db/ssf-received.ts";
 import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";
+import { SET_CLOCK_SKEW_SECONDS, SET_MAX_AGE_SECONDS } from "../domain/ssf-receiver.ts";
 import { expireSets, outletsOf, resendPending } from "./outbox.ts";
 
 // Small batches keep each write short (D1 serialises writes). A run keeps deleting while
@@ -29,6 +31,8 @@ export interface PurgeResult {
   expiredSets: number;
   sessions: number;
   events: number;
+  /** SETs received from upstream transmitters, forgotten once too old to be accepted again. */
+  receivedSets: number;
   databases: number;
   subrequests: number;
   /** False when the budget ran out, or a database failed, before every batch came back short. */
@@ -55,12 +59,15 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
   const shards = [...databases.slice(start), ...databases.slice(0, start)];
   const at = instant(config);
   const retentionCutoff = new Date(at.now.getTime() - config.eventRetentionDays * 86_400_000);
+  // A SET is accepted up to its maximum age after an iat up to the skew ahead: known that long.
+  const receivedCutoff = new Date(at.now.getTime() - (SET_MAX_AGE_SECONDS + SET_CLOCK_SKEW_SECONDS) * 1000);
   const deadline = Date.now() + budget.milliseconds;
   const result: PurgeResult = {
     resent: 0,
     expiredSets: 0,
     sessions: 0,
     events: 0,
+    receivedSets: 0,
     databases: shards.length,
     subrequests: 0,
     complete: true,
@@ -93,6 +100,11 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
   let pending = shards.flatMap(({ binding, db }) => [
     { binding, table: "sessions" as const, purge: (limit: number) => purgeSessions(db, at, limit) },
     { binding, table: "events" as const, purge: (limit: number) => purgeEvents(db, retentionCutoff, limit) },
+    {
+      binding,
+      table: "receivedSets" as const,
+      purge: (limit: number) => purgeReceivedSets(db, receivedCutoff, limit),
+    },
   ]);
   while (pending.length > 0) {
     const round = pending.slice(0, room());

@@ -1,0 +1,93 @@
+import { and, eq, inArray, lte, notExists, sql } from "drizzle-orm";
+import type { Instant } from "../domain/clock.ts";
+import { moveOf, onBucket } from "./buckets.ts";
+import type { Database } from "./client.ts";
+import { isLive } from "./liveness.ts";
+import { bucketMoves, sessions, ssfReceivedSets } from "./schema.ts";
+import type { Place } from "./shards.ts";
+import { type Actor, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "./writes.ts";
+
+// A Security Event Token from an upstream transmitter, acted on once: the sessions it ends
+// and the (issuer, jti) that remembers it are written in one batch, on the database of the
+// user it names, so a resent SET finds itself remembered and ends nothing.
+
+export interface ReceivedSet {
+  issuer: string;
+  jti: string;
+}
+
+/** Whose sessions end: every live one of `userId`, or the one `sessionId` (of `userId` when given). */
+export interface SetTarget {
+  userId: string | null;
+  sessionId: string | null;
+}
+
+/** The SET is not remembered yet: the guard of its ending, evaluated before the batch remembers it. */
+function notReceived(db: Database, set: ReceivedSet) {
+  return notExists(
+    db
+      .select({ one: sql`1` })
+      .from(ssfReceivedSets)
+      .where(and(eq(ssfReceivedSets.issuer, set.issuer), eq(ssfReceivedSets.jti, set.jti))),
+  );
+}
+
+/**
+ * Remembers the SET, unless the bucket is being moved: then nothing of the batch acts
+ * (its endings have the same guard) and the SET is answered 503, for its transmitter to resend.
+ */
+function remember(db: Database, set: ReceivedSet, bucket: string, at: Date) {
+  const moving = db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, bucket));
+  // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
+  const row = sql`SELECT ${set.issuer}, ${set.jti}, ${at.getTime()} WHERE ${notExists(moving)}`;
+  return db.insert(ssfReceivedSets).select(row).onConflictDoNothing();
+}
+
+/**
+ * Ends the target's live sessions, logged `ended_by_upstream` with `reason`, unless this SET
+ * was received before; remembers it either way. One batch: the endings come first, guarded
+ * by the SET not being remembered, and the batch remembers it last, so of two deliveries
+ * only the first acts, and the replay of a batch whose answer was lost acts on nothing new.
+ * Answers the sessions this write ended, by either attempt.
+ */
+export function endSessionsForSet(
+  place: Place,
+  set: ReceivedSet,
+  target: SetTarget,
+  reason: string,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<number>> {
+  const write = newWrite(at.now);
+  const ending = and(
+    target.userId === null ? undefined : eq(sessions.userId, target.userId),
+    target.sessionId === null ? undefined : eq(sessions.id, target.sessionId),
+    isLive(at),
+  );
+  return onBucket(place, async (db) => {
+    const matching = and(ending, notReceived(db, set));
+    const [, , , ended, [move]] = await db.batch([
+      recordEvents(db, "ended_by_upstream", matching, actor, write, { reason }),
+      endSessions(db, matching),
+      remember(db, set, place.bucket, write.at),
+      loggedBy(db, write),
+      moveOf(db, place.bucket),
+    ]);
+    return { answer: { answer: ended.length, events: ended, db }, move, blocked: ended.length === 0 };
+  });
+}
+
+/**
+ * Forgets up to `limit` SETs received at `before` or earlier; returns how many went. Past
+ * the receiver's maximum age a resent SET is refused as too old, so it need not be known.
+ * The table holds about a day of SETs: no index on `received_at` for this.
+ */
+export async function purgeReceivedSets(db: Database, before: Date, limit: number): Promise<number> {
+  const old = db
+    .select({ rowid: sql`rowid` })
+    .from(ssfReceivedSets)
+    .where(lte(ssfReceivedSets.receivedAt, before))
+    .limit(limit);
+  const result = await db.delete(ssfReceivedSets).where(inArray(sql`rowid`, old)).run();
+  return result.meta.changes;
+}

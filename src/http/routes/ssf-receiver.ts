@@ -1,0 +1,57 @@
+import type { Context } from "hono";
+import { MAX_SET_BYTES, readUpstreams, SET_MEDIA_TYPE, SetRefused } from "../../domain/ssf-receiver.ts";
+import { receiveSet } from "../../services/ssf-receiver.ts";
+import type { AppEnv } from "../context.ts";
+import { ApiError } from "../errors.ts";
+import { Hono } from "../hono.ts";
+import { withContext } from "../middleware/context.ts";
+
+// The Shared Signals receiver's push endpoint (RFC 8935): upstream transmitters POST their
+// Security Event Tokens here, one endpoint for all of them (the SET's `iss` says whose).
+// Its refusals are RFC 8935's, not the API's `{code, message}`: written by `refusal` alone.
+
+/** RFC 8935 §2.3: 400, `{err, description}` in English. The description is fixed text, never the SET. */
+function refusal(c: Context<AppEnv>, refused: SetRefused): Response {
+  return c.json({ err: refused.err, description: refused.description }, 400, { "Content-Language": "en" });
+}
+
+/** The body as text, or null when it is longer than `max` bytes: read no further than the chunk past it. */
+async function boundedText(request: Request, max: number): Promise<string | null> {
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  for await (const chunk of request.body ?? []) {
+    length += chunk.byteLength;
+    if (length > max) return null;
+    chunks.push(chunk);
+  }
+  const bytes = new Uint8Array(length);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return new TextDecoder().decode(bytes);
+}
+
+async function receive(c: Context<AppEnv>): Promise<void> {
+  const type = (c.req.header("Content-Type") ?? "").split(";")[0]?.trim().toLowerCase();
+  if (type !== SET_MEDIA_TYPE) throw new SetRefused("invalid_request", `The Content-Type is not ${SET_MEDIA_TYPE}.`);
+  const body = await boundedText(c.req.raw, MAX_SET_BYTES);
+  if (body === null) throw new SetRefused("invalid_request", `The body is longer than ${MAX_SET_BYTES} bytes.`);
+  const { shards, at, clientIp, outbox } = c.var;
+  const actor = { sessionId: null, ipAddress: clientIp, queued: outbox !== null };
+  await receiveSet({ upstreams: readUpstreams(c.env), shards, at, actor, outbox }, body.trim());
+}
+
+export const receiverRoutes = new Hono<AppEnv>().post("/", withContext, async (c) => {
+  // Without upstreams the receiver does not exist.
+  if (readUpstreams(c.env).length === 0) throw new ApiError(404, "not_found");
+  try {
+    await receive(c);
+  } catch (error) {
+    if (error instanceof SetRefused) return refusal(c, error);
+    throw error;
+  }
+  // Accepted, acted on or not (an event it ignores, a SET received before): RFC 8935 §2.2.
+  return c.body(null, 202);
+});

@@ -1,0 +1,521 @@
+import { env } from "cloudflare:workers";
+import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { purge } from "../src/services/purge.ts";
+import {
+  bearer,
+  call,
+  callWith,
+  d1OfUser,
+  expectError,
+  expectSecurityHeaders,
+  isLive,
+  issue,
+  newUser,
+} from "./helpers.ts";
+
+// The Shared Signals receiver (POST /ssf/receiver): SETs pushed by the upstream transmitters
+// of SSF_UPSTREAMS, signed here with `jose` (not the worker's verifier), end sessions.
+
+const ISSUER = "https://idp.example";
+const AUDIENCE = "https://sessions.example/ssf";
+const PATH = "/ssf/receiver";
+const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
+const RISC = "https://schemas.openid.net/secevent/risc/event-type/";
+const SESSION_REVOKED = `${CAEP}session-revoked`;
+
+const es256 = await generateKeyPair("ES256", { extractable: true });
+const rs256 = await generateKeyPair("RS256", { extractable: true });
+const other = await generateKeyPair("ES256", { extractable: true });
+const PUBLIC_KEYS = [
+  { ...(await exportJWK(es256.publicKey)), kid: "es1", alg: "ES256", use: "sig" },
+  { ...(await exportJWK(rs256.publicKey)), kid: "rs1" },
+];
+
+type UpstreamConfig = Record<string, unknown>;
+const upstream = (overrides: UpstreamConfig = {}): UpstreamConfig => ({
+  issuer: ISSUER,
+  name: "idp",
+  audience: AUDIENCE,
+  subject: "iss_sub",
+  jwks: { keys: PUBLIC_KEYS },
+  ...overrides,
+});
+const vars = (...upstreams: UpstreamConfig[]): Partial<Env> => ({
+  SSF_UPSTREAMS: JSON.stringify(upstreams.length > 0 ? upstreams : [upstream()]),
+});
+
+const now = () => Math.floor(Date.now() / 1000);
+
+/** A SET's claims about `userId` (an iss_sub subject), one event. */
+function claims(userId: string, event = SESSION_REVOKED, overrides: JWTPayload = {}): JWTPayload {
+  return {
+    iss: ISSUER,
+    aud: AUDIENCE,
+    iat: now(),
+    jti: crypto.randomUUID(),
+    sub_id: { format: "iss_sub", iss: ISSUER, sub: userId },
+    events: { [event]: { event_timestamp: now() } },
+    ...overrides,
+  };
+}
+
+interface Signing {
+  alg?: "ES256" | "RS256";
+  kid?: string | null;
+  typ?: string;
+  key?: CryptoKey;
+}
+
+function sign(
+  payload: JWTPayload,
+  { alg = "ES256", kid = alg === "ES256" ? "es1" : "rs1", typ = "secevent+jwt", key }: Signing = {},
+) {
+  const header = { alg, typ, ...(kid === null ? {} : { kid }) };
+  return new SignJWT(payload).setProtectedHeader(header).sign(key ?? (alg === "ES256" ? es256 : rs256).privateKey);
+}
+
+function push(body: BodyInit, bindings = vars(), contentType = "application/secevent+jwt"): Promise<Response> {
+  return callWith(bindings, "POST", PATH, { "Content-Type": contentType }, body);
+}
+
+async function expectAccepted(response: Response): Promise<void> {
+  expect(response.status).toBe(202);
+  expect(await response.text()).toBe("");
+  expectSecurityHeaders(response);
+}
+
+async function expectRefused(response: Response, err: string, description: string): Promise<void> {
+  expect({ status: response.status, body: await response.json() }).toEqual({ status: 400, body: { err, description } });
+  expect(response.headers.get("Content-Type")).toBe("application/json");
+  expect(response.headers.get("Content-Language")).toBe("en");
+  expectSecurityHeaders(response);
+}
+
+/** The user's `ended_by_upstream` events, oldest first. */
+async function upstreamEndings(userId: string) {
+  const { results } = await (await d1OfUser(userId))
+    .prepare(
+      "SELECT session_id, reason, actor_session_id FROM session_events WHERE user_id = ? AND type = 'ended_by_upstream' ORDER BY id",
+    )
+    .bind(userId)
+    .all<{ session_id: string; reason: string; actor_session_id: string | null }>();
+  return results;
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+describe("the events acted on", () => {
+  const USER_WIDE = [
+    [`${CAEP}session-revoked`, "session-revoked"],
+    [`${RISC}account-disabled`, "account-disabled"],
+    [`${RISC}account-purged`, "account-purged"],
+    [`${RISC}credential-compromise`, "credential-compromise"],
+    [`${RISC}sessions-revoked`, "sessions-revoked"],
+  ];
+  for (const [uri, name] of USER_WIDE) {
+    it(`${name} ends every session of the user, logged ended_by_upstream with reason idp:${name}`, async () => {
+      const user = newUser();
+      const [a, b] = [await issue(user), await issue(user)];
+      const bystander = await issue(newUser());
+      await expectAccepted(await push(await sign(claims(user, uri))));
+      expect([await isLive(a.token), await isLive(b.token), await isLive(bystander.token)]).toEqual([
+        false,
+        false,
+        true,
+      ]);
+      const endings = await upstreamEndings(user);
+      expect(endings.map((e) => e.session_id).sort()).toEqual([a.id, b.id].sort());
+      for (const ending of endings) expect(ending).toMatchObject({ reason: `idp:${name}`, actor_session_id: null });
+    });
+  }
+
+  it("the user sees the ending in GET /auth/events", async () => {
+    const user = newUser();
+    const ended = await issue(user);
+    await expectAccepted(await push(await sign(claims(user, `${RISC}credential-compromise`))));
+    const later = await issue(user);
+    const response = await call("GET", "/auth/events", bearer(later.token));
+    const { events } = (await response.json()) as { events: { type: string; session_id: string; reason: string }[] };
+    expect(events.find((e) => e.type === "ended_by_upstream")).toMatchObject({
+      session_id: ended.id,
+      reason: "idp:credential-compromise",
+    });
+  });
+
+  it("session-revoked naming one of this service's sessions ends only that one", async () => {
+    const user = newUser();
+    const [kept, revoked] = [await issue(user), await issue(user)];
+    const subject = {
+      format: "complex",
+      user: { format: "iss_sub", iss: ISSUER, sub: user },
+      session: { format: "opaque", id: revoked.id },
+    };
+    await expectAccepted(await push(await sign(claims(user, SESSION_REVOKED, { sub_id: subject }))));
+    expect([await isLive(kept.token), await isLive(revoked.token)]).toEqual([true, false]);
+    expect(await upstreamEndings(user)).toEqual([
+      { session_id: revoked.id, reason: "idp:session-revoked", actor_session_id: null },
+    ]);
+  });
+
+  it("a session of another user named with this user ends nothing; a session alone ends that session", async () => {
+    const [user, stranger] = [newUser(), newUser()];
+    const strangers = await issue(stranger);
+    const mine = await issue(user);
+    const mixed = {
+      format: "complex",
+      user: { format: "iss_sub", iss: ISSUER, sub: user },
+      session: { format: "opaque", id: strangers.id },
+    };
+    await expectAccepted(await push(await sign(claims(user, SESSION_REVOKED, { sub_id: mixed }))));
+    expect([await isLive(strangers.token), await isLive(mine.token)]).toEqual([true, true]);
+    const alone = { format: "complex", session: { format: "opaque", id: strangers.id } };
+    await expectAccepted(await push(await sign(claims(user, SESSION_REVOKED, { sub_id: alone }))));
+    expect(await isLive(strangers.token)).toBe(false);
+  });
+
+  it("an account event with a session member still ends every session of the user", async () => {
+    const user = newUser();
+    const [a, b] = [await issue(user), await issue(user)];
+    const subject = {
+      format: "complex",
+      user: { format: "iss_sub", iss: ISSUER, sub: user },
+      session: { format: "opaque", id: a.id },
+    };
+    await expectAccepted(await push(await sign(claims(user, `${RISC}account-disabled`, { sub_id: subject }))));
+    expect([await isLive(a.token), await isLive(b.token)]).toEqual([false, false]);
+  });
+
+  it("an upstream session id (not one of ours) revokes the user's sessions", async () => {
+    const user = newUser();
+    const session = await issue(user);
+    const subject = {
+      format: "complex",
+      user: { format: "iss_sub", iss: ISSUER, sub: user },
+      session: { format: "opaque", id: "dMTlD|1600802906337.16|16008.16" },
+    };
+    await expectAccepted(await push(await sign(claims(user, SESSION_REVOKED, { sub_id: subject }))));
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("opaque subjects, RS256, the subject in the event (before SSF 1.0), typ with application/", async () => {
+    const user = newUser();
+    const session = await issue(user);
+    const { sub_id: _, ...withoutSubId } = claims(user, `${RISC}account-purged`);
+    const payload = {
+      ...withoutSubId,
+      events: { [`${RISC}account-purged`]: { subject: { format: "opaque", id: user } } },
+    };
+    const bindings = vars(upstream({ subject: "opaque" }));
+    await expectAccepted(await push(await sign(payload, { alg: "RS256", typ: "application/secevent+jwt" }), bindings));
+    expect(await isLive(session.token)).toBe(false);
+    expect(await upstreamEndings(user)).toMatchObject([{ reason: "idp:account-purged" }]);
+  });
+
+  it("a key set of one key needs no kid; aud may be a list", async () => {
+    const user = newUser();
+    const session = await issue(user);
+    const bindings = vars(upstream({ jwks: { keys: [PUBLIC_KEYS[0]] } }));
+    await expectAccepted(
+      await push(await sign(claims(user, SESSION_REVOKED, { aud: ["x", AUDIENCE] }), { kid: null }), bindings),
+    );
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("an upstream region SHARDS lacks is a config error: 500, nothing ends", async () => {
+    const user = newUser();
+    const session = await issue(user);
+    await expectError(await push(await sign(claims(user)), vars(upstream({ region: "eu" }))), 500, "internal_error", {
+      cacheControl: null,
+    });
+    expect(await isLive(session.token)).toBe(true);
+  });
+});
+
+describe("accepted without acting", () => {
+  it("an unknown event type: 202, nothing ends", async () => {
+    const user = newUser();
+    const session = await issue(user);
+    await expectAccepted(await push(await sign(claims(user, `${CAEP}credential-change`))));
+    expect(await isLive(session.token)).toBe(true);
+    expect(await upstreamEndings(user)).toEqual([]);
+  });
+
+  it("a jti received before: 202 again, and a session issued since stays live", async () => {
+    const user = newUser();
+    const first = await issue(user);
+    const set = await sign(claims(user, `${RISC}account-disabled`));
+    await expectAccepted(await push(set));
+    expect(await isLive(first.token)).toBe(false);
+    const since = await issue(user);
+    await expectAccepted(await push(set));
+    expect(await isLive(since.token)).toBe(true);
+    expect(await upstreamEndings(user)).toHaveLength(1);
+  });
+
+  it("the same jti from another issuer is another SET", async () => {
+    const user = newUser();
+    const jti = crypto.randomUUID();
+    const bindings = vars(upstream(), upstream({ issuer: "https://other.example", name: "other" }));
+    await issue(user);
+    await expectAccepted(await push(await sign(claims(user, SESSION_REVOKED, { jti })), bindings));
+    const since = await issue(user);
+    const otherSubject = { format: "iss_sub", iss: "https://other.example", sub: user };
+    const fromOther = claims(user, SESSION_REVOKED, { jti, iss: "https://other.example", sub_id: otherSubject });
+    await expectAccepted(await push(await sign(fromOther), bindings));
+    expect(await isLive(since.token)).toBe(false);
+    expect((await upstreamEndings(user)).map((e) => e.reason)).toEqual([
+      "idp:session-revoked",
+      "other:session-revoked",
+    ]);
+  });
+});
+
+describe("refused: 400 {err, description}, Content-Language: en, nothing ends", () => {
+  // One user for every case: each case checks that its session is still live.
+  const USER = newUser();
+  const cases: [string, () => Promise<Response>, string, string][] = [
+    [
+      "another content type",
+      async () => push(await sign(claims(USER)), vars(), "application/jwt"),
+      "invalid_request",
+      "The Content-Type is not application/secevent+jwt.",
+    ],
+    [
+      "no content type",
+      async () => callWith(vars(), "POST", PATH, {}, await sign(claims(USER))),
+      "invalid_request",
+      "The Content-Type is not application/secevent+jwt.",
+    ],
+    [
+      "a body that is not a JWS",
+      async () => push("not.a.set"),
+      "invalid_request",
+      "The body is not a compact JWS signed with ES256 or RS256.",
+    ],
+    [
+      "an empty body",
+      async () => push(""),
+      "invalid_request",
+      "The body is not a compact JWS signed with ES256 or RS256.",
+    ],
+    [
+      "an oversized body",
+      async () => push("a".repeat(16_385)),
+      "invalid_request",
+      "The body is longer than 16384 bytes.",
+    ],
+    [
+      "typ JWT",
+      async () => push(await sign(claims(USER), { typ: "JWT" })),
+      "invalid_request",
+      'The JWS header typ is not "secevent+jwt".',
+    ],
+    [
+      "an unknown issuer",
+      async () => push(await sign(claims(USER, SESSION_REVOKED, { iss: "https://evil.example" }))),
+      "invalid_issuer",
+      "The SET's iss is not an issuer this receiver trusts.",
+    ],
+    [
+      "an unknown kid",
+      async () => push(await sign(claims(USER), { kid: "nope" })),
+      "invalid_key",
+      "The SET's kid names no key of its issuer.",
+    ],
+    [
+      "no kid with several keys",
+      async () => push(await sign(claims(USER), { kid: null })),
+      "invalid_key",
+      "The SET's kid names no key of its issuer.",
+    ],
+    [
+      "a kid naming a key of another algorithm",
+      async () => push(await sign(claims(USER), { alg: "RS256", kid: "es1" })),
+      "invalid_key",
+      "The key the SET names cannot verify RS256 signatures.",
+    ],
+    [
+      "a bad signature",
+      async () => push(await sign(claims(USER), { key: other.privateKey })),
+      "authentication_failed",
+      "The SET's signature does not verify with its issuer's key.",
+    ],
+    [
+      "a wrong audience",
+      async () => push(await sign(claims(USER, SESSION_REVOKED, { aud: "https://elsewhere.example" }))),
+      "invalid_audience",
+      "The SET's aud does not name this receiver.",
+    ],
+    [
+      "no iat",
+      async () => push(await sign(claims(USER, SESSION_REVOKED, { iat: undefined }))),
+      "invalid_request",
+      "The SET has no numeric iat.",
+    ],
+    [
+      "an iat over 24 hours old",
+      async () => push(await sign(claims(USER, SESSION_REVOKED, { iat: now() - 86_401 }))),
+      "invalid_request",
+      "The SET's iat is in the future or more than 24 hours old.",
+    ],
+    [
+      "an iat in the future beyond the skew",
+      async () => push(await sign(claims(USER, SESSION_REVOKED, { iat: now() + 61 }))),
+      "invalid_request",
+      "The SET's iat is in the future or more than 24 hours old.",
+    ],
+    [
+      "no jti",
+      async () => push(await sign(claims(USER, SESSION_REVOKED, { jti: undefined }))),
+      "invalid_request",
+      "The SET has no jti of 1 to 256 characters.",
+    ],
+    [
+      "no events",
+      async () => push(await sign(claims(USER, SESSION_REVOKED, { events: {} }))),
+      "invalid_request",
+      "The SET has no events object.",
+    ],
+    [
+      "an event payload that is not an object",
+      async () => push(await sign(claims(USER, SESSION_REVOKED, { events: { [SESSION_REVOKED]: "x" } }))),
+      "invalid_request",
+      "The event's payload is not an object.",
+    ],
+    [
+      "a subject in another format",
+      async () =>
+        push(await sign(claims(USER, SESSION_REVOKED, { sub_id: { format: "email", email: "a@example.com" } }))),
+      "invalid_request",
+      "The subject names no user in this issuer's format (iss_sub) and no session of this service.",
+    ],
+    [
+      "an iss_sub subject of another issuer",
+      async () =>
+        push(
+          await sign(
+            claims(USER, SESSION_REVOKED, { sub_id: { format: "iss_sub", iss: "https://evil.example", sub: USER } }),
+          ),
+        ),
+      "access_denied",
+      "The subject's iss is not the SET's issuer: an upstream speaks for its own users only.",
+    ],
+    [
+      "a user id this service cannot hold",
+      async () => push(await sign(claims(" padded", SESSION_REVOKED))),
+      "invalid_request",
+      "The subject's user id is not one this service can hold.",
+    ],
+  ];
+  for (const [name, send, err, description] of cases) {
+    it(name, async () => {
+      const session = await issue(USER);
+      await expectRefused(await send(), err, description);
+      expect(await isLive(session.token)).toBe(true);
+    });
+  }
+  it("nothing any refusal above did is in the log", async () => {
+    expect(await upstreamEndings(USER)).toEqual([]);
+  });
+});
+
+describe("the endpoint", () => {
+  it("answers 404 when SSF_UPSTREAMS is empty", async () => {
+    const response = await push(await sign(claims(newUser())), { SSF_UPSTREAMS: "" });
+    await expectError(response, 404, "not_found", { cacheControl: null });
+  });
+
+  it("answers other methods 405 with Allow: POST", async () => {
+    for (const method of ["GET", "PUT", "DELETE"]) {
+      await expectError(await callWith(vars(), method, PATH), 405, "method_not_allowed", {
+        allow: "POST",
+        cacheControl: null,
+      });
+    }
+  });
+
+  it("a refused SSF_UPSTREAMS: 500 internal_error and a config_error line naming the var, never a value", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => {});
+    const secretish = "https://secret-tenant.example";
+    for (const value of [
+      "not json",
+      JSON.stringify({}),
+      JSON.stringify([upstream({ jwks: undefined })]),
+      JSON.stringify([upstream({ jwks_uri: "http://insecure.example/jwks", jwks: undefined })]),
+      JSON.stringify([upstream({ subject: "email" })]),
+      JSON.stringify([upstream({ name: "a".repeat(43) })]),
+      JSON.stringify([upstream({ issuer: secretish }), upstream({ issuer: secretish, name: "two" })]),
+      JSON.stringify([upstream(), upstream({ issuer: "https://other.example" })]),
+    ]) {
+      errors.mockClear();
+      await expectError(await push("x", { SSF_UPSTREAMS: value }), 500, "internal_error", { cacheControl: null });
+      const lines = errors.mock.calls.map((args) => String(args[0]));
+      expect(lines).toHaveLength(1);
+      expect(JSON.parse(lines[0] as string)).toMatchObject({
+        event: "config_error",
+        message: expect.stringMatching(/^SSF_UPSTREAMS/),
+      });
+      expect(lines[0]).not.toContain("secret-tenant");
+    }
+  });
+});
+
+describe("the purge", () => {
+  it("forgets a received SET once it is older than the maximum age plus the skew, and keeps a younger one", async () => {
+    const user = newUser();
+    await expectAccepted(await push(await sign(claims(user))));
+    const db = await d1OfUser(user);
+    const old = Date.now() - (86_400 + 60) * 1000 - 1;
+    await db.prepare("INSERT INTO ssf_received_sets VALUES (?, ?, ?)").bind(ISSUER, `old-${user}`, old).run();
+    vi.spyOn(console, "log").mockImplementation(() => {});
+    expect((await purge(env)).receivedSets).toBeGreaterThanOrEqual(1);
+    const { results } = await db
+      .prepare("SELECT jti FROM ssf_received_sets WHERE jti = ? OR received_at > ?")
+      .bind(`old-${user}`, old)
+      .all<{ jti: string }>();
+    expect(results.length).toBeGreaterThan(0);
+    expect(results.map((row) => row.jti)).not.toContain(`old-${user}`);
+  });
+});
+
+describe("a key set fetched from jwks_uri", () => {
+  it("is fetched once, kept, and fetched again for an unknown kid at most once a minute", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const jwksUri = `https://idp.example/jwks/${crypto.randomUUID()}`;
+    let served = [PUBLIC_KEYS[0]];
+    const fetches = vi.spyOn(globalThis, "fetch").mockImplementation(async (input) => {
+      expect(String(input instanceof Request ? input.url : input)).toBe(jwksUri);
+      return Response.json({ keys: served });
+    });
+    const bindings = vars(upstream({ jwks: undefined, jwks_uri: jwksUri }));
+    const user = newUser();
+    await expectAccepted(await push(await sign(claims(user)), bindings));
+    await expectAccepted(await push(await sign(claims(user)), bindings));
+    expect(fetches).toHaveBeenCalledTimes(1);
+    // The upstream rotates to its RS256 key: within the minute, the cached set answers.
+    served = [PUBLIC_KEYS[1]];
+    await expectRefused(
+      await push(await sign(claims(user), { alg: "RS256" }), bindings),
+      "invalid_key",
+      "The SET's kid names no key of its issuer.",
+    );
+    expect(fetches).toHaveBeenCalledTimes(1);
+    vi.setSystemTime(Date.now() + 61_000);
+    await expectAccepted(await push(await sign(claims(user), { alg: "RS256" }), bindings));
+    expect(fetches).toHaveBeenCalledTimes(2);
+  });
+
+  it("a key set that cannot be fetched: 500, for the transmitter to resend; nothing ends", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    vi.spyOn(globalThis, "fetch").mockResolvedValue(new Response("down", { status: 503 }));
+    const user = newUser();
+    const session = await issue(user);
+    const bindings = vars(upstream({ jwks: undefined, jwks_uri: `https://idp.example/jwks/${crypto.randomUUID()}` }));
+    await expectError(await push(await sign(claims(user)), bindings), 500, "internal_error", { cacheControl: null });
+    expect(await isLive(session.token)).toBe(true);
+  });
+});
