@@ -216,6 +216,11 @@ export function streamView(stream: StoredStream, issuer: string, audience: strin
   };
 }
 
+/** A stream's status as the status endpoint answers it (SSF 1.0 §8.1.2): the reason only when there is one. */
+export function statusView(stream: Pick<StoredStream, "id" | "status" | "reason">) {
+  return { stream_id: stream.id, status: stream.status, ...(stream.reason ? { reason: stream.reason } : {}) };
+}
+
 /**
  * On update and replace, transmitter-supplied properties may be sent back but must match what
  * they are (SSF 1.0 §8.1.1.3); `events_delivered` as it was before the change.

@@ -88,7 +88,7 @@ function publicHalf(jwk: Record<string, unknown>): { key: PublicKey; alg: Signin
   return key && isPrivate ? { key, alg } : null;
 }
 
-function signingKeysOf(text: string): SigningKey[] {
+function signingKeysOf(text: string): Pick<Transmitter, "keys" | "signer"> {
   const invalid = () =>
     new ConfigError(
       "SSF_SIGNING_KEYS must be a JSON array of private ES256 (P-256) or RS256 (2048-4096 bit) JWKs, newest first, each with a unique kid; only the first without exp",
@@ -114,8 +114,12 @@ function signingKeysOf(text: string): SigningKey[] {
       exp: index === 0 ? null : (exp as number),
     });
   }
-  return keys;
+  return { keys, signer: parsed[0] as JsonWebKey & { kid: string } };
 }
+
+// Read on every request (the outbox asks whether streams are configured): parsed once per
+// isolate for the values last seen, as SHARDS is.
+let lastRead: { vars: string; transmitter: Transmitter } | null = null;
 
 /**
  * The transmitter the vars describe, null when SSF_ISSUER is empty. Throws a ConfigError that
@@ -123,16 +127,17 @@ function signingKeysOf(text: string): SigningKey[] {
  */
 export function readTransmitter(vars: TransmitterVars): Transmitter | null {
   if (!vars.SSF_ISSUER) return null;
+  const key = JSON.stringify([vars.SSF_ISSUER, vars.SSF_SIGNING_KEYS, vars.SSF_SET_RETENTION_DAYS]);
+  if (lastRead?.vars === key) return lastRead.transmitter;
   const issuer = issuerOf(vars.SSF_ISSUER);
   if (!vars.SSF_SIGNING_KEYS) throw new ConfigError("SSF_SIGNING_KEYS must be set when SSF_ISSUER is");
-  const keys = signingKeysOf(vars.SSF_SIGNING_KEYS);
-  const [first] = JSON.parse(vars.SSF_SIGNING_KEYS) as (JsonWebKey & { kid: string })[];
-  return {
+  const transmitter = {
     issuer,
-    keys,
-    signer: first as JsonWebKey & { kid: string },
+    ...signingKeysOf(vars.SSF_SIGNING_KEYS),
     retentionDays: retentionDaysOf(vars.SSF_SET_RETENTION_DAYS),
   };
+  lastRead = { vars: key, transmitter };
+  return transmitter;
 }
 
 /** The keys a receiver may verify with at `nowSeconds`: the signing key and those still in their overlap. */

@@ -19,9 +19,14 @@ export type Credential =
 
 const BEARER = /^Bearer +(.*)$/i;
 
-export async function readCredential(c: Context<AppEnv>, acceptCookie: boolean): Promise<Credential> {
+/** The token of `Authorization: Bearer <token>`; undefined without the header or with another scheme. */
+export function bearerToken(c: Context): string | undefined {
   const authorization = c.req.header("Authorization");
-  if (authorization !== undefined) return prove(c, "bearer", BEARER.exec(authorization)?.[1]);
+  return authorization === undefined ? undefined : BEARER.exec(authorization)?.[1];
+}
+
+export async function readCredential(c: Context<AppEnv>, acceptCookie: boolean): Promise<Credential> {
+  if (c.req.header("Authorization") !== undefined) return prove(c, "bearer", bearerToken(c));
   return acceptCookie ? readCookieCredential(c) : { kind: "none" };
 }
 

@@ -25,6 +25,7 @@ import {
   type StreamRequest,
   stateOf,
   statusOf,
+  statusView,
   streamIdOf,
   streamRequestOf,
   streamView,
@@ -35,6 +36,7 @@ import { proveToken, randomBase64Url } from "../../domain/token.ts";
 import { readTransmitter, signSet, type Transmitter } from "../../domain/transmitter.ts";
 import { MAX_USER_ID_LENGTH } from "../../services/issue-session.ts";
 import type { AppEnv } from "../context.ts";
+import { bearerToken } from "../credentials.ts";
 import { ApiError, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 
@@ -44,15 +46,13 @@ import { Hono } from "../hono.ts";
 type StreamEnv = AppEnv & { Variables: { transmitter: Transmitter; receiverProof: ReceiverProof } };
 
 const MAX_BODY_BYTES = 16 * 1024;
-const BEARER = /^Bearer +(.*)$/i;
 
 /** The transmitter must be on (404 otherwise) and the caller a receiver's credential (else 401). */
 const requireReceiver = createMiddleware<StreamEnv>(async (c, next) => {
   const transmitter = readTransmitter(c.env);
   if (!transmitter) throw new ApiError(404, "not_found");
   c.set("transmitter", transmitter);
-  const authorization = c.req.header("Authorization");
-  const token = authorization === undefined ? undefined : BEARER.exec(authorization)?.[1];
+  const token = bearerToken(c);
   const proof = token ? await proveToken(token) : null;
   if (!proof) throw unauthorized("invalid_token", Boolean(token));
   c.set("receiverProof", proof);
@@ -158,8 +158,7 @@ export const streamRoutes = new Hono<StreamEnv>()
   })
   .get("/status", async (c) => {
     const { result } = authenticated(await streamOf(streamsDb(c), c.var.receiverProof, queryStreamId(c)));
-    const stream = found(result);
-    return c.json({ stream_id: stream.id, status: stream.status, ...(stream.reason ? { reason: stream.reason } : {}) });
+    return c.json(statusView(found(result)));
   })
   .post("/status", async (c) => {
     const input = await body(c);
@@ -168,8 +167,7 @@ export const streamRoutes = new Hono<StreamEnv>()
     const { result } = authenticated(
       await setStreamStatus(streamsDb(c), c.var.receiverProof, streamId, status, reason, c.var.at.now),
     );
-    const stream = found(result);
-    return c.json({ stream_id: stream.id, status: stream.status, ...(stream.reason ? { reason: stream.reason } : {}) });
+    return c.json(statusView(found(result)));
   })
   .post("/subjects/add", (c) => subject(c, true))
   .post("/subjects/remove", (c) => subject(c, false))
