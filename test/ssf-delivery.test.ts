@@ -17,6 +17,7 @@ import { ISSUER, newReceiver, ssfCall, transmitter } from "./ssf.ts";
 const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
 const ESTABLISHED = `${CAEP}session-established`;
 const REVOKED = `${CAEP}session-revoked`;
+const LEVEL = `${CAEP}assurance-level-change`;
 const AUDIENCE = "https://receiver.example";
 
 afterEach(() => {
@@ -144,6 +145,52 @@ describe("each session event becomes a SET", () => {
       reason_admin: { en: "The user signed out everywhere" },
     });
     expect(established?.txn).not.toBe(revoked?.txn);
+  });
+
+  it("a re-authentication that changes the assurance level is assurance-level-change (NIST-AAL); one that keeps it sends nothing", async () => {
+    const { rpc, poll } = await setUp();
+    const userId = newUser();
+    const first = await rpc((service) =>
+      service.create({ userId, userAgent: CHROME_MAC, ipAddress: "203.0.113.7", factors: ["pwd"] }),
+    );
+    const reauthenticate = (token: string, assuranceLevel?: 1 | 2 | 3) =>
+      rpc((service) => service.reauthenticate({ token, factors: ["otp"], assuranceLevel }));
+    const levels = async () =>
+      (await poll())
+        .filter((claims) => eventOf(claims).type === LEVEL)
+        .map((claims) => {
+          expect(claims.sub_id).toEqual(expect.objectContaining({ session: { format: "opaque", id: first.id } }));
+          const { type: _, event_timestamp, ...change } = eventOf(claims);
+          expect(event_timestamp).toEqual(expect.any(Number));
+          return change;
+        });
+
+    // None known before: the level it now has, with no direction.
+    const second = await reauthenticate(first.token, 2);
+    expect(await levels()).toEqual([{ namespace: "NIST-AAL", current_level: "nist-aal2", initiating_entity: "user" }]);
+    // Unchanged, given again or not given at all: nothing is sent.
+    const third = await reauthenticate((second as { token: string }).token, 2);
+    const fourth = await reauthenticate((third as { token: string }).token);
+    expect(await levels()).toEqual([]);
+    // Raised, then lowered.
+    const fifth = await reauthenticate((fourth as { token: string }).token, 3);
+    await reauthenticate((fifth as { token: string }).token, 1);
+    expect(await levels()).toEqual([
+      {
+        namespace: "NIST-AAL",
+        current_level: "nist-aal3",
+        previous_level: "nist-aal2",
+        change_direction: "increase",
+        initiating_entity: "user",
+      },
+      {
+        namespace: "NIST-AAL",
+        current_level: "nist-aal1",
+        previous_level: "nist-aal3",
+        change_direction: "decrease",
+        initiating_entity: "user",
+      },
+    ]);
   });
 
   it("a stream gets only the types it asked for, about the users it carries; a disabled one nothing", async () => {

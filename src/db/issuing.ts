@@ -149,7 +149,7 @@ export async function reauthenticateSession(
   return onBucket(place, async (db) => {
     const proven = isProvenBy(proof, at);
     const [, , [row], events, [move]] = await db.batch([
-      recordEvents(db, "reauthenticated", proven, actor, write),
+      recordEvents(db, "reauthenticated", proven, actor, write, { assuranceLevel: change.assuranceLevel }),
       db
         .update(sessions)
         .set({

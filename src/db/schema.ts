@@ -133,6 +133,10 @@ export const sessionEvents = sqliteTable(
     deviceKey: text("device_key"),
     // Type `created`: no session of the user seen within the retention period had this device.
     newDevice: integer("new_device", { mode: "boolean" }),
+    // The session's NIST SP 800-63B AAL as the event leaves it (null: never given), and, for
+    // `reauthenticated`, the one before: a change goes out as CAEP assurance-level-change.
+    assuranceLevel: integer("assurance_level"),
+    previousAssuranceLevel: integer("previous_assurance_level"),
     // Written true only when the events queue is configured; false once the queue accepted it.
     pendingDelivery: integer("pending_delivery", { mode: "boolean" }).notNull().default(false),
   },

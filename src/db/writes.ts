@@ -65,6 +65,11 @@ function eventIds(db: Database, at: Date): SQL<number> {
 export interface EventDetails {
   reason?: string | null;
   newDevice?: SQL<boolean>;
+  /**
+   * Given by a write that may change the session's level (a re-authentication; null keeps the
+   * level): the event then records the level before as well.
+   */
+  assuranceLevel?: number | null;
 }
 
 /**
@@ -94,6 +99,13 @@ export function recordEvents(
     reason: sql<string | null>`${details.reason ?? null}`.as("reason"),
     deviceKey: sessions.deviceKey,
     newDevice: (details.newDevice ?? sql<boolean | null>`NULL`).as("new_device"),
+    // Read before the batch's UPDATE: the level the session had until this event.
+    assuranceLevel: sql<number | null>`coalesce(${details.assuranceLevel ?? null}, ${sessions.assuranceLevel})`.as(
+      "assurance_level",
+    ),
+    previousAssuranceLevel: sql<
+      number | null
+    >`${details.assuranceLevel === undefined ? null : sessions.assuranceLevel}`.as("previous_assurance_level"),
     pendingDelivery: sql<boolean>`${actor.queued ? 1 : 0}`.as("pending_delivery"),
   };
   return db.insert(sessionEvents).select(

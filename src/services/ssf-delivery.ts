@@ -1,7 +1,7 @@
 import type { Database } from "../db/client.ts";
 import type { EventType, SessionEventRow } from "../db/schema.ts";
 import { duePushes, queueSessionSets, recordPushes, type SessionSet } from "../db/streams.ts";
-import { jtiOf, SESSION_ESTABLISHED, SESSION_REVOKED } from "../domain/streams.ts";
+import { ASSURANCE_LEVEL_CHANGE, jtiOf, SESSION_ESTABLISHED, SESSION_REVOKED } from "../domain/streams.ts";
 import { signSet, type Transmitter } from "../domain/transmitter.ts";
 
 // Session events as Shared Signals: each becomes a CAEP SET queued for the streams that take it
@@ -12,8 +12,8 @@ type Initiator = "user" | "admin" | "policy" | "system";
 
 /**
  * What each session event is to a receiver: a session established, a session revoked (by
- * whom, and the administrator's reason), or nothing (a re-authentication or a device binding
- * changes no session's existence).
+ * whom, and the administrator's reason), the session's assurance level changed (a
+ * re-authentication, only when it did change the level), or nothing (a device binding).
  */
 const AS_CAEP: Record<EventType, { type: string; by?: Initiator; reason?: string } | null> = {
   created: { type: SESSION_ESTABLISHED },
@@ -25,7 +25,7 @@ const AS_CAEP: Record<EventType, { type: string; by?: Initiator; reason?: string
   // An upstream identity provider's SET ended it (POST /ssf/receiver): reason `<upstream>:<event>`.
   ended_by_upstream: { type: SESSION_REVOKED, by: "system" },
   evicted: { type: SESSION_REVOKED, by: "policy", reason: "Over the limit of sessions per user" },
-  reauthenticated: null,
+  reauthenticated: { type: ASSURANCE_LEVEL_CHANGE, by: "user" },
   device_bound: null,
 };
 
@@ -34,18 +34,47 @@ function endedBy(reason: string | null): Initiator {
   return reason === "admin" ? "admin" : "system";
 }
 
+/** CAEP 1.0 §3.4's name for NIST SP 800-63B levels: `nist-aal1` to `nist-aal3`. */
+const AAL_NAMESPACE = "NIST-AAL";
+const aal = (level: number) => `nist-aal${level}`;
+
+/**
+ * The claims of an assurance-level-change, or null when the level did not change or is not
+ * known now. A level the session had none of before is a change with no direction.
+ */
+function levelChangeOf({ assuranceLevel: now, previousAssuranceLevel: before }: SessionEventRow) {
+  if (now === null || now === before) return null;
+  return {
+    namespace: AAL_NAMESPACE,
+    current_level: aal(now),
+    ...(before === null
+      ? {}
+      : { previous_level: aal(before), change_direction: now > before ? "increase" : "decrease" }),
+  };
+}
+
+/** What a SET of `type` says beyond the time, or null when the event is no such SET. */
+function detailsOf(event: SessionEventRow, caep: NonNullable<(typeof AS_CAEP)[EventType]>) {
+  if (caep.type === SESSION_REVOKED) {
+    return {
+      initiating_entity: caep.by ?? endedBy(event.reason),
+      reason_admin: { en: caep.reason ?? event.reason ?? "Ended by the system" },
+    };
+  }
+  if (caep.type === ASSURANCE_LEVEL_CHANGE) {
+    const change = levelChangeOf(event);
+    return change && { ...change, initiating_entity: caep.by };
+  }
+  return {};
+}
+
 /** The SET a session event becomes, or null. Its jti is the same whenever the event is sent again. */
 export function sessionSetOf(event: SessionEventRow, issuer: string): SessionSet | null {
   const caep = AS_CAEP[event.type];
   if (!caep || event.requestId === null) return null;
+  const details = detailsOf(event, caep);
+  if (!details) return null;
   const jti = jtiOf(event.createdAt, `${event.requestId}:${event.sessionId}`);
-  const details =
-    caep.type === SESSION_REVOKED
-      ? {
-          initiating_entity: caep.by ?? endedBy(event.reason),
-          reason_admin: { en: caep.reason ?? event.reason ?? "Ended by the system" },
-        }
-      : {};
   return {
     jti,
     type: caep.type,
