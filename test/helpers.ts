@@ -2,6 +2,7 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env, exports } from "cloudflare:workers";
 import { expect } from "vitest";
 import { bindingOf, bucketOf, readShardMap } from "../src/db/shards.ts";
+import { BUCKET_COUNT } from "../src/domain/token.ts";
 import worker from "../src/index.ts";
 import { validateResponse } from "./openapi.ts";
 
@@ -83,6 +84,20 @@ export async function callWith(
 /** The D1 bindings of the deployment under test: `DB`, or `DB`, `DB_1`, `DB_2`, `DB_3`. */
 export function shardBindings(): string[] {
   return [...readShardMap(env).bindings];
+}
+
+/** Two regions over the suite's databases: the default one on the first half, `eu` on the rest. */
+export function twoRegions(): Partial<Env> {
+  const bindings = shardBindings();
+  const half = bindings.length / 2;
+  const spread = (names: string[]) =>
+    Object.fromEntries(
+      names.map((name, i) => {
+        const size = BUCKET_COUNT / names.length;
+        return [`${i * size}-${(i + 1) * size - 1}`, name];
+      }),
+    );
+  return { SHARDS: JSON.stringify({ default: spread(bindings.slice(0, half)), eu: spread(bindings.slice(half)) }) };
 }
 
 export function d1(binding: string): D1Database {

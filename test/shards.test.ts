@@ -26,6 +26,7 @@ import {
   sessionIdsOf,
   shardBindings,
   tableSnapshot,
+  twoRegions,
 } from "./helpers.ts";
 
 // Choosing a database: placement by user id, ids that name their database, the shard map's
@@ -181,20 +182,6 @@ describe("ids issued before buckets (22 characters)", () => {
 });
 
 describe("regions", () => {
-  // Two regions over the suite's databases: the default one on the first half, `eu` on the rest.
-  function twoRegions(): Partial<Env> {
-    const bindings = shardBindings();
-    const half = bindings.length / 2;
-    const spread = (names: string[]) =>
-      Object.fromEntries(
-        names.map((name, i) => {
-          const size = BUCKET_COUNT / names.length;
-          return [`${i * size}-${(i + 1) * size - 1}`, name];
-        }),
-      );
-    return { SHARDS: JSON.stringify({ default: spread(bindings.slice(0, half)), eu: spread(bindings.slice(half)) }) };
-  }
-
   it.runIf(shardBindings().length > 1)("places a user with a home region only on that region's databases", async () => {
     const regional = { ...env, ...twoRegions() };
     const service = new SessionService(createExecutionContext(), regional);

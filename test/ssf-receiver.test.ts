@@ -1,6 +1,8 @@
+import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
+import { decodeJwt, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { SessionService } from "../src/rpc/session-service.ts";
 import { purge } from "../src/services/purge.ts";
 import {
   bearer,
@@ -12,7 +14,10 @@ import {
   isLive,
   issue,
   newUser,
+  shardBindings,
+  twoRegions,
 } from "./helpers.ts";
+import { newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
 // The Shared Signals receiver (POST /ssf/receiver): SETs pushed by the upstream transmitters
 // of SSF_UPSTREAMS, signed here with `jose` (not the worker's verifier), end sessions.
@@ -223,6 +228,49 @@ describe("the events acted on", () => {
       await push(await sign(claims(user, SESSION_REVOKED, { aud: ["x", AUDIENCE] }), { kid: null }), bindings),
     );
     expect(await isLive(session.token)).toBe(false);
+  });
+
+  it.runIf(shardBindings().length > 1)(
+    "an upstream with a region ends its users' sessions there, and none of the same user id elsewhere",
+    async () => {
+      const regional = twoRegions();
+      const service = new SessionService(createExecutionContext(), { ...env, ...regional });
+      const user = newUser();
+      const [eu, home] = [await service.create({ userId: user, region: "eu" }), await service.create({ userId: user })];
+      await expectAccepted(await push(await sign(claims(user)), { ...vars(upstream({ region: "eu" })), ...regional }));
+      expect([await service.authenticate(eu.token), await service.authenticate(home.token)]).toEqual([
+        null,
+        expect.objectContaining({ sessionId: home.id }),
+      ]);
+    },
+  );
+
+  it("an ending goes out to the transmitter's streams as session-revoked by the system, with the reason", async () => {
+    const { vars: transmitting } = await transmitter();
+    const receiver = await newReceiver("https://downstream.example");
+    const created = await ssfCall(transmitting, receiver.credential, "POST", "/ssf/streams", {});
+    const { stream_id } = (await created.json()) as { stream_id: string };
+    const user = newUser();
+    const session = await issue(user);
+    await expectAccepted(
+      await push(await sign(claims(user, `${RISC}account-disabled`)), { ...vars(), ...transmitting }),
+    );
+    const polled = await ssfCall(transmitting, receiver.credential, "POST", `/ssf/streams/poll/${stream_id}`, {
+      returnImmediately: true,
+    });
+    const { sets } = (await polled.json()) as { sets: Record<string, string> };
+    const revoked = Object.values(sets)
+      .map((set) => decodeJwt(set))
+      .filter((set) => JSON.stringify(set.sub_id).includes(session.id));
+    expect(revoked.map((set) => set.events)).toEqual([
+      {
+        [SESSION_REVOKED]: {
+          event_timestamp: expect.any(Number),
+          initiating_entity: "system",
+          reason_admin: { en: "idp:account-disabled" },
+        },
+      },
+    ]);
   });
 
   it("an upstream region SHARDS lacks is a config error: 500, nothing ends", async () => {
