@@ -17,6 +17,7 @@ import {
   sessionCookie,
   shardBindings,
 } from "./helpers.ts";
+import { standInUpstream } from "./ssf.ts";
 
 // Moving buckets between databases while the service answers (src/db/moves.ts), on the
 // suite's four databases: DB holds buckets 0-1023, DB_1 1024-2047. Every test moves its own
@@ -388,6 +389,26 @@ describe.skipIf(shardBindings().length < 2)("moving buckets between databases", 
     const session = await issue(user as string);
     expect((await rowsOf(TARGET, first, last)).sessions.map((row) => row.id)).toEqual([session.id]);
   });
+  it("a SET the receiver acted on moves with its user's bucket: resent after the move, it ends nothing", async () => {
+    const [bucket] = [940];
+    const [user] = (await usersIn(bucket, bucket, 1)) as [string];
+    const key = bucketKey({ region: "default", bucket });
+    const received = async (binding: string) =>
+      (await d1(binding).prepare("SELECT jti FROM ssf_received_sets WHERE bucket = ?").bind(key).all()).results.length;
+    const idp = await standInUpstream();
+    const ended = await issue(user);
+    const set = await idp.setAbout(user);
+    expect((await idp.push(set)).status).toBe(202);
+    expect([await isLive(ended.token), await received(SOURCE), await received(TARGET)]).toEqual([false, 1, 0]);
+
+    await moveBuckets(planFor(bucket, bucket), tools());
+    expect([await received(SOURCE), await received(TARGET)]).toEqual([0, 1]);
+    const since = await issue(user);
+    // The transmitter did not get the first answer and sends the SET again.
+    expect((await idp.push(set)).status).toBe(202);
+    expect(await isLive(since.token)).toBe(true);
+  });
+
   it("a frozen bucket: writes answer 503 moving (cookie kept, never rate limited), reads answer, RPC says retry", async () => {
     const bucket = 200;
     const [user] = await usersIn(bucket, bucket, 1);

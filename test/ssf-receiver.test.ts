@@ -518,7 +518,10 @@ describe("the purge", () => {
     await expectAccepted(await push(await sign(claims(user))));
     const db = await d1OfUser(user);
     const old = Date.now() - (86_400 + 60) * 1000 - 1;
-    await db.prepare("INSERT INTO ssf_received_sets VALUES (?, ?, ?)").bind(ISSUER, `old-${user}`, old).run();
+    await db
+      .prepare("INSERT INTO ssf_received_sets (issuer, jti, received_at) VALUES (?, ?, ?)")
+      .bind(ISSUER, `old-${user}`, old)
+      .run();
     vi.spyOn(console, "log").mockImplementation(() => {});
     expect((await purge(env)).receivedSets).toBeGreaterThanOrEqual(1);
     const { results } = await db

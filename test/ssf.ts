@@ -1,4 +1,5 @@
 import { env } from "cloudflare:workers";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { openShards } from "../src/db/shards.ts";
 import { issueReceiver } from "../src/services/receivers.ts";
 import { callWith } from "./helpers.ts";
@@ -51,4 +52,30 @@ export function ssfCall(
     },
     body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
   );
+}
+
+/**
+ * A stand-in upstream identity provider (SSF_UPSTREAMS: `vars`): `setAbout` signs a RISC
+ * account-disabled SET about a user with `jose`, `push` delivers it to POST /ssf/receiver.
+ */
+export async function standInUpstream() {
+  const issuer = "https://idp.example";
+  const { publicKey, privateKey } = await generateKeyPair("ES256");
+  const key = { ...(await exportJWK(publicKey)), kid: "idp1" };
+  const upstream = { issuer, name: "idp", audience: ISSUER, subject: "iss_sub", jwks: { keys: [key] } };
+  const vars: Partial<Env> = { SSF_UPSTREAMS: JSON.stringify([upstream]) };
+  const setAbout = (userId: string) =>
+    new SignJWT({
+      jti: crypto.randomUUID(),
+      sub_id: { format: "iss_sub", iss: issuer, sub: userId },
+      events: { "https://schemas.openid.net/secevent/risc/event-type/account-disabled": {} },
+    })
+      .setProtectedHeader({ alg: "ES256", kid: key.kid, typ: "secevent+jwt" })
+      .setIssuer(issuer)
+      .setAudience(ISSUER)
+      .setIssuedAt()
+      .sign(privateKey);
+  const push = (set: string) =>
+    callWith(vars, "POST", "/ssf/receiver", { "Content-Type": "application/secevent+jwt" }, set);
+  return { vars, setAbout, push };
 }

@@ -1,7 +1,7 @@
 import { and, eq, getTableColumns, gt, gte, lt, sql } from "drizzle-orm";
 import { BUCKET_COUNT, bucketKey, placementOf, RANDOM_LENGTH } from "../domain/token.ts";
 import type { Database } from "./client.ts";
-import { type BucketMoveRow, bucketMoves, sessionEvents, sessions } from "./schema.ts";
+import { type BucketMoveRow, bucketMoves, sessionEvents, sessions, ssfReceivedSets } from "./schema.ts";
 import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";
 
 // Moving buckets of users from one D1 database to another while the service answers
@@ -13,11 +13,11 @@ import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";
 //           still answer from it.
 //   copy    target: row (bucket, moved, source), so that a request reaching the target
 //           early is sent back to the source, and nothing there can change the bucket's
-//           rows; what an interrupted copy left there is cleared, then the bucket's sessions
-//           and events are copied from the (frozen, so unchanging) source. Events get new row
-//           ids; every other field is kept.
-//   switch  source, one batch: the row becomes (moved, target) and the bucket's sessions and
-//           events are deleted. Requests now follow the row to the target.
+//           rows; what an interrupted copy left there is cleared, then the bucket's sessions,
+//           events and received SETs are copied from the (frozen, so unchanging) source.
+//           Events get new row ids; every other field is kept.
+//   switch  source, one batch: the row becomes (moved, target) and the bucket's sessions,
+//           events and received SETs are deleted. Requests now follow the row to the target.
 //   open    target: its row goes; the target answers for the bucket.
 //
 // What a database holds says how far a bucket got, so an interrupted move is finished by
@@ -67,6 +67,7 @@ const PAGE = 500;
 // id and their computed bucket).
 const SESSION_ROWS_PER_INSERT = Math.floor(100 / Object.keys(getTableColumns(sessions)).length);
 const EVENT_ROWS_PER_INSERT = Math.floor(100 / (Object.keys(getTableColumns(sessionEvents)).length - 2));
+const RECEIVED_ROWS_PER_INSERT = Math.floor(100 / Object.keys(getTableColumns(ssfReceivedSets)).length);
 
 /** The bucket's sessions by id: ids start with the key, and `~` sorts after every base64url character. */
 function inBucket(key: string) {
@@ -102,6 +103,7 @@ async function copyBucket(source: Database, target: Database, key: string) {
   await target.batch([
     target.delete(sessionEvents).where(eq(sessionEvents.bucket, key)),
     target.delete(sessions).where(inBucket(key)),
+    target.delete(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key)),
   ]);
   let sessionCount = 0;
   for (let after = ""; ; ) {
@@ -140,6 +142,13 @@ async function copyBucket(source: Database, target: Database, key: string) {
     if (rows.length < PAGE) break;
     after = (rows.at(-1) as (typeof rows)[number]).id;
   }
+  // SETs received for the bucket's users within the last day (the receiver's maximum age): a
+  // few rows, read at once, without an index on bucket.
+  const received = await source.select().from(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key));
+  await batch(
+    target,
+    chunks(received, RECEIVED_ROWS_PER_INSERT).map((part) => target.insert(ssfReceivedSets).values(part)),
+  );
   return { sessions: sessionCount, events: eventCount };
 }
 
@@ -231,6 +240,7 @@ async function moveBucket(plan: MovePlan, bucket: number, tools: MoveTools) {
       .where(and(eq(bucketMoves.bucket, key), eq(bucketMoves.state, "frozen"), eq(bucketMoves.binding, to))),
     from.delete(sessionEvents).where(eq(sessionEvents.bucket, key)),
     from.delete(sessions).where(inBucket(key)),
+    from.delete(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key)),
   ]);
   await step("switch");
   await target

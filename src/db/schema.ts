@@ -259,6 +259,10 @@ export const ssfReceivedSets = sqliteTable(
     issuer: text("issuer").notNull(),
     jti: text("jti").notNull(),
     receivedAt: integer("received_at", { mode: "timestamp_ms" }).notNull(),
+    // The bucket of the user it named: a move takes the SET along with the user's sessions
+    // (src/db/moves.ts), so that one resent after the move still ends nothing. Null on SETs
+    // remembered before the column existed; the purge takes them within a day.
+    bucket: text("bucket"),
   },
   (table) => [primaryKey({ columns: [table.issuer, table.jti] })],
 );

@@ -39,7 +39,7 @@ function notReceived(db: Database, set: ReceivedSet) {
 function remember(db: Database, set: ReceivedSet, bucket: string, at: Date) {
   const moving = db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, bucket));
   // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
-  const row = sql`SELECT ${set.issuer}, ${set.jti}, ${at.getTime()} WHERE ${notExists(moving)}`;
+  const row = sql`SELECT ${set.issuer}, ${set.jti}, ${at.getTime()}, ${bucket} WHERE ${notExists(moving)}`;
   return db.insert(ssfReceivedSets).select(row).onConflictDoNothing();
 }
 

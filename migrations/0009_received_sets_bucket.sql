@@ -1,0 +1,1 @@
+ALTER TABLE `ssf_received_sets` ADD `bucket` text;
