@@ -206,6 +206,26 @@ function localVars(toml: WranglerEnv): ConfigVars & { SHARDS: string } {
 }
 
 /**
+ * An operator command's run on the local project: prints what `act` answers as one JSON line,
+ * or the error's message alone and exit code 1; the project is closed either way.
+ */
+export async function answerOnLocalProject(
+  env: string | undefined,
+  act: (project: LocalProject) => Promise<unknown>,
+): Promise<void> {
+  let project: LocalProject | undefined;
+  try {
+    project = await openLocalProject(env);
+    console.log(JSON.stringify(await act(project)));
+  } catch (error) {
+    console.error(error instanceof Error ? error.message : error);
+    process.exitCode = 1;
+  } finally {
+    project?.close();
+  }
+}
+
+/**
  * Every local D1 of the wrangler environment (`env` undefined: the top level) and its vars,
  * as `npm start` sees them. While `npm start` serves this environment, through its operator
  * gateway (scripts/dev-worker.ts), with the vars it runs with: the files are workerd's then.

@@ -14,7 +14,7 @@ import { readConfig } from "../src/domain/config.ts";
 import { issueSession } from "../src/services/issue-session.ts";
 import { LEFT_TO_THE_CRON } from "../src/services/outbox.ts";
 import { endSession, endUserSessions, listUserSessions } from "../src/services/user-sessions.ts";
-import { openLocalProject } from "./local-d1.ts";
+import { answerOnLocalProject } from "./local-d1.ts";
 
 const USAGE: Record<string, string> = {
   create:
@@ -93,19 +93,11 @@ if (command === "end" && values.session !== undefined && values.region !== undef
 if (command !== "end" && values.user === undefined) usage(command, "--user is required");
 if (values.ttl !== undefined && !/^\d+$/.test(values.ttl)) usage(command, "--ttl must be a whole number of seconds");
 
-let project: Awaited<ReturnType<typeof openLocalProject>>;
-try {
-  project = await openLocalProject(values.env);
-} catch (error) {
-  console.error(error instanceof Error ? error.message : error);
-  process.exit(1);
-}
-try {
+await answerOnLocalProject(values.env, async (project) => {
   const shards = openShards(project.env as unknown as Env);
   const config = readConfig(project.env);
   // Operator actions are "admin" unless told otherwise.
   const reason = values.reason ?? "admin";
-  let answer: unknown;
   if (command === "create") {
     const { id, token, expiresAt } = await issueSession(
       shards,
@@ -121,23 +113,16 @@ try {
       },
       LEFT_TO_THE_CRON,
     );
-    answer = { id, token, expiresAt };
-  } else if (command === "list") {
-    answer = { sessions: await listUserSessions(shards, config, values.user as string, values.region ?? null) };
-  } else if (values.session !== undefined) {
-    answer = await endSession(shards, config, { sessionId: values.session, reason }, LEFT_TO_THE_CRON);
-  } else {
-    answer = await endUserSessions(
-      shards,
-      config,
-      { userId: values.user as string, exceptSessionId: values.except ?? null, reason, region: values.region ?? null },
-      LEFT_TO_THE_CRON,
-    );
+    return { id, token, expiresAt };
   }
-  console.log(JSON.stringify(answer));
-} catch (error) {
-  console.error(error instanceof Error ? error.message : error);
-  process.exitCode = 1;
-} finally {
-  project.close();
-}
+  if (command === "list")
+    return { sessions: await listUserSessions(shards, config, values.user as string, values.region ?? null) };
+  if (values.session !== undefined)
+    return endSession(shards, config, { sessionId: values.session, reason }, LEFT_TO_THE_CRON);
+  return endUserSessions(
+    shards,
+    config,
+    { userId: values.user as string, exceptSessionId: values.except ?? null, reason, region: values.region ?? null },
+    LEFT_TO_THE_CRON,
+  );
+});

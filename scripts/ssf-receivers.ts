@@ -7,7 +7,7 @@
 import { parseArgs } from "node:util";
 import { openShards } from "../src/db/shards.ts";
 import { issueReceiver, receiversOf, revokeReceiverCredential } from "../src/services/receivers.ts";
-import { openLocalProject } from "./local-d1.ts";
+import { answerOnLocalProject } from "./local-d1.ts";
 
 const USAGE = `usage: npm run --silent ssf:receivers -- issue --name <name> --audience <aud> [--env <env>]
        npm run --silent ssf:receivers -- list [--env <env>]
@@ -47,23 +47,11 @@ if (stray) usage(`--${stray} does not apply to ${command}`);
 const missing = required.find((name) => values[name as keyof typeof values] === undefined);
 if (missing) usage(`--${missing} is required`);
 
-const project = await openLocalProject(values.env).catch((error: unknown) => {
-  console.error(error instanceof Error ? error.message : error);
-  process.exit(1);
-});
-try {
+await answerOnLocalProject(values.env, async (project) => {
   const shards = openShards(project.env as unknown as Env);
   const now = new Date();
-  const answer =
-    command === "issue"
-      ? await issueReceiver(shards, { name: values.name as string, audience: values.audience as string }, now)
-      : command === "list"
-        ? { receivers: await receiversOf(shards) }
-        : await revokeReceiverCredential(shards, values.id as string, now);
-  console.log(JSON.stringify(answer));
-} catch (error) {
-  console.error(error instanceof Error ? error.message : error);
-  process.exitCode = 1;
-} finally {
-  project.close();
-}
+  if (command === "issue")
+    return issueReceiver(shards, { name: values.name as string, audience: values.audience as string }, now);
+  if (command === "list") return { receivers: await receiversOf(shards) };
+  return revokeReceiverCredential(shards, values.id as string, now);
+});

@@ -48,6 +48,13 @@ async function setUp(extra: Partial<Env> = {}, stream: Record<string, unknown> =
   return { vars, as, stream_id, rpc, login, poll };
 }
 
+/** Runs the worker's `cron` now (the faked time, if any) with `vars`, and what it leaves running. */
+async function runCron(cron: string, vars: Partial<Env>) {
+  const ctx = createExecutionContext();
+  await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron }), { ...env, ...vars }, ctx);
+  await waitOnExecutionContext(ctx);
+}
+
 /** How many SETs wait for the stream. */
 const waitingFor = async (streamId: string) =>
   (
@@ -295,13 +302,7 @@ describe("push delivery (RFC 8935)", () => {
     answer = 202;
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime((row?.next_attempt_at as number) + 1);
-    const cron = createExecutionContext();
-    await worker.scheduled(
-      createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }),
-      { ...env, ...vars },
-      cron,
-    );
-    await waitOnExecutionContext(cron);
+    await runCron("* * * * *", vars);
     expect(jtis).toEqual([row?.jti, row?.jti]);
     expect(await waitingFor(stream_id)).toBe(0);
   });
@@ -341,13 +342,7 @@ describe("push delivery (RFC 8935)", () => {
     vi.spyOn(console, "warn").mockImplementation((line: string) => lines.push(line));
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(Date.now() + 2 * 86_400_000 + 1000);
-    const ctx = createExecutionContext();
-    await worker.scheduled(
-      createScheduledController({ scheduledTime: Date.now(), cron: "17 * * * *" }),
-      { ...env, ...vars },
-      ctx,
-    );
-    await waitOnExecutionContext(ctx);
+    await runCron("17 * * * *", vars);
     expect(await waitingFor(stream_id)).toBe(0);
     expect(lines.map((line) => JSON.parse(line))).toContainEqual({
       level: "warn",
@@ -374,13 +369,7 @@ describe("push delivery (RFC 8935)", () => {
     ).toEqual([]);
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(Date.now() + 61_000);
-    const cron = createExecutionContext();
-    await worker.scheduled(
-      createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }),
-      { ...env, ...vars },
-      cron,
-    );
-    await waitOnExecutionContext(cron);
+    await runCron("* * * * *", vars);
     // The established SET, handed out but not acknowledged, comes again too: only the revocation is new.
     const revoked = (await poll()).filter(
       (claims) =>

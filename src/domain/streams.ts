@@ -8,9 +8,8 @@ const SSF = "https://schemas.openid.net/secevent/ssf/event-type/";
 export const SESSION_ESTABLISHED = `${CAEP}session-established`;
 export const SESSION_REVOKED = `${CAEP}session-revoked`;
 export const ASSURANCE_LEVEL_CHANGE = `${CAEP}assurance-level-change`;
-/** Sent whatever a stream asked for (SSF 1.0 §8.1.4, §8.1.5). */
+/** Sent whatever a stream asked for (SSF 1.0 §8.1.4). */
 export const VERIFICATION = `${SSF}verification`;
-export const STREAM_UPDATED = `${SSF}stream-updated`;
 
 /** The one list of event types a stream can ask for: `events_supported`. */
 export const EVENTS_SUPPORTED = [SESSION_ESTABLISHED, SESSION_REVOKED, ASSURANCE_LEVEL_CHANGE] as const;

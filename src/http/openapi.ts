@@ -186,6 +186,18 @@ const STREAM_CHANGE = {
     description: { type: ["string", "null"], maxLength: 256 },
   },
 };
+/** PATCH and PUT of a stream: the same body and answers, a different rule for absent members. */
+const streamChange = (operationId: string, summary: string) => ({
+  operationId,
+  summary,
+  security: RECEIVER,
+  requestBody: requestBody({ ...STREAM_CHANGE, required: ["stream_id"] }),
+  responses: {
+    "200": ok("The whole stream after the change.", ref("schemas/Stream")),
+    ...BAD_BODY(["invalid_request_body", "invalid_delivery"]),
+    ...STREAM_ERRORS,
+  },
+});
 const STATUS_BODY = {
   type: "object",
   required: ["stream_id", "status"],
@@ -515,28 +527,11 @@ export const openApiDocument: OpenApiDocument = {
           ...STREAM_ERRORS,
         },
       },
-      patch: {
-        operationId: "updateStream",
-        summary: "Changes the receiver-supplied properties the body names (SSF 1.0 §8.1.1.3)",
-        security: RECEIVER,
-        requestBody: requestBody({ ...STREAM_CHANGE, required: ["stream_id"] }),
-        responses: {
-          "200": ok("The whole stream after the change.", ref("schemas/Stream")),
-          ...BAD_BODY(["invalid_request_body", "invalid_delivery"]),
-          ...STREAM_ERRORS,
-        },
-      },
-      put: {
-        operationId: "replaceStream",
-        summary: "Replaces the receiver-supplied properties; absent ones are deleted (SSF 1.0 §8.1.1.4)",
-        security: RECEIVER,
-        requestBody: requestBody({ ...STREAM_CHANGE, required: ["stream_id"] }),
-        responses: {
-          "200": ok("The whole stream after the change.", ref("schemas/Stream")),
-          ...BAD_BODY(["invalid_request_body", "invalid_delivery"]),
-          ...STREAM_ERRORS,
-        },
-      },
+      patch: streamChange("updateStream", "Changes the receiver-supplied properties the body names (SSF 1.0 §8.1.1.3)"),
+      put: streamChange(
+        "replaceStream",
+        "Replaces the receiver-supplied properties; absent ones are deleted (SSF 1.0 §8.1.1.4)",
+      ),
       delete: {
         operationId: "deleteStream",
         summary: "Deletes a stream, its subjects and the SETs waiting for it (SSF 1.0 §8.1.1.5)",
