@@ -1,6 +1,6 @@
 import { and, eq, getTableColumns, gt, gte, lt, sql } from "drizzle-orm";
 import { BUCKET_COUNT, bucketKey, placementOf, RANDOM_LENGTH } from "../domain/token.ts";
-import type { Database } from "./client.ts";
+import { batchAll, chunks, type Database } from "./client.ts";
 import { type BucketMoveRow, bucketMoves, sessionEvents, sessions, ssfReceivedSets } from "./schema.ts";
 import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";
 
@@ -83,18 +83,6 @@ async function markerOf(db: Database, key: string): Promise<BucketMoveRow | unde
   return row;
 }
 
-function chunks<T>(rows: T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < rows.length; i += size) out.push(rows.slice(i, i + size));
-  return out;
-}
-
-/** Runs `statements` as one batch (one round trip, one transaction); none: nothing. */
-async function batch(db: Database, statements: Parameters<Database["batch"]>[0][number][]): Promise<void> {
-  const [first, ...rest] = statements;
-  if (first) await db.batch([first, ...rest]);
-}
-
 /**
  * Copies the frozen bucket's rows from `source` to `target`, after clearing what an
  * interrupted copy left there (the target's `moved` row keeps every request off them).
@@ -113,7 +101,7 @@ async function copyBucket(source: Database, target: Database, key: string) {
       .where(and(inBucket(key), gt(sessions.id, after)))
       .orderBy(sessions.id)
       .limit(PAGE);
-    await batch(
+    await batchAll(
       target,
       chunks(rows, SESSION_ROWS_PER_INSERT).map((part) => target.insert(sessions).values(part)),
     );
@@ -130,7 +118,7 @@ async function copyBucket(source: Database, target: Database, key: string) {
       .orderBy(sessionEvents.id)
       .limit(PAGE);
     // In the source's order, so events of one instant keep their order on the target.
-    await batch(
+    await batchAll(
       target,
       chunks(rows, EVENT_ROWS_PER_INSERT).map((part) =>
         // A new id on the target, above its last (src/db/schema.ts): this bucket's events go
@@ -145,7 +133,7 @@ async function copyBucket(source: Database, target: Database, key: string) {
   // SETs received for the bucket's users within the last day (the receiver's maximum age): a
   // few rows, read at once, without an index on bucket.
   const received = await source.select().from(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key));
-  await batch(
+  await batchAll(
     target,
     chunks(received, RECEIVED_ROWS_PER_INSERT).map((part) => target.insert(ssfReceivedSets).values(part)),
   );

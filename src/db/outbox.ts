@@ -1,5 +1,5 @@
 import { and, inArray, lte, sql } from "drizzle-orm";
-import type { Database } from "./client.ts";
+import { batchAll, chunks, type Database } from "./client.ts";
 import { type SessionEventRow, sessionEvents } from "./schema.ts";
 
 /** The oldest events the queue has not accepted, written before `before`. */
@@ -20,15 +20,10 @@ const MARK_CHUNK = 90;
 
 /** Marks events the queue accepted; one batch however many (each statement under D1's 100 bound values). */
 export async function markDelivered(db: Database, ids: number[]): Promise<void> {
-  const statements = [];
-  for (let i = 0; i < ids.length; i += MARK_CHUNK) {
-    statements.push(
-      db
-        .update(sessionEvents)
-        .set({ pendingDelivery: sql`0` })
-        .where(inArray(sessionEvents.id, ids.slice(i, i + MARK_CHUNK))),
-    );
-  }
-  const [first, ...rest] = statements;
-  if (first) await db.batch([first, ...rest]);
+  await batchAll(
+    db,
+    chunks(ids, MARK_CHUNK).map((part) =>
+      db.update(sessionEvents).set({ pendingDelivery: sql`0` }).where(inArray(sessionEvents.id, part)),
+    ),
+  );
 }

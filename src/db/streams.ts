@@ -1,6 +1,6 @@
 import { and, asc, count, eq, exists, inArray, isNull, lt, lte, ne, or, type SQL, sql } from "drizzle-orm";
 import { MAX_STREAMS_PER_RECEIVER, MIN_VERIFICATION_INTERVAL_SECONDS, type Status } from "../domain/streams.ts";
-import type { Database } from "./client.ts";
+import { batchAll, type Database } from "./client.ts";
 import {
   type QueuedSetRow,
   type StreamRow,
@@ -63,6 +63,16 @@ function streamIn(db: Database, proof: ReceiverProof, streamId: string) {
     .where(ownStream(db, proof, streamId));
 }
 
+/** The receiver has the stream `streamId`: the guard of what a statement writes for it. */
+function hasStream(db: Database, proof: ReceiverProof, streamId: string): SQL {
+  return exists(
+    db
+      .select({ one: sql`1` })
+      .from(ssfStreams)
+      .where(ownStream(db, proof, streamId)),
+  );
+}
+
 /** The rows of a stream's own table (subjects, queued SETs) that belong to `streamId` of this receiver. */
 function ofOwnStream(
   db: Database,
@@ -70,15 +80,22 @@ function ofOwnStream(
   proof: ReceiverProof,
   streamId: string,
 ): SQL {
-  return and(
-    eq(column, streamId),
-    exists(
-      db
-        .select({ one: sql`1` })
-        .from(ssfStreams)
-        .where(ownStream(db, proof, streamId)),
-    ),
-  ) as SQL;
+  return and(eq(column, streamId), hasStream(db, proof, streamId)) as SQL;
+}
+
+/**
+ * The columns of a SET queued, due now, for each stream an INSERT … SELECT over ssf_streams
+ * selects, in the table's order.
+ */
+function queuedFor(jti: string, claims: Record<string, unknown>, at: Date) {
+  return {
+    streamId: ssfStreams.id,
+    jti: sql<string>`${jti}`.as("jti"),
+    claims: sql<string>`${JSON.stringify(claims)}`.as("claims"),
+    createdAt: sql<number>`${at.getTime()}`.as("created_at"),
+    attempts: sql<number>`0`.as("attempts"),
+    nextAttemptAt: sql<number>`${at.getTime()}`.as("next_attempt_at"),
+  };
 }
 
 export interface Answer<T> {
@@ -228,14 +245,7 @@ export async function setSubject(
       .where(ownStream(db, proof, streamId)),
     db
       .insert(ssfStreamSubjects)
-      .select(
-        sql`SELECT ${streamId}, ${userId}, ${included ? 1 : 0} WHERE ${exists(
-          db
-            .select({ one: sql`1` })
-            .from(ssfStreams)
-            .where(ownStream(db, proof, streamId)),
-        )}`,
-      )
+      .select(sql`SELECT ${streamId}, ${userId}, ${included ? 1 : 0} WHERE ${hasStream(db, proof, streamId)}`)
       .onConflictDoUpdate({
         target: [ssfStreamSubjects.streamId, ssfStreamSubjects.userId],
         set: { included: sql`excluded.${sql.identifier(ssfStreamSubjects.included.name)}` },
@@ -271,14 +281,7 @@ export async function requestVerification(
       .insert(ssfQueuedSets)
       .select(
         db
-          .select({
-            streamId: ssfStreams.id,
-            jti: sql<string>`${jti}`.as("jti"),
-            claims: sql<string>`${JSON.stringify(claims)}`.as("claims"),
-            createdAt: sql<number>`${at.getTime()}`.as("created_at"),
-            attempts: sql<number>`0`.as("attempts"),
-            nextAttemptAt: sql<number>`${at.getTime()}`.as("next_attempt_at"),
-          })
+          .select(queuedFor(jti, claims, at))
           .from(ssfStreams)
           .where(
             and(
@@ -387,14 +390,7 @@ export async function queueSessionSets(db: Database, sets: SessionSet[]): Promis
       .insert(ssfQueuedSets)
       .select(
         db
-          .select({
-            streamId: ssfStreams.id,
-            jti: sql<string>`${set.jti}`.as("jti"),
-            claims: sql<string>`${JSON.stringify(set.claims)}`.as("claims"),
-            createdAt: sql<number>`${set.createdAt.getTime()}`.as("created_at"),
-            attempts: sql<number>`0`.as("attempts"),
-            nextAttemptAt: sql<number>`${set.createdAt.getTime()}`.as("next_attempt_at"),
-          })
+          .select(queuedFor(set.jti, set.claims, set.createdAt))
           .from(ssfStreams)
           .where(
             and(
@@ -477,8 +473,7 @@ export async function recordPushes(
         .where(key(set)),
     ),
   ];
-  const [first, ...rest] = statements;
-  if (first) await db.batch([first, ...rest]);
+  await batchAll(db, statements);
 }
 
 /**
