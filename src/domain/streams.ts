@@ -2,6 +2,8 @@
 // HTTP door, and how a stream is shown back. Plain data in, plain data out; the statements are
 // in src/db/streams.ts, the routes in src/http/routes/ssf-streams.ts.
 
+import { isUserId } from "./user-id.ts";
+
 const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
 const SSF = "https://schemas.openid.net/secevent/ssf/event-type/";
 
@@ -254,19 +256,12 @@ export function stateOf(body: Json): string | null {
  * The user a subject names (RFC 9493): `iss_sub` issued by this transmitter, `opaque`, or a
  * complex subject whose `user` is one of those. Anything else is refused.
  */
-export function userOfSubject(subject: unknown, issuer: string, maxUserIdLength: number): string {
+export function userOfSubject(subject: unknown, issuer: string): string {
   if (typeof subject !== "object" || subject === null) refuse("invalid_subject");
   const { format, iss, sub, id, user } = subject as Json;
-  if (format === "complex" && (user as Json | undefined)?.format !== "complex")
-    return userOfSubject(user, issuer, maxUserIdLength);
+  if (format === "complex" && (user as Json | undefined)?.format !== "complex") return userOfSubject(user, issuer);
   const userId = format === "iss_sub" && iss === issuer ? sub : format === "opaque" ? id : null;
-  return typeof userId === "string" &&
-    userId !== "" &&
-    userId.trim() === userId &&
-    userId.length <= maxUserIdLength &&
-    !/\p{Cc}/u.test(userId)
-    ? userId
-    : refuse("invalid_subject");
+  return isUserId(userId) ? userId : refuse("invalid_subject");
 }
 
 /** The most SETs one poll hands out, whatever `maxEvents` asks (RFC 8936 lets the transmitter choose). */

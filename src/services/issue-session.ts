@@ -15,6 +15,7 @@ import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
 import { normalizeIp } from "../domain/ip.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement, proveToken } from "../domain/token.ts";
 import { parseDevice } from "../domain/user-agent.ts";
+import { isUserId, MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { type Outbox, published, queuedBy } from "./outbox.ts";
 
 // The one code path that creates sessions (SessionService.create and `npm run session:create`)
@@ -71,7 +72,6 @@ export interface IssuedSession {
   boundSecret: string | null;
 }
 
-export const MAX_USER_ID_LENGTH = 255;
 export const MAX_USER_AGENT_LENGTH = 512;
 export const MAX_CITY_LENGTH = 100;
 
@@ -95,19 +95,9 @@ function truncate(text: string, max: number): string {
   return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
 }
 
-/**
- * The one rule for a user id given by the rest of the system. Opaque and exact: stored and
- * matched as given, so " alice" or "alice\n" would silently be another user than "alice".
- * Refused rather than trimmed: the caller has a bug to see.
- */
+/** The user id rule (src/domain/user-id.ts), refused with a TypeError that names it. */
 export function checkUserId(userId: unknown): string {
-  if (
-    typeof userId !== "string" ||
-    userId.trim() !== userId ||
-    userId === "" ||
-    /\p{Cc}/u.test(userId) ||
-    userId.length > MAX_USER_ID_LENGTH
-  ) {
+  if (!isUserId(userId)) {
     throw new TypeError(
       `userId must be a non-empty string of at most ${MAX_USER_ID_LENGTH} characters, without leading or trailing whitespace or control characters`,
     );

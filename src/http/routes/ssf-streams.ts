@@ -34,7 +34,6 @@ import {
 } from "../../domain/streams.ts";
 import { proveToken, randomBase64Url } from "../../domain/token.ts";
 import { readTransmitter, signSet, type Transmitter } from "../../domain/transmitter.ts";
-import { MAX_USER_ID_LENGTH } from "../../services/issue-session.ts";
 import type { AppEnv } from "../context.ts";
 import { bearerToken } from "../credentials.ts";
 import { ApiError, unauthorized } from "../errors.ts";
@@ -211,7 +210,7 @@ export const streamRoutes = new Hono<StreamEnv>()
 async function subject(c: Context<StreamEnv>, included: boolean) {
   const input = await body(c);
   const streamId = streamIdOf(input.stream_id);
-  const userId = userOfSubject(input.subject, c.var.transmitter.issuer, MAX_USER_ID_LENGTH);
+  const userId = userOfSubject(input.subject, c.var.transmitter.issuer);
   found(authenticated(await setSubject(streamsDb(c), c.var.receiverProof, streamId, userId, included)).result);
   return included ? c.body(null, 200) : c.body(null, 204);
 }
