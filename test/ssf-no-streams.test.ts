@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { expect, it } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, newUser, wrapShards } from "./helpers.ts";
-import { transmitter } from "./ssf.ts";
+import { standInUpstream, transmitter } from "./ssf.ts";
 
 // Its own file, so its own database: a transmitter with no stream at all.
 
@@ -52,6 +52,22 @@ it("with a transmitter but no stream, events are written as without one, once th
   expect(await pendingOf(second)).toEqual([
     { type: "created", pending_delivery: 0 },
     { type: "logout", pending_delivery: 0 },
+  ]);
+  // So are the endings an upstream's SET asks for (POST /ssf/receiver).
+  const third = newUser();
+  await login(third, noStreams);
+  const idp = await standInUpstream();
+  const pushed = await callWith(
+    { ...vars, ...noStreams, ...idp.vars },
+    "POST",
+    "/ssf/receiver",
+    { "Content-Type": "application/secevent+jwt" },
+    await idp.setAbout(third),
+  );
+  expect(pushed.status).toBe(202);
+  expect(await pendingOf(third)).toEqual([
+    { type: "created", pending_delivery: 0 },
+    { type: "ended_by_upstream", pending_delivery: 0 },
   ]);
   expect(await d1("DB").prepare("SELECT count(*) AS n FROM ssf_queued_sets").first()).toEqual({ n: 0 });
 });

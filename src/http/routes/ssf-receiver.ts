@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { MAX_SET_BYTES, readUpstreams, SET_MEDIA_TYPE, SetRefused } from "../../domain/ssf-receiver.ts";
+import { queuedBy } from "../../services/outbox.ts";
 import { receiveSet } from "../../services/ssf-receiver.ts";
 import type { AppEnv } from "../context.ts";
 import { ApiError } from "../errors.ts";
@@ -39,7 +40,7 @@ async function receive(c: Context<AppEnv>): Promise<void> {
   const body = await boundedText(c.req.raw, MAX_SET_BYTES);
   if (body === null) throw new SetRefused("invalid_request", `The body is longer than ${MAX_SET_BYTES} bytes.`);
   const { shards, at, clientIp, outbox } = c.var;
-  const actor = { sessionId: null, ipAddress: clientIp, queued: outbox !== null };
+  const actor = { sessionId: null, ipAddress: clientIp, queued: queuedBy(outbox) };
   await receiveSet({ upstreams: readUpstreams(c.env), shards, at, actor, outbox }, body.trim());
 }
 
