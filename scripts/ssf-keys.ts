@@ -8,13 +8,8 @@
 // dropping keys whose overlap has ended. RS256 is what the CAEP interoperability profile asks for.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import {
-  DISCOVERY_MAX_AGE_SECONDS,
-  keyId,
-  readTransmitter,
-  SIGNING_ALGORITHMS,
-  type SigningAlgorithm,
-} from "../src/domain/transmitter.ts";
+import { JWS_ALGORITHMS, type JwsAlgorithm } from "../src/domain/jws.ts";
+import { DISCOVERY_MAX_AGE_SECONDS, keyId, readTransmitter } from "../src/domain/transmitter.ts";
 
 const USAGE = `usage: npm run --silent ssf:keys -- new [--alg ES256|RS256]
        npm run --silent ssf:keys -- rotate --overlap <seconds> [--alg ES256|RS256] < keys.json`;
@@ -30,8 +25,8 @@ const { values, positionals } = parseArgs({
 });
 const [command] = positionals;
 if (positionals.length !== 1 || (command !== "new" && command !== "rotate")) fail("one command: new or rotate");
-const alg = values.alg as SigningAlgorithm;
-if (!SIGNING_ALGORITHMS.includes(alg)) fail(`--alg must be one of ${SIGNING_ALGORITHMS.join(", ")}`);
+const alg = values.alg as JwsAlgorithm;
+if (!JWS_ALGORITHMS.includes(alg)) fail(`--alg must be one of ${JWS_ALGORITHMS.join(", ")}`);
 
 async function newKey(): Promise<Record<string, unknown>> {
   const params =

@@ -1,6 +1,6 @@
 import { ConfigError } from "./config.ts";
-import type { Jws, PublicKey } from "./jws.ts";
-import { publicKeyOf } from "./jws.ts";
+import { type Jws, type PublicKey, publicKeyOf } from "./jws.ts";
+import { SESSION_REVOKED } from "./streams.ts";
 import { placementOf } from "./token.ts";
 
 // This service as a Shared Signals receiver (SSF 1.0, RFC 8935 push): upstream transmitters
@@ -49,7 +49,6 @@ export class SetRefused extends Error {
   }
 }
 
-const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
 const RISC = "https://schemas.openid.net/secevent/risc/event-type/";
 
 /**
@@ -57,7 +56,7 @@ const RISC = "https://schemas.openid.net/secevent/risc/event-type/";
  * it may end one session only. Every other event type is accepted and ignored.
  */
 const ACTING_EVENTS: ReadonlyMap<string, { name: string; oneSession: boolean }> = new Map([
-  [`${CAEP}session-revoked`, { name: "session-revoked", oneSession: true }],
+  [SESSION_REVOKED, { name: "session-revoked", oneSession: true }],
   [`${RISC}account-disabled`, { name: "account-disabled", oneSession: false }],
   [`${RISC}account-purged`, { name: "account-purged", oneSession: false }],
   [`${RISC}credential-compromise`, { name: "credential-compromise", oneSession: false }],

@@ -1,5 +1,5 @@
 import { ConfigError } from "./config.ts";
-import { JWS_ALGORITHMS, type JwsAlgorithm, type PublicKey, publicKeyOf, signJws, thumbprint } from "./jws.ts";
+import { type JwsAlgorithm, type PublicKey, publicKeyOf, signJws, thumbprint } from "./jws.ts";
 import { DELIVERY_URNS, STREAMS_PATH } from "./streams.ts";
 
 // This service as a Shared Signals transmitter (OpenID SSF 1.0): who it is (SSF_ISSUER) and
@@ -11,10 +11,6 @@ import { DELIVERY_URNS, STREAMS_PATH } from "./streams.ts";
 // receiver holding a SET signed before the rotation, or a cached key set, can still verify.
 // `npm run ssf:keys` makes a key set and rotates it.
 
-/** The algorithms a key may sign with: the ones this service verifies (src/domain/jws.ts). */
-export const SIGNING_ALGORITHMS = JWS_ALGORITHMS;
-export type SigningAlgorithm = JwsAlgorithm;
-
 /** The discovery document's path (SSF 1.0 §"Transmitter Configuration Discovery"). */
 export const CONFIGURATION_PATH = "/.well-known/ssf-configuration";
 export const JWKS_PATH = "/ssf/jwks.json";
@@ -25,7 +21,7 @@ export const JWKS_PATH = "/ssf/jwks.json";
 export const DISCOVERY_MAX_AGE_SECONDS = 300;
 
 /** A public signing key as the key set publishes it (RFC 7517). */
-export type PublishedKey = PublicKey & { kid: string; alg: SigningAlgorithm; use: "sig" };
+export type PublishedKey = PublicKey & { kid: string; alg: JwsAlgorithm; use: "sig" };
 
 export interface SigningKey {
   published: PublishedKey;
@@ -74,7 +70,7 @@ function issuerOf(value: string): string {
 }
 
 /** The public half of a private JWK, or null if it is not an ES256 or RS256 (2048-4096 bit) private key. */
-function publicHalf(jwk: Record<string, unknown>): { key: PublicKey; alg: SigningAlgorithm } | null {
+function publicHalf(jwk: Record<string, unknown>): { key: PublicKey; alg: JwsAlgorithm } | null {
   const alg = jwk.kty === "EC" ? "ES256" : "RS256";
   const key = publicKeyOf(jwk, alg);
   const privateMembers = alg === "ES256" ? ["d"] : ["d", "p", "q", "dp", "dq", "qi"];

@@ -2,6 +2,7 @@ import { EVENTS_LISTED } from "../db/events.ts";
 import { EVENT_TYPES } from "../db/schema.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { REFRESH_PATH } from "../domain/device-binding.ts";
+import { JWS_ALGORITHMS } from "../domain/jws.ts";
 import { MAX_SET_BYTES, RECEIVER_PATH, SET_ERROR_CODES, SET_MEDIA_TYPE } from "../domain/ssf-receiver.ts";
 import {
   DELIVERY_URNS,
@@ -12,7 +13,7 @@ import {
   STREAMS_PATH,
 } from "../domain/streams.ts";
 import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
-import { CONFIGURATION_PATH, DISCOVERY_MAX_AGE_SECONDS, JWKS_PATH, SIGNING_ALGORITHMS } from "../domain/transmitter.ts";
+import { CONFIGURATION_PATH, DISCOVERY_MAX_AGE_SECONDS, JWKS_PATH } from "../domain/transmitter.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
 import { MAX_REASON_LENGTH } from "../services/user-sessions.ts";
 import { type ErrorCode, MESSAGES } from "./errors.ts";
@@ -477,7 +478,7 @@ export const openApiDocument: OpenApiDocument = {
                         properties: {
                           kty: { enum: ["EC", "RSA"] },
                           kid: { type: "string" },
-                          alg: { enum: [...SIGNING_ALGORITHMS] },
+                          alg: { enum: [...JWS_ALGORITHMS] },
                           use: { const: "sig" },
                           crv: { const: "P-256" },
                           x: { type: "string" },

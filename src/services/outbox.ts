@@ -1,4 +1,4 @@
-import type { Database } from "../db/client.ts";
+import { chunks, type Database } from "../db/client.ts";
 import { markDelivered, pendingEvents } from "../db/outbox.ts";
 import type { EventType, SessionEventRow } from "../db/schema.ts";
 import type { Shards } from "../db/shards.ts";
@@ -121,10 +121,9 @@ function writesPending({ queue, ssf }: Outlets): boolean {
  * round trip to each database). Throws if any of it fails: the events stay pending, for the cron.
  */
 async function deliver({ queue, ssf }: Outlets, db: Database, events: SessionEventRow[]): Promise<void> {
-  for (let i = 0; queue && i < events.length; i += SEND_CHUNK) {
-    await queue.sendBatch(
-      events.slice(i, i + SEND_CHUNK).map((event) => ({ body: toMessage(event), contentType: "json" })),
-    );
+  if (queue) {
+    for (const part of chunks(events, SEND_CHUNK))
+      await queue.sendBatch(part.map((event) => ({ body: toMessage(event), contentType: "json" })));
   }
   if (ssf) streamsSeen = { live: await queueSets(ssf.streams, ssf.transmitter, events), at: Date.now() };
   await markDelivered(

@@ -5,7 +5,7 @@ import type { Instant } from "../domain/clock.ts";
 import { ConfigError } from "../domain/config.ts";
 import { type Jws, type PublicKey, parseJws, verifyJws } from "../domain/jws.ts";
 import { actionOf, keyOf, SetRefused, senderOf, type Upstream } from "../domain/ssf-receiver.ts";
-import { checkUserId } from "./issue-session.ts";
+import { isUserId } from "../domain/user-id.ts";
 import { type Outbox, published } from "./outbox.ts";
 
 // Receiving a Security Event Token from an upstream transmitter (RFC 8935 push): read,
@@ -72,13 +72,8 @@ export async function receiveSet(receiver: Receiver, compact: string): Promise<n
     throw new SetRefused("authentication_failed", "The SET's signature does not verify with its issuer's key.");
   const action = actionOf(jws.payload, upstream, Math.floor(at.now.getTime() / 1000));
   if (!action) return 0;
-  if (action.userId !== null) {
-    try {
-      checkUserId(action.userId);
-    } catch {
-      throw new SetRefused("invalid_request", "The subject's user id is not one this service can hold.");
-    }
-  }
+  if (action.userId !== null && !isUserId(action.userId))
+    throw new SetRefused("invalid_request", "The subject's user id is not one this service can hold.");
   const place =
     action.userId !== null
       ? await shards.forUser(action.userId, upstream.region)
