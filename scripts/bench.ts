@@ -44,6 +44,7 @@ import type { Instant } from "../src/domain/clock.ts";
 import { readConfig } from "../src/domain/config.ts";
 import { DEFAULT_REGION, hashSecret, type Placement } from "../src/domain/token.ts";
 import { buildSession, issueSession } from "../src/services/issue-session.ts";
+import { openScope } from "../src/services/scope.ts";
 import type { Operation } from "./bench-own/index.ts";
 import { GZIP_BUDGET_BYTES, measureBundle } from "./bundle-size.ts";
 import { migrateLocal, startLocalServer } from "./local-server.ts";
@@ -313,10 +314,13 @@ async function runOperation(
   switch (key) {
     case "create": {
       // One more session for this user, who holds `own.length`: what a login costs them.
-      await issueSession(openShards({ ...env, DB: metered }), config, {
-        userId: caller.userId,
-        ipAddress: "203.0.113.7",
-      });
+      await issueSession(
+        { ...openScope({ ...env, DB: metered }), config, outbox: null },
+        {
+          userId: caller.userId,
+          ipAddress: "203.0.113.7",
+        },
+      );
       break;
     }
     case "authenticate":

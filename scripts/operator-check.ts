@@ -12,10 +12,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { bucketOf, openShards } from "../src/db/shards.ts";
-import { readConfig } from "../src/domain/config.ts";
+import { bucketOf } from "../src/db/shards.ts";
 import { BucketMoving } from "../src/domain/errors.ts";
 import { issueSession } from "../src/services/issue-session.ts";
+import { openScope } from "../src/services/scope.ts";
 import { openLocalProject } from "./local-d1.ts";
 import { freePort, type NpmStart, startNpmStart } from "./npm-start.ts";
 
@@ -90,11 +90,14 @@ async function signIn(user: string): Promise<void> {
   const project = await openLocalProject("sharded");
   for (;;) {
     try {
-      const { id, token } = await issueSession(openShards(project.env as unknown as Env), readConfig(project.env), {
-        userId: user,
-        userAgent: CHROME,
-        ipAddress: "203.0.113.9",
-      });
+      const { id, token } = await issueSession(
+        { ...openScope(project.env as unknown as Env), outbox: null },
+        {
+          userId: user,
+          userAgent: CHROME,
+          ipAddress: "203.0.113.9",
+        },
+      );
       sessions.set(id, { id, token, user, live: true });
       return;
     } catch (error) {

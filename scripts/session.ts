@@ -9,10 +9,8 @@
 //   npm run --silent session:end -- --session <sessionId> [--reason <reason>]
 // Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`).
 import { parseArgs } from "node:util";
-import { openShards } from "../src/db/shards.ts";
-import { readConfig } from "../src/domain/config.ts";
 import { issueSession } from "../src/services/issue-session.ts";
-import { LEFT_TO_THE_CRON } from "../src/services/outbox.ts";
+import { openScope } from "../src/services/scope.ts";
 import { endSession, endUserSessions, listUserSessions } from "../src/services/user-sessions.ts";
 import { answerOnLocalProject } from "./local-d1.ts";
 
@@ -94,35 +92,29 @@ if (command !== "end" && values.user === undefined) usage(command, "--user is re
 if (values.ttl !== undefined && !/^\d+$/.test(values.ttl)) usage(command, "--ttl must be a whole number of seconds");
 
 await answerOnLocalProject(values.env, async (project) => {
-  const shards = openShards(project.env as unknown as Env);
-  const config = readConfig(project.env);
+  // Written pending, for the worker's minute cron to deliver (src/services/scope.ts `Door`).
+  const scope = openScope(project.env as unknown as Env);
   // Operator actions are "admin" unless told otherwise.
   const reason = values.reason ?? "admin";
   if (command === "create") {
-    const { id, token, expiresAt } = await issueSession(
-      shards,
-      config,
-      {
-        userId: values.user as string,
-        ipAddress: values.ip ?? "127.0.0.1",
-        userAgent: values["user-agent"] ?? "",
-        country: values.country ?? null,
-        city: values.city ?? null,
-        region: values.region ?? null,
-        ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
-      },
-      LEFT_TO_THE_CRON,
-    );
+    const { id, token, expiresAt } = await issueSession(scope, {
+      userId: values.user as string,
+      ipAddress: values.ip ?? "127.0.0.1",
+      userAgent: values["user-agent"] ?? "",
+      country: values.country ?? null,
+      city: values.city ?? null,
+      region: values.region ?? null,
+      ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
+    });
     return { id, token, expiresAt };
   }
   if (command === "list")
-    return { sessions: await listUserSessions(shards, config, values.user as string, values.region ?? null) };
-  if (values.session !== undefined)
-    return endSession(shards, config, { sessionId: values.session, reason }, LEFT_TO_THE_CRON);
-  return endUserSessions(
-    shards,
-    config,
-    { userId: values.user as string, exceptSessionId: values.except ?? null, reason, region: values.region ?? null },
-    LEFT_TO_THE_CRON,
-  );
+    return { sessions: await listUserSessions(scope, values.user as string, values.region ?? null) };
+  if (values.session !== undefined) return endSession(scope, { sessionId: values.session, reason });
+  return endUserSessions(scope, {
+    userId: values.user as string,
+    exceptSessionId: values.except ?? null,
+    reason,
+    region: values.region ?? null,
+  });
 });

@@ -1,9 +1,13 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { expect } from "vitest";
-import { bindingOf, bucketOf, readShardMap } from "../src/db/shards.ts";
+import { bindingOf, bucketOf, readShardMap, type Shards } from "../src/db/shards.ts";
+import { instant } from "../src/domain/clock.ts";
+import { type Config, readConfig } from "../src/domain/config.ts";
 import { BUCKET_COUNT } from "../src/domain/token.ts";
 import worker from "../src/index.ts";
+import type { Outbox } from "../src/services/outbox.ts";
+import type { Scope } from "../src/services/scope.ts";
 import { validateResponse } from "./openapi.ts";
 
 export const ORIGIN = "https://sessions.example";
@@ -255,4 +259,12 @@ const LIMITER_PERIOD_MS = 60_000;
 export async function insideOneLimiterWindow(ms: number): Promise<void> {
   const left = LIMITER_PERIOD_MS - (Date.now() % LIMITER_PERIOD_MS);
   if (left < ms) await new Promise((resolve) => setTimeout(resolve, left + 100));
+}
+
+/**
+ * A scope over `shards` for calling a service directly, as a door would open one: `outbox`
+ * null writes events not pending, as without outlets.
+ */
+export function scopeWith(shards: Shards, config: Config = readConfig(env), outbox: Outbox | null = null): Scope {
+  return { config, at: instant(config), shards, outbox, clientIp: null, roundTrips: () => 0 };
 }

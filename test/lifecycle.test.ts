@@ -15,6 +15,7 @@ import {
   isLive,
   issue,
   newUser,
+  scopeWith,
   sessionIdsOf,
 } from "./helpers.ts";
 
@@ -61,9 +62,9 @@ describe("SESSION_MAX_PER_USER", () => {
   it("with a cap of 1, each new session ends the previous one, in the creation's one round trip", async () => {
     const config = { ...readConfig(env), maxPerUser: 1 };
     const userId = newUser();
-    const first = await issueSession(openShards(env), config, { userId });
+    const first = await issueSession(scopeWith(openShards(env), config), { userId });
     const counter = countingShards(databases());
-    const second = await issueSession(openShards({ ...env, ...counter.env }), config, { userId });
+    const second = await issueSession(scopeWith(openShards({ ...env, ...counter.env }), config), { userId });
     expect(counter.roundTrips()).toEqual({ [await bindingOfUser(userId)]: 1 });
     expect(await sessionIdsOf(userId)).toEqual([second.id]);
     expect(await isLive(first.token)).toBe(false);
@@ -81,10 +82,10 @@ describe("SESSION_MAX_PER_USER", () => {
     const config = { ...readConfig(env), maxPerUser: 2 };
     const shards = openShards(env);
     const userId = newUser();
-    await issueSession(shards, config, { userId, ttlSeconds: 60 });
-    const kept = await issueSession(shards, config, { userId });
+    await issueSession(scopeWith(shards, config), { userId, ttlSeconds: 60 });
+    const kept = await issueSession(scopeWith(shards, config), { userId });
     vi.setSystemTime(START + 2 * MINUTE);
-    const latest = await issueSession(shards, config, { userId });
+    const latest = await issueSession(scopeWith(shards, config), { userId });
     expect(await isLive(kept.token)).toBe(true);
     expect(await isLive(latest.token)).toBe(true);
     expect((await eventsOf(latest.token)).filter((e) => e.type === "evicted")).toEqual([]);
@@ -175,16 +176,16 @@ describe("SESSION_SLIDING_TTL", () => {
       SESSION_TTL_SECONDS: "3600",
       SESSION_MAX_LIFETIME_SECONDS: "604800",
     });
-    const created = await issueSession(openShards(env), config, { userId: newUser(), ttlSeconds: 3600 });
+    const created = await issueSession(scopeWith(openShards(env), config), { userId: newUser(), ttlSeconds: 3600 });
     expect(created.cookie).toContain("; Max-Age=604800;");
     expect(created.expiresAt).toBe(new Date(START + 3600_000).toISOString());
   });
 
   it("refuses a TTL beyond the maximum lifetime, and an inconsistent configuration", async () => {
     const config = readConfig({ ...env, SESSION_TTL_SECONDS: "3600", SESSION_MAX_LIFETIME_SECONDS: "86400" });
-    await expect(issueSession(openShards(env), config, { userId: newUser(), ttlSeconds: 86_401 })).rejects.toThrow(
-      "ttlSeconds must be an integer from 1 to 86400",
-    );
+    await expect(
+      issueSession(scopeWith(openShards(env), config), { userId: newUser(), ttlSeconds: 86_401 }),
+    ).rejects.toThrow("ttlSeconds must be an integer from 1 to 86400");
     expect(() => readConfig({ ...env, SESSION_SLIDING_TTL: "yes" })).toThrow(
       'SESSION_SLIDING_TTL must be "true" or "false"',
     );

@@ -23,6 +23,7 @@ import {
   newUser,
   newUserOn,
   randomIp,
+  scopeWith,
   shardBindings,
 } from "./helpers.ts";
 
@@ -75,7 +76,7 @@ describe("events queue (SESSION_EVENTS)", () => {
     const config = readConfig(env);
     const created: { id: string }[] = [];
     // Sessions issued without the queue: nothing pending, nothing sent.
-    for (let i = 0; i < 3; i++) created.push(await issueSession(shards, config, { userId }));
+    for (let i = 0; i < 3; i++) created.push(await issueSession(scopeWith(shards, config), { userId }));
     expect(await pendingOf(userId)).toEqual([]);
 
     const counter = countingShards(databases());
@@ -155,8 +156,11 @@ describe("events queue (SESSION_EVENTS)", () => {
     const userId = newUser();
     const shards = openShards(env);
     const lost = { pending: true, publish: () => {} };
-    const created = await issueSession(shards, readConfig(env), { userId, userAgent: "curl/8.5.0" }, lost);
-    const { ended } = await endSessionsOfUser(shards, readConfig(env), { userId, reason: "account_disabled" }, lost);
+    const created = await issueSession(scopeWith(shards, readConfig(env), lost), { userId, userAgent: "curl/8.5.0" });
+    const { ended } = await endSessionsOfUser(scopeWith(shards, readConfig(env), lost), {
+      userId,
+      reason: "account_disabled",
+    });
     expect(ended).toBe(1);
     expect(await pendingOf(userId)).toHaveLength(2);
     vi.setSystemTime(start + 61_000);

@@ -26,6 +26,7 @@ import {
   issue,
   newUser,
   newUserOn,
+  scopeWith,
   sessionCookie,
   shardBindings,
 } from "./helpers.ts";
@@ -209,18 +210,26 @@ describe("round trips of the RPC operations", () => {
         await run(openShards({ ...env, ...counter.env }));
         return counter.roundTrips();
       };
-      expect(await measure((shards) => issueSession(shards, config, { userId }))).toEqual(own);
-      expect(await measure((shards) => listSessionsOfUser(shards, config, userId))).toEqual(own);
-      expect(
-        await measure((shards) => endOneSession(shards, config, { sessionId: sessions[0]!.id, reason: "admin" }, null)),
-      ).toEqual(own);
+      expect(await measure((shards) => issueSession(scopeWith(shards, config), { userId }))).toEqual(own);
+      expect(await measure((shards) => listSessionsOfUser(scopeWith(shards, config), userId))).toEqual(own);
       expect(
         await measure((shards) =>
-          endSessionsOfUser(shards, config, { userId, exceptSessionId: sessions[0]!.id, reason: "admin" }, null),
+          endOneSession(scopeWith(shards, config, null), { sessionId: sessions[0]!.id, reason: "admin" }),
         ),
       ).toEqual(own);
       expect(
-        await measure((shards) => endOneSession(shards, config, { sessionId: "short", reason: "admin" }, null)),
+        await measure((shards) =>
+          endSessionsOfUser(scopeWith(shards, config, null), {
+            userId,
+            exceptSessionId: sessions[0]!.id,
+            reason: "admin",
+          }),
+        ),
+      ).toEqual(own);
+      expect(
+        await measure((shards) =>
+          endOneSession(scopeWith(shards, config, null), { sessionId: "short", reason: "admin" }),
+        ),
       ).toEqual({});
     });
   }

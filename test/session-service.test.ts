@@ -5,7 +5,7 @@ import { openShards } from "../src/db/shards.ts";
 import { readConfig } from "../src/domain/config.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { issueSession } from "../src/services/issue-session.ts";
-import { newUser, tableSnapshot } from "./helpers.ts";
+import { newUser, scopeWith, tableSnapshot } from "./helpers.ts";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -97,7 +97,7 @@ describe("SessionService (Workers RPC)", () => {
       { userId: newUser(), ttlSeconds: 400 * 86400 + 1 },
     ];
     const shards = openShards(env);
-    for (const input of bad) await expect(issueSession(shards, readConfig(env), input)).rejects.toThrow();
+    for (const input of bad) await expect(issueSession(scopeWith(shards, readConfig(env)), input)).rejects.toThrow();
     expect(await tableSnapshot()).toEqual(before);
   });
 

@@ -22,6 +22,7 @@ import {
   newUser,
   newUserOn,
   REJECTED_CHALLENGE,
+  scopeWith,
   sessionCookie,
   sessionIdsOf,
   shardBindings,
@@ -222,7 +223,7 @@ describe("regions", () => {
     const before = await tableSnapshot();
     for (const region of ["us", "EU", "", 42]) {
       await expect(
-        issueSession(openShards(env), readConfig(env), { userId: newUser(), region: region as string }),
+        issueSession(scopeWith(openShards(env), readConfig(env)), { userId: newUser(), region: region as string }),
       ).rejects.toThrow(/region must be one of the configured regions/);
     }
     expect(await tableSnapshot()).toEqual(before);

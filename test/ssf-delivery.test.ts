@@ -8,7 +8,7 @@ import worker from "../src/index.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { LEFT_TO_THE_CRON } from "../src/services/outbox.ts";
 import { endSession } from "../src/services/user-sessions.ts";
-import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, newUser } from "./helpers.ts";
+import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, newUser, scopeWith } from "./helpers.ts";
 import { ISSUER, newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
 // Session events as Shared Signals: every way a session starts or ends becomes a CAEP SET for
@@ -363,7 +363,7 @@ describe("push delivery (RFC 8935)", () => {
     const session = await login(newUser());
     await poll();
     const shards = openShards({ ...env, ...vars } as Env);
-    await endSession(shards, readConfig(env), { sessionId: session.id, reason: "admin" }, LEFT_TO_THE_CRON);
+    await endSession(scopeWith(shards, readConfig(env), LEFT_TO_THE_CRON), { sessionId: session.id, reason: "admin" });
     expect(
       (await poll()).filter((claims) => (claims.sub_id as { session: { id: string } }).session.id === session.id),
     ).toEqual([]);

@@ -8,7 +8,7 @@ import {
   listUserSessions as listSessionsOfUser,
 } from "../src/services/user-sessions.ts";
 import { countingShards } from "./d1.ts";
-import { bearer, call, databases, isLive, issue, newUser, tableSnapshot } from "./helpers.ts";
+import { bearer, call, databases, isLive, issue, newUser, scopeWith, tableSnapshot } from "./helpers.ts";
 
 // SessionService.listUserSessions / endUserSessions / endSession: the rest of the system sees
 // and ends a user's sessions without a token. Rejections are tested on the shared code path
@@ -137,30 +137,30 @@ describe("bad input: a clear error, nothing changed, no round trip", () => {
     const shards = openShards({ ...env, ...counter.env });
     const config = readConfig(env);
     for (const reason of blankOrBad) {
-      await expect(endSessionsOfUser(shards, config, { userId, reason } as never, null)).rejects.toThrow(
+      await expect(endSessionsOfUser(scopeWith(shards, config, null), { userId, reason } as never)).rejects.toThrow(
         /^reason must be 1 to 64 printable ASCII characters/,
       );
-      await expect(endOneSession(shards, config, { sessionId: session.id, reason } as never, null)).rejects.toThrow(
-        /^reason must be/,
-      );
+      await expect(
+        endOneSession(scopeWith(shards, config, null), { sessionId: session.id, reason } as never),
+      ).rejects.toThrow(/^reason must be/);
     }
     for (const bad of ["", "  ", "u".repeat(256), 7, null]) {
-      await expect(endSessionsOfUser(shards, config, { userId: bad, reason: "admin" } as never, null)).rejects.toThrow(
-        /^userId must be a non-empty string/,
-      );
-      await expect(listSessionsOfUser(shards, config, bad as never)).rejects.toThrow(
+      await expect(
+        endSessionsOfUser(scopeWith(shards, config, null), { userId: bad, reason: "admin" } as never),
+      ).rejects.toThrow(/^userId must be a non-empty string/);
+      await expect(listSessionsOfUser(scopeWith(shards, config), bad as never)).rejects.toThrow(
         /^userId must be a non-empty string/,
       );
     }
-    await expect(endOneSession(shards, config, { sessionId: 5, reason: "admin" } as never, null)).rejects.toThrow(
-      "sessionId must be a string",
-    );
     await expect(
-      endSessionsOfUser(shards, config, { userId, exceptSessionId: 5, reason: "admin" } as never, null),
+      endOneSession(scopeWith(shards, config, null), { sessionId: 5, reason: "admin" } as never),
+    ).rejects.toThrow("sessionId must be a string");
+    await expect(
+      endSessionsOfUser(scopeWith(shards, config, null), { userId, exceptSessionId: 5, reason: "admin" } as never),
     ).rejects.toThrow("exceptSessionId must be a string");
     // The token instead of the id, say: refused rather than ending the session meant to stay.
     await expect(
-      endSessionsOfUser(shards, config, { userId, exceptSessionId: session.token, reason: "admin" }, null),
+      endSessionsOfUser(scopeWith(shards, config, null), { userId, exceptSessionId: session.token, reason: "admin" }),
     ).rejects.toThrow("exceptSessionId must be a session id");
     expect(counter.roundTrips()).toEqual({});
     expect(await tableSnapshot()).toEqual(before);

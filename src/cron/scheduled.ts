@@ -1,13 +1,13 @@
-import { openShards } from "../db/shards.ts";
 import { deliverPending, outletsOf } from "../services/outbox.ts";
 import { PURGE_BUDGET, purge } from "../services/purge.ts";
+import { openScope } from "../services/scope.ts";
 
 /** wrangler.toml `[triggers]`: the purge hourly; every minute, what is pending or due to be pushed. */
 export const PUSH_CRON = "* * * * *";
 
 export const scheduled: ExportedHandlerScheduledHandler<Env> = async (controller, env) => {
   if (controller.cron === PUSH_CRON) {
-    const shards = openShards(env);
+    const { shards } = openScope(env);
     const databases = shards.all().map((shard) => shard.db);
     await deliverPending(outletsOf(env, shards), databases, new Date(controller.scheduledTime));
     return;

@@ -1,11 +1,10 @@
 import { and, desc, eq, inArray, type SQL, type SQLWrapper } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
+import { EVENTS_LISTED } from "../domain/events.ts";
 import { moveOf, onBucket } from "./buckets.ts";
 import { ownerOf, selectCaller, type TokenProof, touch } from "./liveness.ts";
 import { sessionEvents } from "./schema.ts";
 import type { Place } from "./shards.ts";
-
-export const EVENTS_LISTED = 100;
 
 /**
  * A user's events, through the one index: under the user's bucket and under "", where

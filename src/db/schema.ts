@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import type { StoredProofs } from "../domain/auth-proofs.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
+import { EVENT_TYPES } from "../domain/events.ts";
 import { DELIVERY_METHODS, STATUSES } from "../domain/streams.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 
@@ -66,27 +67,6 @@ export const sessions = sqliteTable(
 );
 
 export type SessionRow = typeof sessions.$inferSelect;
-
-// The one list of event types: the type, the column enum and the OpenAPI document derive from it.
-export const EVENT_TYPES = [
-  "created",
-  "logout",
-  "deleted",
-  "logout_all",
-  "logout_others",
-  // Ended by the rest of the system (SessionService.endSession / endUserSessions), with a reason.
-  "ended",
-  // Ended to keep the user within SESSION_MAX_PER_USER when a new session was issued.
-  "evicted",
-  // The user authenticated again (SessionService.reauthenticate): same session, new token.
-  "reauthenticated",
-  // The browser bound the session to a key it holds (POST /auth/dbsc/registration).
-  "device_bound",
-  // Ended by a Security Event Token of an upstream transmitter (POST /ssf/receiver); the
-  // reason is `<upstream name>:<event>`, the name SSF_UPSTREAMS gives the issuer.
-  "ended_by_upstream",
-] as const;
-export type EventType = (typeof EVENT_TYPES)[number];
 
 /** Event ids per millisecond: an event's id is at least its time times this (src/db/writes.ts `eventIds`). */
 const EVENT_IDS_PER_MS = 2048;

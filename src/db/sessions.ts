@@ -1,5 +1,6 @@
 import { and, desc, eq, ne, type SQL, sql } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
+import type { EventType } from "../domain/events.ts";
 import type { ListedSession } from "../domain/session-view.ts";
 import { moveOf, onBucket } from "./buckets.ts";
 import type { Database } from "./client.ts";
@@ -13,7 +14,7 @@ import {
   type TokenProof,
   touch,
 } from "./liveness.ts";
-import { type EventType, type SessionRow, sessions } from "./schema.ts";
+import { type SessionRow, sessions } from "./schema.ts";
 import type { Place } from "./shards.ts";
 import { type Actor, type EventDetails, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "./writes.ts";
 

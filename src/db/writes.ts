@@ -1,8 +1,9 @@
 import { and, eq, gte, type SQL, sql } from "drizzle-orm";
 import type { SelectedFields } from "drizzle-orm/sqlite-core";
+import type { EventType } from "../domain/events.ts";
 import { notMoving } from "./buckets.ts";
 import type { Database } from "./client.ts";
-import { type EventType, firstEventId, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
+import { firstEventId, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 
 // How every write is built. Each exported operation of the statements (sessions.ts,
 // issuing.ts, events.ts, device-binding.ts) is exactly one D1 round trip: authentication

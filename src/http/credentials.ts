@@ -1,9 +1,7 @@
 import type { Context } from "hono";
-import type { TokenProof } from "../db/liveness.ts";
-import type { Place } from "../db/shards.ts";
-import { proveToken } from "../domain/token.ts";
+import { readSessionToken, type SessionToken } from "../services/session-token.ts";
 import type { AppEnv } from "./context.ts";
-import { boundCookieHash, readSessionCookie } from "./cookie.ts";
+import { readSessionCookie } from "./cookie.ts";
 
 // The one place a request's credential is read. An Authorization header, when present,
 // decides alone: a rejected Bearer token never falls back to the cookie. Tokens in the
@@ -14,8 +12,7 @@ export type Credential =
   | { kind: "none" }
   /** `presented`: a token was actually offered (not another scheme, not an empty one). */
   | { kind: "malformed"; source: "bearer" | "cookie"; presented: boolean }
-  /** `place`: the bucket and database the token's session lives in, named by its id. */
-  | { kind: "token"; source: "bearer" | "cookie"; proof: TokenProof; place: Place };
+  | ({ kind: "token"; source: "bearer" | "cookie" } & SessionToken);
 
 const BEARER = /^Bearer +(.*)$/i;
 
@@ -32,17 +29,16 @@ export async function readCredential(c: Context<AppEnv>, acceptCookie: boolean):
 
 /** The session cookie alone, whatever else the request carries (the device-binding endpoints). */
 export function readCookieCredential(c: Context<AppEnv>): Promise<Credential> {
-  const cookie = readSessionCookie(c, c.var.config.cookieName);
+  const cookie = readSessionCookie(c, c.var.scope.config.cookieName);
   // Sent twice (null): there is no one token to trust, so it is malformed.
   if (cookie === undefined) return Promise.resolve({ kind: "none" });
   return prove(c, "cookie", cookie ?? undefined);
 }
 
 async function prove(c: Context<AppEnv>, source: "bearer" | "cookie", token: string | undefined): Promise<Credential> {
-  const proven = token === undefined ? null : await proveToken(token);
-  // An id naming no database of this deployment cannot be a token it issued: malformed.
-  const place = proven && c.var.shards.forSession(proven.id);
-  if (!proven || !place) return { kind: "malformed", source, presented: Boolean(token) };
-  const boundHash = source === "cookie" ? await boundCookieHash(c.req.header("Cookie"), c.var.config.cookieName) : null;
-  return { kind: "token", source, proof: { ...proven, boundHash }, place };
+  const { shards, config } = c.var.scope;
+  const cookie = source === "cookie" ? { header: c.req.header("Cookie"), name: config.cookieName } : undefined;
+  const proven = await readSessionToken(shards, token, cookie);
+  if (!proven) return { kind: "malformed", source, presented: Boolean(token) };
+  return { kind: "token", source, ...proven };
 }

@@ -10,5 +10,5 @@ export function rejectCrossSite(c: Context<AppEnv>): void {
   if (c.req.header("Sec-Fetch-Site") === "cross-site") throw new ApiError(403, "cross_site_request");
   const origin = c.req.header("Origin");
   if (origin === undefined || origin === new URL(c.req.url).origin) return;
-  if (!c.var.config.allowedOrigins.has(origin)) throw new ApiError(403, "cross_site_request");
+  if (!c.var.scope.config.allowedOrigins.has(origin)) throw new ApiError(403, "cross_site_request");
 }

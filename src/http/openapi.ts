@@ -1,7 +1,6 @@
-import { EVENTS_LISTED } from "../db/events.ts";
-import { EVENT_TYPES } from "../db/schema.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { REFRESH_PATH } from "../domain/device-binding.ts";
+import { EVENT_TYPES, EVENTS_LISTED } from "../domain/events.ts";
 import { JWS_ALGORITHMS } from "../domain/jws.ts";
 import { MAX_SET_BYTES, RECEIVER_PATH, SET_ERROR_CODES, SET_MEDIA_TYPE } from "../domain/ssf-receiver.ts";
 import {

@@ -14,7 +14,7 @@ const PERIOD_SECONDS = 60;
 export async function limitFailedAuthentication(c: Context<AppEnv>, error: unknown): Promise<unknown> {
   if (!(error instanceof ApiError) || !error.authFailure) return error;
   try {
-    const { success } = await c.env.AUTH_FAILURES.limit({ key: c.var.clientIp ?? "unknown" });
+    const { success } = await c.env.AUTH_FAILURES.limit({ key: c.var.scope?.clientIp ?? "unknown" });
     if (success) return error;
   } catch {
     // A limiter outage must not turn a clear refusal into a 500: fail open, refusal stands.

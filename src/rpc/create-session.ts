@@ -1,9 +1,9 @@
-import type { Shards } from "../db/shards.ts";
 import type { Config } from "../domain/config.ts";
+import { boundCookieName } from "../domain/cookie-header.ts";
 import { registrationHeader } from "../domain/device-binding.ts";
-import { boundCookieName, sessionCookie } from "../http/cookie.ts";
+import { sessionCookie } from "../http/cookie.ts";
 import { type CreateSessionInput, issueSession } from "../services/issue-session.ts";
-import type { Outbox } from "../services/outbox.ts";
+import type { Scope } from "../services/scope.ts";
 
 /** What SessionService.create answers: the session, and what the login response carries. */
 export interface CreatedSession {
@@ -37,18 +37,9 @@ export function loginCookie(config: Config, token: string, seconds: number): str
 }
 
 /** Issues a session (src/services/issue-session.ts) and answers as SessionService.create does. */
-export async function createSession(
-  shards: Shards,
-  config: Config,
-  input: CreateSessionInput,
-  outbox: Outbox | null = null,
-): Promise<CreatedSession> {
-  const { id, token, expiresAt, expiresIn, newDevice, challenge, boundSecret } = await issueSession(
-    shards,
-    config,
-    input,
-    outbox,
-  );
+export async function createSession(scope: Scope, input: CreateSessionInput): Promise<CreatedSession> {
+  const { config } = scope;
+  const { id, token, expiresAt, expiresIn, newDevice, challenge, boundSecret } = await issueSession(scope, input);
   const created = { id, token, expiresAt, cookie: loginCookie(config, token, expiresIn) };
   if (!challenge || !boundSecret) return { ...created, newDevice };
   const boundCookie = sessionCookie(boundCookieName(config.cookieName), boundSecret, config.boundCookieSeconds);

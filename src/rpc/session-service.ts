@@ -1,16 +1,12 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
-import { authenticate } from "../db/sessions.ts";
-import { openShards, type Shards } from "../db/shards.ts";
 import { type AuthProof, proofList } from "../domain/auth-proofs.ts";
-import { instant } from "../domain/clock.ts";
-import { readConfig } from "../domain/config.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
 import type { SessionView } from "../domain/session-view.ts";
-import { proveToken } from "../domain/token.ts";
-import { boundCookieHash } from "../http/cookie.ts";
 import { logFailure } from "../services/failure-log.ts";
 import { type CreateSessionInput, type ReauthenticateInput, reauthenticate } from "../services/issue-session.ts";
-import { type Outbox, outboxFor, outletsOf } from "../services/outbox.ts";
+import { authenticateToken } from "../services/own-sessions.ts";
+import { openScope, type Scope } from "../services/scope.ts";
+import { readSessionToken } from "../services/session-token.ts";
 import {
   type EndSessionInput,
   type EndUserSessionsInput,
@@ -83,13 +79,10 @@ const EXPECTED = [TypeError, RangeError, BucketMoving, DatabaseUnavailable];
  * caller as a rejected promise, not a synchronous throw.
  */
 export class SessionService extends WorkerEntrypoint<Env> {
-  // The one place this entry point chooses its databases and its events queue. A method, not
-  // a field: a refused SHARDS then rejects the call like any error, not the constructor.
-  private shards(): Shards {
-    return openShards(this.env);
-  }
-  private outbox(shards: Shards): Outbox | null {
-    return outboxFor(outletsOf(this.env, shards), (promise) => this.ctx.waitUntil(promise));
+  // A call's scope (src/services/scope.ts). A method, not a field: a refused SHARDS then
+  // rejects the call like any error, not the constructor.
+  private scope(): Scope {
+    return openScope(this.env, { waitUntil: (promise) => this.ctx.waitUntil(promise) });
   }
 
   /** Runs one method; an unexpected error gets its log line (src/services/failure-log.ts) and reaches the caller unchanged. */
@@ -103,10 +96,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
 
   async create(input: CreateSessionInput): Promise<CreatedSession> {
-    return this.logged("create", () => {
-      const shards = this.shards();
-      return createSession(shards, readConfig(this.env), input, this.outbox(shards));
-    });
+    return this.logged("create", () => createSession(this.scope(), input));
   }
 
   /** Also records the session's activity (and renews it, with a sliding lifetime), like any authenticated request. */
@@ -114,15 +104,11 @@ export class SessionService extends WorkerEntrypoint<Env> {
     return this.logged("authenticate", async () => {
       const maxAge = checkMaxAge(options);
       const cookie = checkCookie(options?.cookie);
-      const config = readConfig(this.env);
-      const proven = typeof token === "string" ? await proveToken(token) : null;
-      const place = proven && this.shards().forSession(proven.id);
-      if (!proven || !place) return null;
-      const at = instant(config);
-      const boundHash = await boundCookieHash(cookie, config.cookieName);
-      const caller = await authenticate(place, { ...proven, boundHash }, at);
+      const scope = this.scope();
+      const session = await readSessionToken(scope.shards, token, { header: cookie, name: scope.config.cookieName });
+      const caller = session && (await authenticateToken(scope, session));
       if (!caller) return null;
-      const session: AuthenticatedSession = {
+      const authenticated: AuthenticatedSession = {
         sessionId: caller.id,
         userId: caller.userId,
         expiresAt: caller.expiresAt.toISOString(),
@@ -130,8 +116,9 @@ export class SessionService extends WorkerEntrypoint<Env> {
         factors: proofList(caller.authProofs),
         assuranceLevel: caller.assuranceLevel,
       };
-      if (maxAge !== null) session.fresh = at.now.getTime() - caller.authenticatedAt.getTime() <= maxAge * 1000;
-      return session;
+      if (maxAge !== null)
+        authenticated.fresh = scope.at.now.getTime() - caller.authenticatedAt.getTime() <= maxAge * 1000;
+      return authenticated;
     });
   }
 
@@ -142,34 +129,26 @@ export class SessionService extends WorkerEntrypoint<Env> {
    */
   async reauthenticate(input: ReauthenticateRequest): Promise<ReauthenticatedSession | null> {
     return this.logged("reauthenticate", async () => {
-      const shards = this.shards();
-      const config = readConfig(this.env);
-      const boundHash = await boundCookieHash(checkCookie(input?.cookie), config.cookieName);
-      const reissued = await reauthenticate(shards, config, input, boundHash, this.outbox(shards));
+      const scope = this.scope();
+      const reissued = await reauthenticate(scope, input, checkCookie(input?.cookie));
       if (!reissued) return null;
       const { expiresIn, ...session } = reissued;
-      return { ...session, cookie: loginCookie(config, session.token, expiresIn) };
+      return { ...session, cookie: loginCookie(scope.config, session.token, expiresIn) };
     });
   }
 
   /** The user's live sessions, as GET /auth/sessions lists them; [] for an unknown user. */
   async listUserSessions(userId: string, region?: string | null): Promise<SessionView[]> {
-    return this.logged("listUserSessions", () => listUserSessions(this.shards(), readConfig(this.env), userId, region));
+    return this.logged("listUserSessions", () => listUserSessions(this.scope(), userId, region));
   }
 
   /** Ends every live session of the user but `exceptSessionId`, each logged `ended` with the reason. */
   async endUserSessions(input: EndUserSessionsInput): Promise<{ ended: number }> {
-    return this.logged("endUserSessions", () => {
-      const shards = this.shards();
-      return endUserSessions(shards, readConfig(this.env), input, this.outbox(shards));
-    });
+    return this.logged("endUserSessions", () => endUserSessions(this.scope(), input));
   }
 
   /** Ends one session, logged `ended` with the reason; `ended: false` when no live session has that id. */
   async endSession(input: EndSessionInput): Promise<{ ended: boolean }> {
-    return this.logged("endSession", () => {
-      const shards = this.shards();
-      return endSession(shards, readConfig(this.env), input, this.outbox(shards));
-    });
+    return this.logged("endSession", () => endSession(this.scope(), input));
   }
 }

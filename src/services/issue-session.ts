@@ -1,5 +1,4 @@
 import { insertSession, type NewSession, reauthenticateSession } from "../db/issuing.ts";
-import type { Shards } from "../db/shards.ts";
 import {
   type AssuranceLevel,
   checkAssuranceLevel,
@@ -13,10 +12,11 @@ import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
 import { deviceKey } from "../domain/device.ts";
 import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
 import { normalizeIp } from "../domain/ip.ts";
-import { generateToken, hashSecret, newSecretFor, type Placement, proveToken } from "../domain/token.ts";
+import { generateToken, hashSecret, newSecretFor, type Placement } from "../domain/token.ts";
 import { parseDevice } from "../domain/user-agent.ts";
 import { isUserId, MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
-import { type Outbox, published, queuedBy } from "./outbox.ts";
+import { type Scope, write } from "./scope.ts";
+import { readSessionToken } from "./session-token.ts";
 
 // The one code path that creates sessions (SessionService.create and `npm run session:create`)
 // and gives one a new secret (SessionService.reauthenticate).
@@ -168,27 +168,19 @@ export async function buildSession(
   };
 }
 
-export async function issueSession(
-  shards: Shards,
-  config: Config,
-  input: CreateSessionInput,
-  outbox: Outbox | null = null,
-): Promise<IssuedSession> {
-  const at = instant(config);
-  const place = await shards.forUser(checkUserId(input.userId), input.region);
+export async function issueSession(scope: Scope, input: CreateSessionInput): Promise<IssuedSession> {
+  const { config, at } = scope;
+  const place = await scope.shards.forUser(checkUserId(input.userId), input.region);
   const { row, issued } = await buildSession(config, input, place.placement, at);
-  const { stored, newDevice } = published(
-    outbox,
-    await insertSession(
-      place,
-      row,
-      { sessionId: null, ipAddress: row.ipAddress ?? null, queued: queuedBy(outbox) },
-      {
-        maxPerUser: config.maxPerUser,
-        seenSince: new Date(row.createdAt.getTime() - config.eventRetentionDays * 86_400_000),
-      },
-      at,
-    ),
+  const policy = {
+    maxPerUser: config.maxPerUser,
+    seenSince: new Date(row.createdAt.getTime() - config.eventRetentionDays * 86_400_000),
+  };
+  const { stored, newDevice } = await write(
+    scope,
+    null,
+    (actor) => insertSession(place, row, actor, policy, at),
+    row.ipAddress ?? null,
   );
   // Only if 128 random bits collided with a live session's id; the caller can simply retry.
   if (!stored) throw new Error("A session with this id already exists. Retry.");
@@ -215,35 +207,24 @@ export interface ReissuedSession {
 
 /**
  * The user proved who they are again: records the proofs and gives the session a new secret
- * (OWASP ASVS V7.2.4), in one round trip. `boundHash`: SHA-256 of the bound cookie that came
- * with the token, which a device-bound session needs. Null when the token does not prove a
- * live session: nothing changed, and a dead session stays dead.
+ * (OWASP ASVS V7.2.4), in one round trip. `cookieHeader`: the `Cookie` header that came with
+ * the token, whose bound cookie a device-bound session needs. Null when the token does not
+ * prove a live session: nothing changed, and a dead session stays dead.
  */
 export async function reauthenticate(
-  shards: Shards,
-  config: Config,
+  scope: Scope,
   input: ReauthenticateInput,
-  boundHash: string | null,
-  outbox: Outbox | null = null,
+  cookieHeader: string | undefined,
 ): Promise<ReissuedSession | null> {
-  const at = instant(config);
+  const { config, at } = scope;
   const proofs = checkProofs(input?.factors, at.now, true) as StoredProofs;
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
-  const proven = typeof input.token === "string" ? await proveToken(input.token) : null;
-  const place = proven && shards.forSession(proven.id);
-  if (!proven || !place) return null;
-  const proof = { ...proven, boundHash };
+  const session = await readSessionToken(scope.shards, input.token, { header: cookieHeader, name: config.cookieName });
+  if (!session) return null;
+  const { place, proof } = session;
   const { secret, token } = newSecretFor(proof.id);
-  const changed = published(
-    outbox,
-    await reauthenticateSession(
-      place,
-      proof,
-      { secretHash: await hashSecret(secret), proofs, assuranceLevel },
-      { sessionId: proof.id, ipAddress: null, queued: queuedBy(outbox) },
-      at,
-    ),
-  );
+  const change = { secretHash: await hashSecret(secret), proofs, assuranceLevel };
+  const changed = await write(scope, proof.id, (actor) => reauthenticateSession(place, proof, change, actor, at), null);
   if (!changed) return null;
   return {
     sessionId: proof.id,

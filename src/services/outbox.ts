@@ -1,9 +1,10 @@
 import { chunks, type Database } from "../db/client.ts";
 import { markDelivered, pendingEvents } from "../db/outbox.ts";
-import type { EventType, SessionEventRow } from "../db/schema.ts";
+import type { SessionEventRow } from "../db/schema.ts";
 import type { Shards } from "../db/shards.ts";
 import { expireQueuedSets } from "../db/streams.ts";
 import type { Logged } from "../db/writes.ts";
+import type { EventType } from "../domain/events.ts";
 import { readTransmitter, type Transmitter } from "../domain/transmitter.ts";
 import { pushDue, queueSets } from "./ssf-delivery.ts";
 

@@ -1,6 +1,7 @@
 import type { Database } from "../db/client.ts";
-import type { EventType, SessionEventRow } from "../db/schema.ts";
+import type { SessionEventRow } from "../db/schema.ts";
 import { duePushes, queueSessionSets, recordPushes, type SessionSet } from "../db/streams.ts";
+import type { EventType } from "../domain/events.ts";
 import { ASSURANCE_LEVEL_CHANGE, jtiOf, SESSION_ESTABLISHED, SESSION_REVOKED } from "../domain/streams.ts";
 import { signSet, type Transmitter } from "../domain/transmitter.ts";
 

@@ -1,11 +1,8 @@
 import { endSessionById, endSessionsByUserId, listSessionsByUserId } from "../db/sessions.ts";
-import type { Shards } from "../db/shards.ts";
-import { instant } from "../domain/clock.ts";
-import type { Config } from "../domain/config.ts";
 import { type SessionView, sessionView } from "../domain/session-view.ts";
 import { placementOf } from "../domain/token.ts";
 import { checkUserId } from "./issue-session.ts";
-import { type Outbox, published, queuedBy } from "./outbox.ts";
+import { type Scope, write } from "./scope.ts";
 
 // Seeing and ending a user's sessions from the rest of the system, without a token: the one
 // code path of SessionService.listUserSessions / endUserSessions / endSession and of the
@@ -49,45 +46,39 @@ function checkString(name: string, value: unknown): string {
 
 /** The user's live sessions, exactly as GET /auth/sessions shows them. */
 export async function listUserSessions(
-  shards: Shards,
-  config: Config,
+  { shards, at }: Scope,
   userId: string,
   region?: string | null,
 ): Promise<SessionView[]> {
   const place = await shards.forUser(checkUserId(userId), region);
-  const rows = await listSessionsByUserId(place, userId, instant(config));
+  const rows = await listSessionsByUserId(place, userId, at);
   return rows.map(sessionView);
 }
 
 /** Ends every live session of the user (but `exceptSessionId`); returns how many ended. */
-export async function endUserSessions(
-  shards: Shards,
-  config: Config,
-  input: EndUserSessionsInput,
-  outbox: Outbox | null,
-): Promise<{ ended: number }> {
+export async function endUserSessions(scope: Scope, input: EndUserSessionsInput): Promise<{ ended: number }> {
   const userId = checkUserId(input?.userId);
   const reason = checkReason(input.reason);
   // Strict: a token or a typo passed here by mistake would otherwise end the session it meant to keep.
   const except = input.exceptSessionId == null ? null : checkString("exceptSessionId", input.exceptSessionId);
   if (except !== null && !placementOf(except)) throw new TypeError("exceptSessionId must be a session id");
-  const place = await shards.forUser(userId, input.region);
-  const actor = { sessionId: null, ipAddress: null, queued: queuedBy(outbox) };
-  return { ended: published(outbox, await endSessionsByUserId(place, userId, except, reason, actor, instant(config))) };
+  const place = await scope.shards.forUser(userId, input.region);
+  const ended = await write(
+    scope,
+    null,
+    (actor) => endSessionsByUserId(place, userId, except, reason, actor, scope.at),
+    null,
+  );
+  return { ended };
 }
 
 /** Ends one live session by its id (SessionService.endSession); `ended` is false when there was none. */
-export async function endSession(
-  shards: Shards,
-  config: Config,
-  input: EndSessionInput,
-  outbox: Outbox | null,
-): Promise<{ ended: boolean }> {
+export async function endSession(scope: Scope, input: EndSessionInput): Promise<{ ended: boolean }> {
   const sessionId = checkString("sessionId", input?.sessionId);
   const reason = checkReason(input.reason);
   // An id that cannot be a session of this deployment matches nothing: no lookup.
-  const place = shards.forSession(sessionId);
+  const place = scope.shards.forSession(sessionId);
   if (!place) return { ended: false };
-  const actor = { sessionId: null, ipAddress: null, queued: queuedBy(outbox) };
-  return { ended: published(outbox, await endSessionById(place, sessionId, reason, actor, instant(config))) };
+  const ended = await write(scope, null, (actor) => endSessionById(place, sessionId, reason, actor, scope.at), null);
+  return { ended };
 }

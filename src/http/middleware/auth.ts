@@ -1,14 +1,11 @@
-import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
-import type { Actor } from "../../db/writes.ts";
-import { queuedBy } from "../../services/outbox.ts";
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
 import { readCredential } from "../credentials.ts";
 import { rejectCrossSite } from "../csrf.ts";
 import { sessionInvalid, unauthorized } from "../errors.ts";
 
-// How each operation turns a credential into `c.var.proof` and `c.var.place` (the bucket and
+// How each operation turns a credential into `c.var.token` (its proof, and the bucket and
 // database its id names) or an error. Whether the token is live is decided by the operation's own
 // statement on that database, so it costs no extra round trip.
 
@@ -18,8 +15,7 @@ export const requireBearer = createMiddleware<AppEnv>(async (c, next) => {
   // RFC 6750: no error code when no Bearer token was offered (none, another scheme, empty).
   if (credential.kind !== "token")
     throw unauthorized("invalid_token", credential.kind === "malformed" && credential.presented);
-  c.set("proof", credential.proof);
-  c.set("place", credential.place);
+  c.set("token", credential);
   await next();
 });
 
@@ -32,12 +28,6 @@ export const requireBearerOrCookie = createMiddleware<AppEnv>(async (c, next) =>
     clearCarriedCookie(c);
     throw sessionInvalid();
   }
-  c.set("proof", credential.proof);
-  c.set("place", credential.place);
+  c.set("token", credential);
   await next();
 });
-
-/** Who is acting, for the security log: the proven session and the client's IP. */
-export function actorOf(c: Context<AppEnv>): Actor {
-  return { sessionId: c.var.proof.id, ipAddress: c.var.clientIp, queued: queuedBy(c.var.outbox) };
-}

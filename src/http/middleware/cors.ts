@@ -15,7 +15,7 @@ const allowListed = cors({
 
 export const corsForAllowedOrigins = createMiddleware<AppEnv>(async (c, next) => {
   const origin = c.req.header("Origin");
-  if (origin === undefined || !c.var.config.allowedOrigins.has(origin)) return next();
+  if (origin === undefined || !c.var.scope.config.allowedOrigins.has(origin)) return next();
   // Only the browser itself calls device binding, same-origin: no page may read its answers
   // (the DBSC draft's advice against leaking who is signed in).
   if (c.req.path.startsWith("/auth/dbsc/")) return next();

@@ -19,7 +19,7 @@ export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
   const started = performance.now();
   await next();
   const { status } = c.res;
-  const roundTrips = c.var.roundTrips?.() ?? 0;
+  const roundTrips = c.var.scope?.roundTrips() ?? 0;
   if (status < 500 && roundTrips <= EXPECTED_D1_ROUND_TRIPS) return;
   const route = routePath(c, -1);
   console.log(
@@ -31,7 +31,7 @@ export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
       status,
       duration_ms: Math.round(performance.now() - started),
       // Every 2xx under /auth/ proved its token live, so this id is the caller's own.
-      session_id: status < 300 ? (c.var.proof?.id ?? null) : null,
+      session_id: status < 300 ? (c.var.token?.proof.id ?? null) : null,
       d1_round_trips: roundTrips,
     }),
   );

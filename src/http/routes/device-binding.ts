@@ -1,20 +1,17 @@
 import type { Context } from "hono";
-import { type Binding, type Renewal, refreshBinding, registerBinding } from "../../db/device-binding.ts";
+import { boundCookieName } from "../../domain/cookie-header.ts";
 import {
   challengeHeader,
   fieldString,
-  newBoundSecret,
-  newChallenge,
   parseSessionIdentifier,
   sessionIdentifier,
   sessionInstructions,
   verifyProof,
 } from "../../domain/device-binding.ts";
-import { type PublicKey, thumbprint } from "../../domain/jws.ts";
-import { hashSecret } from "../../domain/token.ts";
-import { published, queuedBy } from "../../services/outbox.ts";
+import type { PublicKey } from "../../domain/jws.ts";
+import { refreshDevice, registerDevice } from "../../services/device-binding.ts";
 import type { AppEnv } from "../context.ts";
-import { boundCookieName, clearBoundCookie, clearCarriedCookie, setBoundCookie } from "../cookie.ts";
+import { clearBoundCookie, clearCarriedCookie, setBoundCookie } from "../cookie.ts";
 import { readCookieCredential } from "../credentials.ts";
 import { rejectCrossSite } from "../csrf.ts";
 import { ApiError, unauthorized } from "../errors.ts";
@@ -28,30 +25,12 @@ import { Hono } from "../hono.ts";
 
 const invalidProof = () => new ApiError(400, "device_proof_invalid", { authFailure: true });
 
-/** What a registration writes if its proof holds: the key and the next challenge. */
-async function bindingFor(challenge: string, key: PublicKey): Promise<Binding> {
-  return { challenge, thumbprint: await thumbprint(key), nextChallenge: newChallenge() };
-}
-
-/** What a refresh writes if its proof holds: the key's thumbprint to match, a new bound cookie, the next challenge. */
-async function renewalFor(c: Context<AppEnv>, challenge: string | null, key: PublicKey) {
-  const secret = newBoundSecret();
-  const renewal: Renewal = {
-    challenge,
-    thumbprint: await thumbprint(key),
-    nextChallenge: newChallenge(),
-    boundHash: await hashSecret(secret),
-    boundExpiresAt: new Date(c.var.at.now.getTime() + c.var.config.boundCookieSeconds * 1000),
-  };
-  return { secret, renewal };
-}
-
 /** The answer that keeps the browser's session going: instructions, the next challenge (and a new bound cookie). */
 function bound(c: Context<AppEnv>, sessionId: string, key: PublicKey, next: string, secret: string | null) {
   const identifier = sessionIdentifier(sessionId, key);
   if (secret) setBoundCookie(c, secret);
   c.header("Secure-Session-Challenge", challengeHeader(next, identifier));
-  return c.json(sessionInstructions(identifier, boundCookieName(c.var.config.cookieName)));
+  return c.json(sessionInstructions(identifier, boundCookieName(c.var.scope.config.cookieName)));
 }
 
 /**
@@ -72,17 +51,12 @@ export const deviceBindingRoutes = new Hono<AppEnv>()
     if (credential.kind === "malformed") throw unauthorized("invalid_token", true);
     const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), null);
     if (!proof) throw invalidProof();
-    const binding = await bindingFor(proof.challenge, proof.key);
-    const actor = { sessionId: credential.proof.id, ipAddress: c.var.clientIp, queued: queuedBy(c.var.outbox) };
-    const outcome = published(
-      c.var.outbox,
-      await registerBinding(credential.place, credential.proof, binding, actor, c.var.at),
-    );
-    c.set("proof", credential.proof);
+    c.set("token", credential);
+    const { outcome, nextChallenge } = await registerDevice(c.var.scope, credential, proof);
     if (outcome === "not_live") throw unauthorized("invalid_token", true);
     if (outcome === "already_bound") throw new ApiError(409, "device_already_bound");
     if (outcome === "wrong_challenge") throw invalidProof();
-    return bound(c, credential.proof.id, proof.key, binding.nextChallenge, null);
+    return bound(c, credential.proof.id, proof.key, nextChallenge, null);
   })
   .post("/refresh", async (c) => {
     // Only the browser's own refresh carries it (a page cannot set a Sec- header): no other
@@ -95,13 +69,15 @@ export const deviceBindingRoutes = new Hono<AppEnv>()
     // Another session's binding (this browser has since signed in again): end that one only.
     if (!named || named.sessionId !== credential.proof.id) return discontinue(c, identifier, false);
     const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), named.key);
-    const { secret, renewal } = await renewalFor(c, proof?.challenge ?? null, named.key);
-    const outcome = await refreshBinding(credential.place, credential.proof, renewal, c.var.at);
+    const { outcome, nextChallenge, secret } = await refreshDevice(c.var.scope, credential, {
+      challenge: proof?.challenge ?? null,
+      key: named.key,
+    });
     if (outcome === "not_live") return discontinue(c, identifier, true);
     if (outcome === "not_bound") return discontinue(c, identifier, false);
-    c.set("proof", credential.proof);
-    if (outcome === "refreshed") return bound(c, credential.proof.id, named.key, renewal.nextChallenge, secret);
+    c.set("token", credential);
+    if (outcome === "refreshed") return bound(c, credential.proof.id, named.key, nextChallenge, secret);
     throw new ApiError(403, "device_proof_required", {
-      headers: { "Secure-Session-Challenge": challengeHeader(renewal.nextChallenge, identifier) },
+      headers: { "Secure-Session-Challenge": challengeHeader(nextChallenge, identifier) },
     });
   });

@@ -1,5 +1,5 @@
-import { listEvents } from "../../db/events.ts";
-import type { EventType } from "../../db/schema.ts";
+import type { EventType } from "../../domain/events.ts";
+import { listOwnEvents } from "../../services/own-sessions.ts";
 import type { AppEnv } from "../context.ts";
 import { unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
@@ -19,9 +19,8 @@ export interface EventView {
 
 /** The caller's security log: sessions created and ended, newest first, bounded. */
 export const eventsRoutes = new Hono<AppEnv>().get("/", requireBearer, async (c) => {
-  const { place, proof, at } = c.var;
-  const { caller, events } = await listEvents(place, proof, at);
-  if (!caller) throw unauthorized("invalid_token", true);
+  const events = await listOwnEvents(c.var.scope, c.var.token);
+  if (!events) throw unauthorized("invalid_token", true);
   const views: EventView[] = events.map((event) => ({
     id: event.id,
     type: event.type,

@@ -1,30 +1,19 @@
 import type { Context } from "hono";
-import { isStale } from "../../db/liveness.ts";
-import { authenticate, deleteSession, listSessionsByToken } from "../../db/sessions.ts";
-import { sessionView } from "../../domain/session-view.ts";
-import { published } from "../../services/outbox.ts";
+import { deleteOwnSession, listOwnSessions } from "../../services/own-sessions.ts";
 import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";
 import { ApiError, reauthenticationRequired, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
-import { actorOf, requireBearer } from "../middleware/auth.ts";
+import { requireBearer } from "../middleware/auth.ts";
 
 async function deleteById(c: Context<AppEnv>, id: string) {
-  const { place, proof, at, shards } = c.var;
-  // A session of the caller's user lives in the caller's database, so an id naming another
-  // one (or none) cannot be the caller's to delete: no other database is asked.
-  if (id.trim() === "" || shards.forSession(id)?.binding !== place.binding) {
-    // Nothing to delete, but authentication still comes first (the caller learns nothing).
-    if (!(await authenticate(place, proof, at))) throw unauthorized("invalid_token", true);
-    if (id.trim() === "") throw new ApiError(400, "session_id_required");
-    throw unauthorized("not_authorized", false);
-  }
-  const { proven, deleted, caller } = published(c.var.outbox, await deleteSession(place, proof, id, actorOf(c), at));
-  if (!proven) throw unauthorized("invalid_token", true);
-  if (!deleted && id !== proof.id && isStale(caller, at))
-    throw reauthenticationRequired(c.var.config.stepUpMaxAgeSeconds);
-  if (!deleted) throw unauthorized("not_authorized", false);
-  if (id === proof.id) clearSessionCookie(c);
+  const { scope, token } = c.var;
+  const outcome = await deleteOwnSession(scope, token, id);
+  if (outcome === "invalid_token") throw unauthorized("invalid_token", true);
+  if (outcome === "id_required") throw new ApiError(400, "session_id_required");
+  if (outcome === "step_up") throw reauthenticationRequired(scope.config.stepUpMaxAgeSeconds);
+  if (outcome === "not_authorized") throw unauthorized("not_authorized", false);
+  if (id === token.proof.id) clearSessionCookie(c);
   return c.json({ message: "Session deleted" });
 }
 
@@ -34,11 +23,9 @@ const ID = "/:id{[^\\x2F]*}";
 
 export const sessionsRoutes = new Hono<AppEnv>()
   .get("/", requireBearer, async (c) => {
-    const { place, proof, at } = c.var;
-    const rows = await listSessionsByToken(place, proof, at);
-    // The caller's own live session is always among them, so none means the token is dead.
-    if (rows.length === 0) throw unauthorized("invalid_token", true);
-    return c.json({ sessions: rows.map(sessionView), currentSessionId: proof.id });
+    const sessions = await listOwnSessions(c.var.scope, c.var.token);
+    if (!sessions) throw unauthorized("invalid_token", true);
+    return c.json({ sessions, currentSessionId: c.var.token.proof.id });
   })
   .delete("/", requireBearer, (c) => deleteById(c, ""))
   .delete(ID, requireBearer, (c) => deleteById(c, c.req.param("id")));

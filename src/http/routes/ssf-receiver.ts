@@ -39,7 +39,7 @@ async function receive(c: Context<AppEnv>): Promise<void> {
   if (type !== SET_MEDIA_TYPE) throw new SetRefused("invalid_request", `The Content-Type is not ${SET_MEDIA_TYPE}.`);
   const body = await boundedText(c.req.raw, MAX_SET_BYTES);
   if (body === null) throw new SetRefused("invalid_request", `The body is longer than ${MAX_SET_BYTES} bytes.`);
-  const { shards, at, clientIp, outbox } = c.var;
+  const { shards, at, clientIp, outbox } = c.var.scope;
   const actor = { sessionId: null, ipAddress: clientIp, queued: queuedBy(outbox) };
   await receiveSet({ upstreams: readUpstreams(c.env), shards, at, actor, outbox }, body.trim());
 }

@@ -81,7 +81,7 @@ function found<T>(value: T | null | false): T {
 }
 
 function streamsDb(c: Context<StreamEnv>) {
-  return c.var.shards.streams().db;
+  return c.var.scope.shards.streams().db;
 }
 
 function allowPrivatePush(c: Context<StreamEnv>): boolean {
@@ -113,7 +113,7 @@ async function change(c: Context<StreamEnv>, merge: boolean) {
       c.var.receiverProof,
       streamId,
       { ...request, eventsDelivered: eventsDelivered(request.eventsRequested) },
-      c.var.at.now,
+      c.var.scope.at.now,
     ),
   );
   return c.json(view(c, found(changed.result), changed.receiver));
@@ -134,7 +134,7 @@ export const streamRoutes = new Hono<StreamEnv>()
   })
   .post("/", async (c) => {
     const request = streamRequestOf(await body(c), allowPrivatePush(c));
-    const at = c.var.at.now;
+    const at = c.var.scope.at.now;
     const { receiver, result } = authenticated(
       await createStream(streamsDb(c), c.var.receiverProof, {
         ...request,
@@ -164,7 +164,7 @@ export const streamRoutes = new Hono<StreamEnv>()
     const streamId = streamIdOf(input.stream_id);
     const { status, reason } = statusOf(input);
     const { result } = authenticated(
-      await setStreamStatus(streamsDb(c), c.var.receiverProof, streamId, status, reason, c.var.at.now),
+      await setStreamStatus(streamsDb(c), c.var.receiverProof, streamId, status, reason, c.var.scope.at.now),
     );
     return c.json(statusView(found(result)));
   })
@@ -174,7 +174,7 @@ export const streamRoutes = new Hono<StreamEnv>()
     const input = await body(c);
     const streamId = streamIdOf(input.stream_id);
     const state = stateOf(input);
-    const at = c.var.at.now;
+    const at = c.var.scope.at.now;
     const { jti, claims } = verificationClaims(streamId, state, at);
     const { result } = authenticated(
       await requestVerification(streamsDb(c), c.var.receiverProof, streamId, jti, claims, at),
@@ -192,7 +192,7 @@ export const streamRoutes = new Hono<StreamEnv>()
     const streamId = streamIdOf(c.req.param("streamId"));
     const { maxEvents, done, errors } = pollRequestOf(await body(c));
     const { receiver, result } = authenticated(
-      await pollSets(streamsDb(c), c.var.receiverProof, streamId, done, maxEvents, c.var.at.now),
+      await pollSets(streamsDb(c), c.var.receiverProof, streamId, done, maxEvents, c.var.scope.at.now),
     );
     const stream = found(result.stream);
     if (stream.deliveryMethod !== "poll") throw new ApiError(404, "stream_not_found");
@@ -201,7 +201,7 @@ export const streamRoutes = new Hono<StreamEnv>()
       console.warn(JSON.stringify({ level: "warn", event: "ssf_set_refused", stream: streamId, jti, err }));
     const sets: Record<string, string> = {};
     for (const queued of result.sets) {
-      sets[queued.jti] = await signSet(c.var.transmitter, receiver.audience, queued.claims, c.var.at.now);
+      sets[queued.jti] = await signSet(c.var.transmitter, receiver.audience, queued.claims, c.var.scope.at.now);
     }
     return c.json({ sets, moreAvailable: result.moreAvailable });
   });

@@ -1,0 +1,43 @@
+import { BOUND_SECRET } from "./device-binding.ts";
+import { hashSecret } from "./token.ts";
+
+// Reading a raw `Cookie` header, the same for both doors: the HTTP app reads its request's, the
+// RPC the one a login flow passes on.
+
+/**
+ * The value sent under `name`, raw: "" when sent empty, undefined when not sent, null when
+ * sent more than once. A `__Host-` cookie is host-only with `Path=/`, so a browser holds one;
+ * a second can only have been planted (e.g. `x=a,__Host-session=<attacker's token>` set from a
+ * sibling subdomain, which browsers accept and send first), and then neither is trusted: the
+ * logout refuses rather than end the sessions of whichever token came first.
+ * Not hono's getCookie: it skips values outside the cookie-octet set (`a\b`, quotes) as if
+ * they were absent, and misses a second Cookie header (joined with ", "); both must count
+ * as a malformed session cookie, not as none.
+ */
+export function cookieValue(header: string | undefined, name: string): string | null | undefined {
+  let value: string | null | undefined;
+  for (const pair of (header ?? "").split(/[;,]/)) {
+    const equals = pair.indexOf("=");
+    if (equals === -1 || pair.slice(0, equals).trim() !== name) continue;
+    if (value !== undefined) return null;
+    value = pair.slice(equals + 1).trim();
+  }
+  return value;
+}
+
+/**
+ * The short-lived cookie of a device-bound session (src/domain/device-binding.ts), named after the
+ * session cookie.
+ */
+export function boundCookieName(sessionCookieName: string): string {
+  return `${sessionCookieName}-bound`;
+}
+
+/**
+ * SHA-256 of the bound cookie in a `Cookie` header, as compared with the session row; null
+ * when there is none (or one this service cannot have set).
+ */
+export async function boundCookieHash(cookieHeader: string | undefined, cookieName: string): Promise<string | null> {
+  const value = cookieValue(cookieHeader, boundCookieName(cookieName));
+  return typeof value === "string" && BOUND_SECRET.test(value) ? hashSecret(value) : null;
+}

@@ -1,0 +1,23 @@
+// The one list of event types: the type, the column enum and the OpenAPI document derive from it.
+export const EVENT_TYPES = [
+  "created",
+  "logout",
+  "deleted",
+  "logout_all",
+  "logout_others",
+  // Ended by the rest of the system (SessionService.endSession / endUserSessions), with a reason.
+  "ended",
+  // Ended to keep the user within SESSION_MAX_PER_USER when a new session was issued.
+  "evicted",
+  // The user authenticated again (SessionService.reauthenticate): same session, new token.
+  "reauthenticated",
+  // The browser bound the session to a key it holds (POST /auth/dbsc/registration).
+  "device_bound",
+  // Ended by a Security Event Token of an upstream transmitter (POST /ssf/receiver); the
+  // reason is `<upstream name>:<event>`, the name SSF_UPSTREAMS gives the issuer.
+  "ended_by_upstream",
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** GET /auth/events answers at most this many, newest first. */
+export const EVENTS_LISTED = 100;

@@ -1,0 +1,66 @@
+import { meterD1 } from "../db/binding.ts";
+import { openShards, type Shards } from "../db/shards.ts";
+import type { Actor, Logged } from "../db/writes.ts";
+import { type Instant, instant } from "../domain/clock.ts";
+import { type Config, readConfig } from "../domain/config.ts";
+import { LEFT_TO_THE_CRON, type Outbox, outboxFor, outletsOf, published, queuedBy } from "./outbox.ts";
+
+// What one request, RPC call, cron run or operator command works with, opened once by its door:
+// the one place a door chooses its databases and its outbox.
+
+export interface Scope {
+  config: Config;
+  /** The call's one "now" (and idle cutoff). */
+  at: Instant;
+  /** The deployment's databases, each metered; the one an operation uses is chosen from its token or user. */
+  shards: Shards;
+  /** Where the call's session events go once written; null without outlets. */
+  outbox: Outbox | null;
+  /** The client's IP for the security log, where the door knows it. */
+  clientIp: string | null;
+  /** D1 round trips made so far (for the request log). */
+  roundTrips(): number;
+}
+
+export interface Door {
+  /**
+   * Keeps the outbox's sending alive after the answer. Absent for the operator's commands:
+   * their events are written pending and left to the worker's minute cron, which holds the
+   * queue and the signing keys.
+   */
+  waitUntil?: (promise: Promise<unknown>) => void;
+  clientIp?: string | null;
+}
+
+export function openScope(env: Env, door: Door = {}): Scope {
+  const config = readConfig(env);
+  const meters: (() => number)[] = [];
+  const shards = openShards(env, (d1) => {
+    const meter = meterD1(d1);
+    meters.push(meter.roundTrips);
+    return meter.db;
+  });
+  const { waitUntil } = door;
+  return {
+    config,
+    at: instant(config),
+    shards,
+    outbox: waitUntil ? outboxFor(outletsOf(env, shards), waitUntil) : LEFT_TO_THE_CRON,
+    clientIp: door.clientIp ?? null,
+    roundTrips: () => meters.reduce((sum, roundTrips) => sum + roundTrips(), 0),
+  };
+}
+
+/**
+ * The one way a service writes: `run` gets the actor the security log records (`sessionId`
+ * acting, null for the system, from the scope's client IP unless `ipAddress` says otherwise),
+ * and once its batch committed the events it logged go to the outbox.
+ */
+export async function write<T>(
+  scope: Scope,
+  sessionId: string | null,
+  run: (actor: Actor) => Promise<Logged<T>>,
+  ipAddress: string | null = scope.clientIp,
+): Promise<T> {
+  return published(scope.outbox, await run({ sessionId, ipAddress, queued: queuedBy(scope.outbox) }));
+}

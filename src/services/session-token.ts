@@ -1,0 +1,31 @@
+import type { TokenProof } from "../db/liveness.ts";
+import type { Place, Shards } from "../db/shards.ts";
+import { boundCookieHash } from "../domain/cookie-header.ts";
+import { proveToken } from "../domain/token.ts";
+
+export type { TokenProof } from "../db/liveness.ts";
+
+/** A well-formed session token, and the bucket and database its id names. */
+export interface SessionToken {
+  proof: TokenProof;
+  place: Place;
+}
+
+/**
+ * The one place a session token is proven well formed and placed, for every door: null when it
+ * is not one this deployment can have issued (whether it is live is decided by the operation's
+ * own statement, at no extra round trip). `cookieHeader`: the `Cookie` header that came with the
+ * token, whose bound cookie a device-bound session needs; absent for a Bearer token.
+ */
+export async function readSessionToken(
+  shards: Shards,
+  token: unknown,
+  cookie?: { header: string | undefined; name: string },
+): Promise<SessionToken | null> {
+  const proven = typeof token === "string" && token !== "" ? await proveToken(token) : null;
+  // An id naming no database of this deployment cannot be a token it issued.
+  const place = proven && shards.forSession(proven.id);
+  if (!proven || !place) return null;
+  const boundHash = cookie ? await boundCookieHash(cookie.header, cookie.name) : null;
+  return { proof: { ...proven, boundHash }, place };
+}
