@@ -5,8 +5,9 @@ import { type BucketMoveRow, bucketMoves, sessionEvents, sessions, ssfReceivedSe
 import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";
 
 // Moving buckets of users from one D1 database to another while the service answers
-// (`npm run shards:move`, scripts/shards.ts; ARCHITECTURE.md §5). One bucket at a time, in
-// four steps, each one round trip or a few, each safe to run again:
+// (`npm run shards:move`, scripts/shards.ts; why it is safe: ARCHITECTURE.md, "Moving a
+// bucket"). One bucket at a time, in four steps, each one round trip or a few, each safe to
+// run again:
 //
 //   freeze  source: bucket_moves row (bucket, frozen, target). From this commit on, no
 //           request writes the bucket there (src/db/buckets.ts guards every write); reads

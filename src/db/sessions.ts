@@ -53,8 +53,8 @@ type ListedRow = { [K in keyof typeof listed]: SessionRow[K] };
 
 /**
  * The matching sessions, newest first, as one JSON value of one row: D1 hands a list over
- * for ~9% less CPU per request than as a row per session (BENCHMARKS.md), and each value is
- * decoded by its column as a row would be.
+ * for less CPU per request than as a row per session (BENCHMARKS.md, Reading), and each
+ * value is decoded by its column as a row would be.
  */
 function listedSessions(db: Database, where: SQL | undefined) {
   const columns = Object.entries(listed);

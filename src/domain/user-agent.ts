@@ -1,9 +1,9 @@
 import { parseUserAgent } from "detect-browser";
 import type { Device, DeviceType } from "./device.ts";
 
-// detect-browser (2 KB gzip) was chosen over bowser and ua-parser-js@1 (8-9 KB gzip):
-// a label needs only a browser, its major version and an OS; the device type, which
-// detect-browser lacks, is a few well-known markers (below).
+// detect-browser was chosen over bowser and ua-parser-js@1, a fraction of their bundle size
+// (BENCHMARKS.md, Reading): a label needs only a browser, its major version and an OS; the
+// device type, which detect-browser lacks, is a few well-known markers (below).
 
 const BROWSERS: Record<string, string> = {
   aol: "AOL",

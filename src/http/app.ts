@@ -39,8 +39,8 @@ const refuseOtherMethods = methodNotAllowed({
 });
 
 // Served by the worker, not as a static asset: an asset layer puts its router in front of
-// every request, /auth/* included, which under `wrangler dev` cost the operations a sixth
-// of their throughput (BENCHMARKS.md); the document costs the bundle ~5.1 KB gzip instead.
+// every request, /auth/* included, which under `wrangler dev` cost the operations throughput;
+// the document costs bundle size instead (both measured: BENCHMARKS.md, Reading).
 let documentJson: string | undefined;
 
 // Outermost first: every response, errors included, passes back out through the log,
