@@ -4,6 +4,7 @@ import { openDatabase } from "../src/db/client.ts";
 import { finishMoves, type MovePlan, type MoveStep, type MoveTools, moveBuckets } from "../src/db/moves.ts";
 import { bucketOf, parseShardMap, readShardMap } from "../src/db/shards.ts";
 import { bucketKey, RANDOM_LENGTH } from "../src/domain/token.ts";
+import { MESSAGES } from "../src/http/errors.ts";
 import {
   bearer,
   call,
@@ -101,11 +102,7 @@ async function listedIds(response: Response): Promise<string[]> {
 async function expectMoving(response: Response) {
   expect({ status: response.status, body: await response.json() }).toEqual({
     status: 503,
-    body: {
-      code: "moving",
-      message:
-        "Your sessions are being moved to another database; nothing was changed. Retry after the Retry-After delay.",
-    },
+    body: { code: "moving", message: MESSAGES.moving },
   });
   expect(response.headers.get("Retry-After")).toBe("1");
   expect(response.headers.get("Set-Cookie")).toBeNull();
