@@ -51,6 +51,7 @@ const newSession = (id: string) => ({
   lastActiveAt: at.now,
   ttlSeconds: 60,
   deviceKey: "||",
+  authenticatedAt: at.now,
 });
 
 /** A bucket of the first database, as the worker's routes get it (src/db/shards.ts). */

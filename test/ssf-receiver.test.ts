@@ -2,6 +2,8 @@ import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { decodeJwt, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { bucketOf } from "../src/db/shards.ts";
+import { bucketKey, DEFAULT_REGION } from "../src/domain/token.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { purge } from "../src/services/purge.ts";
 import {
@@ -519,8 +521,8 @@ describe("the purge", () => {
     const db = await d1OfUser(user);
     const old = Date.now() - (86_400 + 60) * 1000 - 1;
     await db
-      .prepare("INSERT INTO ssf_received_sets (issuer, jti, received_at) VALUES (?, ?, ?)")
-      .bind(ISSUER, `old-${user}`, old)
+      .prepare("INSERT INTO ssf_received_sets (issuer, jti, received_at, bucket) VALUES (?, ?, ?, ?)")
+      .bind(ISSUER, `old-${user}`, old, bucketKey({ region: DEFAULT_REGION, bucket: await bucketOf(user) }))
       .run();
     vi.spyOn(console, "log").mockImplementation(() => {});
     expect((await purge(env)).receivedSets).toBeGreaterThanOrEqual(1);
