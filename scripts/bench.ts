@@ -163,6 +163,8 @@ async function insertInBulk(d1: D1Database, rows: (typeof sessions.$inferInsert)
     actorSessionId: null,
     ipAddress: row.ipAddress ?? null,
     createdAt: row.createdAt,
+    requestId: crypto.randomUUID(),
+    deviceKey: row.deviceKey,
   }));
   for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
     await d1.batch([

@@ -3,6 +3,7 @@ import { hc } from "hono/client";
 import { describe, expect, expectTypeOf, it } from "vitest";
 import type { DeviceType } from "../src/domain/device.ts";
 import type { SessionView } from "../src/domain/session-view.ts";
+import { MESSAGES } from "../src/http/errors.ts";
 import type { AppType } from "../src/index.ts";
 import { bearer, isLive, issue, newUser, ORIGIN, randomIp } from "./helpers.ts";
 import { validateResponse } from "./openapi.ts";
@@ -59,9 +60,6 @@ describe("typed client (hono/client)", () => {
   it("sees a refused token as the contract's 401", async () => {
     const res = await client.auth.sessions.$get(undefined, { headers: bearer("not-a-token") });
     expect(res.status).toBe(401);
-    expect(await res.json()).toEqual({
-      code: "invalid_token",
-      message: "The access token is missing, invalid or expired.",
-    });
+    expect(await res.json()).toEqual({ code: "invalid_token", message: MESSAGES.invalid_token });
   });
 });

@@ -56,16 +56,16 @@ async function runCron(at: number): Promise<void> {
 async function insertDead(userId: string, count: number, expiresAt: number): Promise<void> {
   const db = await d1OfUser(userId);
   const session = db.prepare(
-    `INSERT INTO sessions (id, secret_hash, user_id, user_agent, device_type, created_at, expires_at, last_active_at)
-     VALUES (?, ?, ?, '', 'unknown', ?, ?, ?)`,
+    `INSERT INTO sessions (id, secret_hash, user_id, user_agent, device_type, created_at, expires_at, last_active_at, ttl_seconds, device_key, authenticated_at)
+     VALUES (?1, ?2, ?3, '', 'unknown', ?4, ?5, ?4, 1, '||', ?4)`,
   );
   // Each event with the id the service gives one logged at its time (src/db/schema.ts).
   const event = db.prepare(
-    "INSERT INTO session_events (id, user_id, type, session_id, ip_address, created_at) VALUES (?, ?, 'created', ?, NULL, ?)",
+    "INSERT INTO session_events (id, user_id, type, session_id, ip_address, created_at, request_id, device_key) VALUES (?, ?, 'created', ?, NULL, ?, 'dead', '||')",
   );
   const longAgo = expiresAt - 91 * 86_400_000;
   const rows = Array.from({ length: count }, (_, i) => [
-    session.bind(`${userId}-${i}`, "0".repeat(64), userId, expiresAt - 1000, expiresAt, expiresAt - 1000),
+    session.bind(`${userId}-${i}`, "0".repeat(64), userId, expiresAt - 1000, expiresAt),
     event.bind(firstEventId(longAgo) + i, userId, `${userId}-${i}`, longAgo),
   ]).flat();
   for (let i = 0; i < rows.length; i += 500) await db.batch(rows.slice(i, i + 500));

@@ -208,7 +208,7 @@ describe("a batch that committed but whose answer was lost", () => {
       await userD1.batch([
         userD1
           .prepare(
-            "INSERT INTO session_events (user_id, type, session_id, created_at) SELECT user_id, 'logout_all', id, ? FROM sessions WHERE user_id = ?",
+            "INSERT INTO session_events (user_id, type, session_id, created_at, request_id, device_key) SELECT user_id, 'logout_all', id, ?, 'racing', device_key FROM sessions WHERE user_id = ?",
           )
           .bind(Date.now(), userId),
         userD1.prepare("DELETE FROM sessions WHERE user_id = ?").bind(userId),

@@ -5,6 +5,7 @@ import { bindingOf, bucketOf, readShardMap, type Shards } from "../src/db/shards
 import { instant } from "../src/domain/clock.ts";
 import { type Config, readConfig } from "../src/domain/config.ts";
 import { BUCKET_COUNT } from "../src/domain/token.ts";
+import { type ErrorCode, MESSAGES } from "../src/http/errors.ts";
 import worker from "../src/index.ts";
 import type { Outbox } from "../src/services/outbox.ts";
 import type { Scope } from "../src/services/scope.ts";
@@ -165,39 +166,6 @@ export function expectSecurityHeaders(response: Response): void {
   expect(response.headers.get("Cross-Origin-Resource-Policy")).toBe("same-origin");
 }
 
-const MESSAGES: Record<string, string> = {
-  invalid_scope: "The scope parameter must be omitted or be 'others'.",
-  rate_limited: "Too many failed authentication attempts. Retry later.",
-  invalid_token: "The access token is missing, invalid or expired.",
-  session_id_required: "A session id is required.",
-  not_authorized: "You are not authorized to delete this session.",
-  token_required: "No authentication token was provided.",
-  session_invalid: "The session is invalid or has already ended.",
-  cross_site_request: "Cross-site requests authenticated by cookie are not allowed.",
-  method_not_allowed: "This method is not allowed on this path.",
-  not_found: "No such endpoint.",
-  uri_too_long: "The request path is too long.",
-  internal_error: "Something went wrong on our side. Please try again.",
-  service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
-  moving: "Your sessions are being moved to another database; nothing was changed. Retry after the Retry-After delay.",
-  reauthentication_required: "Sign in again to end other sessions: your last sign-in is too old.",
-  device_proof_invalid:
-    "The device-binding proof is missing, malformed, not signed by its key, or not over a challenge this session was given.",
-  device_proof_required: "Sign the challenge in Secure-Session-Challenge with this session's device key.",
-  device_already_bound: "This session is already bound to a device key.",
-  invalid_request_body: "The request body must be a JSON object whose members this endpoint takes, each valid.",
-  invalid_delivery:
-    "delivery must be poll (urn:ietf:rfc:8936), or push (urn:ietf:rfc:8935) to an https endpoint_url on a public host.",
-  invalid_subject:
-    "subject must name a user: iss_sub issued by this transmitter, opaque, or complex with such a user member.",
-  stream_id_required: "The stream_id query parameter is required.",
-  stream_not_found: "No stream with this id belongs to this receiver.",
-  stream_limit_reached: "This receiver has as many streams as it may; delete one first.",
-  verification_too_frequent:
-    "A verification of this stream was asked for too recently. Retry after the Retry-After delay.",
-  body_too_large: "The request body is too large.",
-};
-
 /**
  * Asserts an error response exactly: status, the contract's body, and the headers that
  * vary (null means the header must be absent).
@@ -205,7 +173,7 @@ const MESSAGES: Record<string, string> = {
 export async function expectError(
   response: Response,
   status: number,
-  code: string,
+  code: ErrorCode,
   headers: {
     wwwAuthenticate?: string | null;
     setCookie?: string | null;

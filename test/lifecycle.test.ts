@@ -140,19 +140,6 @@ describe("SESSION_SLIDING_TTL", () => {
     expect(await expiresAt(session.token, sliding)).toBeNull();
   });
 
-  it("renews a session issued before ttl_seconds existed by its original lifetime", async () => {
-    vi.useFakeTimers({ toFake: ["Date"] });
-    vi.setSystemTime(START);
-    const userId = newUser();
-    const session = await issue(userId, { ttlSeconds: 7200 });
-    await (await d1OfUser(userId))
-      .prepare("UPDATE sessions SET ttl_seconds = NULL WHERE id = ?")
-      .bind(session.id)
-      .run();
-    vi.setSystemTime(START + 30 * MINUTE);
-    expect(await expiresAt(session.token, sliding)).toBe(new Date(START + 150 * MINUTE).toISOString());
-  });
-
   it("never renews past SESSION_MAX_LIFETIME_SECONDS after creation, nor revives an expired session", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(START);

@@ -127,7 +127,7 @@ describe("the response validator", () => {
   });
 
   it("accepts what the document allows outside the operations: 404, 405, 414 and preflights", async () => {
-    await validateResponse("GET", url("/nowhere"), json(404, { code: "not_found", message: "No such endpoint." }));
+    await validateResponse("GET", url("/nowhere"), json(404, { code: "not_found", message: MESSAGES.not_found }));
     await validateResponse(
       "PUT",
       url("/auth/logout"),

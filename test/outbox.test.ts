@@ -269,7 +269,7 @@ describe("events queue (SESSION_EVENTS)", () => {
       for (const binding of [first, last]) {
         await d1(binding)
           .prepare(
-            "INSERT INTO session_events (id, user_id, type, session_id, created_at) VALUES (?, 'padding', 'created', 'padding', 0)",
+            "INSERT INTO session_events (id, user_id, type, session_id, created_at, request_id, device_key) VALUES (?, 'padding', 'created', 'padding', 0, 'padding', '||')",
           )
           .bind(next - 1)
           .run();
@@ -303,8 +303,8 @@ describe("events queue (SESSION_EVENTS)", () => {
     await (await d1OfUser(userId))
       .prepare(
         `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 150)
-         INSERT INTO session_events (user_id, type, session_id, created_at, request_id, pending_delivery)
-         SELECT ?, 'created', 'backlog-' || i, ?, 'write-' || i, 1 FROM n`,
+         INSERT INTO session_events (user_id, type, session_id, created_at, request_id, device_key, pending_delivery)
+         SELECT ?, 'created', 'backlog-' || i, ?, 'write-' || i, '||', 1 FROM n`,
       )
       .bind(userId, start)
       .run();

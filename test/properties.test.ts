@@ -22,7 +22,7 @@ const headerText = (maxLength: number) => fc.string({ unit: headerChar, maxLengt
 const segment = fc.oneof(
   fc.constantFrom(
     "",
-    "AAAAAAAAAAAAAAAAAAAAAA",
+    "AAAAAAAAAAAAAAAAAAAAAAAA",
     "%2F",
     "..",
     "%2E%2E",

@@ -10,20 +10,16 @@ import {
   bearer,
   bindingOfUser,
   CHALLENGE,
-  CLEARED_COOKIE,
   call,
   callWith,
   d1,
-  d1OfUser,
   expectError,
-  expectMessage,
   isLive,
   issue,
   newUser,
   newUserOn,
   REJECTED_CHALLENGE,
   scopeWith,
-  sessionCookie,
   sessionIdsOf,
   shardBindings,
   tableSnapshot,
@@ -31,7 +27,7 @@ import {
 } from "./helpers.ts";
 
 // Choosing a database: placement by user id, ids that name their database, the shard map's
-// checks, legacy ids, and regions.
+// checks and regions.
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -133,52 +129,6 @@ describe("the shard map", () => {
         message: "SHARDS names DB_MISSING, which is not a D1 binding of this worker",
       },
     ]);
-  });
-});
-
-describe("ids issued before buckets (22 characters)", () => {
-  async function insertLegacy(userId: string): Promise<{ id: string; token: string }> {
-    const id = "L".repeat(10) + crypto.randomUUID().replaceAll("-", "").slice(0, 12);
-    const secret = "S".repeat(43);
-    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(secret)));
-    const hash = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
-    const now = Date.now();
-    await (await d1OfUser(userId))
-      .prepare(
-        `INSERT INTO sessions (id, secret_hash, user_id, user_agent, device_type, created_at, expires_at, last_active_at)
-         VALUES (?, ?, ?, '', 'unknown', ?, ?, ?)`,
-      )
-      .bind(id, hash, userId, now, now + 3_600_000, now)
-      .run();
-    return { id, token: `${id}.${secret}` };
-  }
-
-  it.runIf(shardBindings().length === 1)("keep working on a one-database deployment, beside new ones", async () => {
-    const user = newUser();
-    const legacy = await insertLegacy(user);
-    const other = await insertLegacy(user);
-    const fresh = await issue(user);
-    const listed = (await (await call("GET", "/auth/sessions", bearer(legacy.token))).json()) as {
-      sessions: { id: string }[];
-      currentSessionId: string;
-    };
-    expect(listed.currentSessionId).toBe(legacy.id);
-    expect(listed.sessions.map((s) => s.id).sort()).toEqual([legacy.id, other.id, fresh.id].sort());
-    await expectMessage(await call("DELETE", `/auth/sessions/${other.id}`, bearer(fresh.token)), "Session deleted");
-    await expectMessage(await call("DELETE", `/auth/sessions/${fresh.id}`, bearer(legacy.token)), "Session deleted");
-    await expectMessage(await call("POST", "/auth/logout", sessionCookie(legacy.token)), "Logged out", CLEARED_COOKIE);
-    expect(await sessionIdsOf(user)).toEqual([]);
-  });
-
-  it.runIf(shardBindings().length > 1)("are refused as malformed on a deployment of several databases", async () => {
-    const user = newUser();
-    const legacy = await insertLegacy(user);
-    const before = await tableSnapshot();
-    await expectError(await call("DELETE", "/auth/logout", bearer(legacy.token)), 400, "session_invalid");
-    await expectError(await call("GET", "/auth/sessions", bearer(legacy.token)), 401, "invalid_token", {
-      wwwAuthenticate: REJECTED_CHALLENGE,
-    });
-    expect(await tableSnapshot()).toEqual(before);
   });
 });
 

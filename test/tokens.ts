@@ -18,6 +18,7 @@ export const NOT_BEARER: Record<string, string> = {
 export const MALFORMED_AUTHORIZATION: Record<string, string> = {
   "characters outside the alphabet": `Bearer ${"A".repeat(24)}.${"B".repeat(42)}!`,
   "longer than any token": `Bearer eu${WELL_FORMED_UNKNOWN}A`,
+  "an id without a bucket": `Bearer ${"A".repeat(22)}.${"B".repeat(43)}`,
   "8 KB token": `Bearer ${"A".repeat(8192)}`,
   "non-ASCII (Latin-1) token": `Bearer ${"é".repeat(24)}.${"B".repeat(43)}`,
   "no dot": `Bearer ${"A".repeat(66)}`,
@@ -27,6 +28,7 @@ export const MALFORMED_AUTHORIZATION: Record<string, string> = {
 export const MALFORMED_COOKIE: Record<string, string> = {
   empty: "",
   "characters outside the alphabet": `${"A".repeat(24)}.${"B".repeat(42)}%21`,
+  "an id without a bucket": `${"A".repeat(22)}.${"B".repeat(43)}`,
   "8 KB value": "A".repeat(8192),
 };
 

@@ -91,7 +91,7 @@ describe("SessionService.endSession", () => {
     expect(await exports.SessionService.endSession({ sessionId: target.id, reason: "admin" })).toEqual({
       ended: false,
     });
-    expect(await exports.SessionService.endSession({ sessionId: "AAAAAAAAAAAAAAAAAAAAAA", reason: "admin" })).toEqual({
+    expect(await exports.SessionService.endSession({ sessionId: "A".repeat(24), reason: "admin" })).toEqual({
       ended: false,
     });
     expect(await exports.SessionService.endSession({ sessionId: "not a session id", reason: "admin" })).toEqual({

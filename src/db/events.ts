@@ -1,4 +1,4 @@
-import { and, desc, eq, inArray, type SQL, type SQLWrapper } from "drizzle-orm";
+import { and, desc, eq, type SQL, type SQLWrapper } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
 import { EVENTS_LISTED } from "../domain/events.ts";
 import { moveOf, onBucket } from "./buckets.ts";
@@ -6,12 +6,9 @@ import { ownerOf, selectCaller, type TokenProof, touch } from "./liveness.ts";
 import { sessionEvents } from "./schema.ts";
 import type { Place } from "./shards.ts";
 
-/**
- * A user's events, through the one index: under the user's bucket and under "", where
- * events of sessions from before buckets are (src/db/schema.ts `bucket`).
- */
+/** A user's events, through the one index: under the user's bucket (src/db/schema.ts `bucket`). */
 export function eventsOf(bucket: string, userId: string | SQLWrapper): SQL | undefined {
-  return and(inArray(sessionEvents.bucket, bucket ? [bucket, ""] : [""]), eq(sessionEvents.userId, userId));
+  return and(eq(sessionEvents.bucket, bucket), eq(sessionEvents.userId, userId));
 }
 
 /** The caller's user's security log, newest first; caller null when the token is not live. */

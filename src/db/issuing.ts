@@ -12,7 +12,7 @@ import { type Actor, endSessions, type Logged, loggedBy, newWrite, recordEvents,
 // The two statements that hand out a secret: a new session's row, and a new secret for a live
 // session (re-authentication). Each logs its event and answers from it, replay-safe (writes.ts).
 
-export type NewSession = typeof sessions.$inferInsert & { deviceKey: string };
+export type NewSession = typeof sessions.$inferInsert;
 
 /** What bounds a user's sessions and what a new device is compared with. */
 export interface IssuePolicy {
@@ -156,7 +156,7 @@ export async function reauthenticateSession(
           secretHash: change.secretHash,
           authProofs: sql`json_patch(coalesce(${sessions.authProofs}, '{}'), ${JSON.stringify(change.proofs)})`,
           assuranceLevel: change.assuranceLevel ?? sessions.assuranceLevel,
-          authenticatedAt: sql`max(coalesce(${sessions.authenticatedAt}, 0), ${latest})`,
+          authenticatedAt: sql`max(${sessions.authenticatedAt}, ${latest})`,
           lastActiveAt: at.now,
         })
         .where(and(proven, notMoving(db))),

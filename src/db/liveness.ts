@@ -55,11 +55,6 @@ export function isLiveSessionOfCaller(db: Database, proof: TokenProof, at: Insta
   return and(inArray(sessions.userId, ownerOf(db, proof, at)), isLive(at));
 }
 
-/** When the session's user last proved who they are: the latest proof, else its creation. */
-const authenticatedAt = sql<Date>`coalesce(${sessions.authenticatedAt}, ${sessions.createdAt})`.mapWith(
-  sessions.createdAt,
-);
-
 /** The token's live session as the caller: who, until when, and how and when they last authenticated. */
 export function selectCaller(db: Database, proof: TokenProof, at: Instant) {
   return db
@@ -67,7 +62,7 @@ export function selectCaller(db: Database, proof: TokenProof, at: Instant) {
       id: sessions.id,
       userId: sessions.userId,
       expiresAt: sessions.expiresAt,
-      authenticatedAt,
+      authenticatedAt: sessions.authenticatedAt,
       authProofs: sessions.authProofs,
       assuranceLevel: sessions.assuranceLevel,
     })
@@ -103,19 +98,15 @@ export function isFreshCaller(db: Database, proof: TokenProof, at: Instant): SQL
         and(
           eq(sessions.id, proof.id),
           eq(sessions.secretHash, proof.secretHash),
-          gt(authenticatedAt, at.stepUpCutoff.getTime()),
+          gt(sessions.authenticatedAt, at.stepUpCutoff),
         ),
       ),
   );
 }
 
-/**
- * With a sliding lifetime: now + the session's own TTL, never past creation + the maximum
- * lifetime. Sessions issued before `ttl_seconds` existed were issued for expires_at - created_at.
- */
+/** With a sliding lifetime: now + the session's own TTL, never past creation + the maximum lifetime. */
 function renewedExpiry(at: Instant, maxLifetimeMs: number): SQL<Date> {
-  const ttlMs = sql`coalesce(${sessions.ttlSeconds} * 1000, ${sessions.expiresAt} - ${sessions.createdAt})`;
-  return sql`min(${at.now.getTime()} + ${ttlMs}, ${sessions.createdAt} + ${maxLifetimeMs})`;
+  return sql`min(${at.now.getTime()} + ${sessions.ttlSeconds} * 1000, ${sessions.createdAt} + ${maxLifetimeMs})`;
 }
 
 /**

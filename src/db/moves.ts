@@ -142,7 +142,7 @@ async function copyBucket(source: Database, target: Database, key: string) {
 }
 
 /** Refuses what cannot be moved safely, before anything is written. */
-async function check(plan: MovePlan, tools: MoveTools): Promise<void> {
+function check(plan: MovePlan, tools: MoveTools): void {
   const { map, region, first, last, to } = plan;
   if (!map.regions.has(region)) throw new MoveRefused(`SHARDS has no region "${region}"`);
   if (!Number.isInteger(first) || !Number.isInteger(last) || first < 0 || first > last || last >= BUCKET_COUNT)
@@ -153,22 +153,6 @@ async function check(plan: MovePlan, tools: MoveTools): Promise<void> {
   }
   // Throws, before anything is written, when the target is no D1 binding of the environment.
   tools.open(to);
-  // Ids from before buckets (22 characters) name no bucket, so their rows cannot be found by
-  // bucket; they exist only on a deployment that has always had one database.
-  if (map.bindings.length === 1) {
-    const db = tools.open(map.bindings[0] as string);
-    const legacy = sql`length(${sessions.id}) = ${RANDOM_LENGTH}`;
-    const [session] = await db.select({ id: sessions.id }).from(sessions).where(legacy).limit(1);
-    const [event] = await db
-      .select({ id: sessionEvents.id })
-      .from(sessionEvents)
-      .where(eq(sessionEvents.bucket, ""))
-      .limit(1);
-    if (session || event)
-      throw new MoveRefused(
-        `${map.bindings[0]} still holds ${session ? "sessions" : "events"} with ids from before buckets (22 characters), which cannot be placed in a bucket: wait until they are gone (sessions: their TTL and the hourly purge; events: SESSION_EVENTS_RETENTION_DAYS), then move`,
-      );
-  }
 }
 
 /**
@@ -241,7 +225,7 @@ async function moveBucket(plan: MovePlan, bucket: number, tools: MoveTools) {
 
 /** Moves buckets `first`…`last` of `region` to `to`, one bucket at a time. */
 export async function moveBuckets(plan: MovePlan, tools: MoveTools): Promise<MoveReport> {
-  await check(plan, tools);
+  check(plan, tools);
   const report: MoveReport = { moved: 0, alreadyThere: 0, sessions: 0, events: 0, shards: "" };
   for (let bucket = plan.first; bucket <= plan.last; bucket++) {
     const copied = await moveBucket(plan, bucket, tools);
@@ -278,7 +262,7 @@ export async function finishMoves(map: ShardMap, bindings: readonly string[], op
   for (const [binding, rows] of markers) {
     for (const row of rows) {
       const placement = placementOf(`${row.bucket}${"A".repeat(RANDOM_LENGTH)}`);
-      const configured = placement && placement !== "legacy" ? bindingOf(map, placement) : null;
+      const configured = placement && bindingOf(map, placement);
       if (configured === binding)
         throw new MoveRefused(
           `SHARDS maps bucket ${row.bucket} to ${binding}, which sends it on to ${row.binding}: run shards:move again, or deploy the SHARDS it printed`,

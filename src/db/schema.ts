@@ -30,18 +30,17 @@ export const sessions = sqliteTable(
     expiresAt: integer("expires_at", { mode: "timestamp_ms" }).notNull(),
     // Refreshed at most every few minutes by authenticated requests; drives the idle timeout.
     lastActiveAt: integer("last_active_at", { mode: "timestamp_ms" }).notNull(),
-    // The lifetime the session was issued with, which a sliding renewal grants again. Null
-    // for sessions issued before this column existed: their lifetime is expires_at - created_at.
-    ttlSeconds: integer("ttl_seconds"),
+    // The lifetime the session was issued with, which a sliding renewal grants again.
+    ttlSeconds: integer("ttl_seconds").notNull(),
     // Browser family, OS and country (src/domain/device.ts `deviceKey`): what "a new device" compares.
-    deviceKey: text("device_key"),
+    deviceKey: text("device_key").notNull(),
     // What the login flow verified (src/domain/auth-proofs.ts): {factor: completion time in ms}, null
     // when it said nothing; merged with the new proofs on re-authentication.
     authProofs: text("auth_proofs", { mode: "json" }).$type<StoredProofs>(),
     // NIST SP 800-63B AAL (1-3) when the login flow gave one.
     assuranceLevel: integer("assurance_level"),
-    // The latest proof: created_at for sessions issued without proofs or before this column.
-    authenticatedAt: integer("authenticated_at", { mode: "timestamp_ms" }),
+    // The latest proof: created_at for sessions issued without proofs.
+    authenticatedAt: integer("authenticated_at", { mode: "timestamp_ms" }).notNull(),
     // Device binding (src/domain/device-binding.ts). The challenge the next proof must sign: issued
     // with a device-bound login, replaced by every proof or request for one; never accepted twice.
     dbscChallenge: text("dbsc_challenge"),
@@ -105,12 +104,12 @@ export const sessionEvents = sqliteTable(
     createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
     // The write operation that logged the event: a random id, the same on the retry of its
     // batch, which reads its own events back by (created_at, request_id), so a replay learns
-    // what an attempt whose answer was lost did. Null only on events written before it existed.
-    requestId: text("request_id"),
+    // what an attempt whose answer was lost did.
+    requestId: text("request_id").notNull(),
     // Why the system ended the session (type `ended`); null otherwise.
     reason: text("reason"),
     // The session's device (sessions.device_key), kept after the session row is gone.
-    deviceKey: text("device_key"),
+    deviceKey: text("device_key").notNull(),
     // Type `created`: no session of the user seen within the retention period had this device.
     newDevice: integer("new_device", { mode: "boolean" }),
     // The session's NIST SP 800-63B AAL as the event leaves it (null: never given), and, for
@@ -240,9 +239,8 @@ export const ssfReceivedSets = sqliteTable(
     jti: text("jti").notNull(),
     receivedAt: integer("received_at", { mode: "timestamp_ms" }).notNull(),
     // The bucket of the user it named: a move takes the SET along with the user's sessions
-    // (src/db/moves.ts), so that one resent after the move still ends nothing. Null on SETs
-    // remembered before the column existed; the purge takes them within a day.
-    bucket: text("bucket"),
+    // (src/db/moves.ts), so that one resent after the move still ends nothing.
+    bucket: text("bucket").notNull(),
   },
   (table) => [primaryKey({ columns: [table.issuer, table.jti] })],
 );

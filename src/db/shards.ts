@@ -7,7 +7,6 @@ import {
   placementOf,
   RANDOM_LENGTH,
   REGION_PATTERN,
-  type SessionIdPlacement,
 } from "../domain/token.ts";
 import { namingFailures } from "./binding.ts";
 import { type Database, openDatabase } from "./client.ts";
@@ -123,9 +122,7 @@ export function bucketOfDigest(digest: Uint8Array): number {
 }
 
 /** The binding that holds a placement, or null when this deployment has no such place. */
-export function bindingOf(map: ShardMap, placement: SessionIdPlacement): string | null {
-  // Ids from before placements were all issued on the one database there was.
-  if (placement === "legacy") return map.bindings.length === 1 ? (map.bindings[0] as string) : null;
+export function bindingOf(map: ShardMap, placement: Placement): string | null {
   return map.regions.get(placement.region)?.[placement.bucket] ?? null;
 }
 
@@ -139,7 +136,7 @@ export interface Shard {
  * being moved may send it on to another database (src/db/buckets.ts `onBucket`).
  */
 export interface Place extends Shard {
-  /** The bucket as its session ids' prefix (src/domain/token.ts `bucketKey`); "" for legacy ids. */
+  /** The bucket as its session ids' prefix (src/domain/token.ts `bucketKey`). */
   bucket: string;
   /** The same bucket on another database of this worker, where a move took it; null if not bound here. */
   elsewhere(binding: string): Place | null;

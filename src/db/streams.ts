@@ -15,7 +15,7 @@ import {
 // The receiver's credential travels inside every statement (`isReceiver`), as a session
 // token does: a receiver sees and changes only its own streams, and a revoked one nothing.
 
-/** A receiver credential reduced to what is compared with the table (src/domain/token.ts `proveToken`). */
+/** A receiver credential reduced to what is compared with the table (src/domain/token.ts `proveCredential`). */
 export interface ReceiverProof {
   id: string;
   secretHash: string;

@@ -5,7 +5,9 @@
 // token alone (src/db/shards.ts): `[region]<bucket><random>`, where `region` is absent for
 // the default region or two lowercase letters (`eu`), `bucket` is the user's virtual bucket
 // in two base64url characters (12 bits), and `random` is 16 random bytes (22 characters).
-// Ids issued before buckets existed are the random part alone ("legacy", 22 characters).
+//
+// A Shared Signals receiver's credential (src/services/receivers.ts) has the same form, its id
+// the random part alone: receivers live in one database, which the id need not name.
 
 const RANDOM_BYTES = 16;
 const SECRET_BYTES = 32;
@@ -20,8 +22,9 @@ export const DEFAULT_REGION = "default";
 /** Names of regions other than the default: they are written into the ids as they are. */
 export const REGION_PATTERN = /^[a-z]{2}$/;
 
-/** Every id this service issues, legacy ones included (also the OpenAPI document's pattern). */
-export const SESSION_ID_PATTERN = /^(?:([a-z]{2})?([A-Za-z0-9_-]{2}))?[A-Za-z0-9_-]{22}$/;
+/** Every id this service issues. */
+const SESSION_ID_PATTERN = /^([a-z]{2})?([A-Za-z0-9_-]{2})[A-Za-z0-9_-]{22}$/;
+const CREDENTIAL_ID_PATTERN = new RegExp(`^[A-Za-z0-9_-]{${RANDOM_LENGTH}}$`);
 const SECRET_PATTERN = new RegExp(`^[A-Za-z0-9_-]{${SECRET_LENGTH}}$`);
 const LONGEST_ID = 2 + 2 + RANDOM_LENGTH;
 
@@ -33,9 +36,6 @@ export interface Placement {
   region: string;
   bucket: number;
 }
-
-/** `legacy`: an id from before placements, which only a one-database deployment can place. */
-export type SessionIdPlacement = Placement | "legacy";
 
 export interface ParsedToken {
   id: string;
@@ -68,39 +68,50 @@ export function generateToken(placement: Placement): ParsedToken & { token: stri
   return newSecretFor(`${bucketKey(placement)}${randomBase64Url(RANDOM_BYTES)}`);
 }
 
-/** A token of session `id` with a fresh secret: a new session's, or a re-authenticated one's. */
+/** A token of `id` with a fresh secret: a new session's, a re-authenticated one's, a receiver's. */
 export function newSecretFor(id: string): ParsedToken & { token: string } {
   const secret = randomBase64Url(SECRET_BYTES);
   return { id, secret, token: `${id}.${secret}` };
 }
 
+/** A receiver's credential: its id is the random part alone. */
+export function newCredential(): ParsedToken & { token: string } {
+  return newSecretFor(randomBase64Url(RANDOM_BYTES));
+}
+
 /** The placement a session id names, or null when it cannot be a session id at all. */
-export function placementOf(id: string): SessionIdPlacement | null {
+export function placementOf(id: string): Placement | null {
   if (id.length > LONGEST_ID) return null;
   const match = SESSION_ID_PATTERN.exec(id);
   if (!match) return null;
-  const [, region, bucket] = match;
-  if (bucket === undefined) return "legacy";
+  const bucket = match[2] as string;
   return {
-    region: region ?? DEFAULT_REGION,
+    region: match[1] ?? DEFAULT_REGION,
     bucket: BASE64URL.indexOf(bucket[0] as string) * 64 + BASE64URL.indexOf(bucket[1] as string),
   };
 }
 
-/** Null when the string cannot be a token this service issued (the contract's "malformed"). */
-export function parseToken(token: string): ParsedToken | null {
+/**
+ * `<id>.<secret>` reduced to what is compared with the table, or null when `isId` refuses the
+ * id or the rest cannot be what this service issued (the contract's "malformed").
+ */
+async function prove(token: string, isId: (id: string) => unknown): Promise<{ id: string; secretHash: string } | null> {
   if (token.length > TOKEN_LENGTH) return null;
   const dot = token.indexOf(".");
   const id = token.slice(0, dot);
   const secret = token.slice(dot + 1);
-  if (dot === -1 || !placementOf(id) || !SECRET_PATTERN.test(secret)) return null;
-  return { id, secret };
+  if (dot === -1 || !isId(id) || !SECRET_PATTERN.test(secret)) return null;
+  return { id, secretHash: await hashSecret(secret) };
 }
 
-/** A token reduced to what is compared with the table, or null when it is malformed. */
-export async function proveToken(token: string): Promise<{ id: string; secretHash: string } | null> {
-  const parsed = parseToken(token);
-  return parsed && { id: parsed.id, secretHash: await hashSecret(parsed.secret) };
+/** A session token reduced to what is compared with the table, or null when it is malformed. */
+export function proveToken(token: string) {
+  return prove(token, placementOf);
+}
+
+/** The same for a receiver's credential (`newCredential`). */
+export function proveCredential(token: string) {
+  return prove(token, (id) => CREDENTIAL_ID_PATTERN.test(id));
 }
 
 export async function hashSecret(secret: string): Promise<string> {

@@ -11,7 +11,7 @@ import {
   STATUSES,
   STREAMS_PATH,
 } from "../domain/streams.ts";
-import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
+import { TOKEN_LENGTH } from "../domain/token.ts";
 import { CONFIGURATION_PATH, DISCOVERY_MAX_AGE_SECONDS, JWKS_PATH } from "../domain/transmitter.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
 import { MAX_REASON_LENGTH } from "../services/user-sessions.ts";
@@ -871,7 +871,9 @@ export const openApiDocument: OpenApiDocument = {
         format: "date-time",
         pattern: "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z$",
       },
-      SessionId: { type: "string", pattern: SESSION_ID_PATTERN.source },
+      // Ids are opaque to clients: the contract keeps the shape it published (22 to 26 URL-safe
+      // characters, as the bearer scheme says), wider than the ids issued (src/domain/token.ts).
+      SessionId: { type: "string", pattern: "^(?:([a-z]{2})?([A-Za-z0-9_-]{2}))?[A-Za-z0-9_-]{22}$" },
       Session: {
         type: "object",
         required: [

@@ -69,11 +69,10 @@ export const RESEND_MAX_BATCHES = 10;
  * `<request_id>:<session_id>`. A row id is unique within its database only, so with several
  * databases two events may share one. A write's request id is random and a write logs at
  * most one event per session, so the pair names one event anywhere, and is read from the row
- * whenever it is sent. Every event ever pending carries a request id: only rows logged before
- * the column existed lack one, and those were written not pending.
+ * whenever it is sent.
  */
 function messageId(event: Pick<SessionEventRow, "requestId" | "sessionId">): string {
-  return `${event.requestId as string}:${event.sessionId}`;
+  return `${event.requestId}:${event.sessionId}`;
 }
 
 function toMessage(event: SessionEventRow): SessionEventMessage {

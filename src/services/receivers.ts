@@ -1,6 +1,6 @@
 import { insertReceiver, listReceivers, revokeReceiver } from "../db/receivers.ts";
 import type { Shards } from "../db/shards.ts";
-import { hashSecret, newSecretFor, randomBase64Url } from "../domain/token.ts";
+import { hashSecret, newCredential } from "../domain/token.ts";
 
 // Shared Signals receiver credentials, issued and revoked by the operator (scripts/ssf-receivers.ts).
 // The credential is shown once, when issued; only its secret's SHA-256 is stored.
@@ -19,7 +19,7 @@ export async function issueReceiver(
   const audience = input.audience.trim();
   if (audience === "" || audience.length > 256 || /[\p{Cc}\s]/u.test(audience))
     throw new TypeError("audience must be 1 to 256 characters without spaces (e.g. the receiver's URL)");
-  const { id, secret, token } = newSecretFor(randomBase64Url(16));
+  const { id, secret, token } = newCredential();
   await insertReceiver(shards.streams().db, {
     id,
     name,

@@ -72,7 +72,7 @@ function detailsOf(event: SessionEventRow, caep: NonNullable<(typeof AS_CAEP)[Ev
 /** The SET a session event becomes, or null. Its jti is the same whenever the event is sent again. */
 export function sessionSetOf(event: SessionEventRow, issuer: string): SessionSet | null {
   const caep = AS_CAEP[event.type];
-  if (!caep || event.requestId === null) return null;
+  if (!caep) return null;
   const details = detailsOf(event, caep);
   if (!details) return null;
   const jti = jtiOf(event.createdAt, `${event.requestId}:${event.sessionId}`);

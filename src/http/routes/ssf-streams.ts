@@ -32,7 +32,7 @@ import {
   userOfSubject,
   verificationClaims,
 } from "../../domain/streams.ts";
-import { proveToken, randomBase64Url } from "../../domain/token.ts";
+import { proveCredential, randomBase64Url } from "../../domain/token.ts";
 import { readTransmitter, signSet, type Transmitter } from "../../domain/transmitter.ts";
 import type { AppEnv } from "../context.ts";
 import { bearerToken } from "../credentials.ts";
@@ -52,7 +52,7 @@ const requireReceiver = createMiddleware<StreamEnv>(async (c, next) => {
   if (!transmitter) throw new ApiError(404, "not_found");
   c.set("transmitter", transmitter);
   const token = bearerToken(c);
-  const proof = token ? await proveToken(token) : null;
+  const proof = token ? await proveCredential(token) : null;
   if (!proof) throw unauthorized("invalid_token", Boolean(token));
   c.set("receiverProof", proof);
   await next();

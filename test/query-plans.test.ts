@@ -38,7 +38,7 @@ async function plan(sql: string, params: unknown[]): Promise<string> {
 
 const at = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: false, maxLifetimeSeconds: 34_560_000 });
 const sliding = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: true, maxLifetimeSeconds: 34_560_000 });
-const proof = { id: "AAAAAAAAAAAAAAAAAAAAAA", secretHash: "0".repeat(64) };
+const proof = { id: "A".repeat(24), secretHash: "0".repeat(64) };
 const actor = { sessionId: proof.id, ipAddress: "192.0.2.1", queued: false };
 const newSession = (id: string) => ({
   id,
@@ -51,6 +51,7 @@ const newSession = (id: string) => ({
   lastActiveAt: at.now,
   ttlSeconds: 60,
   deviceKey: "||",
+  authenticatedAt: at.now,
 });
 
 /** A bucket of the first database, as the worker's routes get it (src/db/shards.ts). */
@@ -60,14 +61,14 @@ const operations: Record<string, (db: Database) => Promise<unknown>> = {
   authenticate: (db) => authenticate(on(db), proof, at),
   "authenticate (sliding)": (db) => authenticate(on(db), proof, sliding),
   insertSession: (db) =>
-    insertSession(on(db), newSession("CCCCCCCCCCCCCCCCCCCCCC"), actor, { maxPerUser: 2, seenSince: at.now }, at),
+    insertSession(on(db), newSession(`AA${"C".repeat(22)}`), actor, { maxPerUser: 2, seenSince: at.now }, at),
   listSessionsByUserId: (db) => listSessionsByUserId(on(db), "plan-user", at),
   endSessionsByUserId: (db) => endSessionsByUserId(on(db), "plan-user", proof.id, "admin", actor, at),
   endSessionById: (db) => endSessionById(on(db), proof.id, "admin", actor, at),
   pendingEvents: (db) => pendingEvents(db, at.now, 10),
   markDelivered: (db) => markDelivered(db, [1, 2, 3]),
   listSessionsByToken: (db) => listSessionsByToken(on(db), proof, at),
-  deleteSession: (db) => deleteSession(on(db), proof, "BBBBBBBBBBBBBBBBBBBBBB", actor, at),
+  deleteSession: (db) => deleteSession(on(db), proof, `AA${"B".repeat(22)}`, actor, at),
   endSessionByToken: (db) => endSessionByToken(on(db), proof, actor, at),
   endAllSessionsByToken: (db) => endAllSessionsByToken(on(db), proof, actor, at),
   endOtherSessionsByToken: (db) => endOtherSessionsByToken(on(db), proof, actor, at),

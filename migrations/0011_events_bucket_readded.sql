@@ -1,0 +1,2 @@
+ALTER TABLE `session_events` ADD `bucket` text GENERATED ALWAYS AS (substr(session_id, 1, length(session_id) - 22)) VIRTUAL;--> statement-breakpoint
+CREATE INDEX `session_events_bucket_user_id_created_at_idx` ON `session_events` (`bucket`,`user_id`,`created_at`);
