@@ -221,6 +221,7 @@ async function move(values: Record<string, string | boolean | undefined>, locati
     const last = Number(range[2] ?? range[1]);
     const region = (values.region as string | undefined) ?? "default";
     let done = 0;
+    const started = performance.now();
     const report = await moveBuckets(
       { map, region, first, last, to: values.to },
       {
@@ -233,8 +234,9 @@ async function move(values: Record<string, string | boolean | undefined>, locati
         },
       },
     );
+    const seconds = (performance.now() - started) / 1000;
     console.log(
-      `moved ${report.moved} buckets (${report.sessions} sessions, ${report.events} events) to ${values.to}; ${report.alreadyThere} were there already.`,
+      `moved ${report.moved} buckets (${report.sessions} sessions, ${report.events} events) to ${values.to} in ${seconds.toFixed(1)} s (${(report.moved / seconds).toFixed(1)} buckets/s); ${report.alreadyThere} were there already.`,
     );
     console.log("Left to do:");
     console.log(
