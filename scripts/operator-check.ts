@@ -17,7 +17,9 @@ import { promisify } from "node:util";
 import { bucketOf, openShards } from "../src/db/shards.ts";
 import { readConfig } from "../src/domain/config.ts";
 import { BucketMoving } from "../src/domain/errors.ts";
+import { bucketKey } from "../src/domain/token.ts";
 import { issueSession } from "../src/services/issue-session.ts";
+import { issueReceiver, receiversOf } from "../src/services/receivers.ts";
 import { openLocalProject } from "./local-d1.ts";
 import { freePort, type NpmStart, startNpmStart } from "./npm-start.ts";
 
@@ -60,6 +62,18 @@ async function command(script: string, args: string[]): Promise<string> {
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
   }
+}
+
+/** A command given bad arguments: it must exit 2; answers the first line of what it said. */
+async function refusedCommand(script: string, args: string[]): Promise<string> {
+  try {
+    await run("npm", ["run", "--silent", script, "--", ...args, ...ENV], { cwd: ROOT });
+  } catch (error) {
+    const { code, stderr } = error as { code?: number; stderr?: string };
+    if (code === 2) return String(stderr).split("\n")[0] as string;
+    throw error;
+  }
+  throw new Error(`${script} -- ${args.join(" ")} was not refused`);
 }
 
 /** A client address of its own per request, so that ended tokens never trip the failure limit. */
@@ -229,6 +243,40 @@ async function verify(base: string, phase: string) {
   return { phase, live, ended, wrong };
 }
 
+/**
+ * Ids that begin with "-" (one in 64: base64url) given as the docs show, `--session <id>` and
+ * `--id <id>`: taken as values, not options. Each is first given with a stray option, which must
+ * be refused and change nothing. The session joins those verify() checks afterwards.
+ */
+async function dashIds(): Promise<Record<string, unknown>> {
+  const [user] = await usersWhere(1, (bucket) => bucketKey({ region: "default", bucket }).startsWith("-"));
+  await signIn(user as string);
+  const [session] = liveOf(user as string) as [Session];
+  const sessionRefused = await refusedCommand("session:end", ["--session", session.id, "--except", session.id]);
+  const sessionEnded = JSON.parse(await command("session:end", ["--session", session.id]));
+  if (sessionEnded.ended) session.live = false;
+
+  const project = await openLocalProject("sharded");
+  const shards = openShards(project.env as unknown as Env);
+  let receiver: { id: string };
+  do receiver = await issueReceiver(shards, { name: "dash", audience: "https://dash.example" }, new Date());
+  while (!receiver.id.startsWith("-"));
+  const receiverRefused = await refusedCommand("ssf:receivers", ["revoke", "--id", receiver.id, "--name", "x"]);
+  const untouched = (await receiversOf(shards)).find(({ id }) => id === receiver.id)?.revokedAt === null;
+  const receiverRevoked = JSON.parse(await command("ssf:receivers", ["revoke", "--id", receiver.id]));
+  const answers = { sessionRefused, sessionEnded, receiverRefused, untouched, receiverRevoked };
+  const expected = {
+    sessionRefused: "--except goes with --user",
+    sessionEnded: { ended: true },
+    receiverRefused: "--name does not apply to revoke",
+    untouched: true,
+    receiverRevoked: { revoked: true, streams: 0 },
+  };
+  if (JSON.stringify(answers) !== JSON.stringify(expected))
+    stats.unexpected.push(`ids beginning with "-": ${JSON.stringify(answers)}`);
+  return { session: session.id, receiver: receiver.id, ...answers };
+}
+
 /** The pace `shards:move` reports: "… in 12.3 s (10.4 buckets/s) …". */
 function bucketsPerSecond(output: string): number {
   const pace = / \(([\d.]+) buckets\/s\)/.exec(output)?.[1];
@@ -294,6 +342,9 @@ try {
   });
   progress(`finished: ${finish}`);
   checks.push(await verify(base, "after --finish"));
+
+  report.dashIds = await dashIds();
+  progress(`ids beginning with "-": ${JSON.stringify(report.dashIds)}`);
 
   // The same move with no client running: its users are signed in first, and must be intact after.
   for (const user of await usersWhere(USERS_MOVED, (bucket) => bucket >= MOVED_IDLE.first && bucket <= MOVED_IDLE.last))
