@@ -10,6 +10,8 @@ export interface DevServer {
   url: string;
   /** The operator gateway's bearer token (scripts/dev-worker.ts). */
   token: string;
+  /** Over https: the certificate it serves (PEM), trusted for this server alone. */
+  ca?: string;
   pid: number;
 }
 

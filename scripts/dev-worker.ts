@@ -5,8 +5,9 @@
 // instead of opening the SQLite file that workerd holds ("database is locked" on both sides).
 //   POST /__operator/d1    {binding, method, statements: [{sql, params}]}  -> {result} | {error}
 //   GET  /__operator/vars  the server's string vars (SHARDS as this server runs it)
-// Both need `Authorization: Bearer <OPERATOR_TOKEN>`, a random value scripts/dev.ts passes
-// with --var and writes to .wrangler/dev-server.json: a web page cannot reach the gateway.
+// Both need `Authorization: Bearer <OPERATOR_TOKEN>`, a random value scripts/dev.ts gives
+// wrangler in a file (--env-file) and writes to .wrangler/dev-server.json, both readable by
+// this user alone: a web page cannot reach the gateway.
 import worker from "../src/index.ts";
 
 export { SessionService } from "../src/index.ts";

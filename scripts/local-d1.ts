@@ -9,6 +9,8 @@
 import { execFileSync } from "node:child_process";
 import { createHash, createHmac } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
+import http from "node:http";
+import https from "node:https";
 import path from "node:path";
 import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { parseEnv } from "node:util";
@@ -149,24 +151,62 @@ function fileBackend(db: DatabaseSync): Backend {
 /** How long a command waits for a starting `npm start` (its migrations, wrangler's start). */
 const SERVER_WAIT_MS = 60_000;
 
-async function gatewayCall(server: DevServer, path: string, body?: object): Promise<Response> {
-  return fetch(new URL(path, server.url), {
-    method: body ? "POST" : "GET",
-    headers: { Authorization: `Bearer ${server.token}`, "Content-Type": "application/json" },
-    ...(body ? { body: JSON.stringify(body) } : {}),
+/** The gateway's answer: its status and JSON body. */
+interface GatewayAnswer {
+  status: number;
+  body: unknown;
+}
+
+/** A call to the gateway; over https, trusting the certificate the server wrote and no other. */
+function gatewayCall(server: DevServer, path: string, body?: object): Promise<GatewayAnswer> {
+  const url = new URL(path, server.url);
+  const payload = body ? JSON.stringify(body) : undefined;
+  return new Promise((resolve, reject) => {
+    const request = (url.protocol === "https:" ? https : http).request(
+      url,
+      {
+        ...(server.ca ? { ca: server.ca } : {}),
+        method: payload ? "POST" : "GET",
+        headers: { Authorization: `Bearer ${server.token}`, "Content-Type": "application/json" },
+      },
+      (response) => {
+        let text = "";
+        response.setEncoding("utf8");
+        response.on("data", (chunk) => (text += chunk));
+        response.on("end", () => {
+          try {
+            resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) });
+          } catch {
+            reject(
+              new Error(
+                `npm start at ${server.url} answered ${response.statusCode} without JSON: ${text.slice(0, 200)}`,
+              ),
+            );
+          }
+        });
+      },
+    );
+    request.on("error", reject);
+    request.end(payload);
   });
 }
+
+/** Errors of a server not listening yet (still migrating, or wrangler still starting). */
+const NOT_YET = new Set(["ECONNREFUSED", "ECONNRESET"]);
 
 /** The server's vars, once it answers: a server still migrating or starting is waited for. */
 async function serverVars(server: DevServer): Promise<Record<string, string>> {
   const deadline = Date.now() + SERVER_WAIT_MS;
   for (;;) {
     try {
-      const response = await gatewayCall(server, "/__operator/vars");
-      if (response.ok) return (await response.json()) as Record<string, string>;
-      throw new Error(`npm start at ${server.url} refused the operator gateway (${response.status})`);
+      const { status, body } = await gatewayCall(server, "/__operator/vars");
+      if (status === 200) return body as Record<string, string>;
+      throw new Error(`npm start at ${server.url} refused the operator gateway (${status})`);
     } catch (error) {
-      if (!(error instanceof TypeError)) throw error;
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === undefined) throw error;
+      // Any other failure to connect, a certificate not trusted among them, will not pass by waiting.
+      if (!NOT_YET.has(code)) throw new Error(`npm start at ${server.url}: ${(error as Error).message} (${code})`);
       if (Date.now() > deadline)
         throw new Error(
           `npm start (pid ${server.pid}) has not answered at ${server.url} for ${SERVER_WAIT_MS / 1000} s: wait for it, or stop it`,
@@ -179,13 +219,13 @@ async function serverVars(server: DevServer): Promise<Record<string, string>> {
 function gatewayBackend(server: DevServer, binding: string): Backend {
   return {
     async execute(method, statements) {
-      const response = await gatewayCall(server, "/__operator/d1", {
+      const { status, body } = await gatewayCall(server, "/__operator/d1", {
         binding,
         method,
         statements: statements.map(({ query, params }) => ({ sql: query, params })),
       });
-      const answer = (await response.json()) as { result?: unknown; error?: string };
-      if (!response.ok) throw new Error(answer.error ?? `operator gateway: ${response.status}`);
+      const answer = body as { result?: unknown; error?: string };
+      if (status !== 200) throw new Error(answer.error ?? `operator gateway: ${status}`);
       return answer.result;
     },
   };

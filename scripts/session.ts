@@ -8,11 +8,11 @@
 //   npm run --silent session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>]
 //   npm run --silent session:end -- --session <sessionId> [--reason <reason>]
 // Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`).
-import { parseArgs } from "node:util";
 import { issueSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
 import { endSession, endUserSessions, listUserSessions } from "../src/services/user-sessions.ts";
 import { answerOnLocalProject } from "./local-d1.ts";
+import { parseOptions, refuse } from "./options.ts";
 
 const USAGE: Record<string, string> = {
   create:
@@ -21,11 +21,11 @@ const USAGE: Record<string, string> = {
   end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] [--env <env>]",
 };
 
+const usageOf = (command: string) =>
+  `usage: npm run --silent ${USAGE[command] ?? Object.values(USAGE).join("\n       npm run --silent ")}`;
+
 function usage(command: string, problem: string): never {
-  console.error(
-    `${problem}\nusage: npm run --silent ${USAGE[command] ?? Object.values(USAGE).join("\n       npm run --silent ")}`,
-  );
-  process.exit(2);
+  refuse(problem, usageOf(command));
 }
 
 const [command = "", ...rest] = process.argv.slice(2);
@@ -45,33 +45,7 @@ const OPTIONS = {
   env: { type: "string", short: "e" },
 } as const;
 
-/**
- * `--except -PPO…` as `--except=-PPO…`: a value may begin with "-" (the session ids of one
- * user in 64 do, their bucket's first character being "-"), which parseArgs would take for an
- * option. Only a word that is itself one of the options (`--env`, `--env=x`, `-e`) is not a
- * value, so a forgotten one is still refused.
- */
-function valuesMayStartWithDash(args: string[]): string[] {
-  const flags = Object.keys(OPTIONS).map((name) => `--${name}`);
-  const isOption = (word: string) =>
-    word === "-e" || flags.some((flag) => word === flag || word.startsWith(`${flag}=`));
-  const joined: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    const [arg, next] = [args[i] as string, args[i + 1]];
-    if (flags.includes(arg) && next?.startsWith("-") && !isOption(next)) {
-      joined.push(`${arg}=${next}`);
-      i++;
-    } else joined.push(arg);
-  }
-  return joined;
-}
-
-let values: Record<string, string | undefined>;
-try {
-  values = parseArgs({ args: valuesMayStartWithDash(rest), options: OPTIONS }).values;
-} catch (error) {
-  usage(command, error instanceof Error ? error.message : String(error));
-}
+const { values } = parseOptions(rest, OPTIONS, usageOf(command));
 const allowed: Record<string, string[]> = {
   create: ["user", "ip", "user-agent", "ttl", "country", "city", "region", "env"],
   list: ["user", "region", "env"],

@@ -5,13 +5,14 @@
 // The worker hashes with crypto.subtle; in bulk node:crypto's SHA-256 is ~20x faster, so the
 // ids are hashed with it, and the first 10,000 are checked to land where the worker puts them.
 import { createHash } from "node:crypto";
-import { parseArgs } from "node:util";
 import { bindingOf, bucketOf, bucketOfDigest, parseShardMap } from "../src/db/shards.ts";
 import { BUCKET_COUNT } from "../src/domain/token.ts";
+import { parseOptions, refuse } from "./options.ts";
 
-const { values } = parseArgs({ options: { users: { type: "string", default: "10000000" } } });
+const USAGE = "usage: npm run shards:balance [-- --users <count>]";
+const { values } = parseOptions(process.argv.slice(2), { users: { type: "string", default: "10000000" } }, USAGE);
 const users = Number(values.users);
-if (!Number.isSafeInteger(users) || users < 1) throw new Error("--users must be a positive integer");
+if (!Number.isSafeInteger(users) || users < 1) refuse("--users must be a positive integer", USAGE);
 
 const started = performance.now();
 const perBucket = new Array<number>(BUCKET_COUNT).fill(0);

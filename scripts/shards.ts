@@ -12,12 +12,12 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { getPlatformProxy, unstable_readConfig } from "wrangler";
 import { openDatabase } from "../src/db/client.ts";
 import { finishMoves, MoveRefused, moveBuckets } from "../src/db/moves.ts";
 import { parseShardMap } from "../src/db/shards.ts";
 import { devServerOf } from "./dev-server.ts";
+import { parseOptions, refuse } from "./options.ts";
 
 const PROJECT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -201,28 +201,44 @@ const USAGE = `usage: node scripts/shards.ts migrate --local|--remote [--env <en
        npm run shards:move -- --buckets <first>-<last> --to <binding> [--region <region>] [--env <env>] [--remote]
        npm run shards:move -- --finish [--env <env>] [--remote]`;
 
+/** What `shards:move` is asked to move, or null for `--finish`; bad arguments are refused. */
+function moveAsked(values: Record<string, string | boolean | undefined>) {
+  if (values.finish) {
+    if ([values.buckets, values.to, values.region].some((value) => value !== undefined))
+      refuse("--finish takes no --buckets, --to or --region", USAGE);
+    return null;
+  }
+  const range = /^(\d+)(?:-(\d+))?$/.exec(String(values.buckets ?? ""));
+  if (!range || typeof values.to !== "string") refuse("give --buckets <first>-<last> and --to <binding>", USAGE);
+  const first = Number(range[1]);
+  return {
+    first,
+    last: Number(range[2] ?? first),
+    to: values.to,
+    region: (values.region as string | undefined) ?? "default",
+  };
+}
+
 /** `shards:move`: moves the buckets, bucket by bucket, then says what is left to do. */
 async function move(values: Record<string, string | boolean | undefined>, location: "local" | "remote") {
   const env = values.env as string | undefined;
   const where = `${env === undefined ? "" : ` --env ${env}`}${location === "remote" ? " --remote" : ""}`;
+  // Before any database is opened (which may apply migrations): bad arguments change nothing.
+  const asked = moveAsked(values);
   const databases = await openDatabases(env, location);
   const open = (binding: string) => openDatabase(databases.open(binding));
   try {
     const map = parseShardMap(databases.shards);
-    if (values.finish) {
+    if (asked === null) {
       const { dropped } = await finishMoves(map, databases.bindings, open);
       console.log(`dropped ${dropped} moved-bucket rows: requests go to the databases SHARDS names, in one round trip`);
       return;
     }
-    const range = /^(\d+)(?:-(\d+))?$/.exec(String(values.buckets ?? ""));
-    if (!range || typeof values.to !== "string")
-      throw new MoveRefused(`give --buckets <first>-<last> and --to <binding>\n${USAGE}`);
-    const first = Number(range[1]);
-    const last = Number(range[2] ?? range[1]);
-    const region = (values.region as string | undefined) ?? "default";
+    const { first, last, to } = asked;
     let done = 0;
+    const started = performance.now();
     const report = await moveBuckets(
-      { map, region, first, last, to: values.to },
+      { map, ...asked },
       {
         open,
         now: () => new Date(),
@@ -233,8 +249,9 @@ async function move(values: Record<string, string | boolean | undefined>, locati
         },
       },
     );
+    const seconds = (performance.now() - started) / 1000;
     console.log(
-      `moved ${report.moved} buckets (${report.sessions} sessions, ${report.events} events) to ${values.to}; ${report.alreadyThere} were there already.`,
+      `moved ${report.moved} buckets (${report.sessions} sessions, ${report.events} events) to ${to} in ${seconds.toFixed(1)} s (${(report.moved / seconds).toFixed(1)} buckets/s); ${report.alreadyThere} were there already.`,
     );
     console.log("Left to do:");
     console.log(
@@ -256,10 +273,10 @@ async function move(values: Record<string, string | boolean | undefined>, locati
   }
 }
 
-function parseCommandLine() {
-  return parseArgs({
-    allowPositionals: true,
-    options: {
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { values, positionals } = parseOptions(
+    process.argv.slice(2),
+    {
       env: { type: "string", short: "e" },
       local: { type: "boolean" },
       remote: { type: "boolean" },
@@ -269,18 +286,9 @@ function parseCommandLine() {
       region: { type: "string" },
       finish: { type: "boolean" },
     },
-  });
-}
-
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  let parsed: ReturnType<typeof parseCommandLine>;
-  try {
-    parsed = parseCommandLine();
-  } catch (error) {
-    console.error(`${error instanceof Error ? error.message : error}\n${USAGE}`);
-    process.exit(2);
-  }
-  const { values, positionals } = parsed;
+    USAGE,
+    true,
+  );
   const location = values.remote ? "remote" : "local";
   try {
     if (positionals[0] === "migrate" && (values.local || values.remote)) {
@@ -290,8 +298,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     } else if (positionals[0] === "move") {
       await move(values, location);
     } else {
-      console.error(USAGE);
-      process.exitCode = 2;
+      refuse("give one command: migrate --local|--remote, status or move", USAGE);
     }
   } catch (error) {
     console.error(error instanceof Error ? error.message : error);

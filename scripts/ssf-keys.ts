@@ -7,22 +7,23 @@
 // (at least the key set's cache lifetime plus the age at which receivers still accept a SET),
 // dropping keys whose overlap has ended. RS256 is what the CAEP interoperability profile asks for.
 import { readFileSync } from "node:fs";
-import { parseArgs } from "node:util";
 import { JWS_ALGORITHMS, type JwsAlgorithm } from "../src/domain/jws.ts";
 import { DISCOVERY_MAX_AGE_SECONDS, keyId, readTransmitter } from "../src/domain/transmitter.ts";
+import { parseOptions, refuse } from "./options.ts";
 
 const USAGE = `usage: npm run --silent ssf:keys -- new [--alg ES256|RS256]
        npm run --silent ssf:keys -- rotate --overlap <seconds> [--alg ES256|RS256] < keys.json`;
 
 function fail(problem: string): never {
-  console.error(`${problem}\n${USAGE}`);
-  process.exit(2);
+  refuse(problem, USAGE);
 }
 
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
-  options: { alg: { type: "string", default: "ES256" }, overlap: { type: "string" } },
-});
+const { values, positionals } = parseOptions(
+  process.argv.slice(2),
+  { alg: { type: "string", default: "ES256" }, overlap: { type: "string" } },
+  USAGE,
+  true,
+);
 const [command] = positionals;
 if (positionals.length !== 1 || (command !== "new" && command !== "rotate")) fail("one command: new or rotate");
 const alg = values.alg as JwsAlgorithm;

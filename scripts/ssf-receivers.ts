@@ -4,38 +4,29 @@
 //   npm run --silent ssf:receivers -- list                                    never a secret
 //   npm run --silent ssf:receivers -- revoke --id <receiverId>                its streams are disabled
 // Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`).
-import { parseArgs } from "node:util";
 import { openShards } from "../src/db/shards.ts";
 import { issueReceiver, receiversOf, revokeReceiverCredential } from "../src/services/receivers.ts";
 import { answerOnLocalProject } from "./local-d1.ts";
+import { parseOptions, refuse } from "./options.ts";
 
 const USAGE = `usage: npm run --silent ssf:receivers -- issue --name <name> --audience <aud> [--env <env>]
        npm run --silent ssf:receivers -- list [--env <env>]
        npm run --silent ssf:receivers -- revoke --id <receiverId> [--env <env>]`;
 
+const { values, positionals } = parseOptions(
+  process.argv.slice(2),
+  {
+    name: { type: "string" },
+    audience: { type: "string" },
+    id: { type: "string" },
+    env: { type: "string", short: "e" },
+  },
+  USAGE,
+  true,
+);
 function usage(problem: string): never {
-  console.error(`${problem}\n${USAGE}`);
-  process.exit(2);
+  refuse(problem, USAGE);
 }
-
-let parsed: ReturnType<typeof parse>;
-function parse() {
-  return parseArgs({
-    allowPositionals: true,
-    options: {
-      name: { type: "string" },
-      audience: { type: "string" },
-      id: { type: "string" },
-      env: { type: "string", short: "e" },
-    },
-  });
-}
-try {
-  parsed = parse();
-} catch (error) {
-  usage(error instanceof Error ? error.message : String(error));
-}
-const { values, positionals } = parsed;
 const [command] = positionals;
 const needs: Record<string, string[]> = { issue: ["name", "audience"], list: [], revoke: ["id"] };
 if (positionals.length !== 1 || command === undefined || !(command in needs))

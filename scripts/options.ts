@@ -1,0 +1,54 @@
+// How every operator command reads its arguments and refuses bad ones: node's parseArgs, with
+// values that may begin with "-", and one way out for bad input (the problem, the usage, exit 2).
+import { type ParseArgsOptionsConfig, parseArgs } from "node:util";
+
+/** Bad arguments: nothing was done. */
+export function refuse(problem: string, usage: string): never {
+  console.error(`${problem}\n${usage}`);
+  process.exit(2);
+}
+
+/**
+ * `--id -PPO…` as `--id=-PPO…`: ids are base64url, and one in 64 begins with "-" (a session's
+ * bucket, a receiver's random first character), which parseArgs would take for an option
+ * ("argument is ambiguous"). Only a word that is itself one of the options (`--env`,
+ * `--env=x`, `-e`) is not taken for a value, so a forgotten value is still refused.
+ */
+export function valuesMayStartWithDash(args: string[], options: ParseArgsOptionsConfig): string[] {
+  const names = Object.entries(options);
+  const isOption = (word: string) =>
+    names.some(
+      ([name, { short }]) =>
+        word === `--${name}` || word.startsWith(`--${name}=`) || (short !== undefined && word === `-${short}`),
+    );
+  /** The option `word` names if it takes a value, as its long name. */
+  const takingValue = (word: string) =>
+    names.find(
+      ([name, { type, short }]) =>
+        type === "string" && (word === `--${name}` || (short !== undefined && word === `-${short}`)),
+    )?.[0];
+  const joined: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const [arg, next] = [args[i] as string, args[i + 1]];
+    const name = takingValue(arg);
+    if (name !== undefined && next?.startsWith("-") && !isOption(next)) {
+      joined.push(`--${name}=${next}`);
+      i++;
+    } else joined.push(arg);
+  }
+  return joined;
+}
+
+/** parseArgs on `args` (values may begin with "-"); bad arguments are refused with `usage`. */
+export function parseOptions<const T extends ParseArgsOptionsConfig>(
+  args: string[],
+  options: T,
+  usage: string,
+  allowPositionals = false,
+) {
+  try {
+    return parseArgs({ args: valuesMayStartWithDash(args, options), options, allowPositionals, strict: true });
+  } catch (error) {
+    refuse(error instanceof Error ? error.message : String(error), usage);
+  }
+}
