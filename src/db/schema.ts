@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import type { StoredProofs } from "../domain/auth-proofs.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
-import { DELIVERY_METHODS, STATUSES } from "../domain/streams.ts";
+import { DELIVERY_METHODS, STATUSES } from "../domain/ssf/streams.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 
 // The single description of the tables: migrations are generated from this file.
@@ -175,7 +175,7 @@ export const bucketMoves = sqliteTable("bucket_moves", {
 export type BucketMoveRow = typeof bucketMoves.$inferSelect;
 
 // Shared Signals (docs/shared-signals.md). Receivers, their streams and the SETs waiting for
-// them live in the database bound as DB (src/db/streams.ts); received SETs are remembered in
+// them live in the database bound as DB (src/db/ssf/streams.ts); received SETs are remembered in
 // the database of the user they ended sessions of, written in the same batch as the ending.
 
 /** A receiver's credential: the operator issues and revokes it (`npm run ssf:receivers`). */

@@ -3,7 +3,7 @@ import { EVENT_TYPES } from "../db/schema.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { REFRESH_PATH } from "../domain/device-binding.ts";
 import { JWS_ALGORITHMS } from "../domain/jws.ts";
-import { MAX_SET_BYTES, RECEIVER_PATH, SET_ERROR_CODES, SET_MEDIA_TYPE } from "../domain/ssf-receiver.ts";
+import { MAX_SET_BYTES, RECEIVER_PATH, SET_ERROR_CODES, SET_MEDIA_TYPE } from "../domain/ssf/inbound.ts";
 import {
   DELIVERY_URNS,
   EVENTS_SUPPORTED,
@@ -11,9 +11,9 @@ import {
   MIN_VERIFICATION_INTERVAL_SECONDS,
   STATUSES,
   STREAMS_PATH,
-} from "../domain/streams.ts";
+} from "../domain/ssf/streams.ts";
+import { CONFIGURATION_PATH, DISCOVERY_MAX_AGE_SECONDS, JWKS_PATH } from "../domain/ssf/transmitter.ts";
 import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
-import { CONFIGURATION_PATH, DISCOVERY_MAX_AGE_SECONDS, JWKS_PATH } from "../domain/transmitter.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
 import { MAX_REASON_LENGTH } from "../services/user-sessions.ts";
 import { type ErrorCode, MESSAGES } from "./errors.ts";

@@ -1,4 +1,4 @@
-import { bindingOfFailure } from "../db/binding.ts";
+import { bindingOfFailure } from "../db/d1.ts";
 
 // The one log line of an error nobody expected (a 500, or an RPC call that threw one): enough
 // for an operator to tell a lock from a bug from a bad deploy, with nothing secret in it.

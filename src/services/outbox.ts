@@ -2,10 +2,10 @@ import { chunks, type Database } from "../db/client.ts";
 import { markDelivered, pendingEvents } from "../db/outbox.ts";
 import type { EventType, SessionEventRow } from "../db/schema.ts";
 import type { Shards } from "../db/shards.ts";
-import { expireQueuedSets } from "../db/streams.ts";
+import { expireQueuedSets } from "../db/ssf/streams.ts";
 import type { Logged } from "../db/writes.ts";
-import { readTransmitter, type Transmitter } from "../domain/transmitter.ts";
-import { pushDue, queueSets } from "./ssf-delivery.ts";
+import { readTransmitter, type Transmitter } from "../domain/ssf/transmitter.ts";
+import { pushDue, queueSets } from "./ssf/delivery.ts";
 
 // Where session events go beyond the security log: the optional events queue (binding
 // SESSION_EVENTS) and the Shared Signals streams (SSF_ISSUER). session_events is their outbox:

@@ -1,10 +1,10 @@
-import { wrapD1 } from "../db/binding.ts";
+import { wrapD1 } from "../db/d1.ts";
 import { purgeEvents, purgeSessions } from "../db/purge.ts";
 import { openShards } from "../db/shards.ts";
-import { purgeReceivedSets } from "../db/ssf-received.ts";
+import { purgeReceivedSets } from "../db/ssf/inbound-sets.ts";
 import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";
-import { SET_CLOCK_SKEW_SECONDS, SET_MAX_AGE_SECONDS } from "../domain/ssf-receiver.ts";
+import { SET_CLOCK_SKEW_SECONDS, SET_MAX_AGE_SECONDS } from "../domain/ssf/inbound.ts";
 import { expireSets, outletsOf, resendPending } from "./outbox.ts";
 
 // Small batches keep each write short (D1 serialises writes). A run keeps deleting while
@@ -78,7 +78,7 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
     result.complete = false;
     if (!result.failed.includes(binding)) result.failed.push(binding);
   };
-  // Each call may be retried once (src/db/binding.ts): two subrequests are reserved per call.
+  // Each call may be retried once (src/db/d1.ts): two subrequests are reserved per call.
   const room = () => (Date.now() < deadline ? Math.max(0, Math.floor((budget.subrequests - subrequests) / 2)) : 0);
   const outlets = outletsOf(env, metered);
   // First, so nothing pending is purged before the queue had its chance this run. A resend

@@ -1,5 +1,5 @@
 import { createMiddleware } from "hono/factory";
-import { meterD1 } from "../../db/binding.ts";
+import { meterD1 } from "../../db/d1.ts";
 import { openShards } from "../../db/shards.ts";
 import { instant } from "../../domain/clock.ts";
 import { readConfig } from "../../domain/config.ts";

@@ -1,11 +1,11 @@
 import { and, eq, inArray, lte, notExists, sql } from "drizzle-orm";
-import type { Instant } from "../domain/clock.ts";
-import { moveOf, onBucket } from "./buckets.ts";
-import type { Database } from "./client.ts";
-import { isLive } from "./liveness.ts";
-import { bucketMoves, sessions, ssfReceivedSets } from "./schema.ts";
-import type { Place } from "./shards.ts";
-import { type Actor, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "./writes.ts";
+import type { Instant } from "../../domain/clock.ts";
+import { moveOf, onBucket } from "../buckets.ts";
+import type { Database } from "../client.ts";
+import { isLive } from "../liveness.ts";
+import { bucketMoves, sessions, ssfReceivedSets } from "../schema.ts";
+import type { Place } from "../shards.ts";
+import { type Actor, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "../writes.ts";
 
 // A Security Event Token from an upstream transmitter, acted on once: the sessions it ends
 // and the (issuer, jti) that remembers it are written in one batch, on the database of the

@@ -1,15 +1,15 @@
-import { ConfigError } from "./config.ts";
-import { type Jws, type PublicKey, publicKeyOf } from "./jws.ts";
+import { ConfigError } from "../config.ts";
+import { type Jws, type PublicKey, publicKeyOf } from "../jws.ts";
+import { placementOf } from "../token.ts";
 import { SESSION_REVOKED } from "./streams.ts";
-import { placementOf } from "./token.ts";
 
 // This service as a Shared Signals receiver (SSF 1.0, RFC 8935 push): upstream transmitters
 // (an identity provider) POST Security Event Tokens (RFC 8417) that end sessions here. Which
 // upstreams are trusted, and how their subjects name this service's users, is the var
 // SSF_UPSTREAMS (docs/shared-signals.md#receiving); empty, the receiver is off (404).
 //
-// What is read here decides everything but the signature (src/services/ssf-receiver.ts
-// verifies it with src/domain/jws.ts) and the one batch that acts (src/db/ssf-received.ts).
+// What is read here decides everything but the signature (src/services/ssf/inbound.ts
+// verifies it with src/domain/jws.ts) and the one batch that acts (src/db/ssf/inbound-sets.ts).
 
 export const RECEIVER_PATH = "/ssf/receiver";
 export const SET_MEDIA_TYPE = "application/secevent+jwt";

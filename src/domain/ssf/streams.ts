@@ -1,8 +1,8 @@
 // Shared Signals streams (SSF 1.0 §8): what a receiver may ask for, checked here once for the
 // HTTP door, and how a stream is shown back. Plain data in, plain data out; the statements are
-// in src/db/streams.ts, the routes in src/http/routes/ssf-streams.ts.
+// in src/db/ssf/streams.ts, the routes in src/http/ssf/streams.ts.
 
-import { isUserId } from "./user-id.ts";
+import { isUserId } from "../user-id.ts";
 
 const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
 const SSF = "https://schemas.openid.net/secevent/ssf/event-type/";

@@ -1,6 +1,6 @@
 import { and, asc, count, eq, exists, inArray, isNull, lt, lte, ne, or, type SQL, sql } from "drizzle-orm";
-import { MAX_STREAMS_PER_RECEIVER, MIN_VERIFICATION_INTERVAL_SECONDS, type Status } from "../domain/streams.ts";
-import { batchAll, type Database } from "./client.ts";
+import { MAX_STREAMS_PER_RECEIVER, MIN_VERIFICATION_INTERVAL_SECONDS, type Status } from "../../domain/ssf/streams.ts";
+import { batchAll, type Database } from "../client.ts";
 import {
   type QueuedSetRow,
   type StreamRow,
@@ -8,7 +8,7 @@ import {
   ssfReceivers,
   ssfStreamSubjects,
   ssfStreams,
-} from "./schema.ts";
+} from "../schema.ts";
 
 // The Shared Signals management statements, on the streams' database (src/db/shards.ts
 // `streams`). Each is one D1 round trip, but an update, which reads what it merges first.
@@ -351,7 +351,7 @@ export async function pollSets(
   };
 }
 
-/** A session event's SET before it is known which streams take it (src/services/ssf-delivery.ts). */
+/** A session event's SET before it is known which streams take it (src/services/ssf/delivery.ts). */
 export interface SessionSet {
   jti: string;
   /** The event type URI: a stream takes the SET only if it delivers this type. */

@@ -1,12 +1,12 @@
-import type { Shards } from "../db/shards.ts";
-import { endSessionsForSet } from "../db/ssf-received.ts";
-import type { Actor } from "../db/writes.ts";
-import type { Instant } from "../domain/clock.ts";
-import { ConfigError } from "../domain/config.ts";
-import { type Jws, type PublicKey, parseJws, verifyJws } from "../domain/jws.ts";
-import { actionOf, keyOf, SetRefused, senderOf, type Upstream } from "../domain/ssf-receiver.ts";
-import { isUserId } from "../domain/user-id.ts";
-import { type Outbox, published } from "./outbox.ts";
+import type { Shards } from "../../db/shards.ts";
+import { endSessionsForSet } from "../../db/ssf/inbound-sets.ts";
+import type { Actor } from "../../db/writes.ts";
+import type { Instant } from "../../domain/clock.ts";
+import { ConfigError } from "../../domain/config.ts";
+import { type Jws, type PublicKey, parseJws, verifyJws } from "../../domain/jws.ts";
+import { actionOf, keyOf, SetRefused, senderOf, type Upstream } from "../../domain/ssf/inbound.ts";
+import { isUserId } from "../../domain/user-id.ts";
+import { type Outbox, published } from "../outbox.ts";
 
 // Receiving a Security Event Token from an upstream transmitter (RFC 8935 push): read,
 // verified, and acted on in one D1 round trip on the database of the user it names. A SET

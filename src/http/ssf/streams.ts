@@ -15,7 +15,7 @@ import {
   setSubject,
   streamOf,
   streamsOf,
-} from "../../db/streams.ts";
+} from "../../db/ssf/streams.ts";
 import {
   checkTransmitterProperties,
   eventsDelivered,
@@ -31,9 +31,9 @@ import {
   streamView,
   userOfSubject,
   verificationClaims,
-} from "../../domain/streams.ts";
+} from "../../domain/ssf/streams.ts";
+import { readTransmitter, signSet, type Transmitter } from "../../domain/ssf/transmitter.ts";
 import { proveToken, randomBase64Url } from "../../domain/token.ts";
-import { readTransmitter, signSet, type Transmitter } from "../../domain/transmitter.ts";
 import type { AppEnv } from "../context.ts";
 import { bearerToken } from "../credentials.ts";
 import { ApiError, unauthorized } from "../errors.ts";

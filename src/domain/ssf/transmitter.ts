@@ -1,5 +1,5 @@
-import { ConfigError } from "./config.ts";
-import { type JwsAlgorithm, type PublicKey, publicKeyOf, signJws, thumbprint } from "./jws.ts";
+import { ConfigError } from "../config.ts";
+import { type JwsAlgorithm, type PublicKey, publicKeyOf, signJws, thumbprint } from "../jws.ts";
 import { DELIVERY_URNS, STREAMS_PATH } from "./streams.ts";
 
 // This service as a Shared Signals transmitter (OpenID SSF 1.0): who it is (SSF_ISSUER) and

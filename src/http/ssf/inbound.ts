@@ -1,7 +1,7 @@
 import type { Context } from "hono";
-import { MAX_SET_BYTES, readUpstreams, SET_MEDIA_TYPE, SetRefused } from "../../domain/ssf-receiver.ts";
+import { MAX_SET_BYTES, readUpstreams, SET_MEDIA_TYPE, SetRefused } from "../../domain/ssf/inbound.ts";
 import { queuedBy } from "../../services/outbox.ts";
-import { receiveSet } from "../../services/ssf-receiver.ts";
+import { receiveSet } from "../../services/ssf/inbound.ts";
 import type { AppEnv } from "../context.ts";
 import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
