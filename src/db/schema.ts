@@ -82,7 +82,7 @@ export const EVENT_TYPES = [
   "reauthenticated",
   // The browser bound the session to a key it holds (POST /auth/dbsc/registration).
   "device_bound",
-  // Ended by a Security Event Token of an upstream transmitter (POST /ssf/receiver); the
+  // Ended by an inbound Security Event Token of an upstream (POST /ssf/receiver); the
   // reason is `<upstream name>:<event>`, the name SSF_UPSTREAMS gives the issuer.
   "ended_by_upstream",
 ] as const;
@@ -174,9 +174,10 @@ export const bucketMoves = sqliteTable("bucket_moves", {
 
 export type BucketMoveRow = typeof bucketMoves.$inferSelect;
 
-// Shared Signals (docs/shared-signals.md). Receivers, their streams and the SETs waiting for
-// them live in the database bound as DB (src/db/ssf/streams.ts); received SETs are remembered in
-// the database of the user they ended sessions of, written in the same batch as the ending.
+// Shared Signals (docs/shared-signals.md). What is sent: receivers, their streams and the SETs
+// waiting for them live in the database bound as DB (src/db/ssf/streams.ts). What is taken in:
+// inbound SETs from upstreams are remembered in the database of the user they ended sessions
+// of, written in the same batch as the ending (src/db/ssf/inbound-sets.ts).
 
 /** A receiver's credential: the operator issues and revokes it (`npm run ssf:receivers`). */
 export const ssfReceivers = sqliteTable("ssf_receivers", {
@@ -252,7 +253,7 @@ export const ssfQueuedSets = sqliteTable(
 
 export type QueuedSetRow = typeof ssfQueuedSets.$inferSelect;
 
-/** SETs this service received from an upstream transmitter and acted on: a resend is a no-op. */
+/** Inbound SETs: what an upstream sent and this service acted on, so that a resend is a no-op. */
 export const ssfReceivedSets = sqliteTable(
   "ssf_received_sets",
   {

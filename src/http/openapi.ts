@@ -3,7 +3,7 @@ import { EVENT_TYPES } from "../db/schema.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { REFRESH_PATH } from "../domain/device-binding.ts";
 import { JWS_ALGORITHMS } from "../domain/jws.ts";
-import { MAX_SET_BYTES, RECEIVER_PATH, SET_ERROR_CODES, SET_MEDIA_TYPE } from "../domain/ssf/inbound.ts";
+import { INBOUND_PATH, MAX_SET_BYTES, SET_ERROR_CODES, SET_MEDIA_TYPE } from "../domain/ssf/inbound.ts";
 import {
   DELIVERY_URNS,
   EVENTS_SUPPORTED,
@@ -656,7 +656,7 @@ export const openApiDocument: OpenApiDocument = {
       },
       "x-other-methods": METHOD_NOT_ALLOWED,
     },
-    [RECEIVER_PATH]: {
+    [INBOUND_PATH]: {
       post: {
         operationId: "receiveSecurityEvent",
         summary: "Shared Signals receiver: an upstream transmitter pushes a Security Event Token (RFC 8935)",

@@ -1,7 +1,7 @@
 import { wrapD1 } from "../db/d1.ts";
 import { purgeEvents, purgeSessions } from "../db/purge.ts";
 import { openShards } from "../db/shards.ts";
-import { purgeReceivedSets } from "../db/ssf/inbound-sets.ts";
+import { purgeInboundSets } from "../db/ssf/inbound-sets.ts";
 import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";
 import { SET_CLOCK_SKEW_SECONDS, SET_MAX_AGE_SECONDS } from "../domain/ssf/inbound.ts";
@@ -31,7 +31,7 @@ export interface PurgeResult {
   expiredSets: number;
   sessions: number;
   events: number;
-  /** SETs received from upstream transmitters, forgotten once too old to be accepted again. */
+  /** Inbound SETs from upstreams, forgotten once too old to be accepted again. */
   receivedSets: number;
   databases: number;
   subrequests: number;
@@ -60,7 +60,7 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
   const at = instant(config);
   const retentionCutoff = new Date(at.now.getTime() - config.eventRetentionDays * 86_400_000);
   // A SET is accepted up to its maximum age after an iat up to the skew ahead: known that long.
-  const receivedCutoff = new Date(at.now.getTime() - (SET_MAX_AGE_SECONDS + SET_CLOCK_SKEW_SECONDS) * 1000);
+  const inboundCutoff = new Date(at.now.getTime() - (SET_MAX_AGE_SECONDS + SET_CLOCK_SKEW_SECONDS) * 1000);
   const deadline = Date.now() + budget.milliseconds;
   const result: PurgeResult = {
     resent: 0,
@@ -103,7 +103,7 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
     {
       binding,
       table: "receivedSets" as const,
-      purge: (limit: number) => purgeReceivedSets(db, receivedCutoff, limit),
+      purge: (limit: number) => purgeInboundSets(db, inboundCutoff, limit),
     },
   ]);
   while (pending.length > 0) {

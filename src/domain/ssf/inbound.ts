@@ -3,15 +3,15 @@ import { type Jws, type PublicKey, publicKeyOf } from "../jws.ts";
 import { placementOf } from "../token.ts";
 import { SESSION_REVOKED } from "./streams.ts";
 
-// This service as a Shared Signals receiver (SSF 1.0, RFC 8935 push): upstream transmitters
-// (an identity provider) POST Security Event Tokens (RFC 8417) that end sessions here. Which
-// upstreams are trusted, and how their subjects name this service's users, is the var
-// SSF_UPSTREAMS (docs/shared-signals.md#receiving); empty, the receiver is off (404).
+// Inbound SETs (SSF 1.0, RFC 8935 push): upstreams, transmitters such as an identity provider,
+// POST Security Event Tokens (RFC 8417) that end sessions here. Which upstreams are trusted, and
+// how their subjects name this service's users, is the var SSF_UPSTREAMS
+// (docs/shared-signals.md#inbound-sets-from-upstreams); empty, the endpoint is off (404).
 //
 // What is read here decides everything but the signature (src/services/ssf/inbound.ts
 // verifies it with src/domain/jws.ts) and the one batch that acts (src/db/ssf/inbound-sets.ts).
 
-export const RECEIVER_PATH = "/ssf/receiver";
+export const INBOUND_PATH = "/ssf/receiver";
 export const SET_MEDIA_TYPE = "application/secevent+jwt";
 /** A SET is a few hundred bytes to a few KB (an RS256 signature is 342 to 683 characters): far more is not one. */
 export const MAX_SET_BYTES = 16_384;
@@ -25,7 +25,7 @@ export const SET_CLOCK_SKEW_SECONDS = 60;
 /** Bounds what the dedupe table stores per SET; real ones are UUIDs or shorter. */
 const MAX_JTI_LENGTH = 256;
 
-/** The RFC 8935 §2.4 error codes this receiver answers: the type and the OpenAPI document derive from it. */
+/** The RFC 8935 §2.4 error codes an inbound SET is refused with: the type and the OpenAPI document derive from it. */
 export const SET_ERROR_CODES = [
   "invalid_request",
   "invalid_key",

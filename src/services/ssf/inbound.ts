@@ -8,9 +8,9 @@ import { actionOf, keyOf, SetRefused, senderOf, type Upstream } from "../../doma
 import { isUserId } from "../../domain/user-id.ts";
 import { type Outbox, published } from "../outbox.ts";
 
-// Receiving a Security Event Token from an upstream transmitter (RFC 8935 push): read,
-// verified, and acted on in one D1 round trip on the database of the user it names. A SET
-// that is refused (SetRefused) ends nothing.
+// An inbound Security Event Token, pushed by an upstream (RFC 8935): read, verified, and acted
+// on in one D1 round trip on the database of the user it names. A SET that is refused
+// (SetRefused) ends nothing.
 
 /** A fetched key set is used this long; an unknown `kid` fetches again sooner, at most once a minute. */
 const KEYS_MAX_AGE_MS = 5 * 60_000;
@@ -48,7 +48,7 @@ async function keyFor(upstream: Upstream, jws: Jws): Promise<PublicKey> {
   return key;
 }
 
-export interface Receiver {
+export interface Inbound {
   upstreams: readonly Upstream[];
   shards: Shards;
   at: Instant;
@@ -61,8 +61,8 @@ export interface Receiver {
  * many sessions it ended (0 for an event not acted on, or a SET received before). Throws
  * SetRefused for a SET that is not acceptable.
  */
-export async function receiveSet(receiver: Receiver, compact: string): Promise<number> {
-  const { upstreams, shards, at, actor, outbox } = receiver;
+export async function actOnInboundSet(inbound: Inbound, compact: string): Promise<number> {
+  const { upstreams, shards, at, actor, outbox } = inbound;
   if (upstreams.some((upstream) => upstream.region !== null && !shards.map.regions.has(upstream.region)))
     throw new ConfigError("SSF_UPSTREAMS: a region must be one of the regions of SHARDS");
   const jws = parseJws(compact);
