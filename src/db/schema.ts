@@ -175,7 +175,7 @@ export const bucketMoves = sqliteTable("bucket_moves", {
 export type BucketMoveRow = typeof bucketMoves.$inferSelect;
 
 // Shared Signals (docs/shared-signals.md). What is sent: receivers, their streams and the SETs
-// waiting for them live in the database bound as DB (src/db/ssf/streams.ts). What is taken in:
+// waiting for them live in the database bound as DB (src/db/ssf/). What is taken in:
 // inbound SETs from upstreams are remembered in the database of the user they ended sessions
 // of, written in the same batch as the ending (src/db/ssf/inbound-sets.ts).
 

@@ -2,7 +2,7 @@ import { chunks, type Database } from "../db/client.ts";
 import { markDelivered, pendingEvents } from "../db/outbox.ts";
 import type { EventType, SessionEventRow } from "../db/schema.ts";
 import type { Shards } from "../db/shards.ts";
-import { expireQueuedSets } from "../db/ssf/streams.ts";
+import { expireQueuedSets } from "../db/ssf/queue.ts";
 import type { Logged } from "../db/writes.ts";
 import { readTransmitter, type Transmitter } from "../domain/ssf/transmitter.ts";
 import { pushDue, queueSets } from "./ssf/delivery.ts";

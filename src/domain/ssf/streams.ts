@@ -1,6 +1,6 @@
 // Shared Signals streams (SSF 1.0 §8): what a receiver may ask for, checked here once for the
 // HTTP door, and how a stream is shown back. Plain data in, plain data out; the statements are
-// in src/db/ssf/streams.ts, the routes in src/http/ssf/streams.ts.
+// in src/db/ssf/, the routes in src/http/ssf/streams.ts.
 
 import { isUserId } from "../user-id.ts";
 

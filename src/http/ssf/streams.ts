@@ -2,14 +2,12 @@ import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { createMiddleware } from "hono/factory";
 import type { StreamRow } from "../../db/schema.ts";
+import { pollSets } from "../../db/ssf/poll.ts";
+import type { Answer, Receiver, ReceiverProof } from "../../db/ssf/receiver-scope.ts";
 import {
-  type Answer,
   changeStream,
   createStream,
   deleteStream,
-  pollSets,
-  type Receiver,
-  type ReceiverProof,
   requestVerification,
   setStreamStatus,
   setSubject,

@@ -1,11 +1,11 @@
 import type { Database } from "../../db/client.ts";
 import type { EventType, SessionEventRow } from "../../db/schema.ts";
-import { duePushes, queueSessionSets, recordPushes, type SessionSet } from "../../db/ssf/streams.ts";
+import { duePushes, queueSessionSets, recordPushes, type SessionSet } from "../../db/ssf/queue.ts";
 import { ASSURANCE_LEVEL_CHANGE, jtiOf, SESSION_ESTABLISHED, SESSION_REVOKED } from "../../domain/ssf/streams.ts";
 import { signSet, type Transmitter } from "../../domain/ssf/transmitter.ts";
 
 // Session events as Shared Signals: each becomes a CAEP SET queued for the streams that take it
-// (src/db/ssf/streams.ts), then pushed to push streams or polled by the others. Called by the outbox
+// (src/db/ssf/queue.ts), then pushed to push streams or polled by the others. Called by the outbox
 // after the answer (src/services/outbox.ts) and by the cron, never in a request's way.
 
 type Initiator = "user" | "admin" | "policy" | "system";
