@@ -1,6 +1,7 @@
 import { openShards } from "../db/shards.ts";
-import { deliverPending, outletsOf } from "../services/outbox.ts";
+import { outletsOf } from "../services/outbox.ts";
 import { PURGE_BUDGET, purge } from "../services/purge.ts";
+import { deliverPending } from "../services/resend.ts";
 
 /** wrangler.toml `[triggers]`: the purge hourly; every minute, what is pending or due to be pushed. */
 export const PUSH_CRON = "* * * * *";

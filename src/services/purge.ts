@@ -5,7 +5,9 @@ import { purgeInboundSets } from "../db/ssf/inbound-sets.ts";
 import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";
 import { SET_CLOCK_SKEW_SECONDS, SET_MAX_AGE_SECONDS } from "../domain/ssf/inbound.ts";
-import { expireSets, outletsOf, resendPending } from "./outbox.ts";
+import { outletsOf } from "./outbox.ts";
+import { resendEach } from "./resend.ts";
+import { expireSets } from "./ssf/set-expiry.ts";
 
 // Small batches keep each write short (D1 serialises writes). A run keeps deleting while
 // batches come back full, on every database, until the invocation's budget is spent;
@@ -83,13 +85,13 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
   const outlets = outletsOf(env, metered);
   // First, so nothing pending is purged before the queue had its chance this run. A resend
   // batch is two calls (select, mark), and like the purge it stays within the budget.
-  for (const { binding, db } of shards) {
-    try {
-      result.resent += await resendPending(outlets, db, at.now, () => room() >= 2);
-    } catch {
-      failed(binding);
-    }
-  }
+  result.resent = await resendEach(
+    outlets,
+    shards,
+    at.now,
+    () => room() >= 2,
+    ({ binding }) => failed(binding),
+  );
   try {
     result.expiredSets = await expireSets(outlets, at.now);
   } catch {
