@@ -5,6 +5,7 @@ import type { Shards } from "../db/shards.ts";
 import type { Logged } from "../db/writes.ts";
 import { readTransmitter, type Transmitter } from "../domain/ssf/transmitter.ts";
 import { type SessionEventMessage, toMessage } from "./event-message.ts";
+import { logOutboxFailure } from "./failure-log.ts";
 import { pushDue, queueSets } from "./ssf/delivery.ts";
 import { sawStreams, streamsMayBeLive } from "./ssf/live-streams.ts";
 
@@ -84,18 +85,7 @@ export async function deliver({ queue, ssf }: Outlets, db: Database, events: Ses
 
 /** Pushes what is due to push streams; a failure leaves the SETs queued for the next round. */
 export async function push({ ssf }: Outlets, now: Date): Promise<void> {
-  if (ssf) await pushDue(ssf.streams, ssf.transmitter, now).catch(logFailure);
-}
-
-export function logFailure(error: unknown): void {
-  // Only the class name, as for any failure: the events stay pending for the cron.
-  console.error(
-    JSON.stringify({
-      level: "warn",
-      event: "outbox_send_failed",
-      name: error instanceof Error ? error.name : typeof error,
-    }),
-  );
+  if (ssf) await pushDue(ssf.streams, ssf.transmitter, now).catch(logOutboxFailure);
 }
 
 /**
@@ -110,7 +100,7 @@ export function outboxFor(outlets: Outlets | null, waitUntil: (promise: Promise<
       waitUntil(
         deliver(outlets, db, events)
           .then(() => push(outlets, new Date()))
-          .catch(logFailure),
+          .catch(logOutboxFailure),
       ),
   };
 }

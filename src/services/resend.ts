@@ -1,6 +1,7 @@
 import type { Database } from "../db/client.ts";
 import { pendingEvents } from "../db/outbox.ts";
-import { deliver, logFailure, type Outlets, push } from "./outbox.ts";
+import { logOutboxFailure } from "./failure-log.ts";
+import { deliver, type Outlets, push } from "./outbox.ts";
 
 // What the outbox left pending (a write whose sending failed, or an operator's command, which
 // sends nothing itself), sent again by the crons: every minute, and first in the hourly purge.
@@ -23,7 +24,7 @@ async function resendPending(outlets: Outlets, db: Database, now: Date, mayStart
     try {
       await deliver(outlets, db, events);
     } catch (error) {
-      logFailure(error);
+      logOutboxFailure(error);
       break;
     }
     sent += events.length;
@@ -63,7 +64,7 @@ export async function deliverPending(outlets: Outlets | null, databases: Databas
     databases.map((db) => ({ db })),
     now,
     () => true,
-    (_, error) => logFailure(error),
+    (_, error) => logOutboxFailure(error),
   );
   await push(outlets, now);
 }
