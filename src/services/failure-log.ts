@@ -1,4 +1,4 @@
-import { bindingOfFailure } from "../db/d1.ts";
+import { d1BindingOfFailure } from "../db/d1.ts";
 
 // The log lines of failures, with nothing secret in them: an error nobody expected (a 500, or
 // an RPC call that threw one), enough for an operator to tell a lock from a bug from a bad
@@ -43,7 +43,7 @@ export function logFailure(error: unknown, site: FailureSite, requestId: string)
       name: nameOf(error),
       message: redact(root instanceof Error ? root.message : String(root)),
       ...site,
-      binding: bindingOfFailure(error),
+      binding: d1BindingOfFailure(error),
       request_id: requestId,
     }),
   );
