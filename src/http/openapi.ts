@@ -3,6 +3,7 @@ import { EVENT_TYPES } from "../db/schema.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { REFRESH_PATH } from "../domain/device-binding.ts";
 import { JWS_ALGORITHMS } from "../domain/jws.ts";
+import { MAX_REASON_LENGTH } from "../domain/reason.ts";
 import { INBOUND_PATH, MAX_SET_BYTES, SET_ERROR_CODES, SET_MEDIA_TYPE } from "../domain/ssf/inbound.ts";
 import {
   DELIVERY_URNS,
@@ -15,7 +16,6 @@ import {
 import { CONFIGURATION_PATH, DISCOVERY_MAX_AGE_SECONDS, JWKS_PATH } from "../domain/ssf/transmitter.ts";
 import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
-import { MAX_REASON_LENGTH } from "../services/user-sessions.ts";
 import { type ErrorCode, MESSAGES } from "./errors.ts";
 
 // The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json. Every response

@@ -1,5 +1,6 @@
 import { ConfigError } from "../config.ts";
 import { type Jws, type PublicKey, publicKeyOf } from "../jws.ts";
+import { MAX_REASON_LENGTH } from "../reason.ts";
 import { placementOf } from "../token.ts";
 import { SESSION_REVOKED } from "./streams.ts";
 
@@ -87,8 +88,8 @@ export interface UpstreamVars {
   SSF_UPSTREAMS?: string;
 }
 
-// The reason `<name>:<event>` must fit the 64 characters every reason keeps to (src/services/user-sessions.ts).
-const MAX_NAME_LENGTH = 64 - 1 - LONGEST_EVENT_NAME;
+// The reason `<name>:<event>` keeps to the rule of every reason (src/domain/reason.ts).
+const MAX_NAME_LENGTH = MAX_REASON_LENGTH - 1 - LONGEST_EVENT_NAME;
 const NAME = new RegExp(`^[A-Za-z0-9._-]{1,${MAX_NAME_LENGTH}}$`);
 const REGION = /^[a-z]{2}$/;
 

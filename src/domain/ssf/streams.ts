@@ -41,7 +41,7 @@ const MAX_URI_LENGTH = 256;
 const MAX_DESCRIPTION_LENGTH = 256;
 const MAX_AUTHORIZATION_LENGTH = 1024;
 const MAX_STATE_LENGTH = 256;
-const MAX_REASON_LENGTH = 256;
+const MAX_STATUS_REASON_LENGTH = 256;
 
 /** Why a request to the management API is refused: each is an error code of the API (400). */
 export type RefusalCode = "invalid_request_body" | "invalid_delivery" | "invalid_subject";
@@ -210,7 +210,7 @@ export function checkTransmitterProperties(body: Json, shown: ReturnType<typeof 
 export function statusOf(body: Json): { status: Status; reason: string | null } {
   const { status, reason } = body;
   if (!STATUSES.includes(status as Status)) refuse();
-  if (reason !== undefined && reason !== null && !isText(reason, MAX_REASON_LENGTH)) refuse();
+  if (reason !== undefined && reason !== null && !isText(reason, MAX_STATUS_REASON_LENGTH)) refuse();
   return { status: status as Status, reason: (reason as string | null | undefined) ?? null };
 }
 
