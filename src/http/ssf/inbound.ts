@@ -1,6 +1,5 @@
 import type { Context } from "hono";
 import { MAX_SET_BYTES, readUpstreams, SET_MEDIA_TYPE, SetRefused } from "../../domain/ssf/inbound.ts";
-import { queuedBy } from "../../services/outbox.ts";
 import { actOnInboundSet } from "../../services/ssf/inbound.ts";
 import type { AppEnv } from "../context.ts";
 import { ApiError } from "../errors.ts";
@@ -40,8 +39,7 @@ async function actOn(c: Context<AppEnv>): Promise<void> {
   const body = await boundedText(c.req.raw, MAX_SET_BYTES);
   if (body === null) throw new SetRefused("invalid_request", `The body is longer than ${MAX_SET_BYTES} bytes.`);
   const { shards, at, clientIp, outbox } = c.var;
-  const actor = { sessionId: null, ipAddress: clientIp, queued: queuedBy(outbox) };
-  await actOnInboundSet({ upstreams: readUpstreams(c.env), shards, at, actor, outbox }, body.trim());
+  await actOnInboundSet({ upstreams: readUpstreams(c.env), shards, at, ipAddress: clientIp, outbox }, body.trim());
 }
 
 export const inboundRoutes = new Hono<AppEnv>().post("/", withContext, async (c) => {

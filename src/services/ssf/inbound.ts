@@ -1,12 +1,11 @@
 import type { Shards } from "../../db/shards.ts";
 import { endSessionsForSet } from "../../db/ssf/inbound-sets.ts";
-import type { Actor } from "../../db/writes.ts";
 import type { Instant } from "../../domain/clock.ts";
 import { ConfigError } from "../../domain/config.ts";
 import { type Jws, type PublicKey, parseJws, verifyJws } from "../../domain/jws.ts";
 import { actionOf, keyOf, SetRefused, senderOf, type Upstream } from "../../domain/ssf/inbound.ts";
 import { isUserId } from "../../domain/user-id.ts";
-import { type Outbox, published } from "../outbox.ts";
+import { type Outbox, published, queuedBy } from "../outbox.ts";
 
 // An inbound Security Event Token, pushed by an upstream (RFC 8935): read, verified, and acted
 // on in one D1 round trip on the database of the user it names. A SET that is refused
@@ -52,7 +51,8 @@ export interface Inbound {
   upstreams: readonly Upstream[];
   shards: Shards;
   at: Instant;
-  actor: Actor;
+  /** The transmitter's, as the security log records it. */
+  ipAddress: string | null;
   outbox: Outbox | null;
 }
 
@@ -62,7 +62,7 @@ export interface Inbound {
  * SetRefused for a SET that is not acceptable.
  */
 export async function actOnInboundSet(inbound: Inbound, compact: string): Promise<number> {
-  const { upstreams, shards, at, actor, outbox } = inbound;
+  const { upstreams, shards, at, ipAddress, outbox } = inbound;
   if (upstreams.some((upstream) => upstream.region !== null && !shards.map.regions.has(upstream.region)))
     throw new ConfigError("SSF_UPSTREAMS: a region must be one of the regions of SHARDS");
   const jws = parseJws(compact);
@@ -81,5 +81,6 @@ export async function actOnInboundSet(inbound: Inbound, compact: string): Promis
   // A session id of a region this deployment does not have: no session of ours.
   if (!place) return 0;
   const set = { issuer: upstream.issuer, jti: action.jti };
+  const actor = { sessionId: null, ipAddress, queued: queuedBy(outbox) };
   return published(outbox, await endSessionsForSet(place, set, action, action.reason, actor, at));
 }
