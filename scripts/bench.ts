@@ -27,7 +27,7 @@ import { fileURLToPath } from "node:url";
 import { getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import { getPlatformProxy } from "wrangler";
-import { wrapD1 } from "../src/db/binding.ts";
+import { wrapD1 } from "../src/db/d1.ts";
 import { listEvents } from "../src/db/events.ts";
 import { ACTIVITY_WRITE_INTERVAL_MS, type TokenProof } from "../src/db/liveness.ts";
 import { sessionEvents, sessions } from "../src/db/schema.ts";

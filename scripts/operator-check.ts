@@ -18,8 +18,8 @@ import { bucketOf, openShards } from "../src/db/shards.ts";
 import { BucketMoving } from "../src/domain/errors.ts";
 import { bucketKey } from "../src/domain/token.ts";
 import { issueSession } from "../src/services/issue-session.ts";
-import { issueReceiver, receiversOf } from "../src/services/receivers.ts";
 import { openScope } from "../src/services/scope.ts";
+import { issueReceiver, receiversOf } from "../src/services/ssf/receivers.ts";
 import { openLocalProject } from "./local-d1.ts";
 import { freePort, type NpmStart, startNpmStart } from "./npm-start.ts";
 

@@ -367,7 +367,7 @@ describe.skipIf(shardBindings().length < 2)("moving buckets between databases", 
     const session = await issue(user as string);
     expect((await rowsOf(TARGET, first, last)).sessions.map((row) => row.id)).toEqual([session.id]);
   });
-  it("a SET the receiver acted on moves with its user's bucket: resent after the move, it ends nothing", async () => {
+  it("an inbound SET acted on moves with its user's bucket: resent after the move, it ends nothing", async () => {
     const [bucket] = [940];
     const [user] = (await usersIn(bucket, bucket, 1)) as [string];
     const key = bucketKey({ region: "default", bucket });

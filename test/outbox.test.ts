@@ -1,14 +1,14 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { wrapD1 } from "../src/db/binding.ts";
+import { wrapD1 } from "../src/db/d1.ts";
 import { firstEventId } from "../src/db/schema.ts";
 import { openShards } from "../src/db/shards.ts";
 import { readConfig } from "../src/domain/config.ts";
 import worker from "../src/index.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
+import type { SessionEventMessage } from "../src/services/event-message.ts";
 import { issueSession } from "../src/services/issue-session.ts";
-import type { SessionEventMessage } from "../src/services/outbox.ts";
 import { purge } from "../src/services/purge.ts";
 import { endUserSessions as endSessionsOfUser } from "../src/services/user-sessions.ts";
 import { countingShards } from "./d1.ts";

@@ -15,10 +15,10 @@ import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";
 //   copy    target: row (bucket, moved, source), so that a request reaching the target
 //           early is sent back to the source, and nothing there can change the bucket's
 //           rows; what an interrupted copy left there is cleared, then the bucket's sessions,
-//           events and received SETs are copied from the (frozen, so unchanging) source.
+//           events and inbound SETs are copied from the (frozen, so unchanging) source.
 //           Events get new row ids; every other field is kept.
 //   switch  source, one batch: the row becomes (moved, target) and the bucket's sessions,
-//           events and received SETs are deleted. Requests now follow the row to the target.
+//           events and inbound SETs are deleted. Requests now follow the row to the target.
 //   open    target: its row goes; the target answers for the bucket.
 //
 // What a database holds says how far a bucket got, so an interrupted move is finished by
@@ -68,7 +68,7 @@ const PAGE = 500;
 // id and their computed bucket).
 const SESSION_ROWS_PER_INSERT = Math.floor(100 / Object.keys(getTableColumns(sessions)).length);
 const EVENT_ROWS_PER_INSERT = Math.floor(100 / (Object.keys(getTableColumns(sessionEvents)).length - 2));
-const RECEIVED_ROWS_PER_INSERT = Math.floor(100 / Object.keys(getTableColumns(ssfReceivedSets)).length);
+const INBOUND_ROWS_PER_INSERT = Math.floor(100 / Object.keys(getTableColumns(ssfReceivedSets)).length);
 
 /** The bucket's sessions by id: ids start with the key, and `~` sorts after every base64url character. */
 function inBucket(key: string) {
@@ -131,12 +131,12 @@ async function copyBucket(source: Database, target: Database, key: string) {
     if (rows.length < PAGE) break;
     after = (rows.at(-1) as (typeof rows)[number]).id;
   }
-  // SETs received for the bucket's users within the last day (the receiver's maximum age): a
+  // Inbound SETs for the bucket's users within the last day (their maximum age): a
   // few rows, read at once, without an index on bucket.
-  const received = await source.select().from(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key));
+  const inbound = await source.select().from(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key));
   await batchAll(
     target,
-    chunks(received, RECEIVED_ROWS_PER_INSERT).map((part) => target.insert(ssfReceivedSets).values(part)),
+    chunks(inbound, INBOUND_ROWS_PER_INSERT).map((part) => target.insert(ssfReceivedSets).values(part)),
   );
   return { sessions: sessionCount, events: eventCount };
 }

@@ -3,7 +3,7 @@ import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlit
 import type { StoredProofs } from "../domain/auth-proofs.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { EVENT_TYPES } from "../domain/events.ts";
-import { DELIVERY_METHODS, STATUSES } from "../domain/streams.ts";
+import { DELIVERY_METHODS, STATUSES } from "../domain/ssf/streams.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 
 // The single description of the tables: migrations are generated from this file.
@@ -153,9 +153,10 @@ export const bucketMoves = sqliteTable("bucket_moves", {
 
 export type BucketMoveRow = typeof bucketMoves.$inferSelect;
 
-// Shared Signals (docs/shared-signals.md). Receivers, their streams and the SETs waiting for
-// them live in the database bound as DB (src/db/streams.ts); received SETs are remembered in
-// the database of the user they ended sessions of, written in the same batch as the ending.
+// Shared Signals (docs/shared-signals.md). What is sent: receivers, their streams and the SETs
+// waiting for them live in the database bound as DB (src/db/ssf/). What is taken in:
+// inbound SETs from upstreams are remembered in the database of the user they ended sessions
+// of, written in the same batch as the ending (src/db/ssf/inbound-sets.ts).
 
 /** A receiver's credential: the operator issues and revokes it (`npm run ssf:receivers`). */
 export const ssfReceivers = sqliteTable("ssf_receivers", {
@@ -231,7 +232,7 @@ export const ssfQueuedSets = sqliteTable(
 
 export type QueuedSetRow = typeof ssfQueuedSets.$inferSelect;
 
-/** SETs this service received from an upstream transmitter and acted on: a resend is a no-op. */
+/** Inbound SETs: what an upstream sent and this service acted on, so that a resend is a no-op. */
 export const ssfReceivedSets = sqliteTable(
   "ssf_received_sets",
   {

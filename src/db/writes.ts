@@ -10,7 +10,7 @@ import { firstEventId, type SessionEventRow, sessionEvents, sessions } from "./s
 // travels inside the statement (as a subquery) or in the same batch, and a batch runs as one
 // transaction, so its statements see one consistent table.
 //
-// A transient error is retried once by replaying the batch (src/db/binding.ts), and the
+// A transient error is retried once by replaying the batch (src/db/d1.ts), and the
 // first attempt may have committed with only its answer lost. So a write never answers
 // from what its own attempt changed (a replay changes nothing): it tags the events it
 // writes with its `Write` (bound into the batch, so the same on the replay) and answers

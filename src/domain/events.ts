@@ -13,7 +13,7 @@ export const EVENT_TYPES = [
   "reauthenticated",
   // The browser bound the session to a key it holds (POST /auth/dbsc/registration).
   "device_bound",
-  // Ended by a Security Event Token of an upstream transmitter (POST /ssf/receiver); the
+  // Ended by an inbound Security Event Token of an upstream (POST /ssf/receiver); the
   // reason is `<upstream name>:<event>`, the name SSF_UPSTREAMS gives the issuer.
   "ended_by_upstream",
 ] as const;

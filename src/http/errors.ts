@@ -4,7 +4,7 @@ import { routePath } from "hono/route";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ConfigError } from "../domain/config.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
-import { Refusal, type RefusalCode } from "../domain/streams.ts";
+import { Refusal, type RefusalCode } from "../domain/ssf/streams.ts";
 import { logFailure } from "../services/failure-log.ts";
 
 // Every error the API can answer, with its one message. Clients branch on `code`. The one

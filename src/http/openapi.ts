@@ -2,7 +2,8 @@ import { DEVICE_TYPES } from "../domain/device.ts";
 import { REFRESH_PATH } from "../domain/device-binding.ts";
 import { EVENT_TYPES, EVENTS_LISTED } from "../domain/events.ts";
 import { JWS_ALGORITHMS } from "../domain/jws.ts";
-import { MAX_SET_BYTES, RECEIVER_PATH, SET_ERROR_CODES, SET_MEDIA_TYPE } from "../domain/ssf-receiver.ts";
+import { MAX_REASON_LENGTH } from "../domain/reason.ts";
+import { INBOUND_PATH, MAX_SET_BYTES, SET_ERROR_CODES, SET_MEDIA_TYPE } from "../domain/ssf/inbound.ts";
 import {
   DELIVERY_URNS,
   EVENTS_SUPPORTED,
@@ -10,11 +11,10 @@ import {
   MIN_VERIFICATION_INTERVAL_SECONDS,
   STATUSES,
   STREAMS_PATH,
-} from "../domain/streams.ts";
+} from "../domain/ssf/streams.ts";
+import { CONFIGURATION_PATH, DISCOVERY_MAX_AGE_SECONDS, JWKS_PATH } from "../domain/ssf/transmitter.ts";
 import { TOKEN_LENGTH } from "../domain/token.ts";
-import { CONFIGURATION_PATH, DISCOVERY_MAX_AGE_SECONDS, JWKS_PATH } from "../domain/transmitter.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
-import { MAX_REASON_LENGTH } from "../services/user-sessions.ts";
 import { type ErrorCode, MESSAGES } from "./errors.ts";
 
 // The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json. Every response
@@ -655,7 +655,7 @@ export const openApiDocument: OpenApiDocument = {
       },
       "x-other-methods": METHOD_NOT_ALLOWED,
     },
-    [RECEIVER_PATH]: {
+    [INBOUND_PATH]: {
       post: {
         operationId: "receiveSecurityEvent",
         summary: "Shared Signals receiver: an upstream transmitter pushes a Security Event Token (RFC 8935)",

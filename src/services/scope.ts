@@ -1,4 +1,4 @@
-import { meterD1 } from "../db/binding.ts";
+import { meterD1 } from "../db/d1.ts";
 import { openShards, type Shards } from "../db/shards.ts";
 import type { Actor, Logged } from "../db/writes.ts";
 import { type Instant, instant } from "../domain/clock.ts";

@@ -21,8 +21,8 @@ import {
 } from "./helpers.ts";
 import { newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
-// The Shared Signals receiver (POST /ssf/receiver): SETs pushed by the upstream transmitters
-// of SSF_UPSTREAMS, signed here with `jose` (not the worker's verifier), end sessions.
+// Inbound SETs (POST /ssf/receiver), pushed by the upstreams of SSF_UPSTREAMS and signed here
+// with `jose` (not the worker's verifier), end sessions.
 
 const ISSUER = "https://idp.example";
 const AUDIENCE = "https://sessions.example/ssf";

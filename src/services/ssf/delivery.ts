@@ -1,12 +1,12 @@
-import type { Database } from "../db/client.ts";
-import type { SessionEventRow } from "../db/schema.ts";
-import { duePushes, queueSessionSets, recordPushes, type SessionSet } from "../db/streams.ts";
-import type { EventType } from "../domain/events.ts";
-import { ASSURANCE_LEVEL_CHANGE, jtiOf, SESSION_ESTABLISHED, SESSION_REVOKED } from "../domain/streams.ts";
-import { signSet, type Transmitter } from "../domain/transmitter.ts";
+import type { Database } from "../../db/client.ts";
+import type { SessionEventRow } from "../../db/schema.ts";
+import { duePushes, queueSessionSets, recordPushes, type SessionSet } from "../../db/ssf/queue.ts";
+import type { EventType } from "../../domain/events.ts";
+import { ASSURANCE_LEVEL_CHANGE, jtiOf, SESSION_ESTABLISHED, SESSION_REVOKED } from "../../domain/ssf/streams.ts";
+import { signSet, type Transmitter } from "../../domain/ssf/transmitter.ts";
 
 // Session events as Shared Signals: each becomes a CAEP SET queued for the streams that take it
-// (src/db/streams.ts), then pushed to push streams or polled by the others. Called by the outbox
+// (src/db/ssf/queue.ts), then pushed to push streams or polled by the others. Called by the outbox
 // after the answer (src/services/outbox.ts) and by the cron, never in a request's way.
 
 type Initiator = "user" | "admin" | "policy" | "system";
