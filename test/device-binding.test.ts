@@ -391,6 +391,26 @@ describe("device-bound sessions: refresh", () => {
     expect({ ...after, dbsc_challenge: null }).toEqual({ ...before, dbsc_challenge: null });
   });
 
+  it("checks a proof against the session's key even when its header carries one (jwk): 403, nothing renewed", async () => {
+    const session = await bindSession();
+    const thief = await deviceKey();
+    const before = await row(session.user, session.id);
+    // Over the right challenge, signed by the key in its own header: only the bound key counts.
+    const response = await refresh(
+      session.token,
+      session.identifier,
+      await signProof(thief, session.next, { withKey: true }),
+    );
+    await expectError(response, 403, "device_proof_required");
+    const after = await row(session.user, session.id);
+    expect({ ...after, dbsc_challenge: null }).toEqual({ ...before, dbsc_challenge: null });
+    // The session and its binding go on: its own key renews over the challenge just given.
+    const challenge = challengeIn(response.headers.get("Secure-Session-Challenge"));
+    expect((await refresh(session.token, session.identifier, await signProof(session.key, challenge))).status).toBe(
+      200,
+    );
+  });
+
   it("is not activity: last_active_at and a sliding expiry stay as they were", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(new Date("2026-11-25T12:00:00.000Z"));
