@@ -399,6 +399,13 @@ describe("refused: 400 {err, description}, Content-Language: en, nothing ends", 
       "The SET's aud does not name this receiver.",
     ],
     [
+      "an aud list without this receiver",
+      async () =>
+        push(await sign(claims(USER, SESSION_REVOKED, { aud: ["https://elsewhere.example", `${AUDIENCE}/`] }))),
+      "invalid_audience",
+      "The SET's aud does not name this receiver.",
+    ],
+    [
       "no iat",
       async () => push(await sign(claims(USER, SESSION_REVOKED, { iat: undefined }))),
       "invalid_request",
