@@ -68,7 +68,11 @@ export interface Jws {
   signature: Uint8Array<ArrayBuffer>;
 }
 
-/** A compact JWS read but not verified: JSON header and payload, one of the two algorithms. */
+/**
+ * A compact JWS read but not verified: JSON header and payload, one of the two algorithms, no
+ * `crit`. RFC 7515 §4.1.11: a JWS whose `crit` names an extension the reader does not
+ * understand is invalid, and one with a malformed `crit` too; this reader understands none.
+ */
 export function parseJws(compact: string | null | undefined): Jws | null {
   const parts = compact?.split(".");
   if (parts?.length !== 3) return null;
@@ -78,7 +82,7 @@ export function parseJws(compact: string | null | undefined): Jws | null {
   const signature = base64UrlBytes(encodedSignature);
   if (typeof header !== "object" || header === null || typeof payload !== "object" || payload === null) return null;
   const alg = JWS_ALGORITHMS.find((name) => name === (header as Record<string, unknown>).alg);
-  if (!alg || !signature || Array.isArray(payload)) return null;
+  if (!alg || !signature || Array.isArray(payload) || "crit" in header) return null;
   const signed = new TextEncoder().encode(`${encodedHeader}.${encodedPayload}`);
   return {
     header: header as Record<string, unknown>,
