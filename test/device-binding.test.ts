@@ -8,6 +8,7 @@ import {
   bearer,
   CLEARED_COOKIE,
   COOKIE_NAME,
+  CRIT_HEADERS,
   call,
   callWith,
   d1OfUser,
@@ -185,7 +186,7 @@ describe("device-bound sessions: registration", () => {
     expect(response.status).toBe(200);
   });
 
-  it("refuses a bad proof with 400 and changes nothing: signature, typ, algorithm, key, challenge", async () => {
+  it("refuses a bad proof with 400 and changes nothing: signature, typ, algorithm, key, challenge, crit", async () => {
     const issued = await issueBindable();
     const challenge = challengeIn(issued.secureSessionRegistration);
     const key = await deviceKey();
@@ -193,7 +194,7 @@ describe("device-bound sessions: registration", () => {
     const badSignature = await signProof(other, challenge, { withKey: true, header: { jwk: key.publicJwk } });
     const valid = await signProof(key, challenge, { withKey: true });
     const [h, , sig] = valid.split(".") as [string, string, string];
-    const cases = {
+    const cases: Record<string, string | undefined> = {
       "no proof": undefined,
       "not a JWT": "abc",
       "signed by another key than its jwk": badSignature,
@@ -205,6 +206,8 @@ describe("device-bound sessions: registration", () => {
       "a challenge never issued": await signProof(key, "A".repeat(22), { withKey: true }),
       "tampered payload": `${h}.${btoa(JSON.stringify({ jti: challenge, x: 1 })).replace(/=+$/, "")}.${sig}`,
     };
+    for (const [name, header] of Object.entries(CRIT_HEADERS))
+      cases[name] = await signProof(key, challenge, { withKey: true, header });
     const before = [await tableSnapshot(), await tableSnapshot("session_events")];
     for (const [name, proof] of Object.entries(cases)) {
       const response = await register(issued.token, proof);
@@ -389,6 +392,48 @@ describe("device-bound sessions: refresh", () => {
     expect(forged.headers.get("Set-Cookie")).toBe(CLEARED_BOUND);
     const after = await row(session.user, session.id);
     expect({ ...after, dbsc_challenge: null }).toEqual({ ...before, dbsc_challenge: null });
+  });
+
+  it("checks a proof against the session's key even when its header carries one (jwk): 403, nothing renewed", async () => {
+    const session = await bindSession();
+    const thief = await deviceKey();
+    const before = await row(session.user, session.id);
+    // Over the right challenge, signed by the key in its own header: only the bound key counts.
+    const response = await refresh(
+      session.token,
+      session.identifier,
+      await signProof(thief, session.next, { withKey: true }),
+    );
+    await expectError(response, 403, "device_proof_required");
+    const after = await row(session.user, session.id);
+    expect({ ...after, dbsc_challenge: null }).toEqual({ ...before, dbsc_challenge: null });
+    // The session and its binding go on: its own key renews over the challenge just given.
+    const challenge = challengeIn(response.headers.get("Secure-Session-Challenge"));
+    expect((await refresh(session.token, session.identifier, await signProof(session.key, challenge))).status).toBe(
+      200,
+    );
+  });
+
+  it("refuses a proof whose header has a crit, well-formed or not: 403, nothing renewed", async () => {
+    const session = await bindSession();
+    const before = await row(session.user, session.id);
+    // Each over the challenge the last answer gave, so that only the crit is wrong.
+    let challenge = session.next;
+    for (const [name, header] of Object.entries(CRIT_HEADERS)) {
+      const response = await refresh(
+        session.token,
+        session.identifier,
+        await signProof(session.key, challenge, { header }),
+      );
+      expect(response.status, name).toBe(403);
+      await expectError(response, 403, "device_proof_required");
+      challenge = challengeIn(response.headers.get("Secure-Session-Challenge"));
+    }
+    const after = await row(session.user, session.id);
+    expect({ ...after, dbsc_challenge: null }).toEqual({ ...before, dbsc_challenge: null });
+    expect((await refresh(session.token, session.identifier, await signProof(session.key, challenge))).status).toBe(
+      200,
+    );
   });
 
   it("is not activity: last_active_at and a sliding expiry stay as they were", async () => {

@@ -236,3 +236,16 @@ export async function insideOneLimiterWindow(ms: number): Promise<void> {
 export function scopeWith(shards: Shards, config: Config = readConfig(env), outbox: Outbox | null = null): Scope {
   return { config, at: instant(config), shards, outbox, clientIp: null, roundTrips: () => 0 };
 }
+
+/**
+ * JWS header members with a `crit` (RFC 7515 §4.1.11), each making the JWS invalid to this
+ * service, which understands no extension: one it does not know, and malformed ones.
+ */
+export const CRIT_HEADERS: Record<string, Record<string, unknown>> = {
+  "crit naming an extension": { crit: ["urn:example:ext"], "urn:example:ext": true },
+  "crit naming b64 (RFC 7797), left true": { crit: ["b64"], b64: true },
+  "crit empty": { crit: [] },
+  "crit not an array": { crit: "urn:example:ext", "urn:example:ext": true },
+  "crit naming a non-string": { crit: [1] },
+  "crit naming a standard header": { crit: ["alg"] },
+};
