@@ -3,9 +3,8 @@ import { base64Url } from "./token.ts";
 // Compact JWS (RFC 7515) with the two algorithms this service accepts, ES256 and RS256, by
 // WebCrypto: the one place that reads and verifies a signed token, for the browser's DBSC
 // proofs and the identity provider's Security Event Tokens. Hand-written rather than `jose`:
-// the same WebCrypto calls, but jose's compactVerify with importJWK weighed 4,677 B more gzip
-// in the worker (68,605 B against 63,928 B, 2026-11-25), over its budget. The tests sign and
-// verify with jose, so each side is checked against it.
+// the same WebCrypto calls for several KB more of the bundle (BENCHMARKS.md, "Bundle budget").
+// The tests sign and verify with jose, so each side is checked against it.
 
 export const JWS_ALGORITHMS = ["ES256", "RS256"] as const;
 export type JwsAlgorithm = (typeof JWS_ALGORITHMS)[number];
