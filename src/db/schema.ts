@@ -223,9 +223,13 @@ export const ssfQueuedSets = sqliteTable(
     jti: text("jti").notNull(),
     claims: text("claims", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
     createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
-    // Push: failed attempts so far and when the next may start.
+    // Push: failed attempts so far and when the next may start. While a round holds the SET,
+    // the next attempt is when its lease runs out.
     attempts: integer("attempts").notNull().default(0),
     nextAttemptAt: integer("next_attempt_at", { mode: "timestamp_ms" }).notNull(),
+    // The push round that last claimed the SET (src/db/ssf/queue.ts `claimDuePushes`): only it
+    // records how its push went.
+    leasedBy: text("leased_by"),
   },
   (table) => [primaryKey({ columns: [table.streamId, table.jti] })],
 );

@@ -18,6 +18,7 @@ export function queuedFor(jti: string, claims: Record<string, unknown>, at: Date
     createdAt: sql<number>`${at.getTime()}`.as("created_at"),
     attempts: sql<number>`0`.as("attempts"),
     nextAttemptAt: sql<number>`${at.getTime()}`.as("next_attempt_at"),
+    leasedBy: sql<null>`null`.as("leased_by"),
   };
 }
 
@@ -90,22 +91,24 @@ export interface DuePush {
   audience: string;
 }
 
-/** The oldest SETs of enabled push streams whose next attempt is due. */
-export function duePushes(db: Database, at: Date, limit: number): Promise<DuePush[]> {
-  return db
-    .select({
-      streamId: ssfQueuedSets.streamId,
-      jti: ssfQueuedSets.jti,
-      claims: ssfQueuedSets.claims,
-      attempts: ssfQueuedSets.attempts,
-      createdAt: ssfQueuedSets.createdAt,
-      endpointUrl: sql<string>`${ssfStreams.endpointUrl}`,
-      authorizationHeader: ssfStreams.authorizationHeader,
-      audience: ssfReceivers.audience,
-    })
+/**
+ * Claims the oldest SETs of enabled push streams whose next attempt is due, for a round of
+ * pushes that holds them until `leaseUntil`: in one batch (one transaction, one round trip) they
+ * are marked as this round's and put off to then, and read back. So a round that starts
+ * meanwhile never claims them, and if this round dies before it records how they went, they are
+ * due again once its lease runs out.
+ */
+export async function claimDuePushes(
+  db: Database,
+  round: string,
+  at: Date,
+  leaseUntil: Date,
+  limit: number,
+): Promise<DuePush[]> {
+  const due = db
+    .select({ streamId: ssfQueuedSets.streamId, jti: ssfQueuedSets.jti })
     .from(ssfQueuedSets)
     .innerJoin(ssfStreams, eq(ssfStreams.id, ssfQueuedSets.streamId))
-    .innerJoin(ssfReceivers, eq(ssfReceivers.id, ssfStreams.receiverId))
     .where(
       and(
         eq(ssfStreams.deliveryMethod, "push"),
@@ -115,16 +118,43 @@ export function duePushes(db: Database, at: Date, limit: number): Promise<DuePus
     )
     .orderBy(asc(ssfQueuedSets.nextAttemptAt))
     .limit(limit);
+  const [, claimed] = await db.batch([
+    db
+      .update(ssfQueuedSets)
+      .set({ leasedBy: round, nextAttemptAt: leaseUntil })
+      .where(sql`(${ssfQueuedSets.streamId}, ${ssfQueuedSets.jti}) IN ${due}`),
+    db
+      .select({
+        streamId: ssfQueuedSets.streamId,
+        jti: ssfQueuedSets.jti,
+        claims: ssfQueuedSets.claims,
+        attempts: ssfQueuedSets.attempts,
+        createdAt: ssfQueuedSets.createdAt,
+        endpointUrl: sql<string>`${ssfStreams.endpointUrl}`,
+        authorizationHeader: ssfStreams.authorizationHeader,
+        audience: ssfReceivers.audience,
+      })
+      .from(ssfQueuedSets)
+      .innerJoin(ssfStreams, eq(ssfStreams.id, ssfQueuedSets.streamId))
+      .innerJoin(ssfReceivers, eq(ssfReceivers.id, ssfStreams.receiverId))
+      .where(eq(ssfQueuedSets.leasedBy, round)),
+  ]);
+  return claimed;
 }
 
-/** After a round of pushes: forget what was accepted or refused for good, put off what failed (one round trip). */
+/**
+ * After a round of pushes (one round trip): forgets what was accepted or refused for good, and
+ * puts off what failed, if the round still holds it (a round whose lease ran out leaves the SET
+ * to the round that claimed it since).
+ */
 export async function recordPushes(
   db: Database,
+  round: string,
   done: { streamId: string; jti: string }[],
   retry: { streamId: string; jti: string; nextAttemptAt: Date }[],
 ): Promise<void> {
   const key = (set: { streamId: string; jti: string }) =>
-    and(eq(ssfQueuedSets.streamId, set.streamId), eq(ssfQueuedSets.jti, set.jti)) as SQL;
+    and(eq(ssfQueuedSets.streamId, set.streamId), eq(ssfQueuedSets.jti, set.jti), eq(ssfQueuedSets.leasedBy, round));
   const pairs = JSON.stringify(done.map((set) => [set.streamId, set.jti]));
   const statements = [
     ...(done.length > 0
@@ -139,7 +169,7 @@ export async function recordPushes(
     ...retry.map((set) =>
       db
         .update(ssfQueuedSets)
-        .set({ attempts: sql`${ssfQueuedSets.attempts} + 1`, nextAttemptAt: set.nextAttemptAt })
+        .set({ attempts: sql`${ssfQueuedSets.attempts} + 1`, nextAttemptAt: set.nextAttemptAt, leasedBy: null })
         .where(key(set)),
     ),
   ];
