@@ -12,7 +12,7 @@ import { sessionInvalid, unauthorized } from "../errors.ts";
 
 /** Bearer, or the session cookie: a cookie request from another site is refused before anything else. */
 async function sameSiteCredential(c: Context<AppEnv>): Promise<Credential> {
-  const credential = await readCredential(c, true);
+  const credential = await readCredential(c);
   if (credential.kind !== "none" && credential.source === "cookie") rejectCrossSite(c);
   return credential;
 }
