@@ -14,10 +14,13 @@ import {
   d1OfUser,
   databases,
   expectError,
+  expectMessage,
   expectSecurityHeaders,
   type Issued,
+  isLive,
   issue,
   newUser,
+  ORIGIN,
   REJECTED_CHALLENGE,
   tableSnapshot,
 } from "./helpers.ts";
@@ -326,6 +329,122 @@ describe("device-bound sessions: the token alone proves nothing", () => {
     expect(
       await exports.SessionService.authenticate(token, { cookie: cookies(token, session.bound).Cookie }),
     ).not.toBeNull();
+  });
+});
+
+// The browser that holds the key calls the API itself, by its cookies, as a page's fetch would.
+describe("device-bound sessions: the bound browser lists, deletes and reads events by cookie", () => {
+  const sameOrigin = { Origin: ORIGIN, "Sec-Fetch-Site": "same-origin" };
+  const everything = async () => [await tableSnapshot(), await tableSnapshot("session_events")];
+
+  it("with its live bound cookie: the list, another session deleted, the events, its own session deleted", async () => {
+    const session = await bindSession();
+    const other = await issue(session.user);
+    const byBrowser = { ...cookies(session.token, session.bound), ...sameOrigin };
+
+    const listed = await call("GET", "/auth/sessions", byBrowser);
+    expect(listed.status).toBe(200);
+    expect(listed.headers.get("Set-Cookie")).toBeNull();
+    const seenByOther = (await (await call("GET", "/auth/sessions", bearer(other.token))).json()) as object;
+    expect(await listed.json()).toEqual({ ...seenByOther, currentSessionId: session.id });
+
+    await expectMessage(await call("DELETE", `/auth/sessions/${other.id}`, byBrowser), "Session deleted");
+    expect(await isLive(other.token)).toBe(false);
+
+    const events = await call("GET", "/auth/events", byBrowser);
+    expect(events.status).toBe(200);
+    const { events: log } = (await events.json()) as { events: Record<string, unknown>[] };
+    expect(log.map(({ type, session_id, actor_session_id }) => ({ type, session_id, actor_session_id }))).toEqual([
+      { type: "deleted", session_id: other.id, actor_session_id: session.id },
+      { type: "created", session_id: other.id, actor_session_id: null },
+      { type: "device_bound", session_id: session.id, actor_session_id: session.id },
+      { type: "created", session_id: session.id, actor_session_id: null },
+    ]);
+
+    await expectMessage(
+      await call("DELETE", `/auth/sessions/${session.id}`, byBrowser),
+      "Session deleted",
+      CLEARED_COOKIE,
+    );
+    expect(await row(session.user, session.id)).toBeNull();
+  });
+
+  it("a Bearer token, even beside the live bound cookie, is refused: 401 invalid_token, nothing changed", async () => {
+    const session = await bindSession();
+    const other = await issue(session.user);
+    const before = await everything();
+    for (const [method, path] of [
+      ["GET", "/auth/sessions"],
+      ["DELETE", `/auth/sessions/${other.id}`],
+      ["GET", "/auth/events"],
+    ] as const) {
+      for (const headers of [
+        bearer(session.token),
+        { ...bearer(session.token), ...cookies(session.token, session.bound) },
+      ]) {
+        await expectError(await call(method, path, headers), 401, "invalid_token", {
+          wwwAuthenticate: REJECTED_CHALLENGE,
+        });
+      }
+    }
+    expect(await everything()).toEqual(before);
+    expect(await isLive(other.token)).toBe(true);
+  });
+
+  it("from another site: 403 cross_site_request, nothing changed", async () => {
+    const session = await bindSession();
+    const other = await issue(session.user);
+    const before = await everything();
+    for (const [method, path] of [
+      ["GET", "/auth/sessions"],
+      ["DELETE", `/auth/sessions/${other.id}`],
+      ["GET", "/auth/events"],
+    ] as const) {
+      const fromElsewhere = { ...cookies(session.token, session.bound), Origin: "https://evil.example" };
+      await expectError(await call(method, path, fromElsewhere), 403, "cross_site_request");
+    }
+    expect(await everything()).toEqual(before);
+    expect(await isLive(other.token)).toBe(true);
+  });
+
+  it("the cookie without a live bound cookie: 401 invalid_token, the cookie kept, nothing changed", async () => {
+    const session = await bindSession();
+    const other = await issue(session.user);
+    const before = await everything();
+    for (const [method, path] of [
+      ["GET", "/auth/sessions"],
+      ["DELETE", `/auth/sessions/${other.id}`],
+      ["DELETE", `/auth/sessions/${session.id}`],
+      ["GET", "/auth/events"],
+    ] as const) {
+      for (const bound of [undefined, "x".repeat(43)]) {
+        await expectError(
+          await call(method, path, { ...cookies(session.token, bound), ...sameOrigin }),
+          401,
+          "invalid_token",
+          {
+            wwwAuthenticate: REJECTED_CHALLENGE,
+          },
+        );
+      }
+    }
+    expect(await everything()).toEqual(before);
+    expect(await isLive(other.token)).toBe(true);
+  });
+
+  it("each costs one round trip", async () => {
+    const session = await bindSession();
+    const other = await issue(session.user);
+    const byBrowser = { ...cookies(session.token, session.bound), ...sameOrigin };
+    for (const [method, path] of [
+      ["GET", "/auth/sessions"],
+      ["GET", "/auth/events"],
+      ["DELETE", `/auth/sessions/${other.id}`],
+    ] as const) {
+      const counter = countingShards(databases());
+      expect((await callWith(counter.env, method, path, byBrowser)).status).toBe(200);
+      expect(total(counter.roundTrips())).toBe(1);
+    }
   });
 });
 

@@ -3,6 +3,7 @@ import {
   bearer,
   CHALLENGE,
   CHROME_MAC,
+  COOKIE_NAME,
   call,
   d1OfUser,
   expectError,
@@ -135,11 +136,47 @@ describe("GET /auth/sessions", () => {
     expect(await response.text()).toBe("");
   });
 
-  it("does not accept the session cookie", async () => {
+  it("accepts the session cookie from the same site: the same answer as by Bearer", async () => {
+    const user = newUser();
+    const session = await issue(user);
+    await issue(user);
+    const byBearer = await (await call("GET", "/auth/sessions", bearer(session.token))).json();
+    const response = await call("GET", "/auth/sessions", {
+      ...sessionCookie(session.token),
+      "Sec-Fetch-Site": "same-origin",
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("Set-Cookie")).toBeNull();
+    expect(await response.json()).toEqual(byBearer);
+  });
+
+  it("refuses a cookie it cannot prove with 401 invalid_token and the error, and keeps the cookie", async () => {
     const session = await issue(newUser());
-    await expectError(await call("GET", "/auth/sessions", sessionCookie(session.token)), 401, "invalid_token", {
+    for (const value of ["", "garbage", `${session.id}.${"x".repeat(43)}`]) {
+      await expectError(
+        await call("GET", "/auth/sessions", { Cookie: `${COOKIE_NAME}=${value}` }),
+        401,
+        "invalid_token",
+        {
+          wwwAuthenticate: REJECTED_CHALLENGE,
+        },
+      );
+    }
+    // Other cookies are no credential: the answer to a request without one.
+    await expectError(await call("GET", "/auth/sessions", { Cookie: "theme=dark" }), 401, "invalid_token", {
       wwwAuthenticate: CHALLENGE,
     });
+  });
+
+  it("lets an Authorization header decide alone: a refused Bearer token never falls back to the cookie", async () => {
+    const session = await issue(newUser());
+    for (const [authorization, wwwAuthenticate] of [
+      ["Basic x", CHALLENGE],
+      [`Bearer ${session.id}.${"x".repeat(43)}`, REJECTED_CHALLENGE],
+    ] as const) {
+      const headers = { ...sessionCookie(session.token), Authorization: authorization };
+      await expectError(await call("GET", "/auth/sessions", headers), 401, "invalid_token", { wwwAuthenticate });
+    }
   });
 
   it("rejects a token that was logged out", async () => {

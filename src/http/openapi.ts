@@ -149,9 +149,8 @@ const METHOD_NOT_ALLOWED = {
     },
   ),
 };
-const BEARER: Json = [{ bearer: [] }];
 const BEARER_OR_COOKIE: Json = [{ bearer: [] }, { sessionCookie: [] }];
-const NO_BEARER = "No Bearer token, or one that is malformed, unknown, expired or revoked.";
+const NO_TOKEN = "No Bearer token or session cookie, or one that is malformed, unknown, expired or revoked.";
 
 // The Shared Signals management API: a receiver's credential, its errors, its bodies.
 const RECEIVER: Json = [{ receiver: [] }];
@@ -224,13 +223,14 @@ export const openApiDocument: OpenApiDocument = {
       get: {
         operationId: "listSessions",
         summary: "The caller's live sessions, newest first",
-        security: BEARER,
+        security: BEARER_OR_COOKIE,
         responses: {
           "200": ok(
             "Live sessions (`expires_at` in the future), newest `created_at` first, ties by `id` descending.",
             ref("schemas/SessionList"),
           ),
-          "401": error(NO_BEARER, ["invalid_token"], CHALLENGE),
+          "401": error(NO_TOKEN, ["invalid_token"], CHALLENGE),
+          ...CROSS_SITE,
           ...RATE_LIMITED,
           ...AUTH_ERRORS,
         },
@@ -238,10 +238,11 @@ export const openApiDocument: OpenApiDocument = {
       delete: {
         operationId: "deleteSessionWithoutId",
         summary: "Always refused: the session id is missing (after authentication)",
-        security: BEARER,
+        security: BEARER_OR_COOKIE,
         responses: {
           "400": error("Authenticated, but no session id was given.", ["session_id_required"]),
-          "401": error(NO_BEARER, ["invalid_token"], CHALLENGE),
+          "401": error(NO_TOKEN, ["invalid_token"], CHALLENGE),
+          ...CROSS_SITE,
           ...RATE_LIMITED,
           ...AUTH_ERRORS,
         },
@@ -253,7 +254,7 @@ export const openApiDocument: OpenApiDocument = {
       delete: {
         operationId: "deleteSession",
         summary: "Ends one of the caller's sessions",
-        security: BEARER,
+        security: BEARER_OR_COOKIE,
         responses: {
           "200": ok(
             "The session ended. Clears the cookie when it was the caller's own session.",
@@ -262,10 +263,11 @@ export const openApiDocument: OpenApiDocument = {
           ),
           "400": error("Authenticated, but the id is empty or blank.", ["session_id_required"]),
           "401": error(
-            `${NO_BEARER} Or (not_authorized) the id is unknown, expired, or another user's session. Or (reauthentication_required, only with SESSION_STEP_UP_MAX_AGE_SECONDS set) the id is another session and the caller's last authentication is older than that: nothing ended, sign in again (RFC 9470 challenge with max_age).`,
+            `${NO_TOKEN} Or (not_authorized) the id is unknown, expired, or another user's session. Or (reauthentication_required, only with SESSION_STEP_UP_MAX_AGE_SECONDS set) the id is another session and the caller's last authentication is older than that: nothing ended, sign in again (RFC 9470 challenge with max_age).`,
             ["invalid_token", "not_authorized", "reauthentication_required"],
             CHALLENGE,
           ),
+          ...CROSS_SITE,
           ...RATE_LIMITED,
           ...AUTH_ERRORS,
         },
@@ -334,13 +336,14 @@ export const openApiDocument: OpenApiDocument = {
       get: {
         operationId: "listEvents",
         summary: "The security log of the caller's user: sessions created and ended, newest first",
-        security: BEARER,
+        security: BEARER_OR_COOKIE,
         responses: {
           "200": ok(
             `At most ${EVENTS_LISTED} events, newest \`created_at\` first, ties by \`id\` descending.`,
             ref("schemas/EventList"),
           ),
-          "401": error(NO_BEARER, ["invalid_token"], CHALLENGE),
+          "401": error(NO_TOKEN, ["invalid_token"], CHALLENGE),
+          ...CROSS_SITE,
           ...RATE_LIMITED,
           ...AUTH_ERRORS,
         },
@@ -745,7 +748,7 @@ export const openApiDocument: OpenApiDocument = {
         in: "cookie",
         name: "__Host-session",
         description:
-          "The same token in the session cookie (name set by SESSION_COOKIE_NAME). Accepted only by the two logouts and the device-binding endpoints, and only from the same site. A device-bound session's token counts only beside its live bound cookie (`<name>-bound`), and never as a Bearer token.",
+          "The same token in the session cookie (name set by SESSION_COOKIE_NAME). Accepted by every /auth/ operation, and only from the same site. A device-bound session's token counts only beside its live bound cookie (`<name>-bound`), and never as a Bearer token.",
       },
     },
     parameters: {

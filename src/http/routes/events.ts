@@ -3,7 +3,7 @@ import { listOwnEvents } from "../../services/own-sessions.ts";
 import type { AppEnv } from "../context.ts";
 import { unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
-import { requireBearer } from "../middleware/auth.ts";
+import { requireToken } from "../middleware/auth.ts";
 
 export interface EventView {
   id: number;
@@ -18,7 +18,7 @@ export interface EventView {
 }
 
 /** The caller's security log: sessions created and ended, newest first, bounded. */
-export const eventsRoutes = new Hono<AppEnv>().get("/", requireBearer, async (c) => {
+export const eventsRoutes = new Hono<AppEnv>().get("/", requireToken, async (c) => {
   const events = await listOwnEvents(c.var.scope, c.var.token);
   if (!events) throw unauthorized("invalid_token", true);
   const views: EventView[] = events.map((event) => ({
