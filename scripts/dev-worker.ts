@@ -5,10 +5,21 @@
 // instead of opening the SQLite file that workerd holds ("database is locked" on both sides).
 //   POST /__operator/d1    {binding, method, statements: [{sql, params}]}  -> {result} | {error}
 //   GET  /__operator/vars  the server's string vars (SHARDS as this server runs it)
-// Both need `Authorization: Bearer <OPERATOR_TOKEN>`, a random value scripts/dev.ts gives
+//   POST /__operator/shards/move    {region, first, last, to, from, count}  -> {result: MoveReport} | {error}
+//   POST /__operator/shards/finish                                          -> {result: {dropped}} | {error}
+// `shards:move` runs its steps here, next to the database (src/services/moves.ts): through
+// the d1 call, each of a bucket's D1 calls would be an HTTP request queued behind the users'.
+// Every call needs `Authorization: Bearer <OPERATOR_TOKEN>`, a random value scripts/dev.ts gives
 // wrangler in a file (--env-file) and writes to .wrangler/dev-server.json, both readable by
 // this user alone: a web page cannot reach the gateway.
 import worker from "../src/index.ts";
+import {
+  finishMoving,
+  type MoveAsked,
+  type MoveDatabases,
+  type MovePart,
+  moveBucketRange,
+} from "../src/services/moves.ts";
 
 export { SessionService } from "../src/index.ts";
 
@@ -20,8 +31,9 @@ interface GatewayCall {
   statements: { sql: string; params: unknown[] }[];
 }
 
+/** A D1 binding. A service binding (the tests' login worker) claims every method for RPC; it alone has fetch. */
 function isD1(value: unknown): value is D1Database {
-  return typeof value === "object" && value !== null && "prepare" in value && "batch" in value;
+  return typeof value === "object" && value !== null && "prepare" in value && "batch" in value && !("fetch" in value);
 }
 
 async function gateway(request: Request, env: Record<string, unknown>, path: string): Promise<Response> {
@@ -32,6 +44,22 @@ async function gateway(request: Request, env: Record<string, unknown>, path: str
     const vars = Object.entries(env).filter(([name, value]) => typeof value === "string" && name !== "OPERATOR_TOKEN");
     return Response.json(Object.fromEntries(vars));
   }
+  if (path === "/__operator/shards/move" || path === "/__operator/shards/finish") {
+    if (request.method !== "POST") return Response.json({ error: "no such operator call" }, { status: 404 });
+    const databases: MoveDatabases = {
+      shards: String(env.SHARDS),
+      bindings: Object.keys(env).filter((name) => isD1(env[name])),
+      d1: (binding) => env[binding] as D1Database,
+    };
+    return answer(() =>
+      path === "/__operator/shards/move"
+        ? request.json().then((body) => {
+            const { from, count, ...asked } = body as MoveAsked & MovePart;
+            return moveBucketRange(databases, asked, { from, count });
+          })
+        : finishMoving(databases),
+    );
+  }
   if (path !== "/__operator/d1" || request.method !== "POST")
     return Response.json({ error: "no such operator call" }, { status: 404 });
   const call = (await request.json()) as GatewayCall;
@@ -39,21 +67,25 @@ async function gateway(request: Request, env: Record<string, unknown>, path: str
   if (!isD1(d1) || !METHODS.includes(call.method) || call.statements.length === 0)
     return Response.json({ error: `bad operator call (binding ${call.binding})` }, { status: 400 });
   const statements = call.statements.map(({ sql, params }) => d1.prepare(sql).bind(...params));
+  const [first] = statements as [D1PreparedStatement];
+  return answer(() =>
+    call.method === "batch"
+      ? d1.batch(statements)
+      : call.method === "all"
+        ? first.all()
+        : call.method === "first"
+          ? first.first()
+          : call.method === "raw"
+            ? first.raw()
+            : first.run(),
+  );
+}
+
+/** `{result}`, or the command's own failure (a constraint, a refused move) for it to report. */
+async function answer(run: () => Promise<unknown>): Promise<Response> {
   try {
-    const [first] = statements as [D1PreparedStatement];
-    const result =
-      call.method === "batch"
-        ? await d1.batch(statements)
-        : call.method === "all"
-          ? await first.all()
-          : call.method === "first"
-            ? await first.first()
-            : call.method === "raw"
-              ? await first.raw()
-              : await first.run();
-    return Response.json({ result });
+    return Response.json({ result: await run() });
   } catch (error) {
-    // The command's own statement failed (a constraint, a refused move): it reports it.
     return Response.json({ error: error instanceof Error ? error.message : String(error) }, { status: 422 });
   }
 }

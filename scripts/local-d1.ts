@@ -216,18 +216,22 @@ async function serverVars(server: DevServer): Promise<Record<string, string>> {
   }
 }
 
+/** A POST to the server's operator gateway (scripts/dev-worker.ts): its result, or its error thrown. */
+export async function operatorCall<T>(server: DevServer, path: string, body: object = {}): Promise<T> {
+  const { status, body: answer } = await gatewayCall(server, path, body);
+  const { result, error } = answer as { result?: T; error?: string };
+  if (status !== 200) throw new Error(error ?? `operator gateway: ${status}`);
+  return result as T;
+}
+
 function gatewayBackend(server: DevServer, binding: string): Backend {
   return {
-    async execute(method, statements) {
-      const { status, body } = await gatewayCall(server, "/__operator/d1", {
+    execute: (method, statements) =>
+      operatorCall(server, "/__operator/d1", {
         binding,
         method,
         statements: statements.map(({ query, params }) => ({ sql: query, params })),
-      });
-      const answer = body as { result?: unknown; error?: string };
-      if (status !== 200) throw new Error(answer.error ?? `operator gateway: ${status}`);
-      return answer.result;
-    },
+      }),
   };
 }
 

@@ -8,7 +8,9 @@
 // running. After each phase every token the clients were told is live must authenticate, and
 // every ended one must not. Prints one JSON report and its figures (the longest a user saw 503
 // `moving`, buckets moved per second idle and under load: measured, never bounded); exits 1 on
-// any 5xx other than 503 `moving`, or a session lost or revived.
+// any 5xx other than 503 `moving`, or a session lost or revived. The clients drive 18 users
+// (`--users <n>`); `--buckets <n>` moves 0 to n-1 under load and as many after them without:
+// `npm run check:operator -- --users 480 --buckets 512` is a heavier run, for the figures.
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -22,15 +24,31 @@ import { openScope } from "../src/services/scope.ts";
 import { issueReceiver, receiversOf } from "../src/services/ssf/receivers.ts";
 import { openLocalProject } from "./local-d1.ts";
 import { freePort, type NpmStart, startNpmStart } from "./npm-start.ts";
+import { parseOptions, refuse } from "./options.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
 const ENV = ["--env", "sharded"];
+const USAGE = "usage: npm run check:operator [-- --users <1-1000, default 18>] [--buckets <1-512, default 128>]";
+const { values: options } = parseOptions(
+  process.argv.slice(2),
+  { users: { type: "string" }, buckets: { type: "string" } },
+  USAGE,
+);
+function count(name: "users" | "buckets", fallback: number, max: number): number {
+  const value = Number(options[name] ?? fallback);
+  if (!Number.isInteger(value) || value < 1 || value > max)
+    refuse(`--${name} must be a whole number from 1 to ${max}`, USAGE);
+  return value;
+}
+const buckets = count("buckets", 128, 512);
 /** The range moved from DB (0-1023) to DB_2: as in docs/operating.md, smaller to keep the check short. */
-const MOVED = { first: 0, last: 127 };
+const MOVED = { first: 0, last: buckets - 1 };
 /** The range moved last, with no client running: the move's own pace, to compare with the loaded one. */
-const MOVED_IDLE = { first: 128, last: 255 };
-const USERS_MOVED = 12;
-const USERS_STAYING = 6;
+const MOVED_IDLE = { first: buckets, last: 2 * buckets - 1 };
+/** The users the clients drive: two in three in the range moved under load. */
+const USERS = count("users", 18, 1000);
+const USERS_MOVED = Math.ceil((USERS * 2) / 3);
+const USERS_STAYING = USERS - USERS_MOVED;
 const SESSIONS_PER_USER = 3;
 /** Each phase's load runs at least this long, and until its commands are done. */
 const MIN_LOAD_MS = 5_000;
@@ -312,6 +330,7 @@ try {
   const operated = [...(await usersWhere(2, inRange)), ...(await usersWhere(2, (bucket) => !inRange(bucket)))];
 
   const started = Date.now();
+  const requestsBefore = stats.requests;
   const moveOutput = await underLoad(base, driven, async () => {
     const [move, commands] = await Promise.all([
       command("shards:move", ["--buckets", `${MOVED.first}-${MOVED.last}`, "--to", "DB_2"]),
@@ -326,6 +345,7 @@ try {
     return move;
   });
   report.moveSeconds = Math.round((Date.now() - started) / 1000);
+  report.requestsPerSecondWhileMoving = Math.round(((stats.requests - requestsBefore) * 1000) / (Date.now() - started));
   const shards = /SHARDS = '(.+)'/.exec(moveOutput)?.[1];
   if (!shards) throw new Error(`shards:move printed no SHARDS:\n${moveOutput}`);
   progress(
@@ -361,6 +381,8 @@ try {
     // The request log writes every 5xx at level error, the expected 503 `moving` too.
     .filter((line) => line.includes('"level":"error"') && !line.includes('"status":503'));
   Object.assign(report, {
+    users: USERS,
+    bucketsMoved: buckets,
     requests: stats.requests,
     commandsRetriedWhileMoving: commandsRetried,
     fiveXx: stats.fiveXx,

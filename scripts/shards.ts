@@ -13,9 +13,15 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { getPlatformProxy, unstable_readConfig } from "wrangler";
-import { openDatabase } from "../src/db/client.ts";
-import { finishMoves, MoveRefused, moveBuckets } from "../src/db/moves.ts";
-import { parseShardMap } from "../src/db/shards.ts";
+import {
+  finishMoving,
+  type MoveAsked,
+  type MoveDatabases,
+  type MovePart,
+  type MoveReport,
+  moveBucketRange,
+  shardBindingsOf,
+} from "../src/services/moves.ts";
 import { devServerOf } from "./dev-server.ts";
 import { parseOptions, refuse } from "./options.ts";
 
@@ -26,7 +32,7 @@ export function shardBindings(env: string | undefined): string[] {
   const config = unstable_readConfig({ config: `${PROJECT}wrangler.toml`, env }, { hideWarnings: true });
   const where = env === undefined ? "wrangler.toml" : `[env.${env}] of wrangler.toml`;
   const declared = new Set(config.d1_databases.map((database: { binding: string }) => database.binding));
-  const { bindings } = parseShardMap(String(config.vars.SHARDS ?? ""));
+  const bindings = shardBindingsOf(String(config.vars.SHARDS ?? ""));
   for (const binding of bindings) {
     if (!declared.has(binding))
       throw new Error(`SHARDS names ${binding}, which is not a d1_databases binding in ${where}`);
@@ -146,54 +152,66 @@ export async function status(env: string | undefined, location: "local" | "remot
   return current;
 }
 
-interface Databases {
-  shards: string;
-  bindings: string[];
-  open(binding: string): D1Database;
+/** Buckets moved a call: a progress line comes between calls; through npm start's gateway, each is one request. */
+const BUCKETS_PER_CALL = 16;
+
+interface Mover {
+  move(asked: MoveAsked, part: MovePart): Promise<MoveReport>;
+  finish(): Promise<{ dropped: number }>;
   close(): Promise<void>;
 }
 
-/** Every D1 database of `env`, SHARDS-named or not: the local files, or (remote) the real ones. */
-async function openDatabases(env: string | undefined, location: "local" | "remote"): Promise<Databases> {
+const moverOn = (databases: MoveDatabases, close: () => Promise<void>): Mover => ({
+  move: (asked, part) => moveBucketRange(databases, asked, part),
+  finish: () => finishMoving(databases),
+  close,
+});
+
+/**
+ * Moves on every D1 database of `env`, SHARDS-named or not: inside the running `npm start`
+ * serving it (its gateway runs the steps on its own D1), else on the local files, or
+ * (remote) on the real ones.
+ */
+async function openMover(env: string | undefined, location: "local" | "remote"): Promise<Mover> {
   const config = unstable_readConfig({ config: `${PROJECT}wrangler.toml`, env }, { hideWarnings: true });
   const bindings = config.d1_databases.map((database: { binding: string }) => database.binding);
-  let values: Record<string, unknown>;
-  let shards = String(config.vars.SHARDS ?? "");
-  let close = async () => {};
   if (location === "local") {
     // Imported here: node:sqlite would warn on every `npm start` that imports this file.
-    const { openLocalProject } = await import("./local-d1.ts");
+    const { openLocalProject, operatorCall } = await import("./local-d1.ts");
     const project = await openLocalProject(env);
-    values = project.env;
-    // The SHARDS in force is the running server's, which `--var SHARDS:…` may have changed.
-    shards = project.env.SHARDS;
-    close = async () => project.close();
-  } else {
-    // Wrangler's remote bindings: the same D1 API (batches included) over Cloudflare's.
-    const dir = mkdtempSync(path.join(tmpdir(), "shards-move-"));
-    const remote = {
-      name: config.name,
-      compatibility_date: config.compatibility_date,
-      d1_databases: config.d1_databases.map((database: object) => ({ ...database, remote: true })),
-    };
-    writeFileSync(path.join(dir, "wrangler.json"), JSON.stringify(remote));
-    const proxy = await getPlatformProxy({ configPath: path.join(dir, "wrangler.json"), remoteBindings: true });
-    values = proxy.env;
-    close = async () => {
-      await proxy.dispose();
-      rmSync(dir, { recursive: true, force: true });
-    };
+    const close = async () => project.close();
+    const { server } = project;
+    // The server moves with the SHARDS it runs with, which `--var SHARDS:…` may have changed;
+    // without one, the vars are those it would run with.
+    if (server)
+      return {
+        move: (asked, part) => operatorCall(server, "/__operator/shards/move", { ...asked, ...part }),
+        finish: () => operatorCall(server, "/__operator/shards/finish"),
+        close,
+      };
+    return moverOn(
+      { shards: project.env.SHARDS, bindings, d1: (binding) => project.env[binding] as D1Database },
+      close,
+    );
   }
-  return {
-    shards,
-    bindings,
-    open(binding) {
-      if (!bindings.includes(binding))
-        throw new MoveRefused(`${binding} is not a d1_databases binding of this environment`);
-      return values[binding] as D1Database;
-    },
-    close,
+  // Wrangler's remote bindings: the same D1 API (batches included) over Cloudflare's.
+  const dir = mkdtempSync(path.join(tmpdir(), "shards-move-"));
+  const remote = {
+    name: config.name,
+    compatibility_date: config.compatibility_date,
+    d1_databases: config.d1_databases.map((database: object) => ({ ...database, remote: true })),
   };
+  writeFileSync(path.join(dir, "wrangler.json"), JSON.stringify(remote));
+  const proxy = await getPlatformProxy({ configPath: path.join(dir, "wrangler.json"), remoteBindings: true });
+  const databases = {
+    shards: String(config.vars.SHARDS ?? ""),
+    bindings,
+    d1: (binding: string) => proxy.env[binding] as D1Database,
+  };
+  return moverOn(databases, async () => {
+    await proxy.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  });
 }
 
 const USAGE = `usage: node scripts/shards.ts migrate --local|--remote [--env <env>] [--persist-to <dir>]
@@ -219,36 +237,34 @@ function moveAsked(values: Record<string, string | boolean | undefined>) {
   };
 }
 
-/** `shards:move`: moves the buckets, bucket by bucket, then says what is left to do. */
+/** `shards:move`: moves the buckets, a few a call, then says what is left to do. */
 async function move(values: Record<string, string | boolean | undefined>, location: "local" | "remote") {
   const env = values.env as string | undefined;
   const where = `${env === undefined ? "" : ` --env ${env}`}${location === "remote" ? " --remote" : ""}`;
   // Before any database is opened (which may apply migrations): bad arguments change nothing.
   const asked = moveAsked(values);
-  const databases = await openDatabases(env, location);
-  const open = (binding: string) => openDatabase(databases.open(binding));
+  const mover = await openMover(env, location);
   try {
-    const map = parseShardMap(databases.shards);
     if (asked === null) {
-      const { dropped } = await finishMoves(map, databases.bindings, open);
+      const { dropped } = await mover.finish();
       console.log(`dropped ${dropped} moved-bucket rows: requests go to the databases SHARDS names, in one round trip`);
       return;
     }
     const { first, last, to } = asked;
-    let done = 0;
+    const report = { moved: 0, alreadyThere: 0, sessions: 0, events: 0, shards: "" };
     const started = performance.now();
-    const report = await moveBuckets(
-      { map, ...asked },
-      {
-        open,
-        now: () => new Date(),
-        afterStep: (bucket, step) => {
-          if (step !== "open") return;
-          done++;
-          if (done % 64 === 0 || bucket === last) process.stderr.write(`buckets ${first}-${bucket} done\n`);
-        },
-      },
-    );
+    // One call at least: a range that is no range is refused by it.
+    for (let from = first; from === first || from <= last; from += BUCKETS_PER_CALL) {
+      const part = await mover.move(asked, { from, count: BUCKETS_PER_CALL });
+      report.moved += part.moved;
+      report.alreadyThere += part.alreadyThere;
+      report.sessions += part.sessions;
+      report.events += part.events;
+      report.shards = part.shards;
+      const upTo = Math.min(last, from + BUCKETS_PER_CALL - 1);
+      if (upTo === last || (upTo - first + 1) % 64 < BUCKETS_PER_CALL)
+        process.stderr.write(`buckets ${first}-${upTo} done\n`);
+    }
     const seconds = (performance.now() - started) / 1000;
     console.log(
       `moved ${report.moved} buckets (${report.sessions} sessions, ${report.events} events) to ${to} in ${seconds.toFixed(1)} s (${(report.moved / seconds).toFixed(1)} buckets/s); ${report.alreadyThere} were there already.`,
@@ -269,7 +285,7 @@ async function move(values: Record<string, string | boolean | undefined>, locati
       `  2. Once no version of the worker with the old SHARDS serves any more (npx wrangler deployments status): npm run shards:move -- --finish${where}`,
     );
   } finally {
-    await databases.close();
+    await mover.close();
   }
 }
 

@@ -2,7 +2,8 @@ import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import devWorker from "../scripts/dev-worker.ts";
-import { shardBindings } from "./helpers.ts";
+import { bucketOf } from "../src/db/shards.ts";
+import { isLive, issue, newUser, shardBindings } from "./helpers.ts";
 
 // The operator gateway `npm start` serves (scripts/dev-worker.ts): the operator commands'
 // way to the local D1 while the server holds it. Never deployed; still refuses strangers.
@@ -69,12 +70,60 @@ describe("the operator gateway of npm start", () => {
     expect(await gateway("POST", "/__operator/d1", { body: { binding: "SHARDS", method: "all", statements } })).toEqual(
       { status: 400, body: { error: "bad operator call (binding SHARDS)" } },
     );
+    // A service binding answers to any method name, prepare and batch among them.
+    expect(
+      await gateway("POST", "/__operator/d1", { body: { binding: "LOGIN_WORKER", method: "all", statements } }),
+    ).toEqual({ status: 400, body: { error: "bad operator call (binding LOGIN_WORKER)" } });
     expect(await gateway("POST", "/__operator/d1", { body: { binding: "DB", method: "exec", statements } })).toEqual({
       status: 400,
       body: { error: "bad operator call (binding DB)" },
     });
     expect(await gateway("GET", "/__operator/d1")).toEqual({ status: 404, body: { error: "no such operator call" } });
   });
+
+  it.skipIf(shardBindings().length < 2)(
+    "moves buckets inside the server, a part a call, then finishes once the printed SHARDS serves",
+    async () => {
+      const asked = { region: "default", first: 600, last: 602, to: "DB_1" };
+      let user = newUser();
+      while ((await bucketOf(user)) !== 601) user = newUser();
+      const session = await issue(user);
+      const move = (body: object, vars?: Record<string, unknown>) =>
+        gateway("POST", "/__operator/shards/move", { body, ...(vars ? { vars } : {}) });
+      expect(await move({ ...asked, to: "DB_9", from: 600, count: 2 })).toEqual({
+        status: 422,
+        body: { error: "DB_9 is not a d1_databases binding of this environment" },
+      });
+      const shards = JSON.stringify({
+        default: {
+          "0-599": "DB",
+          "600-602": "DB_1",
+          "603-1023": "DB",
+          "1024-2047": "DB_1",
+          "2048-3071": "DB_2",
+          "3072-4095": "DB_3",
+        },
+      });
+      expect(await move({ ...asked, from: 600, count: 2 })).toEqual({
+        status: 200,
+        body: { result: { moved: 2, alreadyThere: 0, sessions: 1, events: 1, shards } },
+      });
+      expect(await move({ ...asked, from: 602, count: 2 })).toEqual({
+        status: 200,
+        body: { result: { moved: 1, alreadyThere: 0, sessions: 0, events: 0, shards } },
+      });
+      expect(await isLive(session.token)).toBe(true);
+      const finish = (vars: Record<string, unknown>) => gateway("POST", "/__operator/shards/finish", { vars });
+      expect(await finish({ OPERATOR_TOKEN: TOKEN })).toMatchObject({
+        status: 422,
+        body: { error: expect.stringMatching(/^SHARDS maps bucket [\w-]+ to DB, which sends it on to DB_1/) },
+      });
+      expect(await finish({ OPERATOR_TOKEN: TOKEN, SHARDS: shards })).toEqual({
+        status: 200,
+        body: { result: { dropped: 3 } },
+      });
+    },
+  );
 
   it("leaves every other request to the service", async () => {
     const response = await devWorker.fetch(

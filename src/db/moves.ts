@@ -1,4 +1,4 @@
-import { and, eq, getTableColumns, gt, gte, lt, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, gt, gte, inArray, lt, sql } from "drizzle-orm";
 import { BUCKET_COUNT, bucketKey, placementOf, RANDOM_LENGTH } from "../domain/token.ts";
 import { batchAll, chunks, type Database } from "./client.ts";
 import { type BucketMoveRow, bucketMoves, sessionEvents, sessions, ssfReceivedSets } from "./schema.ts";
@@ -6,19 +6,19 @@ import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";
 
 // Moving buckets of users from one D1 database to another while the service answers
 // (`npm run shards:move`, scripts/shards.ts; why it is safe: ARCHITECTURE.md, "Moving a
-// bucket"). One bucket at a time, in four steps, each one round trip or a few, each safe to
-// run again:
+// bucket"). One bucket at a time, in four steps, each one batch on one database (a bucket of
+// more than a page of rows: a few), each safe to run again:
 //
 //   freeze  source: bucket_moves row (bucket, frozen, target). From this commit on, no
 //           request writes the bucket there (src/db/buckets.ts guards every write); reads
-//           still answer from it.
+//           still answer from it. The same batch reads the bucket's rows as it leaves them.
 //   copy    target: row (bucket, moved, source), so that a request reaching the target
 //           early is sent back to the source, and nothing there can change the bucket's
-//           rows; what an interrupted copy left there is cleared, then the bucket's sessions,
-//           events and inbound SETs are copied from the (frozen, so unchanging) source.
+//           rows; what an interrupted copy left there is cleared, and the bucket's sessions,
+//           events and inbound SETs read from the (frozen, so unchanging) source are written.
 //           Events get new row ids; every other field is kept.
-//   switch  source, one batch: the row becomes (moved, target) and the bucket's sessions,
-//           events and inbound SETs are deleted. Requests now follow the row to the target.
+//   switch  source: the row becomes (moved, target) and the bucket's sessions, events and
+//           inbound SETs are deleted. Requests now follow the row to the target.
 //   open    target: its row goes; the target answers for the bucket.
 //
 // What a database holds says how far a bucket got, so an interrupted move is finished by
@@ -84,60 +84,85 @@ async function markerOf(db: Database, key: string): Promise<BucketMoveRow | unde
   return row;
 }
 
+const sessionsAfter = (db: Database, key: string, after: string) =>
+  db
+    .select()
+    .from(sessions)
+    .where(and(inBucket(key), gt(sessions.id, after)))
+    .orderBy(sessions.id)
+    .limit(PAGE);
+
+const eventsAfter = (db: Database, key: string, after: number) =>
+  db
+    .select()
+    .from(sessionEvents)
+    .where(and(eq(sessionEvents.bucket, key), gt(sessionEvents.id, after)))
+    .orderBy(sessionEvents.id)
+    .limit(PAGE);
+
+type SessionRow = typeof sessions.$inferSelect;
+type EventRow = typeof sessionEvents.$inferSelect;
+
+const insertSessions = (db: Database, rows: SessionRow[]) =>
+  chunks(rows, SESSION_ROWS_PER_INSERT).map((part) => db.insert(sessions).values(part));
+
+// In the source's order, so events of one instant keep their order on the target. A new id on
+// the target, above its last (src/db/schema.ts): this bucket's events go there in the order
+// they had here, and the purge takes them when it reaches those ids.
+const insertEvents = (db: Database, rows: EventRow[]) =>
+  chunks(rows, EVENT_ROWS_PER_INSERT).map((part) =>
+    db.insert(sessionEvents).values(part.map(({ id: _, bucket: __, ...event }) => event)),
+  );
+
 /**
- * Copies the frozen bucket's rows from `source` to `target`, after clearing what an
- * interrupted copy left there (the target's `moved` row keeps every request off them).
+ * freeze, and the bucket's rows as that commit leaves them (the first page of its sessions
+ * and events, and its inbound SETs): one batch on the source. From that commit on no request
+ * writes the bucket there, so what is read is what gets copied.
  */
-async function copyBucket(source: Database, target: Database, key: string) {
-  await target.batch([
+async function freezeBucket(source: Database, key: string, frozen: BucketMoveRow) {
+  const [, firstSessions, firstEvents, inbound] = await source.batch([
+    source.insert(bucketMoves).values(frozen).onConflictDoNothing({ target: bucketMoves.bucket }),
+    sessionsAfter(source, key, ""),
+    eventsAfter(source, key, 0),
+    // Inbound SETs for the bucket's users within the last day (their maximum age): a
+    // few rows, read at once, without an index on bucket.
+    source.select().from(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key)),
+  ]);
+  return { firstSessions, firstEvents, inbound };
+}
+
+/**
+ * copy: one batch on the target for a bucket of one page: its `moved` row (so that nothing
+ * there changes the bucket's rows, and a request reaching it early is sent back), what an
+ * interrupted copy left cleared, and the rows. A larger bucket's further pages follow, each
+ * read from the (frozen, so unchanging) source and written in a batch of its own.
+ */
+async function copyBucket(
+  source: Database,
+  target: Database,
+  key: string,
+  arriving: BucketMoveRow,
+  { firstSessions, firstEvents, inbound }: Awaited<ReturnType<typeof freezeBucket>>,
+) {
+  await batchAll(target, [
+    target.insert(bucketMoves).values(arriving).onConflictDoNothing({ target: bucketMoves.bucket }),
     target.delete(sessionEvents).where(eq(sessionEvents.bucket, key)),
     target.delete(sessions).where(inBucket(key)),
     target.delete(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key)),
+    ...insertSessions(target, firstSessions),
+    ...insertEvents(target, firstEvents),
+    ...chunks(inbound, INBOUND_ROWS_PER_INSERT).map((part) => target.insert(ssfReceivedSets).values(part)),
   ]);
-  let sessionCount = 0;
-  for (let after = ""; ; ) {
-    const rows = await source
-      .select()
-      .from(sessions)
-      .where(and(inBucket(key), gt(sessions.id, after)))
-      .orderBy(sessions.id)
-      .limit(PAGE);
-    await batchAll(
-      target,
-      chunks(rows, SESSION_ROWS_PER_INSERT).map((part) => target.insert(sessions).values(part)),
-    );
-    sessionCount += rows.length;
-    if (rows.length < PAGE) break;
-    after = (rows.at(-1) as (typeof rows)[number]).id;
+  let sessionCount = firstSessions.length;
+  for (let page = firstSessions; page.length === PAGE; sessionCount += page.length) {
+    page = await sessionsAfter(source, key, (page.at(-1) as SessionRow).id);
+    await batchAll(target, insertSessions(target, page));
   }
-  let eventCount = 0;
-  for (let after = 0; ; ) {
-    const rows = await source
-      .select()
-      .from(sessionEvents)
-      .where(and(eq(sessionEvents.bucket, key), gt(sessionEvents.id, after)))
-      .orderBy(sessionEvents.id)
-      .limit(PAGE);
-    // In the source's order, so events of one instant keep their order on the target.
-    await batchAll(
-      target,
-      chunks(rows, EVENT_ROWS_PER_INSERT).map((part) =>
-        // A new id on the target, above its last (src/db/schema.ts): this bucket's events go
-        // there in the order they had here, and the purge takes them when it reaches those ids.
-        target.insert(sessionEvents).values(part.map(({ id: _, bucket: __, ...event }) => event)),
-      ),
-    );
-    eventCount += rows.length;
-    if (rows.length < PAGE) break;
-    after = (rows.at(-1) as (typeof rows)[number]).id;
+  let eventCount = firstEvents.length;
+  for (let page = firstEvents; page.length === PAGE; eventCount += page.length) {
+    page = await eventsAfter(source, key, (page.at(-1) as EventRow).id);
+    await batchAll(target, insertEvents(target, page));
   }
-  // Inbound SETs for the bucket's users within the last day (their maximum age): a
-  // few rows, read at once, without an index on bucket.
-  const inbound = await source.select().from(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key));
-  await batchAll(
-    target,
-    chunks(inbound, INBOUND_ROWS_PER_INSERT).map((part) => target.insert(ssfReceivedSets).values(part)),
-  );
   return { sessions: sessionCount, events: eventCount };
 }
 
@@ -158,7 +183,8 @@ function check(plan: MovePlan, tools: MoveTools): void {
 /**
  * Moves one bucket to `to`, from wherever it is now (SHARDS' binding, or where `moved` rows
  * lead), resuming from the step the databases show. Returns what it copied, or null when the
- * bucket was already on `to`.
+ * bucket was already on `to`. A bucket of one page costs five round trips: the two rows read
+ * at once, then one batch per step.
  */
 async function moveBucket(plan: MovePlan, bucket: number, tools: MoveTools) {
   const { region, to } = plan;
@@ -166,45 +192,43 @@ async function moveBucket(plan: MovePlan, bucket: number, tools: MoveTools) {
   const target = tools.open(to);
   const step = (name: MoveStep) => tools.afterStep?.(bucket, name);
   let source = bindingOf(plan.map, { region, bucket }) as string;
+  // Two databases, read at once; the target's row is checked once the source is known.
+  let [marker, arriving] = await Promise.all([markerOf(tools.open(source), key), markerOf(target, key)]);
   for (let hops = 0; ; hops++) {
     if (hops > MAX_HOPS) throw new MoveRefused(`bucket ${bucket}: too many moved rows in a row, or a loop`);
-    const marker = await markerOf(tools.open(source), key);
     if (marker?.state === "frozen" && marker.binding !== to)
       throw new MoveRefused(
         `bucket ${bucket} is being moved from ${source} to ${marker.binding}: finish that move first (--to ${marker.binding})`,
       );
     if (marker?.state === "moved" && marker.binding === to) {
       // Switched already: only the target's own row may be left (`open`).
-      await target
-        .delete(bucketMoves)
-        .where(and(eq(bucketMoves.bucket, key), eq(bucketMoves.state, "moved"), eq(bucketMoves.binding, source)));
+      await openBucket(target, key, source);
       await step("open");
       return null;
     }
     if (marker?.state === "moved") {
       source = marker.binding;
+      marker = await markerOf(tools.open(source), key);
       continue;
     }
     if (!marker && source === to) return null;
     break;
   }
-  const from = tools.open(source);
-  const arriving = await markerOf(target, key);
   if (arriving && !(arriving.state === "moved" && arriving.binding === source))
     throw new MoveRefused(
       `bucket ${bucket}: ${to} has it as ${arriving.state} to ${arriving.binding}; expected nothing`,
     );
+  const from = tools.open(source);
   const now = tools.now();
-  await from
-    .insert(bucketMoves)
-    .values({ bucket: key, state: "frozen", binding: to, updatedAt: now })
-    .onConflictDoNothing({ target: bucketMoves.bucket });
+  const rows = await freezeBucket(from, key, { bucket: key, state: "frozen", binding: to, updatedAt: now });
   await step("freeze");
-  await target
-    .insert(bucketMoves)
-    .values({ bucket: key, state: "moved", binding: source, updatedAt: now })
-    .onConflictDoNothing({ target: bucketMoves.bucket });
-  const copied = await copyBucket(from, target, key);
+  const copied = await copyBucket(
+    from,
+    target,
+    key,
+    { bucket: key, state: "moved", binding: source, updatedAt: now },
+    rows,
+  );
   await step("copy");
   await from.batch([
     from
@@ -216,18 +240,35 @@ async function moveBucket(plan: MovePlan, bucket: number, tools: MoveTools) {
     from.delete(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key)),
   ]);
   await step("switch");
-  await target
-    .delete(bucketMoves)
-    .where(and(eq(bucketMoves.bucket, key), eq(bucketMoves.state, "moved"), eq(bucketMoves.binding, source)));
+  await openBucket(target, key, source);
   await step("open");
   return copied;
 }
 
-/** Moves buckets `first`…`last` of `region` to `to`, one bucket at a time. */
-export async function moveBuckets(plan: MovePlan, tools: MoveTools): Promise<MoveReport> {
+/** open: the target's row, which sent requests back to `source`, goes. */
+function openBucket(target: Database, key: string, source: string) {
+  return target
+    .delete(bucketMoves)
+    .where(and(eq(bucketMoves.bucket, key), eq(bucketMoves.state, "moved"), eq(bucketMoves.binding, source)));
+}
+
+/** A part of a plan's range, for a caller that moves it a few buckets a call: from `from` on, `count` at most. */
+export interface MovePart {
+  from: number;
+  count: number;
+}
+
+/**
+ * Moves buckets `first`…`last` of `region` to `to`, one bucket at a time: all of them, or
+ * `part` of them. Either way the report's SHARDS names `to` for the whole range.
+ */
+export async function moveBuckets(plan: MovePlan, tools: MoveTools, part?: MovePart): Promise<MoveReport> {
   check(plan, tools);
+  const { from, count } = part ?? { from: plan.first, count: plan.last - plan.first + 1 };
+  if (!Number.isInteger(from) || !Number.isInteger(count) || from < plan.first || from > plan.last || count < 1)
+    throw new MoveRefused(`a part of buckets ${plan.first}-${plan.last} starts within them and has one at least`);
   const report: MoveReport = { moved: 0, alreadyThere: 0, sessions: 0, events: 0, shards: "" };
-  for (let bucket = plan.first; bucket <= plan.last; bucket++) {
+  for (let bucket = from; bucket <= Math.min(plan.last, from + count - 1); bucket++) {
     const copied = await moveBucket(plan, bucket, tools);
     if (!copied) {
       report.alreadyThere++;
@@ -246,30 +287,42 @@ export async function moveBuckets(plan: MovePlan, tools: MoveTools): Promise<Mov
 
 /**
  * Once SHARDS names every moved bucket's new database and no version of the worker with the
- * old SHARDS runs any more: drops the `moved` rows, which only old versions still follow.
- * Refuses while a move is under way, or when SHARDS maps a bucket to a database it left.
+ * old SHARDS runs any more: drops the `moved` rows, which only old versions still follow, in
+ * one batch per database. Refuses, before dropping any, while a move is under way, or when
+ * SHARDS maps a bucket to a database it left.
  */
 export async function finishMoves(map: ShardMap, bindings: readonly string[], open: MoveTools["open"]) {
-  const markers = new Map<string, BucketMoveRow[]>();
-  for (const binding of bindings) markers.set(binding, await open(binding).select().from(bucketMoves));
-  for (const [binding, rows] of markers) {
+  const markers = await Promise.all(
+    bindings.map(async (binding) => ({ binding, rows: await open(binding).select().from(bucketMoves) })),
+  );
+  for (const { binding, rows } of markers) {
     for (const row of rows) {
       if (row.state === "frozen")
         throw new MoveRefused(`a move from ${binding} to ${row.binding} is under way: run shards:move again first`);
     }
   }
-  let dropped = 0;
-  for (const [binding, rows] of markers) {
+  for (const { binding, rows } of markers) {
     for (const row of rows) {
       const placement = placementOf(`${row.bucket}${"A".repeat(RANDOM_LENGTH)}`);
-      const configured = placement && bindingOf(map, placement);
-      if (configured === binding)
+      if (placement && bindingOf(map, placement) === binding)
         throw new MoveRefused(
           `SHARDS maps bucket ${row.bucket} to ${binding}, which sends it on to ${row.binding}: run shards:move again, or deploy the SHARDS it printed`,
         );
-      await open(binding).delete(bucketMoves).where(eq(bucketMoves.bucket, row.bucket));
-      dropped++;
     }
+  }
+  let dropped = 0;
+  for (const { binding, rows } of markers) {
+    const db = open(binding);
+    // D1 binds at most 100 values per statement.
+    const buckets = chunks(
+      rows.map((row) => row.bucket),
+      100,
+    );
+    await batchAll(
+      db,
+      buckets.map((part) => db.delete(bucketMoves).where(inArray(bucketMoves.bucket, part))),
+    );
+    dropped += rows.length;
   }
   return { dropped };
 }
