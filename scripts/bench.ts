@@ -326,28 +326,28 @@ async function runOperation(
       break;
     }
     case "authenticate":
-      await authenticate(db, proof, at(0));
+      await authenticate(db, proof, at(0), null, actor);
       break;
     case "list":
-      await listSessionsByToken(db, proof, at(0));
+      await listSessionsByToken(db, proof, at(0), null, actor);
       break;
     case "listTouch":
-      await listSessionsByToken(db, proof, at(ACTIVITY_WRITE_INTERVAL_MS + 1000));
+      await listSessionsByToken(db, proof, at(ACTIVITY_WRITE_INTERVAL_MS + 1000), null, actor);
       break;
     case "events":
-      await listEvents(db, proof, at(0));
+      await listEvents(db, proof, at(0), null, actor);
       break;
     case "revoke":
-      await deleteSession(db, proof, (own[1] ?? caller).id, actor, at(0));
+      await deleteSession(db, proof, (own[1] ?? caller).id, actor, at(0), null);
       break;
     case "logout":
       await endSessionByToken(db, proof, actor, at(0));
       break;
     case "logoutAll":
-      await endAllSessionsByToken(db, proof, actor, at(0));
+      await endAllSessionsByToken(db, proof, actor, at(0), null);
       break;
     case "logoutOthers":
-      await endOtherSessionsByToken(db, proof, actor, at(0));
+      await endOtherSessionsByToken(db, proof, actor, at(0), null);
       break;
   }
   return { ...total, operation: operationOf(key, own, answers) };

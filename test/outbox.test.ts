@@ -15,6 +15,7 @@ import { countingShards } from "./d1.ts";
 import {
   bearer,
   bindingOfUser,
+  CHROME_MAC,
   callWith,
   d1,
   d1OfUser,
@@ -86,7 +87,7 @@ describe("events queue (SESSION_EVENTS)", () => {
     const response = await worker.fetch(
       new Request("https://sessions.example/auth/logout?scope=others", {
         method: "DELETE",
-        headers: { ...bearer(caller.token), "CF-Connecting-IP": randomIp() },
+        headers: { ...bearer(caller.token), "CF-Connecting-IP": randomIp(), "User-Agent": CHROME_MAC },
       }),
       { ...env, ...withQueue, ...counter.env },
       ctx,
@@ -239,7 +240,7 @@ describe("events queue (SESSION_EVENTS)", () => {
     const response = await worker.fetch(
       new Request("https://sessions.example/auth/logout", {
         method: "DELETE",
-        headers: { ...bearer(caller.token), "CF-Connecting-IP": randomIp() },
+        headers: { ...bearer(caller.token), "CF-Connecting-IP": randomIp(), "User-Agent": CHROME_MAC },
       }),
       { ...env, ...withQueue, [binding]: markFails },
       ctx,
