@@ -323,6 +323,29 @@ describe("events queue (SESSION_EVENTS)", () => {
     expect(new Set(messages.map((m) => m.id)).size).toBe(150);
   });
 
+  it("a context change is delivered with where the session was and where it is now", async () => {
+    const userId = newUser();
+    const session = await issue(userId, { country: "DE", asn: 3320 });
+    const firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
+    const headers = { ...bearer(session.token), "User-Agent": firefox };
+    const response = await callWith(withQueue, "GET", "/auth/sessions", headers, undefined, {
+      country: "DE",
+      asn: 3320,
+    });
+    expect(response.status).toBe(401);
+    const [message] = await receivedFor(userId, 1);
+    expect(message).toMatchObject({
+      type: "context_changed",
+      sessionId: session.id,
+      actorSessionId: session.id,
+      context: {
+        before: { browser: "Chrome", os: "macOS", country: "DE", asn: 3320 },
+        after: { browser: "Firefox", os: "Linux", country: "DE", asn: 3320 },
+      },
+    });
+    expect(await pendingOf(userId)).toEqual([]);
+  });
+
   it("without the binding nothing is pending, nothing is sent, and the cron sends nothing", async () => {
     const userId = newUser();
     const caller = await issue(userId);

@@ -4,6 +4,7 @@ import type { SessionEventRow } from "../db/schema.ts";
 import type { Shards } from "../db/shards.ts";
 import { expireQueuedSets } from "../db/streams.ts";
 import type { Logged } from "../db/writes.ts";
+import type { ContextChange } from "../domain/client-context.ts";
 import type { EventType } from "../domain/events.ts";
 import { readTransmitter, type Transmitter } from "../domain/transmitter.ts";
 import { pushDue, queueSets } from "./ssf-delivery.ts";
@@ -28,6 +29,8 @@ export interface SessionEventMessage {
   reason: string | null;
   newDevice: boolean | null;
   createdAt: string;
+  /** Present only on a context change (`context_changed`, `ended` for it): where the session was, where it is now. */
+  context?: ContextChange;
 }
 
 declare global {
@@ -86,6 +89,7 @@ function toMessage(event: SessionEventRow): SessionEventMessage {
     reason: event.reason,
     newDevice: event.newDevice,
     createdAt: event.createdAt.toISOString(),
+    ...(event.context === null ? {} : { context: event.context }),
   };
 }
 
