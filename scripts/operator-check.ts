@@ -159,7 +159,7 @@ async function request(base: string, session: Session, method: string, path: str
   stats.requests++;
   const response = await fetch(`${base}${path}`, {
     method,
-    headers: { Authorization: `Bearer ${session.token}`, "CF-Connecting-IP": randomIp() },
+    headers: { Authorization: `Bearer ${session.token}`, "CF-Connecting-IP": randomIp(), "User-Agent": CHROME },
   });
   if (response.status >= 500) {
     const body = (await response.clone().json()) as { code?: string };
@@ -253,7 +253,7 @@ async function verify(base: string, phase: string) {
   for (const session of sessions.values()) {
     const status = (
       await fetch(`${base}/auth/sessions`, {
-        headers: { Authorization: `Bearer ${session.token}`, "CF-Connecting-IP": randomIp() },
+        headers: { Authorization: `Bearer ${session.token}`, "CF-Connecting-IP": randomIp(), "User-Agent": CHROME },
       })
     ).status;
     if (session.live) live++;

@@ -97,7 +97,8 @@ const server = await startLocalServer(env === undefined ? {} : { env });
 let prism: Awaited<ReturnType<typeof startPrism>> | undefined;
 try {
   prism = await startPrism(DOCUMENT, server.url);
-  const api = createClient<paths>({ baseUrl: prism.url });
+  // From the laptop's browser: a token is judged by where its session was last used (session context).
+  const api = createClient<paths>({ baseUrl: prism.url, headers: { "User-Agent": CHROME_ON_MAC } });
 
   const laptop = await sessionCreate("--country", "DE", "--city", "Berlin", "--user-agent", CHROME_ON_MAC);
   const phone = await sessionCreate("--ip", "198.51.100.4");
@@ -141,6 +142,7 @@ try {
   exact<
     NonNullable<typeof phoneGone.error>["code"],
     | "invalid_token"
+    | "reauthentication_required"
     | "cross_site_request"
     | "rate_limited"
     | "uri_too_long"

@@ -54,6 +54,7 @@ describe("GET /auth/sessions", () => {
           last_active_at: "2026-11-22T01:00:02.500Z",
           location: "Berlin, DE",
           device: { browser: "Chrome 131", os: "macOS", type: "desktop" },
+          last_seen: { browser: "Chrome", os: "macOS", country: "DE", asn: null },
         },
         {
           id: middle.id,
@@ -66,6 +67,7 @@ describe("GET /auth/sessions", () => {
           last_active_at: "2026-11-22T01:00:01.250Z",
           location: null,
           device: { browser: "Mobile Safari 17", os: "iOS", type: "mobile" },
+          last_seen: { browser: "Mobile Safari", os: "iOS", country: null, asn: null },
         },
         {
           id: oldest.id,
@@ -77,6 +79,7 @@ describe("GET /auth/sessions", () => {
           last_active_at: "2026-11-22T01:00:00.000Z",
           location: "DE",
           device: { browser: null, os: null, type: "unknown" },
+          last_seen: { browser: null, os: null, country: "DE", asn: null },
         },
       ],
       currentSessionId: current.id,
@@ -114,15 +117,18 @@ describe("GET /auth/sessions", () => {
     const user = newUser();
     const long = `Mozilla/5.0 ${"x".repeat(600)}`;
     const session = await issue(user, { ipAddress: "not an ip", userAgent: long });
-    const body = (await (await call("GET", "/auth/sessions", bearer(session.token))).json()) as {
+    const headers = { ...bearer(session.token), "User-Agent": long };
+    const body = (await (await call("GET", "/auth/sessions", headers)).json()) as {
       sessions: { ip_address: string; user_agent: string; name: string }[];
     };
     expect(body.sessions[0]).toMatchObject({ ip_address: "", user_agent: long.slice(0, 512), name: "Unknown browser" });
   });
 
   it("never cuts a character in two when truncating the user agent", async () => {
-    const session = await issue(newUser(), { userAgent: `${"a".repeat(511)}😀tail` });
-    const body = (await (await call("GET", "/auth/sessions", bearer(session.token))).json()) as {
+    const userAgent = `${"a".repeat(511)}😀tail`;
+    const session = await issue(newUser(), { userAgent });
+    const headers = { ...bearer(session.token), "User-Agent": userAgent };
+    const body = (await (await call("GET", "/auth/sessions", headers)).json()) as {
       sessions: { user_agent: string }[];
     };
     expect(body.sessions[0]?.user_agent).toBe("a".repeat(511));

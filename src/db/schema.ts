@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import type { StoredProofs } from "../domain/auth-proofs.ts";
+import type { ContextChange } from "../domain/client-context.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { EVENT_TYPES } from "../domain/events.ts";
 import { DELIVERY_METHODS, STATUSES } from "../domain/ssf/streams.ts";
@@ -54,6 +55,16 @@ export const sessions = sqliteTable(
     // the cookie lapses, and requests already sent with it must still pass.
     previousBoundCookieHash: text("previous_bound_cookie_hash"),
     previousBoundCookieExpiresAt: integer("previous_bound_cookie_expires_at", { mode: "timestamp_ms" }),
+    // Where the session was last used from (src/domain/client-context.ts): browser family and OS
+    // ("" when the User-Agent names none), country and ASN (null when unknown). Null browser and
+    // OS: not recorded yet (a session from before these columns), so its next use is not judged.
+    seenBrowser: text("seen_browser"),
+    seenOs: text("seen_os"),
+    seenCountry: text("seen_country"),
+    seenAsn: integer("seen_asn"),
+    // Its context changed under SESSION_CONTEXT_* = step-up: every operation but its own logout
+    // is refused with the RFC 9470 challenge until `reauthenticate` gives it a new token.
+    contextStepUp: integer("context_step_up", { mode: "boolean" }).notNull().default(false),
   },
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.
@@ -116,6 +127,9 @@ export const sessionEvents = sqliteTable(
     // `reauthenticated`, the one before: a change goes out as CAEP assurance-level-change.
     assuranceLevel: integer("assurance_level"),
     previousAssuranceLevel: integer("previous_assurance_level"),
+    // Type `context_changed`, and `ended` for reason `context_changed`: where the session was
+    // last seen and where it is used from now (src/db/client-context.ts).
+    context: text("context", { mode: "json" }).$type<ContextChange>(),
     // Written true only when the events queue is configured; false once the queue accepted it.
     pendingDelivery: integer("pending_delivery", { mode: "boolean" }).notNull().default(false),
   },

@@ -71,6 +71,8 @@ export interface EventDetails {
    * level): the event then records the level before as well.
    */
   assuranceLevel?: number | null;
+  /** A context change (src/db/client-context.ts): the JSON of the `context` column. */
+  context?: SQL;
 }
 
 /**
@@ -107,6 +109,7 @@ export function recordEvents(
     previousAssuranceLevel: sql<
       number | null
     >`${details.assuranceLevel === undefined ? null : sessions.assuranceLevel}`.as("previous_assurance_level"),
+    context: (details.context ?? sql`NULL`).as("context"),
     pendingDelivery: sql<boolean>`${actor.queued ? 1 : 0}`.as("pending_delivery"),
   };
   return db.insert(sessionEvents).select(

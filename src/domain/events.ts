@@ -11,6 +11,9 @@ export const EVENT_TYPES = [
   "evicted",
   // The user authenticated again (SessionService.reauthenticate): same session, new token.
   "reauthenticated",
+  // The session was used from another device or network than last seen (SESSION_CONTEXT_DEVICE,
+  // SESSION_CONTEXT_NETWORK = log or step-up); an `end` policy logs `ended` instead.
+  "context_changed",
   // The browser bound the session to a key it holds (POST /auth/dbsc/registration).
   "device_bound",
   // Ended by an inbound Security Event Token of an upstream (POST /ssf/receiver); the

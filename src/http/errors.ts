@@ -24,7 +24,8 @@ export const MESSAGES = {
   internal_error: "Something went wrong on our side. Please try again.",
   service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
   moving: "Your sessions are being moved to another database; nothing was changed. Retry after the Retry-After delay.",
-  reauthentication_required: "Sign in again to end other sessions: your last sign-in is too old.",
+  reauthentication_required:
+    "Sign in again: your last sign-in is too old to end other sessions, or this session was used from another browser or network.",
   device_proof_invalid:
     "The device-binding proof is missing, malformed, not signed by its key, or not over a challenge this session was given.",
   device_proof_required: "Sign the challenge in Secure-Session-Challenge with this session's device key.",

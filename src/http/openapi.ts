@@ -151,6 +151,8 @@ const METHOD_NOT_ALLOWED = {
 };
 const BEARER_OR_COOKIE: Json = [{ bearer: [] }, { sessionCookie: [] }];
 const NO_TOKEN = "No Bearer token or session cookie, or one that is malformed, unknown, expired or revoked.";
+const HELD =
+  "Or (reauthentication_required) the caller's session was used from another browser or OS (or network, as SESSION_CONTEXT_DEVICE and SESSION_CONTEXT_NETWORK say) than last seen and is held until the user signs in again (`reauthenticate`): nothing read or changed, RFC 9470 challenge.";
 
 // The Shared Signals management API: a receiver's credential, its errors, its bodies.
 const RECEIVER: Json = [{ receiver: [] }];
@@ -229,7 +231,7 @@ export const openApiDocument: OpenApiDocument = {
             "Live sessions (`expires_at` in the future), newest `created_at` first, ties by `id` descending.",
             ref("schemas/SessionList"),
           ),
-          "401": error(NO_TOKEN, ["invalid_token"], CHALLENGE),
+          "401": error(`${NO_TOKEN} ${HELD}`, ["invalid_token", "reauthentication_required"], CHALLENGE),
           ...CROSS_SITE,
           ...RATE_LIMITED,
           ...AUTH_ERRORS,
@@ -241,7 +243,7 @@ export const openApiDocument: OpenApiDocument = {
         security: BEARER_OR_COOKIE,
         responses: {
           "400": error("Authenticated, but no session id was given.", ["session_id_required"]),
-          "401": error(NO_TOKEN, ["invalid_token"], CHALLENGE),
+          "401": error(`${NO_TOKEN} ${HELD}`, ["invalid_token", "reauthentication_required"], CHALLENGE),
           ...CROSS_SITE,
           ...RATE_LIMITED,
           ...AUTH_ERRORS,
@@ -263,7 +265,7 @@ export const openApiDocument: OpenApiDocument = {
           ),
           "400": error("Authenticated, but the id is empty or blank.", ["session_id_required"]),
           "401": error(
-            `${NO_TOKEN} Or (not_authorized) the id is unknown, expired, or another user's session. Or (reauthentication_required, only with SESSION_STEP_UP_MAX_AGE_SECONDS set) the id is another session and the caller's last authentication is older than that: nothing ended, sign in again (RFC 9470 challenge with max_age).`,
+            `${NO_TOKEN} Or (not_authorized) the id is unknown, expired, or another user's session. Or (reauthentication_required, only with SESSION_STEP_UP_MAX_AGE_SECONDS set) the id is another session and the caller's last authentication is older than that: nothing ended, sign in again (RFC 9470 challenge with max_age). ${HELD} Deleting its own session is never held back.`,
             ["invalid_token", "not_authorized", "reauthentication_required"],
             CHALLENGE,
           ),
@@ -318,7 +320,7 @@ export const openApiDocument: OpenApiDocument = {
             CLEARS_COOKIE,
           ),
           "401": error(
-            "No token at all (token_required); or a well-formed token that is unknown, expired or revoked, whatever the `scope` (session_invalid, clears a carried cookie); or, only with scope=others and SESSION_STEP_UP_MAX_AGE_SECONDS set, a live token whose last authentication is older than that (reauthentication_required: nothing ended, cookie kept, RFC 9470 challenge with max_age).",
+            `No token at all (token_required); or a well-formed token that is unknown, expired or revoked, whatever the \`scope\` (session_invalid, clears a carried cookie); or, only with scope=others and SESSION_STEP_UP_MAX_AGE_SECONDS set, a live token whose last authentication is older than that (reauthentication_required: nothing ended, cookie kept, RFC 9470 challenge with max_age). ${HELD} Cookie kept; POST /auth/logout is never held back.`,
             ["token_required", "session_invalid", "reauthentication_required"],
             {
               ...CHALLENGE,
@@ -342,7 +344,7 @@ export const openApiDocument: OpenApiDocument = {
             `At most ${EVENTS_LISTED} events, newest \`created_at\` first, ties by \`id\` descending.`,
             ref("schemas/EventList"),
           ),
-          "401": error(NO_TOKEN, ["invalid_token"], CHALLENGE),
+          "401": error(`${NO_TOKEN} ${HELD}`, ["invalid_token", "reauthentication_required"], CHALLENGE),
           ...CROSS_SITE,
           ...RATE_LIMITED,
           ...AUTH_ERRORS,
@@ -918,6 +920,22 @@ export const openApiDocument: OpenApiDocument = {
             description:
               "Present only on a session bound to its browser's key (DBSC): its token works only beside the live bound cookie, so a copied cookie is worthless elsewhere.",
           },
+          last_seen: {
+            description:
+              "Where the session was last used from: browser family and OS (from the User-Agent, no version), country and network (ASN) as Cloudflare saw them; each null when unknown. Null for a session not used since the service started recording them.",
+            anyOf: [ref("schemas/ClientContext"), { type: "null" }],
+          },
+        },
+        additionalProperties: false,
+      },
+      ClientContext: {
+        type: "object",
+        required: ["browser", "os", "country", "asn"],
+        properties: {
+          browser: { type: ["string", "null"], description: "Browser family, e.g. `Chrome`." },
+          os: { type: ["string", "null"], description: "e.g. `macOS`." },
+          country: { type: ["string", "null"], description: "ISO 3166-1 alpha-2, as Cloudflare gives it." },
+          asn: { type: ["integer", "null"], description: "The network's autonomous system number." },
         },
         additionalProperties: false,
       },
@@ -959,6 +977,14 @@ export const openApiDocument: OpenApiDocument = {
             type: ["boolean", "null"],
             description:
               "Type `created`: no session of the user seen within the events retention period had the same browser, OS and country; null otherwise.",
+          },
+          context: {
+            type: "object",
+            description:
+              "Present only on `context_changed`, and on `ended` with reason `context_changed`: where the session was last seen and where it was used from then.",
+            required: ["before", "after"],
+            properties: { before: ref("schemas/ClientContext"), after: ref("schemas/ClientContext") },
+            additionalProperties: false,
           },
         },
         additionalProperties: false,

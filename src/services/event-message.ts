@@ -1,4 +1,5 @@
 import type { SessionEventRow } from "../db/schema.ts";
+import type { ContextChange } from "../domain/client-context.ts";
 import type { EventType } from "../domain/events.ts";
 
 // The events queue's message (SESSION_EVENTS, src/services/outbox.ts): what a consumer of the
@@ -16,6 +17,8 @@ export interface SessionEventMessage {
   reason: string | null;
   newDevice: boolean | null;
   createdAt: string;
+  /** Present only on a context change (`context_changed`, `ended` for it): where the session was, where it is now. */
+  context?: ContextChange;
 }
 
 /**
@@ -39,5 +42,6 @@ export function toMessage(event: SessionEventRow): SessionEventMessage {
     reason: event.reason,
     newDevice: event.newDevice,
     createdAt: event.createdAt.toISOString(),
+    ...(event.context === null ? {} : { context: event.context }),
   };
 }

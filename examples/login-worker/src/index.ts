@@ -27,12 +27,23 @@ const passwords = new Map<string, string>([
   ["bob", "wonderland"],
 ]);
 
-/** The signed-in session, or null. A device-bound session needs the request's cookies: all of them are passed. */
+/** Cloudflare's view of the request: where the edge saw it come from (absent outside Cloudflare). */
+type Edge = { country?: string; city?: string; asn?: number } | undefined;
+
+/**
+ * The signed-in session, or null (also when it is held after a use from another browser or OS:
+ * the user signs in again). A device-bound session needs the request's cookies: all of them are
+ * passed; and where the request comes from, judged against where the session was last used.
+ */
 async function sessionOf(
-  c: { env: Env; req: { header(name: string): string | undefined } },
+  c: { env: Env; req: { header(name: string): string | undefined; raw: Request } },
   token: string | undefined,
 ) {
-  return token ? c.env.SESSIONS.authenticate(token, { cookie: c.req.header("Cookie") }) : null;
+  if (!token) return null;
+  const cf = c.req.raw.cf as Edge;
+  const context = { userAgent: c.req.header("User-Agent"), country: cf?.country, asn: cf?.asn };
+  const session = await c.env.SESSIONS.authenticate(token, { cookie: c.req.header("Cookie"), context });
+  return session?.reauthenticationRequired ? null : session;
 }
 
 const requireSession = createMiddleware<AppEnv>(async (c, next) => {
@@ -52,13 +63,14 @@ const app = new Hono<AppEnv>()
   .post("/login", async (c) => {
     const { user, password } = await c.req.json<{ user: string; password: string }>();
     if (passwords.get(user) !== password) return c.json({ error: "wrong user or password" }, 401);
-    const cf = c.req.raw.cf as { country?: string; city?: string } | undefined;
+    const cf = c.req.raw.cf as Edge;
     const session = await c.env.SESSIONS.create({
       userId: user,
       ipAddress: c.req.header("CF-Connecting-IP"),
       userAgent: c.req.header("User-Agent"),
       country: cf?.country,
       city: cf?.city,
+      asn: cf?.asn,
       factors: ["pwd"],
       // Offered to browsers (they send Fetch Metadata): those with DBSC bind the session to a key
       // they hold, the others ignore the header. An API client gets an ordinary session.

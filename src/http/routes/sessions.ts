@@ -25,6 +25,7 @@ export const sessionsRoutes = new Hono<AppEnv>()
   .get("/", requireToken, async (c) => {
     const sessions = await listOwnSessions(c.var.scope, c.var.token);
     if (!sessions) throw unauthorized("invalid_token", true);
+    if (sessions === "step_up") throw reauthenticationRequired(c.var.scope.config.stepUpMaxAgeSeconds);
     return c.json({ sessions, currentSessionId: c.var.token.proof.id });
   })
   .delete("/", requireToken, (c) => deleteById(c, ""))

@@ -28,6 +28,8 @@ const AS_CAEP: Record<EventType, { type: string; by?: Initiator; reason?: string
   evicted: { type: SESSION_REVOKED, by: "policy", reason: "Over the limit of sessions per user" },
   reauthenticated: { type: ASSURANCE_LEVEL_CHANGE, by: "user" },
   device_bound: null,
+  // Placeholder until the CAEP mapping (session context) lands with the SSF move.
+  context_changed: null,
 };
 
 /** An `ended` event's initiator: the operator's default reason is the administrator's act. */
