@@ -141,7 +141,13 @@ try {
   );
   exact<
     NonNullable<typeof phoneGone.error>["code"],
-    "invalid_token" | "rate_limited" | "uri_too_long" | "internal_error" | "service_unavailable" | "moving"
+    | "invalid_token"
+    | "reauthentication_required"
+    | "rate_limited"
+    | "uri_too_long"
+    | "internal_error"
+    | "service_unavailable"
+    | "moving"
   >(true);
   check("code invalid_token", phoneGone.error?.code === "invalid_token", phoneGone.error);
 
