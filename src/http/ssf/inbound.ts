@@ -38,8 +38,7 @@ async function actOn(c: Context<AppEnv>): Promise<void> {
   if (type !== SET_MEDIA_TYPE) throw new SetRefused("invalid_request", `The Content-Type is not ${SET_MEDIA_TYPE}.`);
   const body = await boundedText(c.req.raw, MAX_SET_BYTES);
   if (body === null) throw new SetRefused("invalid_request", `The body is longer than ${MAX_SET_BYTES} bytes.`);
-  const { shards, at, clientIp, outbox } = c.var.scope;
-  await actOnInboundSet({ upstreams: readUpstreams(c.env), shards, at, ipAddress: clientIp, outbox }, body.trim());
+  await actOnInboundSet(c.var.scope, readUpstreams(c.env), body.trim());
 }
 
 export const inboundRoutes = new Hono<AppEnv>().post("/", withContext, async (c) => {
