@@ -191,14 +191,14 @@ try {
     loggedOut.response.headers.get("Set-Cookie") ?? "no Set-Cookie",
   );
 
-  token = (await sessionCreate()).token;
+  token = (await sessionCreate("--user-agent", CHROME_ON_MAC)).token;
   const all = await expectStatus(200, "DELETE /auth/logout", api.DELETE("/auth/logout", bearer(token)));
   check('"Logged out of all sessions"', all.data?.message === "Logged out of all sessions", all.data);
   await expectStatus(401, "GET /auth/sessions after logging out everywhere", api.GET("/auth/sessions", bearer(token)));
 
   // Operator commands: the same local D1, through the same code as the RPC methods.
-  const kept = await sessionCreate();
-  const other = await sessionCreate();
+  const kept = await sessionCreate("--user-agent", CHROME_ON_MAC);
+  const other = await sessionCreate("--user-agent", CHROME_ON_MAC);
   const fromOperator = await operator<{ sessions: { id: string }[] }>("session:list", "--user", user);
   check(
     "session:list shows both",
