@@ -92,8 +92,15 @@ function plain(
 }
 
 /** GET with the given cookies: the status and the body. */
-async function plainGet(pathname: string, cookie: string): Promise<{ status: number; body: string }> {
-  const { status, body } = await plain("GET", pathname, { Cookie: cookie });
+async function plainGet(
+  pathname: string,
+  cookie: string,
+  userAgent?: string,
+): Promise<{ status: number; body: string }> {
+  const { status, body } = await plain("GET", pathname, {
+    Cookie: cookie,
+    ...(userAgent ? { "User-Agent": userAgent } : {}),
+  });
   return { status, body };
 }
 
@@ -305,9 +312,11 @@ test("without DBSC the same flow is an ordinary session", async () => {
     await page.reload();
     await expect(thisDevice(page)).toBeVisible();
     await expect(thisDevice(page).locator(".tag.bound")).toHaveCount(0);
-    // An unbound session's cookie works anywhere, as every session did before binding existed.
+    // An unbound session's cookie works from any client with the same browser and OS (the
+    // session context check); another browser's copy would be held.
     const cookie = (await sessionCookieOf(context))?.value;
-    expect((await plainGet("/me", `__Host-session=${cookie}`)).status).toBe(200);
+    const userAgent = await page.evaluate(() => navigator.userAgent);
+    expect((await plainGet("/me", `__Host-session=${cookie}`, userAgent)).status).toBe(200);
     // Every other session of bob's ends from the page too, through the API.
     const elsewhere = await plainSignIn("bob");
     await page.reload();
