@@ -98,7 +98,7 @@ describe("session context: another browser family (default SESSION_CONTEXT_DEVIC
       wwwAuthenticate: STEP_UP,
     });
     expect(await rowOf(session)).toEqual({ browser: "Firefox", os: "Windows", country: "DE", asn: 3320, held: 1 });
-    const logged = { type: "context_changed", reason: null, actor_session_id: session.id };
+    const logged = { type: "context_changed", reason: "step-up", actor_session_id: session.id };
     expect(await eventsOf(session)).toEqual([
       created,
       { ...logged, context: change({ browser: "Firefox", os: "Windows" }) },
@@ -167,7 +167,7 @@ describe("session context: each policy", () => {
   const device = (policy: string) => ({ SESSION_CONTEXT_DEVICE: policy });
   const network = (policy: string) => ({ SESSION_CONTEXT_NETWORK: policy });
   const firefox = { browser: "Firefox", os: "Windows" };
-  const logged = (session: Session, after: object, type = "context_changed", reason: string | null = null) => ({
+  const logged = (session: Session, after: object, type = "context_changed", reason = "log") => ({
     type,
     reason,
     actor_session_id: session.id,
@@ -207,6 +207,17 @@ describe("session context: each policy", () => {
       },
     );
     expect(await rowOf(session)).toEqual({ ...SEEN_HOME, ...ABROAD, held: 1 });
+    expect(await eventsOf(session)).toEqual([created, logged(session, ABROAD, "context_changed", "step-up")]);
+  });
+
+  it("both kinds at once: the stricter policy's reason is recorded", async () => {
+    const session = await signedIn();
+    const vars = { ...device("log"), ...network("step-up") };
+    expect((await list(session, { userAgent: FIREFOX_WINDOWS, network: ABROAD, vars })).status).toBe(401);
+    expect(await eventsOf(session)).toEqual([
+      created,
+      logged(session, { ...firefox, ...ABROAD }, "context_changed", "step-up"),
+    ]);
   });
 
   it("end: the session ends (`ended`, reason context_changed), the request is refused as for a dead token", async () => {

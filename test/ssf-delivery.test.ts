@@ -21,6 +21,7 @@ const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
 const ESTABLISHED = `${CAEP}session-established`;
 const REVOKED = `${CAEP}session-revoked`;
 const LEVEL = `${CAEP}assurance-level-change`;
+const RISK = `${CAEP}risk-level-change`;
 const AUDIENCE = "https://receiver.example";
 
 afterEach(() => {
@@ -200,6 +201,45 @@ describe("each session event becomes a SET", () => {
         change_direction: "decrease",
         initiating_entity: "user",
       },
+    ]);
+  });
+
+  it("a context change that holds the session for step-up is risk-level-change (SESSION, HIGH); one only logged sends nothing; one that ends it is session-revoked", async () => {
+    const firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
+    const abroad = { country: "BR", asn: 28573 };
+    const { vars, login, poll } = await setUp({ SESSION_CONTEXT_DEVICE: "step-up", SESSION_CONTEXT_NETWORK: "log" });
+    const usedFrom = (token: string, userAgent: string, network?: typeof abroad, extra: Partial<Env> = {}) =>
+      callWith(
+        { ...vars, ...extra },
+        "GET",
+        "/auth/sessions",
+        { ...bearer(token), "User-Agent": userAgent },
+        undefined,
+        network,
+      );
+    const [held, logged, ended] = [await login(newUser()), await login(newUser()), await login(newUser())];
+    expect((await usedFrom(held.token, firefox)).status).toBe(401);
+    expect((await usedFrom(logged.token, CHROME_MAC, abroad)).status).toBe(200);
+    expect((await usedFrom(ended.token, firefox, undefined, { SESSION_CONTEXT_DEVICE: "end" })).status).toBe(401);
+    const sets = (await poll())
+      .filter((claims) => eventOf(claims).type !== ESTABLISHED)
+      .map((claims) => {
+        const { event_timestamp, ...event } = eventOf(claims);
+        expect(event_timestamp).toEqual(expect.any(Number));
+        return [(claims.sub_id as { session: { id: string } }).session.id, event];
+      });
+    expect(sets).toEqual([
+      [
+        held.id,
+        {
+          type: RISK,
+          principal: "SESSION",
+          current_level: "HIGH",
+          risk_reason: "The session was used from another browser or operating system",
+          initiating_entity: "policy",
+        },
+      ],
+      [ended.id, { type: REVOKED, initiating_entity: "system", reason_admin: { en: "context_changed" } }],
     ]);
   });
 

@@ -10,7 +10,12 @@ import { ISSUER, newReceiver, ssfCall, transmitter } from "./ssf.ts";
 // holding an operator-issued credential sees them.
 
 const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
-const SUPPORTED = [`${CAEP}session-established`, `${CAEP}session-revoked`, `${CAEP}assurance-level-change`];
+const SUPPORTED = [
+  `${CAEP}session-established`,
+  `${CAEP}session-revoked`,
+  `${CAEP}assurance-level-change`,
+  `${CAEP}risk-level-change`,
+];
 const VERIFICATION = "https://schemas.openid.net/secevent/ssf/event-type/verification";
 const PUSH = "urn:ietf:rfc:8935";
 const POLL = "urn:ietf:rfc:8936";

@@ -49,10 +49,10 @@ function contextChange({ browser, os, country, asn }: ClientContext): SQL {
 
 /**
  * Judges the token's session by the caller's context: a change under `end` ends it (`ended`,
- * reason `context_changed`), under `log` or `step-up` logs `context_changed` (and under
- * `step-up` holds the session), and any difference is recorded as where it was last seen.
- * Device-bound sessions are not judged, their key proves the device; where they were seen is
- * still recorded. Five statements, whatever the check; with none they change nothing. The
+ * reason `context_changed`), under `log` or `step-up` logs `context_changed` with the policy
+ * as its reason (and under `step-up` holds the session), and any difference is recorded as
+ * where it was last seen. Device-bound sessions are not judged, their key proves the device;
+ * where they were seen is still recorded. Five statements, whatever the check; with none they change nothing. The
  * last reads whether a change is still unrecorded: only when the bucket is frozen for a move
  * (the writes are held back), and then the operation must not answer as if it were not there.
  */
@@ -81,7 +81,11 @@ export function checkContext(
     : NOTHING;
   return [
     recordEvents(db, "ended", ending, actor, write, { reason: "context_changed", context: change }),
-    recordEvents(db, "context_changed", logging, actor, write, { context: change }),
+    recordEvents(db, "context_changed", logging, actor, write, {
+      // The policy that applied: a receiver is told of a session held for step-up (src/services/ssf/delivery.ts).
+      reason: sql<string>`CASE WHEN ${changedUnder(check, "step-up")} THEN 'step-up' ELSE 'log' END`,
+      context: change,
+    }),
     endSessions(db, ending),
     db
       .update(sessions)

@@ -64,7 +64,8 @@ function eventIds(db: Database, at: Date): SQL<number> {
 
 /** What an event records beyond who acted: why the system ended it, whether it was a new device. */
 export interface EventDetails {
-  reason?: string | null;
+  /** A value, or SQL choosing it per session (a context change: the policy that applied). */
+  reason?: string | null | SQL<string>;
   newDevice?: SQL<boolean>;
   /**
    * Given by a write that may change the session's level (a re-authentication; null keeps the

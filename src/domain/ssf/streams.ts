@@ -11,11 +11,17 @@ const SSF = "https://schemas.openid.net/secevent/ssf/event-type/";
 export const SESSION_ESTABLISHED = `${CAEP}session-established`;
 export const SESSION_REVOKED = `${CAEP}session-revoked`;
 export const ASSURANCE_LEVEL_CHANGE = `${CAEP}assurance-level-change`;
+export const RISK_LEVEL_CHANGE = `${CAEP}risk-level-change`;
 /** Sent whatever a stream asked for (SSF 1.0 §8.1.4). */
 export const VERIFICATION = `${SSF}verification`;
 
 /** The one list of event types a stream can ask for: `events_supported`. */
-export const EVENTS_SUPPORTED = [SESSION_ESTABLISHED, SESSION_REVOKED, ASSURANCE_LEVEL_CHANGE] as const;
+export const EVENTS_SUPPORTED = [
+  SESSION_ESTABLISHED,
+  SESSION_REVOKED,
+  ASSURANCE_LEVEL_CHANGE,
+  RISK_LEVEL_CHANGE,
+] as const;
 
 export const DELIVERY_METHODS = ["push", "poll"] as const;
 export type DeliveryMethod = (typeof DELIVERY_METHODS)[number];

@@ -2,7 +2,13 @@ import type { Database } from "../../db/client.ts";
 import type { SessionEventRow } from "../../db/schema.ts";
 import { claimDuePushes, queueSessionSets, recordPushes, type SessionSet } from "../../db/ssf/queue.ts";
 import type { EventType } from "../../domain/events.ts";
-import { ASSURANCE_LEVEL_CHANGE, jtiOf, SESSION_ESTABLISHED, SESSION_REVOKED } from "../../domain/ssf/streams.ts";
+import {
+  ASSURANCE_LEVEL_CHANGE,
+  jtiOf,
+  RISK_LEVEL_CHANGE,
+  SESSION_ESTABLISHED,
+  SESSION_REVOKED,
+} from "../../domain/ssf/streams.ts";
 import { signSet, type Transmitter } from "../../domain/ssf/transmitter.ts";
 
 // Session events as Shared Signals: each becomes a CAEP SET queued for the streams that take it
@@ -14,7 +20,8 @@ type Initiator = "user" | "admin" | "policy" | "system";
 /**
  * What each session event is to a receiver: a session established, a session revoked (by
  * whom, and the administrator's reason), the session's assurance level changed (a
- * re-authentication, only when it did change the level), or nothing (a device binding).
+ * re-authentication, only when it did change the level), its risk level changed (a context
+ * change that held it for step-up), or nothing (a device binding, a change only logged).
  */
 const AS_CAEP: Record<EventType, { type: string; by?: Initiator; reason?: string } | null> = {
   created: { type: SESSION_ESTABLISHED },
@@ -28,8 +35,10 @@ const AS_CAEP: Record<EventType, { type: string; by?: Initiator; reason?: string
   evicted: { type: SESSION_REVOKED, by: "policy", reason: "Over the limit of sessions per user" },
   reauthenticated: { type: ASSURANCE_LEVEL_CHANGE, by: "user" },
   device_bound: null,
-  // Placeholder until the CAEP mapping (session context) lands with the SSF move.
-  context_changed: null,
+  // Held for step-up: the session is as good as another device's until it re-authenticates,
+  // which a receiver acts on as a risk (CAEP 1.0 §3.8); assurance-level-change would claim a
+  // change of authentication that did not happen. An `end` is an `ended` event, a `log` none.
+  context_changed: { type: RISK_LEVEL_CHANGE, by: "policy" },
 };
 
 /** An `ended` event's initiator: the operator's default reason is the administrator's act. */
@@ -56,6 +65,23 @@ function levelChangeOf({ assuranceLevel: now, previousAssuranceLevel: before }: 
   };
 }
 
+/**
+ * The claims of a risk-level-change, or null for a change that was only logged. The risk is
+ * the session's: HIGH while it is held; its reason names the kind of change, no value of it.
+ */
+function riskChangeOf({ reason, context }: SessionEventRow) {
+  if (reason !== "step-up" || context === null) return null;
+  const { before, after } = context;
+  const device = before.browser !== after.browser || before.os !== after.os;
+  return {
+    principal: "SESSION",
+    current_level: "HIGH",
+    risk_reason: device
+      ? "The session was used from another browser or operating system"
+      : "The session was used from another network (country and ASN)",
+  };
+}
+
 /** What a SET of `type` says beyond the time, or null when the event is no such SET. */
 function detailsOf(event: SessionEventRow, caep: NonNullable<(typeof AS_CAEP)[EventType]>) {
   if (caep.type === SESSION_REVOKED) {
@@ -66,6 +92,10 @@ function detailsOf(event: SessionEventRow, caep: NonNullable<(typeof AS_CAEP)[Ev
   }
   if (caep.type === ASSURANCE_LEVEL_CHANGE) {
     const change = levelChangeOf(event);
+    return change && { ...change, initiating_entity: caep.by };
+  }
+  if (caep.type === RISK_LEVEL_CHANGE) {
+    const change = riskChangeOf(event);
     return change && { ...change, initiating_entity: caep.by };
   }
   return {};
