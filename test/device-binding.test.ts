@@ -6,6 +6,7 @@ import { countingShards } from "./d1.ts";
 import { type Alg, challengeIn, type DeviceKey, deviceKey, signProof } from "./device-keys.ts";
 import {
   bearer,
+  CHROME_MAC,
   CLEARED_COOKIE,
   COOKIE_NAME,
   CRIT_HEADERS,
@@ -50,7 +51,8 @@ interface BoundSession extends Issued {
 async function issueBindable(user = newUser()) {
   const issued = (await exports.SessionService.create({
     userId: user,
-    userAgent: "Chrome",
+    // The browser the requests below come from: registration judges the context like any use.
+    userAgent: CHROME_MAC,
     deviceBound: true,
   })) as Issued & {
     secureSessionRegistration: string;
@@ -255,6 +257,60 @@ describe("device-bound sessions: registration", () => {
     await expectError(await register(issued.token, proof), 401, "invalid_token", {
       wwwAuthenticate: REJECTED_CHALLENGE,
     });
+  });
+});
+
+describe("device-bound sessions: registration judges the caller's context", () => {
+  const FIREFOX_WINDOWS = "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0";
+  const STEP_UP =
+    'Bearer realm="auth", error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age="0"';
+
+  it("a copied cookie registering from another browser is held (401 reauthentication_required): no key bound, the owner's too until reauthenticate", async () => {
+    const issued = await issueBindable();
+    const challenge = challengeIn(issued.secureSessionRegistration);
+    const thiefProof = await signProof(await deviceKey(), challenge, { withKey: true });
+    const fromThief = await call("POST", "/auth/dbsc/registration", {
+      ...cookies(issued.token),
+      "Secure-Session-Response": `"${thiefProof}"`,
+      "User-Agent": FIREFOX_WINDOWS,
+    });
+    await expectError(fromThief, 401, "reauthentication_required", { wwwAuthenticate: STEP_UP });
+    expect(await row(issued.user, issued.id)).toMatchObject({
+      dbsc_key_thumbprint: null,
+      dbsc_challenge: challenge,
+      context_step_up: 1,
+    });
+    // Held: the owner's browser binds nothing either, until it signs in again.
+    const ownerProof = await signProof(await deviceKey(), challenge, { withKey: true });
+    await expectError(await register(issued.token, ownerProof), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
+    const events = (
+      await (
+        await d1OfUser(issued.user)
+      )
+        .prepare("SELECT type, reason FROM session_events WHERE session_id = ? ORDER BY id")
+        .bind(issued.id)
+        .all()
+    ).results;
+    expect(events).toEqual([
+      { type: "created", reason: null },
+      { type: "context_changed", reason: "step-up" },
+      { type: "context_changed", reason: "step-up" },
+    ]);
+  });
+
+  it("under SESSION_CONTEXT_DEVICE=end the copied cookie's registration ends the session: 401 invalid_token", async () => {
+    const issued = await issueBindable();
+    const proof = await signProof(await deviceKey(), challengeIn(issued.secureSessionRegistration), { withKey: true });
+    const headers = {
+      ...cookies(issued.token),
+      "Secure-Session-Response": `"${proof}"`,
+      "User-Agent": FIREFOX_WINDOWS,
+    };
+    const response = await callWith({ SESSION_CONTEXT_DEVICE: "end" }, "POST", "/auth/dbsc/registration", headers);
+    await expectError(response, 401, "invalid_token", { wwwAuthenticate: REJECTED_CHALLENGE });
+    expect(await row(issued.user, issued.id)).toBeNull();
   });
 });
 

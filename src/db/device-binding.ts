@@ -1,6 +1,7 @@
 import { and, eq, isNull, ne, or, sql } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
 import { moveOf, notMoving, onBucket } from "./buckets.ts";
+import { type ContextCheck, checkContext } from "./client-context.ts";
 import { isTokenOf, type TokenProof } from "./liveness.ts";
 import { sessions } from "./schema.ts";
 import type { Place } from "./shards.ts";
@@ -22,7 +23,7 @@ export interface Renewal extends Omit<Binding, "challenge"> {
   boundExpiresAt: Date;
 }
 
-export type RegistrationOutcome = "bound" | "already_bound" | "wrong_challenge" | "not_live";
+export type RegistrationOutcome = "bound" | "already_bound" | "wrong_challenge" | "not_live" | "step_up";
 
 /**
  * Binds the token's live session to the key of a verified proof over the challenge it was
@@ -37,28 +38,49 @@ export async function registerBinding(
   binding: Binding,
   actor: Actor,
   at: Instant,
+  check: ContextCheck | null,
 ): Promise<Logged<RegistrationOutcome>> {
   const write = newWrite(at.now);
   return onBucket(place, async (db) => {
+    // Judged first, as every use of the token: a copied cookie must not bind the copier's key.
     const eligible = and(
       isTokenOf(proof, at),
       isNull(sessions.dbscKeyThumbprint),
+      eq(sessions.contextStepUp, false),
       eq(sessions.dbscChallenge, binding.challenge),
     );
-    const [, , [row], events, [move]] = await db.batch([
+    const [, , , , unrecorded, , , [row], events, [move]] = await db.batch([
+      ...checkContext(db, proof, at, check, actor, write),
       recordEvents(db, "device_bound", eligible, actor, write),
       db
         .update(sessions)
         .set({ dbscKeyThumbprint: binding.thumbprint, dbscChallenge: binding.nextChallenge })
         .where(and(eligible, notMoving(db))),
-      db.select({ thumbprint: sessions.dbscKeyThumbprint }).from(sessions).where(isTokenOf(proof, at)),
+      db
+        .select({ thumbprint: sessions.dbscKeyThumbprint, held: sessions.contextStepUp })
+        .from(sessions)
+        .where(isTokenOf(proof, at)),
       loggedBy(db, write),
       moveOf(db, place.bucket),
     ]);
-    const answer: RegistrationOutcome =
-      events.length > 0 ? "bound" : !row ? "not_live" : row.thumbprint ? "already_bound" : "wrong_challenge";
-    return { answer: { answer, events, db }, move, blocked: answer === "wrong_challenge" };
+    const answer = registrationOutcome(events, row);
+    return {
+      answer: { answer, events, db },
+      move,
+      blocked: answer === "wrong_challenge" || unrecorded.length > 0,
+    };
   });
+}
+
+/** Bound only if this batch logged it; else why not, the held session told apart from a wrong challenge. */
+function registrationOutcome(
+  events: { type: string }[],
+  row: { thumbprint: string | null; held: boolean } | undefined,
+): RegistrationOutcome {
+  if (events.some(({ type }) => type === "device_bound")) return "bound";
+  if (!row) return "not_live";
+  if (row.thumbprint) return "already_bound";
+  return row.held ? "step_up" : "wrong_challenge";
 }
 
 export type RefreshOutcome = "refreshed" | "challenged" | "not_bound" | "not_live";

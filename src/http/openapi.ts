@@ -371,8 +371,8 @@ export const openApiDocument: OpenApiDocument = {
             ["device_proof_invalid"],
           ),
           "401": error(
-            "No session cookie (token_required), or one that is malformed, unknown, expired or revoked (invalid_token).",
-            ["token_required", "invalid_token"],
+            `No session cookie (token_required), or one that is malformed, unknown, expired or revoked (invalid_token). ${HELD}`,
+            ["token_required", "invalid_token", "reauthentication_required"],
             CHALLENGE,
           ),
           "409": error("The session is already bound to a key; nothing changed.", ["device_already_bound"]),

@@ -7,7 +7,7 @@ import {
 import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
 import { type PublicKey, thumbprint } from "../domain/jws.ts";
 import { hashSecret } from "../domain/token.ts";
-import { type Scope, write } from "./scope.ts";
+import { contextCheck, type Scope, write } from "./scope.ts";
 import type { SessionToken } from "./session-token.ts";
 
 // Device binding (DBSC, src/domain/device-binding.ts): what a browser's registration and
@@ -20,7 +20,10 @@ export interface VerifiedProof<Challenge = string> {
   key: PublicKey;
 }
 
-/** Binds the token's session to the proof's key (logged `device_bound`); `nextChallenge` is the one the next proof signs. */
+/**
+ * Binds the token's session to the proof's key (logged `device_bound`), once the caller's
+ * context is judged like any use of the token; `nextChallenge` is the one the next proof signs.
+ */
 export async function registerDevice(
   scope: Scope,
   { place, proof }: SessionToken,
@@ -31,7 +34,9 @@ export async function registerDevice(
     thumbprint: await thumbprint(verified.key),
     nextChallenge: newChallenge(),
   };
-  const outcome = await write(scope, proof.id, (actor) => registerBinding(place, proof, binding, actor, scope.at));
+  const outcome = await write(scope, proof.id, (actor) =>
+    registerBinding(place, proof, binding, actor, scope.at, contextCheck(scope)),
+  );
   return { outcome, nextChallenge: binding.nextChallenge };
 }
 

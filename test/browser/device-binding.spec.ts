@@ -12,7 +12,9 @@
 //   3. ends that session from the devices page of another device: the first browser's next
 //      refresh answers `continue: false` and it is signed out;
 //   4. the same flow in a Chromium without the flags: an ordinary session that works as before
-//      (and ends the user's other sessions from the page).
+//      (and ends the user's other sessions from the page), shown with where it was last used;
+//      its cookie copied into a second browser context with another User-Agent is refused
+//      (the session context check) and holds the session until the user signs in again.
 // The demo's screenshots in docs/images/ are taken here.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { createHash, X509Certificate } from "node:crypto";
@@ -312,6 +314,9 @@ test("without DBSC the same flow is an ordinary session", async () => {
     await page.reload();
     await expect(thisDevice(page)).toBeVisible();
     await expect(thisDevice(page).locator(".tag.bound")).toHaveCount(0);
+    // The page says where each session was last used from: this one, from this browser.
+    const shown = await thisDevice(page).locator("strong").textContent();
+    await expect(thisDevice(page).locator(".last-seen")).toHaveText(new RegExp(`^from ${shown} on \\w+`));
     // An unbound session's cookie works from any client with the same browser and OS (the
     // session context check); another browser's copy would be held.
     const cookie = (await sessionCookieOf(context))?.value;
@@ -330,6 +335,27 @@ test("without DBSC the same flow is an ordinary session", async () => {
     await page.click("form[action='/sign-out'] button");
     await expect(page.locator("h1")).toHaveText("Sign in");
     expect((await plainGet("/me", `__Host-session=${cookie}`)).status).toBe(401);
+
+    // A thief replays the cookie of a new session in a second browser context with another
+    // User-Agent: refused by the page and by the API, and the session is held, so the victim
+    // signs in again (the copy dies with the reauthentication).
+    const victim = await signIn(context, "bob");
+    const stolen = (await sessionCookieOf(context)) as NonNullable<Awaited<ReturnType<typeof sessionCookieOf>>>;
+    const thief = await browser.newContext({ userAgent: FIREFOX_LINUX });
+    await thief.addCookies([stolen]);
+    const thiefPage = await thief.newPage();
+    await thiefPage.goto(`${ORIGIN}/`);
+    await expect(thiefPage.locator("h1")).toHaveText("Sign in");
+    expect(await plainGet("/auth/sessions", `__Host-session=${stolen.value}`, FIREFOX_LINUX)).toEqual({
+      status: 401,
+      body: JSON.stringify({
+        code: "reauthentication_required",
+        message:
+          "Sign in again: your last sign-in is too old to end other sessions, or this session was used from another browser or network.",
+      }),
+    });
+    await victim.reload();
+    await expect(victim.locator("h1")).toHaveText("Sign in");
   } finally {
     await browser.close();
   }

@@ -87,6 +87,13 @@ export function devicesPage(userId: string) {
       const activity = tr.insertCell();
       activity.className = "muted";
       activity.append("Last active", document.createElement("br"), lastActive);
+      // Where it was last used from, as the service judges a copied cookie (browser, OS, network).
+      const seen = session.last_seen;
+      if (seen) {
+        const browser = [seen.browser ?? "Unknown browser", seen.os].filter(Boolean).join(" on ");
+        const from = [browser, seen.country, seen.asn === null ? null : "AS" + seen.asn].filter(Boolean).join(" · ");
+        activity.append(document.createElement("br"), element("span", "last-seen", "from " + from));
+      }
       const action = tr.insertCell();
       if (!current) {
         const button = element("button", "", "Sign out");
