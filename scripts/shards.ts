@@ -152,8 +152,8 @@ export async function status(env: string | undefined, location: "local" | "remot
   return current;
 }
 
-/** Buckets moved a call: a progress line comes between calls; through npm start's gateway, each is one request. */
-const BUCKETS_PER_CALL = 16;
+/** Buckets moved a call, and a progress line after each; through npm start's gateway, each call is one request. */
+const BUCKETS_PER_CALL = 64;
 
 interface Mover {
   move(asked: MoveAsked, part: MovePart): Promise<MoveReport>;
@@ -261,9 +261,7 @@ async function move(values: Record<string, string | boolean | undefined>, locati
       report.sessions += part.sessions;
       report.events += part.events;
       report.shards = part.shards;
-      const upTo = Math.min(last, from + BUCKETS_PER_CALL - 1);
-      if (upTo === last || (upTo - first + 1) % 64 < BUCKETS_PER_CALL)
-        process.stderr.write(`buckets ${first}-${upTo} done\n`);
+      process.stderr.write(`buckets ${first}-${Math.min(last, from + BUCKETS_PER_CALL - 1)} done\n`);
     }
     const seconds = (performance.now() - started) / 1000;
     console.log(
