@@ -27,7 +27,7 @@ import { fileURLToPath } from "node:url";
 import { getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import { getPlatformProxy } from "wrangler";
-import { wrapD1 } from "../src/db/binding.ts";
+import { wrapD1 } from "../src/db/d1.ts";
 import { listEvents } from "../src/db/events.ts";
 import { ACTIVITY_WRITE_INTERVAL_MS, type TokenProof } from "../src/db/liveness.ts";
 import { sessionEvents, sessions } from "../src/db/schema.ts";
@@ -106,6 +106,8 @@ interface Seeded {
   id: string;
   token: string;
   userId: string;
+  /** The User-Agent it was issued with: its requests come from that browser (session context). */
+  userAgent: string;
 }
 
 let users = 0;
@@ -145,7 +147,7 @@ async function seedUsers(d1: D1Database, config: ReturnType<typeof readConfig>, 
   return Array.from({ length: count }, (_, u) =>
     built
       .slice(u * size, (u + 1) * size)
-      .map(({ row, issued }) => ({ id: issued.id, token: issued.token, userId: row.userId })),
+      .map(({ row, issued }) => ({ id: issued.id, token: issued.token, userId: row.userId, userAgent: row.userAgent })),
   );
 }
 
@@ -258,7 +260,7 @@ function operationOf(key: CostKey, own: Seeded[], answers: unknown[]): Operation
     kind: "http",
     method,
     path,
-    headers: { authorization: `Bearer ${caller.token}` },
+    headers: bearer(caller),
     batches: answers,
   });
   switch (key) {
@@ -326,28 +328,28 @@ async function runOperation(
       break;
     }
     case "authenticate":
-      await authenticate(db, proof, at(0));
+      await authenticate(db, proof, at(0), null, actor);
       break;
     case "list":
-      await listSessionsByToken(db, proof, at(0));
+      await listSessionsByToken(db, proof, at(0), null, actor);
       break;
     case "listTouch":
-      await listSessionsByToken(db, proof, at(ACTIVITY_WRITE_INTERVAL_MS + 1000));
+      await listSessionsByToken(db, proof, at(ACTIVITY_WRITE_INTERVAL_MS + 1000), null, actor);
       break;
     case "events":
-      await listEvents(db, proof, at(0));
+      await listEvents(db, proof, at(0), null, actor);
       break;
     case "revoke":
-      await deleteSession(db, proof, (own[1] ?? caller).id, actor, at(0));
+      await deleteSession(db, proof, (own[1] ?? caller).id, actor, at(0), null);
       break;
     case "logout":
       await endSessionByToken(db, proof, actor, at(0));
       break;
     case "logoutAll":
-      await endAllSessionsByToken(db, proof, actor, at(0));
+      await endAllSessionsByToken(db, proof, actor, at(0), null);
       break;
     case "logoutOthers":
-      await endOtherSessionsByToken(db, proof, actor, at(0));
+      await endOtherSessionsByToken(db, proof, actor, at(0), null);
       break;
   }
   return { ...total, operation: operationOf(key, own, answers) };
@@ -481,7 +483,7 @@ function fire(base: URL, row: Row, amount = AMOUNT): Promise<Run> {
   });
 }
 
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+const bearer = ({ token, userAgent }: Seeded) => ({ authorization: `Bearer ${token}`, "user-agent": userAgent });
 
 async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): Promise<Row[]> {
   const rows: Row[] = [
@@ -525,7 +527,7 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
       against: "ceiling",
       cost: "list",
       status: 200,
-      requests: () => [{ method: "GET", path: "/auth/sessions", headers: bearer((reader[0] as Seeded).token) }],
+      requests: () => [{ method: "GET", path: "/auth/sessions", headers: bearer(reader[0] as Seeded) }],
     });
     // One user per request and repetition, each holding exactly n sessions when asked, except
     // that a delete or a logout at 50 shares a user with 9 more: it holds 50 down to 41.
@@ -535,19 +537,19 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
         "`DELETE /auth/sessions/:id` (another session)",
         "revoke",
         perUser,
-        (own, k) => ({ method: "DELETE", path: `/auth/sessions/${own[k + 1]!.id}`, headers: bearer(own[0]!.token) }),
+        (own, k) => ({ method: "DELETE", path: `/auth/sessions/${own[k + 1]!.id}`, headers: bearer(own[0]!) }),
       ],
       [
         "`POST /auth/logout`",
         "logout",
         perUser,
-        (own, k) => ({ method: "POST", path: "/auth/logout", headers: bearer(own[k]!.token) }),
+        (own, k) => ({ method: "POST", path: "/auth/logout", headers: bearer(own[k]!) }),
       ],
       [
         "`DELETE /auth/logout`",
         "logoutAll",
         1,
-        (own) => ({ method: "DELETE", path: "/auth/logout", headers: bearer(own[0]!.token) }),
+        (own) => ({ method: "DELETE", path: "/auth/logout", headers: bearer(own[0]!) }),
       ],
     ];
     for (const [label, cost, k, request] of destructive) {

@@ -10,37 +10,12 @@ import { fileURLToPath } from "node:url";
 import { constants, gzipSync } from "node:zlib";
 
 /**
- * Budget for the gzip size of the uploaded modules (issue 12: at most 40,000 B). Measured
- * 38,232 B gzip (124,237 B minified) on 2026-11-22, once /openapi.json became a static asset
- * (assets/, outside the bundle) and Hono kept one router; a new dependency or a sizeable
- * feature that breaks it is let in on purpose, by shrinking something else or by raising
- * this with the new measurement, rather than creeping in. Raised to 40,500 B on 2026-11-24:
- * 40,337 B measured with the log line that lets an operator read every 5xx (message redacted,
- * route or RPC method, D1 binding, Ray ID) and lock errors retried (+414 B). Raised to
- * 42,000 B the same day: 41,662 B with re-authentication, token rotation and step-up
- * (+1,325 B: the factor list, the checks, the RPC method, the RFC 9470 refusal). Raised to
- * 44,500 B for device-bound sessions: 44,019 B (+2,344 B: proof verification on WebCrypto,
- * the registration and refresh routes, their error codes, the bound-cookie rules). Raised to
- * 49,500 B on 2026-11-25: 49,288 B once the worker serves /openapi.json again (+5,137 B: the
- * document's builder, now src/http/openapi.ts). The asset layer that kept it out put its router
- * in front of every /auth/ request under `wrangler dev`: the 404 went from 0.70 to 0.96 of
- * better-auth's `/health`, and every operation ~25% faster, side by side (BENCHMARKS.md).
- * Raised to 49,800 B the same day, 1% above the 49,307 B measured before src/ was split into
- * floors (issue 22): 49,641 B after (+334 B, no feature: services answer plain values that the
- * RPC door turns into cookies, each caller hands a write's events to the outbox, and the
- * modules compress a little worse in their new order).
- * Raised to 51,200 B for the Shared Signals transmitter's discovery (issue 24): 49,795 B before,
- * 51,152 B after (+1,357 B: the two documents, the key set's checks, and their OpenAPI entries).
- * Raised to 58,600 B for its streams (issue 24): 51,152 B before, 58,406 B after (+7,254 B: the
- * tables' schema 461 B, six management and poll endpoints with their checks, statements and
- * SET signing ~4.4 KB, and their OpenAPI entries ~2.4 KB of the served document).
- * Raised to 60,500 B for their delivery (issue 24): 58,406 B before, 60,278 B after (+1,872 B:
- * session events as CAEP SETs, push with retries, the minute cron, the retention purge).
- * Raised to 64,000 B for the receiver (issue 24): 60,278 B before, 63,696 B after (+3,418 B:
- * POST /ssf/receiver, its SSF_UPSTREAMS checks, SET verification and actions, remote key sets,
- * its OpenAPI entry).
+ * Budget for the gzip size of the uploaded modules. A new dependency or a sizeable feature that
+ * breaks it is let in on purpose, by shrinking something else or by raising this with the new
+ * measurement, rather than creeping in; each raise and its measurement: BENCHMARKS.md, "Bundle
+ * budget".
  */
-export const GZIP_BUDGET_BYTES = 64_000;
+export const GZIP_BUDGET_BYTES = 66_500;
 
 export interface BundleSize {
   /** Bytes of the worker's modules as uploaded (minified; source maps excluded). */

@@ -20,8 +20,8 @@ import { bucketOf, openShards } from "../src/db/shards.ts";
 import { BucketMoving } from "../src/domain/errors.ts";
 import { bucketKey } from "../src/domain/token.ts";
 import { issueSession } from "../src/services/issue-session.ts";
-import { issueReceiver, receiversOf } from "../src/services/receivers.ts";
 import { openScope } from "../src/services/scope.ts";
+import { issueReceiver, receiversOf } from "../src/services/ssf/receivers.ts";
 import { openLocalProject } from "./local-d1.ts";
 import { freePort, type NpmStart, startNpmStart } from "./npm-start.ts";
 import { parseOptions, refuse } from "./options.ts";
@@ -159,7 +159,7 @@ async function request(base: string, session: Session, method: string, path: str
   stats.requests++;
   const response = await fetch(`${base}${path}`, {
     method,
-    headers: { Authorization: `Bearer ${session.token}`, "CF-Connecting-IP": randomIp() },
+    headers: { Authorization: `Bearer ${session.token}`, "CF-Connecting-IP": randomIp(), "User-Agent": CHROME },
   });
   if (response.status >= 500) {
     const body = (await response.clone().json()) as { code?: string };
@@ -253,7 +253,7 @@ async function verify(base: string, phase: string) {
   for (const session of sessions.values()) {
     const status = (
       await fetch(`${base}/auth/sessions`, {
-        headers: { Authorization: `Bearer ${session.token}`, "CF-Connecting-IP": randomIp() },
+        headers: { Authorization: `Bearer ${session.token}`, "CF-Connecting-IP": randomIp(), "User-Agent": CHROME },
       })
     ).status;
     if (session.live) live++;

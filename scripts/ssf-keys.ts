@@ -1,5 +1,5 @@
 // The Shared Signals transmitter's signing keys: the value of the secret SSF_SIGNING_KEYS
-// (src/domain/transmitter.ts), made and rotated here, on the operator's machine. Output is
+// (src/domain/ssf/transmitter.ts), made and rotated here, on the operator's machine. Output is
 // the new key set on stdout, for `wrangler secret put SSF_SIGNING_KEYS`; nothing is logged.
 //   npm run --silent ssf:keys -- new [--alg ES256|RS256] > keys.json
 //   npm run --silent ssf:keys -- rotate --overlap <seconds> [--alg ES256|RS256] < keys.json > new-keys.json
@@ -8,7 +8,7 @@
 // dropping keys whose overlap has ended. RS256 is what the CAEP interoperability profile asks for.
 import { readFileSync } from "node:fs";
 import { JWS_ALGORITHMS, type JwsAlgorithm } from "../src/domain/jws.ts";
-import { DISCOVERY_MAX_AGE_SECONDS, keyId, readTransmitter } from "../src/domain/transmitter.ts";
+import { DISCOVERY_MAX_AGE_SECONDS, keyId, readTransmitter } from "../src/domain/ssf/transmitter.ts";
 import { parseOptions, refuse } from "./options.ts";
 
 const USAGE = `usage: npm run --silent ssf:keys -- new [--alg ES256|RS256]

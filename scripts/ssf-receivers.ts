@@ -1,11 +1,11 @@
 // Shared Signals receiver credentials, on the local D1 that `npm start` serves (as the
-// session:* commands), through src/services/receivers.ts. Each prints one JSON line.
+// session:* commands), through src/services/ssf/receivers.ts. Each prints one JSON line.
 //   npm run --silent ssf:receivers -- issue --name <name> --audience <aud>   the credential, shown once
 //   npm run --silent ssf:receivers -- list                                    never a secret
 //   npm run --silent ssf:receivers -- revoke --id <receiverId>                its streams are disabled
 // Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`).
-import { openShards } from "../src/db/shards.ts";
-import { issueReceiver, receiversOf, revokeReceiverCredential } from "../src/services/receivers.ts";
+import { openScope } from "../src/services/scope.ts";
+import { issueReceiver, receiversOf, revokeReceiverCredential } from "../src/services/ssf/receivers.ts";
 import { answerOnLocalProject } from "./local-d1.ts";
 import { parseOptions, refuse } from "./options.ts";
 
@@ -39,7 +39,7 @@ const missing = required.find((name) => values[name as keyof typeof values] === 
 if (missing) usage(`--${missing} is required`);
 
 await answerOnLocalProject(values.env, async (project) => {
-  const shards = openShards(project.env as unknown as Env);
+  const { shards } = openScope(project.env as unknown as Env);
   const now = new Date();
   if (command === "issue")
     return issueReceiver(shards, { name: values.name as string, audience: values.audience as string }, now);

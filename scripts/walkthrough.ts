@@ -97,7 +97,8 @@ const server = await startLocalServer(env === undefined ? {} : { env });
 let prism: Awaited<ReturnType<typeof startPrism>> | undefined;
 try {
   prism = await startPrism(DOCUMENT, server.url);
-  const api = createClient<paths>({ baseUrl: prism.url });
+  // From the laptop's browser: a token is judged by where its session was last used (session context).
+  const api = createClient<paths>({ baseUrl: prism.url, headers: { "User-Agent": CHROME_ON_MAC } });
 
   const laptop = await sessionCreate("--country", "DE", "--city", "Berlin", "--user-agent", CHROME_ON_MAC);
   const phone = await sessionCreate("--ip", "198.51.100.4");
@@ -140,7 +141,14 @@ try {
   );
   exact<
     NonNullable<typeof phoneGone.error>["code"],
-    "invalid_token" | "rate_limited" | "uri_too_long" | "internal_error" | "service_unavailable" | "moving"
+    | "invalid_token"
+    | "reauthentication_required"
+    | "cross_site_request"
+    | "rate_limited"
+    | "uri_too_long"
+    | "internal_error"
+    | "service_unavailable"
+    | "moving"
   >(true);
   check("code invalid_token", phoneGone.error?.code === "invalid_token", phoneGone.error);
 
@@ -183,14 +191,14 @@ try {
     loggedOut.response.headers.get("Set-Cookie") ?? "no Set-Cookie",
   );
 
-  token = (await sessionCreate()).token;
+  token = (await sessionCreate("--user-agent", CHROME_ON_MAC)).token;
   const all = await expectStatus(200, "DELETE /auth/logout", api.DELETE("/auth/logout", bearer(token)));
   check('"Logged out of all sessions"', all.data?.message === "Logged out of all sessions", all.data);
   await expectStatus(401, "GET /auth/sessions after logging out everywhere", api.GET("/auth/sessions", bearer(token)));
 
   // Operator commands: the same local D1, through the same code as the RPC methods.
-  const kept = await sessionCreate();
-  const other = await sessionCreate();
+  const kept = await sessionCreate("--user-agent", CHROME_ON_MAC);
+  const other = await sessionCreate("--user-agent", CHROME_ON_MAC);
   const fromOperator = await operator<{ sessions: { id: string }[] }>("session:list", "--user", user);
   check(
     "session:list shows both",

@@ -5,7 +5,7 @@ import type { DeviceType } from "../src/domain/device.ts";
 import type { SessionView } from "../src/domain/session-view.ts";
 import { MESSAGES } from "../src/http/errors.ts";
 import type { AppType } from "../src/index.ts";
-import { bearer, isLive, issue, newUser, ORIGIN, randomIp } from "./helpers.ts";
+import { bearer, CHROME_MAC, isLive, issue, newUser, ORIGIN, randomIp } from "./helpers.ts";
 import { validateResponse } from "./openapi.ts";
 
 // Hono's typed client against the worker in the Workers runtime (real D1); every response
@@ -14,6 +14,8 @@ const client = hc<AppType>(ORIGIN, {
   fetch: async (input: RequestInfo | URL, init?: RequestInit) => {
     const request = new Request(input, init);
     request.headers.set("CF-Connecting-IP", randomIp());
+    // A browser always sends one: the one the sessions of `issue` were created with.
+    if (!request.headers.has("User-Agent")) request.headers.set("User-Agent", CHROME_MAC);
     const response = await exports.default.fetch(request);
     await validateResponse(request.method, request.url, response);
     return response;

@@ -1,4 +1,4 @@
-import { wrapD1 } from "../src/db/binding.ts";
+import { wrapD1 } from "../src/db/d1.ts";
 
 // D1 bindings handed to the worker in place of the real one.
 

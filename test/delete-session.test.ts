@@ -9,6 +9,8 @@ import {
   isLive,
   issue,
   newUser,
+  ORIGIN,
+  sessionCookie,
   sessionIdsOf,
   tableSnapshot,
 } from "./helpers.ts";
@@ -38,6 +40,37 @@ describe("DELETE /auth/sessions/:id", () => {
     await expectError(await call("GET", "/auth/sessions", bearer(current.token)), 401, "invalid_token", {
       wwwAuthenticate: 'Bearer realm="auth", error="invalid_token"',
     });
+  });
+
+  it("takes the session cookie from the same site: another session, then its own (clearing the cookie)", async () => {
+    const user = newUser();
+    const current = await issue(user);
+    const other = await issue(user);
+    const byCookie = { ...sessionCookie(current.token), Origin: ORIGIN, "Sec-Fetch-Site": "same-origin" };
+    await expectMessage(await call("DELETE", `/auth/sessions/${other.id}`, byCookie), "Session deleted");
+    expect(await isLive(other.token)).toBe(false);
+    expect(await isLive(current.token)).toBe(true);
+    await expectMessage(
+      await call("DELETE", `/auth/sessions/${current.id}`, byCookie),
+      "Session deleted",
+      CLEARED_COOKIE,
+    );
+    expect(await sessionIdsOf(user)).toEqual([]);
+  });
+
+  it("by cookie from another site: 403 cross_site_request, before the id is looked at, and nothing ends", async () => {
+    const user = newUser();
+    const current = await issue(user);
+    const other = await issue(user);
+    const before = await tableSnapshot();
+    for (const path of [`/auth/sessions/${other.id}`, "/auth/sessions/", "/auth/sessions"]) {
+      await expectError(
+        await call("DELETE", path, { ...sessionCookie(current.token), Origin: "https://evil.example" }),
+        403,
+        "cross_site_request",
+      );
+    }
+    expect(await tableSnapshot()).toEqual(before);
   });
 
   it("refuses another user's session with 401 not_authorized and leaves it alive", async () => {

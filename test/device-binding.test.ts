@@ -8,15 +8,19 @@ import {
   bearer,
   CLEARED_COOKIE,
   COOKIE_NAME,
+  CRIT_HEADERS,
   call,
   callWith,
   d1OfUser,
   databases,
   expectError,
+  expectMessage,
   expectSecurityHeaders,
   type Issued,
+  isLive,
   issue,
   newUser,
+  ORIGIN,
   REJECTED_CHALLENGE,
   tableSnapshot,
 } from "./helpers.ts";
@@ -185,7 +189,7 @@ describe("device-bound sessions: registration", () => {
     expect(response.status).toBe(200);
   });
 
-  it("refuses a bad proof with 400 and changes nothing: signature, typ, algorithm, key, challenge", async () => {
+  it("refuses a bad proof with 400 and changes nothing: signature, typ, algorithm, key, challenge, crit", async () => {
     const issued = await issueBindable();
     const challenge = challengeIn(issued.secureSessionRegistration);
     const key = await deviceKey();
@@ -193,7 +197,7 @@ describe("device-bound sessions: registration", () => {
     const badSignature = await signProof(other, challenge, { withKey: true, header: { jwk: key.publicJwk } });
     const valid = await signProof(key, challenge, { withKey: true });
     const [h, , sig] = valid.split(".") as [string, string, string];
-    const cases = {
+    const cases: Record<string, string | undefined> = {
       "no proof": undefined,
       "not a JWT": "abc",
       "signed by another key than its jwk": badSignature,
@@ -205,6 +209,8 @@ describe("device-bound sessions: registration", () => {
       "a challenge never issued": await signProof(key, "A".repeat(22), { withKey: true }),
       "tampered payload": `${h}.${btoa(JSON.stringify({ jti: challenge, x: 1 })).replace(/=+$/, "")}.${sig}`,
     };
+    for (const [name, header] of Object.entries(CRIT_HEADERS))
+      cases[name] = await signProof(key, challenge, { withKey: true, header });
     const before = [await tableSnapshot(), await tableSnapshot("session_events")];
     for (const [name, proof] of Object.entries(cases)) {
       const response = await register(issued.token, proof);
@@ -326,6 +332,122 @@ describe("device-bound sessions: the token alone proves nothing", () => {
   });
 });
 
+// The browser that holds the key calls the API itself, by its cookies, as a page's fetch would.
+describe("device-bound sessions: the bound browser lists, deletes and reads events by cookie", () => {
+  const sameOrigin = { Origin: ORIGIN, "Sec-Fetch-Site": "same-origin" };
+  const everything = async () => [await tableSnapshot(), await tableSnapshot("session_events")];
+
+  it("with its live bound cookie: the list, another session deleted, the events, its own session deleted", async () => {
+    const session = await bindSession();
+    const other = await issue(session.user);
+    const byBrowser = { ...cookies(session.token, session.bound), ...sameOrigin };
+
+    const listed = await call("GET", "/auth/sessions", byBrowser);
+    expect(listed.status).toBe(200);
+    expect(listed.headers.get("Set-Cookie")).toBeNull();
+    const seenByOther = (await (await call("GET", "/auth/sessions", bearer(other.token))).json()) as object;
+    expect(await listed.json()).toEqual({ ...seenByOther, currentSessionId: session.id });
+
+    await expectMessage(await call("DELETE", `/auth/sessions/${other.id}`, byBrowser), "Session deleted");
+    expect(await isLive(other.token)).toBe(false);
+
+    const events = await call("GET", "/auth/events", byBrowser);
+    expect(events.status).toBe(200);
+    const { events: log } = (await events.json()) as { events: Record<string, unknown>[] };
+    expect(log.map(({ type, session_id, actor_session_id }) => ({ type, session_id, actor_session_id }))).toEqual([
+      { type: "deleted", session_id: other.id, actor_session_id: session.id },
+      { type: "created", session_id: other.id, actor_session_id: null },
+      { type: "device_bound", session_id: session.id, actor_session_id: session.id },
+      { type: "created", session_id: session.id, actor_session_id: null },
+    ]);
+
+    await expectMessage(
+      await call("DELETE", `/auth/sessions/${session.id}`, byBrowser),
+      "Session deleted",
+      CLEARED_COOKIE,
+    );
+    expect(await row(session.user, session.id)).toBeNull();
+  });
+
+  it("a Bearer token, even beside the live bound cookie, is refused: 401 invalid_token, nothing changed", async () => {
+    const session = await bindSession();
+    const other = await issue(session.user);
+    const before = await everything();
+    for (const [method, path] of [
+      ["GET", "/auth/sessions"],
+      ["DELETE", `/auth/sessions/${other.id}`],
+      ["GET", "/auth/events"],
+    ] as const) {
+      for (const headers of [
+        bearer(session.token),
+        { ...bearer(session.token), ...cookies(session.token, session.bound) },
+      ]) {
+        await expectError(await call(method, path, headers), 401, "invalid_token", {
+          wwwAuthenticate: REJECTED_CHALLENGE,
+        });
+      }
+    }
+    expect(await everything()).toEqual(before);
+    expect(await isLive(other.token)).toBe(true);
+  });
+
+  it("from another site: 403 cross_site_request, nothing changed", async () => {
+    const session = await bindSession();
+    const other = await issue(session.user);
+    const before = await everything();
+    for (const [method, path] of [
+      ["GET", "/auth/sessions"],
+      ["DELETE", `/auth/sessions/${other.id}`],
+      ["GET", "/auth/events"],
+    ] as const) {
+      const fromElsewhere = { ...cookies(session.token, session.bound), Origin: "https://evil.example" };
+      await expectError(await call(method, path, fromElsewhere), 403, "cross_site_request");
+    }
+    expect(await everything()).toEqual(before);
+    expect(await isLive(other.token)).toBe(true);
+  });
+
+  it("the cookie without a live bound cookie: 401 invalid_token, the cookie kept, nothing changed", async () => {
+    const session = await bindSession();
+    const other = await issue(session.user);
+    const before = await everything();
+    for (const [method, path] of [
+      ["GET", "/auth/sessions"],
+      ["DELETE", `/auth/sessions/${other.id}`],
+      ["DELETE", `/auth/sessions/${session.id}`],
+      ["GET", "/auth/events"],
+    ] as const) {
+      for (const bound of [undefined, "x".repeat(43)]) {
+        await expectError(
+          await call(method, path, { ...cookies(session.token, bound), ...sameOrigin }),
+          401,
+          "invalid_token",
+          {
+            wwwAuthenticate: REJECTED_CHALLENGE,
+          },
+        );
+      }
+    }
+    expect(await everything()).toEqual(before);
+    expect(await isLive(other.token)).toBe(true);
+  });
+
+  it("each costs one round trip", async () => {
+    const session = await bindSession();
+    const other = await issue(session.user);
+    const byBrowser = { ...cookies(session.token, session.bound), ...sameOrigin };
+    for (const [method, path] of [
+      ["GET", "/auth/sessions"],
+      ["GET", "/auth/events"],
+      ["DELETE", `/auth/sessions/${other.id}`],
+    ] as const) {
+      const counter = countingShards(databases());
+      expect((await callWith(counter.env, method, path, byBrowser)).status).toBe(200);
+      expect(total(counter.roundTrips())).toBe(1);
+    }
+  });
+});
+
 describe("device-bound sessions: refresh", () => {
   it("403 with a challenge without a proof; a proof over it renews the bound cookie once", async () => {
     const session = await bindSession();
@@ -389,6 +511,48 @@ describe("device-bound sessions: refresh", () => {
     expect(forged.headers.get("Set-Cookie")).toBe(CLEARED_BOUND);
     const after = await row(session.user, session.id);
     expect({ ...after, dbsc_challenge: null }).toEqual({ ...before, dbsc_challenge: null });
+  });
+
+  it("checks a proof against the session's key even when its header carries one (jwk): 403, nothing renewed", async () => {
+    const session = await bindSession();
+    const thief = await deviceKey();
+    const before = await row(session.user, session.id);
+    // Over the right challenge, signed by the key in its own header: only the bound key counts.
+    const response = await refresh(
+      session.token,
+      session.identifier,
+      await signProof(thief, session.next, { withKey: true }),
+    );
+    await expectError(response, 403, "device_proof_required");
+    const after = await row(session.user, session.id);
+    expect({ ...after, dbsc_challenge: null }).toEqual({ ...before, dbsc_challenge: null });
+    // The session and its binding go on: its own key renews over the challenge just given.
+    const challenge = challengeIn(response.headers.get("Secure-Session-Challenge"));
+    expect((await refresh(session.token, session.identifier, await signProof(session.key, challenge))).status).toBe(
+      200,
+    );
+  });
+
+  it("refuses a proof whose header has a crit, well-formed or not: 403, nothing renewed", async () => {
+    const session = await bindSession();
+    const before = await row(session.user, session.id);
+    // Each over the challenge the last answer gave, so that only the crit is wrong.
+    let challenge = session.next;
+    for (const [name, header] of Object.entries(CRIT_HEADERS)) {
+      const response = await refresh(
+        session.token,
+        session.identifier,
+        await signProof(session.key, challenge, { header }),
+      );
+      expect(response.status, name).toBe(403);
+      await expectError(response, 403, "device_proof_required");
+      challenge = challengeIn(response.headers.get("Secure-Session-Challenge"));
+    }
+    const after = await row(session.user, session.id);
+    expect({ ...after, dbsc_challenge: null }).toEqual({ ...before, dbsc_challenge: null });
+    expect((await refresh(session.token, session.identifier, await signProof(session.key, challenge))).status).toBe(
+      200,
+    );
   });
 
   it("is not activity: last_active_at and a sliding expiry stay as they were", async () => {

@@ -2,7 +2,7 @@ declare namespace Cloudflare {
   interface Env {
     TEST_MIGRATIONS: import("cloudflare:test").D1Migration[];
     FAST_CHECK_RUNS: string;
-    TEST_EVENTS_QUEUE: Queue<import("../src/services/outbox.ts").SessionEventMessage>;
+    TEST_EVENTS_QUEUE: Queue<import("../src/services/event-message.ts").SessionEventMessage>;
     /** test/workers/events-consumer.js: GET lists what the queue delivered. */
     EVENTS_CONSUMER: Fetcher;
     /** examples/login-worker, bound to this worker's SessionService. */

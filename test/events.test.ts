@@ -167,12 +167,23 @@ describe("security log: GET /auth/events", () => {
     expect(events[0]).toMatchObject({ type: "created", session_id: fresh.id });
   });
 
-  it("is Bearer only, with the list's error rules", async () => {
+  it("takes Bearer or the session cookie, with the list's error rules", async () => {
     const session = await issue(newUser());
-    await expectError(await call("GET", "/auth/events"), 401, "invalid_token", { wwwAuthenticate: CHALLENGE });
-    await expectError(await call("GET", "/auth/events", sessionCookie(session.token)), 401, "invalid_token", {
-      wwwAuthenticate: CHALLENGE,
+    const byCookie = await call("GET", "/auth/events", {
+      ...sessionCookie(session.token),
+      "Sec-Fetch-Site": "same-origin",
     });
+    expect(byCookie.status).toBe(200);
+    expect(((await byCookie.json()) as { events: EventView[] }).events).toEqual(await eventsOf(session.token));
+    await expectError(await call("GET", "/auth/events"), 401, "invalid_token", { wwwAuthenticate: CHALLENGE });
+    await expectError(await call("GET", "/auth/events", sessionCookie("x")), 401, "invalid_token", {
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
+    await expectError(
+      await call("GET", "/auth/events", { ...sessionCookie(session.token), "Sec-Fetch-Site": "cross-site" }),
+      403,
+      "cross_site_request",
+    );
     await expectError(await call("GET", "/auth/events", { Authorization: "Basic x" }), 401, "invalid_token", {
       wwwAuthenticate: CHALLENGE,
     });

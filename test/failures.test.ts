@@ -1,7 +1,7 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { wrapD1 } from "../src/db/binding.ts";
+import { wrapD1 } from "../src/db/d1.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { CONNECTION_LOST, type Fault, failingD1, faultyD1 } from "./d1.ts";
 import {

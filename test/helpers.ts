@@ -35,7 +35,14 @@ export interface Issued {
 /** Issues a session through the public RPC entrypoint, as the login worker would. */
 export function issue(
   userId: string,
-  options: { userAgent?: string; ipAddress?: string; ttlSeconds?: number; country?: string; city?: string } = {},
+  options: {
+    userAgent?: string;
+    ipAddress?: string;
+    ttlSeconds?: number;
+    country?: string;
+    city?: string;
+    asn?: number;
+  } = {},
 ): Promise<Issued> {
   return exports.SessionService.create({
     userAgent: CHROME_MAC,
@@ -55,8 +62,28 @@ export function randomIp(): string {
   return `2001:db8:${word()}:${word()}::${word()}`;
 }
 
-function request(method: string, path: string, headers: Record<string, string>, body?: BodyInit): Request {
-  return new Request(`${ORIGIN}${path}`, { method, headers: { "CF-Connecting-IP": randomIp(), ...headers }, body });
+/** Where Cloudflare's edge saw a request come from (`request.cf`): its country and network. */
+export interface Network {
+  country: string;
+  asn: number;
+}
+
+// A browser always sends a User-Agent: the one the sessions of `issue` were created with, so a
+// request is from the session's own device unless a test says otherwise.
+function request(
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: BodyInit,
+  network?: Network,
+): Request {
+  return new Request(`${ORIGIN}${path}`, {
+    method,
+    headers: { "CF-Connecting-IP": randomIp(), "User-Agent": CHROME_MAC, ...headers },
+    body,
+    // Only what the worker reads of request.cf; the runtime passes it through as given.
+    ...(network ? { cf: network as unknown as IncomingRequestCfProperties } : {}),
+  });
 }
 
 /** A request through the service's public HTTP interface: the worker's `fetch`. */
@@ -74,9 +101,10 @@ export async function callWith(
   path: string,
   headers: Record<string, string> = {},
   body?: BodyInit,
+  network?: Network,
 ): Promise<Response> {
   const ctx = createExecutionContext();
-  const sent = request(method, path, headers, body);
+  const sent = request(method, path, headers, body, network);
   const response = await worker.fetch(sent, { ...env, ...bindings }, ctx);
   await waitOnExecutionContext(ctx);
   await validateResponse(sent.method, sent.url, response);
@@ -234,5 +262,18 @@ export async function insideOneLimiterWindow(ms: number): Promise<void> {
  * null writes events not pending, as without outlets.
  */
 export function scopeWith(shards: Shards, config: Config = readConfig(env), outbox: Outbox | null = null): Scope {
-  return { config, at: instant(config), shards, outbox, clientIp: null, roundTrips: () => 0 };
+  return { config, at: instant(config), shards, outbox, clientIp: null, context: null, roundTrips: () => 0 };
 }
+
+/**
+ * JWS header members with a `crit` (RFC 7515 §4.1.11), each making the JWS invalid to this
+ * service, which understands no extension: one it does not know, and malformed ones.
+ */
+export const CRIT_HEADERS: Record<string, Record<string, unknown>> = {
+  "crit naming an extension": { crit: ["urn:example:ext"], "urn:example:ext": true },
+  "crit naming b64 (RFC 7797), left true": { crit: ["b64"], b64: true },
+  "crit empty": { crit: [] },
+  "crit not an array": { crit: "urn:example:ext", "urn:example:ext": true },
+  "crit naming a non-string": { crit: [1] },
+  "crit naming a standard header": { crit: ["alg"] },
+};

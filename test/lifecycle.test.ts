@@ -62,9 +62,12 @@ describe("SESSION_MAX_PER_USER", () => {
   it("with a cap of 1, each new session ends the previous one, in the creation's one round trip", async () => {
     const config = { ...readConfig(env), maxPerUser: 1 };
     const userId = newUser();
-    const first = await issueSession(scopeWith(openShards(env), config), { userId });
+    const first = await issueSession(scopeWith(openShards(env), config), { userId, userAgent: CHROME_MAC });
     const counter = countingShards(databases());
-    const second = await issueSession(scopeWith(openShards({ ...env, ...counter.env }), config), { userId });
+    const second = await issueSession(scopeWith(openShards({ ...env, ...counter.env }), config), {
+      userId,
+      userAgent: CHROME_MAC,
+    });
     expect(counter.roundTrips()).toEqual({ [await bindingOfUser(userId)]: 1 });
     expect(await sessionIdsOf(userId)).toEqual([second.id]);
     expect(await isLive(first.token)).toBe(false);
@@ -85,7 +88,7 @@ describe("SESSION_MAX_PER_USER", () => {
     await issueSession(scopeWith(shards, config), { userId, ttlSeconds: 60 });
     const kept = await issueSession(scopeWith(shards, config), { userId });
     vi.setSystemTime(START + 2 * MINUTE);
-    const latest = await issueSession(scopeWith(shards, config), { userId });
+    const latest = await issueSession(scopeWith(shards, config), { userId, userAgent: CHROME_MAC });
     expect(await isLive(kept.token)).toBe(true);
     expect(await isLive(latest.token)).toBe(true);
     expect((await eventsOf(latest.token)).filter((e) => e.type === "evicted")).toEqual([]);

@@ -3,6 +3,7 @@ import {
   bearer,
   CHALLENGE,
   CHROME_MAC,
+  COOKIE_NAME,
   call,
   d1OfUser,
   expectError,
@@ -53,6 +54,7 @@ describe("GET /auth/sessions", () => {
           last_active_at: "2026-11-22T01:00:02.500Z",
           location: "Berlin, DE",
           device: { browser: "Chrome 131", os: "macOS", type: "desktop" },
+          last_seen: { browser: "Chrome", os: "macOS", country: "DE", asn: null },
         },
         {
           id: middle.id,
@@ -65,6 +67,7 @@ describe("GET /auth/sessions", () => {
           last_active_at: "2026-11-22T01:00:01.250Z",
           location: null,
           device: { browser: "Mobile Safari 17", os: "iOS", type: "mobile" },
+          last_seen: { browser: "Mobile Safari", os: "iOS", country: null, asn: null },
         },
         {
           id: oldest.id,
@@ -76,6 +79,7 @@ describe("GET /auth/sessions", () => {
           last_active_at: "2026-11-22T01:00:00.000Z",
           location: "DE",
           device: { browser: null, os: null, type: "unknown" },
+          last_seen: { browser: null, os: null, country: "DE", asn: null },
         },
       ],
       currentSessionId: current.id,
@@ -113,15 +117,18 @@ describe("GET /auth/sessions", () => {
     const user = newUser();
     const long = `Mozilla/5.0 ${"x".repeat(600)}`;
     const session = await issue(user, { ipAddress: "not an ip", userAgent: long });
-    const body = (await (await call("GET", "/auth/sessions", bearer(session.token))).json()) as {
+    const headers = { ...bearer(session.token), "User-Agent": long };
+    const body = (await (await call("GET", "/auth/sessions", headers)).json()) as {
       sessions: { ip_address: string; user_agent: string; name: string }[];
     };
     expect(body.sessions[0]).toMatchObject({ ip_address: "", user_agent: long.slice(0, 512), name: "Unknown browser" });
   });
 
   it("never cuts a character in two when truncating the user agent", async () => {
-    const session = await issue(newUser(), { userAgent: `${"a".repeat(511)}😀tail` });
-    const body = (await (await call("GET", "/auth/sessions", bearer(session.token))).json()) as {
+    const userAgent = `${"a".repeat(511)}😀tail`;
+    const session = await issue(newUser(), { userAgent });
+    const headers = { ...bearer(session.token), "User-Agent": userAgent };
+    const body = (await (await call("GET", "/auth/sessions", headers)).json()) as {
       sessions: { user_agent: string }[];
     };
     expect(body.sessions[0]?.user_agent).toBe("a".repeat(511));
@@ -135,11 +142,47 @@ describe("GET /auth/sessions", () => {
     expect(await response.text()).toBe("");
   });
 
-  it("does not accept the session cookie", async () => {
+  it("accepts the session cookie from the same site: the same answer as by Bearer", async () => {
+    const user = newUser();
+    const session = await issue(user);
+    await issue(user);
+    const byBearer = await (await call("GET", "/auth/sessions", bearer(session.token))).json();
+    const response = await call("GET", "/auth/sessions", {
+      ...sessionCookie(session.token),
+      "Sec-Fetch-Site": "same-origin",
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("Set-Cookie")).toBeNull();
+    expect(await response.json()).toEqual(byBearer);
+  });
+
+  it("refuses a cookie it cannot prove with 401 invalid_token and the error, and keeps the cookie", async () => {
     const session = await issue(newUser());
-    await expectError(await call("GET", "/auth/sessions", sessionCookie(session.token)), 401, "invalid_token", {
+    for (const value of ["", "garbage", `${session.id}.${"x".repeat(43)}`]) {
+      await expectError(
+        await call("GET", "/auth/sessions", { Cookie: `${COOKIE_NAME}=${value}` }),
+        401,
+        "invalid_token",
+        {
+          wwwAuthenticate: REJECTED_CHALLENGE,
+        },
+      );
+    }
+    // Other cookies are no credential: the answer to a request without one.
+    await expectError(await call("GET", "/auth/sessions", { Cookie: "theme=dark" }), 401, "invalid_token", {
       wwwAuthenticate: CHALLENGE,
     });
+  });
+
+  it("lets an Authorization header decide alone: a refused Bearer token never falls back to the cookie", async () => {
+    const session = await issue(newUser());
+    for (const [authorization, wwwAuthenticate] of [
+      ["Basic x", CHALLENGE],
+      [`Bearer ${session.id}.${"x".repeat(43)}`, REJECTED_CHALLENGE],
+    ] as const) {
+      const headers = { ...sessionCookie(session.token), Authorization: authorization };
+      await expectError(await call("GET", "/auth/sessions", headers), 401, "invalid_token", { wwwAuthenticate });
+    }
   });
 
   it("rejects a token that was logged out", async () => {

@@ -22,8 +22,11 @@ async function login(userAgent: string, password = "wonderland") {
   };
 }
 
-const me = (token: string | undefined) =>
-  env.LOGIN_WORKER.fetch("https://login.example/me", { headers: { Cookie: `__Host-session=${token}` } });
+// From the browser that signed in: the example passes the request's context on to authenticate.
+const me = (token: string | undefined, userAgent = CHROME_MAC) =>
+  env.LOGIN_WORKER.fetch("https://login.example/me", {
+    headers: { Cookie: `__Host-session=${token}`, "User-Agent": userAgent },
+  });
 
 describe("example login worker over a real service binding", () => {
   it("signs in with the ready cookie, protects a route, and a password change ends the other sessions", async () => {
@@ -44,11 +47,15 @@ describe("example login worker over a real service binding", () => {
 
     const changed = await env.LOGIN_WORKER.fetch("https://login.example/password", {
       method: "POST",
-      headers: { Cookie: `__Host-session=${laptop.token}`, "Content-Type": "application/json" },
+      headers: {
+        Cookie: `__Host-session=${laptop.token}`,
+        "Content-Type": "application/json",
+        "User-Agent": CHROME_MAC,
+      },
       body: JSON.stringify({ newPassword: "looking-glass" }),
     });
     expect(await changed.json()).toEqual({ passwordChanged: true, otherSessionsEnded: 2 });
-    expect((await me(phone.token)).status).toBe(401);
+    expect((await me(phone.token, FIREFOX_LINUX)).status).toBe(401);
     expect((await me(laptop.token)).status).toBe(200);
     expect((await login(CHROME_MAC)).status).toBe(401);
 
@@ -62,5 +69,10 @@ describe("example login worker over a real service binding", () => {
       type: "ended",
       reason: "password_changed",
     });
+
+    // The laptop's cookie replayed from another browser fails on the login worker's routes too,
+    // and from then on on the laptop itself, until the user signs in again.
+    expect((await me(laptop.token, FIREFOX_LINUX)).status).toBe(401);
+    expect((await me(laptop.token)).status).toBe(401);
   });
 });

@@ -1,20 +1,21 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { wrapD1 } from "../src/db/binding.ts";
+import { wrapD1 } from "../src/db/d1.ts";
 import { firstEventId } from "../src/db/schema.ts";
 import { openShards } from "../src/db/shards.ts";
 import { readConfig } from "../src/domain/config.ts";
 import worker from "../src/index.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
+import type { SessionEventMessage } from "../src/services/event-message.ts";
 import { issueSession } from "../src/services/issue-session.ts";
-import type { SessionEventMessage } from "../src/services/outbox.ts";
 import { purge } from "../src/services/purge.ts";
 import { endUserSessions as endSessionsOfUser } from "../src/services/user-sessions.ts";
 import { countingShards } from "./d1.ts";
 import {
   bearer,
   bindingOfUser,
+  CHROME_MAC,
   callWith,
   d1,
   d1OfUser,
@@ -86,7 +87,7 @@ describe("events queue (SESSION_EVENTS)", () => {
     const response = await worker.fetch(
       new Request("https://sessions.example/auth/logout?scope=others", {
         method: "DELETE",
-        headers: { ...bearer(caller.token), "CF-Connecting-IP": randomIp() },
+        headers: { ...bearer(caller.token), "CF-Connecting-IP": randomIp(), "User-Agent": CHROME_MAC },
       }),
       { ...env, ...withQueue, ...counter.env },
       ctx,
@@ -239,7 +240,7 @@ describe("events queue (SESSION_EVENTS)", () => {
     const response = await worker.fetch(
       new Request("https://sessions.example/auth/logout", {
         method: "DELETE",
-        headers: { ...bearer(caller.token), "CF-Connecting-IP": randomIp() },
+        headers: { ...bearer(caller.token), "CF-Connecting-IP": randomIp(), "User-Agent": CHROME_MAC },
       }),
       { ...env, ...withQueue, [binding]: markFails },
       ctx,
@@ -320,6 +321,29 @@ describe("events queue (SESSION_EVENTS)", () => {
     expect(await pendingOf(userId)).toEqual([]);
     const messages = await receivedFor(userId, 150);
     expect(new Set(messages.map((m) => m.id)).size).toBe(150);
+  });
+
+  it("a context change is delivered with where the session was and where it is now", async () => {
+    const userId = newUser();
+    const session = await issue(userId, { country: "DE", asn: 3320 });
+    const firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
+    const headers = { ...bearer(session.token), "User-Agent": firefox };
+    const response = await callWith(withQueue, "GET", "/auth/sessions", headers, undefined, {
+      country: "DE",
+      asn: 3320,
+    });
+    expect(response.status).toBe(401);
+    const [message] = await receivedFor(userId, 1);
+    expect(message).toMatchObject({
+      type: "context_changed",
+      sessionId: session.id,
+      actorSessionId: session.id,
+      context: {
+        before: { browser: "Chrome", os: "macOS", country: "DE", asn: 3320 },
+        after: { browser: "Firefox", os: "Linux", country: "DE", asn: 3320 },
+      },
+    });
+    expect(await pendingOf(userId)).toEqual([]);
   });
 
   it("without the binding nothing is pending, nothing is sent, and the cron sends nothing", async () => {

@@ -40,6 +40,11 @@ const at = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: false, maxLifeti
 const sliding = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: true, maxLifetimeSeconds: 34_560_000 });
 const proof = { id: "A".repeat(24), secretHash: "0".repeat(64) };
 const actor = { sessionId: proof.id, ipAddress: "192.0.2.1", queued: false };
+// A context check with every rule on (src/db/client-context.ts): its statements are planned too.
+const check = {
+  context: { browser: "Chrome", os: "macOS", country: "DE", asn: 3320 },
+  policies: { device: "step-up", network: "end" },
+} as const;
 const newSession = (id: string) => ({
   id,
   secretHash: "0".repeat(64),
@@ -58,8 +63,8 @@ const newSession = (id: string) => ({
 const on = (db: Database): Place => ({ binding: "DB", db, bucket: "AA", elsewhere: () => null });
 
 const operations: Record<string, (db: Database) => Promise<unknown>> = {
-  authenticate: (db) => authenticate(on(db), proof, at),
-  "authenticate (sliding)": (db) => authenticate(on(db), proof, sliding),
+  authenticate: (db) => authenticate(on(db), proof, at, check, actor),
+  "authenticate (sliding)": (db) => authenticate(on(db), proof, sliding, check, actor),
   insertSession: (db) =>
     insertSession(on(db), newSession(`AA${"C".repeat(22)}`), actor, { maxPerUser: 2, seenSince: at.now }, at),
   listSessionsByUserId: (db) => listSessionsByUserId(on(db), "plan-user", at),
@@ -67,12 +72,12 @@ const operations: Record<string, (db: Database) => Promise<unknown>> = {
   endSessionById: (db) => endSessionById(on(db), proof.id, "admin", actor, at),
   pendingEvents: (db) => pendingEvents(db, at.now, 10),
   markDelivered: (db) => markDelivered(db, [1, 2, 3]),
-  listSessionsByToken: (db) => listSessionsByToken(on(db), proof, at),
-  deleteSession: (db) => deleteSession(on(db), proof, `AA${"B".repeat(22)}`, actor, at),
+  listSessionsByToken: (db) => listSessionsByToken(on(db), proof, at, check, actor),
+  deleteSession: (db) => deleteSession(on(db), proof, `AA${"B".repeat(22)}`, actor, at, check),
   endSessionByToken: (db) => endSessionByToken(on(db), proof, actor, at),
-  endAllSessionsByToken: (db) => endAllSessionsByToken(on(db), proof, actor, at),
-  endOtherSessionsByToken: (db) => endOtherSessionsByToken(on(db), proof, actor, at),
-  listEvents: (db) => listEvents(on(db), proof, at),
+  endAllSessionsByToken: (db) => endAllSessionsByToken(on(db), proof, actor, at, check),
+  endOtherSessionsByToken: (db) => endOtherSessionsByToken(on(db), proof, actor, at, check),
+  listEvents: (db) => listEvents(on(db), proof, at, check, actor),
   purgeSessions: (db) => purgeSessions(db, at, 10),
   purgeEvents: (db) => purgeEvents(db, at.now, 10),
 };
@@ -112,8 +117,8 @@ describe("query plans", () => {
 
   it("the list reads the caller by primary key and the user's sessions by the user index", async () => {
     const { db, statements } = recordingD1(database);
-    await listSessionsByToken(on(openDatabase(db)), proof, at);
-    const select = statements.find((s) => s.sql.startsWith("select"))!;
+    await listSessionsByToken(on(openDatabase(db)), proof, at, check, actor);
+    const select = statements.find((s) => s.sql.includes("json_group_array"))!;
     const detail = await plan(select.sql, select.params);
     expect(detail).toMatch(
       /SEARCH sessions USING INDEX sessions_user_id_expires_at_idx \(user_id=\? AND expires_at>\?\)/,

@@ -71,6 +71,12 @@ describe("round trips per request, per database", () => {
       const [everywhere] = await userWith(count, user);
       expect(await roundTrips("DELETE", "/auth/logout", bearer(everywhere.token))).toEqual(one(200));
 
+      // By cookie, as a browser calls them (a device-bound one can no other way).
+      const byCookie = await issue(user);
+      const other = await issue(user);
+      expect(await roundTrips("GET", "/auth/sessions", sessionCookie(byCookie.token))).toEqual(one(200));
+      expect(await roundTrips("GET", "/auth/events", sessionCookie(byCookie.token))).toEqual(one(200));
+      expect(await roundTrips("DELETE", `/auth/sessions/${other.id}`, sessionCookie(byCookie.token))).toEqual(one(200));
       const [single] = await userWith(count, user);
       expect(await roundTrips("POST", "/auth/logout", sessionCookie(single.token))).toEqual(one(200));
       expect(await roundTrips("DELETE", `/auth/sessions/${single.id}`, bearer(single.token))).toEqual(one(401));
@@ -132,6 +138,9 @@ describe("round trips per request, per database", () => {
       ["GET", "/auth/sessions", { Authorization: "Basic x" }, 401, {}],
       ["POST", "/auth/logout", {}, 401, {}],
       ["POST", "/auth/logout", { ...sessionCookie(session.token), "Sec-Fetch-Site": "cross-site" }, 403, {}],
+      ["GET", "/auth/sessions", { ...sessionCookie(session.token), "Sec-Fetch-Site": "cross-site" }, 403, {}],
+      ["GET", "/auth/sessions", sessionCookie("garbage"), 401, {}],
+      ["GET", "/auth/events", sessionCookie(WELL_FORMED_UNKNOWN), 401, bucketZero],
       ["DELETE", "/auth/logout", { Authorization: `Bearer ${"A".repeat(8192)}` }, 400, {}],
       ["GET", "/auth/logout", bearer(session.token), 405, {}],
       ["GET", "/nowhere", bearer(session.token), 404, {}],

@@ -59,7 +59,7 @@ describe("SessionService (Workers RPC)", () => {
     for (const [location] of cases)
       created.push(await exports.SessionService.create({ userId, userAgent: "curl/8.5.0", ...location } as never));
     const response = await exports.default.fetch("https://sessions.example/auth/sessions", {
-      headers: { Authorization: `Bearer ${created[0]!.token}` },
+      headers: { Authorization: `Bearer ${created[0]!.token}`, "User-Agent": "curl/8.5.0" },
     });
     const { sessions } = (await response.json()) as {
       sessions: { id: string; location: string | null; device: unknown }[];

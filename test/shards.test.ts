@@ -10,6 +10,7 @@ import {
   bearer,
   bindingOfUser,
   CHALLENGE,
+  CHROME_MAC,
   call,
   callWith,
   d1,
@@ -139,7 +140,7 @@ describe("regions", () => {
     const euDatabases = shardBindings().slice(shardBindings().length / 2);
     for (let i = 0; i < 10; i++) {
       const user = newUser();
-      const session = await service.create({ userId: user, region: "eu" });
+      const session = await service.create({ userId: user, region: "eu", userAgent: CHROME_MAC });
       expect(session.id).toMatch(/^eu[A-Za-z0-9_-]{24}$/);
       const binding = openShards(regional).forSession(session.id)?.binding as string;
       expect(euDatabases).toContain(binding);

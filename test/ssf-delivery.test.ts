@@ -2,11 +2,14 @@ import { createExecutionContext, createScheduledController, waitOnExecutionConte
 import { env } from "cloudflare:workers";
 import { compactVerify, createLocalJWKSet, decodeJwt, type JSONWebKeySet } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { wrapD1 } from "../src/db/d1.ts";
 import { openShards } from "../src/db/shards.ts";
 import { readConfig } from "../src/domain/config.ts";
+import { readTransmitter, type Transmitter } from "../src/domain/ssf/transmitter.ts";
 import worker from "../src/index.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { LEFT_TO_THE_CRON } from "../src/services/outbox.ts";
+import { PUSH_LEASE_MS, pushDue } from "../src/services/ssf/delivery.ts";
 import { endSession } from "../src/services/user-sessions.ts";
 import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, newUser, scopeWith } from "./helpers.ts";
 import { ISSUER, newReceiver, ssfCall, transmitter } from "./ssf.ts";
@@ -376,5 +379,120 @@ describe("push delivery (RFC 8935)", () => {
         (claims.sub_id as { session: { id: string } }).session.id === session.id && eventOf(claims).type === REVOKED,
     );
     expect(revoked.map(eventOf)).toEqual([expect.objectContaining({ initiating_entity: "admin" })]);
+  });
+});
+
+describe("overlapping push rounds", () => {
+  const url = () => `https://receiver.example/slow/${crypto.randomUUID()}`;
+  /** A push stream with one SET waiting, due now; the stream's own pushes are driven by the test. */
+  async function oneWaiting() {
+    const endpoint = url();
+    const delivery = { method: "urn:ietf:rfc:8935", endpoint_url: endpoint };
+    const { vars, as, stream_id, login } = await setUp({}, { delivery });
+    // Paused, the login's SET is queued but not pushed after the answer.
+    await as("POST", "/ssf/streams/status", { stream_id, status: "paused" });
+    await login(newUser());
+    await as("POST", "/ssf/streams/status", { stream_id, status: "enabled" });
+    const signer = readTransmitter({ ...env, ...vars }) as Transmitter;
+    const streams = openShards(env).streams().db;
+    const row = await d1("DB")
+      .prepare("SELECT jti, next_attempt_at FROM ssf_queued_sets WHERE stream_id = ?")
+      .bind(stream_id)
+      .first<{ jti: string; next_attempt_at: number }>();
+    const at = (ms: number) => new Date((row?.next_attempt_at as number) + ms);
+    return { endpoint, stream_id, signer, streams, jti: row?.jti as string, at };
+  }
+
+  /** A receiver that answers `status` only when told to, recording each SET's jti as it arrives. */
+  function slowReceiver(endpoint: string) {
+    const arrived: string[] = [];
+    let answer: (status: number) => void = () => {};
+    const answered = new Promise<number>((resolve) => {
+      answer = resolve;
+    });
+    const send: typeof fetch = async (input, init) => {
+      const request = new Request(input, init);
+      if (request.url !== endpoint) return new Response(null, { status: 202 });
+      arrived.push(decodeJwt(await request.text()).jti as string);
+      return new Response(null, { status: await answered });
+    };
+    return { arrived, answer, send };
+  }
+
+  it("a round that starts while another holds a SET sends nothing; the SET answered 2xx is never pushed again", async () => {
+    const { endpoint, stream_id, signer, streams, jti, at } = await oneWaiting();
+    const slow = slowReceiver(endpoint);
+    const first = pushDue(streams, signer, at(0), slow.send);
+    await vi.waitFor(() => expect(slow.arrived).toEqual([jti]));
+    // 5 s later, while the first round still waits for the receiver's answer.
+    await pushDue(streams, signer, at(5_000), slow.send);
+    expect(slow.arrived).toEqual([jti]);
+    slow.answer(202);
+    await first;
+    expect(await waitingFor(stream_id)).toBe(0);
+    await pushDue(streams, signer, at(120_000), slow.send);
+    expect(slow.arrived).toEqual([jti]);
+    expect(await waitingFor(stream_id)).toBe(0);
+  });
+
+  it("a failing receiver is retried after the backoff, counted from its answer, not by the rounds meanwhile", async () => {
+    const { endpoint, stream_id, signer, streams, jti, at } = await oneWaiting();
+    const slow = slowReceiver(endpoint);
+    const first = pushDue(streams, signer, at(0), slow.send);
+    await vi.waitFor(() => expect(slow.arrived).toEqual([jti]));
+    await pushDue(streams, signer, at(5_000), slow.send);
+    expect(slow.arrived).toEqual([jti]);
+    slow.answer(503);
+    await first;
+    const { next_attempt_at, attempts } = (await d1("DB")
+      .prepare("SELECT attempts, next_attempt_at FROM ssf_queued_sets WHERE stream_id = ? AND jti = ?")
+      .bind(stream_id, jti)
+      .first<{ attempts: number; next_attempt_at: number }>()) as { attempts: number; next_attempt_at: number };
+    expect(attempts).toBe(1);
+    expect(next_attempt_at).toBeGreaterThanOrEqual(at(30_000).getTime());
+    await pushDue(streams, signer, at(29_000), slow.send);
+    expect(slow.arrived).toEqual([jti]);
+    // Due once the 30 s have passed: sent again (the receiver still says 503), and put off twice as long.
+    await pushDue(streams, signer, new Date(next_attempt_at), slow.send);
+    expect(slow.arrived).toEqual([jti, jti]);
+    const again = await d1("DB")
+      .prepare("SELECT attempts, next_attempt_at FROM ssf_queued_sets WHERE stream_id = ? AND jti = ?")
+      .bind(stream_id, jti)
+      .first<{ attempts: number; next_attempt_at: number }>();
+    expect(again?.attempts).toBe(2);
+    expect(again?.next_attempt_at).toBeGreaterThanOrEqual(next_attempt_at + 60_000);
+  });
+
+  it("two rounds started at the same moment push a SET once", async () => {
+    const { endpoint, stream_id, signer, streams, jti, at } = await oneWaiting();
+    const receiver = slowReceiver(endpoint);
+    receiver.answer(202);
+    await Promise.all([pushDue(streams, signer, at(0), receiver.send), pushDue(streams, signer, at(0), receiver.send)]);
+    expect(receiver.arrived).toEqual([jti]);
+    expect(await waitingFor(stream_id)).toBe(0);
+  });
+
+  it("a round that dies between the push and its record leaves the SET to the round after its lease: sent again, never lost", async () => {
+    const { endpoint, stream_id, signer, jti, at } = await oneWaiting();
+    const receiver = slowReceiver(endpoint);
+    receiver.answer(202);
+    // The streams' database fails the round's second call, its record, as an isolate gone would leave it.
+    let calls = 0;
+    const dying = openShards({
+      ...env,
+      DB: wrapD1(d1("DB"), (call) => {
+        calls++;
+        return calls === 2 ? Promise.reject(new Error("isolate gone")) : call();
+      }),
+    }).streams().db;
+    await expect(pushDue(dying, signer, at(0), receiver.send)).rejects.toThrow("isolate gone");
+    expect(receiver.arrived).toEqual([jti]);
+    const streams = openShards(env).streams().db;
+    await pushDue(streams, signer, at(5_000), receiver.send);
+    expect(receiver.arrived).toEqual([jti]);
+    expect(await waitingFor(stream_id)).toBe(1);
+    await pushDue(streams, signer, at(PUSH_LEASE_MS), receiver.send);
+    expect(receiver.arrived).toEqual([jti, jti]);
+    expect(await waitingFor(stream_id)).toBe(0);
   });
 });

@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { compactVerify, createLocalJWKSet, type JSONWebKeySet } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { openShards } from "../src/db/shards.ts";
-import { revokeReceiverCredential } from "../src/services/receivers.ts";
+import { revokeReceiverCredential } from "../src/services/ssf/receivers.ts";
 import { callWith, d1, expectError, expectSecurityHeaders } from "./helpers.ts";
 import { ISSUER, newReceiver, ssfCall, transmitter } from "./ssf.ts";
 

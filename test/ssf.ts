@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { openShards } from "../src/db/shards.ts";
-import { issueReceiver } from "../src/services/receivers.ts";
+import { issueReceiver } from "../src/services/ssf/receivers.ts";
 import { callWith } from "./helpers.ts";
 
 // What the Shared Signals tests share: a transmitter's vars, receivers, and calls with a body.

@@ -31,15 +31,16 @@ async function expectUnchanged(request: () => Promise<void>): Promise<void> {
   expect(await tableSnapshot()).toEqual(before);
 }
 
+const crossSite: Record<string, Record<string, string>> = {
+  "Sec-Fetch-Site: cross-site": { "Sec-Fetch-Site": "cross-site" },
+  "Sec-Fetch-Site: cross-site with our own Origin": { "Sec-Fetch-Site": "cross-site", Origin: ORIGIN },
+  "a foreign Origin": { Origin: "https://evil.example" },
+  "a sibling subdomain": { Origin: "https://evil.sessions.example", "Sec-Fetch-Site": "same-site" },
+  "Origin: null": { Origin: "null" },
+  "our host over http": { Origin: "http://sessions.example" },
+};
+
 describe("403 cross_site_request: cookie-only POST or DELETE /auth/logout from another site", () => {
-  const crossSite: Record<string, Record<string, string>> = {
-    "Sec-Fetch-Site: cross-site": { "Sec-Fetch-Site": "cross-site" },
-    "Sec-Fetch-Site: cross-site with our own Origin": { "Sec-Fetch-Site": "cross-site", Origin: ORIGIN },
-    "a foreign Origin": { Origin: "https://evil.example" },
-    "a sibling subdomain": { Origin: "https://evil.sessions.example", "Sec-Fetch-Site": "same-site" },
-    "Origin: null": { Origin: "null" },
-    "our host over http": { Origin: "http://sessions.example" },
-  };
   for (const method of ["POST", "DELETE"]) {
     for (const [name, headers] of Object.entries(crossSite)) {
       it(`${method} with ${name}: 403, session alive, no cookie change`, async () => {
@@ -96,6 +97,30 @@ describe("403 cross_site_request: cookie-only POST or DELETE /auth/logout from a
   }
 });
 
+// The same defence for the operations that take the cookie beside Bearer.
+describe("403 cross_site_request: the list, a delete and the events by cookie from another site", () => {
+  for (const [method, path] of [
+    ["GET", "/auth/sessions"],
+    ["DELETE", "/auth/sessions/:id"],
+    ["GET", "/auth/events"],
+  ] as const) {
+    it(`${method} ${path}: every sign of another site, even over a malformed cookie; nothing changes`, async () => {
+      const user = newUser();
+      const session = await issue(user);
+      const other = await issue(user);
+      await expectUnchanged(async () => {
+        for (const headers of Object.values(crossSite)) {
+          for (const value of [session.token, "garbage"]) {
+            const cookie = { Cookie: `${COOKIE_NAME}=${value}`, ...headers };
+            await expectError(await call(method, path.replace(":id", other.id), cookie), 403, "cross_site_request");
+          }
+        }
+      });
+      expect(await isLive(other.token)).toBe(true);
+    });
+  }
+});
+
 for (const [method, path] of [
   ["GET", "/auth/sessions"],
   ["DELETE", "/auth/sessions/AAAAAAAAAAAAAAAAAAAAAA"],
@@ -144,6 +169,16 @@ for (const [method, path] of [
           wwwAuthenticate: REJECTED_CHALLENGE,
         });
       });
+    });
+
+    it("by cookie, malformed, unknown, wrong secret or revoked: the error, and the cookie kept", async () => {
+      for (const value of [...Object.values(MALFORMED_COOKIE), ...Object.values(await deadTokens())]) {
+        await expectUnchanged(async () => {
+          await expectError(await call(method, path, { Cookie: `${COOKIE_NAME}=${value}` }), 401, "invalid_token", {
+            wwwAuthenticate: REJECTED_CHALLENGE,
+          });
+        });
+      }
     });
   });
 }

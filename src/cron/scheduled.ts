@@ -1,5 +1,6 @@
-import { deliverPending, outletsOf } from "../services/outbox.ts";
+import { outletsOf } from "../services/outbox.ts";
 import { PURGE_BUDGET, purge } from "../services/purge.ts";
+import { deliverPending } from "../services/resend.ts";
 import { openScope } from "../services/scope.ts";
 
 /** wrangler.toml `[triggers]`: the purge hourly; every minute, what is pending or due to be pushed. */

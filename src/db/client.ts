@@ -1,5 +1,5 @@
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
-import { retryTransientD1 } from "./binding.ts";
+import { retryTransientD1 } from "./d1.ts";
 
 export type Database = DrizzleD1Database;
 

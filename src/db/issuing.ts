@@ -1,8 +1,10 @@
 import { and, desc, eq, exists, getTableColumns, gt, inArray, ne, not, notExists, type SQL, sql } from "drizzle-orm";
 import type { StoredProofs } from "../domain/auth-proofs.ts";
+import type { ContextPolicy } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
 import { moveOf, notMoving, onBucket } from "./buckets.ts";
 import type { Database } from "./client.ts";
+import { type ContextCheck, checkContext } from "./client-context.ts";
 import { eventsOf } from "./events.ts";
 import { isLive, isProvenBy, type TokenProof } from "./liveness.ts";
 import { bucketMoves, sessionEvents, sessions } from "./schema.ts";
@@ -110,7 +112,7 @@ export async function insertSession(
  */
 function insertUnlessDone(db: Database, bucket: string, session: NewSession, write: Write) {
   const values = Object.entries(getTableColumns(sessions)).map(
-    ([key, column]) => sql`${sql.param(session[key as keyof NewSession] ?? null, column)}`,
+    ([key, column]) => sql`${sql.param(session[key as keyof NewSession] ?? column.default ?? null, column)}`,
   );
   const guard = and(
     notExists(db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, bucket))),
@@ -120,6 +122,10 @@ function insertUnlessDone(db: Database, bucket: string, session: NewSession, wri
     .insert(sessions)
     .select(sql`SELECT ${sql.join(values, sql`, `)} WHERE ${guard}`)
     .onConflictDoNothing({ target: sessions.id });
+}
+
+function logOnly(policy: ContextPolicy): ContextPolicy {
+  return policy === "allow" ? "allow" : "log";
 }
 
 /** What a re-authentication records: the new secret's hash, the proofs, the assurance level. */
@@ -143,12 +149,19 @@ export async function reauthenticateSession(
   change: Reauthentication,
   actor: Actor,
   at: Instant,
+  check: ContextCheck | null,
 ): Promise<Logged<{ expiresAt: Date } | null>> {
   const write = newWrite(at.now);
   const latest = Math.max(...Object.values(change.proofs));
+  // The user just proved who they are: a change of context is only logged, and a hold lifted.
+  const logged = check && {
+    ...check,
+    policies: { device: logOnly(check.policies.device), network: logOnly(check.policies.network) },
+  };
   return onBucket(place, async (db) => {
     const proven = isProvenBy(proof, at);
-    const [, , [row], events, [move]] = await db.batch([
+    const [, , , , , , , [row], events, [move]] = await db.batch([
+      ...checkContext(db, proof, at, logged, actor, write),
       recordEvents(db, "reauthenticated", proven, actor, write, { assuranceLevel: change.assuranceLevel }),
       db
         .update(sessions)
@@ -158,6 +171,7 @@ export async function reauthenticateSession(
           assuranceLevel: change.assuranceLevel ?? sessions.assuranceLevel,
           authenticatedAt: sql`max(${sessions.authenticatedAt}, ${latest})`,
           lastActiveAt: at.now,
+          contextStepUp: false,
         })
         .where(and(proven, notMoving(db))),
       db
@@ -167,7 +181,8 @@ export async function reauthenticateSession(
       loggedBy(db, write),
       moveOf(db, place.bucket),
     ]);
-    const answer = events.length > 0 && row ? row : null;
-    return { answer: { answer, events, db }, move, blocked: events.length === 0 };
+    const reauthenticated = events.some((event) => event.type === "reauthenticated");
+    const answer = reauthenticated && row ? row : null;
+    return { answer: { answer, events, db }, move, blocked: !reauthenticated };
   });
 }

@@ -46,9 +46,15 @@ export function isProvenBy(proof: TokenProof, at: Instant): SQL | undefined {
   return and(isTokenOf(proof, at), or(isNull(sessions.dbscKeyThumbprint), bound));
 }
 
-/** The token's user, as a subquery (no row when the token does not prove a live session). */
+/**
+ * The token's user, as a subquery: no row when the token does not prove a live session, or
+ * its session is held for step-up by a context change (it then reads and ends nothing).
+ */
 export function ownerOf(db: Database, proof: TokenProof, at: Instant) {
-  return db.select({ userId: sessions.userId }).from(sessions).where(isProvenBy(proof, at));
+  return db
+    .select({ userId: sessions.userId })
+    .from(sessions)
+    .where(and(isProvenBy(proof, at), eq(sessions.contextStepUp, false)));
 }
 
 export function isLiveSessionOfCaller(db: Database, proof: TokenProof, at: Instant): SQL | undefined {
@@ -65,6 +71,7 @@ export function selectCaller(db: Database, proof: TokenProof, at: Instant) {
       authenticatedAt: sessions.authenticatedAt,
       authProofs: sessions.authProofs,
       assuranceLevel: sessions.assuranceLevel,
+      contextStepUp: sessions.contextStepUp,
     })
     .from(sessions)
     .where(isProvenBy(proof, at));
@@ -77,6 +84,8 @@ export type Caller = {
   authenticatedAt: Date;
   authProofs: StoredProofs | null;
   assuranceLevel: number | null;
+  /** Held by a context change: refused everything but its own logout until `reauthenticate`. */
+  contextStepUp: boolean;
 };
 
 /** With step-up on, the caller's last authentication is too old to end another session. */

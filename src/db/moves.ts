@@ -15,10 +15,10 @@ import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";
 //   copy    target: row (bucket, moved, source), so that a request reaching the target
 //           early is sent back to the source, and nothing there can change the bucket's
 //           rows; what an interrupted copy left there is cleared, and the bucket's sessions,
-//           events and received SETs read from the (frozen, so unchanging) source are written.
+//           events and inbound SETs read from the (frozen, so unchanging) source are written.
 //           Events get new row ids; every other field is kept.
 //   switch  source: the row becomes (moved, target) and the bucket's sessions, events and
-//           received SETs are deleted. Requests now follow the row to the target.
+//           inbound SETs are deleted. Requests now follow the row to the target.
 //   open    target: its row goes; the target answers for the bucket.
 //
 // What a database holds says how far a bucket got, so an interrupted move is finished by
@@ -74,7 +74,7 @@ const PAGE = 500;
 // id and their computed bucket).
 const SESSION_ROWS_PER_INSERT = Math.floor(100 / Object.keys(getTableColumns(sessions)).length);
 const EVENT_ROWS_PER_INSERT = Math.floor(100 / (Object.keys(getTableColumns(sessionEvents)).length - 2));
-const RECEIVED_ROWS_PER_INSERT = Math.floor(100 / Object.keys(getTableColumns(ssfReceivedSets)).length);
+const INBOUND_ROWS_PER_INSERT = Math.floor(100 / Object.keys(getTableColumns(ssfReceivedSets)).length);
 
 /** The bucket's sessions by id: ids start with the key, and `~` sorts after every base64url character. */
 function inBucket(key: string) {
@@ -122,19 +122,19 @@ const insertEvents = (db: Database, rows: EventRow[]) =>
 
 /**
  * freeze, and the bucket's rows as that commit leaves them (the first page of its sessions
- * and events, and its received SETs): one batch on the source. From that commit on no request
+ * and events, and its inbound SETs): one batch on the source. From that commit on no request
  * writes the bucket there, so what is read is what gets copied.
  */
 async function freezeBucket(source: Database, key: string, frozen: BucketMoveRow) {
-  const [, firstSessions, firstEvents, received] = await source.batch([
+  const [, firstSessions, firstEvents, inbound] = await source.batch([
     source.insert(bucketMoves).values(frozen).onConflictDoNothing({ target: bucketMoves.bucket }),
     sessionsAfter(source, key, ""),
     eventsAfter(source, key, 0),
-    // SETs received for the bucket's users within the last day (the receiver's maximum age): a
+    // Inbound SETs for the bucket's users within the last day (their maximum age): a
     // few rows, read at once, without an index on bucket.
     source.select().from(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key)),
   ]);
-  return { firstSessions, firstEvents, received };
+  return { firstSessions, firstEvents, inbound };
 }
 
 /**
@@ -148,7 +148,7 @@ async function copyBucket(
   target: Database,
   key: string,
   arriving: BucketMoveRow,
-  { firstSessions, firstEvents, received }: Awaited<ReturnType<typeof freezeBucket>>,
+  { firstSessions, firstEvents, inbound }: Awaited<ReturnType<typeof freezeBucket>>,
 ) {
   await batchAll(target, [
     target.insert(bucketMoves).values(arriving).onConflictDoNothing({ target: bucketMoves.bucket }),
@@ -157,7 +157,7 @@ async function copyBucket(
     target.delete(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key)),
     ...insertSessions(target, firstSessions),
     ...insertEvents(target, firstEvents),
-    ...chunks(received, RECEIVED_ROWS_PER_INSERT).map((part) => target.insert(ssfReceivedSets).values(part)),
+    ...chunks(inbound, INBOUND_ROWS_PER_INSERT).map((part) => target.insert(ssfReceivedSets).values(part)),
   ]);
   let sessionCount = firstSessions.length;
   for (let page = firstSessions; page.length === PAGE; sessionCount += page.length) {

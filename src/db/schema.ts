@@ -1,9 +1,10 @@
 import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import type { StoredProofs } from "../domain/auth-proofs.ts";
+import type { ContextChange } from "../domain/client-context.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { EVENT_TYPES } from "../domain/events.ts";
-import { DELIVERY_METHODS, STATUSES } from "../domain/streams.ts";
+import { DELIVERY_METHODS, STATUSES } from "../domain/ssf/streams.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 
 // The single description of the tables: migrations are generated from this file.
@@ -54,6 +55,16 @@ export const sessions = sqliteTable(
     // the cookie lapses, and requests already sent with it must still pass.
     previousBoundCookieHash: text("previous_bound_cookie_hash"),
     previousBoundCookieExpiresAt: integer("previous_bound_cookie_expires_at", { mode: "timestamp_ms" }),
+    // Where the session was last used from (src/domain/client-context.ts): browser family and OS
+    // ("" when the User-Agent names none), country and ASN (null when unknown). Null browser and
+    // OS: not recorded yet (a session from before these columns), so its next use is not judged.
+    seenBrowser: text("seen_browser"),
+    seenOs: text("seen_os"),
+    seenCountry: text("seen_country"),
+    seenAsn: integer("seen_asn"),
+    // Its context changed under SESSION_CONTEXT_* = step-up: every operation but its own logout
+    // is refused with the RFC 9470 challenge until `reauthenticate` gives it a new token.
+    contextStepUp: integer("context_step_up", { mode: "boolean" }).notNull().default(false),
   },
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.
@@ -116,6 +127,9 @@ export const sessionEvents = sqliteTable(
     // `reauthenticated`, the one before: a change goes out as CAEP assurance-level-change.
     assuranceLevel: integer("assurance_level"),
     previousAssuranceLevel: integer("previous_assurance_level"),
+    // Type `context_changed`, and `ended` for reason `context_changed`: where the session was
+    // last seen and where it is used from now (src/db/client-context.ts).
+    context: text("context", { mode: "json" }).$type<ContextChange>(),
     // Written true only when the events queue is configured; false once the queue accepted it.
     pendingDelivery: integer("pending_delivery", { mode: "boolean" }).notNull().default(false),
   },
@@ -153,9 +167,10 @@ export const bucketMoves = sqliteTable("bucket_moves", {
 
 export type BucketMoveRow = typeof bucketMoves.$inferSelect;
 
-// Shared Signals (docs/shared-signals.md). Receivers, their streams and the SETs waiting for
-// them live in the database bound as DB (src/db/streams.ts); received SETs are remembered in
-// the database of the user they ended sessions of, written in the same batch as the ending.
+// Shared Signals (docs/shared-signals.md). What is sent: receivers, their streams and the SETs
+// waiting for them live in the database bound as DB (src/db/ssf/). What is taken in:
+// inbound SETs from upstreams are remembered in the database of the user they ended sessions
+// of, written in the same batch as the ending (src/db/ssf/inbound-sets.ts).
 
 /** A receiver's credential: the operator issues and revokes it (`npm run ssf:receivers`). */
 export const ssfReceivers = sqliteTable("ssf_receivers", {
@@ -222,16 +237,20 @@ export const ssfQueuedSets = sqliteTable(
     jti: text("jti").notNull(),
     claims: text("claims", { mode: "json" }).$type<Record<string, unknown>>().notNull(),
     createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
-    // Push: failed attempts so far and when the next may start.
+    // Push: failed attempts so far and when the next may start. While a round holds the SET,
+    // the next attempt is when its lease runs out.
     attempts: integer("attempts").notNull().default(0),
     nextAttemptAt: integer("next_attempt_at", { mode: "timestamp_ms" }).notNull(),
+    // The push round that last claimed the SET (src/db/ssf/queue.ts `claimDuePushes`): only it
+    // records how its push went.
+    leasedBy: text("leased_by"),
   },
   (table) => [primaryKey({ columns: [table.streamId, table.jti] })],
 );
 
 export type QueuedSetRow = typeof ssfQueuedSets.$inferSelect;
 
-/** SETs this service received from an upstream transmitter and acted on: a resend is a no-op. */
+/** Inbound SETs: what an upstream sent and this service acted on, so that a resend is a no-op. */
 export const ssfReceivedSets = sqliteTable(
   "ssf_received_sets",
   {

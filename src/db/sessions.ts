@@ -4,6 +4,7 @@ import type { EventType } from "../domain/events.ts";
 import type { ListedSession } from "../domain/session-view.ts";
 import { moveOf, onBucket } from "./buckets.ts";
 import type { Database } from "./client.ts";
+import { type ContextCheck, checkContext } from "./client-context.ts";
 import {
   type Caller,
   isFreshCaller,
@@ -21,15 +22,24 @@ import { type Actor, type EventDetails, endSessions, type Logged, loggedBy, newW
 // The statements of an issued session's life: checking a token, listing a user's sessions and
 // ending them. Issuing (a new session, a new secret) is issuing.ts.
 
-/** The token's live session (refreshing its activity), or null. */
-export async function authenticate(place: Place, proof: TokenProof, at: Instant): Promise<Caller | null> {
+/** The token's live session (refreshing its activity, judging its context), or null. */
+export async function authenticate(
+  place: Place,
+  proof: TokenProof,
+  at: Instant,
+  check: ContextCheck | null,
+  actor: Actor,
+): Promise<Logged<Caller | null>> {
+  const write = newWrite(at.now);
   return onBucket(place, async (db) => {
-    const [, callers, [move]] = await db.batch([
+    const [, , , , unrecorded, , callers, events, [move]] = await db.batch([
+      ...checkContext(db, proof, at, check, actor, write),
       touch(db, proof, at),
       selectCaller(db, proof, at),
+      loggedBy(db, write),
       moveOf(db, place.bucket),
     ]);
-    return { answer: callers[0] ?? null, move, blocked: false };
+    return { answer: { answer: callers[0] ?? null, events, db }, move, blocked: unrecorded.length > 0 };
   });
 }
 
@@ -47,6 +57,10 @@ const listed = {
   expiresAt: sessions.expiresAt,
   lastActiveAt: sessions.lastActiveAt,
   dbscKeyThumbprint: sessions.dbscKeyThumbprint,
+  seenBrowser: sessions.seenBrowser,
+  seenOs: sessions.seenOs,
+  seenCountry: sessions.seenCountry,
+  seenAsn: sessions.seenAsn,
 };
 /** A listed row as the schema types it; the list functions' return type checks it against the view's. */
 type ListedRow = { [K in keyof typeof listed]: SessionRow[K] };
@@ -71,15 +85,29 @@ function listedSessions(db: Database, where: SQL | undefined) {
   return db.select({ list }).from(sessions).where(where);
 }
 
-/** The caller's user's live sessions, newest first; empty exactly when the token is not live. */
-export async function listSessionsByToken(place: Place, proof: TokenProof, at: Instant): Promise<ListedSession[]> {
+/**
+ * The caller (null when the token is not live) and its user's live sessions, newest first
+ * (none when the caller is held for step-up).
+ */
+export async function listSessionsByToken(
+  place: Place,
+  proof: TokenProof,
+  at: Instant,
+  check: ContextCheck | null,
+  actor: Actor,
+): Promise<Logged<{ caller: Caller | null; sessions: ListedSession[] }>> {
+  const write = newWrite(at.now);
   return onBucket(place, async (db) => {
-    const [, [rows], [move]] = await db.batch([
+    const [, , , , unrecorded, , callers, [rows], events, [move]] = await db.batch([
+      ...checkContext(db, proof, at, check, actor, write),
       touch(db, proof, at),
+      selectCaller(db, proof, at),
       listedSessions(db, isLiveSessionOfCaller(db, proof, at)),
+      loggedBy(db, write),
       moveOf(db, place.bucket),
     ]);
-    return { answer: rows?.list ?? [], move, blocked: false };
+    const answer = { caller: callers[0] ?? null, sessions: rows?.list ?? [] };
+    return { answer: { answer, events, db }, move, blocked: unrecorded.length > 0 };
   });
 }
 
@@ -156,8 +184,9 @@ export async function endSessionById(
 
 /**
  * Ends the sessions `ending` matches (built on the database the batch runs on), logged as
- * `type`, in a batch that also refreshes and reads the token's caller. `proven`: the token was
- * live when the request ran (its session may be among those ended).
+ * `type`, in a batch that first judges the caller's context, then refreshes and reads the
+ * token's caller. `proven`: the token was live when the request ran (its session may be among
+ * those ended, by this operation, not by the context check).
  */
 function endForCaller(
   place: Place,
@@ -166,11 +195,13 @@ function endForCaller(
   ending: (db: Database) => SQL | undefined,
   actor: Actor,
   at: Instant,
+  check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
   const write = newWrite(at.now);
   return onBucket(place, async (db) => {
     const matching = ending(db);
-    const [, callers, , , ended, [move]] = await db.batch([
+    const [, , , , unrecorded, , callers, , , events, [move]] = await db.batch([
+      ...checkContext(db, proof, at, check, actor, write),
       touch(db, proof, at),
       selectCaller(db, proof, at),
       recordEvents(db, type, matching, actor, write),
@@ -178,8 +209,9 @@ function endForCaller(
       loggedBy(db, write),
       moveOf(db, place.bucket),
     ]);
-    const answer = { proven: callers.length > 0 || ended.length > 0, ended: ended.length, caller: callers[0] ?? null };
-    return { answer: { answer, events: ended, db }, move, blocked: ended.length === 0 };
+    const ended = events.filter((event) => event.type === type).length;
+    const answer = { proven: callers.length > 0 || ended > 0, ended, caller: callers[0] ?? null };
+    return { answer: { answer, events, db }, move, blocked: ended === 0 || unrecorded.length > 0 };
   });
 }
 
@@ -190,15 +222,14 @@ export async function deleteSession(
   targetId: string,
   actor: Actor,
   at: Instant,
+  check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; deleted: boolean; caller: Caller | null }>> {
   const target = (db: Database) =>
-    and(
-      eq(sessions.id, targetId),
-      isLiveSessionOfCaller(db, proof, at),
-      // The caller's own session is never held back by step-up: a user can always leave.
-      targetId === proof.id ? undefined : isFreshCaller(db, proof, at),
-    );
-  const { answer, ...logged } = await endForCaller(place, proof, "deleted", target, actor, at);
+    // The caller's own session is never held back by step-up: a user can always leave.
+    targetId === proof.id
+      ? isProvenBy(proof, at)
+      : and(eq(sessions.id, targetId), isLiveSessionOfCaller(db, proof, at), isFreshCaller(db, proof, at));
+  const { answer, ...logged } = await endForCaller(place, proof, "deleted", target, actor, at, check);
   return { answer: { proven: answer.proven, deleted: answer.ended > 0, caller: answer.caller }, ...logged };
 }
 
@@ -212,14 +243,15 @@ export async function endSessionByToken(
   return endedAny(await endMatching(place, "logout", () => isProvenBy(proof, at), actor, at));
 }
 
-/** Ends every live session of the token's user; 0 when the token was not live. */
+/** Ends every live session of the token's user; `proven` as for endForCaller. */
 export async function endAllSessionsByToken(
   place: Place,
   proof: TokenProof,
   actor: Actor,
   at: Instant,
-): Promise<Logged<number>> {
-  return endMatching(place, "logout_all", (db) => isLiveSessionOfCaller(db, proof, at), actor, at);
+  check: ContextCheck | null,
+): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
+  return endForCaller(place, proof, "logout_all", (db) => isLiveSessionOfCaller(db, proof, at), actor, at, check);
 }
 
 /** Ends every live session of the token's user but the token's own; `proven` as for endForCaller. */
@@ -228,8 +260,9 @@ export async function endOtherSessionsByToken(
   proof: TokenProof,
   actor: Actor,
   at: Instant,
+  check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
   const others = (db: Database) =>
     and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id), isFreshCaller(db, proof, at));
-  return endForCaller(place, proof, "logout_others", others, actor, at);
+  return endForCaller(place, proof, "logout_others", others, actor, at, check);
 }

@@ -8,8 +8,8 @@ import {
   RANDOM_LENGTH,
   REGION_PATTERN,
 } from "../domain/token.ts";
-import { namingFailures } from "./binding.ts";
 import { type Database, openDatabase } from "./client.ts";
+import { namingFailures } from "./d1.ts";
 
 // The one place that chooses a database. All sessions and events of a user live in one D1
 // database, found without a lookup: the user id hashes to one of BUCKET_COUNT virtual

@@ -10,7 +10,7 @@ import { firstEventId, type SessionEventRow, sessionEvents, sessions } from "./s
 // travels inside the statement (as a subquery) or in the same batch, and a batch runs as one
 // transaction, so its statements see one consistent table.
 //
-// A transient error is retried once by replaying the batch (src/db/binding.ts), and the
+// A transient error is retried once by replaying the batch (src/db/d1.ts), and the
 // first attempt may have committed with only its answer lost. So a write never answers
 // from what its own attempt changed (a replay changes nothing): it tags the events it
 // writes with its `Write` (bound into the batch, so the same on the replay) and answers
@@ -71,6 +71,8 @@ export interface EventDetails {
    * level): the event then records the level before as well.
    */
   assuranceLevel?: number | null;
+  /** A context change (src/db/client-context.ts): the JSON of the `context` column. */
+  context?: SQL;
 }
 
 /**
@@ -107,6 +109,7 @@ export function recordEvents(
     previousAssuranceLevel: sql<
       number | null
     >`${details.assuranceLevel === undefined ? null : sessions.assuranceLevel}`.as("previous_assurance_level"),
+    context: (details.context ?? sql`NULL`).as("context"),
     pendingDelivery: sql<boolean>`${actor.queued ? 1 : 0}`.as("pending_delivery"),
   };
   return db.insert(sessionEvents).select(

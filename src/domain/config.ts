@@ -1,3 +1,10 @@
+import {
+  CONTEXT_POLICIES,
+  type ContextPolicies,
+  type ContextPolicy,
+  DEFAULT_CONTEXT_POLICIES,
+} from "./client-context.ts";
+
 // Every var the worker reads, parsed once per request from the bindings.
 
 export interface Config {
@@ -20,6 +27,8 @@ export interface Config {
   stepUpMaxAgeSeconds: number;
   /** How long a device-bound session's bound cookie lives; the browser renews it with a proof. */
   boundCookieSeconds: number;
+  /** What a change of device or network does to a session that is not device-bound (src/domain/client-context.ts). */
+  context: ContextPolicies;
 }
 
 export type ConfigVars = Pick<
@@ -34,6 +43,8 @@ export type ConfigVars = Pick<
   | "SESSION_MAX_LIFETIME_SECONDS"
   | "SESSION_STEP_UP_MAX_AGE_SECONDS"
   | "SESSION_BOUND_COOKIE_SECONDS"
+  | "SESSION_CONTEXT_DEVICE"
+  | "SESSION_CONTEXT_NETWORK"
 >;
 
 /**
@@ -72,6 +83,13 @@ function flag(name: string, value: string | undefined): boolean {
   throw new ConfigError(`${name} must be "true" or "false"`);
 }
 
+function policy(name: string, value: string | undefined, fallback: ContextPolicy): ContextPolicy {
+  if (value === undefined || value === "") return fallback;
+  if (!(CONTEXT_POLICIES as readonly string[]).includes(value))
+    throw new ConfigError(`${name} must be one of ${CONTEXT_POLICIES.join(", ")}`);
+  return value as ContextPolicy;
+}
+
 export function readConfig(vars: ConfigVars): Config {
   const cookieName = vars.SESSION_COOKIE_NAME || "__Host-session";
   if (!COOKIE_NAME.test(cookieName)) {
@@ -98,6 +116,10 @@ export function readConfig(vars: ConfigVars): Config {
     eventRetentionDays: wholeNumber("SESSION_EVENTS_RETENTION_DAYS", vars.SESSION_EVENTS_RETENTION_DAYS, 90, 1),
     stepUpMaxAgeSeconds: wholeNumber("SESSION_STEP_UP_MAX_AGE_SECONDS", vars.SESSION_STEP_UP_MAX_AGE_SECONDS, 0, 0),
     boundCookieSeconds: wholeNumber("SESSION_BOUND_COOKIE_SECONDS", vars.SESSION_BOUND_COOKIE_SECONDS, 600, 10),
+    context: {
+      device: policy("SESSION_CONTEXT_DEVICE", vars.SESSION_CONTEXT_DEVICE, DEFAULT_CONTEXT_POLICIES.device),
+      network: policy("SESSION_CONTEXT_NETWORK", vars.SESSION_CONTEXT_NETWORK, DEFAULT_CONTEXT_POLICIES.network),
+    },
     allowedOrigins: new Set(
       (vars.ALLOWED_ORIGINS ?? "")
         .split(",")

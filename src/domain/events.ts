@@ -11,9 +11,12 @@ export const EVENT_TYPES = [
   "evicted",
   // The user authenticated again (SessionService.reauthenticate): same session, new token.
   "reauthenticated",
+  // The session was used from another device or network than last seen (SESSION_CONTEXT_DEVICE,
+  // SESSION_CONTEXT_NETWORK = log or step-up); an `end` policy logs `ended` instead.
+  "context_changed",
   // The browser bound the session to a key it holds (POST /auth/dbsc/registration).
   "device_bound",
-  // Ended by a Security Event Token of an upstream transmitter (POST /ssf/receiver); the
+  // Ended by an inbound Security Event Token of an upstream (POST /ssf/receiver); the
   // reason is `<upstream name>:<event>`, the name SSF_UPSTREAMS gives the issuer.
   "ended_by_upstream",
 ] as const;

@@ -2,8 +2,9 @@ import { base64Url } from "./token.ts";
 
 // Compact JWS (RFC 7515) with the two algorithms this service accepts, ES256 and RS256, by
 // WebCrypto: the one place that reads and verifies a signed token, for the browser's DBSC
-// proofs and the identity provider's Security Event Tokens. Hand-written rather than a JOSE
-// library: this is all either needs, at a fraction of the bundle (docs/shared-signals.md).
+// proofs and the identity provider's Security Event Tokens. Hand-written rather than `jose`:
+// the same WebCrypto calls for several KB more of the bundle (BENCHMARKS.md, "Bundle budget").
+// The tests sign and verify with jose, so each side is checked against it.
 
 export const JWS_ALGORITHMS = ["ES256", "RS256"] as const;
 export type JwsAlgorithm = (typeof JWS_ALGORITHMS)[number];
@@ -68,7 +69,11 @@ export interface Jws {
   signature: Uint8Array<ArrayBuffer>;
 }
 
-/** A compact JWS read but not verified: JSON header and payload, one of the two algorithms. */
+/**
+ * A compact JWS read but not verified: JSON header and payload, one of the two algorithms, no
+ * `crit`. RFC 7515 §4.1.11: a JWS whose `crit` names an extension the reader does not
+ * understand is invalid, and one with a malformed `crit` too; this reader understands none.
+ */
 export function parseJws(compact: string | null | undefined): Jws | null {
   const parts = compact?.split(".");
   if (parts?.length !== 3) return null;
@@ -78,7 +83,7 @@ export function parseJws(compact: string | null | undefined): Jws | null {
   const signature = base64UrlBytes(encodedSignature);
   if (typeof header !== "object" || header === null || typeof payload !== "object" || payload === null) return null;
   const alg = JWS_ALGORITHMS.find((name) => name === (header as Record<string, unknown>).alg);
-  if (!alg || !signature || Array.isArray(payload)) return null;
+  if (!alg || !signature || Array.isArray(payload) || "crit" in header) return null;
   const signed = new TextEncoder().encode(`${encodedHeader}.${encodedPayload}`);
   return {
     header: header as Record<string, unknown>,

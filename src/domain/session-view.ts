@@ -17,6 +17,10 @@ export interface ListedSession {
   expiresAt: Date;
   lastActiveAt: Date;
   dbscKeyThumbprint: string | null;
+  seenBrowser: string | null;
+  seenOs: string | null;
+  seenCountry: string | null;
+  seenAsn: number | null;
 }
 
 export interface SessionView {
@@ -32,6 +36,11 @@ export interface SessionView {
   device: { browser: string | null; os: string | null; type: DeviceType };
   /** Present (true) only on a session bound to its browser's key (DBSC). */
   device_bound?: true;
+  /**
+   * Where the session was last used from: browser family, OS, country and network (ASN), each
+   * null when unknown; null for a session not used since these were recorded.
+   */
+  last_seen: { browser: string | null; os: string | null; country: string | null; asn: number | null } | null;
 }
 
 /** What a listed session shows: GET /auth/sessions and SessionService.listUserSessions. */
@@ -48,5 +57,9 @@ export function sessionView(row: ListedSession): SessionView {
     device: { browser: row.browser, os: row.os, type: row.deviceType },
     // Absent rather than false, so that a list of unbound sessions reads exactly as before binding existed.
     ...(row.dbscKeyThumbprint === null ? {} : { device_bound: true as const }),
+    last_seen:
+      row.seenBrowser === null
+        ? null
+        : { browser: row.seenBrowser || null, os: row.seenOs || null, country: row.seenCountry, asn: row.seenAsn },
   };
 }

@@ -6,7 +6,7 @@
 // the default region or two lowercase letters (`eu`), `bucket` is the user's virtual bucket
 // in two base64url characters (12 bits), and `random` is 16 random bytes (22 characters).
 //
-// A Shared Signals receiver's credential (src/services/receivers.ts) has the same form, its id
+// A Shared Signals receiver's credential (src/services/ssf/receivers.ts) has the same form, its id
 // the random part alone: receivers live in one database, which the id need not name.
 
 const RANDOM_BYTES = 16;

@@ -1,8 +1,8 @@
 import { createMiddleware } from "hono/factory";
 import { methodNotAllowed } from "hono/method-not-allowed";
-import { RECEIVER_PATH } from "../domain/ssf-receiver.ts";
-import { STREAMS_PATH } from "../domain/streams.ts";
-import { CONFIGURATION_PATH, JWKS_PATH } from "../domain/transmitter.ts";
+import { INBOUND_PATH } from "../domain/ssf/inbound.ts";
+import { STREAMS_PATH } from "../domain/ssf/streams.ts";
+import { CONFIGURATION_PATH, JWKS_PATH } from "../domain/ssf/transmitter.ts";
 import type { AppEnv } from "./context.ts";
 import { ApiError, writeError } from "./errors.ts";
 import { Hono } from "./hono.ts";
@@ -17,9 +17,9 @@ import { deviceBindingRoutes } from "./routes/device-binding.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { logoutRoutes } from "./routes/logout.ts";
 import { sessionsRoutes } from "./routes/sessions.ts";
-import { configurationRoutes, jwksRoutes } from "./routes/ssf.ts";
-import { receiverRoutes } from "./routes/ssf-receiver.ts";
-import { streamRoutes } from "./routes/ssf-streams.ts";
+import { configurationRoutes, jwksRoutes } from "./ssf/discovery.ts";
+import { inboundRoutes } from "./ssf/inbound.ts";
+import { streamRoutes } from "./ssf/streams.ts";
 
 // Session data must never sit in a shared or browser cache, errors included.
 const noStore = createMiddleware(async (c, next) => {
@@ -60,7 +60,7 @@ export const app = routes
   .use(CONFIGURATION_PATH, refuseOtherMethods)
   .use(JWKS_PATH, refuseOtherMethods)
   .use(`${STREAMS_PATH}/*`, refuseOtherMethods)
-  .use(RECEIVER_PATH, refuseOtherMethods)
+  .use(INBOUND_PATH, refuseOtherMethods)
   .get("/openapi.json", (c) => {
     // Public and cacheable, unlike /auth/: it changes only with a deployment.
     c.header("Cache-Control", "public, max-age=300");
@@ -74,7 +74,7 @@ export const app = routes
   .route(CONFIGURATION_PATH, configurationRoutes)
   .route(JWKS_PATH, jwksRoutes)
   .route(STREAMS_PATH, streamRoutes)
-  .route(RECEIVER_PATH, receiverRoutes)
+  .route(INBOUND_PATH, inboundRoutes)
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, new ApiError(404, "not_found")))
   .onError(async (error, c) => writeError(c, await limitFailedAuthentication(c, error)));

@@ -22,9 +22,9 @@ export function bearerToken(c: Context): string | undefined {
   return authorization === undefined ? undefined : BEARER.exec(authorization)?.[1];
 }
 
-export async function readCredential(c: Context<AppEnv>, acceptCookie: boolean): Promise<Credential> {
+export async function readCredential(c: Context<AppEnv>): Promise<Credential> {
   if (c.req.header("Authorization") !== undefined) return prove(c, "bearer", bearerToken(c));
-  return acceptCookie ? readCookieCredential(c) : { kind: "none" };
+  return readCookieCredential(c);
 }
 
 /** The session cookie alone, whatever else the request carries (the device-binding endpoints). */

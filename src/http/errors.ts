@@ -4,7 +4,7 @@ import { routePath } from "hono/route";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ConfigError } from "../domain/config.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
-import { Refusal, type RefusalCode } from "../domain/streams.ts";
+import { Refusal, type RefusalCode } from "../domain/ssf/streams.ts";
 import { logFailure } from "../services/failure-log.ts";
 
 // Every error the API can answer, with its one message. Clients branch on `code`. The one
@@ -24,7 +24,8 @@ export const MESSAGES = {
   internal_error: "Something went wrong on our side. Please try again.",
   service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
   moving: "Your sessions are being moved to another database; nothing was changed. Retry after the Retry-After delay.",
-  reauthentication_required: "Sign in again to end other sessions: your last sign-in is too old.",
+  reauthentication_required:
+    "Sign in again: your last sign-in is too old to end other sessions, or this session was used from another browser or network.",
   device_proof_invalid:
     "The device-binding proof is missing, malformed, not signed by its key, or not over a challenge this session was given.",
   device_proof_required: "Sign the challenge in Secure-Session-Challenge with this session's device key.",

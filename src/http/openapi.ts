@@ -2,7 +2,8 @@ import { DEVICE_TYPES } from "../domain/device.ts";
 import { REFRESH_PATH } from "../domain/device-binding.ts";
 import { EVENT_TYPES, EVENTS_LISTED } from "../domain/events.ts";
 import { JWS_ALGORITHMS } from "../domain/jws.ts";
-import { MAX_SET_BYTES, RECEIVER_PATH, SET_ERROR_CODES, SET_MEDIA_TYPE } from "../domain/ssf-receiver.ts";
+import { MAX_REASON_LENGTH } from "../domain/reason.ts";
+import { INBOUND_PATH, MAX_SET_BYTES, SET_ERROR_CODES, SET_MEDIA_TYPE } from "../domain/ssf/inbound.ts";
 import {
   DELIVERY_URNS,
   EVENTS_SUPPORTED,
@@ -10,11 +11,10 @@ import {
   MIN_VERIFICATION_INTERVAL_SECONDS,
   STATUSES,
   STREAMS_PATH,
-} from "../domain/streams.ts";
+} from "../domain/ssf/streams.ts";
+import { CONFIGURATION_PATH, DISCOVERY_MAX_AGE_SECONDS, JWKS_PATH } from "../domain/ssf/transmitter.ts";
 import { TOKEN_LENGTH } from "../domain/token.ts";
-import { CONFIGURATION_PATH, DISCOVERY_MAX_AGE_SECONDS, JWKS_PATH } from "../domain/transmitter.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
-import { MAX_REASON_LENGTH } from "../services/user-sessions.ts";
 import { type ErrorCode, MESSAGES } from "./errors.ts";
 
 // The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json. Every response
@@ -149,9 +149,10 @@ const METHOD_NOT_ALLOWED = {
     },
   ),
 };
-const BEARER: Json = [{ bearer: [] }];
 const BEARER_OR_COOKIE: Json = [{ bearer: [] }, { sessionCookie: [] }];
-const NO_BEARER = "No Bearer token, or one that is malformed, unknown, expired or revoked.";
+const NO_TOKEN = "No Bearer token or session cookie, or one that is malformed, unknown, expired or revoked.";
+const HELD =
+  "Or (reauthentication_required) the caller's session was used from another browser or OS (or network, as SESSION_CONTEXT_DEVICE and SESSION_CONTEXT_NETWORK say) than last seen and is held until the user signs in again (`reauthenticate`): nothing read or changed, RFC 9470 challenge.";
 
 // The Shared Signals management API: a receiver's credential, its errors, its bodies.
 const RECEIVER: Json = [{ receiver: [] }];
@@ -224,13 +225,14 @@ export const openApiDocument: OpenApiDocument = {
       get: {
         operationId: "listSessions",
         summary: "The caller's live sessions, newest first",
-        security: BEARER,
+        security: BEARER_OR_COOKIE,
         responses: {
           "200": ok(
             "Live sessions (`expires_at` in the future), newest `created_at` first, ties by `id` descending.",
             ref("schemas/SessionList"),
           ),
-          "401": error(NO_BEARER, ["invalid_token"], CHALLENGE),
+          "401": error(`${NO_TOKEN} ${HELD}`, ["invalid_token", "reauthentication_required"], CHALLENGE),
+          ...CROSS_SITE,
           ...RATE_LIMITED,
           ...AUTH_ERRORS,
         },
@@ -238,10 +240,11 @@ export const openApiDocument: OpenApiDocument = {
       delete: {
         operationId: "deleteSessionWithoutId",
         summary: "Always refused: the session id is missing (after authentication)",
-        security: BEARER,
+        security: BEARER_OR_COOKIE,
         responses: {
           "400": error("Authenticated, but no session id was given.", ["session_id_required"]),
-          "401": error(NO_BEARER, ["invalid_token"], CHALLENGE),
+          "401": error(`${NO_TOKEN} ${HELD}`, ["invalid_token", "reauthentication_required"], CHALLENGE),
+          ...CROSS_SITE,
           ...RATE_LIMITED,
           ...AUTH_ERRORS,
         },
@@ -253,7 +256,7 @@ export const openApiDocument: OpenApiDocument = {
       delete: {
         operationId: "deleteSession",
         summary: "Ends one of the caller's sessions",
-        security: BEARER,
+        security: BEARER_OR_COOKIE,
         responses: {
           "200": ok(
             "The session ended. Clears the cookie when it was the caller's own session.",
@@ -262,10 +265,11 @@ export const openApiDocument: OpenApiDocument = {
           ),
           "400": error("Authenticated, but the id is empty or blank.", ["session_id_required"]),
           "401": error(
-            `${NO_BEARER} Or (not_authorized) the id is unknown, expired, or another user's session. Or (reauthentication_required, only with SESSION_STEP_UP_MAX_AGE_SECONDS set) the id is another session and the caller's last authentication is older than that: nothing ended, sign in again (RFC 9470 challenge with max_age).`,
+            `${NO_TOKEN} Or (not_authorized) the id is unknown, expired, or another user's session. Or (reauthentication_required, only with SESSION_STEP_UP_MAX_AGE_SECONDS set) the id is another session and the caller's last authentication is older than that: nothing ended, sign in again (RFC 9470 challenge with max_age). ${HELD} Deleting its own session is never held back.`,
             ["invalid_token", "not_authorized", "reauthentication_required"],
             CHALLENGE,
           ),
+          ...CROSS_SITE,
           ...RATE_LIMITED,
           ...AUTH_ERRORS,
         },
@@ -316,7 +320,7 @@ export const openApiDocument: OpenApiDocument = {
             CLEARS_COOKIE,
           ),
           "401": error(
-            "No token at all (token_required); or a well-formed token that is unknown, expired or revoked, whatever the `scope` (session_invalid, clears a carried cookie); or, only with scope=others and SESSION_STEP_UP_MAX_AGE_SECONDS set, a live token whose last authentication is older than that (reauthentication_required: nothing ended, cookie kept, RFC 9470 challenge with max_age).",
+            `No token at all (token_required); or a well-formed token that is unknown, expired or revoked, whatever the \`scope\` (session_invalid, clears a carried cookie); or, only with scope=others and SESSION_STEP_UP_MAX_AGE_SECONDS set, a live token whose last authentication is older than that (reauthentication_required: nothing ended, cookie kept, RFC 9470 challenge with max_age). ${HELD} Cookie kept; POST /auth/logout is never held back.`,
             ["token_required", "session_invalid", "reauthentication_required"],
             {
               ...CHALLENGE,
@@ -334,13 +338,14 @@ export const openApiDocument: OpenApiDocument = {
       get: {
         operationId: "listEvents",
         summary: "The security log of the caller's user: sessions created and ended, newest first",
-        security: BEARER,
+        security: BEARER_OR_COOKIE,
         responses: {
           "200": ok(
             `At most ${EVENTS_LISTED} events, newest \`created_at\` first, ties by \`id\` descending.`,
             ref("schemas/EventList"),
           ),
-          "401": error(NO_BEARER, ["invalid_token"], CHALLENGE),
+          "401": error(`${NO_TOKEN} ${HELD}`, ["invalid_token", "reauthentication_required"], CHALLENGE),
+          ...CROSS_SITE,
           ...RATE_LIMITED,
           ...AUTH_ERRORS,
         },
@@ -655,7 +660,7 @@ export const openApiDocument: OpenApiDocument = {
       },
       "x-other-methods": METHOD_NOT_ALLOWED,
     },
-    [RECEIVER_PATH]: {
+    [INBOUND_PATH]: {
       post: {
         operationId: "receiveSecurityEvent",
         summary: "Shared Signals receiver: an upstream transmitter pushes a Security Event Token (RFC 8935)",
@@ -745,7 +750,7 @@ export const openApiDocument: OpenApiDocument = {
         in: "cookie",
         name: "__Host-session",
         description:
-          "The same token in the session cookie (name set by SESSION_COOKIE_NAME). Accepted only by the two logouts and the device-binding endpoints, and only from the same site. A device-bound session's token counts only beside its live bound cookie (`<name>-bound`), and never as a Bearer token.",
+          "The same token in the session cookie (name set by SESSION_COOKIE_NAME). Accepted by every /auth/ operation, and only from the same site. A device-bound session's token counts only beside its live bound cookie (`<name>-bound`), and never as a Bearer token.",
       },
     },
     parameters: {
@@ -915,6 +920,22 @@ export const openApiDocument: OpenApiDocument = {
             description:
               "Present only on a session bound to its browser's key (DBSC): its token works only beside the live bound cookie, so a copied cookie is worthless elsewhere.",
           },
+          last_seen: {
+            description:
+              "Where the session was last used from: browser family and OS (from the User-Agent, no version), country and network (ASN) as Cloudflare saw them; each null when unknown. Null for a session not used since the service started recording them.",
+            anyOf: [ref("schemas/ClientContext"), { type: "null" }],
+          },
+        },
+        additionalProperties: false,
+      },
+      ClientContext: {
+        type: "object",
+        required: ["browser", "os", "country", "asn"],
+        properties: {
+          browser: { type: ["string", "null"], description: "Browser family, e.g. `Chrome`." },
+          os: { type: ["string", "null"], description: "e.g. `macOS`." },
+          country: { type: ["string", "null"], description: "ISO 3166-1 alpha-2, as Cloudflare gives it." },
+          asn: { type: ["integer", "null"], description: "The network's autonomous system number." },
         },
         additionalProperties: false,
       },
@@ -956,6 +977,14 @@ export const openApiDocument: OpenApiDocument = {
             type: ["boolean", "null"],
             description:
               "Type `created`: no session of the user seen within the events retention period had the same browser, OS and country; null otherwise.",
+          },
+          context: {
+            type: "object",
+            description:
+              "Present only on `context_changed`, and on `ended` with reason `context_changed`: where the session was last seen and where it was used from then.",
+            required: ["before", "after"],
+            properties: { before: ref("schemas/ClientContext"), after: ref("schemas/ClientContext") },
+            additionalProperties: false,
           },
         },
         additionalProperties: false,

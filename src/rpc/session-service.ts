@@ -1,5 +1,6 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { type AuthProof, proofList } from "../domain/auth-proofs.ts";
+import { type ClientContext, type ContextInput, clientContext } from "../domain/client-context.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
 import type { SessionView } from "../domain/session-view.ts";
 import { logFailure } from "../services/failure-log.ts";
@@ -27,6 +28,12 @@ export interface AuthenticatedSession {
   assuranceLevel: number | null;
   /** With `maxAge`: whether `authenticatedAt` is at most that many seconds ago. */
   fresh?: boolean;
+  /**
+   * Present (true) only when the session was used from another device (or network, as
+   * SESSION_CONTEXT_* say) than last seen and is held for step-up: treat the request as not
+   * signed in, have the user prove who they are and call `reauthenticate`, which lifts the hold.
+   */
+  reauthenticationRequired?: true;
 }
 
 export interface AuthenticateOptions {
@@ -37,11 +44,19 @@ export interface AuthenticateOptions {
    * bound cookie beside the token, so pass it whenever the token came from a browser.
    */
   cookie?: string;
+  /**
+   * Where the request comes from: its `User-Agent` header and `request.cf.country` and
+   * `request.cf.asn`. Judged against where the session was last used (docs/integrating.md,
+   * "Session context"); omitted: not judged.
+   */
+  context?: ContextInput;
 }
 
 export interface ReauthenticateRequest extends ReauthenticateInput {
   /** The request's `Cookie` header: a device-bound session needs its bound cookie, as for `authenticate`. */
   cookie?: string;
+  /** As for `authenticate`: recorded as where the session is now used (a change is logged, never refused). */
+  context?: ContextInput;
 }
 
 export interface ReauthenticatedSession {
@@ -68,6 +83,15 @@ function checkCookie(cookie: unknown): string | undefined {
   return cookie;
 }
 
+/** The context a login flow passed on, if any. */
+function checkContextInput(context: unknown): ClientContext | null {
+  if (context === undefined) return null;
+  if (typeof context !== "object" || context === null)
+    throw new TypeError("context must be an object of userAgent, country and asn");
+  const { userAgent, country, asn } = context as ContextInput;
+  return clientContext(userAgent, country, asn);
+}
+
 /** What a caller is told to fix or retry: thrown as is, not an operator's concern. */
 const EXPECTED = [TypeError, RangeError, BucketMoving, DatabaseUnavailable];
 
@@ -81,8 +105,8 @@ const EXPECTED = [TypeError, RangeError, BucketMoving, DatabaseUnavailable];
 export class SessionService extends WorkerEntrypoint<Env> {
   // A call's scope (src/services/scope.ts). A method, not a field: a refused SHARDS then
   // rejects the call like any error, not the constructor.
-  private scope(): Scope {
-    return openScope(this.env, { waitUntil: (promise) => this.ctx.waitUntil(promise) });
+  private scope(context: ClientContext | null = null): Scope {
+    return openScope(this.env, { waitUntil: (promise) => this.ctx.waitUntil(promise), context });
   }
 
   /** Runs one method; an unexpected error gets its log line (src/services/failure-log.ts) and reaches the caller unchanged. */
@@ -104,7 +128,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
     return this.logged("authenticate", async () => {
       const maxAge = checkMaxAge(options);
       const cookie = checkCookie(options?.cookie);
-      const scope = this.scope();
+      const scope = this.scope(checkContextInput(options?.context));
       const session = await readSessionToken(scope.shards, token, { header: cookie, name: scope.config.cookieName });
       const caller = session && (await authenticateToken(scope, session));
       if (!caller) return null;
@@ -118,6 +142,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
       };
       if (maxAge !== null)
         authenticated.fresh = scope.at.now.getTime() - caller.authenticatedAt.getTime() <= maxAge * 1000;
+      if (caller.contextStepUp) authenticated.reauthenticationRequired = true;
       return authenticated;
     });
   }
@@ -129,8 +154,9 @@ export class SessionService extends WorkerEntrypoint<Env> {
    */
   async reauthenticate(input: ReauthenticateRequest): Promise<ReauthenticatedSession | null> {
     return this.logged("reauthenticate", async () => {
-      const scope = this.scope();
-      const reissued = await reauthenticate(scope, input, checkCookie(input?.cookie));
+      const cookie = checkCookie(input?.cookie);
+      const scope = this.scope(checkContextInput(input?.context));
+      const reissued = await reauthenticate(scope, input, cookie);
       if (!reissued) return null;
       const { expiresIn, ...session } = reissued;
       return { ...session, cookie: loginCookie(scope.config, session.token, expiresIn) };

@@ -1,7 +1,8 @@
-import { bindingOfFailure } from "../db/binding.ts";
+import { d1BindingOfFailure } from "../db/d1.ts";
 
-// The one log line of an error nobody expected (a 500, or an RPC call that threw one): enough
-// for an operator to tell a lock from a bug from a bad deploy, with nothing secret in it.
+// The log lines of failures, with nothing secret in them: an error nobody expected (a 500, or
+// an RPC call that threw one), enough for an operator to tell a lock from a bug from a bad
+// deploy; and an outbox send that failed, which the cron makes good.
 
 /**
  * Anything token-, secret- or hash-like: a run of 16+ token characters with a digit or both
@@ -28,6 +29,8 @@ function rootOf(error: unknown): unknown {
   return at;
 }
 
+const nameOf = (error: unknown) => (error instanceof Error ? error.name : typeof error);
+
 /** Where it happened: `{ method, route }` for HTTP, `{ rpc }` for SessionService. */
 export type FailureSite = { method: string; route: string | null } | { rpc: string };
 
@@ -37,11 +40,16 @@ export function logFailure(error: unknown, site: FailureSite, requestId: string)
     JSON.stringify({
       level: "error",
       event: "unhandled_error",
-      name: error instanceof Error ? error.name : typeof error,
+      name: nameOf(error),
       message: redact(root instanceof Error ? root.message : String(root)),
       ...site,
-      binding: bindingOfFailure(error),
+      binding: d1BindingOfFailure(error),
       request_id: requestId,
     }),
   );
+}
+
+/** Only the class name, as for any failure: the events stay pending, and the cron sends them again. */
+export function logOutboxFailure(error: unknown): void {
+  console.error(JSON.stringify({ level: "warn", event: "outbox_send_failed", name: nameOf(error) }));
 }

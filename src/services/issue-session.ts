@@ -7,6 +7,7 @@ import {
   type ProofInput,
   type StoredProofs,
 } from "../domain/auth-proofs.ts";
+import { clientContext, countryOf } from "../domain/client-context.ts";
 import { type Instant, instant } from "../domain/clock.ts";
 import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
 import { deviceKey } from "../domain/device.ts";
@@ -15,7 +16,7 @@ import { normalizeIp } from "../domain/ip.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement } from "../domain/token.ts";
 import { parseDevice } from "../domain/user-agent.ts";
 import { isUserId, MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
-import { type Scope, write } from "./scope.ts";
+import { contextCheck, type Scope, write } from "./scope.ts";
 import { readSessionToken } from "./session-token.ts";
 
 // The one code path that creates sessions (SessionService.create and `npm run session:create`)
@@ -30,6 +31,8 @@ export interface CreateSessionInput {
   country?: string | null;
   /** The login request's `request.cf.city`. */
   city?: string | null;
+  /** The login request's `request.cf.asn`: with the country, the network the session starts on. */
+  asn?: number | null;
   /**
    * The account's home region (e.g. `eu`), one the deployment configures: the session is
    * placed only on that region's databases. Omitted: the default region. The login flow
@@ -74,8 +77,6 @@ export interface IssuedSession {
 
 export const MAX_USER_AGENT_LENGTH = 512;
 export const MAX_CITY_LENGTH = 100;
-
-const COUNTRY = /^[A-Z0-9]{2}$/;
 
 function cleanCity(city: string | null | undefined): string | null {
   // Control characters have no place in a label shown to users.
@@ -138,7 +139,9 @@ export async function buildSession(
   const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000);
   const userAgent = typeof input.userAgent === "string" ? truncate(input.userAgent, MAX_USER_AGENT_LENGTH) : "";
   const device = parseDevice(userAgent);
-  const country = typeof input.country === "string" && COUNTRY.test(input.country) ? input.country : null;
+  const country = countryOf(input.country);
+  // Where the session starts: its first use elsewhere is a change (src/domain/client-context.ts).
+  const seen = clientContext(userAgent, country, input.asn);
   const row: NewSession = {
     id,
     secretHash: await hashSecret(secret),
@@ -161,6 +164,10 @@ export async function buildSession(
     dbscChallenge: challenge,
     boundCookieHash: boundSecret && (await hashSecret(boundSecret)),
     boundCookieExpiresAt: boundSecret ? new Date(createdAt.getTime() + config.boundCookieSeconds * 1000) : null,
+    seenBrowser: seen.browser,
+    seenOs: seen.os,
+    seenCountry: seen.country,
+    seenAsn: seen.asn,
   };
   return {
     row,
@@ -224,7 +231,12 @@ export async function reauthenticate(
   const { place, proof } = session;
   const { secret, token } = newSecretFor(proof.id);
   const change = { secretHash: await hashSecret(secret), proofs, assuranceLevel };
-  const changed = await write(scope, proof.id, (actor) => reauthenticateSession(place, proof, change, actor, at), null);
+  const changed = await write(
+    scope,
+    proof.id,
+    (actor) => reauthenticateSession(place, proof, change, actor, at, contextCheck(scope)),
+    null,
+  );
   if (!changed) return null;
   return {
     sessionId: proof.id,

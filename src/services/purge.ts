@@ -1,11 +1,13 @@
-import { wrapD1 } from "../db/binding.ts";
+import { wrapD1 } from "../db/d1.ts";
 import { purgeEvents, purgeSessions } from "../db/purge.ts";
 import { openShards } from "../db/shards.ts";
-import { purgeReceivedSets } from "../db/ssf-received.ts";
+import { purgeInboundSets } from "../db/ssf/inbound-sets.ts";
 import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";
-import { SET_CLOCK_SKEW_SECONDS, SET_MAX_AGE_SECONDS } from "../domain/ssf-receiver.ts";
-import { expireSets, outletsOf, resendPending } from "./outbox.ts";
+import { SET_CLOCK_SKEW_SECONDS, SET_MAX_AGE_SECONDS } from "../domain/ssf/inbound.ts";
+import { outletsOf } from "./outbox.ts";
+import { resendEach } from "./resend.ts";
+import { expireSets } from "./ssf/set-expiry.ts";
 
 // Small batches keep each write short (D1 serialises writes). A run keeps deleting while
 // batches come back full, on every database, until the invocation's budget is spent;
@@ -31,7 +33,7 @@ export interface PurgeResult {
   expiredSets: number;
   sessions: number;
   events: number;
-  /** SETs received from upstream transmitters, forgotten once too old to be accepted again. */
+  /** Inbound SETs from upstreams, forgotten once too old to be accepted again. */
   receivedSets: number;
   databases: number;
   subrequests: number;
@@ -60,7 +62,7 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
   const at = instant(config);
   const retentionCutoff = new Date(at.now.getTime() - config.eventRetentionDays * 86_400_000);
   // A SET is accepted up to its maximum age after an iat up to the skew ahead: known that long.
-  const receivedCutoff = new Date(at.now.getTime() - (SET_MAX_AGE_SECONDS + SET_CLOCK_SKEW_SECONDS) * 1000);
+  const inboundCutoff = new Date(at.now.getTime() - (SET_MAX_AGE_SECONDS + SET_CLOCK_SKEW_SECONDS) * 1000);
   const deadline = Date.now() + budget.milliseconds;
   const result: PurgeResult = {
     resent: 0,
@@ -78,18 +80,18 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
     result.complete = false;
     if (!result.failed.includes(binding)) result.failed.push(binding);
   };
-  // Each call may be retried once (src/db/binding.ts): two subrequests are reserved per call.
+  // Each call may be retried once (src/db/d1.ts): two subrequests are reserved per call.
   const room = () => (Date.now() < deadline ? Math.max(0, Math.floor((budget.subrequests - subrequests) / 2)) : 0);
   const outlets = outletsOf(env, metered);
   // First, so nothing pending is purged before the queue had its chance this run. A resend
   // batch is two calls (select, mark), and like the purge it stays within the budget.
-  for (const { binding, db } of shards) {
-    try {
-      result.resent += await resendPending(outlets, db, at.now, () => room() >= 2);
-    } catch {
-      failed(binding);
-    }
-  }
+  result.resent = await resendEach(
+    outlets,
+    shards,
+    at.now,
+    () => room() >= 2,
+    ({ binding }) => failed(binding),
+  );
   try {
     result.expiredSets = await expireSets(outlets, at.now);
   } catch {
@@ -103,7 +105,7 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
     {
       binding,
       table: "receivedSets" as const,
-      purge: (limit: number) => purgeReceivedSets(db, receivedCutoff, limit),
+      purge: (limit: number) => purgeInboundSets(db, inboundCutoff, limit),
     },
   ]);
   while (pending.length > 0) {

@@ -1,6 +1,8 @@
-import { meterD1 } from "../db/binding.ts";
+import type { ContextCheck } from "../db/client-context.ts";
+import { meterD1 } from "../db/d1.ts";
 import { openShards, type Shards } from "../db/shards.ts";
 import type { Actor, Logged } from "../db/writes.ts";
+import type { ClientContext } from "../domain/client-context.ts";
 import { type Instant, instant } from "../domain/clock.ts";
 import { type Config, readConfig } from "../domain/config.ts";
 import { LEFT_TO_THE_CRON, type Outbox, outboxFor, outletsOf, published, queuedBy } from "./outbox.ts";
@@ -18,6 +20,8 @@ export interface Scope {
   outbox: Outbox | null;
   /** The client's IP for the security log, where the door knows it. */
   clientIp: string | null;
+  /** Where the call comes from, judged against its session's last seen context; null: unknown, not judged. */
+  context: ClientContext | null;
   /** D1 round trips made so far (for the request log). */
   roundTrips(): number;
 }
@@ -30,6 +34,7 @@ export interface Door {
    */
   waitUntil?: (promise: Promise<unknown>) => void;
   clientIp?: string | null;
+  context?: ClientContext | null;
 }
 
 export function openScope(env: Env, door: Door = {}): Scope {
@@ -47,8 +52,14 @@ export function openScope(env: Env, door: Door = {}): Scope {
     shards,
     outbox: waitUntil ? outboxFor(outletsOf(env, shards), waitUntil) : LEFT_TO_THE_CRON,
     clientIp: door.clientIp ?? null,
+    context: door.context ?? null,
     roundTrips: () => meters.reduce((sum, roundTrips) => sum + roundTrips(), 0),
   };
+}
+
+/** The scope's context check (src/db/client-context.ts): its context under the configured policies. */
+export function contextCheck(scope: Scope): ContextCheck | null {
+  return scope.context && { context: scope.context, policies: scope.config.context };
 }
 
 /**

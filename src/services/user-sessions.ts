@@ -1,4 +1,5 @@
 import { endSessionById, endSessionsByUserId, listSessionsByUserId } from "../db/sessions.ts";
+import { isReason, MAX_REASON_LENGTH } from "../domain/reason.ts";
 import { type SessionView, sessionView } from "../domain/session-view.ts";
 import { placementOf } from "../domain/token.ts";
 import { checkUserId } from "./issue-session.ts";
@@ -11,10 +12,6 @@ import { type Scope, write } from "./scope.ts";
 /** The reasons the product is expected to give; any other short string is recorded as given. */
 export const KNOWN_REASONS = ["password_changed", "account_disabled", "admin"] as const;
 export type Reason = (typeof KNOWN_REASONS)[number] | (string & {});
-
-export const MAX_REASON_LENGTH = 64;
-// Printable ASCII, no leading or trailing space: safe to show in a log, a UI or a query.
-const REASON = new RegExp(`^(?! )[\\x20-\\x7E]{1,${MAX_REASON_LENGTH}}(?<! )$`);
 
 export interface EndUserSessionsInput {
   userId: string;
@@ -31,7 +28,7 @@ export interface EndSessionInput {
 }
 
 export function checkReason(reason: unknown): string {
-  if (typeof reason !== "string" || !REASON.test(reason)) {
+  if (!isReason(reason)) {
     throw new TypeError(
       `reason must be 1 to ${MAX_REASON_LENGTH} printable ASCII characters, not starting or ending with a space (e.g. ${KNOWN_REASONS.join(", ")})`,
     );

@@ -4,12 +4,15 @@
 // (`npm run demo`: examples/login-worker in front of the service) over HTTPS with a 10-second
 // bound cookie, and then, in order:
 //   1. signs in, sees the session registered (the devices page marks it device-bound), and
-//      keeps working across at least two refreshes;
+//      keeps working across at least two refreshes: the page lists the devices itself, calling
+//      GET /auth/sessions with the browser's cookies, and ends another session of the user with
+//      DELETE /auth/sessions/:id;
 //   2. copies the session cookie into a second browser context and into a plain HTTP client:
-//      both refused;
+//      both refused, by the page and by the API;
 //   3. ends that session from the devices page of another device: the first browser's next
 //      refresh answers `continue: false` and it is signed out;
-//   4. the same flow in a Chromium without the flags: an ordinary session that works as before.
+//   4. the same flow in a Chromium without the flags: an ordinary session that works as before
+//      (and ends the user's other sessions from the page).
 // The demo's screenshots in docs/images/ are taken here.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { createHash, X509Certificate } from "node:crypto";
@@ -22,8 +25,16 @@ import { type Browser, type BrowserContext, chromium, expect, type Page, test } 
 const PORT = Number(process.env.DEMO_TEST_PORT ?? 8789);
 const ORIGIN = `https://localhost:${PORT}`;
 const BOUND_SECONDS = 10;
+const FIREFOX_LINUX = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
 const SCREENSHOTS = path.join(import.meta.dirname, "..", "..", "docs", "images");
-const DBSC_FEATURES = "--enable-features=DeviceBoundSessions,EnableBoundSessionCredentialsSoftwareKeysForManualTesting";
+const DBSC_FEATURES = [
+  "--enable-features=DeviceBoundSessions,EnableBoundSessionCredentialsSoftwareKeysForManualTesting",
+  // Chromium also refreshes ahead of the bound cookie's expiry, on any request made close to it;
+  // with a 10-second cookie that is every request, and the devices page makes two per load,
+  // which soon spends the few proofs Chromium signs in a few minutes. The test's refreshes are
+  // the ones a lapsed cookie forces.
+  "--disable-features=DeviceBoundSessionProactiveRefresh",
+];
 // Without these Chromium keeps calling home, which a closed network turns into a flood.
 const QUIET = ["--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic"];
 
@@ -58,19 +69,56 @@ function makeCertificate(): { key: string; cert: string } {
   return { key, cert: certificate };
 }
 
-/** A plain HTTPS client (not a browser): GET with the given cookies, the body as text. */
-function plainGet(pathname: string, cookie: string): Promise<{ status: number; body: string }> {
+/** A plain HTTPS client (not a browser): the status, the body as text, and the cookies set. */
+function plain(
+  method: string,
+  pathname: string,
+  headers: Record<string, string>,
+  body = "",
+): Promise<{ status: number; body: string; cookies: string[] }> {
   return new Promise((resolve, reject) => {
-    const sent = request(`${ORIGIN}${pathname}`, { ca: cert, headers: { Cookie: cookie } }, (response) => {
-      let body = "";
+    const sent = request(`${ORIGIN}${pathname}`, { method, ca: cert, headers }, (response) => {
+      let text = "";
       response.on("data", (chunk) => {
-        body += chunk;
+        text += chunk;
       });
-      response.on("end", () => resolve({ status: response.statusCode ?? 0, body }));
+      response.on("end", () =>
+        resolve({ status: response.statusCode ?? 0, body: text, cookies: response.headers["set-cookie"] ?? [] }),
+      );
     });
     sent.on("error", reject);
-    sent.end();
+    sent.end(body);
   });
+}
+
+/** GET with the given cookies: the status and the body. */
+async function plainGet(
+  pathname: string,
+  cookie: string,
+  userAgent?: string,
+): Promise<{ status: number; body: string }> {
+  const { status, body } = await plain("GET", pathname, {
+    Cookie: cookie,
+    ...(userAgent ? { "User-Agent": userAgent } : {}),
+  });
+  return { status, body };
+}
+
+/** Signs in from a plain client (no Fetch Metadata: an ordinary session); its session token. */
+async function plainSignIn(user: string): Promise<string> {
+  const headers = { "Content-Type": "application/json", "User-Agent": FIREFOX_LINUX };
+  const signedIn = await plain("POST", "/login", headers, JSON.stringify({ user, password: "wonderland" }));
+  expect(signedIn.status).toBe(200);
+  return (/^__Host-session=([^;]+)/.exec(signedIn.cookies[0] ?? "") as RegExpExecArray)[1] as string;
+}
+
+/** The page's next call to the service's API: method and path, and the answer's status. */
+async function apiCall(page: Page, method: string, pathname: string): Promise<number> {
+  const response = await page.waitForResponse(
+    (r) => r.request().method() === method && new URL(r.url()).pathname === pathname,
+    { timeout: 15_000 },
+  );
+  return response.status();
 }
 
 /** The browser's bound cookie now, if it holds a live one: only the login and a refresh set it. */
@@ -81,7 +129,7 @@ async function boundCookieOf(context: BrowserContext) {
 async function launch(dbsc: boolean): Promise<Browser> {
   return chromium.launch({
     executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
-    args: [`--ignore-certificate-errors-spki-list=${spki}`, ...QUIET, ...(dbsc ? [DBSC_FEATURES] : [])],
+    args: [`--ignore-certificate-errors-spki-list=${spki}`, ...QUIET, ...(dbsc ? DBSC_FEATURES : [])],
   });
 }
 
@@ -168,25 +216,43 @@ async function signInBound(context: BrowserContext): Promise<{ page: Page; sessi
 test("a device-bound session: registered, refreshed, and worthless when copied", async () => {
   const browser = await launch(true);
   try {
+    // Another of alice's devices, which the laptop will end.
+    const other = await plainSignIn("alice");
+    const otherId = other.split(".")[0] as string;
     const laptop = await browser.newContext({ viewport: { width: 900, height: 640 } });
     const binding = await watchBinding(laptop);
     const { page, sessionId } = await signInBound(laptop);
     expect(binding).toContain('"fetchResult":"Success"');
 
     // The bound cookie lives 10 s: each wait lets it lapse, and the browser renews it with a
-    // proof before the request goes out, so every page load still finds the session.
+    // proof before the request goes out, so every page load still finds the session, and the
+    // page lists the devices itself: GET /auth/sessions by the browser's cookies, the one way
+    // a device-bound session can (its token alone is refused). Few page loads: Chromium signs
+    // only so many proofs in a few minutes, and each load can start a refresh.
     const seen = new Set([await boundCookieOf(laptop)]);
     for (let i = 0; i < 2; i++) {
       await page.waitForTimeout((BOUND_SECONDS + 2) * 1000);
       expect(await boundCookieOf(laptop)).toBeNull();
+      const listed = apiCall(page, "GET", "/auth/sessions");
       await page.reload();
-      await expect(page.locator("h1")).toHaveText("Your devices");
+      expect(await listed).toBe(200);
+      await expect(thisDevice(page).locator(".tag.bound")).toBeVisible();
       seen.add(await boundCookieOf(laptop));
     }
     expect(seen.size).toBe(3);
     expect(seen.has(null)).toBe(false);
     expect(binding.filter((result) => result === '"refreshResult":"Refreshed"').length).toBeGreaterThanOrEqual(2);
     await page.screenshot({ path: path.join(SCREENSHOTS, "demo-devices.png") });
+
+    // It ends the other device's session through the API: DELETE /auth/sessions/:id, by cookie.
+    const otherRow = page.locator(`tr[data-session="${otherId}"]`);
+    const deleted = apiCall(page, "DELETE", `/auth/sessions/${otherId}`);
+    const relisted = apiCall(page, "GET", "/auth/sessions");
+    await otherRow.locator("button", { hasText: "Sign out" }).click();
+    expect([await deleted, await relisted]).toEqual([200, 200]);
+    await expect(otherRow).toHaveCount(0);
+    await expect(thisDevice(page).locator(".tag.bound")).toBeVisible();
+    expect((await plainGet("/me", `__Host-session=${other}`)).status).toBe(401);
 
     // A thief with the session cookie: another browser profile, and a plain HTTP client.
     const stolen = (await sessionCookieOf(laptop)) as NonNullable<Awaited<ReturnType<typeof sessionCookieOf>>>;
@@ -196,8 +262,13 @@ test("a device-bound session: registered, refreshed, and worthless when copied",
     const thiefPage = await thief.newPage();
     await thiefPage.goto(`${ORIGIN}/`);
     await expect(thiefPage.locator("h1")).toHaveText("Sign in");
-    const plain = await plainGet("/me", `__Host-session=${stolen.value}`);
-    expect(plain).toEqual({ status: 401, body: JSON.stringify({ error: "sign in first" }) });
+    const copied = await plainGet("/me", `__Host-session=${stolen.value}`);
+    expect(copied).toEqual({ status: 401, body: JSON.stringify({ error: "sign in first" }) });
+    const byApi = await plainGet("/auth/sessions", `__Host-session=${stolen.value}`);
+    expect(byApi).toEqual({
+      status: 401,
+      body: JSON.stringify({ code: "invalid_token", message: "The access token is missing, invalid or expired." }),
+    });
     // The laptop itself is still signed in.
     await page.reload();
     await expect(page.locator("h1")).toHaveText("Your devices");
@@ -241,9 +312,21 @@ test("without DBSC the same flow is an ordinary session", async () => {
     await page.reload();
     await expect(thisDevice(page)).toBeVisible();
     await expect(thisDevice(page).locator(".tag.bound")).toHaveCount(0);
-    // An unbound session's cookie works anywhere, as every session did before binding existed.
+    // An unbound session's cookie works from any client with the same browser and OS (the
+    // session context check); another browser's copy would be held.
     const cookie = (await sessionCookieOf(context))?.value;
-    expect((await plainGet("/me", `__Host-session=${cookie}`)).status).toBe(200);
+    const userAgent = await page.evaluate(() => navigator.userAgent);
+    expect((await plainGet("/me", `__Host-session=${cookie}`, userAgent)).status).toBe(200);
+    // Every other session of bob's ends from the page too, through the API.
+    const elsewhere = await plainSignIn("bob");
+    await page.reload();
+    await expect(page.locator(`tr[data-session="${elsewhere.split(".")[0]}"]`)).toBeVisible();
+    const endedOthers = apiCall(page, "DELETE", "/auth/logout");
+    await page.click("#sign-out-others");
+    expect(await endedOthers).toBe(200);
+    await expect(page.locator("tr")).toHaveCount(1);
+    await expect(thisDevice(page)).toBeVisible();
+    expect((await plainGet("/me", `__Host-session=${elsewhere}`)).status).toBe(401);
     await page.click("form[action='/sign-out'] button");
     await expect(page.locator("h1")).toHaveText("Sign in");
     expect((await plainGet("/me", `__Host-session=${cookie}`)).status).toBe(401);

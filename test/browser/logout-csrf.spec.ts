@@ -353,7 +353,7 @@ test("on the API's own origin: GET changes nothing, a same-origin POST logs out"
 
   // The real thing: the app's own page logs out with a same-origin POST. Every response
   // of the API carries `Content-Security-Policy: default-src 'none'`, so a document the
-  // API itself served (its JSON 401 at /auth/sessions) cannot fetch anything; shown here
+  // API itself served (its JSON at /auth/sessions) cannot fetch anything; shown here
   // with a harmless GET. The app's page is served by the Playwright route below instead,
   // a stand-in for a front-end on the same origin; the route is dropped before the
   // logout so that request goes to the network untouched.

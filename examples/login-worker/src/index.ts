@@ -7,10 +7,10 @@ import { devicesPage, signInPage } from "./pages.ts";
 
 // A minimal login worker showing how the rest of a product uses the session service: sign in
 // (create + the ready cookie, offering device binding), protect a route (authenticate, given
-// the request's cookies), show the user's devices and end them (listUserSessions, endSession,
-// endUserSessions), and on a password change end every other session of the user. The
-// service's own routes (/auth/*, device binding included) are served on this origin through
-// SESSION_API, as a route would in production: the session cookie is host-only.
+// the request's cookies), and on a password change end every other session of the user
+// (endUserSessions). The service's own routes (/auth/*, device binding included) are served on
+// this origin through SESSION_API, as a route would in production: the session cookie is
+// host-only, and the devices page lists and ends sessions by calling them from the browser.
 
 interface Env {
   SESSIONS: Service<SessionService>;
@@ -27,12 +27,23 @@ const passwords = new Map<string, string>([
   ["bob", "wonderland"],
 ]);
 
-/** The signed-in session, or null. A device-bound session needs the request's cookies: all of them are passed. */
+/** Cloudflare's view of the request: where the edge saw it come from (absent outside Cloudflare). */
+type Edge = { country?: string; city?: string; asn?: number } | undefined;
+
+/**
+ * The signed-in session, or null (also when it is held after a use from another browser or OS:
+ * the user signs in again). A device-bound session needs the request's cookies: all of them are
+ * passed; and where the request comes from, judged against where the session was last used.
+ */
 async function sessionOf(
-  c: { env: Env; req: { header(name: string): string | undefined } },
+  c: { env: Env; req: { header(name: string): string | undefined; raw: Request } },
   token: string | undefined,
 ) {
-  return token ? c.env.SESSIONS.authenticate(token, { cookie: c.req.header("Cookie") }) : null;
+  if (!token) return null;
+  const cf = c.req.raw.cf as Edge;
+  const context = { userAgent: c.req.header("User-Agent"), country: cf?.country, asn: cf?.asn };
+  const session = await c.env.SESSIONS.authenticate(token, { cookie: c.req.header("Cookie"), context });
+  return session?.reauthenticationRequired ? null : session;
 }
 
 const requireSession = createMiddleware<AppEnv>(async (c, next) => {
@@ -47,19 +58,19 @@ const app = new Hono<AppEnv>()
   .get("/", async (c) => {
     const session = await sessionOf(c, getCookie(c, COOKIE));
     if (!session) return c.html(signInPage([...passwords.keys()]));
-    const sessions = await c.env.SESSIONS.listUserSessions(session.userId);
-    return c.html(devicesPage(session.userId, session.sessionId, sessions));
+    return c.html(devicesPage(session.userId));
   })
   .post("/login", async (c) => {
     const { user, password } = await c.req.json<{ user: string; password: string }>();
     if (passwords.get(user) !== password) return c.json({ error: "wrong user or password" }, 401);
-    const cf = c.req.raw.cf as { country?: string; city?: string } | undefined;
+    const cf = c.req.raw.cf as Edge;
     const session = await c.env.SESSIONS.create({
       userId: user,
       ipAddress: c.req.header("CF-Connecting-IP"),
       userAgent: c.req.header("User-Agent"),
       country: cf?.country,
       city: cf?.city,
+      asn: cf?.asn,
       factors: ["pwd"],
       // Offered to browsers (they send Fetch Metadata): those with DBSC bind the session to a key
       // they hold, the others ignore the header. An API client gets an ordinary session.
@@ -74,19 +85,6 @@ const app = new Hono<AppEnv>()
     return c.json({ signedIn: user, newDevice: session.newDevice });
   })
   .get("/me", requireSession, (c) => c.json({ userId: c.var.session.userId, sessionId: c.var.session.sessionId }))
-  .post("/devices/sign-out", requireSession, async (c) => {
-    const id = (await c.req.formData()).get("id");
-    const { userId } = c.var.session;
-    // Only one of the user's own sessions: the id must be in their list.
-    const own = (await c.env.SESSIONS.listUserSessions(userId)).some((session) => session.id === id);
-    if (own) await c.env.SESSIONS.endSession({ sessionId: id as string, reason: "signed_out_from_devices" });
-    return c.redirect("/", 303);
-  })
-  .post("/devices/sign-out-others", requireSession, async (c) => {
-    const { userId, sessionId } = c.var.session;
-    await c.env.SESSIONS.endUserSessions({ userId, exceptSessionId: sessionId, reason: "signed_out_from_devices" });
-    return c.redirect("/", 303);
-  })
   .post("/sign-out", async (c) => {
     // The service's own logout, with this request's cookies: it ends the session and clears them.
     const ended = await c.env.SESSION_API.fetch(new URL("/auth/logout", c.req.url), {

@@ -1,8 +1,7 @@
 import { html } from "hono/html";
-import type { SessionView } from "../../../src/domain/session-view.ts";
 
-// The demo's two pages. Plain HTML forms, a few lines of script for the JSON sign-in: what a
-// product's own account pages would render from SessionService.listUserSessions.
+// The demo's two pages: the sign-in form, and the devices page, which a few lines of script
+// fill from the service's own API, as a product's account pages could.
 
 const STYLE = html`<style>
   body { font: 16px/1.5 system-ui, sans-serif; max-width: 46rem; margin: 3rem auto; padding: 0 1rem; color: #1d2330; }
@@ -47,30 +46,77 @@ export function signInPage(users: string[]) {
 </body></html>`;
 }
 
-export function devicesPage(userId: string, currentSessionId: string, sessions: SessionView[]) {
-  const rows = sessions.map(
-    (session) => html`<tr data-session="${session.id}">
-      <td>
-        <strong>${session.device.browser ?? "Unknown browser"}</strong>${session.device.os ? ` on ${session.device.os}` : ""}
-        ${session.id === currentSessionId ? html`<span class="tag current">this device</span>` : ""}
-        ${session.device_bound ? html`<span class="tag bound">device-bound</span>` : ""}
-        <div class="muted">${session.location ?? "Unknown location"} · ${session.ip_address || "unknown IP"}</div>
-      </td>
-      <td class="muted">Last active<br><time datetime="${session.last_active_at}">${session.last_active_at.slice(0, 16).replace("T", " ")} UTC</time></td>
-      <td>${
-        session.id === currentSessionId
-          ? ""
-          : html`<form method="post" action="/devices/sign-out"><input type="hidden" name="id" value="${session.id}"><button type="submit">Sign out</button></form>`
-      }</td>
-    </tr>`,
-  );
+/**
+ * The devices page calls the service's API from the browser, with its cookies: the one way a
+ * device-bound session can (its token alone is refused, its cookies, bound cookie included, are
+ * not). The page is built with textContent, so nothing a session shows is read as HTML.
+ */
+export function devicesPage(userId: string) {
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Your devices</title>${STYLE}</head>
 <body>
   <h1>Your devices</h1>
   <p class="muted">Signed in as <strong>${userId}</strong>. A device-bound session works only in the browser that holds its key: a copied cookie is refused anywhere else.</p>
-  <table><tbody>${rows}</tbody></table>
-  <form method="post" action="/devices/sign-out-others"><button type="submit">Sign out all other devices</button></form>
+  <table><tbody id="devices"></tbody></table>
+  <p id="error" class="muted"></p>
+  <button id="sign-out-others" type="button">Sign out all other devices</button>
   <form method="post" action="/sign-out"><button class="primary" type="submit">Sign out</button></form>
+  <script>
+    const api = (path, method) => fetch(path, { method, credentials: "same-origin" });
+    const error = document.getElementById("error");
+
+    function element(tag, className, text) {
+      const made = document.createElement(tag);
+      made.className = className;
+      if (text !== undefined) made.textContent = text;
+      return made;
+    }
+
+    function row(session, current) {
+      const tr = document.createElement("tr");
+      tr.dataset.session = session.id;
+      const device = tr.insertCell();
+      device.append(element("strong", "", session.device.browser ?? "Unknown browser"));
+      if (session.device.os) device.append(" on " + session.device.os);
+      if (current) device.append(" ", element("span", "tag current", "this device"));
+      if (session.device_bound) device.append(" ", element("span", "tag bound", "device-bound"));
+      const where = (session.location ?? "Unknown location") + " · " + (session.ip_address || "unknown IP");
+      device.append(element("div", "muted", where));
+      const lastActive = element("time", "", session.last_active_at.slice(0, 16).replace("T", " ") + " UTC");
+      lastActive.dateTime = session.last_active_at;
+      const activity = tr.insertCell();
+      activity.className = "muted";
+      activity.append("Last active", document.createElement("br"), lastActive);
+      const action = tr.insertCell();
+      if (!current) {
+        const button = element("button", "", "Sign out");
+        button.addEventListener("click", () => end("/auth/sessions/" + encodeURIComponent(session.id)));
+        action.append(button);
+      }
+      return tr;
+    }
+
+    async function show() {
+      const response = await api("/auth/sessions", "GET");
+      // This session ended (here or on another device): back to the sign-in page.
+      if (response.status === 401) return location.assign("/");
+      const body = await response.json();
+      if (!response.ok) {
+        error.textContent = body.message;
+        return;
+      }
+      const rows = body.sessions.map((session) => row(session, session.id === body.currentSessionId));
+      document.getElementById("devices").replaceChildren(...rows);
+    }
+
+    async function end(path) {
+      const response = await api(path, "DELETE");
+      error.textContent = response.ok ? "" : (await response.json()).message;
+      await show();
+    }
+
+    document.getElementById("sign-out-others").addEventListener("click", () => end("/auth/logout?scope=others"));
+    show();
+  </script>
 </body></html>`;
 }

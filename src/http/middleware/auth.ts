@@ -1,7 +1,8 @@
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
-import { readCredential } from "../credentials.ts";
+import { type Credential, readCredential } from "../credentials.ts";
 import { rejectCrossSite } from "../csrf.ts";
 import { sessionInvalid, unauthorized } from "../errors.ts";
 
@@ -9,20 +10,34 @@ import { sessionInvalid, unauthorized } from "../errors.ts";
 // database its id names) or an error. Whether the token is live is decided by the operation's own
 // statement on that database, so it costs no extra round trip.
 
-/** GET /auth/sessions, DELETE /auth/sessions/:id and GET /auth/events: Bearer only. */
-export const requireBearer = createMiddleware<AppEnv>(async (c, next) => {
-  const credential = await readCredential(c, false);
-  // RFC 6750: no error code when no Bearer token was offered (none, another scheme, empty).
-  if (credential.kind !== "token")
-    throw unauthorized("invalid_token", credential.kind === "malformed" && credential.presented);
+/** Bearer, or the session cookie: a cookie request from another site is refused before anything else. */
+async function sameSiteCredential(c: Context<AppEnv>): Promise<Credential> {
+  const credential = await readCredential(c);
+  if (credential.kind !== "none" && credential.source === "cookie") rejectCrossSite(c);
+  return credential;
+}
+
+/**
+ * GET /auth/sessions, DELETE /auth/sessions/:id and GET /auth/events: Bearer, or the session
+ * cookie from the same site, the one way a device-bound browser can call them (its token proves
+ * nothing as Bearer). Every refusal is the contract's 401 invalid_token, whichever carried the
+ * token, and none clears the cookie: a live bound session whose bound cookie lapsed gets this
+ * 401 too, and must not be signed out by it.
+ */
+export const requireToken = createMiddleware<AppEnv>(async (c, next) => {
+  const credential = await sameSiteCredential(c);
+  // RFC 6750: no error code when no token was offered (none, another scheme, an empty Bearer);
+  // a session cookie, even empty or sent twice, was offered, and is counted as the logouts count it.
+  if (credential.kind === "none") throw unauthorized("invalid_token", false);
+  if (credential.kind === "malformed")
+    throw unauthorized("invalid_token", credential.presented || credential.source === "cookie");
   c.set("token", credential);
   await next();
 });
 
 /** POST and DELETE /auth/logout: Bearer, or the session cookie from the same site. */
 export const requireBearerOrCookie = createMiddleware<AppEnv>(async (c, next) => {
-  const credential = await readCredential(c, true);
-  if (credential.kind !== "none" && credential.source === "cookie") rejectCrossSite(c);
+  const credential = await sameSiteCredential(c);
   if (credential.kind === "none") throw unauthorized("token_required", false);
   if (credential.kind === "malformed") {
     clearCarriedCookie(c);

@@ -1,12 +1,13 @@
 import { createMiddleware } from "hono/factory";
+import { clientContext } from "../../domain/client-context.ts";
 import { normalizeIp } from "../../domain/ip.ts";
 import { openScope } from "../../services/scope.ts";
 import type { AppEnv } from "../context.ts";
 
 /**
  * Opens the request's scope (src/services/scope.ts): config, the instant, the client's IP, the
- * deployment's databases (each metered, with one retry on transient errors) and the outbox,
- * which sends after the response. Which database a request uses is known only once its
+ * deployment's databases (each metered, with one retry on transient errors), the outbox,
+ * which sends after the response, and the client's context (browser, OS, country, ASN). Which database a request uses is known only once its
  * credential is read (src/http/credentials.ts).
  */
 export const withContext = createMiddleware<AppEnv>(async (c, next) => {
@@ -15,6 +16,8 @@ export const withContext = createMiddleware<AppEnv>(async (c, next) => {
     openScope(c.env, {
       waitUntil: (promise) => c.executionCtx.waitUntil(promise),
       clientIp: normalizeIp(c.req.header("CF-Connecting-IP")),
+      // Cloudflare's view of the client's network (request.cf); absent outside Cloudflare's edge.
+      context: clientContext(c.req.header("User-Agent"), c.req.raw.cf?.country, c.req.raw.cf?.asn),
     }),
   );
   await next();

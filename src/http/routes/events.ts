@@ -1,9 +1,10 @@
+import type { ContextChange } from "../../domain/client-context.ts";
 import type { EventType } from "../../domain/events.ts";
 import { listOwnEvents } from "../../services/own-sessions.ts";
 import type { AppEnv } from "../context.ts";
-import { unauthorized } from "../errors.ts";
+import { reauthenticationRequired, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
-import { requireBearer } from "../middleware/auth.ts";
+import { requireToken } from "../middleware/auth.ts";
 
 export interface EventView {
   id: number;
@@ -15,12 +16,15 @@ export interface EventView {
   // Beyond the first fields: why the system ended it (`ended`), and whether a `created` came from a new device.
   reason: string | null;
   new_device: boolean | null;
+  /** Present only on a context change: where the session was last seen and where it was used from. */
+  context?: ContextChange;
 }
 
 /** The caller's security log: sessions created and ended, newest first, bounded. */
-export const eventsRoutes = new Hono<AppEnv>().get("/", requireBearer, async (c) => {
+export const eventsRoutes = new Hono<AppEnv>().get("/", requireToken, async (c) => {
   const events = await listOwnEvents(c.var.scope, c.var.token);
   if (!events) throw unauthorized("invalid_token", true);
+  if (events === "step_up") throw reauthenticationRequired(c.var.scope.config.stepUpMaxAgeSeconds);
   const views: EventView[] = events.map((event) => ({
     id: event.id,
     type: event.type,
@@ -30,6 +34,7 @@ export const eventsRoutes = new Hono<AppEnv>().get("/", requireBearer, async (c)
     created_at: event.createdAt.toISOString(),
     reason: event.reason,
     new_device: event.newDevice,
+    ...(event.context === null ? {} : { context: event.context }),
   }));
   return c.json({ events: views });
 });

@@ -27,6 +27,7 @@ export const logoutRoutes = new Hono<AppEnv>()
       // An addition may not change a specified answer: a dead token is still the contract's
       // 401 session_invalid, so the token is proven first (the one round trip); nothing ends.
       const caller = await authenticateToken(scope, token);
+      if (caller?.contextStepUp) throw reauthenticationRequired(scope.config.stepUpMaxAgeSeconds);
       clearCarriedCookie(c);
       if (!caller) throw unauthorized("session_invalid", true);
       throw new ApiError(400, "invalid_scope");
@@ -42,7 +43,8 @@ export const logoutRoutes = new Hono<AppEnv>()
       return c.json({ message: `Logged out of ${plural(ended, "other session")}` });
     }
     const ended = await endAllOwnSessions(scope, token);
+    if (ended === "step_up") throw reauthenticationRequired(scope.config.stepUpMaxAgeSeconds);
     clearCarriedCookie(c);
-    if (ended === 0) throw unauthorized("session_invalid", true);
+    if (ended === "invalid_token") throw unauthorized("session_invalid", true);
     return c.json({ message: "Logged out of all sessions" });
   });

@@ -4,7 +4,7 @@ import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";
 import { ApiError, reauthenticationRequired, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
-import { requireBearer } from "../middleware/auth.ts";
+import { requireToken } from "../middleware/auth.ts";
 
 async function deleteById(c: Context<AppEnv>, id: string) {
   const { scope, token } = c.var;
@@ -22,10 +22,11 @@ async function deleteById(c: Context<AppEnv>, id: string) {
 const ID = "/:id{[^\\x2F]*}";
 
 export const sessionsRoutes = new Hono<AppEnv>()
-  .get("/", requireBearer, async (c) => {
+  .get("/", requireToken, async (c) => {
     const sessions = await listOwnSessions(c.var.scope, c.var.token);
     if (!sessions) throw unauthorized("invalid_token", true);
+    if (sessions === "step_up") throw reauthenticationRequired(c.var.scope.config.stepUpMaxAgeSeconds);
     return c.json({ sessions, currentSessionId: c.var.token.proof.id });
   })
-  .delete("/", requireBearer, (c) => deleteById(c, ""))
-  .delete(ID, requireBearer, (c) => deleteById(c, c.req.param("id")));
+  .delete("/", requireToken, (c) => deleteById(c, ""))
+  .delete(ID, requireToken, (c) => deleteById(c, c.req.param("id")));

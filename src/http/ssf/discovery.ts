@@ -5,7 +5,7 @@ import {
   readTransmitter,
   type Transmitter,
   transmitterMetadata,
-} from "../../domain/transmitter.ts";
+} from "../../domain/ssf/transmitter.ts";
 import type { AppEnv } from "../context.ts";
 import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";

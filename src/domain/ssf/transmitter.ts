@@ -1,5 +1,6 @@
-import { ConfigError } from "./config.ts";
-import { type JwsAlgorithm, type PublicKey, publicKeyOf, signJws, thumbprint } from "./jws.ts";
+import { ConfigError } from "../config.ts";
+import { isLoopback } from "../ip.ts";
+import { type JwsAlgorithm, type PublicKey, publicKeyOf, signJws, thumbprint } from "../jws.ts";
 import { DELIVERY_URNS, STREAMS_PATH } from "./streams.ts";
 
 // This service as a Shared Signals transmitter (OpenID SSF 1.0): who it is (SSF_ISSUER) and
@@ -55,12 +56,11 @@ function retentionDaysOf(value: string | undefined): number {
   return days;
 }
 
-const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]"]);
 const B64 = /^[A-Za-z0-9_-]+$/;
 
 function issuerOf(value: string): string {
   const url = URL.parse(value);
-  const loopback = url !== null && LOOPBACK.has(url.hostname);
+  const loopback = url !== null && isLoopback(url.hostname);
   if (!url || !(url.protocol === "https:" || (url.protocol === "http:" && loopback)))
     throw new ConfigError("SSF_ISSUER must be an https origin (http only on a loopback host)");
   // The worker answers at its host's root: an issuer with a path would name documents it does not serve.

@@ -1,12 +1,12 @@
-import type { Database } from "../db/client.ts";
-import type { SessionEventRow } from "../db/schema.ts";
-import { duePushes, queueSessionSets, recordPushes, type SessionSet } from "../db/streams.ts";
-import type { EventType } from "../domain/events.ts";
-import { ASSURANCE_LEVEL_CHANGE, jtiOf, SESSION_ESTABLISHED, SESSION_REVOKED } from "../domain/streams.ts";
-import { signSet, type Transmitter } from "../domain/transmitter.ts";
+import type { Database } from "../../db/client.ts";
+import type { SessionEventRow } from "../../db/schema.ts";
+import { claimDuePushes, queueSessionSets, recordPushes, type SessionSet } from "../../db/ssf/queue.ts";
+import type { EventType } from "../../domain/events.ts";
+import { ASSURANCE_LEVEL_CHANGE, jtiOf, SESSION_ESTABLISHED, SESSION_REVOKED } from "../../domain/ssf/streams.ts";
+import { signSet, type Transmitter } from "../../domain/ssf/transmitter.ts";
 
 // Session events as Shared Signals: each becomes a CAEP SET queued for the streams that take it
-// (src/db/streams.ts), then pushed to push streams or polled by the others. Called by the outbox
+// (src/db/ssf/queue.ts), then pushed to push streams or polled by the others. Called by the outbox
 // after the answer (src/services/outbox.ts) and by the cron, never in a request's way.
 
 type Initiator = "user" | "admin" | "policy" | "system";
@@ -28,6 +28,8 @@ const AS_CAEP: Record<EventType, { type: string; by?: Initiator; reason?: string
   evicted: { type: SESSION_REVOKED, by: "policy", reason: "Over the limit of sessions per user" },
   reauthenticated: { type: ASSURANCE_LEVEL_CHANGE, by: "user" },
   device_bound: null,
+  // Placeholder until the CAEP mapping (session context) lands with the SSF move.
+  context_changed: null,
 };
 
 /** An `ended` event's initiator: the operator's default reason is the administrator's act. */
@@ -108,6 +110,12 @@ export function queueSets(streams: Database, transmitter: Transmitter, events: S
 
 /** A push is given this long; then it counts as failed and is retried. */
 const PUSH_TIMEOUT_MS = 10_000;
+/**
+ * How long a round holds the SETs it claimed: well past a round's longest life (its pushes run
+ * side by side, each cut at PUSH_TIMEOUT_MS), so a live round always records first; a round
+ * that died gives its SETs back to the minute cron when it runs out.
+ */
+export const PUSH_LEASE_MS = 60_000;
 /** One round pushes at most this many SETs (each a subrequest). */
 export const PUSH_BATCH_SIZE = 50;
 const FIRST_RETRY_MS = 30_000;
@@ -126,8 +134,10 @@ export interface PushResult {
 
 /**
  * Pushes the due SETs of enabled push streams (RFC 8935), each signed as it leaves: accepted
- * (2xx) or refused for good (4xx but 429) they are forgotten, otherwise tried again later.
- * Two round trips to the streams' database, whatever the number of SETs.
+ * (2xx) or refused for good (4xx but 429) they are forgotten, otherwise tried again after the
+ * backoff, counted from the answer. The round claims its SETs as it reads them, so rounds that
+ * overlap never push one SET twice. Two round trips to the streams' database, whatever the
+ * number of SETs.
  */
 export async function pushDue(
   streams: Database,
@@ -135,7 +145,9 @@ export async function pushDue(
   now: Date,
   send: typeof fetch = fetch,
 ): Promise<PushResult> {
-  const due = await duePushes(streams, now, PUSH_BATCH_SIZE);
+  const round = crypto.randomUUID();
+  const started = Date.now();
+  const due = await claimDuePushes(streams, round, now, new Date(now.getTime() + PUSH_LEASE_MS), PUSH_BATCH_SIZE);
   const result: PushResult = { delivered: 0, refused: 0, retried: 0 };
   if (due.length === 0) return result;
   const done: { streamId: string; jti: string }[] = [];
@@ -164,7 +176,10 @@ export async function pushDue(
       const accepted = status >= 200 && status < 300;
       const refused = status >= 400 && status < 500 && status !== 429 && status !== 408;
       if (accepted || refused) done.push(set);
-      else retry.push({ ...set, nextAttemptAt: new Date(now.getTime() + retryDelay(set.attempts)) });
+      else {
+        const answeredAt = now.getTime() + (Date.now() - started);
+        retry.push({ ...set, nextAttemptAt: new Date(answeredAt + retryDelay(set.attempts)) });
+      }
       if (accepted) result.delivered++;
       else if (refused) {
         result.refused++;
@@ -175,6 +190,6 @@ export async function pushDue(
       } else result.retried++;
     }),
   );
-  await recordPushes(streams, done, retry);
+  await recordPushes(streams, round, done, retry);
   return result;
 }

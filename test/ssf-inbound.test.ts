@@ -1,6 +1,6 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { decodeJwt, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
+import { base64url, decodeJwt, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { bucketOf } from "../src/db/shards.ts";
 import { bucketKey, DEFAULT_REGION } from "../src/domain/token.ts";
@@ -8,6 +8,7 @@ import { SessionService } from "../src/rpc/session-service.ts";
 import { purge } from "../src/services/purge.ts";
 import {
   bearer,
+  CRIT_HEADERS,
   call,
   callWith,
   d1OfUser,
@@ -21,8 +22,8 @@ import {
 } from "./helpers.ts";
 import { newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
-// The Shared Signals receiver (POST /ssf/receiver): SETs pushed by the upstream transmitters
-// of SSF_UPSTREAMS, signed here with `jose` (not the worker's verifier), end sessions.
+// Inbound SETs (POST /ssf/receiver), pushed by the upstreams of SSF_UPSTREAMS and signed here
+// with `jose` (not the worker's verifier), end sessions.
 
 const ISSUER = "https://idp.example";
 const AUDIENCE = "https://sessions.example/ssf";
@@ -80,6 +81,18 @@ function sign(
 ) {
   const header = { alg, typ, ...(kid === null ? {} : { kid }) };
   return new SignJWT(payload).setProtectedHeader(header).sign(key ?? (alg === "ES256" ? es256 : rs256).privateKey);
+}
+
+/** Signed by hand with the es1 key and more header members: jose will not sign a crit it does not know. */
+async function signWithHeader(payload: JWTPayload, header: Record<string, unknown>): Promise<string> {
+  const encode = (value: unknown) => base64url.encode(JSON.stringify(value));
+  const signed = `${encode({ alg: "ES256", typ: "secevent+jwt", kid: "es1", ...header })}.${encode(payload)}`;
+  const signature = await crypto.subtle.sign(
+    { name: "ECDSA", hash: "SHA-256" },
+    es256.privateKey,
+    new TextEncoder().encode(signed),
+  );
+  return `${signed}.${base64url.encode(new Uint8Array(signature))}`;
 }
 
 function push(body: BodyInit, bindings = vars(), contentType = "application/secevent+jwt"): Promise<Response> {
@@ -235,6 +248,13 @@ describe("the events acted on", () => {
     expect(await isLive(session.token)).toBe(false);
   });
 
+  it("a SET signed by hand as the crit cases are, without a crit, is acted on", async () => {
+    const user = newUser();
+    const session = await issue(user);
+    await expectAccepted(await push(await signWithHeader(claims(user), {})));
+    expect(await isLive(session.token)).toBe(false);
+  });
+
   it.runIf(shardBindings().length > 1)(
     "an upstream with a region ends its users' sessions there, and none of the same user id elsewhere",
     async () => {
@@ -361,6 +381,12 @@ describe("refused: 400 {err, description}, Content-Language: en, nothing ends", 
       "invalid_request",
       "The body is longer than 16384 bytes.",
     ],
+    ...Object.entries(CRIT_HEADERS).map(([name, header]): [string, () => Promise<Response>, string, string] => [
+      `a header with ${name}`,
+      async () => push(await signWithHeader(claims(USER), header)),
+      "invalid_request",
+      "The body is not a compact JWS signed with ES256 or RS256.",
+    ]),
     [
       "typ JWT",
       async () => push(await sign(claims(USER), { typ: "JWT" })),
@@ -400,6 +426,13 @@ describe("refused: 400 {err, description}, Content-Language: en, nothing ends", 
     [
       "a wrong audience",
       async () => push(await sign(claims(USER, SESSION_REVOKED, { aud: "https://elsewhere.example" }))),
+      "invalid_audience",
+      "The SET's aud does not name this receiver.",
+    ],
+    [
+      "an aud list without this receiver",
+      async () =>
+        push(await sign(claims(USER, SESSION_REVOKED, { aud: ["https://elsewhere.example", `${AUDIENCE}/`] }))),
       "invalid_audience",
       "The SET's aud does not name this receiver.",
     ],

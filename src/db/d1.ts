@@ -52,8 +52,8 @@ export function namingFailures(d1: D1Database, binding: string): D1Database {
   });
 }
 
-/** The binding an error (or an error it was the cause of, as Drizzle wraps them) came from. */
-export function bindingOfFailure(error: unknown): string | null {
+/** The D1 binding an error (or an error it was the cause of, as Drizzle wraps them) came from. */
+export function d1BindingOfFailure(error: unknown): string | null {
   for (let at = error; typeof at === "object" && at !== null; at = (at as { cause?: unknown }).cause) {
     const binding = failedOn.get(at);
     if (binding) return binding;

@@ -1,16 +1,13 @@
-import type { Shards } from "../db/shards.ts";
-import { endSessionsForSet } from "../db/ssf-received.ts";
-import type { Actor } from "../db/writes.ts";
-import type { Instant } from "../domain/clock.ts";
-import { ConfigError } from "../domain/config.ts";
-import { type Jws, type PublicKey, parseJws, verifyJws } from "../domain/jws.ts";
-import { actionOf, keyOf, SetRefused, senderOf, type Upstream } from "../domain/ssf-receiver.ts";
-import { isUserId } from "../domain/user-id.ts";
-import { type Outbox, published } from "./outbox.ts";
+import { endSessionsForSet } from "../../db/ssf/inbound-sets.ts";
+import { ConfigError } from "../../domain/config.ts";
+import { type Jws, type PublicKey, parseJws, verifyJws } from "../../domain/jws.ts";
+import { actionOf, keyOf, SetRefused, senderOf, type Upstream } from "../../domain/ssf/inbound.ts";
+import { isUserId } from "../../domain/user-id.ts";
+import { type Scope, write } from "../scope.ts";
 
-// Receiving a Security Event Token from an upstream transmitter (RFC 8935 push): read,
-// verified, and acted on in one D1 round trip on the database of the user it names. A SET
-// that is refused (SetRefused) ends nothing.
+// An inbound Security Event Token, pushed by an upstream (RFC 8935): read, verified, and acted
+// on in one D1 round trip on the database of the user it names. A SET that is refused
+// (SetRefused) ends nothing.
 
 /** A fetched key set is used this long; an unknown `kid` fetches again sooner, at most once a minute. */
 const KEYS_MAX_AGE_MS = 5 * 60_000;
@@ -48,21 +45,13 @@ async function keyFor(upstream: Upstream, jws: Jws): Promise<PublicKey> {
   return key;
 }
 
-export interface Receiver {
-  upstreams: readonly Upstream[];
-  shards: Shards;
-  at: Instant;
-  actor: Actor;
-  outbox: Outbox | null;
-}
-
 /**
  * Verifies a compact JWS as a SET of one of the upstreams and does what it asks; returns how
  * many sessions it ended (0 for an event not acted on, or a SET received before). Throws
  * SetRefused for a SET that is not acceptable.
  */
-export async function receiveSet(receiver: Receiver, compact: string): Promise<number> {
-  const { upstreams, shards, at, actor, outbox } = receiver;
+export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream[], compact: string): Promise<number> {
+  const { shards, at } = scope;
   if (upstreams.some((upstream) => upstream.region !== null && !shards.map.regions.has(upstream.region)))
     throw new ConfigError("SSF_UPSTREAMS: a region must be one of the regions of SHARDS");
   const jws = parseJws(compact);
@@ -81,5 +70,6 @@ export async function receiveSet(receiver: Receiver, compact: string): Promise<n
   // A session id of a region this deployment does not have: no session of ours.
   if (!place) return 0;
   const set = { issuer: upstream.issuer, jti: action.jti };
-  return published(outbox, await endSessionsForSet(place, set, action, action.reason, actor, at));
+  // The actor is the system, from the transmitter's address.
+  return write(scope, null, (actor) => endSessionsForSet(place, set, action, action.reason, actor, at));
 }

@@ -1,14 +1,13 @@
 import type { Context } from "hono";
-import { MAX_SET_BYTES, readUpstreams, SET_MEDIA_TYPE, SetRefused } from "../../domain/ssf-receiver.ts";
-import { queuedBy } from "../../services/outbox.ts";
-import { receiveSet } from "../../services/ssf-receiver.ts";
+import { MAX_SET_BYTES, readUpstreams, SET_MEDIA_TYPE, SetRefused } from "../../domain/ssf/inbound.ts";
+import { actOnInboundSet } from "../../services/ssf/inbound.ts";
 import type { AppEnv } from "../context.ts";
 import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { withContext } from "../middleware/context.ts";
 
-// The Shared Signals receiver's push endpoint (RFC 8935): upstream transmitters POST their
-// Security Event Tokens here, one endpoint for all of them (the SET's `iss` says whose).
+// The push endpoint of inbound SETs (RFC 8935): upstreams POST their Security Event Tokens
+// here, one endpoint for all of them (the SET's `iss` says whose).
 // Its refusals are RFC 8935's, not the API's `{code, message}`: written by `refusal` alone.
 
 /** RFC 8935 §2.3: 400, `{err, description}` in English. The description is fixed text, never the SET. */
@@ -34,21 +33,19 @@ async function boundedText(request: Request, max: number): Promise<string | null
   return new TextDecoder().decode(bytes);
 }
 
-async function receive(c: Context<AppEnv>): Promise<void> {
+async function actOn(c: Context<AppEnv>): Promise<void> {
   const type = (c.req.header("Content-Type") ?? "").split(";")[0]?.trim().toLowerCase();
   if (type !== SET_MEDIA_TYPE) throw new SetRefused("invalid_request", `The Content-Type is not ${SET_MEDIA_TYPE}.`);
   const body = await boundedText(c.req.raw, MAX_SET_BYTES);
   if (body === null) throw new SetRefused("invalid_request", `The body is longer than ${MAX_SET_BYTES} bytes.`);
-  const { shards, at, clientIp, outbox } = c.var.scope;
-  const actor = { sessionId: null, ipAddress: clientIp, queued: queuedBy(outbox) };
-  await receiveSet({ upstreams: readUpstreams(c.env), shards, at, actor, outbox }, body.trim());
+  await actOnInboundSet(c.var.scope, readUpstreams(c.env), body.trim());
 }
 
-export const receiverRoutes = new Hono<AppEnv>().post("/", withContext, async (c) => {
-  // Without upstreams the receiver does not exist.
+export const inboundRoutes = new Hono<AppEnv>().post("/", withContext, async (c) => {
+  // Without upstreams the endpoint does not exist.
   if (readUpstreams(c.env).length === 0) throw new ApiError(404, "not_found");
   try {
-    await receive(c);
+    await actOn(c);
   } catch (error) {
     if (error instanceof SetRefused) return refusal(c, error);
     throw error;

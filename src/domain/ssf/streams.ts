@@ -1,8 +1,9 @@
 // Shared Signals streams (SSF 1.0 §8): what a receiver may ask for, checked here once for the
 // HTTP door, and how a stream is shown back. Plain data in, plain data out; the statements are
-// in src/db/streams.ts, the routes in src/http/routes/ssf-streams.ts.
+// in src/db/ssf/, the routes in src/http/ssf/streams.ts.
 
-import { isUserId } from "./user-id.ts";
+import { isPublicHost } from "../ip.ts";
+import { isUserId } from "../user-id.ts";
 
 const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
 const SSF = "https://schemas.openid.net/secevent/ssf/event-type/";
@@ -40,7 +41,7 @@ const MAX_URI_LENGTH = 256;
 const MAX_DESCRIPTION_LENGTH = 256;
 const MAX_AUTHORIZATION_LENGTH = 1024;
 const MAX_STATE_LENGTH = 256;
-const MAX_REASON_LENGTH = 256;
+const MAX_STATUS_REASON_LENGTH = 256;
 
 /** Why a request to the management API is refused: each is an error code of the API (400). */
 export type RefusalCode = "invalid_request_body" | "invalid_delivery" | "invalid_subject";
@@ -103,36 +104,6 @@ export function eventsDelivered(requested: readonly string[]): string[] {
   return EVENTS_SUPPORTED.filter((type) => requested.includes(type));
 }
 
-const LOOPBACK_NAMES = /(^|\.)(localhost|local|internal|home\.arpa)$/i;
-
-/** Whether an IPv4 or IPv6 literal is in a range no push may reach (private, loopback, link-local, metadata…). */
-function isPrivateAddress(host: string): boolean {
-  const v4 = /^(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(host);
-  if (v4) {
-    const [a, b] = [Number(v4[1]), Number(v4[2])];
-    return (
-      a === 0 ||
-      a === 10 ||
-      a === 127 ||
-      (a === 100 && b >= 64 && b <= 127) ||
-      (a === 169 && b === 254) ||
-      (a === 172 && b >= 16 && b <= 31) ||
-      (a === 192 && b === 168) ||
-      (a === 198 && (b === 18 || b === 19)) ||
-      a >= 224
-    );
-  }
-  if (!host.startsWith("[")) return false;
-  const v6 = host.slice(1, -1).toLowerCase();
-  // ::ffff:a.b.c.d arrives from the URL parser as ::ffff:xxxx:xxxx.
-  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(v6);
-  if (mapped) {
-    const [high, low] = [Number.parseInt(mapped[1] as string, 16), Number.parseInt(mapped[2] as string, 16)];
-    return isPrivateAddress(`${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`);
-  }
-  return v6 === "::" || v6 === "::1" || /^f[cd]/.test(v6) || /^fe[89ab]/.test(v6) || v6.startsWith("::ffff:");
-}
-
 /**
  * A push endpoint_url, or a refusal: `https` to a public host, no credentials or fragment.
  * `allowPrivate` (SSF_ALLOW_PRIVATE_PUSH, for development) also lets http and private hosts through.
@@ -142,9 +113,7 @@ export function pushEndpointOf(value: unknown, allowPrivate: boolean): string {
   if (url?.username !== "" || url.password !== "" || url.hash !== "") refuse("invalid_delivery");
   if (allowPrivate)
     return url.protocol === "https:" || url.protocol === "http:" ? url.href : refuse("invalid_delivery");
-  const host = url.hostname;
-  if (url.protocol !== "https:" || !host.includes(".") || LOOPBACK_NAMES.test(host) || isPrivateAddress(host))
-    refuse("invalid_delivery");
+  if (url.protocol !== "https:" || !isPublicHost(url.hostname)) refuse("invalid_delivery");
   return url.href;
 }
 
@@ -241,7 +210,7 @@ export function checkTransmitterProperties(body: Json, shown: ReturnType<typeof 
 export function statusOf(body: Json): { status: Status; reason: string | null } {
   const { status, reason } = body;
   if (!STATUSES.includes(status as Status)) refuse();
-  if (reason !== undefined && reason !== null && !isText(reason, MAX_REASON_LENGTH)) refuse();
+  if (reason !== undefined && reason !== null && !isText(reason, MAX_STATUS_REASON_LENGTH)) refuse();
   return { status: status as Status, reason: (reason as string | null | undefined) ?? null };
 }
 

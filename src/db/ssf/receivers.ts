@@ -1,13 +1,13 @@
 import { and, asc, eq, inArray, isNull } from "drizzle-orm";
-import type { Database } from "./client.ts";
-import { ssfQueuedSets, ssfReceivers, ssfStreams } from "./schema.ts";
+import type { Database } from "../client.ts";
+import { ssfQueuedSets, ssfReceivers, ssfStreams } from "../schema.ts";
 
 // The operator's statements on receiver credentials (`npm run ssf:receivers`), on the streams' database.
 
 export type ReceiverRow = typeof ssfReceivers.$inferSelect;
 
 export async function insertReceiver(db: Database, receiver: ReceiverRow): Promise<void> {
-  // A replay of a committed insert (src/db/binding.ts) finds its own row: no error.
+  // A replay of a committed insert (src/db/d1.ts) finds its own row: no error.
   await db.insert(ssfReceivers).values(receiver).onConflictDoNothing();
 }
 

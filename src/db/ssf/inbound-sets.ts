@@ -1,17 +1,17 @@
 import { and, eq, inArray, lte, notExists, sql } from "drizzle-orm";
-import type { Instant } from "../domain/clock.ts";
-import { moveOf, onBucket } from "./buckets.ts";
-import type { Database } from "./client.ts";
-import { isLive } from "./liveness.ts";
-import { bucketMoves, sessions, ssfReceivedSets } from "./schema.ts";
-import type { Place } from "./shards.ts";
-import { type Actor, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "./writes.ts";
+import type { Instant } from "../../domain/clock.ts";
+import { moveOf, onBucket } from "../buckets.ts";
+import type { Database } from "../client.ts";
+import { isLive } from "../liveness.ts";
+import { bucketMoves, sessions, ssfReceivedSets } from "../schema.ts";
+import type { Place } from "../shards.ts";
+import { type Actor, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "../writes.ts";
 
-// A Security Event Token from an upstream transmitter, acted on once: the sessions it ends
+// An inbound Security Event Token from an upstream, acted on once: the sessions it ends
 // and the (issuer, jti) that remembers it are written in one batch, on the database of the
 // user it names, so a resent SET finds itself remembered and ends nothing.
 
-export interface ReceivedSet {
+export interface InboundSet {
   issuer: string;
   jti: string;
 }
@@ -23,7 +23,7 @@ export interface SetTarget {
 }
 
 /** The SET is not remembered yet: the guard of its ending, evaluated before the batch remembers it. */
-function notReceived(db: Database, set: ReceivedSet) {
+function notRemembered(db: Database, set: InboundSet) {
   return notExists(
     db
       .select({ one: sql`1` })
@@ -36,7 +36,7 @@ function notReceived(db: Database, set: ReceivedSet) {
  * Remembers the SET, unless the bucket is being moved: then nothing of the batch acts
  * (its endings have the same guard) and the SET is answered 503, for its transmitter to resend.
  */
-function remember(db: Database, set: ReceivedSet, bucket: string, at: Date) {
+function remember(db: Database, set: InboundSet, bucket: string, at: Date) {
   const moving = db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, bucket));
   // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
   const row = sql`SELECT ${set.issuer}, ${set.jti}, ${at.getTime()}, ${bucket} WHERE ${notExists(moving)}`;
@@ -52,7 +52,7 @@ function remember(db: Database, set: ReceivedSet, bucket: string, at: Date) {
  */
 export function endSessionsForSet(
   place: Place,
-  set: ReceivedSet,
+  set: InboundSet,
   target: SetTarget,
   reason: string,
   actor: Actor,
@@ -65,7 +65,7 @@ export function endSessionsForSet(
     isLive(at),
   );
   return onBucket(place, async (db) => {
-    const matching = and(ending, notReceived(db, set));
+    const matching = and(ending, notRemembered(db, set));
     const [, , , ended, [move]] = await db.batch([
       recordEvents(db, "ended_by_upstream", matching, actor, write, { reason }),
       endSessions(db, matching),
@@ -78,11 +78,11 @@ export function endSessionsForSet(
 }
 
 /**
- * Forgets up to `limit` SETs received at `before` or earlier; returns how many went. Past
- * the receiver's maximum age a resent SET is refused as too old, so it need not be known.
+ * Forgets up to `limit` inbound SETs received at `before` or earlier; returns how many went.
+ * Past their maximum age a resent SET is refused as too old, so it need not be known.
  * The table holds about a day of SETs: no index on `received_at` for this.
  */
-export async function purgeReceivedSets(db: Database, before: Date, limit: number): Promise<number> {
+export async function purgeInboundSets(db: Database, before: Date, limit: number): Promise<number> {
   const old = db
     .select({ rowid: sql`rowid` })
     .from(ssfReceivedSets)

@@ -1,17 +1,18 @@
-import { ConfigError } from "./config.ts";
-import { type Jws, type PublicKey, publicKeyOf } from "./jws.ts";
+import { ConfigError } from "../config.ts";
+import { type Jws, type PublicKey, publicKeyOf } from "../jws.ts";
+import { MAX_REASON_LENGTH } from "../reason.ts";
+import { placementOf } from "../token.ts";
 import { SESSION_REVOKED } from "./streams.ts";
-import { placementOf } from "./token.ts";
 
-// This service as a Shared Signals receiver (SSF 1.0, RFC 8935 push): upstream transmitters
-// (an identity provider) POST Security Event Tokens (RFC 8417) that end sessions here. Which
-// upstreams are trusted, and how their subjects name this service's users, is the var
-// SSF_UPSTREAMS (docs/shared-signals.md#receiving); empty, the receiver is off (404).
+// Inbound SETs (SSF 1.0, RFC 8935 push): upstreams, transmitters such as an identity provider,
+// POST Security Event Tokens (RFC 8417) that end sessions here. Which upstreams are trusted, and
+// how their subjects name this service's users, is the var SSF_UPSTREAMS
+// (docs/shared-signals.md#inbound-sets-from-upstreams); empty, the endpoint is off (404).
 //
-// What is read here decides everything but the signature (src/services/ssf-receiver.ts
-// verifies it with src/domain/jws.ts) and the one batch that acts (src/db/ssf-received.ts).
+// What is read here decides everything but the signature (src/services/ssf/inbound.ts
+// verifies it with src/domain/jws.ts) and the one batch that acts (src/db/ssf/inbound-sets.ts).
 
-export const RECEIVER_PATH = "/ssf/receiver";
+export const INBOUND_PATH = "/ssf/receiver";
 export const SET_MEDIA_TYPE = "application/secevent+jwt";
 /** A SET is a few hundred bytes to a few KB (an RS256 signature is 342 to 683 characters): far more is not one. */
 export const MAX_SET_BYTES = 16_384;
@@ -25,7 +26,7 @@ export const SET_CLOCK_SKEW_SECONDS = 60;
 /** Bounds what the dedupe table stores per SET; real ones are UUIDs or shorter. */
 const MAX_JTI_LENGTH = 256;
 
-/** The RFC 8935 §2.4 error codes this receiver answers: the type and the OpenAPI document derive from it. */
+/** The RFC 8935 §2.4 error codes an inbound SET is refused with: the type and the OpenAPI document derive from it. */
 export const SET_ERROR_CODES = [
   "invalid_request",
   "invalid_key",
@@ -87,8 +88,8 @@ export interface UpstreamVars {
   SSF_UPSTREAMS?: string;
 }
 
-// The reason `<name>:<event>` must fit the 64 characters every reason keeps to (src/services/user-sessions.ts).
-const MAX_NAME_LENGTH = 64 - 1 - LONGEST_EVENT_NAME;
+// The reason `<name>:<event>` keeps to the rule of every reason (src/domain/reason.ts).
+const MAX_NAME_LENGTH = MAX_REASON_LENGTH - 1 - LONGEST_EVENT_NAME;
 const NAME = new RegExp(`^[A-Za-z0-9._-]{1,${MAX_NAME_LENGTH}}$`);
 const REGION = /^[a-z]{2}$/;
 

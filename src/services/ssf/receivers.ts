@@ -1,6 +1,6 @@
-import { insertReceiver, listReceivers, revokeReceiver } from "../db/receivers.ts";
-import type { Shards } from "../db/shards.ts";
-import { hashSecret, newCredential } from "../domain/token.ts";
+import type { Shards } from "../../db/shards.ts";
+import { insertReceiver, listReceivers, revokeReceiver } from "../../db/ssf/receivers.ts";
+import { hashSecret, newCredential } from "../../domain/token.ts";
 
 // Shared Signals receiver credentials, issued and revoked by the operator (scripts/ssf-receivers.ts).
 // The credential is shown once, when issued; only its secret's SHA-256 is stored.

@@ -1,0 +1,1 @@
+ALTER TABLE `ssf_queued_sets` ADD `leased_by` text;

@@ -1,0 +1,11 @@
+// The one rule for the reason the security log records with an ending: given by the rest of
+// the system (SessionService, the operator's `session:end`), or an upstream's name and event
+// (src/domain/ssf/inbound.ts).
+
+export const MAX_REASON_LENGTH = 64;
+// Printable ASCII, no leading or trailing space: safe to show in a log, a UI or a query.
+const REASON = new RegExp(`^(?! )[\\x20-\\x7E]{1,${MAX_REASON_LENGTH}}(?<! )$`);
+
+export function isReason(value: unknown): value is string {
+  return typeof value === "string" && REASON.test(value);
+}

@@ -1,0 +1,47 @@
+import type { SessionEventRow } from "../db/schema.ts";
+import type { ContextChange } from "../domain/client-context.ts";
+import type { EventType } from "../domain/events.ts";
+
+// The events queue's message (SESSION_EVENTS, src/services/outbox.ts): what a consumer of the
+// queue is promised, one message per session event.
+
+/** What a consumer receives: one message per event. */
+export interface SessionEventMessage {
+  /** The event's own id, unique across every database and the same each time it is sent again. */
+  id: string;
+  type: EventType;
+  userId: string;
+  sessionId: string;
+  actorSessionId: string | null;
+  ipAddress: string | null;
+  reason: string | null;
+  newDevice: boolean | null;
+  createdAt: string;
+  /** Present only on a context change (`context_changed`, `ended` for it): where the session was, where it is now. */
+  context?: ContextChange;
+}
+
+/**
+ * `<request_id>:<session_id>`. A row id is unique within its database only, so with several
+ * databases two events may share one. A write's request id is random and a write logs at
+ * most one event per session, so the pair names one event anywhere, and is read from the row
+ * whenever it is sent.
+ */
+function messageId(event: Pick<SessionEventRow, "requestId" | "sessionId">): string {
+  return `${event.requestId}:${event.sessionId}`;
+}
+
+export function toMessage(event: SessionEventRow): SessionEventMessage {
+  return {
+    id: messageId(event),
+    type: event.type,
+    userId: event.userId,
+    sessionId: event.sessionId,
+    actorSessionId: event.actorSessionId,
+    ipAddress: event.ipAddress,
+    reason: event.reason,
+    newDevice: event.newDevice,
+    createdAt: event.createdAt.toISOString(),
+    ...(event.context === null ? {} : { context: event.context }),
+  };
+}

@@ -1,0 +1,292 @@
+import { createExecutionContext } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { SessionService } from "../src/rpc/session-service.ts";
+import { countingShards } from "./d1.ts";
+import { challengeIn, deviceKey, signProof } from "./device-keys.ts";
+import {
+  bearer,
+  bindingOfUser,
+  CHROME_MAC,
+  COOKIE_NAME,
+  call,
+  callWith,
+  d1OfUser,
+  databases,
+  expectError,
+  type Issued,
+  issue,
+  type Network,
+  newUser,
+  REJECTED_CHALLENGE,
+  sessionCookie,
+} from "./helpers.ts";
+
+// Session context checks (src/domain/client-context.ts): a session remembers the browser, OS,
+// country and network it was last used from, and a token replayed from elsewhere is judged by
+// SESSION_CONTEXT_DEVICE (default step-up) and SESSION_CONTEXT_NETWORK (default log), in the
+// operation's one round trip.
+
+const FIREFOX_WINDOWS = "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0";
+const CHROME_WINDOWS =
+  "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+const HOME: Network = { country: "DE", asn: 3320 };
+const ABROAD: Network = { country: "BR", asn: 28573 };
+const STEP_UP =
+  'Bearer realm="auth", error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age="0"';
+const SEEN_HOME = { browser: "Chrome", os: "macOS", country: "DE", asn: 3320 };
+
+type Session = Issued & { userId: string };
+
+async function signedIn(): Promise<Session> {
+  const userId = newUser();
+  return { ...(await issue(userId, { country: HOME.country, asn: HOME.asn })), userId };
+}
+
+function list(session: Issued, from: { userAgent?: string; network?: Network; vars?: Partial<Env> } = {}) {
+  const headers = { ...bearer(session.token), "User-Agent": from.userAgent ?? CHROME_MAC };
+  return callWith(from.vars ?? {}, "GET", "/auth/sessions", headers, undefined, from.network ?? HOME);
+}
+
+async function rowOf(session: Session) {
+  return (await d1OfUser(session.userId))
+    .prepare(
+      "SELECT seen_browser AS browser, seen_os AS os, seen_country AS country, seen_asn AS asn, context_step_up AS held FROM sessions WHERE id = ?",
+    )
+    .bind(session.id)
+    .first();
+}
+
+async function eventsOf(session: Session) {
+  const { results } = await (await d1OfUser(session.userId))
+    .prepare("SELECT type, reason, actor_session_id, context FROM session_events WHERE session_id = ? ORDER BY id")
+    .bind(session.id)
+    .all<{ type: string; reason: string | null; actor_session_id: string | null; context: string | null }>();
+  return results.map((event) => ({ ...event, context: event.context && JSON.parse(event.context) }));
+}
+
+const created = { type: "created", reason: null, actor_session_id: null, context: null };
+const change = (after: object, before: object = SEEN_HOME) => ({ before, after: { ...SEEN_HOME, ...after } });
+
+describe("session context: recorded", () => {
+  it("a session starts where it was issued and is listed with where it was last used (request.cf passes through)", async () => {
+    const userId = newUser();
+    const session = { ...(await issue(userId)), userId };
+    expect(await rowOf(session)).toEqual({ browser: "Chrome", os: "macOS", country: null, asn: null, held: 0 });
+    const response = await list(session);
+    expect(response.status).toBe(200);
+    const { sessions } = (await response.json()) as { sessions: { last_seen: unknown }[] };
+    expect(sessions.map((listed) => listed.last_seen)).toEqual([SEEN_HOME]);
+    expect(await eventsOf(session)).toEqual([created]);
+  });
+
+  it("a new browser version, a new address in the same network, a new network in the same country: recorded, nothing else", async () => {
+    const session = await signedIn();
+    const chrome132 = CHROME_MAC.replace("131.0.0.0", "132.0.0.0");
+    expect((await list(session, { userAgent: chrome132, network: { country: "DE", asn: 6805 } })).status).toBe(200);
+    expect((await list(session, { userAgent: chrome132, network: { country: "AT", asn: 6805 } })).status).toBe(200);
+    expect(await rowOf(session)).toEqual({ ...SEEN_HOME, country: "AT", asn: 6805, held: 0 });
+    expect(await eventsOf(session)).toEqual([created]);
+  });
+});
+
+describe("session context: another browser family (default SESSION_CONTEXT_DEVICE = step-up)", () => {
+  it("refuses the copied token with the RFC 9470 challenge, logs it once, and holds the session until reauthenticate", async () => {
+    const session = await signedIn();
+    const other = await issue(session.userId, { country: HOME.country, asn: HOME.asn });
+    await expectError(await list(session, { userAgent: FIREFOX_WINDOWS }), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
+    expect(await rowOf(session)).toEqual({ browser: "Firefox", os: "Windows", country: "DE", asn: 3320, held: 1 });
+    const logged = { type: "context_changed", reason: null, actor_session_id: session.id };
+    expect(await eventsOf(session)).toEqual([
+      created,
+      { ...logged, context: change({ browser: "Firefox", os: "Windows" }) },
+    ]);
+    // Held: the victim's browser too, for every operation but leaving; nothing ends, nothing is read.
+    await expectError(await list(session), 401, "reauthentication_required", { wwwAuthenticate: STEP_UP });
+    for (const [method, path] of [
+      ["GET", "/auth/events"],
+      ["DELETE", `/auth/sessions/${other.id}`],
+      ["DELETE", "/auth/logout"],
+      ["DELETE", "/auth/logout?scope=others"],
+      ["DELETE", "/auth/logout?scope=all"],
+    ] as const) {
+      const response = await callWith({}, method, path, bearer(session.token), undefined, HOME);
+      await expectError(response, 401, "reauthentication_required", { wwwAuthenticate: STEP_UP });
+    }
+    expect((await list(other)).status).toBe(200);
+    // Back on Chrome: a second change, logged; still held.
+    expect(await eventsOf(session)).toHaveLength(3);
+    // reauthenticate lifts the hold and kills the copied token.
+    const reissued = await exports.SessionService.reauthenticate({
+      token: session.token,
+      factors: ["pwd"],
+      context: { userAgent: CHROME_MAC, country: HOME.country, asn: HOME.asn },
+    });
+    expect(reissued?.sessionId).toBe(session.id);
+    await expectError(await list(session), 401, "invalid_token", { wwwAuthenticate: REJECTED_CHALLENGE });
+    expect((await list({ ...session, token: reissued!.token })).status).toBe(200);
+    expect(await rowOf(session)).toMatchObject({ ...SEEN_HOME, held: 0 });
+  });
+
+  it("the held session can always leave: its own logout and deleting itself", async () => {
+    for (const leave of [
+      (s: Session) => callWith({}, "POST", "/auth/logout", sessionCookie(s.token), undefined, HOME),
+      (s: Session) => callWith({}, "DELETE", `/auth/sessions/${s.id}`, bearer(s.token), undefined, HOME),
+    ]) {
+      const session = await signedIn();
+      expect((await list(session, { userAgent: FIREFOX_WINDOWS })).status).toBe(401);
+      expect((await leave(session)).status).toBe(200);
+      expect(await rowOf(session)).toBeNull();
+    }
+  });
+
+  it("another OS in the same network, and a stripped User-Agent, are device changes too", async () => {
+    for (const userAgent of [CHROME_WINDOWS, ""]) {
+      const session = await signedIn();
+      await expectError(await list(session, { userAgent }), 401, "reauthentication_required", {
+        wwwAuthenticate: STEP_UP,
+      });
+    }
+  });
+
+  it("costs no round trip of its own", async () => {
+    const session = await signedIn();
+    const counter = countingShards(databases());
+    const headers = { ...bearer(session.token), "User-Agent": FIREFOX_WINDOWS };
+    const response = await callWith(counter.env, "GET", "/auth/sessions", headers, undefined, ABROAD);
+    expect({ status: response.status, roundTrips: counter.roundTrips() }).toEqual({
+      status: 401,
+      roundTrips: { [await bindingOfUser(session.userId)]: 1 },
+    });
+  });
+});
+
+describe("session context: each policy", () => {
+  const device = (policy: string) => ({ SESSION_CONTEXT_DEVICE: policy });
+  const network = (policy: string) => ({ SESSION_CONTEXT_NETWORK: policy });
+  const firefox = { browser: "Firefox", os: "Windows" };
+  const logged = (session: Session, after: object, type = "context_changed", reason: string | null = null) => ({
+    type,
+    reason,
+    actor_session_id: session.id,
+    context: change(after),
+  });
+
+  it("allow: recorded silently", async () => {
+    const session = await signedIn();
+    const vars = { ...device("allow"), ...network("allow") };
+    expect((await list(session, { userAgent: FIREFOX_WINDOWS, vars })).status).toBe(200);
+    expect((await list(session, { userAgent: FIREFOX_WINDOWS, network: ABROAD, vars })).status).toBe(200);
+    expect(await rowOf(session)).toEqual({ ...firefox, ...ABROAD, held: 0 });
+    expect(await eventsOf(session)).toEqual([created]);
+  });
+
+  it("log: logged and recorded, the request answered", async () => {
+    const session = await signedIn();
+    expect((await list(session, { userAgent: FIREFOX_WINDOWS, vars: device("log") })).status).toBe(200);
+    expect(await rowOf(session)).toEqual({ ...SEEN_HOME, ...firefox, held: 0 });
+    expect(await eventsOf(session)).toEqual([created, logged(session, firefox)]);
+  });
+
+  it("network log (the default): another country and ASN is logged, the request answered", async () => {
+    const session = await signedIn();
+    expect((await list(session, { network: ABROAD })).status).toBe(200);
+    expect(await eventsOf(session)).toEqual([created, logged(session, ABROAD)]);
+  });
+
+  it("network step-up: held", async () => {
+    const session = await signedIn();
+    await expectError(
+      await list(session, { network: ABROAD, vars: network("step-up") }),
+      401,
+      "reauthentication_required",
+      {
+        wwwAuthenticate: STEP_UP,
+      },
+    );
+    expect(await rowOf(session)).toEqual({ ...SEEN_HOME, ...ABROAD, held: 1 });
+  });
+
+  it("end: the session ends (`ended`, reason context_changed), the request is refused as for a dead token", async () => {
+    for (const [from, vars, after] of [
+      [{ userAgent: FIREFOX_WINDOWS }, device("end"), firefox],
+      [{ network: ABROAD }, network("end"), ABROAD],
+    ] as const) {
+      const session = await signedIn();
+      await expectError(await list(session, { ...from, vars }), 401, "invalid_token", {
+        wwwAuthenticate: REJECTED_CHALLENGE,
+      });
+      expect(await rowOf(session)).toBeNull();
+      expect(await eventsOf(session)).toEqual([created, logged(session, after, "ended", "context_changed")]);
+    }
+  });
+
+  it("a device-bound session is not judged: its key proves the device", async () => {
+    const userId = newUser();
+    const issued = (await exports.SessionService.create({
+      userId,
+      userAgent: CHROME_MAC,
+      deviceBound: true,
+    })) as Issued & {
+      secureSessionRegistration: string;
+      boundCookie: string;
+    };
+    const key = await deviceKey();
+    const registered = await call("POST", "/auth/dbsc/registration", {
+      Cookie: `${COOKIE_NAME}=${issued.token}`,
+      "Secure-Session-Response": `"${await signProof(key, challengeIn(issued.secureSessionRegistration), { withKey: true })}"`,
+    });
+    expect(registered.status).toBe(200);
+    const bound = /=([^;]+);/.exec(issued.boundCookie)?.[1];
+    const headers = {
+      Cookie: `${COOKIE_NAME}=${issued.token}; ${COOKIE_NAME}-bound=${bound}`,
+      "User-Agent": FIREFOX_WINDOWS,
+    };
+    const response = await callWith(
+      { SESSION_CONTEXT_DEVICE: "end" },
+      "DELETE",
+      "/auth/logout?scope=others",
+      headers,
+      undefined,
+      ABROAD,
+    );
+    expect(response.status).toBe(200);
+    const session = { ...issued, userId };
+    expect(await rowOf(session)).toEqual({ browser: "Firefox", os: "Windows", ...ABROAD, held: 0 });
+    expect((await eventsOf(session)).map((event) => event.type)).toEqual(["created", "device_bound"]);
+  });
+
+  it("a setting that is not a policy is refused like any bad setting", async () => {
+    const session = await signedIn();
+    for (const vars of [device("block"), network("Log"), device("stepup")]) {
+      await expectError(await list(session, { vars }), 500, "internal_error");
+    }
+  });
+});
+
+describe("session context: SessionService", () => {
+  it("authenticate without a context judges nothing; with one, judges it and says when the session is held", async () => {
+    const session = await signedIn();
+    const firefox = { userAgent: FIREFOX_WINDOWS, country: HOME.country, asn: HOME.asn };
+    expect(await exports.SessionService.authenticate(session.token)).toMatchObject({ sessionId: session.id });
+    expect(await exports.SessionService.authenticate(session.token, { context: {} })).toMatchObject({
+      sessionId: session.id,
+      reauthenticationRequired: true,
+    });
+    expect(await rowOf(session)).toEqual({ browser: "", os: "", country: "DE", asn: 3320, held: 1 });
+    const again = await exports.SessionService.authenticate(session.token, { context: firefox });
+    expect(again?.reauthenticationRequired).toBe(true);
+    const fresh = await signedIn();
+    const answer = await exports.SessionService.authenticate(fresh.token, {
+      context: { userAgent: CHROME_MAC, country: "DE", asn: 3320 },
+    });
+    expect(answer && "reauthenticationRequired" in answer).toBe(false);
+    // Called in-process: a rejection through the RPC stub is reported by the pool as uncaught.
+    const service = new SessionService(createExecutionContext(), env);
+    await expect(service.authenticate(fresh.token, { context: "Firefox" as never })).rejects.toThrow(
+      "context must be an object of userAgent, country and asn",
+    );
+  });
+});
