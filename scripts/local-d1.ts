@@ -331,21 +331,20 @@ async function pendingMigrations(
   bindings: Record<string, D1Database>,
   toml: WranglerEnv,
 ): Promise<Map<string, string[]>> {
-  const pending = new Map<string, string[]>();
-  for (const { binding, migrations_dir = "migrations" } of toml.d1_databases) {
-    const db = bindings[binding] as D1Database;
-    const [, applied] = await db.batch<{ name: string }>([
-      db.prepare(MIGRATIONS_TABLE),
-      db.prepare("SELECT name FROM d1_migrations"),
-    ]);
-    const done = new Set(applied?.results.map((row) => row.name));
-    const files = readdirSync(path.join(ROOT, migrations_dir)).filter((name) => name.endsWith(".sql"));
-    pending.set(
-      binding,
-      files.sort().filter((name) => !done.has(name)),
-    );
-  }
-  return pending;
+  // Every database at once: through a loaded server each read waits its turn, so they wait together.
+  const pending = await Promise.all(
+    toml.d1_databases.map(async ({ binding, migrations_dir = "migrations" }) => {
+      const db = bindings[binding] as D1Database;
+      const [, applied] = await db.batch<{ name: string }>([
+        db.prepare(MIGRATIONS_TABLE),
+        db.prepare("SELECT name FROM d1_migrations"),
+      ]);
+      const done = new Set(applied?.results.map((row) => row.name));
+      const files = readdirSync(path.join(ROOT, migrations_dir)).filter((name) => name.endsWith(".sql"));
+      return [binding, files.sort().filter((name) => !done.has(name))] as const;
+    }),
+  );
+  return new Map(pending);
 }
 
 /**

@@ -67,7 +67,7 @@ const MAX_HOPS = 8;
  * own, so their moves do not meet, and their round trips wait in each database's queue
  * together rather than one after another.
  */
-const BUCKETS_AT_ONCE = 16;
+const BUCKETS_AT_ONCE = 64;
 /** Rows read from the source per round trip. */
 const PAGE = 500;
 // D1 binds at most 100 values per statement: one per column of each row (events without their
