@@ -3,16 +3,27 @@
 // database of their own under .wrangler/demo. Open http://localhost:8787, sign in as alice or
 // bob (password: wonderland), and see "Your devices". Extra arguments go to wrangler, e.g.
 //   npm run demo -- --port 8790
-//   npm run demo -- --local-protocol https     (device binding needs HTTPS; docs/integrating.md)
+//   npm run demo -- --local-protocol https     (device binding needs HTTPS; docs/integrating.md;
+//                                               a certificate made here, or --https-key-path and --https-cert-path)
 // wrangler applies --var only to the first worker, so the service's vars are overridden from
 // the environment instead: SESSION_BOUND_COOKIE_SECONDS=20 npm run demo
+// While it runs the operator commands (session:*, db:*, shards:move) work on the demo's
+// database, as on npm start's: the service runs with the operator gateway
+// (scripts/dev-worker.ts), the first worker passes /__operator/* to it
+// (scripts/demo-worker.ts), and .wrangler/demo/dev-server.json says where, with its token and,
+// over https, the certificate to trust. The token reaches the service in a file only this
+// user can read, never on a command line.
 import { spawn } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parse } from "smol-toml";
-import { migrate } from "./shards.ts";
+import { announceDevServer, DEMO_SERVER_FILE, localVarsFiles, writePrivate } from "./dev-server.ts";
+import { applyMigrations } from "./shards.ts";
 
-const STATE = ".wrangler/demo";
+const ROOT = path.join(import.meta.dirname, "..");
+const STATE = path.dirname(DEMO_SERVER_FILE);
+/** Wrangler reads a second worker's local secrets from the .dev.vars beside its config. */
+const SECRETS = path.join(STATE, ".dev.vars");
 
 interface ServiceToml {
   main: string;
@@ -21,42 +32,63 @@ interface ServiceToml {
   env?: unknown;
 }
 
-/** wrangler.toml's top level, its vars overridden by SESSION_* from the environment, paths made absolute. */
+/**
+ * wrangler.toml's top level as the demo's service: scripts/dev-worker.ts (the service and its
+ * operator gateway), its vars overridden by SESSION_* from the environment, paths made absolute.
+ */
 function serviceConfig(): string {
   const overrides = Object.entries(process.env).filter(([name]) => name.startsWith("SESSION_"));
-  if (overrides.length === 0) return "wrangler.toml";
-  const { env: _environments, ...config } = parse(readFileSync("wrangler.toml", "utf8")) as unknown as ServiceToml;
-  const root = process.cwd();
+  const toml = readFileSync(path.join(ROOT, "wrangler.toml"), "utf8");
+  const { env: _environments, ...config } = parse(toml) as unknown as ServiceToml;
   const derived = {
     ...config,
-    main: path.join(root, config.main),
+    main: path.join(ROOT, "scripts", "dev-worker.ts"),
     vars: { ...config.vars, ...Object.fromEntries(overrides) },
     d1_databases: config.d1_databases.map((database) => ({
       ...database,
-      migrations_dir: path.join(root, database.migrations_dir),
+      migrations_dir: path.join(ROOT, database.migrations_dir),
     })),
   };
-  mkdirSync(STATE, { recursive: true });
   const file = path.join(STATE, "session-service.json");
   writeFileSync(file, JSON.stringify(derived, null, 2));
   return file;
 }
 
-await migrate(undefined, "local", STATE);
+const args = process.argv.slice(2);
+mkdirSync(STATE, { recursive: true });
+const { server, wranglerEnv, forget } = announceDevServer(
+  "npm run demo",
+  DEMO_SERVER_FILE,
+  args,
+  undefined,
+  path.join(STATE, "https"),
+);
+const forgetAll = () => {
+  forget();
+  rmSync(SECRETS, { force: true });
+};
+try {
+  await applyMigrations(undefined, "local", STATE);
+} catch (error) {
+  forgetAll();
+  console.error(error instanceof Error ? error.message : String(error));
+  process.exit(1);
+}
+// The project's local vars, as the service would read them beside wrangler.toml, then the token.
+const localVars = localVarsFiles(undefined).map((file) => readFileSync(path.join(ROOT, file), "utf8"));
+writePrivate(SECRETS, [...localVars, `OPERATOR_TOKEN=${server.token}\n`].join("\n"));
 const dev = spawn(
   "npx",
   [
-    "wrangler",
-    "dev",
-    "--config",
-    "examples/login-worker/wrangler.toml",
-    "--config",
-    serviceConfig(),
-    "--persist-to",
-    STATE,
-    ...process.argv.slice(2),
+    ...["wrangler", "dev", "scripts/demo-worker.ts"],
+    ...["--config", "examples/login-worker/wrangler.toml", "--config", serviceConfig()],
+    ...["--persist-to", STATE],
+    ...args,
   ],
-  { stdio: "inherit" },
+  { stdio: "inherit", cwd: ROOT, env: { ...process.env, ...wranglerEnv } },
 );
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => dev.kill(signal));
-dev.on("close", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+dev.on("close", (code, signal) => {
+  forgetAll();
+  process.exit(code ?? (signal ? 1 : 0));
+});

@@ -11,7 +11,8 @@
 // the d1 call, each of a bucket's D1 calls would be an HTTP request queued behind the users'.
 // Every call needs `Authorization: Bearer <OPERATOR_TOKEN>`, a random value scripts/dev.ts gives
 // wrangler in a file (--env-file) and writes to .wrangler/dev-server.json, both readable by
-// this user alone: a web page cannot reach the gateway.
+// this user alone: a web page cannot reach the gateway. `npm run demo` serves this worker as
+// its service too (scripts/demo.ts, scripts/demo-worker.ts).
 import worker from "../src/index.ts";
 import {
   finishMoving,

@@ -1,8 +1,8 @@
 // Opens the local D1 that `npm start` (wrangler dev) serves, for the operator commands, in
 // tens of milliseconds, behind the few D1 methods Drizzle's D1 driver calls:
-// - while `npm start` serves the environment, through its operator gateway
-//   (scripts/dev-worker.ts): workerd holds the SQLite files then, and a second writer
-//   would make the server's own requests fail with "database is locked";
+// - while `npm start` (or `npm run demo`, on its own database) serves the environment, through
+//   its operator gateway (scripts/dev-worker.ts): workerd holds the SQLite files then, and a
+//   second writer would make the server's own requests fail with "database is locked";
 // - otherwise the SQLite file wrangler keeps under .wrangler/state, opened with node:sqlite.
 // Importing wrangler (for getPlatformProxy) alone takes over a second, and its local D1 is a
 // second workerd on the same files: neither would do. Migrations are applied only when behind.
@@ -179,7 +179,7 @@ function gatewayCall(server: DevServer, path: string, body?: object): Promise<Ga
           } catch {
             reject(
               new Error(
-                `npm start at ${server.url} answered ${response.statusCode} without JSON: ${text.slice(0, 200)}`,
+                `${server.name} at ${server.url} answered ${response.statusCode} without JSON: ${text.slice(0, 200)}`,
               ),
             );
           }
@@ -201,15 +201,15 @@ async function serverVars(server: DevServer): Promise<Record<string, string>> {
     try {
       const { status, body } = await gatewayCall(server, "/__operator/vars");
       if (status === 200) return body as Record<string, string>;
-      throw new Error(`npm start at ${server.url} refused the operator gateway (${status})`);
+      throw new Error(`${server.name} at ${server.url} refused the operator gateway (${status})`);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === undefined) throw error;
       // Any other failure to connect, a certificate not trusted among them, will not pass by waiting.
-      if (!NOT_YET.has(code)) throw new Error(`npm start at ${server.url}: ${(error as Error).message} (${code})`);
+      if (!NOT_YET.has(code)) throw new Error(`${server.name} at ${server.url}: ${(error as Error).message} (${code})`);
       if (Date.now() > deadline)
         throw new Error(
-          `npm start (pid ${server.pid}) has not answered at ${server.url} for ${SERVER_WAIT_MS / 1000} s: wait for it, or stop it`,
+          `${server.name} (pid ${server.pid}) has not answered at ${server.url} for ${SERVER_WAIT_MS / 1000} s: wait for it, or stop it`,
         );
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
@@ -237,7 +237,7 @@ function gatewayBackend(server: DevServer, binding: string): Backend {
 
 export interface LocalProject {
   env: ConfigVars & { SHARDS: string } & Record<string, D1Database | string>;
-  /** The running `npm start` the databases are reached through, if any. */
+  /** The running `npm start` or `npm run demo` the databases are reached through, if any. */
   server: DevServer | null;
   close(): void;
 }
@@ -271,8 +271,9 @@ export async function answerOnLocalProject(
 
 /**
  * Every local D1 of the wrangler environment (`env` undefined: the top level) and its vars,
- * as `npm start` sees them. While `npm start` serves this environment, through its operator
- * gateway (scripts/dev-worker.ts), with the vars it runs with: the files are workerd's then.
+ * as `npm start` sees them. While `npm start` or `npm run demo` serves this environment,
+ * through its operator gateway (scripts/dev-worker.ts), with the vars it runs with: the files
+ * are workerd's then.
  * Otherwise the files themselves, with wrangler.toml's vars (`.dev.vars` overriding).
  * Migrations are applied first, to every database, only when one of them is behind.
  */
@@ -330,21 +331,20 @@ async function pendingMigrations(
   bindings: Record<string, D1Database>,
   toml: WranglerEnv,
 ): Promise<Map<string, string[]>> {
-  const pending = new Map<string, string[]>();
-  for (const { binding, migrations_dir = "migrations" } of toml.d1_databases) {
-    const db = bindings[binding] as D1Database;
-    const [, applied] = await db.batch<{ name: string }>([
-      db.prepare(MIGRATIONS_TABLE),
-      db.prepare("SELECT name FROM d1_migrations"),
-    ]);
-    const done = new Set(applied?.results.map((row) => row.name));
-    const files = readdirSync(path.join(ROOT, migrations_dir)).filter((name) => name.endsWith(".sql"));
-    pending.set(
-      binding,
-      files.sort().filter((name) => !done.has(name)),
-    );
-  }
-  return pending;
+  // Every database at once: through a loaded server each read waits its turn, so they wait together.
+  const pending = await Promise.all(
+    toml.d1_databases.map(async ({ binding, migrations_dir = "migrations" }) => {
+      const db = bindings[binding] as D1Database;
+      const [, applied] = await db.batch<{ name: string }>([
+        db.prepare(MIGRATIONS_TABLE),
+        db.prepare("SELECT name FROM d1_migrations"),
+      ]);
+      const done = new Set(applied?.results.map((row) => row.name));
+      const files = readdirSync(path.join(ROOT, migrations_dir)).filter((name) => name.endsWith(".sql"));
+      return [binding, files.sort().filter((name) => !done.has(name))] as const;
+    }),
+  );
+  return new Map(pending);
 }
 
 /**
@@ -373,10 +373,10 @@ async function migrateThrough(bindings: Record<string, D1Database>, toml: Wrangl
   return applied;
 }
 
-/** `db:migrate:local` and `db:status` through the gateway of the `npm start` serving `env`. */
+/** `db:migrate:local` and `db:status` through the gateway of the `npm start` (or demo) serving `env`. */
 export async function throughRunningServer(
   env: string | undefined,
-): Promise<{ migrate(): Promise<string[]>; pending(): Promise<Map<string, string[]>> } | null> {
+): Promise<{ name: string; migrate(): Promise<string[]>; pending(): Promise<Map<string, string[]>> } | null> {
   const server = devServerOf(env);
   if (!server) return null;
   await serverVars(server);
@@ -384,5 +384,9 @@ export async function throughRunningServer(
   const bindings = Object.fromEntries(
     toml.d1_databases.map(({ binding }) => [binding, localD1(gatewayBackend(server, binding))]),
   );
-  return { migrate: () => migrateThrough(bindings, toml), pending: () => pendingMigrations(bindings, toml) };
+  return {
+    name: server.name,
+    migrate: () => migrateThrough(bindings, toml),
+    pending: () => pendingMigrations(bindings, toml),
+  };
 }

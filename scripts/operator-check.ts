@@ -22,7 +22,7 @@ import { bucketKey } from "../src/domain/token.ts";
 import { issueSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
 import { issueReceiver, receiversOf } from "../src/services/ssf/receivers.ts";
-import { openLocalProject } from "./local-d1.ts";
+import { type LocalProject, openLocalProject } from "./local-d1.ts";
 import { freePort, type NpmStart, startNpmStart } from "./npm-start.ts";
 import { parseOptions, refuse } from "./options.ts";
 
@@ -121,9 +121,19 @@ const movingSince = new Map<string, number>();
 let longestMovingMs = 0;
 const movingWindows: number[] = [];
 
+/**
+ * The running server's databases, opened once per server: opening reads its vars and checks
+ * its migrations, a few gateway calls that a sign-in each would add to the load measured.
+ */
+let opened: Promise<LocalProject> | null = null;
+const projectOfServer = () => {
+  opened ??= openLocalProject("sharded");
+  return opened;
+};
+
 /** The login flow's sign-in, through the same gateway and code as `session:create`. */
 async function signIn(user: string): Promise<void> {
-  const project = await openLocalProject("sharded");
+  const project = await projectOfServer();
   for (;;) {
     try {
       const { id, token } = await issueSession(
@@ -277,7 +287,7 @@ async function dashIds(): Promise<Record<string, unknown>> {
   const sessionEnded = JSON.parse(await command("session:end", ["--session", session.id]));
   if (sessionEnded.ended) session.live = false;
 
-  const project = await openLocalProject("sharded");
+  const project = await projectOfServer();
   const shards = openShards(project.env as unknown as Env);
   let receiver: { id: string };
   do receiver = await issueReceiver(shards, { name: "dash", audience: "https://dash.example" }, new Date());
@@ -357,6 +367,7 @@ try {
   await dev.stop();
   logs.push(dev.log());
   dev = await startServer(port, state, shards);
+  opened = null;
   checks.push(await verify(base, "after deploying the printed SHARDS"));
   progress("restarted with the printed SHARDS");
   const finish = await underLoad(base, driven, async () => {

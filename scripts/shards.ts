@@ -64,13 +64,12 @@ function wrangler(args: string[], interactive: boolean): Promise<{ code: number;
 }
 
 /**
- * The gateway of the `npm start` serving `env`, if another process runs one: wrangler's own
- * D1 commands would be a second workerd on the files it holds. Loaded only then, so that
- * `npm start` (which migrates through this file) never loads node:sqlite.
+ * The gateway of the `npm start` (or `npm run demo`) serving `env`, if one runs: wrangler's
+ * own D1 commands would be a second workerd on the files it holds. Loaded only then, so that
+ * `npm start` and the demo (which migrate through this file) never load node:sqlite.
  */
 async function runningServer(env: string | undefined) {
-  const server = devServerOf(env);
-  if (!server || server.pid === process.pid) return null;
+  if (!devServerOf(env)) return null;
   const { throughRunningServer } = await import("./local-d1.ts");
   return throughRunningServer(env);
 }
@@ -79,24 +78,34 @@ const where = (env: string | undefined, location: "local" | "remote") =>
   [`--${location}`, ...(env === undefined ? [] : ["--env", env])] as const;
 
 /**
- * Applies migrations/ to every database of `env`, one after another: local ones quietly
- * (progress on stderr), under `persistTo` when given; remote ones so wrangler can ask before
- * each. While `npm start` serves `env` locally, through its server instead.
+ * `db:migrate:local` / `db:migrate:remote`: applies migrations/ to every database of `env`.
+ * While `npm start` or `npm run demo` serves `env` locally, through its server.
  */
 export async function migrate(
   env: string | undefined,
   location: "local" | "remote",
   persistTo?: string,
 ): Promise<void> {
-  const bindings = shardBindings(env);
   const server = location === "local" && persistTo === undefined ? await runningServer(env) : null;
-  if (server) {
-    const applied = await server.migrate();
-    process.stderr.write(
-      `${applied.length === 0 ? "no migrations to apply" : `applied ${applied.join(", ")}`} (through npm start's server${env ? `, env ${env}` : ""})\n`,
-    );
-    return;
-  }
+  if (!server) return applyMigrations(env, location, persistTo);
+  const applied = await server.migrate();
+  process.stderr.write(
+    `${applied.length === 0 ? "no migrations to apply" : `applied ${applied.join(", ")}`} (through ${server.name}'s server${env ? `, env ${env}` : ""})\n`,
+  );
+}
+
+/**
+ * Applies migrations/ to every database of `env` with wrangler's own commands, one after
+ * another: local ones quietly (progress on stderr), under `persistTo` when given; remote ones
+ * so wrangler can ask before each. Locally, only on files no server holds: `npm start` and
+ * the demo run it before theirs starts.
+ */
+export async function applyMigrations(
+  env: string | undefined,
+  location: "local" | "remote",
+  persistTo?: string,
+): Promise<void> {
+  const bindings = shardBindings(env);
   const persist = persistTo === undefined ? [] : ["--persist-to", persistTo];
   const apply = (binding: string) =>
     wrangler(["d1", "migrations", "apply", binding, ...where(env, location), ...persist], location === "remote");
@@ -152,8 +161,8 @@ export async function status(env: string | undefined, location: "local" | "remot
   return current;
 }
 
-/** Buckets moved a call: a progress line comes between calls; through npm start's gateway, each is one request. */
-const BUCKETS_PER_CALL = 16;
+/** Buckets moved a call, and a progress line after each; through npm start's gateway, each call is one request. */
+const BUCKETS_PER_CALL = 64;
 
 interface Mover {
   move(asked: MoveAsked, part: MovePart): Promise<MoveReport>;
@@ -261,9 +270,7 @@ async function move(values: Record<string, string | boolean | undefined>, locati
       report.sessions += part.sessions;
       report.events += part.events;
       report.shards = part.shards;
-      const upTo = Math.min(last, from + BUCKETS_PER_CALL - 1);
-      if (upTo === last || (upTo - first + 1) % 64 < BUCKETS_PER_CALL)
-        process.stderr.write(`buckets ${first}-${upTo} done\n`);
+      process.stderr.write(`buckets ${first}-${Math.min(last, from + BUCKETS_PER_CALL - 1)} done\n`);
     }
     const seconds = (performance.now() - started) / 1000;
     console.log(

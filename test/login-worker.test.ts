@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { bearer, CHROME_MAC, call } from "./helpers.ts";
+import { bearer, CHROME_MAC, call, tableSnapshot } from "./helpers.ts";
 
 // examples/login-worker runs as an auxiliary worker whose SESSIONS binding is a real service
 // binding to this worker's SessionService entrypoint: every call below crosses Workers RPC.
@@ -74,5 +74,25 @@ describe("example login worker over a real service binding", () => {
     // and from then on on the laptop itself, until the user signs in again.
     expect((await me(laptop.token, FIREFOX_LINUX)).status).toBe(401);
     expect((await me(laptop.token)).status).toBe(401);
+  });
+
+  it("answers 400 to a sign-in that is not JSON with a user and a password, and signs no one in", async () => {
+    const bodies: [string, string][] = [
+      ["application/x-www-form-urlencoded", "user=alice&password=wonderland"],
+      ["application/json", "{not json"],
+      ["application/json", JSON.stringify({ user: "alice" })],
+      ["application/json", JSON.stringify({ user: "alice", password: 1 })],
+    ];
+    const before = await tableSnapshot();
+    for (const [type, body] of bodies) {
+      const response = await env.LOGIN_WORKER.fetch("https://login.example/login", {
+        method: "POST",
+        headers: { "Content-Type": type, "User-Agent": CHROME_MAC },
+        body,
+      });
+      expect(response.status, body).toBe(400);
+      expect(response.headers.get("Set-Cookie"), body).toBeNull();
+    }
+    expect(await tableSnapshot()).toEqual(before);
   });
 });

@@ -6,7 +6,7 @@ import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";
 
 // Moving buckets of users from one D1 database to another while the service answers
 // (`npm run shards:move`, scripts/shards.ts; why it is safe: ARCHITECTURE.md, "Moving a
-// bucket"). One bucket at a time, in four steps, each one batch on one database (a bucket of
+// bucket"). Each bucket in four steps of its own, each one batch on one database (a bucket of
 // more than a page of rows: a few), each safe to run again:
 //
 //   freeze  source: bucket_moves row (bucket, frozen, target). From this commit on, no
@@ -62,6 +62,12 @@ export interface MoveReport {
 
 /** A move follows `moved` rows this many times at most (a move of a move, before SHARDS caught up). */
 const MAX_HOPS = 8;
+/**
+ * Buckets moved at once, each through its own steps: a bucket's rows and move rows are its
+ * own, so their moves do not meet, and their round trips wait in each database's queue
+ * together rather than one after another.
+ */
+const BUCKETS_AT_ONCE = 64;
 /** Rows read from the source per round trip. */
 const PAGE = 500;
 // D1 binds at most 100 values per statement: one per column of each row (events without their
@@ -259,8 +265,8 @@ export interface MovePart {
 }
 
 /**
- * Moves buckets `first`…`last` of `region` to `to`, one bucket at a time: all of them, or
- * `part` of them. Either way the report's SHARDS names `to` for the whole range.
+ * Moves buckets `first`…`last` of `region` to `to`, a few at once: all of them, or `part` of
+ * them. Either way the report's SHARDS names `to` for the whole range.
  */
 export async function moveBuckets(plan: MovePlan, tools: MoveTools, part?: MovePart): Promise<MoveReport> {
   check(plan, tools);
@@ -268,15 +274,22 @@ export async function moveBuckets(plan: MovePlan, tools: MoveTools, part?: MoveP
   if (!Number.isInteger(from) || !Number.isInteger(count) || from < plan.first || from > plan.last || count < 1)
     throw new MoveRefused(`a part of buckets ${plan.first}-${plan.last} starts within them and has one at least`);
   const report: MoveReport = { moved: 0, alreadyThere: 0, sessions: 0, events: 0, shards: "" };
-  for (let bucket = from; bucket <= Math.min(plan.last, from + count - 1); bucket++) {
-    const copied = await moveBucket(plan, bucket, tools);
-    if (!copied) {
-      report.alreadyThere++;
-      continue;
+  const last = Math.min(plan.last, from + count - 1);
+  for (let start = from; start <= last; start += BUCKETS_AT_ONCE) {
+    const buckets = Array.from({ length: Math.min(BUCKETS_AT_ONCE, last - start + 1) }, (_, index) => start + index);
+    // Every bucket of the group ends its move, or stops at its own failure, before any is reported.
+    const outcomes = await Promise.allSettled(buckets.map((bucket) => moveBucket(plan, bucket, tools)));
+    for (const outcome of outcomes) {
+      if (outcome.status === "rejected") throw outcome.reason;
+      const copied = outcome.value;
+      if (!copied) {
+        report.alreadyThere++;
+        continue;
+      }
+      report.moved++;
+      report.sessions += copied.sessions;
+      report.events += copied.events;
     }
-    report.moved++;
-    report.sessions += copied.sessions;
-    report.events += copied.events;
   }
   const owners = [...(plan.map.regions.get(plan.region) as readonly string[])];
   owners.fill(plan.to, plan.first, plan.last + 1);

@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { getCookie } from "hono/cookie";
 import { createMiddleware } from "hono/factory";
+import { validator } from "hono/validator";
 // Type-only: the binding's methods and answers, checked at compile time, nothing bundled.
 import type { AuthenticatedSession, SessionService } from "../../../src/rpc/session-service.ts";
 import { devicesPage, signInPage } from "./pages.ts";
@@ -53,6 +54,14 @@ const requireSession = createMiddleware<AppEnv>(async (c, next) => {
   await next();
 });
 
+/** A JSON body with these string fields, or a 400 saying so (hono's validator: malformed JSON too). */
+const jsonStrings = <K extends string>(...fields: K[]) =>
+  validator("json", (value, c) =>
+    fields.every((field) => typeof value[field] === "string")
+      ? (value as Record<K, string>)
+      : c.json({ error: `a JSON body with ${fields.join(" and ")} as strings` }, 400),
+  );
+
 const app = new Hono<AppEnv>()
   .all("/auth/*", (c) => c.env.SESSION_API.fetch(c.req.raw))
   .get("/", async (c) => {
@@ -60,8 +69,8 @@ const app = new Hono<AppEnv>()
     if (!session) return c.html(signInPage([...passwords.keys()]));
     return c.html(devicesPage(session.userId));
   })
-  .post("/login", async (c) => {
-    const { user, password } = await c.req.json<{ user: string; password: string }>();
+  .post("/login", jsonStrings("user", "password"), async (c) => {
+    const { user, password } = c.req.valid("json");
     if (passwords.get(user) !== password) return c.json({ error: "wrong user or password" }, 401);
     const cf = c.req.raw.cf as Edge;
     const session = await c.env.SESSIONS.create({
@@ -95,8 +104,8 @@ const app = new Hono<AppEnv>()
     for (const cookie of ended.headers.getSetCookie()) response.headers.append("Set-Cookie", cookie);
     return response;
   })
-  .post("/password", requireSession, async (c) => {
-    const { newPassword } = await c.req.json<{ newPassword: string }>();
+  .post("/password", requireSession, jsonStrings("newPassword"), async (c) => {
+    const { newPassword } = c.req.valid("json");
     const { userId, sessionId } = c.var.session;
     passwords.set(userId, newPassword);
     // Everyone who knew the old password is signed out; this browser stays signed in.
