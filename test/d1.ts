@@ -12,11 +12,32 @@ export function countingD1(d1: D1Database): CountingD1 {
   return flakyD1(d1, 0, () => new Error("never thrown"));
 }
 
+/** Rows D1 says a round trip's answer wrote (`meta.rows_written`, index entries included), whatever its shape. */
+function rowsWrittenBy(answer: unknown): number {
+  if (Array.isArray(answer)) return answer.reduce((sum: number, part) => sum + rowsWrittenBy(part), 0);
+  const meta = (answer as { meta?: { rows_written?: number } } | null)?.meta;
+  return meta?.rows_written ?? 0;
+}
+
 /** A counting wrapper around each database, for `callWith`; counts are per binding. */
 export function countingShards(bindings: Record<string, D1Database>) {
-  const counters = Object.fromEntries(Object.entries(bindings).map(([name, d1]) => [name, countingD1(d1)]));
+  let written = 0;
+  const counters = Object.fromEntries(
+    Object.entries(bindings).map(([name, d1]) => {
+      const counter = countingD1(
+        wrapD1(d1, async (call) => {
+          const answer = await call();
+          written += rowsWrittenBy(answer);
+          return answer;
+        }),
+      );
+      return [name, counter];
+    }),
+  );
   return {
     env: Object.fromEntries(Object.entries(counters).map(([name, counter]) => [name, counter.db])) as Partial<Env>,
+    /** Rows written over every round trip so far, as D1 reports them. */
+    rowsWritten: () => written,
     /** Round trips per binding, leaving out bindings that had none. */
     roundTrips: (): Record<string, number> =>
       Object.fromEntries(

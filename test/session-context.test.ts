@@ -163,6 +163,20 @@ describe("session context: another browser family (default SESSION_CONTEXT_DEVIC
   });
 });
 
+describe("session context: rows written per change (D1's rows_written, index entries included)", () => {
+  it("unchanged 0; allow 1 (the session's seen columns); log and step-up 3 (and the event with its 2 index entries); end 3 (the event; D1 counts no row for the DELETE)", async () => {
+    const written: Record<string, number> = {};
+    for (const policy of ["unchanged", "allow", "log", "step-up", "end"] as const) {
+      const session = await signedIn();
+      const counter = countingShards(databases());
+      const vars = { ...counter.env, ...(policy === "unchanged" ? {} : { SESSION_CONTEXT_DEVICE: policy }) };
+      await list(session, { userAgent: policy === "unchanged" ? CHROME_MAC : FIREFOX_WINDOWS, vars });
+      written[policy] = counter.rowsWritten();
+    }
+    expect(written).toEqual({ unchanged: 0, allow: 1, log: 3, "step-up": 3, end: 3 });
+  });
+});
+
 describe("session context: each policy", () => {
   const device = (policy: string) => ({ SESSION_CONTEXT_DEVICE: policy });
   const network = (policy: string) => ({ SESSION_CONTEXT_NETWORK: policy });
