@@ -4,15 +4,18 @@
 // list, delete, log out and log out everywhere over HTTP, runs `shards:move` of buckets
 // 0-127 (DB to DB_2) and the `session:*`, `db:status` and `db:migrate:local` commands. Then
 // it restarts the server with the printed SHARDS (a local "deploy") and runs
-// `shards:move --finish` under the same load, and last moves buckets 128-255 with no client
-// running. After each phase every token the clients were told is live must authenticate, and
-// every ended one must not. Prints one JSON report and its figures (the longest a user saw 503
+// `shards:move --finish` under the same load; serves `npm run demo` over https beside it (the
+// top-level commands must reach the demo's own database through its gateway, trusting its
+// certificate alone); and last moves buckets 128-255 with no client running. After each
+// phase every token the clients were told is live must authenticate, and every ended one
+// must not. Prints one JSON report and its figures (the longest a user saw 503
 // `moving`, buckets moved per second idle and under load: measured, never bounded); exits 1 on
 // any 5xx other than 503 `moving`, or a session lost or revived. The clients drive 18 users
 // (`--users <n>`); `--buckets <n>` moves 0 to n-1 under load and as many after them without:
 // `npm run check:operator -- --users 480 --buckets 512` is a heavier run, for the figures.
-import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { execFile, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { request as httpsRequest } from "node:https";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -22,6 +25,7 @@ import { bucketKey } from "../src/domain/token.ts";
 import { issueSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
 import { issueReceiver, receiversOf } from "../src/services/ssf/receivers.ts";
+import { DEMO_SERVER_FILE, type DevServer } from "./dev-server.ts";
 import { type LocalProject, openLocalProject } from "./local-d1.ts";
 import { freePort, type NpmStart, startNpmStart } from "./npm-start.ts";
 import { parseOptions, refuse } from "./options.ts";
@@ -308,6 +312,65 @@ async function dashIds(): Promise<Record<string, unknown>> {
   return { session: session.id, receiver: receiver.id, ...answers };
 }
 
+/** GET over https trusting `server`'s certificate alone, with `token` or none: the status. */
+function demoStatus(server: DevServer, path: string, token?: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const headers = token ? { Authorization: `Bearer ${token}` } : {};
+    const sent = httpsRequest(new URL(path, server.url), { ca: server.ca, headers }, (response) => {
+      response.resume();
+      resolve(response.statusCode ?? 0);
+    });
+    sent.on("error", reject);
+    sent.end();
+  });
+}
+
+/**
+ * `npm run demo -- --local-protocol https` (the certificate it makes) beside the sharded
+ * `npm start`: the top-level environment's commands reach the demo's own database through its
+ * gateway, trusting that certificate; a call without the demo's token is refused.
+ */
+async function demoOverHttps(): Promise<Record<string, unknown>> {
+  const demoPort = await freePort();
+  const args = ["run", "demo", "--", "--local-protocol", "https", "--ip", "127.0.0.1", "--port", String(demoPort)];
+  const child = spawn("npm", args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  let log = "";
+  for (const stream of [child.stdout, child.stderr]) stream.on("data", (chunk) => (log += chunk));
+  const closed = new Promise((resolve) => child.once("close", resolve));
+  try {
+    const deadline = Date.now() + 120_000;
+    let server: DevServer | null = null;
+    for (;;) {
+      if (existsSync(DEMO_SERVER_FILE)) {
+        const announced = JSON.parse(readFileSync(DEMO_SERVER_FILE, "utf8")) as DevServer;
+        if (announced.url.endsWith(`:${demoPort}`)) server = announced;
+      }
+      if (server && (await demoStatus(server, "/").catch(() => 0)) === 200) break;
+      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`npm run demo did not come up:\n${log}`);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    const topLevel = (script: string, more: string[]) =>
+      run("npm", ["run", "--silent", script, "--", ...more], { cwd: ROOT }).then(({ stdout }) => JSON.parse(stdout));
+    const user = `demo-check-${crypto.randomUUID()}`;
+    const created = (await topLevel("session:create", ["--user", user])) as { id: string };
+    const listed = ((await topLevel("session:list", ["--user", user])) as { sessions: { id: string }[] }).sessions;
+    const ended = await topLevel("session:end", ["--user", user]);
+    const answers = {
+      listed: listed.map(({ id }) => id).join() === created.id,
+      ended,
+      withoutToken: await demoStatus(server, "/__operator/vars"),
+      withToken: await demoStatus(server, "/__operator/vars", server.token),
+    };
+    const expected = { listed: true, ended: { ended: 1 }, withoutToken: 401, withToken: 200 };
+    if (JSON.stringify(answers) !== JSON.stringify(expected))
+      stats.unexpected.push(`npm run demo over https: ${JSON.stringify(answers)}`);
+    return answers;
+  } finally {
+    if (child.exitCode === null) process.kill(-(child.pid as number), "SIGTERM");
+    await closed;
+  }
+}
+
 /** The pace `shards:move` reports: "… in 12.3 s (10.4 buckets/s) …". */
 function bucketsPerSecond(output: string): number {
   const pace = / \(([\d.]+) buckets\/s\)/.exec(output)?.[1];
@@ -379,6 +442,9 @@ try {
 
   report.dashIds = await dashIds();
   progress(`ids beginning with "-": ${JSON.stringify(report.dashIds)}`);
+
+  report.demoOverHttps = await demoOverHttps();
+  progress(`npm run demo over https: ${JSON.stringify(report.demoOverHttps)}`);
 
   // The same move with no client running: its users are signed in first, and must be intact after.
   for (const user of await usersWhere(USERS_MOVED, (bucket) => bucket >= MOVED_IDLE.first && bucket <= MOVED_IDLE.last))
