@@ -14,7 +14,7 @@
 // over https, the certificate to trust. The token reaches the service in a file only this
 // user can read, never on a command line.
 import { spawn } from "node:child_process";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parse } from "smol-toml";
 import { announceDevServer, DEMO_SERVER_FILE, localVarsFiles, writePrivate } from "./dev-server.ts";
@@ -56,24 +56,15 @@ function serviceConfig(): string {
 
 const args = process.argv.slice(2);
 mkdirSync(STATE, { recursive: true });
-const { server, wranglerEnv, forget } = announceDevServer(
-  "npm run demo",
-  DEMO_SERVER_FILE,
+const { server, wranglerEnv, forget } = await announceDevServer({
+  name: "npm run demo",
+  file: DEMO_SERVER_FILE,
   args,
-  undefined,
-  path.join(STATE, "https"),
-);
-const forgetAll = () => {
-  forget();
-  rmSync(SECRETS, { force: true });
-};
-try {
-  await applyMigrations(undefined, "local", STATE);
-} catch (error) {
-  forgetAll();
-  console.error(error instanceof Error ? error.message : String(error));
-  process.exit(1);
-}
+  env: undefined,
+  httpsDir: path.join(STATE, "https"),
+  secrets: SECRETS,
+  migrate: () => applyMigrations(undefined, "local", STATE),
+});
 // The project's local vars, as the service would read them beside wrangler.toml, then the token.
 const localVars = localVarsFiles(undefined).map((file) => readFileSync(path.join(ROOT, file), "utf8"));
 writePrivate(SECRETS, [...localVars, `OPERATOR_TOKEN=${server.token}\n`].join("\n"));
@@ -89,6 +80,6 @@ const dev = spawn(
 );
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => dev.kill(signal));
 dev.on("close", (code, signal) => {
-  forgetAll();
+  forget();
   process.exit(code ?? (signal ? 1 : 0));
 });

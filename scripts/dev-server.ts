@@ -110,18 +110,33 @@ function certificate(args: string[], host: string, dir: string): { pem: string; 
   };
 }
 
+/** Where a server is about to serve, and what it holds until it exits. */
+export interface Announcement {
+  /** The command serving, as a command that meets it names it: `npm start` or `npm run demo`. */
+  name: string;
+  /** Its record, read by the operator commands. */
+  file: string;
+  /** wrangler's arguments: its host, port and protocol are read from them. */
+  args: string[];
+  env: string | undefined;
+  /** Where a certificate is made for https, unless one is given. */
+  httpsDir: string;
+  /** The file of its local secrets (the token among them), removed at its exit. */
+  secrets: string;
+  /** Its own files brought up to date, before it serves them and before it is announced done. */
+  migrate(): Promise<void>;
+}
+
 /**
- * Writes to `file` where the server `name` is about to serve with wrangler's `args`: its URL,
- * a new token and, over https, its certificate (made in `httpsDir` unless given). Answers the
- * record, the environment wrangler needs for that certificate, and `forget`, for its exit.
+ * Writes to `file` where the server is about to serve: its URL, a new token and, over https,
+ * its certificate (made in `httpsDir` unless given); then migrates its files, or forgets all
+ * and exits. Answers the record, the environment wrangler needs for that certificate, and
+ * `forget`, for its exit: the record (while still its own) and the secrets go.
  */
-export function announceDevServer(
-  name: string,
-  file: string,
-  args: string[],
-  env: string | undefined,
-  httpsDir: string,
-): { server: DevServer; wranglerEnv: Record<string, string>; forget(): void } {
+export async function announceDevServer(
+  announcement: Announcement,
+): Promise<{ server: DevServer; wranglerEnv: Record<string, string>; forget(): void }> {
+  const { name, file, args, env, httpsDir, secrets } = announcement;
   const host = optionOf(args, "ip") ?? "localhost";
   const https = (optionOf(args, "local-protocol") ?? "http") === "https" ? certificate(args, host, httpsDir) : null;
   const server: DevServer = {
@@ -134,14 +149,18 @@ export function announceDevServer(
   };
   mkdirSync(path.dirname(file), { recursive: true });
   writePrivate(file, JSON.stringify(server));
-  return {
-    server,
-    wranglerEnv: https?.wranglerEnv ?? {},
+  const forget = () => {
     // Only while it is still ours: another server of the same kind may have started since.
-    forget: () => {
-      if (running(file)?.pid === process.pid) rmSync(file, { force: true });
-    },
+    if (running(file)?.pid === process.pid) rmSync(file, { force: true });
+    rmSync(secrets, { force: true });
   };
+  try {
+    await announcement.migrate();
+  } catch (error) {
+    forget();
+    fail(error instanceof Error ? error.message : String(error));
+  }
+  return { server, wranglerEnv: https?.wranglerEnv ?? {}, forget };
 }
 
 /**

@@ -8,7 +8,7 @@
 // migrations waits for the server. No secret goes on wrangler's command line, which every
 // user of the machine can read (`ps`): wrangler reads them from a file only this user can.
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { announceDevServer, DEV_SERVER_FILE, localVarsFiles, optionOf, writePrivate } from "./dev-server.ts";
 import { applyMigrations, envOf } from "./shards.ts";
@@ -16,26 +16,16 @@ import { applyMigrations, envOf } from "./shards.ts";
 const STATE = path.dirname(DEV_SERVER_FILE);
 const args = process.argv.slice(2);
 const env = envOf(args);
-const { server, wranglerEnv, forget } = announceDevServer(
-  "npm start",
-  DEV_SERVER_FILE,
+const secrets = path.join(STATE, `dev-secrets-${process.pid}.env`);
+const { server, wranglerEnv, forget } = await announceDevServer({
+  name: "npm start",
+  file: DEV_SERVER_FILE,
   args,
   env,
-  path.join(STATE, "dev-https"),
-);
-const secrets = path.join(STATE, `dev-secrets-${process.pid}.env`);
-const forgetAll = () => {
-  forget();
-  rmSync(secrets, { force: true });
-};
-
-try {
-  await applyMigrations(env, "local", optionOf(args, "persist-to"));
-} catch (error) {
-  forgetAll();
-  console.error(error instanceof Error ? error.message : String(error));
-  process.exit(1);
-}
+  httpsDir: path.join(STATE, "dev-https"),
+  secrets,
+  migrate: () => applyMigrations(env, "local", optionOf(args, "persist-to")),
+});
 // The Shared Signals transmitter runs too: this server's URL as its issuer, and a development
 // key made once (npm run ssf:keys) and kept with the local state, so receivers' caches stay good.
 // Push streams may point at a receiver on this machine (http, loopback): development only.
@@ -62,6 +52,6 @@ const dev = spawn("npx", ["wrangler", "dev", "scripts/dev-worker.ts", ...vars, .
 });
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => dev.kill(signal));
 dev.on("close", (code, signal) => {
-  forgetAll();
+  forget();
   process.exit(code ?? (signal ? 1 : 0));
 });
