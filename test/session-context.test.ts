@@ -125,6 +125,8 @@ describe("session context: another browser family (default SESSION_CONTEXT_DEVIC
       context: { userAgent: CHROME_MAC, country: HOME.country, asn: HOME.asn },
     });
     expect(reissued?.sessionId).toBe(session.id);
+    // The security log says this re-authentication lifted the hold.
+    expect((await eventsOf(session)).at(-1)).toMatchObject({ type: "reauthenticated", reason: "step-up" });
     await expectError(await list(session), 401, "invalid_token", { wwwAuthenticate: REJECTED_CHALLENGE });
     expect((await list({ ...session, token: reissued!.token })).status).toBe(200);
     expect(await rowOf(session)).toMatchObject({ ...SEEN_HOME, held: 0 });

@@ -243,6 +243,42 @@ describe("each session event becomes a SET", () => {
     ]);
   });
 
+  it("a re-authentication that lifts a step-up hold says the risk fell: risk-level-change LOW from HIGH; one without a hold says nothing of risk", async () => {
+    const firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
+    const { vars, rpc, login, poll } = await setUp();
+    const [held, plain] = [await login(newUser()), await login(newUser())];
+    const headers = { ...bearer(held.token), "User-Agent": firefox };
+    expect((await callWith(vars, "GET", "/auth/sessions", headers)).status).toBe(401);
+    const context = { userAgent: CHROME_MAC };
+    expect(
+      await rpc((service) => service.reauthenticate({ token: held.token, factors: ["pwd"], context })),
+    ).not.toBeNull();
+    expect(
+      await rpc((service) => service.reauthenticate({ token: plain.token, factors: ["pwd"], context })),
+    ).not.toBeNull();
+    const risks = (await poll())
+      .filter((claims) => eventOf(claims).type === RISK)
+      .map((claims) => {
+        const { event_timestamp: _, ...event } = eventOf(claims);
+        return [(claims.sub_id as { session: { id: string } }).session.id, event.current_level, event];
+      });
+    expect(risks).toEqual([
+      [held.id, "HIGH", expect.objectContaining({ current_level: "HIGH", initiating_entity: "policy" })],
+      [
+        held.id,
+        "LOW",
+        {
+          type: RISK,
+          principal: "SESSION",
+          current_level: "LOW",
+          previous_level: "HIGH",
+          risk_reason: "The user signed in again",
+          initiating_entity: "user",
+        },
+      ],
+    ]);
+  });
+
   it("a stream gets only the types it asked for, about the users it carries; a disabled one nothing", async () => {
     const { vars, as, stream_id, login, poll } = await setUp({}, { events_requested: [REVOKED] });
     const [kept, other] = [newUser(), newUser()];

@@ -162,7 +162,11 @@ export async function reauthenticateSession(
     const proven = isProvenBy(proof, at);
     const [, , , , , , , [row], events, [move]] = await db.batch([
       ...checkContext(db, proof, at, logged, actor, write),
-      recordEvents(db, "reauthenticated", proven, actor, write, { assuranceLevel: change.assuranceLevel }),
+      recordEvents(db, "reauthenticated", proven, actor, write, {
+        assuranceLevel: change.assuranceLevel,
+        // Read before the batch's UPDATE clears it: this re-authentication lifts a context hold.
+        reason: sql<string>`CASE WHEN ${sessions.contextStepUp} THEN 'step-up' END`,
+      }),
       db
         .update(sessions)
         .set({

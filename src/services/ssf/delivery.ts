@@ -67,10 +67,14 @@ function levelChangeOf({ assuranceLevel: now, previousAssuranceLevel: before }: 
 
 /**
  * The claims of a risk-level-change, or null for a change that was only logged. The risk is
- * the session's: HIGH while it is held; its reason names the kind of change, no value of it.
+ * the session's: HIGH while it is held (the reason names the kind of change, no value of
+ * it), LOW again once a re-authentication lifted the hold.
  */
-function riskChangeOf({ reason, context }: SessionEventRow) {
-  if (reason !== "step-up" || context === null) return null;
+function riskChangeOf({ type, reason, context }: SessionEventRow) {
+  if (reason !== "step-up") return null;
+  if (type === "reauthenticated")
+    return { principal: "SESSION", current_level: "LOW", previous_level: "HIGH", risk_reason: "The user signed in again" };
+  if (context === null) return null;
   const { before, after } = context;
   const device = before.browser !== after.browser || before.os !== after.os;
   return {
@@ -101,13 +105,30 @@ function detailsOf(event: SessionEventRow, caep: NonNullable<(typeof AS_CAEP)[Ev
   return {};
 }
 
-/** The SET a session event becomes, or null. Its jti is the same whenever the event is sent again. */
-export function sessionSetOf(event: SessionEventRow, issuer: string): SessionSet | null {
-  const caep = AS_CAEP[event.type];
+/** A re-authentication that lifted a step-up hold (its reason `step-up`) also says the risk fell. */
+const RISK_LIFTED = { type: RISK_LEVEL_CHANGE, by: "user" } as const;
+
+/** The SETs a session event becomes: one, none, or for a lifted hold two. */
+function sessionSetsOf(event: SessionEventRow, issuer: string): SessionSet[] {
+  const sets = [setOf(event, issuer, AS_CAEP[event.type], "")];
+  if (event.type === "reauthenticated") sets.push(setOf(event, issuer, RISK_LIFTED, ":risk"));
+  return sets.filter((set) => set !== null);
+}
+
+/**
+ * The SET of `caep` a session event becomes, or null. Its jti is the same whenever the event
+ * is sent again; `suffix` tells apart the SETs of one event.
+ */
+function setOf(
+  event: SessionEventRow,
+  issuer: string,
+  caep: (typeof AS_CAEP)[EventType],
+  suffix: string,
+): SessionSet | null {
   if (!caep) return null;
   const details = detailsOf(event, caep);
   if (!details) return null;
-  const jti = jtiOf(event.createdAt, `${event.requestId}:${event.sessionId}`);
+  const jti = jtiOf(event.createdAt, `${event.requestId}:${event.sessionId}${suffix}`);
   return {
     jti,
     type: caep.type,
@@ -134,7 +155,7 @@ export function sessionSetOf(event: SessionEventRow, issuer: string): SessionSet
 export function queueSets(streams: Database, transmitter: Transmitter, events: SessionEventRow[]): Promise<boolean> {
   return queueSessionSets(
     streams,
-    events.flatMap((event) => sessionSetOf(event, transmitter.issuer) ?? []),
+    events.flatMap((event) => sessionSetsOf(event, transmitter.issuer)),
   );
 }
 
