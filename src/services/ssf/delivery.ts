@@ -73,7 +73,12 @@ function levelChangeOf({ assuranceLevel: now, previousAssuranceLevel: before }: 
 function riskChangeOf({ type, reason, context }: SessionEventRow) {
   if (reason !== "step-up") return null;
   if (type === "reauthenticated")
-    return { principal: "SESSION", current_level: "LOW", previous_level: "HIGH", risk_reason: "The user signed in again" };
+    return {
+      principal: "SESSION",
+      current_level: "LOW",
+      previous_level: "HIGH",
+      risk_reason: "The user signed in again",
+    };
   if (context === null) return null;
   const { before, after } = context;
   const device = before.browser !== after.browser || before.os !== after.os;
