@@ -17,6 +17,7 @@ import {
   expectError,
   expectMessage,
   expectSecurityHeaders,
+  FIREFOX_WINDOWS,
   type Issued,
   isLive,
   issue,
@@ -261,7 +262,6 @@ describe("device-bound sessions: registration", () => {
 });
 
 describe("device-bound sessions: registration judges the caller's context", () => {
-  const FIREFOX_WINDOWS = "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0";
   const STEP_UP =
     'Bearer realm="auth", error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age="0"';
 

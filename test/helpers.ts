@@ -15,6 +15,9 @@ export const ORIGIN = "https://sessions.example";
 export const COOKIE_NAME = "__Host-session";
 export const CHROME_MAC =
   "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+/** Other browsers than the one requests come from by default: a copied token's new home. */
+export const FIREFOX_LINUX = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
+export const FIREFOX_WINDOWS = "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0";
 export const CLEARED_COOKIE = `${COOKIE_NAME}=; Max-Age=0; Path=/; HttpOnly; Secure; SameSite=Lax`;
 export const CHALLENGE = 'Bearer realm="auth"';
 export const REJECTED_CHALLENGE = 'Bearer realm="auth", error="invalid_token"';

@@ -12,6 +12,7 @@ import {
   callWith,
   d1OfUser,
   databases,
+  FIREFOX_LINUX,
   isLive,
   issue,
   newUser,
@@ -189,7 +190,6 @@ describe("SESSION_SLIDING_TTL", () => {
 });
 
 describe("newDevice", () => {
-  const FIREFOX_LINUX = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
   const CHROME_MAC_NEXT = CHROME_MAC.replace("Chrome/131", "Chrome/132");
 
   it("is true for a browser, OS or country the user was not seen with, false otherwise; the created event says the same", async () => {

@@ -1,11 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { bearer, CHROME_MAC, call, tableSnapshot } from "./helpers.ts";
+import { bearer, CHROME_MAC, call, FIREFOX_LINUX, tableSnapshot } from "./helpers.ts";
 
 // examples/login-worker runs as an auxiliary worker whose SESSIONS binding is a real service
 // binding to this worker's SessionService entrypoint: every call below crosses Workers RPC.
-
-const FIREFOX_LINUX = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
 
 async function login(userAgent: string, password = "wonderland") {
   const response = await env.LOGIN_WORKER.fetch("https://login.example/login", {

@@ -20,6 +20,7 @@ import {
   d1,
   d1OfUser,
   databases,
+  FIREFOX_LINUX,
   issue,
   newUser,
   newUserOn,
@@ -326,8 +327,7 @@ describe("events queue (SESSION_EVENTS)", () => {
   it("a context change is delivered with where the session was and where it is now", async () => {
     const userId = newUser();
     const session = await issue(userId, { country: "DE", asn: 3320 });
-    const firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
-    const headers = { ...bearer(session.token), "User-Agent": firefox };
+    const headers = { ...bearer(session.token), "User-Agent": FIREFOX_LINUX };
     const response = await callWith(withQueue, "GET", "/auth/sessions", headers, undefined, {
       country: "DE",
       asn: 3320,

@@ -14,6 +14,7 @@ import {
   d1OfUser,
   databases,
   expectError,
+  FIREFOX_WINDOWS,
   type Issued,
   issue,
   type Network,
@@ -27,7 +28,6 @@ import {
 // SESSION_CONTEXT_DEVICE (default step-up) and SESSION_CONTEXT_NETWORK (default log), in the
 // operation's one round trip.
 
-const FIREFOX_WINDOWS = "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0";
 const CHROME_WINDOWS =
   "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
 const HOME: Network = { country: "DE", asn: 3320 };

@@ -11,7 +11,7 @@ import { SessionService } from "../src/rpc/session-service.ts";
 import { LEFT_TO_THE_CRON } from "../src/services/outbox.ts";
 import { PUSH_LEASE_MS, pushDue } from "../src/services/ssf/delivery.ts";
 import { endSession } from "../src/services/user-sessions.ts";
-import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, newUser, scopeWith } from "./helpers.ts";
+import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, FIREFOX_LINUX, newUser, scopeWith } from "./helpers.ts";
 import { ISSUER, newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
 // Session events as Shared Signals: every way a session starts or ends becomes a CAEP SET for
@@ -205,7 +205,6 @@ describe("each session event becomes a SET", () => {
   });
 
   it("a context change that holds the session for step-up is risk-level-change (SESSION, HIGH); one only logged sends nothing; one that ends it is session-revoked", async () => {
-    const firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
     const abroad = { country: "BR", asn: 28573 };
     const { vars, login, poll } = await setUp({ SESSION_CONTEXT_DEVICE: "step-up", SESSION_CONTEXT_NETWORK: "log" });
     const usedFrom = (token: string, userAgent: string, network?: typeof abroad, extra: Partial<Env> = {}) =>
@@ -218,9 +217,9 @@ describe("each session event becomes a SET", () => {
         network,
       );
     const [held, logged, ended] = [await login(newUser()), await login(newUser()), await login(newUser())];
-    expect((await usedFrom(held.token, firefox)).status).toBe(401);
+    expect((await usedFrom(held.token, FIREFOX_LINUX)).status).toBe(401);
     expect((await usedFrom(logged.token, CHROME_MAC, abroad)).status).toBe(200);
-    expect((await usedFrom(ended.token, firefox, undefined, { SESSION_CONTEXT_DEVICE: "end" })).status).toBe(401);
+    expect((await usedFrom(ended.token, FIREFOX_LINUX, undefined, { SESSION_CONTEXT_DEVICE: "end" })).status).toBe(401);
     const sets = (await poll())
       .filter((claims) => eventOf(claims).type !== ESTABLISHED)
       .map((claims) => {
@@ -244,10 +243,9 @@ describe("each session event becomes a SET", () => {
   });
 
   it("a re-authentication that lifts a step-up hold says the risk fell: risk-level-change LOW from HIGH; one without a hold says nothing of risk", async () => {
-    const firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
     const { vars, rpc, login, poll } = await setUp();
     const [held, plain] = [await login(newUser()), await login(newUser())];
-    const headers = { ...bearer(held.token), "User-Agent": firefox };
+    const headers = { ...bearer(held.token), "User-Agent": FIREFOX_LINUX };
     expect((await callWith(vars, "GET", "/auth/sessions", headers)).status).toBe(401);
     const context = { userAgent: CHROME_MAC };
     expect(
