@@ -14,7 +14,7 @@
 // over https, the certificate to trust. The token reaches the service in a file only this
 // user can read, never on a command line.
 import { spawn } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parse } from "smol-toml";
 import { announceDevServer, DEMO_SERVER_FILE, localVarsFiles, writePrivate } from "./dev-server.ts";
@@ -55,7 +55,6 @@ function serviceConfig(): string {
 }
 
 const args = process.argv.slice(2);
-mkdirSync(STATE, { recursive: true });
 const { server, wranglerEnv, forget } = await announceDevServer({
   name: "npm run demo",
   file: DEMO_SERVER_FILE,

@@ -157,8 +157,16 @@ interface GatewayAnswer {
   body: unknown;
 }
 
-/** A call to the gateway; over https, trusting the certificate the server wrote and no other. */
-function gatewayCall(server: DevServer, path: string, body?: object): Promise<GatewayAnswer> {
+/**
+ * A call to the gateway, with the server's token (`token` null: none, as a stranger would
+ * call); over https, trusting the certificate the server wrote and no other.
+ */
+export function gatewayCall(
+  server: DevServer,
+  path: string,
+  body?: object,
+  token: string | null = server.token,
+): Promise<GatewayAnswer> {
   const url = new URL(path, server.url);
   const payload = body ? JSON.stringify(body) : undefined;
   return new Promise((resolve, reject) => {
@@ -167,7 +175,10 @@ function gatewayCall(server: DevServer, path: string, body?: object): Promise<Ga
       {
         ...(server.ca ? { ca: server.ca } : {}),
         method: payload ? "POST" : "GET",
-        headers: { Authorization: `Bearer ${server.token}`, "Content-Type": "application/json" },
+        headers: {
+          ...(token === null ? {} : { Authorization: `Bearer ${token}` }),
+          "Content-Type": "application/json",
+        },
       },
       (response) => {
         let text = "";

@@ -15,7 +15,6 @@
 // `npm run check:operator -- --users 480 --buckets 512` is a heavier run, for the figures.
 import { execFile, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { request as httpsRequest } from "node:https";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -26,7 +25,7 @@ import { issueSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
 import { issueReceiver, receiversOf } from "../src/services/ssf/receivers.ts";
 import { DEMO_SERVER_FILE, type DevServer } from "./dev-server.ts";
-import { type LocalProject, openLocalProject } from "./local-d1.ts";
+import { gatewayCall, type LocalProject, openLocalProject } from "./local-d1.ts";
 import { freePort, type NpmStart, startNpmStart } from "./npm-start.ts";
 import { parseOptions, refuse } from "./options.ts";
 
@@ -312,19 +311,6 @@ async function dashIds(): Promise<Record<string, unknown>> {
   return { session: session.id, receiver: receiver.id, ...answers };
 }
 
-/** GET over https trusting `server`'s certificate alone, with `token` or none: the status. */
-function demoStatus(server: DevServer, path: string, token?: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const headers = token ? { Authorization: `Bearer ${token}` } : {};
-    const sent = httpsRequest(new URL(path, server.url), { ca: server.ca, headers }, (response) => {
-      response.resume();
-      resolve(response.statusCode ?? 0);
-    });
-    sent.on("error", reject);
-    sent.end();
-  });
-}
-
 /**
  * `npm run demo -- --local-protocol https` (the certificate it makes) beside the sharded
  * `npm start`: the top-level environment's commands reach the demo's own database through its
@@ -345,7 +331,7 @@ async function demoOverHttps(): Promise<Record<string, unknown>> {
         const announced = JSON.parse(readFileSync(DEMO_SERVER_FILE, "utf8")) as DevServer;
         if (announced.url.endsWith(`:${demoPort}`)) server = announced;
       }
-      if (server && (await demoStatus(server, "/").catch(() => 0)) === 200) break;
+      if (server && (await gatewayCall(server, "/__operator/vars").catch(() => null))?.status === 200) break;
       if (child.exitCode !== null || Date.now() > deadline) throw new Error(`npm run demo did not come up:\n${log}`);
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
@@ -358,8 +344,8 @@ async function demoOverHttps(): Promise<Record<string, unknown>> {
     const answers = {
       listed: listed.map(({ id }) => id).join() === created.id,
       ended,
-      withoutToken: await demoStatus(server, "/__operator/vars"),
-      withToken: await demoStatus(server, "/__operator/vars", server.token),
+      withoutToken: (await gatewayCall(server, "/__operator/vars", undefined, null)).status,
+      withToken: (await gatewayCall(server, "/__operator/vars")).status,
     };
     const expected = { listed: true, ended: { ended: 1 }, withoutToken: 401, withToken: 200 };
     if (JSON.stringify(answers) !== JSON.stringify(expected))
