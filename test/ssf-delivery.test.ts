@@ -463,9 +463,13 @@ describe("overlapping push rounds", () => {
     const endpoint = url();
     const delivery = { method: "urn:ietf:rfc:8935", endpoint_url: endpoint };
     const { vars, as, stream_id, login } = await setUp({}, { delivery });
-    // Paused, the login's SET is queued but not pushed after the answer.
+    // Paused, the login's SET is queued but not pushed after the answer. The SETs it queues for
+    // the file's other push streams are pushed then: answered here, not looked up on the network
+    // (one slow DNS answer among that many would outlast the test).
     await as("POST", "/ssf/streams/status", { stream_id, status: "paused" });
+    const others = vi.spyOn(globalThis, "fetch").mockImplementation(async () => new Response(null, { status: 202 }));
     await login(newUser());
+    others.mockRestore();
     await as("POST", "/ssf/streams/status", { stream_id, status: "enabled" });
     const signer = readTransmitter({ ...env, ...vars }) as Transmitter;
     const streams = openShards(env).streams().db;
@@ -492,6 +496,13 @@ describe("overlapping push rounds", () => {
     };
     return { arrived, answer, send };
   }
+
+  /** The SET's row: its attempts, when it is next due and which round holds it (undefined once forgotten). */
+  const rowOf = async (streamId: string, jti: string) =>
+    (await d1("DB")
+      .prepare("SELECT attempts, next_attempt_at, leased_by FROM ssf_queued_sets WHERE stream_id = ? AND jti = ?")
+      .bind(streamId, jti)
+      .first<{ attempts: number; next_attempt_at: number; leased_by: string | null }>()) ?? undefined;
 
   it("a round that starts while another holds a SET sends nothing; the SET answered 2xx is never pushed again", async () => {
     const { endpoint, stream_id, signer, streams, jti, at } = await oneWaiting();
@@ -568,5 +579,73 @@ describe("overlapping push rounds", () => {
     await pushDue(streams, signer, at(PUSH_LEASE_MS), receiver.send);
     expect(receiver.arrived).toEqual([jti, jti]);
     expect(await waitingFor(stream_id)).toBe(0);
+  });
+
+  it("a round whose lease ran out records nothing: its late 2xx leaves the SET to the round that holds it, whose 503 then puts it off", async () => {
+    const { endpoint, stream_id, signer, streams, jti, at } = await oneWaiting();
+    const late = slowReceiver(endpoint);
+    const first = pushDue(streams, signer, at(0), late.send);
+    await vi.waitFor(() => expect(late.arrived).toEqual([jti]));
+    const held = await rowOf(stream_id, jti);
+    // The first round's lease runs out while its receiver has not answered: the next round claims the SET.
+    const next = slowReceiver(endpoint);
+    const second = pushDue(streams, signer, at(PUSH_LEASE_MS), next.send);
+    await vi.waitFor(() => expect(next.arrived).toEqual([jti]));
+    const claimed = await rowOf(stream_id, jti);
+    expect(claimed).toEqual({
+      attempts: 0,
+      next_attempt_at: at(2 * PUSH_LEASE_MS).getTime(),
+      leased_by: expect.any(String),
+    });
+    expect(claimed?.leased_by).not.toBe(held?.leased_by);
+    // The first round's receiver answers 202 late: the SET the second round delivers is not forgotten.
+    late.answer(202);
+    await first;
+    expect(await rowOf(stream_id, jti)).toEqual(claimed);
+    // The second round's receiver answers 503: its backoff decides, counted from its answer.
+    next.answer(503);
+    await second;
+    const putOff = await rowOf(stream_id, jti);
+    expect(putOff).toEqual({ attempts: 1, next_attempt_at: expect.any(Number), leased_by: null });
+    expect(putOff?.next_attempt_at).toBeGreaterThanOrEqual(at(PUSH_LEASE_MS + 30_000).getTime());
+    const after = slowReceiver(endpoint);
+    after.answer(202);
+    await pushDue(streams, signer, at(PUSH_LEASE_MS + 29_000), after.send);
+    expect(after.arrived).toEqual([]);
+    await pushDue(streams, signer, new Date(putOff?.next_attempt_at as number), after.send);
+    expect(after.arrived).toEqual([jti]);
+    expect(await waitingFor(stream_id)).toBe(0);
+  });
+
+  it("a round whose lease ran out records nothing: its late 503 neither puts back nor reschedules the SET another round is delivering", async () => {
+    const { endpoint, stream_id, signer, streams, jti, at } = await oneWaiting();
+    const late = slowReceiver(endpoint);
+    const first = pushDue(streams, signer, at(0), late.send);
+    await vi.waitFor(() => expect(late.arrived).toEqual([jti]));
+    const next = slowReceiver(endpoint);
+    const second = pushDue(streams, signer, at(PUSH_LEASE_MS), next.send);
+    await vi.waitFor(() => expect(next.arrived).toEqual([jti]));
+    const claimed = await rowOf(stream_id, jti);
+    expect(claimed).toEqual({
+      attempts: 0,
+      next_attempt_at: at(2 * PUSH_LEASE_MS).getTime(),
+      leased_by: expect.any(String),
+    });
+    // The first round's receiver answers 503 late: the SET stays the second round's, due when its lease ends.
+    late.answer(503);
+    await first;
+    expect(await rowOf(stream_id, jti)).toEqual(claimed);
+    // So a round while the second still waits (past the first's 30 s backoff) sends nothing: not a third time.
+    const third = slowReceiver(endpoint);
+    third.answer(202);
+    await pushDue(streams, signer, at(PUSH_LEASE_MS + 5_000), third.send);
+    expect(third.arrived).toEqual([]);
+    // The second round's 202 forgets the SET: never pushed again.
+    next.answer(202);
+    await second;
+    expect(await waitingFor(stream_id)).toBe(0);
+    await pushDue(streams, signer, at(3 * PUSH_LEASE_MS), third.send);
+    expect(third.arrived).toEqual([]);
+    expect([...late.arrived, ...next.arrived]).toEqual([jti, jti]);
   });
 });

@@ -162,7 +162,10 @@ export async function recordPushes(
           db
             .delete(ssfQueuedSets)
             .where(
-              sql`(${ssfQueuedSets.streamId}, ${ssfQueuedSets.jti}) IN (SELECT value ->> 0, value ->> 1 FROM json_each(${pairs}))`,
+              and(
+                sql`(${ssfQueuedSets.streamId}, ${ssfQueuedSets.jti}) IN (SELECT value ->> 0, value ->> 1 FROM json_each(${pairs}))`,
+                eq(ssfQueuedSets.leasedBy, round),
+              ),
             ),
         ]
       : []),
