@@ -250,7 +250,7 @@ const COST_LABELS: Record<CostKey, string> = {
 
 async function proofOf(token: string): Promise<TokenProof> {
   const [id, secret] = token.split(".") as [string, string];
-  return { id, secretHash: await hashSecret(secret) };
+  return { id, secretHash: await hashSecret(secret), carrier: "bearer" };
 }
 
 /** The request (or RPC call) that runs `key` for the user holding `own`, as a client sends it. */

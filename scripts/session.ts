@@ -3,11 +3,12 @@
 // Their events are written pending: the worker's minute cron sends them to the events queue and
 // the Shared Signals streams, which this process cannot reach.
 //   npm run --silent session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>]
-//                                       [--country <CC>] [--city <name>] [--region <region>]
+//                                       [--country <CC>] [--city <name>] [--region <region>] [--carrier cookie|bearer|both]
 //   npm run --silent session:list -- --user <userId> [--region <region>]
 //   npm run --silent session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>]
 //   npm run --silent session:end -- --session <sessionId> [--reason <reason>]
 // Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`).
+import { SESSION_CARRIERS, type SessionCarrier } from "../src/domain/carrier.ts";
 import { issueSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
 import { endSession, endUserSessions, listUserSessions } from "../src/services/user-sessions.ts";
@@ -16,7 +17,7 @@ import { parseOptions, refuse } from "./options.ts";
 
 const USAGE: Record<string, string> = {
   create:
-    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--region <region>] [--env <env>]",
+    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--region <region>] [--carrier cookie|bearer|both] [--env <env>]",
   list: "session:list -- --user <userId> [--region <region>] [--env <env>]",
   end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] [--env <env>]",
 };
@@ -42,12 +43,13 @@ const OPTIONS = {
   except: { type: "string" },
   reason: { type: "string" },
   region: { type: "string" },
+  carrier: { type: "string" },
   env: { type: "string", short: "e" },
 } as const;
 
 const { values } = parseOptions(rest, OPTIONS, usageOf(command));
 const allowed: Record<string, string[]> = {
-  create: ["user", "ip", "user-agent", "ttl", "country", "city", "region", "env"],
+  create: ["user", "ip", "user-agent", "ttl", "country", "city", "region", "carrier", "env"],
   list: ["user", "region", "env"],
   end: ["user", "session", "except", "reason", "region", "env"],
 };
@@ -64,6 +66,8 @@ if (command === "end" && values.session !== undefined && values.region !== undef
 }
 if (command !== "end" && values.user === undefined) usage(command, "--user is required");
 if (values.ttl !== undefined && !/^\d+$/.test(values.ttl)) usage(command, "--ttl must be a whole number of seconds");
+if (values.carrier !== undefined && !(SESSION_CARRIERS as readonly string[]).includes(values.carrier))
+  usage(command, `--carrier must be one of ${SESSION_CARRIERS.join(", ")}`);
 
 await answerOnLocalProject(values.env, async (project) => {
   // Written pending, for the worker's minute cron to deliver (src/services/scope.ts `Door`).
@@ -78,6 +82,7 @@ await answerOnLocalProject(values.env, async (project) => {
       country: values.country ?? null,
       city: values.city ?? null,
       region: values.region ?? null,
+      carrier: (values.carrier ?? null) as SessionCarrier | null,
       ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
     });
     return { id, token, expiresAt };

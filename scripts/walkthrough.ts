@@ -97,8 +97,8 @@ const server = await startLocalServer(env === undefined ? {} : { env });
 let prism: Awaited<ReturnType<typeof startPrism>> | undefined;
 try {
   prism = await startPrism(DOCUMENT, server.url);
-  // From the laptop's browser: a token is judged by where its session was last used (session context).
-  const api = createClient<paths>({ baseUrl: prism.url, headers: { "User-Agent": CHROME_ON_MAC } });
+  // An API client with its own User-Agent (Node's), as the README's curl tour: Bearer works from any client.
+  const api = createClient<paths>({ baseUrl: prism.url });
 
   const laptop = await sessionCreate("--country", "DE", "--city", "Berlin", "--user-agent", CHROME_ON_MAC);
   const phone = await sessionCreate("--ip", "198.51.100.4");
@@ -191,14 +191,14 @@ try {
     loggedOut.response.headers.get("Set-Cookie") ?? "no Set-Cookie",
   );
 
-  token = (await sessionCreate("--user-agent", CHROME_ON_MAC)).token;
+  token = (await sessionCreate()).token;
   const all = await expectStatus(200, "DELETE /auth/logout", api.DELETE("/auth/logout", bearer(token)));
   check('"Logged out of all sessions"', all.data?.message === "Logged out of all sessions", all.data);
   await expectStatus(401, "GET /auth/sessions after logging out everywhere", api.GET("/auth/sessions", bearer(token)));
 
   // Operator commands: the same local D1, through the same code as the RPC methods.
-  const kept = await sessionCreate("--user-agent", CHROME_ON_MAC);
-  const other = await sessionCreate("--user-agent", CHROME_ON_MAC);
+  const kept = await sessionCreate();
+  const other = await sessionCreate();
   const fromOperator = await operator<{ sessions: { id: string }[] }>("session:list", "--user", user);
   check(
     "session:list shows both",
@@ -221,6 +221,21 @@ try {
   const endedOne = await operator<{ ended: boolean }>("session:end", "--session", kept.id);
   check("session:end --session ends it", endedOne.ended === true, endedOne);
   await expectStatus(401, "GET /auth/sessions after session:end", api.GET("/auth/sessions", bearer(kept.token)));
+
+  // A browser's session, issued cookie-only as a login worker issues it: its cookie works (from its
+  // browser), its value sent as Bearer is refused as a dead token.
+  const browser = await operator<{ token: string }>(
+    "session:create",
+    ...["--user", otherUser, "--carrier", "cookie", "--user-agent", CHROME_ON_MAC],
+  );
+  const fromBrowser = { headers: { Cookie: `__Host-session=${browser.token}`, "User-Agent": CHROME_ON_MAC } };
+  await expectStatus(200, "GET /auth/sessions with a browser's cookie", api.GET("/auth/sessions", fromBrowser));
+  const asBearer = await expectStatus(
+    401,
+    "GET /auth/sessions with a browser's cookie value as Bearer",
+    api.GET("/auth/sessions", bearer(browser.token)),
+  );
+  check("code invalid_token", asBearer.error?.code === "invalid_token", asBearer.error);
 
   const document = await expectStatus(200, "GET /openapi.json", api.GET("/openapi.json"));
   check("openapi 3.1.0", document.data?.openapi === "3.1.0", document.data?.openapi);

@@ -52,9 +52,11 @@ interface BoundSession extends Issued {
 async function issueBindable(user = newUser()) {
   const issued = (await exports.SessionService.create({
     userId: user,
-    // The browser the requests below come from: registration judges the context like any use.
+    // A browser's session, as the login worker issues it, from the browser the requests below come
+    // from: registration judges the context like any use of its cookie.
     userAgent: CHROME_MAC,
     deviceBound: true,
+    carrier: "cookie",
   })) as Issued & {
     secureSessionRegistration: string;
     boundCookie: string;

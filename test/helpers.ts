@@ -45,6 +45,7 @@ export function issue(
     country?: string;
     city?: string;
     asn?: number;
+    carrier?: "cookie" | "bearer" | "both";
   } = {},
 ): Promise<Issued> {
   return exports.SessionService.create({

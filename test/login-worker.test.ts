@@ -1,15 +1,24 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { bearer, CHROME_MAC, call, FIREFOX_LINUX, tableSnapshot } from "./helpers.ts";
+import {
+  bearer,
+  CHROME_MAC,
+  call,
+  expectError,
+  FIREFOX_LINUX,
+  REJECTED_CHALLENGE,
+  sessionCookie,
+  tableSnapshot,
+} from "./helpers.ts";
 
 // examples/login-worker runs as an auxiliary worker whose SESSIONS binding is a real service
 // binding to this worker's SessionService entrypoint: every call below crosses Workers RPC.
 
-async function login(userAgent: string, password = "wonderland") {
+async function login(userAgent: string, password = "wonderland", user = "alice") {
   const response = await env.LOGIN_WORKER.fetch("https://login.example/login", {
     method: "POST",
     headers: { "Content-Type": "application/json", "User-Agent": userAgent, "CF-Connecting-IP": "203.0.113.50" },
-    body: JSON.stringify({ user: "alice", password }),
+    body: JSON.stringify({ user, password }),
   });
   const cookie = response.headers.get("Set-Cookie");
   return {
@@ -58,7 +67,7 @@ describe("example login worker over a real service binding", () => {
     expect((await login(CHROME_MAC)).status).toBe(401);
 
     // The service's own log says why the phone's session ended.
-    const events = (await (await call("GET", "/auth/events", bearer(laptop.token!))).json()) as {
+    const events = (await (await call("GET", "/auth/events", sessionCookie(laptop.token!))).json()) as {
       events: { type: string; session_id: string; reason: string | null }[];
     };
     expect(
@@ -72,6 +81,46 @@ describe("example login worker over a real service binding", () => {
     // and from then on on the laptop itself, until the user signs in again.
     expect((await me(laptop.token, FIREFOX_LINUX)).status).toBe(401);
     expect((await me(laptop.token)).status).toBe(401);
+  });
+
+  it("a browser's sign-in is cookie-only: its cookie's value sent as Bearer from a script proves nothing", async () => {
+    const laptop = await login(CHROME_MAC, "wonderland", "bob");
+    const script = { ...bearer(laptop.token!), "User-Agent": CHROME_MAC };
+    await expectError(await call("GET", "/auth/sessions", script), 401, "invalid_token", {
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
+    expect((await me(laptop.token)).status).toBe(200);
+  });
+
+  it("an API client's sign-in answers a token that works as Bearer from the client's own User-Agent, and sets no cookie", async () => {
+    const response = await env.LOGIN_WORKER.fetch("https://login.example/api/login", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "User-Agent": "okhttp/4.12.0" },
+      body: JSON.stringify({ user: "bob", password: "wonderland" }),
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("Set-Cookie")).toBeNull();
+    const body = (await response.json()) as { signedIn: string; token: string; expiresAt: string; newDevice: boolean };
+    expect(body).toEqual({
+      signedIn: "bob",
+      token: expect.stringMatching(/^[\w-]{24}\.[\w-]{43}$/),
+      expiresAt: expect.any(String),
+      newDevice: true,
+    });
+    // Through the login worker's /auth/* (the service's own routes on this origin), from any client.
+    for (const userAgent of ["okhttp/4.12.0", "MyApp/3 CFNetwork/1490 Darwin/23.0.0", FIREFOX_LINUX]) {
+      const listed = await env.LOGIN_WORKER.fetch("https://login.example/auth/sessions", {
+        headers: { ...bearer(body.token), "User-Agent": userAgent },
+      });
+      expect(listed.status).toBe(200);
+    }
+    // Not a browser's: the login worker's cookie routes do not take it.
+    expect((await me(body.token)).status).toBe(401);
+    const ended = await env.LOGIN_WORKER.fetch("https://login.example/auth/logout", {
+      method: "POST",
+      headers: { ...bearer(body.token), "User-Agent": "curl/8.5.0" },
+    });
+    expect(ended.status).toBe(200);
   });
 
   it("answers 400 to a sign-in that is not JSON with a user and a password, and signs no one in", async () => {

@@ -26,6 +26,7 @@ import {
   newUserOn,
   randomIp,
   scopeWith,
+  sessionCookie,
   shardBindings,
 } from "./helpers.ts";
 
@@ -326,8 +327,8 @@ describe("events queue (SESSION_EVENTS)", () => {
 
   it("a context change is delivered with where the session was and where it is now", async () => {
     const userId = newUser();
-    const session = await issue(userId, { country: "DE", asn: 3320 });
-    const headers = { ...bearer(session.token), "User-Agent": FIREFOX_LINUX };
+    const session = await issue(userId, { country: "DE", asn: 3320, carrier: "cookie" });
+    const headers = { ...sessionCookie(session.token), "User-Agent": FIREFOX_LINUX };
     const response = await callWith(withQueue, "GET", "/auth/sessions", headers, undefined, {
       country: "DE",
       asn: 3320,

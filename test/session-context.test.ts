@@ -21,12 +21,13 @@ import {
   newUser,
   REJECTED_CHALLENGE,
   sessionCookie,
+  tableSnapshot,
 } from "./helpers.ts";
 
-// Session context checks (src/domain/client-context.ts): a session remembers the browser, OS,
-// country and network it was last used from, and a token replayed from elsewhere is judged by
-// SESSION_CONTEXT_DEVICE (default step-up) and SESSION_CONTEXT_NETWORK (default log), in the
-// operation's one round trip.
+// Session context checks (src/domain/client-context.ts): a browser's session (issued with carrier
+// `cookie`, as the login worker issues it) remembers the browser, OS, country and network its cookie
+// was last used from, and a cookie replayed from elsewhere is judged by SESSION_CONTEXT_DEVICE
+// (default step-up) and SESSION_CONTEXT_NETWORK (default log), in the operation's one round trip.
 
 const CHROME_WINDOWS =
   "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
@@ -40,11 +41,12 @@ type Session = Issued & { userId: string };
 
 async function signedIn(): Promise<Session> {
   const userId = newUser();
-  return { ...(await issue(userId, { country: HOME.country, asn: HOME.asn })), userId };
+  return { ...(await issue(userId, { country: HOME.country, asn: HOME.asn, carrier: "cookie" })), userId };
 }
 
+/** GET /auth/sessions through the session cookie, from the session's own browser and network unless `from` says otherwise. */
 function list(session: Issued, from: { userAgent?: string; network?: Network; vars?: Partial<Env> } = {}) {
-  const headers = { ...bearer(session.token), "User-Agent": from.userAgent ?? CHROME_MAC };
+  const headers = { ...sessionCookie(session.token), "User-Agent": from.userAgent ?? CHROME_MAC };
   return callWith(from.vars ?? {}, "GET", "/auth/sessions", headers, undefined, from.network ?? HOME);
 }
 
@@ -71,7 +73,7 @@ const change = (after: object, before: object = SEEN_HOME) => ({ before, after: 
 describe("session context: recorded", () => {
   it("a session starts where it was issued and is listed with where it was last used (request.cf passes through)", async () => {
     const userId = newUser();
-    const session = { ...(await issue(userId)), userId };
+    const session = { ...(await issue(userId, { carrier: "cookie" })), userId };
     expect(await rowOf(session)).toEqual({ browser: "Chrome", os: "macOS", country: null, asn: null, held: 0 });
     const response = await list(session);
     expect(response.status).toBe(200);
@@ -112,7 +114,7 @@ describe("session context: another browser family (default SESSION_CONTEXT_DEVIC
       ["DELETE", "/auth/logout?scope=others"],
       ["DELETE", "/auth/logout?scope=all"],
     ] as const) {
-      const response = await callWith({}, method, path, bearer(session.token), undefined, HOME);
+      const response = await callWith({}, method, path, sessionCookie(session.token), undefined, HOME);
       await expectError(response, 401, "reauthentication_required", { wwwAuthenticate: STEP_UP });
     }
     expect((await list(other)).status).toBe(200);
@@ -135,13 +137,28 @@ describe("session context: another browser family (default SESSION_CONTEXT_DEVIC
   it("the held session can always leave: its own logout and deleting itself", async () => {
     for (const leave of [
       (s: Session) => callWith({}, "POST", "/auth/logout", sessionCookie(s.token), undefined, HOME),
-      (s: Session) => callWith({}, "DELETE", `/auth/sessions/${s.id}`, bearer(s.token), undefined, HOME),
+      (s: Session) => callWith({}, "DELETE", `/auth/sessions/${s.id}`, sessionCookie(s.token), undefined, HOME),
     ]) {
       const session = await signedIn();
       expect((await list(session, { userAgent: FIREFOX_WINDOWS })).status).toBe(401);
       expect((await leave(session)).status).toBe(200);
       expect(await rowOf(session)).toBeNull();
     }
+  });
+
+  it("Safari on an iPad or iPhone asking for desktop sites (Safari on macOS) is the same device; Chrome on the Mac is not", async () => {
+    const ipad =
+      "Mozilla/5.0 (iPad; CPU OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
+    const desktop =
+      "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15";
+    const userId = newUser();
+    const session = { ...(await issue(userId, { userAgent: ipad, ...HOME, carrier: "cookie" })), userId };
+    expect((await list(session, { userAgent: desktop })).status).toBe(200);
+    expect((await list(session, { userAgent: ipad })).status).toBe(200);
+    expect((await eventsOf(session)).map((event) => event.type)).toEqual(["created"]);
+    await expectError(await list(session, { userAgent: CHROME_MAC }), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
   });
 
   it("another OS in the same network, and a stripped User-Agent, are device changes too", async () => {
@@ -156,7 +173,7 @@ describe("session context: another browser family (default SESSION_CONTEXT_DEVIC
   it("costs no round trip of its own", async () => {
     const session = await signedIn();
     const counter = countingShards(databases());
-    const headers = { ...bearer(session.token), "User-Agent": FIREFOX_WINDOWS };
+    const headers = { ...sessionCookie(session.token), "User-Agent": FIREFOX_WINDOWS };
     const response = await callWith(counter.env, "GET", "/auth/sessions", headers, undefined, ABROAD);
     expect({ status: response.status, roundTrips: counter.roundTrips() }).toEqual({
       status: 401,
@@ -176,6 +193,15 @@ describe("session context: rows written per change (D1's rows_written, index ent
       written[policy] = counter.rowsWritten();
     }
     expect(written).toEqual({ unchanged: 0, allow: 1, log: 3, "step-up": 3, end: 3 });
+  });
+
+  it("a Bearer call from another browser and network writes nothing: it is not judged", async () => {
+    const userId = newUser();
+    const { token } = await issue(userId, { country: HOME.country, asn: HOME.asn, carrier: "both" });
+    const counter = countingShards(databases());
+    const headers = { ...bearer(token), "User-Agent": FIREFOX_WINDOWS };
+    const response = await callWith(counter.env, "GET", "/auth/sessions", headers, undefined, ABROAD);
+    expect({ status: response.status, written: counter.rowsWritten() }).toEqual({ status: 200, written: 0 });
   });
 });
 
@@ -315,5 +341,171 @@ describe("session context: SessionService", () => {
     await expect(service.authenticate(fresh.token, { context: "Firefox" as never })).rejects.toThrow(
       "context must be an object of userAgent, country and asn",
     );
+  });
+});
+
+// The clients the interface names, each with its own User-Agent: an app's HTTP client after an
+// in-app-browser sign-in, a backend-for-frontend calling with the user's token, a CLI.
+const API_CLIENTS = ["okhttp/4.12.0", "MyApp/3 CFNetwork/1490 Darwin/23.0.0", "node", "curl/8.5.0"];
+// What each route answers to a token it refuses: the contract's 401 for that route.
+const ROUTES = [
+  ["GET", "/auth/sessions", 401, "invalid_token"],
+  ["GET", "/auth/events", 401, "invalid_token"],
+  ["DELETE", "/auth/sessions/", 401, "invalid_token"],
+  ["DELETE", "/auth/logout?scope=others", 401, "session_invalid"],
+  ["DELETE", "/auth/logout", 401, "session_invalid"],
+  ["POST", "/auth/logout", 400, "session_invalid"],
+] as const;
+
+describe("session context: every client the interface names (src/domain/carrier.ts)", () => {
+  it("a Bearer call from its own User-Agent and network works on a session that accepts Bearer, and never holds it for the browser", async () => {
+    for (const carrier of ["both", undefined] as const) {
+      const userId = newUser();
+      const session = { ...(await issue(userId, { country: HOME.country, asn: HOME.asn, carrier })), userId };
+      for (const userAgent of API_CLIENTS) {
+        const other = await issue(userId, { country: HOME.country, asn: HOME.asn });
+        const headers = { ...bearer(session.token), "User-Agent": userAgent };
+        for (const [method, path] of [
+          ["GET", "/auth/sessions"],
+          ["GET", "/auth/events"],
+          ["DELETE", `/auth/sessions/${other.id}`],
+        ] as const) {
+          expect([
+            carrier,
+            userAgent,
+            path,
+            (await callWith({}, method, path, headers, undefined, ABROAD)).status,
+          ]).toEqual([carrier, userAgent, path, 200]);
+        }
+      }
+      const others = await callWith(
+        {},
+        "DELETE",
+        "/auth/logout?scope=others",
+        bearer(session.token),
+        undefined,
+        ABROAD,
+      );
+      expect(others.status).toBe(200);
+      // The browser's next call, through its cookie, from where it signed in: still signed in, nothing logged.
+      expect((await list(session)).status).toBe(200);
+      expect(await rowOf(session)).toEqual({ ...SEEN_HOME, held: 0 });
+      expect((await eventsOf(session)).map((event) => event.type)).toEqual(["created"]);
+      const curl = { ...bearer(session.token), "User-Agent": "curl/8.5.0" };
+      const all = await callWith({}, "DELETE", "/auth/logout", curl);
+      expect(all.status).toBe(200);
+    }
+  });
+
+  it("a cookie-only session's value sent as Bearer proves nothing, from any User-Agent, on every route: nothing changes", async () => {
+    const session = await signedIn();
+    const before = await tableSnapshot();
+    for (const userAgent of [CHROME_MAC, "python-requests/2.32.3"]) {
+      for (const [method, path, status, code] of ROUTES) {
+        const headers = { ...bearer(session.token), "User-Agent": userAgent };
+        const target = path === "/auth/sessions/" ? `${path}${session.id}` : path;
+        const response = await callWith({}, method, target, headers, undefined, HOME);
+        await expectError(response, status, code, { wwwAuthenticate: status === 401 ? REJECTED_CHALLENGE : null });
+      }
+    }
+    expect(await tableSnapshot()).toEqual(before);
+    expect(await exports.SessionService.authenticate(session.token, { carrier: "bearer" })).toBeNull();
+    expect((await list(session)).status).toBe(200);
+  });
+
+  it("the copied cookie from another browser is held, however it is replayed; the same value as Bearer is refused as a dead token", async () => {
+    const session = await signedIn();
+    await expectError(await list(session, { userAgent: FIREFOX_WINDOWS }), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
+    const script = { ...bearer(session.token), "User-Agent": FIREFOX_WINDOWS };
+    await expectError(await callWith({}, "GET", "/auth/sessions", script), 401, "invalid_token", {
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
+  });
+
+  it("an app's session (carrier bearer) works as Bearer from anywhere, is never judged, and its token is refused as a cookie", async () => {
+    const userId = newUser();
+    const session = { ...(await issue(userId, { country: HOME.country, asn: HOME.asn, carrier: "bearer" })), userId };
+    for (const userAgent of [...API_CLIENTS, FIREFOX_WINDOWS]) {
+      const headers = { ...bearer(session.token), "User-Agent": userAgent };
+      expect(
+        (await callWith({ SESSION_CONTEXT_NETWORK: "end" }, "GET", "/auth/sessions", headers, undefined, ABROAD))
+          .status,
+      ).toBe(200);
+    }
+    expect(await rowOf(session)).toEqual({ ...SEEN_HOME, held: 0 });
+    await expectError(await list(session), 401, "invalid_token", { wwwAuthenticate: REJECTED_CHALLENGE });
+    expect(await exports.SessionService.authenticate(session.token, { carrier: "cookie" })).toBeNull();
+    expect((await eventsOf(session)).map((event) => event.type)).toEqual(["created"]);
+  });
+
+  it("a session issued without a carrier keeps the contract from before the check: either carrier, from any client, never judged", async () => {
+    const userId = newUser();
+    const session = { ...(await issue(userId, { country: HOME.country, asn: HOME.asn })), userId };
+    const vars = { SESSION_CONTEXT_DEVICE: "end", SESSION_CONTEXT_NETWORK: "end" };
+    expect((await list(session, { userAgent: FIREFOX_WINDOWS, network: ABROAD, vars })).status).toBe(200);
+    const headers = { ...bearer(session.token), "User-Agent": "okhttp/4.12.0" };
+    expect((await callWith(vars, "GET", "/auth/sessions", headers, undefined, ABROAD)).status).toBe(200);
+    expect(await rowOf(session)).toEqual({ ...SEEN_HOME, held: 0 });
+  });
+
+  it("RPC: authenticate and reauthenticate with a context follow the same rule for each kind of session", async () => {
+    const firefox = { userAgent: FIREFOX_WINDOWS, country: HOME.country, asn: HOME.asn };
+    const held = async (carrier: "cookie" | "bearer" | "both" | undefined, options: object) => {
+      const userId = newUser();
+      const { token } = await issue(userId, { country: HOME.country, asn: HOME.asn, carrier });
+      const answer = await exports.SessionService.authenticate(token, { context: firefox, ...options });
+      return answer === null ? "refused" : (answer.reauthenticationRequired ?? false);
+    };
+    expect({
+      cookie: await held("cookie", {}),
+      "cookie as cookie": await held("cookie", { carrier: "cookie" }),
+      "cookie as bearer": await held("cookie", { carrier: "bearer" }),
+      both: await held("both", {}),
+      "both as bearer": await held("both", { carrier: "bearer" }),
+      bearer: await held("bearer", {}),
+      "bearer as cookie": await held("bearer", { carrier: "cookie" }),
+      unsaid: await held(undefined, {}),
+    }).toEqual({
+      cookie: true,
+      "cookie as cookie": true,
+      "cookie as bearer": "refused",
+      both: true,
+      "both as bearer": false,
+      bearer: false,
+      "bearer as cookie": "refused",
+      unsaid: false,
+    });
+    const session = await signedIn();
+    const refused = await exports.SessionService.reauthenticate({
+      token: session.token,
+      factors: ["pwd"],
+      carrier: "bearer",
+    });
+    expect(refused).toBeNull();
+    const reissued = await exports.SessionService.reauthenticate({
+      token: session.token,
+      factors: ["pwd"],
+      carrier: "cookie",
+      context: firefox,
+    });
+    expect(reissued?.sessionId).toBe(session.id);
+  });
+
+  it("bad input: a carrier that is not one, or a device-bound app session, is a TypeError and writes nothing", async () => {
+    const service = new SessionService(createExecutionContext(), env);
+    const before = await tableSnapshot();
+    const userId = newUser();
+    await expect(service.create({ userId, carrier: "header" as never })).rejects.toThrow(
+      'carrier must be one of "cookie", "bearer", "both"',
+    );
+    await expect(service.create({ userId, carrier: "bearer", deviceBound: true })).rejects.toThrow(
+      'deviceBound needs a carrier other than "bearer"',
+    );
+    await expect(service.authenticate("x.y", { carrier: "both" as never })).rejects.toThrow(
+      'carrier must be "cookie" or "bearer"',
+    );
+    expect(await tableSnapshot()).toEqual(before);
   });
 });

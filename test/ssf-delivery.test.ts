@@ -11,7 +11,17 @@ import { SessionService } from "../src/rpc/session-service.ts";
 import { LEFT_TO_THE_CRON } from "../src/services/outbox.ts";
 import { PUSH_LEASE_MS, pushDue } from "../src/services/ssf/delivery.ts";
 import { endSession } from "../src/services/user-sessions.ts";
-import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, FIREFOX_LINUX, newUser, scopeWith } from "./helpers.ts";
+import {
+  bearer,
+  bindingOfUser,
+  CHROME_MAC,
+  callWith,
+  d1,
+  FIREFOX_LINUX,
+  newUser,
+  scopeWith,
+  sessionCookie,
+} from "./helpers.ts";
 import { ISSUER, newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
 // Session events as Shared Signals: every way a session starts or ends becomes a CAEP SET for
@@ -42,8 +52,9 @@ async function setUp(extra: Partial<Env> = {}, stream: Record<string, unknown> =
     await waitOnExecutionContext(ctx);
     return answer;
   };
+  // A browser's session whose token its page also sends as Bearer: its cookie is judged by its context.
   const login = (userId: string) =>
-    rpc((service) => service.create({ userId, userAgent: CHROME_MAC, ipAddress: "203.0.113.7" }));
+    rpc((service) => service.create({ userId, userAgent: CHROME_MAC, ipAddress: "203.0.113.7", carrier: "both" }));
   const poll = async () => {
     const response = await as("POST", `/ssf/streams/poll/${stream_id}`, { returnImmediately: true });
     const { sets } = (await response.json()) as { sets: Record<string, string> };
@@ -212,7 +223,7 @@ describe("each session event becomes a SET", () => {
         { ...vars, ...extra },
         "GET",
         "/auth/sessions",
-        { ...bearer(token), "User-Agent": userAgent },
+        { ...sessionCookie(token), "User-Agent": userAgent },
         undefined,
         network,
       );
@@ -245,7 +256,7 @@ describe("each session event becomes a SET", () => {
   it("a re-authentication that lifts a step-up hold says the risk fell: risk-level-change LOW from HIGH; one without a hold says nothing of risk", async () => {
     const { vars, rpc, login, poll } = await setUp();
     const [held, plain] = [await login(newUser()), await login(newUser())];
-    const headers = { ...bearer(held.token), "User-Agent": FIREFOX_LINUX };
+    const headers = { ...sessionCookie(held.token), "User-Agent": FIREFOX_LINUX };
     expect((await callWith(vars, "GET", "/auth/sessions", headers)).status).toBe(401);
     const context = { userAgent: CHROME_MAC };
     expect(

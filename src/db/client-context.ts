@@ -1,5 +1,5 @@
-import { and, isNull, not, or, type SQL, sql } from "drizzle-orm";
-import type { ClientContext, ContextPolicies, ContextPolicy } from "../domain/client-context.ts";
+import { and, inArray, isNotNull, isNull, not, or, type SQL, sql } from "drizzle-orm";
+import { type ClientContext, type ContextPolicies, type ContextPolicy, sameDevice } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
 import { notMoving } from "./buckets.ts";
 import type { Database } from "./client.ts";
@@ -20,9 +20,12 @@ export interface ContextCheck {
 const NOTHING = sql`0`;
 const UNKNOWN: ClientContext = { browser: "", os: "", country: null, asn: null };
 
-/** The browser family or the OS differs from the last seen (unknown on a session that has none recorded). */
-function deviceChanged({ browser, os }: ClientContext): SQL {
-  return sql`(${sessions.seenBrowser} IS NOT NULL AND (${sessions.seenBrowser} != ${browser} OR ${sessions.seenOs} != ${os}))`;
+/** The browser family and OS last seen are not the caller's device (unknown on a session that has none recorded). */
+function deviceChanged(context: ClientContext): SQL {
+  const same = sameDevice(context).map(
+    ([browser, os]) => sql`(${sessions.seenBrowser} = ${browser} AND ${sessions.seenOs} = ${os})`,
+  );
+  return sql`(${sessions.seenBrowser} IS NOT NULL AND NOT (${sql.join(same, sql` OR `)}))`;
 }
 
 /** The ASN and the country both differ from the last seen, all four known. */
@@ -48,10 +51,13 @@ function contextChange({ browser, os, country, asn }: ClientContext): SQL {
 }
 
 /**
- * Judges the token's session by the caller's context: a change under `end` ends it (`ended`,
- * reason `context_changed`), under `log` or `step-up` logs `context_changed` with the policy
- * as its reason (and under `step-up` holds the session), and any difference is recorded as
- * where it was last seen. Device-bound sessions are not judged, their key proves the device;
+ * Judges the token's session by the caller's context, when it is a browser's session (carrier
+ * `cookie` or `both`) used through its cookie or by an RPC caller that gave the browser's context:
+ * a change under `end` ends it (`ended`, reason `context_changed`), under `log` or `step-up` logs
+ * `context_changed` with the policy as its reason (and under `step-up` holds the session), and
+ * any difference is recorded as where it was last seen. A Bearer call is never judged nor
+ * recorded: an app or a backend calls from wherever it runs, and must not move what the
+ * browser is judged against. Device-bound sessions are not judged, their key proves the device;
  * where they were seen is still recorded. Five statements, whatever the check; with none they change nothing. The
  * last reads whether a change is still unrecorded: only when the bucket is frozen for a move
  * (the writes are held back), and then the operation must not answer as if it were not there.
@@ -60,12 +66,17 @@ export function checkContext(
   db: Database,
   proof: TokenProof,
   at: Instant,
-  check: ContextCheck | null,
+  requested: ContextCheck | null,
   actor: Actor,
   write: Write,
 ) {
+  const check = proof.carrier === "bearer" ? null : requested;
   const proven = isProvenBy(proof, at);
-  const judged = and(proven, isNull(sessions.dbscKeyThumbprint));
+  const browsers = and(
+    proven,
+    or(inArray(sessions.carrier, ["cookie", "both"]), isNotNull(sessions.dbscKeyThumbprint)),
+  );
+  const judged = and(browsers, isNull(sessions.dbscKeyThumbprint));
   const ending = and(judged, changedUnder(check, "end"));
   const logging = and(judged, not(changedUnder(check, "end")), changedUnder(check, "log", "step-up"));
   // Without a check every condition is false: the values are never written.
@@ -97,7 +108,7 @@ export function checkContext(
         // SET reads the row as it was: the change is judged against the context before this one.
         contextStepUp: sql`${sessions.contextStepUp} OR (${sessions.dbscKeyThumbprint} IS NULL AND ${changedUnder(check, "step-up")})`,
       })
-      .where(and(proven, differs, notMoving(db))),
-    db.select({ id: sessions.id }).from(sessions).where(and(proven, differs)),
+      .where(and(browsers, differs, notMoving(db))),
+    db.select({ id: sessions.id }).from(sessions).where(and(browsers, differs)),
   ] as const;
 }

@@ -1,5 +1,6 @@
-import { and, eq, exists, gt, inArray, isNull, lte, or, type SQL, sql } from "drizzle-orm";
+import { and, eq, exists, gt, inArray, isNull, lte, ne, or, type SQL, sql } from "drizzle-orm";
 import type { StoredProofs } from "../domain/auth-proofs.ts";
+import type { TokenCarrier } from "../domain/carrier.ts";
 import type { Instant } from "../domain/clock.ts";
 import { notMoving } from "./buckets.ts";
 import type { Database } from "./client.ts";
@@ -17,6 +18,8 @@ export interface TokenProof {
    * is proven only with its live one.
    */
   boundHash?: string | null;
+  /** What carried it: a session says which it accepts (src/domain/carrier.ts). */
+  carrier: TokenCarrier;
 }
 
 /** Activity is written at most this often per session, so reads rarely write. */
@@ -32,9 +35,15 @@ export function isTokenOf(proof: TokenProof, at: Instant): SQL | undefined {
   return and(eq(sessions.id, proof.id), eq(sessions.secretHash, proof.secretHash), isLive(at));
 }
 
+/** The session accepts what carried the token: a browser's cookie-only token proves nothing as Bearer. */
+function acceptsCarrier(carrier: TokenCarrier): SQL | undefined {
+  if (carrier === null) return undefined;
+  return or(isNull(sessions.carrier), ne(sessions.carrier, carrier === "bearer" ? "cookie" : "bearer"));
+}
+
 /**
- * The one rule for "this token proves a live session": it names one, and the session is not
- * device-bound or its live bound cookie came with the token.
+ * The one rule for "this token proves a live session": it names one, it came by a carrier the
+ * session accepts, and the session is not device-bound or its live bound cookie came with the token.
  */
 export function isProvenBy(proof: TokenProof, at: Instant): SQL | undefined {
   const bound = proof.boundHash
@@ -43,7 +52,7 @@ export function isProvenBy(proof: TokenProof, at: Instant): SQL | undefined {
         and(eq(sessions.previousBoundCookieHash, proof.boundHash), gt(sessions.previousBoundCookieExpiresAt, at.now)),
       )
     : undefined;
-  return and(isTokenOf(proof, at), or(isNull(sessions.dbscKeyThumbprint), bound));
+  return and(isTokenOf(proof, at), acceptsCarrier(proof.carrier), or(isNull(sessions.dbscKeyThumbprint), bound));
 }
 
 /**

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import type { StoredProofs } from "../domain/auth-proofs.ts";
+import { SESSION_CARRIERS } from "../domain/carrier.ts";
 import type { ContextChange } from "../domain/client-context.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { EVENT_TYPES } from "../domain/events.ts";
@@ -65,6 +66,10 @@ export const sessions = sqliteTable(
     // Its context changed under SESSION_CONTEXT_* = step-up: every operation but its own logout
     // is refused with the RFC 9470 challenge until `reauthenticate` gives it a new token.
     contextStepUp: integer("context_step_up", { mode: "boolean" }).notNull().default(false),
+    // What may carry the token (src/domain/carrier.ts): `cookie` refuses it as Bearer; `cookie`
+    // and `both` are a browser's, judged by their context when used through the cookie. Null: the
+    // login flow did not say; either carrier, never judged.
+    carrier: text("carrier", { enum: SESSION_CARRIERS }),
   },
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.

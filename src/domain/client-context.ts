@@ -4,7 +4,9 @@ import { parseDevice } from "./user-agent.ts";
 // checks for browsers without device binding (DBSC), so that a copied cookie fails elsewhere.
 // The rules themselves run in SQL, in each operation's one batch (src/db/client-context.ts):
 //   - the device changed: the browser family or the OS differs from the last seen (a missing
-//     User-Agent is what it parses to, no browser and no OS: stripping it changes the device);
+//     User-Agent is what it parses to, no browser and no OS: stripping it changes the device),
+//     but for Apple's Safari, which on an iPad (by default) or an iPhone (on request) asks for
+//     desktop sites as Safari on macOS: the two are one device;
 //   - the network changed: the ASN and the country both differ from the last seen, all four
 //     known (mobile networks change addresses and ASNs within a country, travel changes the country).
 // A call whose context is unknown (an RPC call without one) is not checked.
@@ -44,6 +46,17 @@ export interface ContextInput {
   userAgent?: string | null;
   country?: string | null;
   asn?: number | null;
+}
+
+/** Safari on iOS and iPadOS, as itself and as it asks for desktop sites. */
+const APPLE_SAFARI: readonly (readonly [browser: string, os: string])[] = [
+  ["Mobile Safari", "iOS"],
+  ["Safari", "macOS"],
+];
+
+/** The browser families and OSes, in pairs, that are the caller's device: itself, or both faces of Apple's Safari. */
+export function sameDevice({ browser, os }: ClientContext): readonly (readonly [browser: string, os: string])[] {
+  return APPLE_SAFARI.some(([b, o]) => b === browser && o === os) ? APPLE_SAFARI : [[browser, os]];
 }
 
 const COUNTRY = /^[A-Z0-9]{2}$/;

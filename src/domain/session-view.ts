@@ -37,8 +37,9 @@ export interface SessionView {
   /** Present (true) only on a session bound to its browser's key (DBSC). */
   device_bound?: true;
   /**
-   * Where the session was last used from: browser family, OS, country and network (ASN), each
-   * null when unknown; null for a session not used since these were recorded.
+   * Where the session's cookie was last used from (a session not issued for the cookie: where it
+   * signed in): browser family, OS, country and network (ASN), each null when unknown; null for a
+   * session not used since these were recorded.
    */
   last_seen: { browser: string | null; os: string | null; country: string | null; asn: number | null } | null;
 }

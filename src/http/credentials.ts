@@ -38,7 +38,7 @@ export function readCookieCredential(c: Context<AppEnv>): Promise<Credential> {
 async function prove(c: Context<AppEnv>, source: "bearer" | "cookie", token: string | undefined): Promise<Credential> {
   const { shards, config } = c.var.scope;
   const cookie = source === "cookie" ? { header: c.req.header("Cookie"), name: config.cookieName } : undefined;
-  const proven = await readSessionToken(shards, token, cookie);
+  const proven = await readSessionToken(shards, token, source, cookie);
   if (!proven) return { kind: "malformed", source, presented: Boolean(token) };
   return { kind: "token", source, ...proven };
 }

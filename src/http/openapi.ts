@@ -743,14 +743,14 @@ export const openApiDocument: OpenApiDocument = {
       bearer: {
         type: "http",
         scheme: "bearer",
-        description: `\`Authorization: Bearer <id>.<secret>\` (an opaque id of 22 to 26 URL-safe characters, a dot, a 43-character secret: at most ${TOKEN_LENGTH} characters; scheme case-insensitive). When an Authorization header is present it alone decides: a refused Bearer token never falls back to the cookie.`,
+        description: `\`Authorization: Bearer <id>.<secret>\` (an opaque id of 22 to 26 URL-safe characters, a dot, a 43-character secret: at most ${TOKEN_LENGTH} characters; scheme case-insensitive). When an Authorization header is present it alone decides: a refused Bearer token never falls back to the cookie. A token whose session was issued for the cookie only (a browser's) is refused as Bearer, as an invalid token.`,
       },
       sessionCookie: {
         type: "apiKey",
         in: "cookie",
         name: "__Host-session",
         description:
-          "The same token in the session cookie (name set by SESSION_COOKIE_NAME). Accepted by every /auth/ operation, and only from the same site. A device-bound session's token counts only beside its live bound cookie (`<name>-bound`), and never as a Bearer token.",
+          "The same token in the session cookie (name set by SESSION_COOKIE_NAME). Accepted by every /auth/ operation, and only from the same site, unless its session was issued for Bearer only (an app's). A device-bound session's token counts only beside its live bound cookie (`<name>-bound`), and never as a Bearer token.",
       },
     },
     parameters: {
@@ -922,7 +922,7 @@ export const openApiDocument: OpenApiDocument = {
           },
           last_seen: {
             description:
-              "Where the session was last used from: browser family and OS (from the User-Agent, no version), country and network (ASN) as Cloudflare saw them; each null when unknown. Null for a session not used since the service started recording them.",
+              "Where the session's cookie was last used from (for a session not issued for the cookie, where it signed in): browser family and OS (from the User-Agent, no version), country and network (ASN) as Cloudflare saw them; each null when unknown. Null for a session not used since the service started recording them.",
             anyOf: [ref("schemas/ClientContext"), { type: "null" }],
           },
         },

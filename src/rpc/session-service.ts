@@ -1,5 +1,6 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { type AuthProof, proofList } from "../domain/auth-proofs.ts";
+import { checkTokenCarrier } from "../domain/carrier.ts";
 import { type ClientContext, type ContextInput, clientContext } from "../domain/client-context.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
 import type { SessionView } from "../domain/session-view.ts";
@@ -45,9 +46,16 @@ export interface AuthenticateOptions {
    */
   cookie?: string;
   /**
-   * Where the request comes from: its `User-Agent` header and `request.cf.country` and
-   * `request.cf.asn`. Judged against where the session was last used (docs/integrating.md,
-   * "Session context"); omitted: not judged.
+   * What carried the token to you: `cookie` (the session cookie) or `bearer` (an
+   * `Authorization: Bearer` header). A session issued with `carrier: "cookie"` is refused as
+   * `bearer`, one issued with `carrier: "bearer"` as `cookie`, and a `bearer` call is never
+   * judged by its context. Omitted: any session is accepted.
+   */
+  carrier?: "cookie" | "bearer";
+  /**
+   * Where the browser's request comes from: its `User-Agent` header and `request.cf.country`
+   * and `request.cf.asn`. Judged against where a browser's session (issued with `carrier`
+   * `cookie` or `both`) was last used (docs/integrating.md, "Session context"); omitted: not judged.
    */
   context?: ContextInput;
 }
@@ -55,6 +63,8 @@ export interface AuthenticateOptions {
 export interface ReauthenticateRequest extends ReauthenticateInput {
   /** The request's `Cookie` header: a device-bound session needs its bound cookie, as for `authenticate`. */
   cookie?: string;
+  /** What carried the token, as for `authenticate`. */
+  carrier?: "cookie" | "bearer";
   /** As for `authenticate`: recorded as where the session is now used (a change is logged, never refused). */
   context?: ContextInput;
 }
@@ -128,8 +138,12 @@ export class SessionService extends WorkerEntrypoint<Env> {
     return this.logged("authenticate", async () => {
       const maxAge = checkMaxAge(options);
       const cookie = checkCookie(options?.cookie);
+      const carrier = checkTokenCarrier(options?.carrier);
       const scope = this.scope(checkContextInput(options?.context));
-      const session = await readSessionToken(scope.shards, token, { header: cookie, name: scope.config.cookieName });
+      const session = await readSessionToken(scope.shards, token, carrier, {
+        header: cookie,
+        name: scope.config.cookieName,
+      });
       const caller = session && (await authenticateToken(scope, session));
       if (!caller) return null;
       const authenticated: AuthenticatedSession = {
@@ -155,8 +169,9 @@ export class SessionService extends WorkerEntrypoint<Env> {
   async reauthenticate(input: ReauthenticateRequest): Promise<ReauthenticatedSession | null> {
     return this.logged("reauthenticate", async () => {
       const cookie = checkCookie(input?.cookie);
+      const carrier = checkTokenCarrier(input?.carrier);
       const scope = this.scope(checkContextInput(input?.context));
-      const reissued = await reauthenticate(scope, input, cookie);
+      const reissued = await reauthenticate(scope, input, carrier, cookie);
       if (!reissued) return null;
       const { expiresIn, ...session } = reissued;
       return { ...session, cookie: loginCookie(scope.config, session.token, expiresIn) };

@@ -7,6 +7,7 @@ import {
   type ProofInput,
   type StoredProofs,
 } from "../domain/auth-proofs.ts";
+import { checkSessionCarrier, type SessionCarrier, type TokenCarrier } from "../domain/carrier.ts";
 import { clientContext, countryOf } from "../domain/client-context.ts";
 import { type Instant, instant } from "../domain/clock.ts";
 import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
@@ -52,6 +53,13 @@ export interface CreateSessionInput {
    * header. A browser that cannot bind ignores it, and its session stays an ordinary one.
    */
   deviceBound?: boolean;
+  /**
+   * What will carry the token (src/domain/carrier.ts): `cookie` for a browser (the token then
+   * proves nothing as Bearer, and its use is judged by its context), `bearer` for an app, a
+   * backend or a CLI, `both` for a browser whose token is also sent as Bearer. Omitted: either,
+   * never judged.
+   */
+  carrier?: SessionCarrier | null;
 }
 
 /**
@@ -125,8 +133,11 @@ export async function buildSession(
   const userId = checkUserId(input.userId);
   const proofs = checkProofs(input.factors, at.now, false);
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
+  const carrier = checkSessionCarrier(input.carrier);
   if (input.deviceBound !== undefined && typeof input.deviceBound !== "boolean")
     throw new TypeError("deviceBound must be a boolean");
+  // A device-bound session is proven only beside its bound cookie, which no Bearer call carries.
+  if (input.deviceBound && carrier === "bearer") throw new TypeError('deviceBound needs a carrier other than "bearer"');
   const challenge = input.deviceBound ? newChallenge() : null;
   const boundSecret = input.deviceBound ? newBoundSecret() : null;
   const ttlSeconds = input.ttlSeconds ?? config.ttlSeconds;
@@ -168,6 +179,7 @@ export async function buildSession(
     seenOs: seen.os,
     seenCountry: seen.country,
     seenAsn: seen.asn,
+    carrier,
   };
   return {
     row,
@@ -214,19 +226,23 @@ export interface ReissuedSession {
 
 /**
  * The user proved who they are again: records the proofs and gives the session a new secret
- * (OWASP ASVS V7.2.4), in one round trip. `cookieHeader`: the `Cookie` header that came with
- * the token, whose bound cookie a device-bound session needs. Null when the token does not
+ * (OWASP ASVS V7.2.4), in one round trip. `carrier`: what carried the token, if the caller says.
+ * `cookieHeader`: the `Cookie` header that came with the token, whose bound cookie a device-bound session needs. Null when the token does not
  * prove a live session: nothing changed, and a dead session stays dead.
  */
 export async function reauthenticate(
   scope: Scope,
   input: ReauthenticateInput,
+  carrier: TokenCarrier,
   cookieHeader: string | undefined,
 ): Promise<ReissuedSession | null> {
   const { config, at } = scope;
   const proofs = checkProofs(input?.factors, at.now, true) as StoredProofs;
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
-  const session = await readSessionToken(scope.shards, input.token, { header: cookieHeader, name: config.cookieName });
+  const session = await readSessionToken(scope.shards, input.token, carrier, {
+    header: cookieHeader,
+    name: config.cookieName,
+  });
   if (!session) return null;
   const { place, proof } = session;
   const { secret, token } = newSecretFor(proof.id);

@@ -1,5 +1,6 @@
 import type { TokenProof } from "../db/liveness.ts";
 import type { Place, Shards } from "../db/shards.ts";
+import type { TokenCarrier } from "../domain/carrier.ts";
 import { boundCookieHash } from "../domain/cookie-header.ts";
 import { proveToken } from "../domain/token.ts";
 
@@ -14,12 +15,14 @@ export interface SessionToken {
 /**
  * The one place a session token is proven well formed and placed, for every door: null when it
  * is not one this deployment can have issued (whether it is live is decided by the operation's
- * own statement, at no extra round trip). `cookieHeader`: the `Cookie` header that came with the
- * token, whose bound cookie a device-bound session needs; absent for a Bearer token.
+ * own statement, at no extra round trip). `carrier`: what carried the token (src/domain/carrier.ts).
+ * `cookie`: the `Cookie` header that came with the token, whose bound cookie a device-bound
+ * session needs; absent for a Bearer token.
  */
 export async function readSessionToken(
   shards: Shards,
   token: unknown,
+  carrier: TokenCarrier,
   cookie?: { header: string | undefined; name: string },
 ): Promise<SessionToken | null> {
   const proven = typeof token === "string" && token !== "" ? await proveToken(token) : null;
@@ -27,5 +30,5 @@ export async function readSessionToken(
   const place = proven && shards.forSession(proven.id);
   if (!proven || !place) return null;
   const boundHash = cookie ? await boundCookieHash(cookie.header, cookie.name) : null;
-  return { proof: { ...proven, boundHash }, place };
+  return { proof: { ...proven, boundHash, carrier }, place };
 }

@@ -7,8 +7,9 @@ import type { AuthenticatedSession, SessionService } from "../../../src/rpc/sess
 import { devicesPage, signInPage } from "./pages.ts";
 
 // A minimal login worker showing how the rest of a product uses the session service: sign in
-// (create + the ready cookie, offering device binding), protect a route (authenticate, given
-// the request's cookies), and on a password change end every other session of the user
+// a browser (create, cookie-only, + the ready cookie, offering device binding) or an API client
+// (create, Bearer-only, the token in the JSON answer), protect a route (authenticate, given the
+// request's cookies), and on a password change end every other session of the user
 // (endUserSessions). The service's own routes (/auth/*, device binding included) are served on
 // this origin through SESSION_API, as a route would in production: the session cookie is
 // host-only, and the devices page lists and ends sessions by calling them from the browser.
@@ -43,7 +44,11 @@ async function sessionOf(
   if (!token) return null;
   const cf = c.req.raw.cf as Edge;
   const context = { userAgent: c.req.header("User-Agent"), country: cf?.country, asn: cf?.asn };
-  const session = await c.env.SESSIONS.authenticate(token, { cookie: c.req.header("Cookie"), context });
+  const session = await c.env.SESSIONS.authenticate(token, {
+    cookie: c.req.header("Cookie"),
+    carrier: "cookie",
+    context,
+  });
   return session?.reauthenticationRequired ? null : session;
 }
 
@@ -53,6 +58,20 @@ const requireSession = createMiddleware<AppEnv>(async (c, next) => {
   c.set("session", session);
   await next();
 });
+
+/** What every sign-in tells the service of its request: who, from where. */
+function signIn(request: Request, userId: string) {
+  const cf = request.cf as Edge;
+  return {
+    userId,
+    ipAddress: request.headers.get("CF-Connecting-IP"),
+    userAgent: request.headers.get("User-Agent"),
+    country: cf?.country,
+    city: cf?.city,
+    asn: cf?.asn,
+    factors: ["pwd" as const],
+  };
+}
 
 /** A JSON body with these string fields, or a 400 saying so (hono's validator: malformed JSON too). */
 const jsonStrings = <K extends string>(...fields: K[]) =>
@@ -69,20 +88,16 @@ const app = new Hono<AppEnv>()
     if (!session) return c.html(signInPage([...passwords.keys()]));
     return c.html(devicesPage(session.userId));
   })
+  // The browser's sign-in (the sign-in page posts here): its token lives only in the HttpOnly
+  // cookie, so a copied cookie is worth nothing as Bearer, and its use is judged by its context.
   .post("/login", jsonStrings("user", "password"), async (c) => {
     const { user, password } = c.req.valid("json");
     if (passwords.get(user) !== password) return c.json({ error: "wrong user or password" }, 401);
-    const cf = c.req.raw.cf as Edge;
     const session = await c.env.SESSIONS.create({
-      userId: user,
-      ipAddress: c.req.header("CF-Connecting-IP"),
-      userAgent: c.req.header("User-Agent"),
-      country: cf?.country,
-      city: cf?.city,
-      asn: cf?.asn,
-      factors: ["pwd"],
+      ...signIn(c.req.raw, user),
+      carrier: "cookie",
       // Offered to browsers (they send Fetch Metadata): those with DBSC bind the session to a key
-      // they hold, the others ignore the header. An API client gets an ordinary session.
+      // they hold, the others ignore the header.
       deviceBound: c.req.header("Sec-Fetch-Site") !== undefined,
     });
     // A real product would send its "new sign-in" message here when session.newDevice is true.
@@ -92,6 +107,17 @@ const app = new Hono<AppEnv>()
       c.header("Secure-Session-Registration", session.secureSessionRegistration);
     }
     return c.json({ signedIn: user, newDevice: session.newDevice });
+  })
+  // An API client's sign-in (a native app, a backend, a CLI): the token in the answer, sent as
+  // Bearer from the client's own User-Agent; no cookie.
+  .post("/api/login", jsonStrings("user", "password"), async (c) => {
+    const { user, password } = c.req.valid("json");
+    if (passwords.get(user) !== password) return c.json({ error: "wrong user or password" }, 401);
+    const { token, expiresAt, newDevice } = await c.env.SESSIONS.create({
+      ...signIn(c.req.raw, user),
+      carrier: "bearer",
+    });
+    return c.json({ signedIn: user, token, expiresAt, newDevice });
   })
   .get("/me", requireSession, (c) => c.json({ userId: c.var.session.userId, sessionId: c.var.session.sessionId }))
   .post("/sign-out", async (c) => {
