@@ -40,6 +40,7 @@ import {
   listSessionsByToken,
 } from "../src/db/sessions.ts";
 import { bucketOf, openShards, type Place } from "../src/db/shards.ts";
+import { clientContext } from "../src/domain/client-context.ts";
 import type { Instant } from "../src/domain/clock.ts";
 import { readConfig } from "../src/domain/config.ts";
 import { DEFAULT_REGION, hashSecret, type Placement } from "../src/domain/token.ts";
@@ -106,7 +107,7 @@ interface Seeded {
   id: string;
   token: string;
   userId: string;
-  /** The User-Agent it was issued with: its requests come from that browser (session context). */
+  /** The User-Agent it was issued with: its requests come from that browser, nothing changed (session context). */
   userAgent: string;
 }
 
@@ -128,6 +129,8 @@ async function seedUsers(d1: D1Database, config: ReturnType<typeof readConfig>, 
     userAgent: USER_AGENTS[i % USER_AGENTS.length] as string,
     country: "DE",
     city: "Berlin",
+    // A browser's session, as a login worker issues it: its cookie is judged by its context.
+    carrier: "cookie" as const,
   }));
   users += count;
   const built: Awaited<ReturnType<typeof buildSession>>[] = [];
@@ -250,7 +253,7 @@ const COST_LABELS: Record<CostKey, string> = {
 
 async function proofOf(token: string): Promise<TokenProof> {
   const [id, secret] = token.split(".") as [string, string];
-  return { id, secretHash: await hashSecret(secret), carrier: "bearer" };
+  return { id, secretHash: await hashSecret(secret), carrier: "cookie" };
 }
 
 /** The request (or RPC call) that runs `key` for the user holding `own`, as a client sends it. */
@@ -260,7 +263,7 @@ function operationOf(key: CostKey, own: Seeded[], answers: unknown[]): Operation
     kind: "http",
     method,
     path,
-    headers: bearer(caller),
+    headers: browser(caller),
     batches: answers,
   });
   switch (key) {
@@ -272,7 +275,13 @@ function operationOf(key: CostKey, own: Seeded[], answers: unknown[]): Operation
         batches: answers,
       };
     case "authenticate":
-      return { kind: "rpc", method: "authenticate", arg: caller.token, batches: answers };
+      return {
+        kind: "rpc",
+        method: "authenticate",
+        arg: caller.token,
+        options: { carrier: "cookie", context: { userAgent: caller.userAgent } },
+        batches: answers,
+      };
     case "list":
     case "listTouch":
       return http("GET", "/auth/sessions");
@@ -315,6 +324,8 @@ async function runOperation(
     };
   };
   const actor = { sessionId: caller.id, ipAddress: "203.0.113.7", queued: false };
+  // Judged as every request of a browser's session is: from its own browser, nothing changed.
+  const check = { context: clientContext(caller.userAgent, null, null), policies: config.context };
   switch (key) {
     case "create": {
       // One more session for this user, who holds `own.length`: what a login costs them.
@@ -328,28 +339,28 @@ async function runOperation(
       break;
     }
     case "authenticate":
-      await authenticate(db, proof, at(0), null, actor);
+      await authenticate(db, proof, at(0), check, actor);
       break;
     case "list":
-      await listSessionsByToken(db, proof, at(0), null, actor);
+      await listSessionsByToken(db, proof, at(0), check, actor);
       break;
     case "listTouch":
-      await listSessionsByToken(db, proof, at(ACTIVITY_WRITE_INTERVAL_MS + 1000), null, actor);
+      await listSessionsByToken(db, proof, at(ACTIVITY_WRITE_INTERVAL_MS + 1000), check, actor);
       break;
     case "events":
-      await listEvents(db, proof, at(0), null, actor);
+      await listEvents(db, proof, at(0), check, actor);
       break;
     case "revoke":
-      await deleteSession(db, proof, (own[1] ?? caller).id, actor, at(0), null);
+      await deleteSession(db, proof, (own[1] ?? caller).id, actor, at(0), check);
       break;
     case "logout":
       await endSessionByToken(db, proof, actor, at(0));
       break;
     case "logoutAll":
-      await endAllSessionsByToken(db, proof, actor, at(0), null);
+      await endAllSessionsByToken(db, proof, actor, at(0), check);
       break;
     case "logoutOthers":
-      await endOtherSessionsByToken(db, proof, actor, at(0), null);
+      await endOtherSessionsByToken(db, proof, actor, at(0), check);
       break;
   }
   return { ...total, operation: operationOf(key, own, answers) };
@@ -483,7 +494,8 @@ function fire(base: URL, row: Row, amount = AMOUNT): Promise<Run> {
   });
 }
 
-const bearer = ({ token, userAgent }: Seeded) => ({ authorization: `Bearer ${token}`, "user-agent": userAgent });
+/** A request of the browser that holds the session: its cookie and User-Agent. */
+const browser = ({ token, userAgent }: Seeded) => ({ cookie: `__Host-session=${token}`, "user-agent": userAgent });
 
 async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): Promise<Row[]> {
   const rows: Row[] = [
@@ -527,7 +539,7 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
       against: "ceiling",
       cost: "list",
       status: 200,
-      requests: () => [{ method: "GET", path: "/auth/sessions", headers: bearer(reader[0] as Seeded) }],
+      requests: () => [{ method: "GET", path: "/auth/sessions", headers: browser(reader[0] as Seeded) }],
     });
     // One user per request and repetition, each holding exactly n sessions when asked, except
     // that a delete or a logout at 50 shares a user with 9 more: it holds 50 down to 41.
@@ -537,19 +549,19 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
         "`DELETE /auth/sessions/:id` (another session)",
         "revoke",
         perUser,
-        (own, k) => ({ method: "DELETE", path: `/auth/sessions/${own[k + 1]!.id}`, headers: bearer(own[0]!) }),
+        (own, k) => ({ method: "DELETE", path: `/auth/sessions/${own[k + 1]!.id}`, headers: browser(own[0]!) }),
       ],
       [
         "`POST /auth/logout`",
         "logout",
         perUser,
-        (own, k) => ({ method: "POST", path: "/auth/logout", headers: bearer(own[k]!) }),
+        (own, k) => ({ method: "POST", path: "/auth/logout", headers: browser(own[k]!) }),
       ],
       [
         "`DELETE /auth/logout`",
         "logoutAll",
         1,
-        (own) => ({ method: "DELETE", path: "/auth/logout", headers: bearer(own[0]!) }),
+        (own) => ({ method: "DELETE", path: "/auth/logout", headers: browser(own[0]!) }),
       ],
     ];
     for (const [label, cost, k, request] of destructive) {

@@ -10,7 +10,9 @@
 //   4. ARCHITECTURE.md's code map has one row per file of src/ and no row for a file that is gone;
 //   5. its data model names every table src/db/schema.ts declares;
 //   6. every repository path written in backticks (`src/db/x.ts`, `test/`, …) exists, and every
-//      backticked name shaped like a setting (`SESSION_TTL_SECONDS`) is one the code has.
+//      backticked name shaped like a setting (`SESSION_TTL_SECONDS`) is one the code has;
+//   7. ARCHITECTURE.md's table of statements per operation gives what test/statements.test.ts
+//      measures (test/statement-counts.ts), with a row for each operation there.
 //   npm run docs:check                  (all of it; the tour takes ~30 s)
 //   npm run docs:check -- --no-tour     (all but 3: no server, well under a second)
 import { execFile, execFileSync } from "node:child_process";
@@ -19,6 +21,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs, promisify } from "node:util";
 import { parse as parseToml } from "smol-toml";
+import { STATEMENTS } from "../test/statement-counts.ts";
 import { DEV_SERVER_FILE, type DevServer } from "./dev-server.ts";
 import { freePort, startNpmStart } from "./npm-start.ts";
 
@@ -172,6 +175,32 @@ if (dataModel) {
             `${ARCHITECTURE}:${dataModel.heading}: data model: no \`${table}\` (the table of ${SCHEMA}:${index + 1})`,
           );
     });
+}
+
+// 7. The statements per operation: rows whose first cell names operations in backticks, whose
+// last says `<judged> / <not judged>`.
+const requestPath = section(ARCHITECTURE, "Request path");
+if (requestPath) {
+  const given = new Map<string, { counts: string; number: number }>();
+  for (const { line, number } of requestPath.lines) {
+    const cells = line.split("|").map((cell) => cell.trim());
+    const counts = /^\d+ \/ \d+$/.exec(cells.at(-2) ?? "")?.[0];
+    if (!line.startsWith("|") || counts === undefined) continue;
+    for (const operation of codeSpans(cells[1] ?? "")) given.set(operation, { counts, number });
+  }
+  for (const [operation, [judged, notJudged]] of Object.entries(STATEMENTS)) {
+    const row = given.get(operation);
+    const measured = `${judged} / ${notJudged}`;
+    if (!row)
+      problems.push(`${ARCHITECTURE}:${requestPath.heading}: statements: no row for \`${operation}\` (${measured})`);
+    else if (row.counts !== measured)
+      problems.push(
+        `${ARCHITECTURE}:${row.number}: statements: \`${operation}\` says ${row.counts}, test/statements.test.ts measures ${measured}`,
+      );
+    given.delete(operation);
+  }
+  for (const [operation, { number }] of given)
+    problems.push(`${ARCHITECTURE}:${number}: statements: \`${operation}\` is not measured by test/statements.test.ts`);
 }
 
 // 6. Paths and settings named in backticks.

@@ -22,12 +22,16 @@ function rowsWrittenBy(answer: unknown): number {
 /** A counting wrapper around each database, for `callWith`; counts are per binding. */
 export function countingShards(bindings: Record<string, D1Database>) {
   let written = 0;
+  let statements = 0;
   const counters = Object.fromEntries(
     Object.entries(bindings).map(([name, d1]) => {
       const counter = countingD1(
         wrapD1(d1, async (call) => {
           const answer = await call();
           written += rowsWrittenBy(answer);
+          // A batch answers one result (with its meta) per statement; `raw()` of one statement, an array of rows.
+          const batch = Array.isArray(answer) && answer.every((part) => (part as { meta?: unknown } | null)?.meta);
+          statements += batch ? answer.length : 1;
           return answer;
         }),
       );
@@ -38,6 +42,8 @@ export function countingShards(bindings: Record<string, D1Database>) {
     env: Object.fromEntries(Object.entries(counters).map(([name, counter]) => [name, counter.db])) as Partial<Env>,
     /** Rows written over every round trip so far, as D1 reports them. */
     rowsWritten: () => written,
+    /** Statements run over every round trip so far. */
+    statements: () => statements,
     /** Round trips per binding, leaving out bindings that had none. */
     roundTrips: (): Record<string, number> =>
       Object.fromEntries(

@@ -9,12 +9,12 @@
 //      ones the benchmark recorded for it on the real database (`batches`), replayed: the
 //      CPU the worker spends on the operation (token, SQL, results, JSON), without D1's.
 import { app } from "../../src/http/app.ts";
-import { SessionService } from "../../src/rpc/session-service.ts";
+import { type AuthenticateOptions, SessionService } from "../../src/rpc/session-service.ts";
 import bare from "../bench-bare/index.ts";
 
 export type Operation =
   | { kind: "http"; method: string; path: string; headers: Record<string, string>; batches: unknown[] }
-  | { kind: "rpc"; method: "create" | "authenticate"; arg: unknown; batches: unknown[] };
+  | { kind: "rpc"; method: "create" | "authenticate"; arg: unknown; options?: unknown; batches: unknown[] };
 
 /** A D1 binding that answers every batch with the next recorded answer, in a cycle. */
 function replayingD1(batches: unknown[]): D1Database {
@@ -40,7 +40,7 @@ async function runOperation(operation: Operation, n: number, env: Env, ctx: Exec
       const answer =
         operation.method === "create"
           ? await service.create(operation.arg as Parameters<SessionService["create"]>[0])
-          : await service.authenticate(operation.arg as string);
+          : await service.authenticate(operation.arg as string, operation.options as AuthenticateOptions);
       statuses.add(answer ? 200 : 401);
     }
   }

@@ -1,4 +1,4 @@
-import { eq, notExists, type SQL, sql } from "drizzle-orm";
+import { eq, type SQL, sql } from "drizzle-orm";
 import { BucketMoving } from "../domain/errors.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 import type { Database } from "./client.ts";
@@ -14,9 +14,10 @@ import type { Place } from "./shards.ts";
  * A write may change this session row: its bucket (the id without its random part) is not
  * being moved away from this database, nor gone from it. The guard of every write.
  */
-export function notMoving(db: Database): SQL {
-  const rowBucket = sql`substr(${sessions.id}, 1, length(${sessions.id}) - ${RANDOM_LENGTH})`;
-  return notExists(db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, rowBucket)));
+const NOT_MOVING = sql`NOT EXISTS (SELECT 1 FROM ${bucketMoves} WHERE ${bucketMoves.bucket} = substr(${sessions.id}, 1, length(${sessions.id}) - ${RANDOM_LENGTH}))`;
+
+export function notMoving(): SQL {
+  return NOT_MOVING;
 }
 
 /** The bucket's move state on this database: the last statement of every per-user batch. */
@@ -27,12 +28,29 @@ export function moveOf(db: Database, bucket: string) {
     .where(eq(bucketMoves.bucket, bucket));
 }
 
+type MoveState = Pick<BucketMoveRow, "state" | "binding">;
+
+/**
+ * The bucket's move state as one value, for a column of a statement that answers exactly one
+ * row (src/db/authenticated.ts `callerRow`): read in the batch's one transaction, it is the
+ * same wherever the batch reads it, and costs no statement of its own.
+ */
+export function moveState(bucket: string): SQL<MoveState | undefined> {
+  return sql`(SELECT json_array(${bucketMoves.state}, ${bucketMoves.binding}) FROM ${bucketMoves} WHERE ${bucketMoves.bucket} = ${bucket})`.mapWith(
+    (json: string | null) => {
+      if (json === null) return undefined;
+      const [state, binding] = JSON.parse(json) as [MoveState["state"], string];
+      return { state, binding };
+    },
+  );
+}
+
 /** A moved bucket is followed this many times at most (a move of a move, before SHARDS caught up). */
 const MAX_FORWARDS = 3;
 
 interface BucketAnswer<T> {
   answer: T;
-  move: Pick<BucketMoveRow, "state" | "binding"> | undefined;
+  move: MoveState | undefined;
   /** A write that changed nothing: the freeze may be why. Reads: false. */
   blocked: boolean;
 }

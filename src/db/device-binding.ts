@@ -1,11 +1,13 @@
 import { and, eq, isNull, ne, or, sql } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
+import { authenticated, tail } from "./authenticated.ts";
 import { moveOf, notMoving, onBucket } from "./buckets.ts";
-import { type ContextCheck, checkContext } from "./client-context.ts";
+import { batchNamed } from "./client.ts";
+import type { ContextCheck } from "./client-context.ts";
 import { isTokenOf, type TokenProof } from "./liveness.ts";
 import { sessions } from "./schema.ts";
 import type { Place } from "./shards.ts";
-import { type Actor, type Logged, loggedBy, newWrite, recordEvents } from "./writes.ts";
+import { type Actor, type Logged, newWrite, recordEvents } from "./writes.ts";
 
 /** What a verified registration proof lets the batch write: the key, and the challenge replacing the one it signed. */
 export interface Binding {
@@ -49,25 +51,29 @@ export async function registerBinding(
       eq(sessions.contextStepUp, false),
       eq(sessions.dbscChallenge, binding.challenge),
     );
-    const [, , , , unrecorded, , , [row], events, [move]] = await db.batch([
-      ...checkContext(db, proof, at, check, actor, write),
-      recordEvents(db, "device_bound", eligible, actor, write),
-      db
+    const head = authenticated(db, { proof, at, check, actor, write }, false);
+    const { row, logged, move } = await batchNamed(db, {
+      ...head.statements,
+      recorded: recordEvents(db, "device_bound", eligible, actor, write),
+      bound: db
         .update(sessions)
         .set({ dbscKeyThumbprint: binding.thumbprint, dbscChallenge: binding.nextChallenge })
-        .where(and(eligible, notMoving(db))),
-      db
-        .select({ thumbprint: sessions.dbscKeyThumbprint, held: sessions.contextStepUp })
+        .where(and(eligible, notMoving())),
+      row: db
+        .select({
+          thumbprint: sessions.dbscKeyThumbprint,
+          held: sessions.contextStepUp,
+          unrecorded: head.unrecorded.mapWith(Boolean).as("context_unrecorded"),
+        })
         .from(sessions)
         .where(isTokenOf(proof, at)),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    const answer = registrationOutcome(events, row);
+      ...tail(db, write, place.bucket),
+    });
+    const answer = registrationOutcome(logged, row[0]);
     return {
-      answer: { answer, events, db },
-      move,
-      blocked: answer === "wrong_challenge" || unrecorded.length > 0,
+      answer: { answer, events: logged, db },
+      move: move[0],
+      blocked: answer === "wrong_challenge" || row[0]?.unrecorded === true,
     };
   });
 }
@@ -109,27 +115,24 @@ export async function refreshBinding(
         previousBoundCookieHash: sql`${sessions.boundCookieHash}`,
         previousBoundCookieExpiresAt: sql`${sessions.boundCookieExpiresAt}`,
       })
-      .where(and(bound, eq(sessions.dbscChallenge, binding.challenge ?? ""), notMoving(db)));
+      .where(and(bound, eq(sessions.dbscChallenge, binding.challenge ?? ""), notMoving()));
     // Skipped when the renewal above already set it: one row written per refresh.
     const rechallenge = db
       .update(sessions)
       .set({ dbscChallenge: binding.nextChallenge })
       .where(
-        and(
-          bound,
-          or(isNull(sessions.dbscChallenge), ne(sessions.dbscChallenge, binding.nextChallenge)),
-          notMoving(db),
-        ),
+        and(bound, or(isNull(sessions.dbscChallenge), ne(sessions.dbscChallenge, binding.nextChallenge)), notMoving()),
       );
-    const [, , [row], [move]] = await db.batch([
+    const { rows, move } = await batchNamed(db, {
       renew,
       rechallenge,
-      db
+      rows: db
         .select({ thumbprint: sessions.dbscKeyThumbprint, boundHash: sessions.boundCookieHash })
         .from(sessions)
         .where(isTokenOf(proof, at)),
-      moveOf(db, place.bucket),
-    ]);
+      move: moveOf(db, place.bucket),
+    });
+    const row = rows[0];
     const answer: RefreshOutcome = !row
       ? "not_live"
       : row.thumbprint !== binding.thumbprint
@@ -137,6 +140,6 @@ export async function refreshBinding(
         : row.boundHash === binding.boundHash
           ? "refreshed"
           : "challenged";
-    return { answer, move, blocked: answer === "challenged" };
+    return { answer, move: move[0], blocked: answer === "challenged" };
   });
 }

@@ -1,12 +1,14 @@
 import { and, desc, eq, type SQL, type SQLWrapper } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
 import { EVENTS_LISTED } from "../domain/events.ts";
-import { moveOf, onBucket } from "./buckets.ts";
-import { type ContextCheck, checkContext } from "./client-context.ts";
-import { type Caller, ownerOf, selectCaller, type TokenProof, touch } from "./liveness.ts";
+import { authenticated, type ByToken, callerRow } from "./authenticated.ts";
+import { onBucket } from "./buckets.ts";
+import { batchNamed } from "./client.ts";
+import type { ContextCheck } from "./client-context.ts";
+import { type Caller, ownerOf, type TokenProof } from "./liveness.ts";
 import { type SessionEventRow, sessionEvents } from "./schema.ts";
 import type { Place } from "./shards.ts";
-import { type Actor, type Logged, loggedBy, newWrite } from "./writes.ts";
+import { type Actor, type Logged, newWrite } from "./writes.ts";
 
 /** A user's events, through the one index: under the user's bucket (src/db/schema.ts `bucket`). */
 export function eventsOf(bucket: string, userId: string | SQLWrapper): SQL | undefined {
@@ -24,22 +26,25 @@ export async function listEvents(
   check: ContextCheck | null,
   actor: Actor,
 ): Promise<Logged<{ caller: Caller | null; events: SessionEventRow[] }>> {
-  const write = newWrite(at.now);
+  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
-    const [, , , , unrecorded, , callers, events, logged, [move]] = await db.batch([
-      ...checkContext(db, proof, at, check, actor, write),
-      touch(db, proof, at),
-      selectCaller(db, proof, at),
-      db
+    const head = authenticated(db, token, true);
+    const { contextEvents, read, events } = await batchNamed(db, {
+      ...head.statements,
+      read: callerRow(db, proof, at, head.unrecorded, place.bucket),
+      events: db
         .select()
         .from(sessionEvents)
-        .where(eventsOf(place.bucket, ownerOf(db, proof, at)))
+        .where(eventsOf(place.bucket, ownerOf(proof, at)))
         .orderBy(desc(sessionEvents.createdAt), desc(sessionEvents.id))
         .limit(EVENTS_LISTED),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    const answer = { caller: callers[0] ?? null, events };
-    return { answer: { answer, events: logged, db }, move, blocked: unrecorded.length > 0 };
+    });
+    const { caller, move } = read[0] ?? { caller: null, move: undefined };
+    const answer = { caller, events };
+    return {
+      answer: { answer, events: head.events(contextEvents), db },
+      move,
+      blocked: caller?.contextUnrecorded === true,
+    };
   });
 }

@@ -2,9 +2,10 @@ import { and, desc, eq, exists, getTableColumns, gt, inArray, ne, not, notExists
 import type { StoredProofs } from "../domain/auth-proofs.ts";
 import type { ContextPolicy } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
+import { authenticated, tail } from "./authenticated.ts";
 import { moveOf, notMoving, onBucket } from "./buckets.ts";
-import type { Database } from "./client.ts";
-import { type ContextCheck, checkContext } from "./client-context.ts";
+import { batchNamed, type Database } from "./client.ts";
+import type { ContextCheck } from "./client-context.ts";
 import { eventsOf } from "./events.ts";
 import { isLive, isProvenBy, type TokenProof } from "./liveness.ts";
 import { bucketMoves, sessionEvents, sessions } from "./schema.ts";
@@ -87,20 +88,19 @@ export async function insertSession(
         .limit(Number.MAX_SAFE_INTEGER)
         .offset(policy.maxPerUser - 1),
     );
-    const [, , stored, , , events, [move]] = await db.batch([
-      insertUnlessDone(db, place.bucket, session, write),
-      recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write, {
+    const { stored, logged, move } = await batchNamed(db, {
+      inserted: insertUnlessDone(db, place.bucket, session, write),
+      recorded: recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write, {
         newDevice: sql<boolean>`${not(seenOnDevice(db, place.bucket, session, policy.seenSince))}`,
       }),
-      db.select({ id: sessions.id }).from(sessions).where(ours),
-      recordEvents(db, "evicted", overCap, evictor, write),
-      endSessions(db, overCap),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    const created = events.find((event) => event.type === "created");
+      stored: db.select({ id: sessions.id }).from(sessions).where(ours),
+      evictions: recordEvents(db, "evicted", overCap, evictor, write),
+      evicted: endSessions(db, overCap),
+      ...tail(db, write, place.bucket),
+    });
+    const created = logged.find((event) => event.type === "created");
     const answer = { stored: stored.length > 0 || created !== undefined, newDevice: created?.newDevice === true };
-    return { answer: { answer, events, db }, move, blocked: !answer.stored };
+    return { answer: { answer, events: logged, db }, move: move[0], blocked: !answer.stored };
   });
 }
 
@@ -160,16 +160,19 @@ export async function reauthenticateSession(
   };
   return onBucket(place, async (db) => {
     const proven = isProvenBy(proof, at);
-    const [, , , , , , , [row], events, [move]] = await db.batch([
-      ...checkContext(db, proof, at, logged, actor, write),
-      recordEvents(db, "reauthenticated", proven, actor, write, {
+    // Its own UPDATE records the context: the head's would change the same row a statement earlier.
+    const head = authenticated(db, { proof, at, check: logged, actor, write }, false);
+    const { row, events, move } = await batchNamed(db, {
+      contextEvents: head.statements.contextEvents,
+      recorded: recordEvents(db, "reauthenticated", proven, actor, write, {
         assuranceLevel: change.assuranceLevel,
         // Read before the batch's UPDATE clears it: this re-authentication lifts a context hold.
         reason: sql<string>`CASE WHEN ${sessions.contextStepUp} THEN 'step-up' END`,
       }),
-      db
+      changed: db
         .update(sessions)
         .set({
+          ...head.seen,
           secretHash: change.secretHash,
           authProofs: sql`json_patch(coalesce(${sessions.authProofs}, '{}'), ${JSON.stringify(change.proofs)})`,
           assuranceLevel: change.assuranceLevel ?? sessions.assuranceLevel,
@@ -177,16 +180,16 @@ export async function reauthenticateSession(
           lastActiveAt: at.now,
           contextStepUp: false,
         })
-        .where(and(proven, notMoving(db))),
-      db
+        .where(and(proven, notMoving())),
+      row: db
         .select({ expiresAt: sessions.expiresAt })
         .from(sessions)
         .where(and(eq(sessions.id, proof.id), eq(sessions.secretHash, change.secretHash))),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
+      events: loggedBy(db, write),
+      move: moveOf(db, place.bucket),
+    });
     const reauthenticated = events.some((event) => event.type === "reauthenticated");
-    const answer = reauthenticated && row ? row : null;
-    return { answer: { answer, events, db }, move, blocked: !reauthenticated };
+    const answer = reauthenticated && row[0] ? row[0] : null;
+    return { answer: { answer, events, db }, move: move[0], blocked: !reauthenticated };
   });
 }

@@ -84,7 +84,7 @@ export const sessions = sqliteTable(
 export type SessionRow = typeof sessions.$inferSelect;
 
 /** Event ids per millisecond: an event's id is at least its time times this (src/db/writes.ts `eventIds`). */
-const EVENT_IDS_PER_MS = 2048;
+export const EVENT_IDS_PER_MS = 2048;
 
 /** The least id an event logged at `at` (epoch ms) can have; ids stay exact in JavaScript until 2109. */
 export function firstEventId(at: Date | number): number {

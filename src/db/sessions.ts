@@ -2,19 +2,11 @@ import { and, desc, eq, ne, type SQL, sql } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
 import type { EventType } from "../domain/events.ts";
 import type { ListedSession } from "../domain/session-view.ts";
-import { moveOf, onBucket } from "./buckets.ts";
-import type { Database } from "./client.ts";
-import { type ContextCheck, checkContext } from "./client-context.ts";
-import {
-  type Caller,
-  isFreshCaller,
-  isLive,
-  isLiveSessionOfCaller,
-  isProvenBy,
-  selectCaller,
-  type TokenProof,
-  touch,
-} from "./liveness.ts";
+import { authenticated, type ByToken, callerRow, callerValue, tail } from "./authenticated.ts";
+import { moveOf, moveState, onBucket } from "./buckets.ts";
+import { batchNamed, type Database, decoded } from "./client.ts";
+import type { ContextCheck } from "./client-context.ts";
+import { type Caller, isFreshCaller, isLive, isLiveSessionOfCaller, isProvenBy, type TokenProof } from "./liveness.ts";
 import { type SessionRow, sessions } from "./schema.ts";
 import type { Place } from "./shards.ts";
 import { type Actor, type EventDetails, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "./writes.ts";
@@ -30,16 +22,16 @@ export async function authenticate(
   check: ContextCheck | null,
   actor: Actor,
 ): Promise<Logged<Caller | null>> {
-  const write = newWrite(at.now);
+  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
-    const [, , , , unrecorded, , callers, events, [move]] = await db.batch([
-      ...checkContext(db, proof, at, check, actor, write),
-      touch(db, proof, at),
-      selectCaller(db, proof, at),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    return { answer: { answer: callers[0] ?? null, events, db }, move, blocked: unrecorded.length > 0 };
+    const head = authenticated(db, token, true);
+    const { contextEvents, read } = await batchNamed(db, {
+      ...head.statements,
+      read: callerRow(db, proof, at, head.unrecorded, place.bucket),
+    });
+    const { caller, move } = read[0] ?? { caller: null, move: undefined };
+    const answer = { answer: caller, events: head.events(contextEvents), db };
+    return { answer, move, blocked: caller?.contextUnrecorded === true };
   });
 }
 
@@ -67,22 +59,15 @@ type ListedRow = { [K in keyof typeof listed]: SessionRow[K] };
 
 /**
  * The matching sessions, newest first, as one JSON value of one row: D1 hands a list over
- * for less CPU per request than as a row per session (BENCHMARKS.md, Reading), and each
- * value is decoded by its column as a row would be.
+ * for less CPU per request than as a row per session (BENCHMARKS.md, Reading). With `caller`,
+ * the same row carries the caller too (a JSON value, null when the token proves no session),
+ * so a list by token costs no statement of its own to prove it.
  */
-function listedSessions(db: Database, where: SQL | undefined) {
-  const columns = Object.entries(listed);
+function sessionList(): SQL<ListedRow[]> {
   const newestFirst = sql.join([desc(sessions.createdAt), desc(sessions.id)], sql`, `);
-  const list =
-    sql`json_group_array(json_array(${sql.join(Object.values(listed), sql`, `)}) ORDER BY ${newestFirst})`.mapWith(
-      (json: string) =>
-        (JSON.parse(json) as unknown[][]).map((values) =>
-          Object.fromEntries(
-            columns.map(([key, column], i) => [key, values[i] === null ? null : column.mapFromDriverValue(values[i])]),
-          ),
-        ) as ListedRow[],
-    );
-  return db.select({ list }).from(sessions).where(where);
+  return sql`json_group_array(json_array(${sql.join(Object.values(listed), sql`, `)}) ORDER BY ${newestFirst})`.mapWith(
+    (json: string) => (JSON.parse(json) as unknown[][]).map((values) => decoded<ListedRow>(listed, values)),
+  );
 }
 
 /**
@@ -96,29 +81,43 @@ export async function listSessionsByToken(
   check: ContextCheck | null,
   actor: Actor,
 ): Promise<Logged<{ caller: Caller | null; sessions: ListedSession[] }>> {
-  const write = newWrite(at.now);
+  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
-    const [, , , , unrecorded, , callers, [rows], events, [move]] = await db.batch([
-      ...checkContext(db, proof, at, check, actor, write),
-      touch(db, proof, at),
-      selectCaller(db, proof, at),
-      listedSessions(db, isLiveSessionOfCaller(db, proof, at)),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    const answer = { caller: callers[0] ?? null, sessions: rows?.list ?? [] };
-    return { answer: { answer, events, db }, move, blocked: unrecorded.length > 0 };
+    const head = authenticated(db, token, true);
+    const { contextEvents, listed } = await batchNamed(db, {
+      ...head.statements,
+      // An aggregate: exactly one row, so it carries the caller and the move state too.
+      listed: db
+        .select({
+          list: sessionList(),
+          caller: callerValue(proof, at, head.unrecorded),
+          move: moveState(place.bucket),
+        })
+        .from(sessions)
+        .where(isLiveSessionOfCaller(proof, at)),
+    });
+    const caller = listed[0]?.caller ?? null;
+    const move = listed[0]?.move;
+    const answer = { caller, sessions: listed[0]?.list ?? [] };
+    return {
+      answer: { answer, events: head.events(contextEvents), db },
+      move,
+      blocked: caller?.contextUnrecorded === true,
+    };
   });
 }
 
 /** A user's live sessions in the list's order, for the rest of the system (no token, no touch). */
 export async function listSessionsByUserId(place: Place, userId: string, at: Instant): Promise<ListedSession[]> {
   return onBucket(place, async (db) => {
-    const [[rows], [move]] = await db.batch([
-      listedSessions(db, and(eq(sessions.userId, userId), isLive(at))),
-      moveOf(db, place.bucket),
-    ]);
-    return { answer: rows?.list ?? [], move, blocked: false };
+    const { listed, move } = await batchNamed(db, {
+      listed: db
+        .select({ list: sessionList() })
+        .from(sessions)
+        .where(and(eq(sessions.userId, userId), isLive(at))),
+      move: moveOf(db, place.bucket),
+    });
+    return { answer: listed[0]?.list ?? [], move: move[0], blocked: false };
   });
 }
 
@@ -138,13 +137,12 @@ function endMatching(
   const write = newWrite(at.now);
   return onBucket(place, async (db) => {
     const matching = ending(db);
-    const [, , ended, [move]] = await db.batch([
-      recordEvents(db, type, matching, actor, write, details),
-      endSessions(db, matching),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    return { answer: { answer: ended.length, events: ended, db }, move, blocked: ended.length === 0 };
+    const { logged, move } = await batchNamed(db, {
+      recorded: recordEvents(db, type, matching, actor, write, details),
+      ended: endSessions(db, matching),
+      ...tail(db, write, place.bucket),
+    });
+    return { answer: { answer: logged.length, events: logged, db }, move: move[0], blocked: logged.length === 0 };
   });
 }
 
@@ -197,21 +195,21 @@ function endForCaller(
   at: Instant,
   check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
-  const write = newWrite(at.now);
+  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
     const matching = ending(db);
-    const [, , , , unrecorded, , callers, , , events, [move]] = await db.batch([
-      ...checkContext(db, proof, at, check, actor, write),
-      touch(db, proof, at),
-      selectCaller(db, proof, at),
-      recordEvents(db, type, matching, actor, write),
-      endSessions(db, matching),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    const ended = events.filter((event) => event.type === type).length;
-    const answer = { proven: callers.length > 0 || ended > 0, ended, caller: callers[0] ?? null };
-    return { answer: { answer, events, db }, move, blocked: ended === 0 || unrecorded.length > 0 };
+    const head = authenticated(db, token, true);
+    const { read, logged } = await batchNamed(db, {
+      ...head.statements,
+      read: callerRow(db, proof, at, head.unrecorded, place.bucket),
+      recorded: recordEvents(db, type, matching, actor, token.write),
+      ended: endSessions(db, matching),
+      logged: loggedBy(db, token.write),
+    });
+    const { caller: found, move } = read[0] ?? { caller: null, move: undefined };
+    const ended = logged.filter((event) => event.type === type).length;
+    const answer = { proven: found !== null || ended > 0, ended, caller: found };
+    return { answer: { answer, events: logged, db }, move, blocked: ended === 0 || found?.contextUnrecorded === true };
   });
 }
 
@@ -228,7 +226,7 @@ export async function deleteSession(
     // The caller's own session is never held back by step-up: a user can always leave.
     targetId === proof.id
       ? isProvenBy(proof, at)
-      : and(eq(sessions.id, targetId), isLiveSessionOfCaller(db, proof, at), isFreshCaller(db, proof, at));
+      : and(eq(sessions.id, targetId), isLiveSessionOfCaller(proof, at), isFreshCaller(db, proof, at));
   const { answer, ...logged } = await endForCaller(place, proof, "deleted", target, actor, at, check);
   return { answer: { proven: answer.proven, deleted: answer.ended > 0, caller: answer.caller }, ...logged };
 }
@@ -251,7 +249,7 @@ export async function endAllSessionsByToken(
   at: Instant,
   check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
-  return endForCaller(place, proof, "logout_all", (db) => isLiveSessionOfCaller(db, proof, at), actor, at, check);
+  return endForCaller(place, proof, "logout_all", (_db) => isLiveSessionOfCaller(proof, at), actor, at, check);
 }
 
 /** Ends every live session of the token's user but the token's own; `proven` as for endForCaller. */
@@ -263,6 +261,6 @@ export async function endOtherSessionsByToken(
   check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
   const others = (db: Database) =>
-    and(isLiveSessionOfCaller(db, proof, at), ne(sessions.id, proof.id), isFreshCaller(db, proof, at));
+    and(isLiveSessionOfCaller(proof, at), ne(sessions.id, proof.id), isFreshCaller(db, proof, at));
   return endForCaller(place, proof, "logout_others", others, actor, at, check);
 }

@@ -1,9 +1,8 @@
-import { and, eq, gte, type SQL, sql } from "drizzle-orm";
-import type { SelectedFields } from "drizzle-orm/sqlite-core";
+import { and, eq, gte, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import type { EventType } from "../domain/events.ts";
 import { notMoving } from "./buckets.ts";
 import type { Database } from "./client.ts";
-import { firstEventId, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
+import { EVENT_IDS_PER_MS, firstEventId, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 
 // How every write is built. Each exported operation of the statements (sessions.ts,
 // issuing.ts, events.ts, device-binding.ts) is exactly one D1 round trip: authentication
@@ -53,13 +52,10 @@ export function newWrite(at: Date): Write {
  * + 1 when one is already there (another event of that millisecond, or a clock ahead of this
  * one), one per row. So the table stays in time order and a write's events are found by id.
  */
-function eventIds(db: Database, at: Date): SQL<number> {
-  const floor = firstEventId(at);
-  const last = db
-    .select({ id: sql`max(${sessionEvents.id})` })
-    .from(sessionEvents)
-    .where(gte(sessionEvents.id, floor));
-  return sql<number>`coalesce((${last}) + 1, ${floor}) + row_number() OVER () - 1`;
+function eventIds(at: Date): SQL<number> {
+  // firstEventId(at), in SQL: the instant may be a placeholder (src/db/compiled.ts).
+  const floor = sql`${at.getTime()} * ${EVENT_IDS_PER_MS}`;
+  return sql<number>`coalesce((SELECT max(${sessionEvents.id}) FROM ${sessionEvents} WHERE ${sessionEvents.id} >= ${floor}) + 1, ${floor}) + row_number() OVER () - 1`;
 }
 
 /** What an event records beyond who acted: why the system ended it, whether it was a new device. */
@@ -83,48 +79,41 @@ export interface EventDetails {
  */
 export function recordEvents(
   db: Database,
-  type: EventType,
+  type: EventType | SQL<EventType>,
   matching: SQL | undefined,
   actor: Actor,
   write: Write,
   details: EventDetails = {},
 ) {
-  // Every column the insert writes, in the table's order. As SQL, since drizzle's check of an
-  // INSERT … SELECT also asks for the computed `bucket`, which it then (rightly) does not insert.
-  const row: { [K in Exclude<keyof SessionEventRow, "bucket">]: SelectedFields[string] } = {
-    id: eventIds(db, write.at).as("id"),
+  // Every column the insert writes, in the table's order (drizzle names them, leaving out the
+  // computed `bucket`), as one flat template: it is built on every write.
+  const row: { [K in Exclude<keyof SessionEventRow, "bucket">]: SQLWrapper } = {
+    id: eventIds(write.at),
     userId: sessions.userId,
-    type: sql<EventType>`${type}`.as("type"),
+    type: typeof type === "string" ? sql`${type}` : type,
     sessionId: sessions.id,
-    actorSessionId: sql<string | null>`${actor.sessionId}`.as("actor_session_id"),
-    ipAddress: sql<string | null>`${actor.ipAddress}`.as("ip_address"),
-    createdAt: sql<Date>`${write.at.getTime()}`.as("created_at"),
-    requestId: sql<string>`${write.id}`.as("request_id"),
-    reason: sql<string | null>`${details.reason ?? null}`.as("reason"),
+    actorSessionId: sql`${actor.sessionId}`,
+    ipAddress: sql`${actor.ipAddress}`,
+    createdAt: sql`${write.at.getTime()}`,
+    requestId: sql`${write.id}`,
+    reason: sql`${details.reason ?? null}`,
     deviceKey: sessions.deviceKey,
-    newDevice: (details.newDevice ?? sql<boolean | null>`NULL`).as("new_device"),
+    newDevice: details.newDevice ?? sql`NULL`,
     // Read before the batch's UPDATE: the level the session had until this event.
-    assuranceLevel: sql<number | null>`coalesce(${details.assuranceLevel ?? null}, ${sessions.assuranceLevel})`.as(
-      "assurance_level",
-    ),
-    previousAssuranceLevel: sql<
-      number | null
-    >`${details.assuranceLevel === undefined ? null : sessions.assuranceLevel}`.as("previous_assurance_level"),
-    context: (details.context ?? sql`NULL`).as("context"),
-    pendingDelivery: sql<boolean>`${actor.queued ? 1 : 0}`.as("pending_delivery"),
+    assuranceLevel: sql`coalesce(${details.assuranceLevel ?? null}, ${sessions.assuranceLevel})`,
+    previousAssuranceLevel: details.assuranceLevel === undefined ? sql`NULL` : sessions.assuranceLevel,
+    context: details.context ?? sql`NULL`,
+    pendingDelivery: sql`${actor.queued ? 1 : 0}`,
   };
-  return db.insert(sessionEvents).select(
-    db
-      .select(row)
-      .from(sessions)
-      .where(and(matching, notMoving(db)))
-      .getSQL(),
-  );
+  const where = matching ? sql`${matching} AND ${notMoving()}` : notMoving();
+  return db
+    .insert(sessionEvents)
+    .select(sql`SELECT ${sql.join(Object.values(row), sql`, `)} FROM ${sessions} WHERE ${where}`);
 }
 
 /** The DELETE that follows `recordEvents` in an ending's batch: the same condition, the same guard. */
 export function endSessions(db: Database, ending: SQL | undefined) {
-  return db.delete(sessions).where(and(ending, notMoving(db)));
+  return db.delete(sessions).where(and(ending, notMoving()));
 }
 
 /**

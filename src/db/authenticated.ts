@@ -1,0 +1,228 @@
+import { getTableColumns, type SQL, type SQLWrapper, sql } from "drizzle-orm";
+import { sameDevice } from "../domain/client-context.ts";
+import type { Instant } from "../domain/clock.ts";
+import { moveOf, moveState, notMoving } from "./buckets.ts";
+import { byName, type Database, decoded } from "./client.ts";
+import {
+  acts,
+  type ContextCheck,
+  changedUnder,
+  contextChange,
+  differs,
+  isBrowsers,
+  isJudged,
+  seenValues,
+} from "./client-context.ts";
+import { compiledAll, compiledRun, instantAt } from "./compiled.ts";
+import { ACTIVITY_WRITE_INTERVAL_MS, type Caller, isProvenBy, type TokenProof } from "./liveness.ts";
+import { type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
+import { type Actor, endSessions, loggedBy, recordEvents, type Write } from "./writes.ts";
+
+// The one authenticated batch: every operation by a session's token (the list, the events, the
+// deletes and logouts, authenticate, reauthenticate, a DBSC registration) starts its one batch
+// with the head below, and reads the caller and the bucket's move state as columns of one row
+// (`callerRow`); what it does in between is its own. The token is proven inside each statement.
+// When nothing changed, which is almost every request, the check costs one statement (the
+// event's INSERT, which then inserts nothing): the comparison rides in the UPDATE that records
+// activity, and a call that cannot be judged (no context, a Bearer call, a policy that only
+// allows) adds none.
+
+/** An operation by token: the token's proof, the call's instant and context check, who acts, the write. */
+export interface ByToken {
+  proof: TokenProof;
+  at: Instant;
+  check: ContextCheck | null;
+  actor: Actor;
+  write: Write;
+}
+
+/** With a sliding lifetime: now + the session's own TTL, never past creation + the maximum lifetime. */
+function renewedExpiry(at: Instant, maxLifetimeMs: unknown): SQL<Date> {
+  return sql`min(${at.now.getTime()} + ${sessions.ttlSeconds} * 1000, ${sessions.createdAt} + ${maxLifetimeMs})`;
+}
+
+/**
+ * The head's statements as drizzle builds them, from what `headOf` hands over: the call's values
+ * or, while the statements are rendered once (src/db/compiled.ts), placeholders for them.
+ */
+function build(db: Database, { proof, at, check, actor, write }: ByToken, activity: boolean, staleBefore: unknown) {
+  const proven = isProvenBy(proof, at);
+  const changed = check && sql`(${isBrowsers} AND ${differs(check)})`;
+  const stale = activity ? sql`${sessions.lastActiveAt} <= ${staleBefore}` : null;
+  const sliding = activity ? at.slidingMaxLifetimeMs : null;
+  const ending = check && acts(check, "end") ? changedUnder(check, "end") : null;
+  const judged = check && acts(check, "log", "step-up", "end") ? changedUnder(check, "log", "step-up", "end") : null;
+  const contextEvents =
+    check && judged
+      ? recordEvents(
+          db,
+          ending ? sql`CASE WHEN ${ending} THEN 'ended' ELSE 'context_changed' END` : "context_changed",
+          sql`${proven} AND ${isJudged} AND ${judged}`,
+          actor,
+          write,
+          {
+            // The policy that applied: a receiver is told of a session held for step-up (src/services/ssf/delivery.ts).
+            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN 'context_changed' ` : sql``}WHEN ${changedUnder(check, "step-up")} THEN 'step-up' ELSE 'log' END`,
+            context: contextChange(check),
+          },
+        ).returning()
+      : null;
+  const contextEnded = ending ? endSessions(db, sql`${proven} AND ${isJudged} AND ${ending}`) : null;
+  const due = stale && changed ? sql`(${stale} OR ${changed})` : (stale ?? changed);
+  const update =
+    due === null
+      ? null
+      : db
+          .update(sessions)
+          .set({
+            ...(activity ? { lastActiveAt: sql`${at.now.getTime()}` } : {}),
+            ...(sliding === null ? {} : { expiresAt: renewedExpiry(at, sliding) }),
+            ...(check ? seenValues(check) : {}),
+            // SET reads the row as it was: the change is judged against the context before this one.
+            ...(check && acts(check, "step-up")
+              ? { contextStepUp: sql`${sessions.contextStepUp} OR (${isJudged} AND ${changedUnder(check, "step-up")})` }
+              : {}),
+          })
+          .where(sql`${proven} AND ${due} AND ${notMoving()}`);
+  return { contextEvents, contextEnded, activity: update };
+}
+
+const P = sql.placeholder;
+
+/**
+ * The statements that judge the caller's context and record its activity, in this order (each
+ * null when it has nothing to do):
+ *   - `contextEvents`: a change under `end` logs `ended` (reason `context_changed`), under `log`
+ *     or `step-up` `context_changed` (the policy as its reason); RETURNING them (`events`
+ *     decodes them), for a read that reads no other event of its write;
+ *   - `contextEnded`: a change under `end` ends the session;
+ *   - `activity`: one UPDATE of the caller's row, when its activity is due (`activity`: every
+ *     few minutes, renewing a sliding expiry) or its context differs: records where a
+ *     browser's cookie was used, and holds the session for a change under `step-up`.
+ * Rendered once per shape (src/db/compiled.ts): they are most of a request's CPU otherwise.
+ * `unrecorded`, as a column of a later read: a change is still not recorded, which only a
+ * frozen bucket makes so (its writes are held back); the operation must not answer as if it
+ * were not there. Only a browser's session used through its cookie, or by an RPC caller that
+ * passed its context, is judged: a Bearer call is an app's, from wherever it runs.
+ */
+export function authenticated(db: Database, token: ByToken, activity: boolean) {
+  const { proof, at, actor, write } = token;
+  const check = proof.carrier === "bearer" ? null : token.check;
+  const context = check?.context;
+  // What changes the SQL text. Safari's two faces are constants in it (sameDevice).
+  const apple = context && sameDevice(context).length > 1 ? `${context.browser}/${context.os}` : "";
+  const shape = JSON.stringify([
+    activity,
+    at.idleCutoff !== null,
+    at.slidingMaxLifetimeMs !== null,
+    Boolean(proof.boundHash),
+    proof.carrier,
+    actor.queued,
+    check && [check.policies, context?.country !== null, context?.asn !== null, apple],
+  ]);
+  const values = {
+    id: proof.id,
+    secretHash: proof.secretHash,
+    boundHash: proof.boundHash ?? null,
+    now: at.now.getTime(),
+    idleCutoff: at.idleCutoff?.getTime() ?? null,
+    staleBefore: at.now.getTime() - ACTIVITY_WRITE_INTERVAL_MS,
+    sliding: at.slidingMaxLifetimeMs,
+    browser: context?.browser ?? null,
+    os: context?.os ?? null,
+    country: context?.country ?? null,
+    asn: context?.asn ?? null,
+    actor: actor.sessionId,
+    ip: actor.ipAddress,
+    writeId: write.id,
+    writeAt: write.at.getTime(),
+  };
+  const standIns: ByToken = {
+    proof: {
+      ...proof,
+      id: P("id") as never,
+      secretHash: P("secretHash") as never,
+      boundHash: proof.boundHash && (P("boundHash") as never),
+    },
+    at: {
+      ...at,
+      now: instantAt("now"),
+      idleCutoff: at.idleCutoff && instantAt("idleCutoff"),
+      slidingMaxLifetimeMs: at.slidingMaxLifetimeMs === null ? null : (P("sliding") as never),
+    },
+    check: check && {
+      policies: check.policies,
+      // Safari's two faces are in the SQL text (sameDevice): its browser and OS with them.
+      context: {
+        browser: apple ? check.context.browser : (P("browser") as never),
+        os: apple ? check.context.os : (P("os") as never),
+        country: check.context.country === null ? null : (P("country") as never),
+        asn: check.context.asn === null ? null : (P("asn") as never),
+      },
+    },
+    actor: { ...actor, sessionId: P("actor") as never, ipAddress: P("ip") as never },
+    write: { id: P("writeId") as never, at: instantAt("writeAt") },
+  };
+  let built: ReturnType<typeof build> | undefined;
+  const statements = () => {
+    built ??= build(db, standIns, activity, P("staleBefore"));
+    return built;
+  };
+  const statement = (name: keyof ReturnType<typeof build>) =>
+    [`${name}:${shape}`, () => statements()[name] as SQLWrapper, values] as const;
+  const changed = check && sql`(${isBrowsers} AND ${differs(check)})`;
+  return {
+    // Which exist follows from the shape, as in `build`.
+    statements: {
+      contextEvents:
+        check && acts(check, "log", "step-up", "end") ? compiledAll(db, ...statement("contextEvents")) : null,
+      contextEnded: check && acts(check, "end") ? compiledRun(db, ...statement("contextEnded")) : null,
+      activity: activity || check ? compiledRun(db, ...statement("activity")) : null,
+    },
+    /** The rows `contextEvents` returned, as the table's rows. */
+    events: (rows: Record<string, unknown>[] | undefined): SessionEventRow[] =>
+      (rows ?? []).map((row) => byName<SessionEventRow>(getTableColumns(sessionEvents), row)),
+    unrecorded: changed ? sql<number>`coalesce(${changed}, 0)` : sql<number>`0`,
+    /** For an operation whose own UPDATE of the caller's row records the context instead of `activity`. */
+    seen: check ? seenValues(check) : {},
+  };
+}
+
+/** What is read of the caller: who, until when, how and when they last authenticated, held or not. */
+export const CALLER = {
+  id: sessions.id,
+  userId: sessions.userId,
+  expiresAt: sessions.expiresAt,
+  authenticatedAt: sessions.authenticatedAt,
+  authProofs: sessions.authProofs,
+  assuranceLevel: sessions.assuranceLevel,
+  contextStepUp: sessions.contextStepUp,
+};
+
+/**
+ * The token's live session as the caller (null: the token proves none), as one value for a
+ * column of another statement's row, read after the head of the batch (`unrecorded` from it).
+ */
+export function callerValue(proof: TokenProof, at: Instant, unrecorded: SQL<number>): SQL<Caller | null> {
+  const columns = sql.join([...Object.values(CALLER), unrecorded], sql`, `);
+  return sql`(SELECT json_array(${columns}) FROM ${sessions} WHERE ${isProvenBy(proof, at)})`.mapWith(
+    (json: string | null) => {
+      if (json === null) return null;
+      const values = JSON.parse(json) as unknown[];
+      return {
+        ...decoded<Omit<Caller, "contextUnrecorded">>(CALLER, values),
+        contextUnrecorded: Boolean(values.at(-1)),
+      };
+    },
+  );
+}
+
+/** Exactly one row, whatever the tables hold: the caller and the bucket's move state. */
+export function callerRow(db: Database, proof: TokenProof, at: Instant, unrecorded: SQL<number>, bucket: string) {
+  return db.select({ caller: callerValue(proof, at, unrecorded), move: moveState(bucket) }).from(sql`(SELECT 1)`);
+}
+
+/** The tail of every per-user batch that writes: this write's events, and the bucket's move state. */
+export function tail(db: Database, write: Write, bucket: string) {
+  return { logged: loggedBy(db, write), move: moveOf(db, bucket) };
+}

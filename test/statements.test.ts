@@ -1,0 +1,54 @@
+import { createExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { SessionService } from "../src/rpc/session-service.ts";
+import { countingShards } from "./d1.ts";
+import { bearer, CHROME_MAC, callWith, databases, issue, newUser, sessionCookie } from "./helpers.ts";
+import { type Operation, STATEMENTS } from "./statement-counts.ts";
+
+// Every D1 statement is a deliberate choice: each operation's one batch is counted here,
+// statement by statement, against the table ARCHITECTURE.md gives (test/statement-counts.ts).
+// A browser's session (carrier both: its cookie is judged, its Bearer calls are not), used from
+// the browser and network it signed in from, so the context check finds nothing changed.
+
+const HOME = { country: "DE", asn: 3320 };
+const CONTEXT = { userAgent: CHROME_MAC, ...HOME };
+
+async function measure(operation: Operation, judged: boolean, vars: Partial<Env> = {}): Promise<number> {
+  const userId = newUser();
+  const caller = await issue(userId, { ...HOME, carrier: "both" });
+  const other = await issue(userId, HOME);
+  const counter = countingShards(databases());
+  const bindings = { ...counter.env, ...vars };
+  const service = new SessionService(createExecutionContext(), { ...env, ...bindings });
+  const context = judged ? { context: CONTEXT } : {};
+  if (operation === "SessionService.authenticate")
+    expect(await service.authenticate(caller.token, context)).not.toBeNull();
+  else if (operation === "SessionService.reauthenticate")
+    expect(await service.reauthenticate({ token: caller.token, factors: ["pwd"], ...context })).not.toBeNull();
+  else if (operation === "SessionService.create") await service.create({ userId, ...HOME, carrier: "cookie" });
+  else {
+    const [method, path] = operation.split(" ") as [string, string];
+    const credential = judged ? sessionCookie(caller.token) : bearer(caller.token);
+    const response = await callWith(bindings, method, path.replace(":id", other.id), credential, undefined, HOME);
+    expect(response.status).toBe(200);
+  }
+  return counter.statements();
+}
+
+describe("statements per operation, in its one round trip", () => {
+  it("as ARCHITECTURE.md's table says: judged (a browser's cookie, unchanged context) and not judged (Bearer, or RPC without a context)", async () => {
+    const measured: Record<string, [number, number]> = {};
+    for (const operation of Object.keys(STATEMENTS) as Operation[]) {
+      measured[operation] = [await measure(operation, true), await measure(operation, false)];
+    }
+    expect(measured).toEqual(STATEMENTS);
+  });
+
+  it("a policy that can end the session adds its DELETE; one that only allows adds none", async () => {
+    const [judged] = STATEMENTS["GET /auth/sessions"];
+    expect(await measure("GET /auth/sessions", true, { SESSION_CONTEXT_DEVICE: "end" })).toBe(judged + 1);
+    const allow = { SESSION_CONTEXT_DEVICE: "allow", SESSION_CONTEXT_NETWORK: "allow" };
+    expect(await measure("GET /auth/sessions", true, allow)).toBe(judged - 1);
+  });
+});
