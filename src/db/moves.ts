@@ -1,6 +1,6 @@
 import { and, eq, getTableColumns, gt, gte, inArray, lt, sql } from "drizzle-orm";
 import { BUCKET_COUNT, bucketKey, placementOf, RANDOM_LENGTH } from "../domain/token.ts";
-import { batchAll, chunks, type Database } from "./client.ts";
+import { batchAll, batchNamed, chunks, type Database } from "./client.ts";
 import { type BucketMoveRow, bucketMoves, sessionEvents, sessions, ssfReceivedSets } from "./schema.ts";
 import { bindingOf, formatShardMap, type ShardMap } from "./shards.ts";
 
@@ -126,15 +126,14 @@ const insertEvents = (db: Database, rows: EventRow[]) =>
  * writes the bucket there, so what is read is what gets copied.
  */
 async function freezeBucket(source: Database, key: string, frozen: BucketMoveRow) {
-  const [, firstSessions, firstEvents, inbound] = await source.batch([
-    source.insert(bucketMoves).values(frozen).onConflictDoNothing({ target: bucketMoves.bucket }),
-    sessionsAfter(source, key, ""),
-    eventsAfter(source, key, 0),
+  return batchNamed(source, {
+    freeze: source.insert(bucketMoves).values(frozen).onConflictDoNothing({ target: bucketMoves.bucket }),
+    firstSessions: sessionsAfter(source, key, ""),
+    firstEvents: eventsAfter(source, key, 0),
     // Inbound SETs for the bucket's users within the last day (their maximum age): a
     // few rows, read at once, without an index on bucket.
-    source.select().from(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key)),
-  ]);
-  return { firstSessions, firstEvents, inbound };
+    inbound: source.select().from(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key)),
+  });
 }
 
 /**

@@ -1,7 +1,7 @@
 import { and, eq, inArray, lte, notExists, sql } from "drizzle-orm";
 import type { Instant } from "../../domain/clock.ts";
 import { moveOf, onBucket } from "../buckets.ts";
-import type { Database } from "../client.ts";
+import { batchNamed, type Database } from "../client.ts";
 import { isLive } from "../liveness.ts";
 import { bucketMoves, sessions, ssfReceivedSets } from "../schema.ts";
 import type { Place } from "../shards.ts";
@@ -66,14 +66,14 @@ export function endSessionsForSet(
   );
   return onBucket(place, async (db) => {
     const matching = and(ending, notRemembered(db, set));
-    const [, , , ended, [move]] = await db.batch([
-      recordEvents(db, "ended_by_upstream", matching, actor, write, { reason }),
-      endSessions(db, matching),
-      remember(db, set, place.bucket, write.at),
-      loggedBy(db, write),
-      moveOf(db, place.bucket),
-    ]);
-    return { answer: { answer: ended.length, events: ended, db }, move, blocked: ended.length === 0 };
+    const { logged, move } = await batchNamed(db, {
+      recorded: recordEvents(db, "ended_by_upstream", matching, actor, write, { reason }),
+      ended: endSessions(db, matching),
+      remembered: remember(db, set, place.bucket, write.at),
+      logged: loggedBy(db, write),
+      move: moveOf(db, place.bucket),
+    });
+    return { answer: { answer: logged.length, events: logged, db }, move: move[0], blocked: logged.length === 0 };
   });
 }
 

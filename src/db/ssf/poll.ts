@@ -1,5 +1,5 @@
 import { and, asc, eq, exists, inArray, lte, type SQL, sql } from "drizzle-orm";
-import type { Database } from "../client.ts";
+import { batchNamed, type Database } from "../client.ts";
 import { type QueuedSetRow, type StreamRow, ssfQueuedSets, ssfStreams } from "../schema.ts";
 import { type Answer, ownStream, type ReceiverProof, receiverOf, streamIn } from "./receiver-scope.ts";
 
@@ -43,23 +43,23 @@ export async function pollSets(
     .where(waiting)
     .orderBy(asc(ssfQueuedSets.jti))
     .limit(max);
-  const [[receiver], [stream], , handed, more] = await db.batch([
-    receiverOf(db, proof),
-    streamIn(db, proof, streamId),
-    db
+  const { receiver, stream, handed, more } = await batchNamed(db, {
+    receiver: receiverOf(db, proof),
+    stream: streamIn(db, proof, streamId),
+    forgotten: db
       .delete(ssfQueuedSets)
       .where(and(eq(ssfQueuedSets.streamId, streamId), isPollable(), sql`${ssfQueuedSets.jti} IN ${jsonList(done)}`)),
-    db
+    handed: db
       .update(ssfQueuedSets)
       .set({ nextAttemptAt: new Date(at.getTime() + REDELIVER_AFTER_MS), attempts: sql`${ssfQueuedSets.attempts} + 1` })
       .where(and(eq(ssfQueuedSets.streamId, streamId), inArray(ssfQueuedSets.jti, next)))
       .returning(),
-    db.select({ one: sql`1` }).from(ssfQueuedSets).where(waiting).limit(1),
-  ]);
+    more: db.select({ one: sql`1` }).from(ssfQueuedSets).where(waiting).limit(1),
+  });
   return {
-    receiver: receiver ?? null,
+    receiver: receiver[0] ?? null,
     result: {
-      stream: stream ?? null,
+      stream: stream[0] ?? null,
       sets: handed.sort((a, b) => (a.jti < b.jti ? -1 : 1)),
       moreAvailable: more.length > 0,
     },

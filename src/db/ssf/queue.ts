@@ -1,5 +1,5 @@
 import { and, asc, count, eq, exists, inArray, lt, lte, ne, or, type SQL, sql } from "drizzle-orm";
-import { batchAll, type Database } from "../client.ts";
+import { batchAll, batchNamed, type Database } from "../client.ts";
 import { ssfQueuedSets, ssfReceivers, ssfStreamSubjects, ssfStreams } from "../schema.ts";
 
 // The SETs waiting for streams (ssf_queued_sets), outside a receiver's own calls: session
@@ -73,10 +73,10 @@ export async function queueSessionSets(db: Database, sets: SessionSet[]): Promis
       )
       .onConflictDoNothing(),
   );
-  const [live] = await db.batch([
-    db.select({ one: sql`1` }).from(ssfStreams).where(ne(ssfStreams.status, "disabled")).limit(1),
-    ...inserts,
-  ]);
+  const { live } = await batchNamed(db, {
+    live: db.select({ one: sql`1` }).from(ssfStreams).where(ne(ssfStreams.status, "disabled")).limit(1),
+    ...Object.fromEntries(inserts.map((insert, i) => [`queued${i}`, insert])),
+  });
   return live.length > 0;
 }
 
@@ -118,12 +118,12 @@ export async function claimDuePushes(
     )
     .orderBy(asc(ssfQueuedSets.nextAttemptAt))
     .limit(limit);
-  const [, claimed] = await db.batch([
-    db
+  const { claimed } = await batchNamed(db, {
+    leased: db
       .update(ssfQueuedSets)
       .set({ leasedBy: round, nextAttemptAt: leaseUntil })
       .where(sql`(${ssfQueuedSets.streamId}, ${ssfQueuedSets.jti}) IN ${due}`),
-    db
+    claimed: db
       .select({
         streamId: ssfQueuedSets.streamId,
         jti: ssfQueuedSets.jti,
@@ -138,7 +138,7 @@ export async function claimDuePushes(
       .innerJoin(ssfStreams, eq(ssfStreams.id, ssfQueuedSets.streamId))
       .innerJoin(ssfReceivers, eq(ssfReceivers.id, ssfStreams.receiverId))
       .where(eq(ssfQueuedSets.leasedBy, round)),
-  ]);
+  });
   return claimed;
 }
 
@@ -189,17 +189,17 @@ export async function expireQueuedSets(
   at: Date,
 ): Promise<{ streamId: string; dropped: number }[]> {
   const old = lt(ssfQueuedSets.createdAt, before);
-  const [lost] = await db.batch([
-    db
+  const { lost } = await batchNamed(db, {
+    lost: db
       .select({ streamId: ssfQueuedSets.streamId, dropped: count() })
       .from(ssfQueuedSets)
       .where(old)
       .groupBy(ssfQueuedSets.streamId),
-    db
+    told: db
       .update(ssfStreams)
       .set({ reason: `SETs older than the retention were dropped on ${at.toISOString()}`, updatedAt: at })
       .where(inArray(ssfStreams.id, db.selectDistinct({ id: ssfQueuedSets.streamId }).from(ssfQueuedSets).where(old))),
-    db.delete(ssfQueuedSets).where(old),
-  ]);
+    dropped: db.delete(ssfQueuedSets).where(old),
+  });
   return lost;
 }

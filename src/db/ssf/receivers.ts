@@ -1,5 +1,5 @@
 import { and, asc, eq, inArray, isNull } from "drizzle-orm";
-import type { Database } from "../client.ts";
+import { batchNamed, type Database } from "../client.ts";
 import { ssfQueuedSets, ssfReceivers, ssfStreams } from "../schema.ts";
 
 // The operator's statements on receiver credentials (`npm run ssf:receivers`), on the streams' database.
@@ -34,18 +34,18 @@ export async function revokeReceiver(
   at: Date,
 ): Promise<{ revoked: boolean; streams: number }> {
   const streamsOf = db.select({ id: ssfStreams.id }).from(ssfStreams).where(eq(ssfStreams.receiverId, id));
-  const [revoked, streams] = await db.batch([
-    db
+  const { revoked, streams } = await batchNamed(db, {
+    revoked: db
       .update(ssfReceivers)
       .set({ revokedAt: at })
       .where(and(eq(ssfReceivers.id, id), isNull(ssfReceivers.revokedAt)))
       .returning({ id: ssfReceivers.id }),
-    db
+    streams: db
       .update(ssfStreams)
       .set({ status: "disabled", reason: "receiver credential revoked", updatedAt: at })
       .where(eq(ssfStreams.receiverId, id))
       .returning({ id: ssfStreams.id }),
-    db.delete(ssfQueuedSets).where(inArray(ssfQueuedSets.streamId, streamsOf)),
-  ]);
+    dropped: db.delete(ssfQueuedSets).where(inArray(ssfQueuedSets.streamId, streamsOf)),
+  });
   return { revoked: revoked.length > 0, streams: streams.length };
 }

@@ -1,6 +1,6 @@
 import { and, asc, count, eq, exists, isNull, lte, ne, or, sql } from "drizzle-orm";
 import { MAX_STREAMS_PER_RECEIVER, MIN_VERIFICATION_INTERVAL_SECONDS, type Status } from "../../domain/ssf/streams.ts";
-import type { Database } from "../client.ts";
+import { batchNamed, type Database } from "../client.ts";
 import { type StreamRow, ssfQueuedSets, ssfStreamSubjects, ssfStreams } from "../schema.ts";
 import { queuedFor } from "./queue.ts";
 import {
@@ -18,15 +18,15 @@ import {
 // trip, but an update, which reads what it merges first.
 
 export async function streamsOf(db: Database, proof: ReceiverProof): Promise<Answer<StreamRow[]>> {
-  const [[receiver], streams] = await db.batch([
-    receiverOf(db, proof),
-    db
+  const { receiver, streams } = await batchNamed(db, {
+    receiver: receiverOf(db, proof),
+    streams: db
       .select()
       .from(ssfStreams)
       .where(and(eq(ssfStreams.receiverId, proof.id), exists(receiverOf(db, proof))))
       .orderBy(asc(ssfStreams.createdAt), asc(ssfStreams.id)),
-  ]);
-  return { receiver: receiver ?? null, result: streams };
+  });
+  return { receiver: receiver[0] ?? null, result: streams };
 }
 
 export async function streamOf(
@@ -34,8 +34,11 @@ export async function streamOf(
   proof: ReceiverProof,
   streamId: string,
 ): Promise<Answer<StreamRow | null>> {
-  const [[receiver], [stream]] = await db.batch([receiverOf(db, proof), streamIn(db, proof, streamId)]);
-  return { receiver: receiver ?? null, result: stream ?? null };
+  const { receiver, stream } = await batchNamed(db, {
+    receiver: receiverOf(db, proof),
+    stream: streamIn(db, proof, streamId),
+  });
+  return { receiver: receiver[0] ?? null, result: stream[0] ?? null };
 }
 
 export type NewStream = Omit<StreamRow, "receiverId" | "verificationRequestedAt" | "reason">;
@@ -67,9 +70,9 @@ export async function createStream(
     row.updatedAt.getTime(),
     null,
   ];
-  const [[receiver], , [created]] = await db.batch([
-    receiverOf(db, proof),
-    db
+  const { receiver, created } = await batchNamed(db, {
+    receiver: receiverOf(db, proof),
+    inserted: db
       .insert(ssfStreams)
       .select(
         sql`SELECT ${sql.join(
@@ -78,9 +81,9 @@ export async function createStream(
         )} WHERE ${exists(receiverOf(db, proof))} AND (${owned}) < ${MAX_STREAMS_PER_RECEIVER}`,
       )
       .onConflictDoNothing(),
-    streamIn(db, proof, stream.id),
-  ]);
-  return { receiver: receiver ?? null, result: created ?? null };
+    created: streamIn(db, proof, stream.id),
+  });
+  return { receiver: receiver[0] ?? null, result: created[0] ?? null };
 }
 
 export type StreamChange = Pick<
@@ -96,15 +99,15 @@ export async function changeStream(
   change: StreamChange,
   at: Date,
 ): Promise<Answer<StreamRow | null>> {
-  const [[receiver], , [stream]] = await db.batch([
-    receiverOf(db, proof),
-    db
+  const { receiver, stream } = await batchNamed(db, {
+    receiver: receiverOf(db, proof),
+    changed: db
       .update(ssfStreams)
       .set({ ...change, updatedAt: at })
       .where(ownStream(db, proof, streamId)),
-    streamIn(db, proof, streamId),
-  ]);
-  return { receiver: receiver ?? null, result: stream ?? null };
+    stream: streamIn(db, proof, streamId),
+  });
+  return { receiver: receiver[0] ?? null, result: stream[0] ?? null };
 }
 
 /** A disabled stream holds nothing (SSF 1.0 §8.1.2): its waiting SETs go with the change. */
@@ -116,30 +119,30 @@ export async function setStreamStatus(
   reason: string | null,
   at: Date,
 ): Promise<Answer<StreamRow | null>> {
-  const [[receiver], , , [stream]] = await db.batch([
-    receiverOf(db, proof),
-    db
+  const { receiver, stream } = await batchNamed(db, {
+    receiver: receiverOf(db, proof),
+    changed: db
       .update(ssfStreams)
       .set({ status, reason, updatedAt: at })
       .where(ownStream(db, proof, streamId)),
-    db
+    dropped: db
       .delete(ssfQueuedSets)
       .where(and(ofOwnStream(db, ssfQueuedSets.streamId, proof, streamId), sql`${status} = 'disabled'`)),
-    streamIn(db, proof, streamId),
-  ]);
-  return { receiver: receiver ?? null, result: stream ?? null };
+    stream: streamIn(db, proof, streamId),
+  });
+  return { receiver: receiver[0] ?? null, result: stream[0] ?? null };
 }
 
 /** Deletes the stream, its subjects and its waiting SETs; `result`: whether it existed. */
 export async function deleteStream(db: Database, proof: ReceiverProof, streamId: string): Promise<Answer<boolean>> {
-  const [[receiver], [stream]] = await db.batch([
-    receiverOf(db, proof),
-    streamIn(db, proof, streamId),
-    db.delete(ssfStreamSubjects).where(ofOwnStream(db, ssfStreamSubjects.streamId, proof, streamId)),
-    db.delete(ssfQueuedSets).where(ofOwnStream(db, ssfQueuedSets.streamId, proof, streamId)),
-    db.delete(ssfStreams).where(ownStream(db, proof, streamId)),
-  ]);
-  return { receiver: receiver ?? null, result: stream !== undefined };
+  const { receiver, stream } = await batchNamed(db, {
+    receiver: receiverOf(db, proof),
+    stream: streamIn(db, proof, streamId),
+    subjects: db.delete(ssfStreamSubjects).where(ofOwnStream(db, ssfStreamSubjects.streamId, proof, streamId)),
+    queued: db.delete(ssfQueuedSets).where(ofOwnStream(db, ssfQueuedSets.streamId, proof, streamId)),
+    deleted: db.delete(ssfStreams).where(ownStream(db, proof, streamId)),
+  });
+  return { receiver: receiver[0] ?? null, result: stream.length > 0 };
 }
 
 /** Adds (`included`) or removes a user from the stream; `result`: whether the stream exists. */
@@ -150,21 +153,21 @@ export async function setSubject(
   userId: string,
   included: boolean,
 ): Promise<Answer<boolean>> {
-  const [[receiver], [stream]] = await db.batch([
-    receiverOf(db, proof),
-    db
+  const { receiver, stream } = await batchNamed(db, {
+    receiver: receiverOf(db, proof),
+    stream: db
       .select({ id: ssfStreams.id })
       .from(ssfStreams)
       .where(ownStream(db, proof, streamId)),
-    db
+    subject: db
       .insert(ssfStreamSubjects)
       .select(sql`SELECT ${streamId}, ${userId}, ${included ? 1 : 0} WHERE ${hasStream(db, proof, streamId)}`)
       .onConflictDoUpdate({
         target: [ssfStreamSubjects.streamId, ssfStreamSubjects.userId],
         set: { included: sql`excluded.${sql.identifier(ssfStreamSubjects.included.name)}` },
       }),
-  ]);
-  return { receiver: receiver ?? null, result: stream !== undefined };
+  });
+  return { receiver: receiver[0] ?? null, result: stream.length > 0 };
 }
 
 /**
@@ -182,15 +185,15 @@ export async function requestVerification(
 ): Promise<Answer<StreamRow | null>> {
   const earliest = new Date(at.getTime() - MIN_VERIFICATION_INTERVAL_SECONDS * 1000);
   const due = or(isNull(ssfStreams.verificationRequestedAt), lte(ssfStreams.verificationRequestedAt, earliest));
-  const [[receiver], [before]] = await db.batch([
-    receiverOf(db, proof),
-    streamIn(db, proof, streamId),
-    db
+  const { receiver, before } = await batchNamed(db, {
+    receiver: receiverOf(db, proof),
+    before: streamIn(db, proof, streamId),
+    requested: db
       .update(ssfStreams)
       .set({ verificationRequestedAt: at })
       .where(and(ownStream(db, proof, streamId), due)),
     // Only after this batch's own update (or its replay's): the stream carries exactly `at`.
-    db
+    queued: db
       .insert(ssfQueuedSets)
       .select(
         db
@@ -205,6 +208,6 @@ export async function requestVerification(
           ),
       )
       .onConflictDoNothing(),
-  ]);
-  return { receiver: receiver ?? null, result: before ?? null };
+  });
+  return { receiver: receiver[0] ?? null, result: before[0] ?? null };
 }
