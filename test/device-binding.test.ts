@@ -261,6 +261,19 @@ describe("device-bound sessions: registration", () => {
       wwwAuthenticate: REJECTED_CHALLENGE,
     });
   });
+
+  it("an app's token (carrier bearer) sent as the session cookie names no session: registration 401 invalid_token, refresh ends", async () => {
+    const app = await issue(newUser(), { carrier: "bearer" });
+    const proof = await signProof(await deviceKey(), "no-challenge", { withKey: true });
+    // A well-formed identifier: the app's session id beside a real key.
+    const identifier = `${app.id}.${(await bindSession()).identifier.split(".")[1]}`;
+    const before = await tableSnapshot();
+    await expectError(await register(app.token, proof), 401, "invalid_token", { wwwAuthenticate: REJECTED_CHALLENGE });
+    const refreshed = await refresh(app.token, identifier);
+    expect(await refreshed.json()).toEqual({ session_identifier: identifier, continue: false });
+    expect(refreshed.headers.get("Set-Cookie")).toBe(`${CLEARED_COOKIE}, ${CLEARED_BOUND}`);
+    expect(await tableSnapshot()).toEqual(before);
+  });
 });
 
 describe("device-bound sessions: registration judges the caller's context", () => {

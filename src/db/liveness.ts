@@ -34,25 +34,28 @@ export function isLive(at: Instant): SQL {
     : sql`${sessions.expiresAt} > ${now}`;
 }
 
-/** The token names a live session: id, secret hash, liveness. Enough only to renew a binding. */
-export function isTokenOf(proof: TokenProof, at: Instant): SQL {
-  return sql`(${sessions.id} = ${proof.id} AND ${sessions.secretHash} = ${proof.secretHash} AND ${isLive(at)})`;
-}
-
 /** The carrier the session must not have: a browser's cookie-only token proves nothing as Bearer. */
 const REFUSES = { bearer: "cookie", cookie: "bearer" } as const;
 
 /**
- * The one rule for "this token proves a live session": it names one, it came by a carrier the
- * session accepts, and the session is not device-bound or its live bound cookie came with the token.
+ * The token names a live session and came by a carrier it accepts: id, secret hash, liveness,
+ * carrier. Enough only to register or renew a binding.
+ */
+export function isTokenOf(proof: TokenProof, at: Instant): SQL {
+  const carrier = proof.carrier ? sql` AND ${sessions.carrier} IS NOT ${REFUSES[proof.carrier]}` : sql``;
+  return sql`(${sessions.id} = ${proof.id} AND ${sessions.secretHash} = ${proof.secretHash} AND ${isLive(at)}${carrier})`;
+}
+
+/**
+ * The one rule for "this token proves a live session": it names one, by a carrier the session
+ * accepts, and the session is not device-bound or its live bound cookie came with the token.
  */
 export function isProvenBy(proof: TokenProof, at: Instant): SQL {
-  const carrier = proof.carrier ? sql` AND ${sessions.carrier} IS NOT ${REFUSES[proof.carrier]}` : sql``;
   const now = at.now.getTime();
   const bound = proof.boundHash
     ? sql` OR (${sessions.boundCookieHash} = ${proof.boundHash} AND ${sessions.boundCookieExpiresAt} > ${now}) OR (${sessions.previousBoundCookieHash} = ${proof.boundHash} AND ${sessions.previousBoundCookieExpiresAt} > ${now})`
     : sql``;
-  return sql`(${isTokenOf(proof, at)}${carrier} AND (${sessions.dbscKeyThumbprint} IS NULL${bound}))`;
+  return sql`(${isTokenOf(proof, at)} AND (${sessions.dbscKeyThumbprint} IS NULL${bound}))`;
 }
 
 /**
