@@ -515,6 +515,30 @@ describe("overlapping push rounds", () => {
       .bind(streamId, jti)
       .first<{ attempts: number; next_attempt_at: number; leased_by: string | null }>()) ?? undefined;
 
+  /**
+   * Round A claims the waiting SET and its receiver does not answer; A's lease runs out and
+   * round B claims and sends the SET. Both receivers still wait: each test answers them.
+   */
+  async function lateRound() {
+    const waiting = await oneWaiting();
+    const { endpoint, stream_id, signer, streams, jti, at } = waiting;
+    const late = slowReceiver(endpoint);
+    const first = pushDue(streams, signer, at(0), late.send);
+    await vi.waitFor(() => expect(late.arrived).toEqual([jti]));
+    const held = await rowOf(stream_id, jti);
+    const next = slowReceiver(endpoint);
+    const second = pushDue(streams, signer, at(PUSH_LEASE_MS), next.send);
+    await vi.waitFor(() => expect(next.arrived).toEqual([jti]));
+    const claimed = await rowOf(stream_id, jti);
+    expect(claimed).toEqual({
+      attempts: 0,
+      next_attempt_at: at(2 * PUSH_LEASE_MS).getTime(),
+      leased_by: expect.any(String),
+    });
+    expect(claimed?.leased_by).not.toBe(held?.leased_by);
+    return { ...waiting, late, first, next, second, claimed };
+  }
+
   it("a round that starts while another holds a SET sends nothing; the SET answered 2xx is never pushed again", async () => {
     const { endpoint, stream_id, signer, streams, jti, at } = await oneWaiting();
     const slow = slowReceiver(endpoint);
@@ -540,10 +564,10 @@ describe("overlapping push rounds", () => {
     expect(slow.arrived).toEqual([jti]);
     slow.answer(503);
     await first;
-    const { next_attempt_at, attempts } = (await d1("DB")
-      .prepare("SELECT attempts, next_attempt_at FROM ssf_queued_sets WHERE stream_id = ? AND jti = ?")
-      .bind(stream_id, jti)
-      .first<{ attempts: number; next_attempt_at: number }>()) as { attempts: number; next_attempt_at: number };
+    const { next_attempt_at, attempts } = (await rowOf(stream_id, jti)) as {
+      attempts: number;
+      next_attempt_at: number;
+    };
     expect(attempts).toBe(1);
     expect(next_attempt_at).toBeGreaterThanOrEqual(at(30_000).getTime());
     await pushDue(streams, signer, at(29_000), slow.send);
@@ -551,10 +575,7 @@ describe("overlapping push rounds", () => {
     // Due once the 30 s have passed: sent again (the receiver still says 503), and put off twice as long.
     await pushDue(streams, signer, new Date(next_attempt_at), slow.send);
     expect(slow.arrived).toEqual([jti, jti]);
-    const again = await d1("DB")
-      .prepare("SELECT attempts, next_attempt_at FROM ssf_queued_sets WHERE stream_id = ? AND jti = ?")
-      .bind(stream_id, jti)
-      .first<{ attempts: number; next_attempt_at: number }>();
+    const again = await rowOf(stream_id, jti);
     expect(again?.attempts).toBe(2);
     expect(again?.next_attempt_at).toBeGreaterThanOrEqual(next_attempt_at + 60_000);
   });
@@ -593,22 +614,7 @@ describe("overlapping push rounds", () => {
   });
 
   it("a round whose lease ran out records nothing: its late 2xx leaves the SET to the round that holds it, whose 503 then puts it off", async () => {
-    const { endpoint, stream_id, signer, streams, jti, at } = await oneWaiting();
-    const late = slowReceiver(endpoint);
-    const first = pushDue(streams, signer, at(0), late.send);
-    await vi.waitFor(() => expect(late.arrived).toEqual([jti]));
-    const held = await rowOf(stream_id, jti);
-    // The first round's lease runs out while its receiver has not answered: the next round claims the SET.
-    const next = slowReceiver(endpoint);
-    const second = pushDue(streams, signer, at(PUSH_LEASE_MS), next.send);
-    await vi.waitFor(() => expect(next.arrived).toEqual([jti]));
-    const claimed = await rowOf(stream_id, jti);
-    expect(claimed).toEqual({
-      attempts: 0,
-      next_attempt_at: at(2 * PUSH_LEASE_MS).getTime(),
-      leased_by: expect.any(String),
-    });
-    expect(claimed?.leased_by).not.toBe(held?.leased_by);
+    const { endpoint, stream_id, signer, streams, jti, at, late, first, next, second, claimed } = await lateRound();
     // The first round's receiver answers 202 late: the SET the second round delivers is not forgotten.
     late.answer(202);
     await first;
@@ -629,19 +635,7 @@ describe("overlapping push rounds", () => {
   });
 
   it("a round whose lease ran out records nothing: its late 503 neither puts back nor reschedules the SET another round is delivering", async () => {
-    const { endpoint, stream_id, signer, streams, jti, at } = await oneWaiting();
-    const late = slowReceiver(endpoint);
-    const first = pushDue(streams, signer, at(0), late.send);
-    await vi.waitFor(() => expect(late.arrived).toEqual([jti]));
-    const next = slowReceiver(endpoint);
-    const second = pushDue(streams, signer, at(PUSH_LEASE_MS), next.send);
-    await vi.waitFor(() => expect(next.arrived).toEqual([jti]));
-    const claimed = await rowOf(stream_id, jti);
-    expect(claimed).toEqual({
-      attempts: 0,
-      next_attempt_at: at(2 * PUSH_LEASE_MS).getTime(),
-      leased_by: expect.any(String),
-    });
+    const { endpoint, stream_id, signer, streams, jti, at, late, first, next, second, claimed } = await lateRound();
     // The first round's receiver answers 503 late: the SET stays the second round's, due when its lease ends.
     late.answer(503);
     await first;
