@@ -184,7 +184,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
       (rows ?? []).map((row) => byName<SessionEventRow>(getTableColumns(sessionEvents), row)),
     unrecorded: changed ? sql<number>`coalesce(${changed}, 0)` : sql<number>`0`,
     /** For an operation whose own UPDATE of the caller's row records the context instead of `activity`. */
-    seen: check ? seenValues(check) : {},
+    seen: () => (check ? seenValues(check) : {}),
   };
 }
 

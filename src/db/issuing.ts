@@ -172,7 +172,7 @@ export async function reauthenticateSession(
       changed: db
         .update(sessions)
         .set({
-          ...head.seen,
+          ...head.seen(),
           secretHash: change.secretHash,
           authProofs: sql`json_patch(coalesce(${sessions.authProofs}, '{}'), ${JSON.stringify(change.proofs)})`,
           assuranceLevel: change.assuranceLevel ?? sessions.assuranceLevel,
