@@ -6,7 +6,7 @@
 //   npm run demo -- --local-protocol https     (device binding needs HTTPS; docs/integrating.md;
 //                                               a certificate made here, or --https-key-path and --https-cert-path)
 // wrangler applies --var only to the first worker, so the service's vars are overridden from
-// the environment instead: SESSION_BOUND_COOKIE_SECONDS=20 npm run demo
+// the environment instead: SESSION_BOUND_COOKIE_SECONDS=130 npm run demo
 // While it runs the operator commands (session:*, db:*, shards:move) work on the demo's
 // database, as on npm start's: the service runs with the operator gateway
 // (scripts/dev-worker.ts), the first worker passes /__operator/* to it
