@@ -7,11 +7,13 @@
 //   npm run --silent session:list -- --user <userId> [--region <region>]
 //   npm run --silent session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>]
 //   npm run --silent session:end -- --session <sessionId> [--reason <reason>]
+//   npm run --silent session:end -- --agent <agentId> [--reason <reason>]   (every support session of the agent)
+//   npm run --silent session:support -- --user <userId> --agent <agentId> --reason <ticket> [--ttl <seconds>] [--region <region>]
 // Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`).
 import { SESSION_CARRIERS, type SessionCarrier } from "../src/domain/carrier.ts";
-import { issueSession } from "../src/services/issue-session.ts";
+import { issueSession, openSupportSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
-import { endSession, endUserSessions, listUserSessions } from "../src/services/user-sessions.ts";
+import { endSession, endSupportSessions, endUserSessions, listUserSessions } from "../src/services/user-sessions.ts";
 import { answerOnLocalProject } from "./local-d1.ts";
 import { parseOptions, refuse } from "./options.ts";
 
@@ -19,7 +21,9 @@ const USAGE: Record<string, string> = {
   create:
     "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--region <region>] [--carrier cookie|bearer|both] [--env <env>]",
   list: "session:list -- --user <userId> [--region <region>] [--env <env>]",
-  end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] [--env <env>]",
+  end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] | --agent <agentId> [--reason <reason>] [--env <env>]",
+  support:
+    "session:support -- --user <userId> --agent <agentId> --reason <ticket> [--ttl <seconds>] [--region <region>] [--env <env>]",
 };
 
 const usageOf = (command: string) =>
@@ -44,6 +48,7 @@ const OPTIONS = {
   reason: { type: "string" },
   region: { type: "string" },
   carrier: { type: "string" },
+  agent: { type: "string" },
   env: { type: "string", short: "e" },
 } as const;
 
@@ -51,13 +56,17 @@ const { values } = parseOptions(rest, OPTIONS, usageOf(command));
 const allowed: Record<string, string[]> = {
   create: ["user", "ip", "user-agent", "ttl", "country", "city", "region", "carrier", "env"],
   list: ["user", "region", "env"],
-  end: ["user", "session", "except", "reason", "region", "env"],
+  end: ["user", "session", "agent", "except", "reason", "region", "env"],
+  support: ["user", "agent", "reason", "ttl", "region", "env"],
 };
 const stray = Object.keys(values).filter((name) => !allowed[command]?.includes(name));
 if (stray.length > 0) usage(command, `--${stray[0]} does not apply to session:${command}`);
-if (command === "end" && (values.user === undefined) === (values.session === undefined)) {
-  usage(command, "give either --user or --session");
-}
+const ending = [values.user, values.session, values.agent].filter((value) => value !== undefined);
+if (command === "end" && ending.length !== 1) usage(command, "give one of --user, --session or --agent");
+if (command === "end" && values.agent !== undefined && (values.except ?? values.region) !== undefined)
+  usage(command, "--except and --region go with --user");
+if (command === "support" && (values.agent === undefined || values.reason === undefined))
+  usage(command, "--agent and --reason are required");
 if (command === "end" && values.session !== undefined && values.except !== undefined) {
   usage(command, "--except goes with --user");
 }
@@ -87,9 +96,21 @@ await answerOnLocalProject(values.env, async (project) => {
     });
     return { id, token, expiresAt };
   }
+  if (command === "support") {
+    const { id, token, expiresAt } = await openSupportSession(scope, {
+      userId: values.user as string,
+      agentId: values.agent as string,
+      reason: values.reason as string,
+      region: values.region ?? null,
+      ipAddress: "127.0.0.1",
+      ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
+    });
+    return { id, token, expiresAt };
+  }
   if (command === "list")
     return { sessions: await listUserSessions(scope, values.user as string, values.region ?? null) };
   if (values.session !== undefined) return endSession(scope, { sessionId: values.session, reason });
+  if (values.agent !== undefined) return endSupportSessions(scope, { agentId: values.agent, reason });
   return endUserSessions(scope, {
     userId: values.user as string,
     exceptSessionId: values.except ?? null,

@@ -143,3 +143,41 @@ describe("example login worker over a real service binding", () => {
     expect(await tableSnapshot()).toEqual(before);
   });
 });
+
+describe("example login worker: the support desk", () => {
+  const support = (token: string | undefined, body: unknown) =>
+    env.LOGIN_WORKER.fetch("https://login.example/support", {
+      method: "POST",
+      headers: { Cookie: `__Host-session=${token}`, "Content-Type": "application/json", "User-Agent": CHROME_MAC },
+      body: JSON.stringify(body),
+    });
+
+  it("an agent opens support access over RPC; the customer's session list shows it; it opens no other", async () => {
+    const customer = await login(CHROME_MAC, "wonderland", "bob");
+    const agent = await login(CHROME_MAC, "wonderland", "carol");
+    const opened = await support(agent.token, { user: "bob", reason: "Ticket 4711" });
+    expect(opened.status).toBe(200);
+    const { token } = (await opened.json()) as { token: string };
+    const whoAmI = await me(token);
+    expect(await whoAmI.json()).toEqual({
+      userId: "bob",
+      sessionId: token.split(".")[0],
+      actor: { sub: "carol", reason: "Ticket 4711" },
+    });
+    const listed = await call("GET", "/auth/sessions", sessionCookie(customer.token as string));
+    const { sessions } = (await listed.json()) as { sessions: { id: string; name: string; actor?: unknown }[] };
+    expect(sessions.find((session) => session.id === token.split(".")[0])).toMatchObject({
+      name: "Support access by carol",
+      actor: { sub: "carol", reason: "Ticket 4711" },
+    });
+    // Support access opens none, and only agents open any.
+    expect((await support(token, { user: "alice", reason: "chained" })).status).toBe(403);
+    expect((await support(customer.token, { user: "alice", reason: "not an agent" })).status).toBe(403);
+    // The service's refusal reaches the agent as a 400 saying what to fix.
+    const refused = await support(agent.token, { user: "carol", reason: "myself" });
+    expect({ status: refused.status, body: await refused.json() }).toEqual({
+      status: 400,
+      body: { error: "agentId must not be the user: support access is by someone else" },
+    });
+  });
+});

@@ -14,6 +14,7 @@ export const STATEMENTS = {
   "SessionService.authenticate": [3, 2],
   "SessionService.reauthenticate": [6, 5],
   "SessionService.create": [7, 7],
+  "SessionService.openSupportSession": [6, 6],
 } as const satisfies Record<string, readonly [number, number]>;
 
 export type Operation = keyof typeof STATEMENTS;

@@ -27,6 +27,8 @@ async function measure(operation: Operation, judged: boolean, vars: Partial<Env>
   else if (operation === "SessionService.reauthenticate")
     expect(await service.reauthenticate({ token: caller.token, factors: ["pwd"], ...context })).not.toBeNull();
   else if (operation === "SessionService.create") await service.create({ userId, ...HOME, carrier: "cookie" });
+  else if (operation === "SessionService.openSupportSession")
+    await service.openSupportSession({ userId, agentId: "agent-ada", reason: "Ticket 1" });
   else {
     const [method, path] = operation.split(" ") as [string, string];
     const credential = judged ? sessionCookie(caller.token) : bearer(caller.token);

@@ -36,9 +36,12 @@ export interface ByToken {
   write: Write;
 }
 
-/** With a sliding lifetime: now + the session's own TTL, never past creation + the maximum lifetime. */
+/**
+ * With a sliding lifetime: now + the session's own TTL, never past creation + the maximum
+ * lifetime. A support session keeps the end it was opened with.
+ */
 function renewedExpiry(at: Instant, maxLifetimeMs: unknown): SQL<Date> {
-  return sql`min(${at.now.getTime()} + ${sessions.ttlSeconds} * 1000, ${sessions.createdAt} + ${maxLifetimeMs})`;
+  return sql`CASE WHEN ${sessions.supportAgent} IS NULL THEN min(${at.now.getTime()} + ${sessions.ttlSeconds} * 1000, ${sessions.createdAt} + ${maxLifetimeMs}) ELSE ${sessions.expiresAt} END`;
 }
 
 /**
@@ -197,6 +200,8 @@ export const CALLER = {
   authProofs: sessions.authProofs,
   assuranceLevel: sessions.assuranceLevel,
   contextStepUp: sessions.contextStepUp,
+  supportAgent: sessions.supportAgent,
+  supportReason: sessions.supportReason,
 };
 
 /**

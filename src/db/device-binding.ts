@@ -25,7 +25,7 @@ export interface Renewal extends Omit<Binding, "challenge"> {
   boundExpiresAt: Date;
 }
 
-export type RegistrationOutcome = "bound" | "already_bound" | "wrong_challenge" | "not_live" | "step_up";
+export type RegistrationOutcome = "bound" | "already_bound" | "wrong_challenge" | "not_live" | "step_up" | "support";
 
 /**
  * Binds the token's live session to the key of a verified proof over the challenge it was
@@ -50,6 +50,8 @@ export async function registerBinding(
       isNull(sessions.dbscKeyThumbprint),
       eq(sessions.contextStepUp, false),
       eq(sessions.dbscChallenge, binding.challenge),
+      // Support access binds no key: the agent's browser would then hold the user's session.
+      isNull(sessions.supportAgent),
     );
     const head = authenticated(db, { proof, at, check, actor, write }, false);
     const { row, logged, move } = await batchNamed(db, {
@@ -63,6 +65,7 @@ export async function registerBinding(
         .select({
           thumbprint: sessions.dbscKeyThumbprint,
           held: sessions.contextStepUp,
+          support: sessions.supportAgent,
           unrecorded: head.unrecorded.mapWith(Boolean).as("context_unrecorded"),
         })
         .from(sessions)
@@ -81,10 +84,11 @@ export async function registerBinding(
 /** Bound only if this batch logged it; else why not, the held session told apart from a wrong challenge. */
 function registrationOutcome(
   events: { type: string }[],
-  row: { thumbprint: string | null; held: boolean } | undefined,
+  row: { thumbprint: string | null; held: boolean; support: string | null } | undefined,
 ): RegistrationOutcome {
   if (events.some(({ type }) => type === "device_bound")) return "bound";
   if (!row) return "not_live";
+  if (row.support !== null) return "support";
   if (row.thumbprint) return "already_bound";
   return row.held ? "step_up" : "wrong_challenge";
 }

@@ -1,4 +1,20 @@
-import { and, desc, eq, exists, getTableColumns, gt, inArray, ne, not, notExists, type SQL, sql } from "drizzle-orm";
+import {
+  and,
+  desc,
+  eq,
+  exists,
+  getTableColumns,
+  gt,
+  inArray,
+  isNotNull,
+  isNull,
+  ne,
+  not,
+  notExists,
+  or,
+  type SQL,
+  sql,
+} from "drizzle-orm";
 import type { StoredProofs } from "../domain/auth-proofs.ts";
 import type { ContextPolicy } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
@@ -104,19 +120,71 @@ export async function insertSession(
   });
 }
 
+/** Why a support session was not opened, when it was not. */
+export type SupportRefusal = "unknown_user" | "too_many_open";
+
+/**
+ * Stores a support session (src/domain/support.ts) and its `created` event, in one batch, only
+ * for a user this database knows (a session row or an event in the log) with fewer than
+ * `perUser` open support sessions. It evicts nothing: support access never ends the user's
+ * own sessions. Replay-safe as insertSession.
+ */
+export async function insertSupportSession(
+  place: Place,
+  session: NewSession,
+  actor: Actor,
+  perUser: number,
+  at: Instant,
+): Promise<Logged<{ stored: boolean; refused: SupportRefusal | null }>> {
+  const write = newWrite(session.createdAt);
+  const ours = and(eq(sessions.id, session.id), eq(sessions.secretHash, session.secretHash));
+  return onBucket(place, async (db) => {
+    const known = sql<boolean>`(${exists(
+      db
+        .select({ one: sql`1` })
+        .from(sessions)
+        .where(and(eq(sessions.userId, session.userId), ne(sessions.id, session.id))),
+    )} OR ${exists(db.select({ one: sql`1` }).from(sessionEvents).where(eventsOf(place.bucket, session.userId)))})`;
+    const open = sql<number>`(SELECT count(*) FROM ${sessions} WHERE ${and(
+      eq(sessions.userId, session.userId),
+      isLive(at),
+      isNotNull(sessions.supportAgent),
+      ne(sessions.id, session.id),
+    )})`;
+    const { stored, why, logged, move } = await batchNamed(db, {
+      inserted: insertUnlessDone(db, place.bucket, session, write, sql`${known} AND ${open} < ${perUser}`),
+      recorded: recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write),
+      stored: db.select({ id: sessions.id }).from(sessions).where(ours),
+      why: db
+        .select({ known: known.mapWith(Boolean).as("known"), open: open.mapWith(Number).as("open") })
+        .from(sql`(SELECT 1)`),
+      ...tail(db, write, place.bucket),
+    });
+    const created = stored.length > 0 || logged.some((event) => event.type === "created");
+    const reasons = why[0] ?? { known: false, open: 0 };
+    let refused: SupportRefusal | null = null;
+    if (!created && !reasons.known) refused = "unknown_user";
+    else if (!created && reasons.open >= perUser) refused = "too_many_open";
+    const answer = { stored: created, refused };
+    return { answer: { answer, events: logged, db }, move: move[0], blocked: !created };
+  });
+}
+
 /**
  * INSERT … SELECT of the new session's row, guarded twice: by the bucket's move state, and
  * by `write` having logged nothing yet (else the first attempt of this batch committed, and
  * the session may since have been ended by another request: a replay must not bring it
- * back). `ON CONFLICT (id) DO NOTHING`: nothing either on an id that exists (a collision).
+ * back), and by `allowed` when given. `ON CONFLICT (id) DO NOTHING`: nothing either on an id
+ * that exists (a collision).
  */
-function insertUnlessDone(db: Database, bucket: string, session: NewSession, write: Write) {
+function insertUnlessDone(db: Database, bucket: string, session: NewSession, write: Write, allowed?: SQL) {
   const values = Object.entries(getTableColumns(sessions)).map(
     ([key, column]) => sql`${sql.param(session[key as keyof NewSession] ?? column.default ?? null, column)}`,
   );
   const guard = and(
     notExists(db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, bucket))),
     notExists(loggedBy(db, write)),
+    allowed,
   );
   return db
     .insert(sessions)
@@ -150,7 +218,7 @@ export async function reauthenticateSession(
   actor: Actor,
   at: Instant,
   check: ContextCheck | null,
-): Promise<Logged<{ expiresAt: Date } | null>> {
+): Promise<Logged<{ expiresAt: Date } | null | "support">> {
   const write = newWrite(at.now);
   const latest = Math.max(...Object.values(change.proofs));
   // The user just proved who they are: a change of context is only logged, and a hold lifted.
@@ -160,11 +228,13 @@ export async function reauthenticateSession(
   };
   return onBucket(place, async (db) => {
     const proven = isProvenBy(proof, at);
+    // Support access is time-boxed: it is never given a new secret (src/domain/support.ts).
+    const eligible = and(proven, isNull(sessions.supportAgent));
     // Its own UPDATE records the context: the head's would change the same row a statement earlier.
     const head = authenticated(db, { proof, at, check: logged, actor, write }, false);
     const { row, events, move } = await batchNamed(db, {
       contextEvents: head.statements.contextEvents,
-      recorded: recordEvents(db, "reauthenticated", proven, actor, write, {
+      recorded: recordEvents(db, "reauthenticated", eligible, actor, write, {
         assuranceLevel: change.assuranceLevel,
         // Read before the batch's UPDATE clears it: this re-authentication lifts a context hold.
         reason: sql<string>`CASE WHEN ${sessions.contextStepUp} THEN 'step-up' END`,
@@ -180,16 +250,23 @@ export async function reauthenticateSession(
           lastActiveAt: at.now,
           contextStepUp: false,
         })
-        .where(and(proven, notMoving())),
+        .where(and(eligible, notMoving())),
+      // The session with its new secret, or the support session the token proved, untouched.
       row: db
-        .select({ expiresAt: sessions.expiresAt })
+        .select({ expiresAt: sessions.expiresAt, supportAgent: sessions.supportAgent })
         .from(sessions)
-        .where(and(eq(sessions.id, proof.id), eq(sessions.secretHash, change.secretHash))),
+        .where(
+          and(
+            eq(sessions.id, proof.id),
+            or(eq(sessions.secretHash, change.secretHash), and(proven, isNotNull(sessions.supportAgent))),
+          ),
+        ),
       events: loggedBy(db, write),
       move: moveOf(db, place.bucket),
     });
     const reauthenticated = events.some((event) => event.type === "reauthenticated");
-    const answer = reauthenticated && row[0] ? row[0] : null;
+    const found = row[0];
+    const answer = found?.supportAgent ? "support" : reauthenticated && found ? { expiresAt: found.expiresAt } : null;
     return { answer: { answer, events, db }, move: move[0], blocked: !reauthenticated };
   });
 }

@@ -66,6 +66,14 @@ export function ownerOf(proof: TokenProof, at: Instant): SQL {
   return sql`(SELECT ${sessions.userId} FROM ${sessions} WHERE ${isProvenBy(proof, at)} AND ${sessions.contextStepUp} = 0)`;
 }
 
+/**
+ * The token's session is the user's own, not support access: part of every condition that ends
+ * the user's other sessions, so a support session ends none, in the same statement.
+ */
+export function isUsersOwn(proof: TokenProof): SQL {
+  return sql`NOT EXISTS (SELECT 1 FROM ${sessions} WHERE ${sessions.id} = ${proof.id} AND ${sessions.supportAgent} IS NOT NULL)`;
+}
+
 export function isLiveSessionOfCaller(proof: TokenProof, at: Instant): SQL {
   return sql`(${sessions.userId} IN ${ownerOf(proof, at)} AND ${isLive(at)})`;
 }
@@ -79,6 +87,9 @@ export type Caller = {
   assuranceLevel: number | null;
   /** Held by a context change: refused everything but its own logout until `reauthenticate`. */
   contextStepUp: boolean;
+  /** A support session's agent and reason (src/domain/support.ts); null on the user's own sessions. */
+  supportAgent: string | null;
+  supportReason: string | null;
   /** A change of its context this batch could not record: its bucket is frozen for a move. */
   contextUnrecorded: boolean;
 };

@@ -70,6 +70,10 @@ export const sessions = sqliteTable(
     // and `both` are a browser's, judged by their context when used through the cookie. Null: the
     // login flow did not say; either carrier, never judged.
     carrier: text("carrier", { enum: SESSION_CARRIERS }),
+    // Support access (src/domain/support.ts): the agent acting on the user's behalf, and why.
+    // Null on the user's own sessions.
+    supportAgent: text("support_agent"),
+    supportReason: text("support_reason"),
   },
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.
@@ -78,6 +82,8 @@ export const sessions = sqliteTable(
     // at once, and purged when they expire: an index on last_active_at would cost every
     // activity update a second row written.
     index("sessions_expires_at_idx").on(table.expiresAt),
+    // An agent's open support sessions, to end them all (the agent left); only support rows have an entry.
+    index("sessions_support_agent_idx").on(table.supportAgent).where(sql`${table.supportAgent} IS NOT NULL`),
   ],
 );
 
@@ -135,6 +141,8 @@ export const sessionEvents = sqliteTable(
     // Type `context_changed`, and `ended` for reason `context_changed`: where the session was
     // last seen and where it is used from now (src/db/client-context.ts).
     context: text("context", { mode: "json" }).$type<ContextChange>(),
+    // The event's session is a support session: the agent acting in it (sessions.support_agent).
+    supportAgent: text("support_agent"),
     // Written true only when the events queue is configured; false once the queue accepted it.
     pendingDelivery: integer("pending_delivery", { mode: "boolean" }).notNull().default(false),
   },

@@ -1,4 +1,4 @@
-import { and, desc, eq, ne, type SQL, sql } from "drizzle-orm";
+import { and, desc, eq, isNotNull, ne, or, type SQL, sql } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
 import type { EventType } from "../domain/events.ts";
 import type { ListedSession } from "../domain/session-view.ts";
@@ -6,9 +6,17 @@ import { authenticated, type ByToken, callerRow, callerValue, tail } from "./aut
 import { moveOf, moveState, onBucket } from "./buckets.ts";
 import { batchNamed, type Database, decoded } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
-import { type Caller, isFreshCaller, isLive, isLiveSessionOfCaller, isProvenBy, type TokenProof } from "./liveness.ts";
+import {
+  type Caller,
+  isFreshCaller,
+  isLive,
+  isLiveSessionOfCaller,
+  isProvenBy,
+  isUsersOwn,
+  type TokenProof,
+} from "./liveness.ts";
 import { type SessionRow, sessions } from "./schema.ts";
-import type { Place } from "./shards.ts";
+import type { Place, Shard } from "./shards.ts";
 import { type Actor, type EventDetails, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "./writes.ts";
 
 // The statements of an issued session's life: checking a token, listing a user's sessions and
@@ -53,6 +61,8 @@ const listed = {
   seenOs: sessions.seenOs,
   seenCountry: sessions.seenCountry,
   seenAsn: sessions.seenAsn,
+  supportAgent: sessions.supportAgent,
+  supportReason: sessions.supportReason,
 };
 /** A listed row as the schema types it; the list functions' return type checks it against the view's. */
 type ListedRow = { [K in keyof typeof listed]: SessionRow[K] };
@@ -222,11 +232,16 @@ export async function deleteSession(
   at: Instant,
   check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; deleted: boolean; caller: Caller | null }>> {
+  // Step-up never holds back the caller's own session (a user can always leave), nor support
+  // access (the user ends someone else's access to their account).
+  const fresh = (db: Database) => {
+    const caller = isFreshCaller(db, proof, at);
+    return caller && or(caller, isNotNull(sessions.supportAgent));
+  };
   const target = (db: Database) =>
-    // The caller's own session is never held back by step-up: a user can always leave.
     targetId === proof.id
       ? isProvenBy(proof, at)
-      : and(eq(sessions.id, targetId), isLiveSessionOfCaller(proof, at), isFreshCaller(db, proof, at));
+      : and(eq(sessions.id, targetId), isLiveSessionOfCaller(proof, at), isUsersOwn(proof), fresh(db));
   const { answer, ...logged } = await endForCaller(place, proof, "deleted", target, actor, at, check);
   return { answer: { proven: answer.proven, deleted: answer.ended > 0, caller: answer.caller }, ...logged };
 }
@@ -249,7 +264,8 @@ export async function endAllSessionsByToken(
   at: Instant,
   check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
-  return endForCaller(place, proof, "logout_all", (_db) => isLiveSessionOfCaller(proof, at), actor, at, check);
+  const all = () => and(isLiveSessionOfCaller(proof, at), isUsersOwn(proof));
+  return endForCaller(place, proof, "logout_all", all, actor, at, check);
 }
 
 /** Ends every live session of the token's user but the token's own; `proven` as for endForCaller. */
@@ -261,6 +277,33 @@ export async function endOtherSessionsByToken(
   check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
   const others = (db: Database) =>
-    and(isLiveSessionOfCaller(proof, at), ne(sessions.id, proof.id), isFreshCaller(db, proof, at));
+    and(isLiveSessionOfCaller(proof, at), ne(sessions.id, proof.id), isUsersOwn(proof), isFreshCaller(db, proof, at));
   return endForCaller(place, proof, "logout_others", others, actor, at, check);
+}
+
+/**
+ * Ends every live support session of `agentId` on one database (all users, all buckets), each
+ * logged `ended` with the reason, in one batch. `moving`: how many more are in a bucket being
+ * moved right now, which no write touches: ask again once the move is done.
+ */
+export async function endSupportSessionsOf(
+  shard: Shard,
+  agentId: string,
+  reason: string,
+  actor: Actor,
+  at: Instant,
+): Promise<Logged<{ ended: number; moving: number }>> {
+  const write = newWrite(at.now);
+  const { db } = shard;
+  const ending = and(eq(sessions.supportAgent, agentId), isLive(at));
+  const { logged, moving } = await batchNamed(db, {
+    recorded: recordEvents(db, "ended", ending, actor, write, { reason }),
+    ended: endSessions(db, ending),
+    logged: loggedBy(db, write),
+    moving: db
+      .select({ count: sql<number>`count(*)`.mapWith(Number).as("count") })
+      .from(sessions)
+      .where(ending),
+  });
+  return { answer: { ended: logged.length, moving: moving[0]?.count ?? 0 }, events: logged, db };
 }

@@ -103,6 +103,7 @@ export function recordEvents(
     assuranceLevel: sql`coalesce(${details.assuranceLevel ?? null}, ${sessions.assuranceLevel})`,
     previousAssuranceLevel: details.assuranceLevel === undefined ? sql`NULL` : sessions.assuranceLevel,
     context: details.context ?? sql`NULL`,
+    supportAgent: sessions.supportAgent,
     pendingDelivery: sql`${actor.queued ? 1 : 0}`,
   };
   const where = matching ? sql`${matching} AND ${notMoving()}` : notMoving();

@@ -29,6 +29,8 @@ export interface Config {
   boundCookieSeconds: number;
   /** What a change of device or network does to a session that is not device-bound (src/domain/client-context.ts). */
   context: ContextPolicies;
+  /** The longest a support session may live (src/domain/support.ts); it never slides. */
+  supportMaxSeconds: number;
 }
 
 export type ConfigVars = Pick<
@@ -45,6 +47,7 @@ export type ConfigVars = Pick<
   | "SESSION_BOUND_COOKIE_SECONDS"
   | "SESSION_CONTEXT_DEVICE"
   | "SESSION_CONTEXT_NETWORK"
+  | "SESSION_SUPPORT_MAX_SECONDS"
 >;
 
 /**
@@ -60,6 +63,9 @@ export class ConfigError extends Error {
 // cookie would be weaker than documented: refused, not served.
 const COOKIE_PREFIX = "__Host-";
 const COOKIE_NAME = /^__Host-[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** Support access is time-boxed: no deployment may let one outlive a working day. */
+export const MAX_SUPPORT_SECONDS = 24 * 60 * 60;
 
 /** Browsers keep a cookie at most 400 days (RFC 6265bis), so no session may outlive that. */
 export const MAX_TTL_SECONDS = 400 * 24 * 60 * 60;
@@ -106,6 +112,9 @@ export function readConfig(vars: ConfigVars): Config {
     throw new ConfigError(`SESSION_MAX_LIFETIME_SECONDS must be <= ${MAX_TTL_SECONDS}`);
   if (ttlSeconds > maxLifetimeSeconds)
     throw new ConfigError("SESSION_TTL_SECONDS must be <= SESSION_MAX_LIFETIME_SECONDS");
+  const supportMaxSeconds = wholeNumber("SESSION_SUPPORT_MAX_SECONDS", vars.SESSION_SUPPORT_MAX_SECONDS, 3600, 60);
+  if (supportMaxSeconds > MAX_SUPPORT_SECONDS)
+    throw new ConfigError(`SESSION_SUPPORT_MAX_SECONDS must be <= ${MAX_SUPPORT_SECONDS}`);
   return {
     cookieName,
     ttlSeconds,
@@ -116,6 +125,7 @@ export function readConfig(vars: ConfigVars): Config {
     eventRetentionDays: wholeNumber("SESSION_EVENTS_RETENTION_DAYS", vars.SESSION_EVENTS_RETENTION_DAYS, 90, 1),
     stepUpMaxAgeSeconds: wholeNumber("SESSION_STEP_UP_MAX_AGE_SECONDS", vars.SESSION_STEP_UP_MAX_AGE_SECONDS, 0, 0),
     boundCookieSeconds: wholeNumber("SESSION_BOUND_COOKIE_SECONDS", vars.SESSION_BOUND_COOKIE_SECONDS, 600, 10),
+    supportMaxSeconds,
     context: {
       device: policy("SESSION_CONTEXT_DEVICE", vars.SESSION_CONTEXT_DEVICE, DEFAULT_CONTEXT_POLICIES.device),
       network: policy("SESSION_CONTEXT_NETWORK", vars.SESSION_CONTEXT_NETWORK, DEFAULT_CONTEXT_POLICIES.network),

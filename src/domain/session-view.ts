@@ -1,4 +1,5 @@
 import { type DeviceType, sessionName } from "./device.ts";
+import { type SupportActor, supportSessionName } from "./support.ts";
 
 /**
  * What the view reads of a listed session. The database's list statements return their rows
@@ -21,6 +22,8 @@ export interface ListedSession {
   seenOs: string | null;
   seenCountry: string | null;
   seenAsn: number | null;
+  supportAgent: string | null;
+  supportReason: string | null;
 }
 
 export interface SessionView {
@@ -42,13 +45,27 @@ export interface SessionView {
    * session not used since these were recorded.
    */
   last_seen: { browser: string | null; os: string | null; country: string | null; asn: number | null } | null;
+  /**
+   * Present only on support access (src/domain/support.ts): who acts on the user's behalf
+   * (RFC 8693 `act.sub`) and why; the session ends at `expires_at`, never later.
+   */
+  actor?: SupportActor;
+}
+
+/** A support session's actor, from its agent and reason columns; undefined on the user's own. */
+export function supportActor(row: {
+  supportAgent: string | null;
+  supportReason: string | null;
+}): SupportActor | undefined {
+  return row.supportAgent === null ? undefined : { sub: row.supportAgent, reason: row.supportReason ?? "" };
 }
 
 /** What a listed session shows: GET /auth/sessions and SessionService.listUserSessions. */
 export function sessionView(row: ListedSession): SessionView {
+  const actor = supportActor(row);
   return {
     id: row.id,
-    name: sessionName(row, row.ipAddress),
+    name: actor ? supportSessionName(actor.sub) : sessionName(row, row.ipAddress),
     ip_address: row.ipAddress ?? "",
     user_agent: row.userAgent,
     created_at: row.createdAt.toISOString(),
@@ -62,5 +79,6 @@ export function sessionView(row: ListedSession): SessionView {
       row.seenBrowser === null
         ? null
         : { browser: row.seenBrowser || null, os: row.seenOs || null, country: row.seenCountry, asn: row.seenAsn },
+    ...(actor ? { actor } : {}),
   };
 }

@@ -41,6 +41,8 @@ export const MESSAGES = {
   verification_too_frequent:
     "A verification of this stream was asked for too recently. Retry after the Retry-After delay.",
   body_too_large: "The request body is too large.",
+  support_session_refused:
+    "A support session cannot do this: only the user ends their other sessions, and support access is never re-authenticated or bound to a device.",
 } as const satisfies Record<RefusalCode, string> & Record<string, string>;
 
 export type ErrorCode = keyof typeof MESSAGES;
@@ -90,6 +92,11 @@ export function reauthenticationRequired(maxAgeSeconds: number): ApiError {
       "WWW-Authenticate": `Bearer realm="auth", error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age="${maxAgeSeconds}"`,
     },
   });
+}
+
+/** A support session asked for what only the user may do (src/domain/support.ts); the token is fine. */
+export function supportRefused(): ApiError {
+  return new ApiError(403, "support_session_refused");
 }
 
 /** The logouts' 400 for a token that is malformed or no longer live. */

@@ -13,7 +13,9 @@ import {
   STREAMS_PATH,
 } from "../domain/ssf/streams.ts";
 import { CONFIGURATION_PATH, DISCOVERY_MAX_AGE_SECONDS, JWKS_PATH } from "../domain/ssf/transmitter.ts";
+import { MAX_SUPPORT_REASON_LENGTH } from "../domain/support.ts";
 import { TOKEN_LENGTH } from "../domain/token.ts";
+import { MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
 import { type ErrorCode, MESSAGES } from "./errors.ts";
 
@@ -131,6 +133,13 @@ const CROSS_SITE = {
   "403": error(
     "Authenticated by the cookie alone, from another site (`Sec-Fetch-Site: cross-site`, or an `Origin` that is neither this origin nor in ALLOWED_ORIGINS).",
     ["cross_site_request"],
+  ),
+};
+/** The cross-site 403, and a support session asking for what only the user may do (src/domain/support.ts). */
+const CROSS_SITE_OR_SUPPORT = {
+  "403": error(
+    "`cross_site_request`: as for every cookie-authenticated write. `support_session_refused`: the token is a support session's, which cannot do this (it may end only itself); nothing changed, the cookie stays.",
+    ["cross_site_request", "support_session_refused"],
   ),
 };
 // Inline, not a component: only the x-other-methods extensions use it, and a component
@@ -269,7 +278,7 @@ export const openApiDocument: OpenApiDocument = {
             ["invalid_token", "not_authorized", "reauthentication_required"],
             CHALLENGE,
           ),
-          ...CROSS_SITE,
+          ...CROSS_SITE_OR_SUPPORT,
           ...RATE_LIMITED,
           ...AUTH_ERRORS,
         },
@@ -327,7 +336,7 @@ export const openApiDocument: OpenApiDocument = {
               ...CLEARS_COOKIE,
             },
           ),
-          ...CROSS_SITE,
+          ...CROSS_SITE_OR_SUPPORT,
           ...LOGOUT_RATE_LIMITED,
           ...AUTH_ERRORS,
         },
@@ -376,7 +385,7 @@ export const openApiDocument: OpenApiDocument = {
             CHALLENGE,
           ),
           "409": error("The session is already bound to a key; nothing changed.", ["device_already_bound"]),
-          ...CROSS_SITE,
+          ...CROSS_SITE_OR_SUPPORT,
           ...RATE_LIMITED,
           ...AUTH_ERRORS,
         },
@@ -925,6 +934,21 @@ export const openApiDocument: OpenApiDocument = {
               "Where the session's cookie was last used from (for a session not issued for the cookie, where it signed in): browser family and OS (from the User-Agent, no version), country and network (ASN) as Cloudflare saw them; each null when unknown. Null for a session not used since the service started recording them.",
             anyOf: [ref("schemas/ClientContext"), { type: "null" }],
           },
+          actor: {
+            type: "object",
+            description:
+              "Present only on support access: a session a support agent opened on the user's behalf (RFC 8693's actor), named `Support access by <agent>`. It ends at `expires_at` (at most SESSION_SUPPORT_MAX_SECONDS after it opened), never later, and the user can end it like any session. It cannot end the user's other sessions, be re-authenticated or bind a device key.",
+            required: ["sub", "reason"],
+            properties: {
+              sub: { type: "string", maxLength: MAX_USER_ID_LENGTH, description: "The agent's user id." },
+              reason: {
+                type: "string",
+                maxLength: MAX_SUPPORT_REASON_LENGTH,
+                description: "Why, as the agent gave it: a ticket or a sentence.",
+              },
+            },
+            additionalProperties: false,
+          },
         },
         additionalProperties: false,
       },
@@ -984,6 +1008,14 @@ export const openApiDocument: OpenApiDocument = {
               "Present only on `context_changed`, and on `ended` with reason `context_changed`: where the session was last seen and where it was used from then.",
             required: ["before", "after"],
             properties: { before: ref("schemas/ClientContext"), after: ref("schemas/ClientContext") },
+            additionalProperties: false,
+          },
+          actor: {
+            type: "object",
+            description:
+              "Present only when the event's session is support access (its opening, its end, whoever ended it): the agent acting in it.",
+            required: ["sub"],
+            properties: { sub: { type: "string", maxLength: MAX_USER_ID_LENGTH } },
             additionalProperties: false,
           },
         },

@@ -3,16 +3,26 @@ import { type AuthProof, proofList } from "../domain/auth-proofs.ts";
 import { checkTokenCarrier } from "../domain/carrier.ts";
 import { type ClientContext, type ContextInput, clientContext } from "../domain/client-context.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
-import type { SessionView } from "../domain/session-view.ts";
+import { type SessionView, supportActor } from "../domain/session-view.ts";
+import type { SupportActor } from "../domain/support.ts";
+import { sessionCookie } from "../http/cookie.ts";
 import { logFailure } from "../services/failure-log.ts";
-import { type CreateSessionInput, type ReauthenticateInput, reauthenticate } from "../services/issue-session.ts";
+import {
+  type CreateSessionInput,
+  type OpenSupportInput,
+  openSupportSession,
+  type ReauthenticateInput,
+  reauthenticate,
+} from "../services/issue-session.ts";
 import { authenticateToken } from "../services/own-sessions.ts";
 import { openScope, type Scope } from "../services/scope.ts";
 import { readSessionToken } from "../services/session-token.ts";
 import {
   type EndSessionInput,
+  type EndSupportSessionsInput,
   type EndUserSessionsInput,
   endSession,
+  endSupportSessions,
   endUserSessions,
   listUserSessions,
 } from "../services/user-sessions.ts";
@@ -35,6 +45,20 @@ export interface AuthenticatedSession {
    * signed in, have the user prove who they are and call `reauthenticate`, which lifts the hold.
    */
   reauthenticationRequired?: true;
+  /**
+   * Present only on support access (RFC 8693's `act`): the agent acting on the user's behalf
+   * and why. Show the agent a banner, and refuse what only the user may do.
+   */
+  actor?: SupportActor;
+}
+
+/** What SessionService.openSupportSession answers: the session and its token, as `create` does. */
+export interface SupportSession {
+  id: string;
+  token: string;
+  expiresAt: string;
+  /** A ready `Set-Cookie` value, for a support tool that opens the product in the agent's browser. */
+  cookie: string;
 }
 
 export interface AuthenticateOptions {
@@ -133,6 +157,20 @@ export class SessionService extends WorkerEntrypoint<Env> {
     return this.logged("create", () => createSession(this.scope(), input));
   }
 
+  /**
+   * Opens support access to a user's account for an agent (src/domain/support.ts): a session
+   * the user sees in their list and log, with the agent and the reason, ending at most
+   * SESSION_SUPPORT_MAX_SECONDS from now and never later. End it early with `endSession`.
+   * Bad input is a TypeError; an unknown user, too many open or too long a ttl a RangeError.
+   */
+  async openSupportSession(input: OpenSupportInput): Promise<SupportSession> {
+    return this.logged("openSupportSession", async () => {
+      const scope = this.scope();
+      const { expiresIn, ...session } = await openSupportSession(scope, input);
+      return { ...session, cookie: sessionCookie(scope.config.cookieName, session.token, expiresIn) };
+    });
+  }
+
   /** Also records the session's activity (and renews it, with a sliding lifetime), like any authenticated request. */
   async authenticate(token: string, options?: AuthenticateOptions): Promise<AuthenticatedSession | null> {
     return this.logged("authenticate", async () => {
@@ -157,6 +195,8 @@ export class SessionService extends WorkerEntrypoint<Env> {
       if (maxAge !== null)
         authenticated.fresh = scope.at.now.getTime() - caller.authenticatedAt.getTime() <= maxAge * 1000;
       if (caller.contextStepUp) authenticated.reauthenticationRequired = true;
+      const actor = supportActor(caller);
+      if (actor) authenticated.actor = actor;
       return authenticated;
     });
   }
@@ -186,6 +226,15 @@ export class SessionService extends WorkerEntrypoint<Env> {
   /** Ends every live session of the user but `exceptSessionId`, each logged `ended` with the reason. */
   async endUserSessions(input: EndUserSessionsInput): Promise<{ ended: number }> {
     return this.logged("endUserSessions", () => endUserSessions(this.scope(), input));
+  }
+
+  /**
+   * Ends every open support session of an agent, for every user (the agent left), each logged
+   * `ended` with the reason; one round trip per database. `moving`: how many were in a bucket
+   * being moved and did not end yet: call again.
+   */
+  async endSupportSessions(input: EndSupportSessionsInput): Promise<{ ended: number; moving: number }> {
+    return this.logged("endSupportSessions", () => endSupportSessions(this.scope(), input));
   }
 
   /** Ends one session, logged `ended` with the reason; `ended: false` when no live session has that id. */

@@ -19,6 +19,8 @@ export interface SessionEventMessage {
   createdAt: string;
   /** Present only on a context change (`context_changed`, `ended` for it): where the session was, where it is now. */
   context?: ContextChange;
+  /** Present only when the event's session is support access: the agent acting in it (RFC 8693 `act.sub`). */
+  actor?: { sub: string };
 }
 
 /**
@@ -43,5 +45,6 @@ export function toMessage(event: SessionEventRow): SessionEventMessage {
     newDevice: event.newDevice,
     createdAt: event.createdAt.toISOString(),
     ...(event.context === null ? {} : { context: event.context }),
+    ...(event.supportAgent === null ? {} : { actor: { sub: event.supportAgent } }),
   };
 }

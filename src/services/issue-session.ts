@@ -1,4 +1,4 @@
-import { insertSession, type NewSession, reauthenticateSession } from "../db/issuing.ts";
+import { insertSession, insertSupportSession, type NewSession, reauthenticateSession } from "../db/issuing.ts";
 import {
   type AssuranceLevel,
   checkAssuranceLevel,
@@ -14,6 +14,7 @@ import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
 import { deviceKey } from "../domain/device.ts";
 import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
 import { normalizeIp } from "../domain/ip.ts";
+import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement } from "../domain/token.ts";
 import { parseDevice } from "../domain/user-agent.ts";
 import { isUserId, MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
@@ -206,6 +207,63 @@ export async function issueSession(scope: Scope, input: CreateSessionInput): Pro
   return { ...issued, newDevice };
 }
 
+/** A support session (src/domain/support.ts): who it is for, who acts in it and why. */
+export interface OpenSupportInput {
+  userId: string;
+  /** The support agent's own user id: named to the user in their list and log. */
+  agentId: string;
+  /** Why: a ticket or a sentence, at most 200 characters, shown to the user. */
+  reason: string;
+  /** At most (and by default) SESSION_SUPPORT_MAX_SECONDS. */
+  ttlSeconds?: number;
+  /** The user's home region, as given to `create`. */
+  region?: string | null;
+  /** The support tool's request, as for `create`: where the agent works from. */
+  ipAddress?: string | null;
+  userAgent?: string | null;
+  /** As for `create`: what will carry the token. */
+  carrier?: SessionCarrier | null;
+}
+
+/**
+ * Opens a support session, one round trip: an ordinary session's row with the agent and the
+ * reason, which never slides and is never renewed. A user this service does not know (no
+ * session, nothing in the log within the retention) and a user with SUPPORT_SESSIONS_PER_USER
+ * open ones are refused with a RangeError; nothing is written.
+ */
+export async function openSupportSession(
+  scope: Scope,
+  input: OpenSupportInput,
+): Promise<Omit<IssuedSession, "newDevice" | "challenge" | "boundSecret">> {
+  const { config, at } = scope;
+  const userId = checkUserId(input?.userId);
+  const support = checkSupport(userId, input.agentId, input.reason);
+  const ttlSeconds = input.ttlSeconds ?? config.supportMaxSeconds;
+  if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > config.supportMaxSeconds)
+    throw new RangeError(
+      `ttlSeconds must be an integer from 1 to ${config.supportMaxSeconds} (SESSION_SUPPORT_MAX_SECONDS)`,
+    );
+  const place = await scope.shards.forUser(userId, input.region);
+  const base = { userId, ipAddress: input.ipAddress, userAgent: input.userAgent, carrier: input.carrier, ttlSeconds };
+  const { row, issued } = await buildSession(config, base, place.placement, at);
+  const session = { ...row, supportAgent: support.sub, supportReason: support.reason };
+  const { stored, refused } = await write(
+    scope,
+    null,
+    (actor) => insertSupportSession(place, session, actor, SUPPORT_SESSIONS_PER_USER, at),
+    row.ipAddress ?? null,
+  );
+  if (refused === "unknown_user")
+    throw new RangeError("userId names no user this service knows: no session and nothing in their log");
+  if (refused === "too_many_open")
+    throw new RangeError(
+      `the user has ${SUPPORT_SESSIONS_PER_USER} open support sessions, the most allowed: end one first`,
+    );
+  if (!stored) throw new Error("A session with this id already exists. Retry.");
+  const { id, token, expiresAt, expiresIn } = issued;
+  return { id, token, expiresAt, expiresIn };
+}
+
 export interface ReauthenticateInput {
   /** The session's current token; it stops working once this succeeds. */
   token: string;
@@ -253,6 +311,7 @@ export async function reauthenticate(
     (actor) => reauthenticateSession(place, proof, change, actor, at, contextCheck(scope)),
     null,
   );
+  if (changed === "support") throw new RangeError("a support session is never re-authenticated: open a new one");
   if (!changed) return null;
   return {
     sessionId: proof.id,

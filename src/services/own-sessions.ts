@@ -17,7 +17,8 @@ import type { SessionToken } from "./session-token.ts";
 // operations of the HTTP API and SessionService.authenticate. Each is one D1 round trip, in which
 // the token is proven live and the caller's context judged (src/db/client-context.ts); what a
 // refusal means is the door's to say. A session held for step-up by a context change
-// (`step_up`) does nothing but leave: its own logout, or deleting itself.
+// (`step_up`) does nothing but leave: its own logout, or deleting itself. So does a support
+// session (`support`, src/domain/support.ts): it never ends the user's other sessions.
 
 export type { Caller } from "../db/liveness.ts";
 
@@ -50,7 +51,7 @@ export async function listOwnEvents(
   return caller.contextStepUp ? "step_up" : events;
 }
 
-export type DeleteOutcome = "deleted" | "invalid_token" | "id_required" | "not_authorized" | "step_up";
+export type DeleteOutcome = "deleted" | "invalid_token" | "id_required" | "not_authorized" | "step_up" | "support";
 
 /** Ends the session `id` if it is a live one of the token's user (logged `deleted`). */
 export async function deleteOwnSession(scope: Scope, token: SessionToken, id: string): Promise<DeleteOutcome> {
@@ -63,13 +64,15 @@ export async function deleteOwnSession(scope: Scope, token: SessionToken, id: st
     const caller = await authenticateToken(scope, token);
     if (!caller) return "invalid_token";
     if (caller.contextStepUp) return "step_up";
-    return id.trim() === "" ? "id_required" : "not_authorized";
+    if (id.trim() === "") return "id_required";
+    return caller.supportAgent === null ? "not_authorized" : "support";
   }
   const { proven, deleted, caller } = await write(scope, proof.id, (actor) =>
     deleteSession(place, proof, id, actor, at, contextCheck(scope)),
   );
   if (!proven) return "invalid_token";
   if (deleted) return "deleted";
+  if (caller?.supportAgent) return "support";
   return caller?.contextStepUp || isStale(caller, at) ? "step_up" : "not_authorized";
 }
 
@@ -82,11 +85,12 @@ export function endOwnSession(scope: Scope, { place, proof }: SessionToken): Pro
 export async function endAllOwnSessions(
   scope: Scope,
   { place, proof }: SessionToken,
-): Promise<number | "invalid_token" | "step_up"> {
+): Promise<number | "invalid_token" | "step_up" | "support"> {
   const { proven, ended, caller } = await write(scope, proof.id, (actor) =>
     endAllSessionsByToken(place, proof, actor, scope.at, contextCheck(scope)),
   );
   if (!proven) return "invalid_token";
+  if (caller?.supportAgent) return "support";
   return caller?.contextStepUp ? "step_up" : ended;
 }
 
@@ -94,10 +98,11 @@ export async function endAllOwnSessions(
 export async function endOtherOwnSessions(
   scope: Scope,
   { place, proof }: SessionToken,
-): Promise<number | "invalid_token" | "step_up"> {
+): Promise<number | "invalid_token" | "step_up" | "support"> {
   const { proven, ended, caller } = await write(scope, proof.id, (actor) =>
     endOtherSessionsByToken(place, proof, actor, scope.at, contextCheck(scope)),
   );
   if (!proven) return "invalid_token";
+  if (caller?.supportAgent) return "support";
   return caller?.contextStepUp || isStale(caller, scope.at) ? "step_up" : ended;
 }

@@ -1,7 +1,8 @@
-import { endSessionById, endSessionsByUserId, listSessionsByUserId } from "../db/sessions.ts";
+import { endSessionById, endSessionsByUserId, endSupportSessionsOf, listSessionsByUserId } from "../db/sessions.ts";
 import { isReason, MAX_REASON_LENGTH } from "../domain/reason.ts";
 import { type SessionView, sessionView } from "../domain/session-view.ts";
 import { placementOf } from "../domain/token.ts";
+import { isUserId, MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { checkUserId } from "./issue-session.ts";
 import { type Scope, write } from "./scope.ts";
 
@@ -78,4 +79,35 @@ export async function endSession(scope: Scope, input: EndSessionInput): Promise<
   if (!place) return { ended: false };
   const ended = await write(scope, null, (actor) => endSessionById(place, sessionId, reason, actor, scope.at), null);
   return { ended };
+}
+
+export interface EndSupportSessionsInput {
+  /** The agent whose support access ends, for every user. */
+  agentId: string;
+  reason: Reason;
+}
+
+/**
+ * Ends every open support session of an agent (the agent left), for every user: one round
+ * trip per database. `moving`: how many sat in a bucket being moved and did not end yet; call
+ * again after the move.
+ */
+export async function endSupportSessions(
+  scope: Scope,
+  input: EndSupportSessionsInput,
+): Promise<{ ended: number; moving: number }> {
+  if (!isUserId(input?.agentId))
+    throw new TypeError(`agentId must be a user id (1 to ${MAX_USER_ID_LENGTH} characters, no control characters)`);
+  const reason = checkReason(input.reason);
+  const counts = await Promise.all(
+    scope.shards
+      .all()
+      .map((shard) =>
+        write(scope, null, (actor) => endSupportSessionsOf(shard, input.agentId, reason, actor, scope.at), null),
+      ),
+  );
+  return counts.reduce((sum, { ended, moving }) => ({ ended: sum.ended + ended, moving: sum.moving + moving }), {
+    ended: 0,
+    moving: 0,
+  });
 }

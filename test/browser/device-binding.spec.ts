@@ -15,7 +15,9 @@
 //   4. the same flow in a Chromium without the flags: an ordinary session that works as before
 //      (and ends the user's other sessions from the page), shown with where it was last used;
 //      its cookie copied into a second browser context with another User-Agent is refused
-//      (the session context check) and holds the session until the user signs in again.
+//      (the session context check) and holds the session until the user signs in again;
+//   5. support access opened by an agent at the demo's support desk: marked on the customer's
+//      devices page with the agent and the ticket, and ended there.
 // The demo's screenshots in docs/images/ are taken here.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { createHash, X509Certificate } from "node:crypto";
@@ -359,6 +361,46 @@ test("without DBSC the same flow is an ordinary session", async () => {
     });
     await victim.reload();
     await expect(victim.locator("h1")).toHaveText("Sign in");
+  } finally {
+    await browser.close();
+  }
+});
+
+test("support access: marked on the customer's devices page, with the agent and the ticket, and ended there", async () => {
+  const browser = await launch(false);
+  try {
+    const page = await signIn(await browser.newContext({ viewport: { width: 900, height: 640 } }), "bob");
+    // The agent signs in and opens support access to bob's account at the demo's support desk.
+    const agent = await plainSignIn("carol");
+    const headers = {
+      Cookie: `__Host-session=${agent}`,
+      "Content-Type": "application/json",
+      "User-Agent": FIREFOX_LINUX,
+    };
+    const opened = await plain(
+      "POST",
+      "/support",
+      headers,
+      JSON.stringify({ user: "bob", reason: "Ticket 4711: invoices" }),
+    );
+    expect(opened.status).toBe(200);
+    const { token } = JSON.parse(opened.body) as { token: string };
+    const supported = await plainGet("/me", `__Host-session=${token}`);
+    expect(JSON.parse(supported.body)).toMatchObject({ userId: "bob", actor: { sub: "carol" } });
+
+    await page.reload();
+    const row = page.locator(`tr[data-session="${token.split(".")[0]}"]`);
+    await expect(row).toHaveClass("support-access");
+    await expect(row.locator("strong")).toHaveText("carol");
+    await expect(row.locator(".tag.support")).toHaveText("support access");
+    await expect(row.locator(".support-reason")).toContainText("Ticket 4711: invoices");
+    await page.screenshot({ path: path.join(SCREENSHOTS, "demo-support.png") });
+
+    const ended = apiCall(page, "DELETE", `/auth/sessions/${token.split(".")[0]}`);
+    await row.locator("button", { hasText: "End access" }).click();
+    expect(await ended).toBe(200);
+    await expect(row).toHaveCount(0);
+    expect((await plainGet("/me", `__Host-session=${token}`)).status).toBe(401);
   } finally {
     await browser.close();
   }

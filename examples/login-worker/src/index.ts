@@ -10,7 +10,8 @@ import { devicesPage, signInPage } from "./pages.ts";
 // a browser (create, cookie-only, + the ready cookie, offering device binding) or an API client
 // (create, Bearer-only, the token in the JSON answer), protect a route (authenticate, given the
 // request's cookies), and on a password change end every other session of the user
-// (endUserSessions). The service's own routes (/auth/*, device binding included) are served on
+// (endUserSessions), and let a support agent into a customer's account the customer can see
+// (openSupportSession). The service's own routes (/auth/*, device binding included) are served on
 // this origin through SESSION_API, as a route would in production: the session cookie is
 // host-only, and the devices page lists and ends sessions by calling them from the browser.
 
@@ -27,7 +28,10 @@ const COOKIE = "__Host-session";
 const passwords = new Map<string, string>([
   ["alice", "wonderland"],
   ["bob", "wonderland"],
+  ["carol", "wonderland"],
 ]);
+// Who may open support access: a real product asks its own roles.
+const supportAgents = new Set(["carol"]);
 
 /** Cloudflare's view of the request: where the edge saw it come from (absent outside Cloudflare). */
 type Edge = { country?: string; city?: string; asn?: number } | undefined;
@@ -86,7 +90,7 @@ const app = new Hono<AppEnv>()
   .get("/", async (c) => {
     const session = await sessionOf(c, getCookie(c, COOKIE));
     if (!session) return c.html(signInPage([...passwords.keys()]));
-    return c.html(devicesPage(session.userId));
+    return c.html(devicesPage(session.userId, session.actor?.sub));
   })
   // The browser's sign-in (the sign-in page posts here): its token lives only in the HttpOnly
   // cookie, so a copied cookie is worth nothing as Bearer, and its use is judged by its context.
@@ -119,7 +123,31 @@ const app = new Hono<AppEnv>()
     });
     return c.json({ signedIn: user, token, expiresAt, newDevice });
   })
-  .get("/me", requireSession, (c) => c.json({ userId: c.var.session.userId, sessionId: c.var.session.sessionId }))
+  .get("/me", requireSession, (c) => {
+    const { userId, sessionId, actor } = c.var.session;
+    return c.json({ userId, sessionId, ...(actor ? { actor } : {}) });
+  })
+  // The support desk: a signed-in agent opens support access to a customer's account, with the
+  // ticket as the reason, and gets its token (the support tool opens the product with it). The
+  // customer sees it on their devices page. Support access itself opens none.
+  .post("/support", requireSession, jsonStrings("user", "reason"), async (c) => {
+    const { userId, actor } = c.var.session;
+    if (actor || !supportAgents.has(userId)) return c.json({ error: "support agents only" }, 403);
+    const { user, reason } = c.req.valid("json");
+    try {
+      const { token, expiresAt } = await c.env.SESSIONS.openSupportSession({
+        userId: user,
+        agentId: userId,
+        reason,
+        ipAddress: c.req.header("CF-Connecting-IP"),
+        userAgent: c.req.header("User-Agent"),
+      });
+      return c.json({ supporting: user, token, expiresAt });
+    } catch (error) {
+      // The service's refusals (an unknown user, too many open, a bad reason) say what to fix.
+      return c.json({ error: error instanceof Error ? error.message : String(error) }, 400);
+    }
+  })
   .post("/sign-out", async (c) => {
     // The service's own logout, with this request's cookies: it ends the session and clears them.
     const ended = await c.env.SESSION_API.fetch(new URL("/auth/logout", c.req.url), {

@@ -12,6 +12,8 @@ const STYLE = html`<style>
   .tag { display: inline-block; font-size: 0.75rem; padding: 0 0.45rem; border-radius: 0.6rem; margin-left: 0.3rem; }
   .current { background: #dff3e4; color: #17603a; }
   .bound { background: #e3e9fb; color: #2a4796; }
+  .support { background: #fdecd2; color: #8a4b00; }
+  tr.support-access td { background: #fffaf2; }
   button { font: inherit; padding: 0.35rem 0.9rem; border-radius: 0.4rem; border: 1px solid #b9c0cc; background: #fff; cursor: pointer; }
   button.primary { background: #2a4796; color: #fff; border-color: #2a4796; }
   form { display: inline; }
@@ -51,10 +53,11 @@ export function signInPage(users: string[]) {
  * device-bound session can (its token alone is refused, its cookies, bound cookie included, are
  * not). The page is built with textContent, so nothing a session shows is read as HTML.
  */
-export function devicesPage(userId: string) {
+export function devicesPage(userId: string, supportAgent?: string) {
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Your devices</title>${STYLE}</head>
 <body>
+  ${supportAgent ? html`<p class="tag support" id="support-banner">Support access by ${supportAgent}: you act on ${userId}'s behalf</p>` : ""}
   <h1>Your devices</h1>
   <p class="muted">Signed in as <strong>${userId}</strong>. A device-bound session works only in the browser that holds its key: a copied cookie is refused anywhere else.</p>
   <table><tbody id="devices"></tbody></table>
@@ -76,8 +79,16 @@ export function devicesPage(userId: string) {
       const tr = document.createElement("tr");
       tr.dataset.session = session.id;
       const device = tr.insertCell();
-      device.append(element("strong", "", session.device.browser ?? "Unknown browser"));
-      if (session.device.os) device.append(" on " + session.device.os);
+      if (session.actor) {
+        // Support access: someone else in the account, said plainly, with why and until when.
+        tr.className = "support-access";
+        device.append(element("strong", "", session.actor.sub), " ", element("span", "tag support", "support access"));
+        const until = session.expires_at.slice(0, 16).replace("T", " ") + " UTC";
+        device.append(element("div", "support-reason", "“" + session.actor.reason + "” · until " + until));
+      } else {
+        device.append(element("strong", "", session.device.browser ?? "Unknown browser"));
+        if (session.device.os) device.append(" on " + session.device.os);
+      }
       if (current) device.append(" ", element("span", "tag current", "this device"));
       if (session.device_bound) device.append(" ", element("span", "tag bound", "device-bound"));
       const where = (session.location ?? "Unknown location") + " · " + (session.ip_address || "unknown IP");
@@ -96,7 +107,7 @@ export function devicesPage(userId: string) {
       }
       const action = tr.insertCell();
       if (!current) {
-        const button = element("button", "", "Sign out");
+        const button = element("button", "", session.actor ? "End access" : "Sign out");
         button.addEventListener("click", () => end("/auth/sessions/" + encodeURIComponent(session.id)));
         action.append(button);
       }

@@ -14,7 +14,7 @@ import type { AppEnv } from "../context.ts";
 import { clearBoundCookie, clearCarriedCookie, setBoundCookie } from "../cookie.ts";
 import { readCookieCredential } from "../credentials.ts";
 import { rejectCrossSite } from "../csrf.ts";
-import { ApiError, reauthenticationRequired, unauthorized } from "../errors.ts";
+import { ApiError, reauthenticationRequired, supportRefused, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 
 // The two endpoints a DBSC browser calls on its own (src/domain/device-binding.ts): registration,
@@ -56,6 +56,7 @@ export const deviceBindingRoutes = new Hono<AppEnv>()
     if (outcome === "not_live") throw unauthorized("invalid_token", true);
     if (outcome === "step_up") throw reauthenticationRequired(c.var.scope.config.stepUpMaxAgeSeconds);
     if (outcome === "already_bound") throw new ApiError(409, "device_already_bound");
+    if (outcome === "support") throw supportRefused();
     if (outcome === "wrong_challenge") throw invalidProof();
     return bound(c, credential.proof.id, proof.key, nextChallenge, null);
   })

@@ -18,6 +18,8 @@ export interface EventView {
   new_device: boolean | null;
   /** Present only on a context change: where the session was last seen and where it was used from. */
   context?: ContextChange;
+  /** Present only when the event's session is support access: the agent acting in it (RFC 8693 `act.sub`). */
+  actor?: { sub: string };
 }
 
 /** The caller's security log: sessions created and ended, newest first, bounded. */
@@ -35,6 +37,7 @@ export const eventsRoutes = new Hono<AppEnv>().get("/", requireToken, async (c) 
     reason: event.reason,
     new_device: event.newDevice,
     ...(event.context === null ? {} : { context: event.context }),
+    ...(event.supportAgent === null ? {} : { actor: { sub: event.supportAgent } }),
   }));
   return c.json({ events: views });
 });

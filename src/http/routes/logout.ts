@@ -6,7 +6,7 @@ import {
 } from "../../services/own-sessions.ts";
 import type { AppEnv } from "../context.ts";
 import { clearCarriedCookie } from "../cookie.ts";
-import { ApiError, reauthenticationRequired, sessionInvalid, unauthorized } from "../errors.ts";
+import { ApiError, reauthenticationRequired, sessionInvalid, supportRefused, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { requireBearerOrCookie } from "../middleware/auth.ts";
 
@@ -40,10 +40,13 @@ export const logoutRoutes = new Hono<AppEnv>()
         throw unauthorized("session_invalid", true);
       }
       if (ended === "step_up") throw reauthenticationRequired(scope.config.stepUpMaxAgeSeconds);
+      if (ended === "support") throw supportRefused();
       return c.json({ message: `Logged out of ${plural(ended, "other session")}` });
     }
     const ended = await endAllOwnSessions(scope, token);
     if (ended === "step_up") throw reauthenticationRequired(scope.config.stepUpMaxAgeSeconds);
+    // Nothing ended, the caller stays signed in: its cookie stays.
+    if (ended === "support") throw supportRefused();
     clearCarriedCookie(c);
     if (ended === "invalid_token") throw unauthorized("session_invalid", true);
     return c.json({ message: "Logged out of all sessions" });

@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { deleteOwnSession, listOwnSessions } from "../../services/own-sessions.ts";
 import type { AppEnv } from "../context.ts";
 import { clearSessionCookie } from "../cookie.ts";
-import { ApiError, reauthenticationRequired, unauthorized } from "../errors.ts";
+import { ApiError, reauthenticationRequired, supportRefused, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { requireToken } from "../middleware/auth.ts";
 
@@ -13,6 +13,7 @@ async function deleteById(c: Context<AppEnv>, id: string) {
   if (outcome === "id_required") throw new ApiError(400, "session_id_required");
   if (outcome === "step_up") throw reauthenticationRequired(scope.config.stepUpMaxAgeSeconds);
   if (outcome === "not_authorized") throw unauthorized("not_authorized", false);
+  if (outcome === "support") throw supportRefused();
   if (id === token.proof.id) clearSessionCookie(c);
   return c.json({ message: "Session deleted" });
 }

@@ -91,13 +91,23 @@ function riskChangeOf({ type, reason, context }: SessionEventRow) {
   };
 }
 
-/** What a SET of `type` says beyond the time, or null when the event is no such SET. */
+/**
+ * What a SET of `type` says beyond the time, or null when the event is no such SET. CAEP 1.0
+ * has no claim for an actor (RFC 8693 `act` is a token's, not an event's): a support session
+ * is named where every CAEP event may carry text, `reason_admin`, and its opening is an
+ * administrator's act (`initiating_entity`).
+ */
 function detailsOf(event: SessionEventRow, caep: NonNullable<(typeof AS_CAEP)[EventType]>) {
+  const support = event.supportAgent === null ? "" : `support access by ${event.supportAgent}`;
   if (caep.type === SESSION_REVOKED) {
+    const reason = caep.reason ?? event.reason ?? "Ended by the system";
     return {
       initiating_entity: caep.by ?? endedBy(event.reason),
-      reason_admin: { en: caep.reason ?? event.reason ?? "Ended by the system" },
+      reason_admin: { en: support ? `${reason} (${support})` : reason },
     };
+  }
+  if (caep.type === SESSION_ESTABLISHED && support) {
+    return { initiating_entity: "admin", reason_admin: { en: `Opened as ${support}` } };
   }
   if (caep.type === ASSURANCE_LEVEL_CHANGE) {
     const change = levelChangeOf(event);
