@@ -170,6 +170,17 @@ describe("example login worker: the support desk", () => {
       name: "Support access by carol",
       actor: { sub: "carol", reason: "Ticket 4711" },
     });
+    // Support access changes no password (which would end every session of bob's but its own).
+    const password = await env.LOGIN_WORKER.fetch("https://login.example/password", {
+      method: "POST",
+      headers: { Cookie: `__Host-session=${token}`, "Content-Type": "application/json", "User-Agent": CHROME_MAC },
+      body: JSON.stringify({ newPassword: "taken" }),
+    });
+    expect({ status: password.status, body: await password.json() }).toEqual({
+      status: 403,
+      body: { error: "only the user can change the password" },
+    });
+    expect((await login(CHROME_MAC, "wonderland", "bob")).status).toBe(200);
     // Support access opens none, and only agents open any.
     expect((await support(token, { user: "alice", reason: "chained" })).status).toBe(403);
     expect((await support(customer.token, { user: "alice", reason: "not an agent" })).status).toBe(403);

@@ -1,6 +1,7 @@
-import { createExecutionContext } from "cloudflare:test";
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { ConfigError, readConfig } from "../src/domain/config.ts";
 import { MAX_SUPPORT_REASON_LENGTH, SUPPORT_SESSIONS_PER_USER } from "../src/domain/support.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards } from "./d1.ts";
@@ -132,13 +133,15 @@ describe("opening support access", () => {
     const { userId } = await knownUser();
     const counter = countingShards(databases());
     const service = new SessionService(createExecutionContext(), { ...env, ...counter.env });
-    const reasonRule = `TypeError: reason is required: a ticket or a sentence of at most ${MAX_SUPPORT_REASON_LENGTH} characters, without control characters`;
+    const reasonRule = `TypeError: reason is required: a ticket or a sentence of at most ${MAX_SUPPORT_REASON_LENGTH} characters, without control or format characters`;
     const cases: [Record<string, unknown>, string][] = [
       [{ reason: undefined }, reasonRule],
       [{ reason: "" }, reasonRule],
       [{ reason: "   " }, reasonRule],
       [{ reason: "x".repeat(MAX_SUPPORT_REASON_LENGTH + 1) }, reasonRule],
       [{ reason: "Ticket 1\nsee logs" }, reasonRule],
+      // A right-to-left override would show the user another reason than the one given.
+      [{ reason: "Ticket \u202e1174" }, reasonRule],
       [{ reason: 42 }, reasonRule],
       [{ agentId: userId }, "TypeError: agentId must not be the user: support access is by someone else"],
       [{ agentId: "" }, "TypeError: agentId must be a non-empty string"],
@@ -190,6 +193,23 @@ describe("opening support access", () => {
     expect((await call("POST", "/auth/logout", bearer(own.token))).status).toBe(200);
     const support = await open(userId);
     expect(await isLive(support.token)).toBe(true);
+  });
+});
+
+describe("SESSION_SUPPORT_MAX_SECONDS", () => {
+  it("defaults to an hour, takes 60 to 86,400, and never exceeds SESSION_MAX_LIFETIME_SECONDS", () => {
+    expect(readConfig(env).supportMaxSeconds).toBe(3600);
+    expect(readConfig({ ...env, SESSION_SUPPORT_MAX_SECONDS: "900" }).supportMaxSeconds).toBe(900);
+    const short = { ...env, SESSION_MAX_LIFETIME_SECONDS: "1800", SESSION_TTL_SECONDS: "1800" };
+    expect(readConfig(short).supportMaxSeconds).toBe(1800);
+    for (const [value, rule] of [
+      ["59", "SESSION_SUPPORT_MAX_SECONDS must be an integer >= 60"],
+      ["86401", "SESSION_SUPPORT_MAX_SECONDS must be <= 86400"],
+      ["an hour", "SESSION_SUPPORT_MAX_SECONDS must be an integer >= 60"],
+    ])
+      expect(() => readConfig({ ...env, SESSION_SUPPORT_MAX_SECONDS: value as string })).toThrow(
+        new ConfigError(rule as string),
+      );
   });
 });
 
@@ -278,6 +298,59 @@ describe("what a support session may not do", () => {
       CLEARED_COOKIE,
     );
     expect([await isLive(first.token), await isLive(second.token)]).toEqual([false, false]);
+  });
+});
+
+describe("what support access is not", () => {
+  it("a fresh sign-in: authenticate with maxAge never calls it fresh", async () => {
+    const { userId, own } = await knownUser();
+    const support = await open(userId);
+    expect((await exports.SessionService.authenticate(own.token, { maxAge: 3600 }))?.fresh).toBe(true);
+    expect((await exports.SessionService.authenticate(support.token, { maxAge: 3600 }))?.fresh).toBe(false);
+  });
+
+  it("one of the user's sessions: it neither counts toward SESSION_MAX_PER_USER nor is evicted", async () => {
+    const { userId, own } = await knownUser();
+    const support = await open(userId);
+    const capped = new SessionService(createExecutionContext(), { ...env, SESSION_MAX_PER_USER: "2" });
+    const second = await capped.create({ userId, userAgent: "curl/8.5.0" });
+    const third = await capped.create({ userId, userAgent: "curl/8.5.0" });
+    expect(await Promise.all([own, second, third, support].map((session) => isLive(session.token)))).toEqual([
+      false,
+      true,
+      true,
+      true,
+    ]);
+  });
+
+  it("held back by step-up: with step-up on, a support caller still gets 403, not 401 reauthentication_required", async () => {
+    const { userId } = await knownUser();
+    const support = await open(userId);
+    const stepUp = { SESSION_STEP_UP_MAX_AGE_SECONDS: "600" } as Partial<Env>;
+    await expectError(
+      await callWith(stepUp, "DELETE", "/auth/logout?scope=others", bearer(support.token)),
+      403,
+      "support_session_refused",
+    );
+  });
+
+  it("silent on the events queue: every message of its events names the agent", async () => {
+    const { userId } = await knownUser();
+    const ctx = createExecutionContext();
+    const queued = new SessionService(ctx, { ...env, SESSION_EVENTS: env.TEST_EVENTS_QUEUE } as Env);
+    const support = await queued.openSupportSession({ userId, agentId: AGENT, reason: REASON });
+    await waitOnExecutionContext(ctx);
+    const messages = await vi.waitUntil(
+      async () => {
+        const list = (await (await env.EVENTS_CONSUMER.fetch("https://consumer/")).json()) as {
+          body: { sessionId: string; type: string; actor?: unknown };
+        }[];
+        const mine = list.map((message) => message.body).filter((message) => message.sessionId === support.id);
+        return mine.length > 0 ? mine : undefined;
+      },
+      { timeout: 5000, interval: 20 },
+    );
+    expect(messages.map((message) => [message.type, message.actor])).toEqual([["created", { sub: AGENT }]]);
   });
 });
 

@@ -98,7 +98,15 @@ export async function insertSession(
       db
         .select({ id: sessions.id })
         .from(sessions)
-        .where(and(eq(sessions.userId, session.userId), isLive(at), ne(sessions.id, session.id)))
+        // Support access is not the user's: it neither counts toward their cap nor is evicted.
+        .where(
+          and(
+            eq(sessions.userId, session.userId),
+            isLive(at),
+            ne(sessions.id, session.id),
+            isNull(sessions.supportAgent),
+          ),
+        )
         .orderBy(desc(sessions.lastActiveAt), desc(sessions.createdAt), desc(sessions.id))
         // SQLite has no OFFSET without a LIMIT; this one never cuts anything.
         .limit(Number.MAX_SAFE_INTEGER)

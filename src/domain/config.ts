@@ -125,7 +125,8 @@ export function readConfig(vars: ConfigVars): Config {
     eventRetentionDays: wholeNumber("SESSION_EVENTS_RETENTION_DAYS", vars.SESSION_EVENTS_RETENTION_DAYS, 90, 1),
     stepUpMaxAgeSeconds: wholeNumber("SESSION_STEP_UP_MAX_AGE_SECONDS", vars.SESSION_STEP_UP_MAX_AGE_SECONDS, 0, 0),
     boundCookieSeconds: wholeNumber("SESSION_BOUND_COOKIE_SECONDS", vars.SESSION_BOUND_COOKIE_SECONDS, 600, 10),
-    supportMaxSeconds,
+    // Never past the lifetime every session is held to: a short SESSION_MAX_LIFETIME_SECONDS caps it.
+    supportMaxSeconds: Math.min(supportMaxSeconds, maxLifetimeSeconds),
     context: {
       device: policy("SESSION_CONTEXT_DEVICE", vars.SESSION_CONTEXT_DEVICE, DEFAULT_CONTEXT_POLICIES.device),
       network: policy("SESSION_CONTEXT_NETWORK", vars.SESSION_CONTEXT_NETWORK, DEFAULT_CONTEXT_POLICIES.network),

@@ -29,10 +29,10 @@ export function checkSupport(userId: string, agentId: unknown, reason: unknown):
     typeof reason !== "string" ||
     reason.trim() === "" ||
     reason.length > MAX_SUPPORT_REASON_LENGTH ||
-    /\p{Cc}/u.test(reason)
+    /[\p{Cc}\p{Cf}]/u.test(reason)
   )
     throw new TypeError(
-      `reason is required: a ticket or a sentence of at most ${MAX_SUPPORT_REASON_LENGTH} characters, without control characters`,
+      `reason is required: a ticket or a sentence of at most ${MAX_SUPPORT_REASON_LENGTH} characters, without control or format characters`,
     );
   return { sub: agentId, reason };
 }

@@ -906,7 +906,7 @@ export const openApiDocument: OpenApiDocument = {
           name: {
             type: "string",
             description:
-              "Browser and OS parsed from the user agent (`Unknown browser` when it says nothing useful), then ` · ` and the IP when known.",
+              "Browser and OS parsed from the user agent (`Unknown browser` when it says nothing useful), then ` · ` and the IP when known; `Support access by <agent>` for support access (see `actor`).",
           },
           ip_address: { type: "string", description: '`""` when the address was unknown or not an IP.' },
           user_agent: { type: "string", maxLength: MAX_USER_AGENT_LENGTH },

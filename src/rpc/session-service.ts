@@ -37,7 +37,7 @@ export interface AuthenticatedSession {
   /** The factors proved on this session, each with when, oldest first; [] when none were given. */
   factors: AuthProof[];
   assuranceLevel: number | null;
-  /** With `maxAge`: whether `authenticatedAt` is at most that many seconds ago. */
+  /** With `maxAge`: whether `authenticatedAt` is at most that many seconds ago; never for support access. */
   fresh?: boolean;
   /**
    * Present (true) only when the session was used from another device (or network, as
@@ -192,10 +192,11 @@ export class SessionService extends WorkerEntrypoint<Env> {
         factors: proofList(caller.authProofs),
         assuranceLevel: caller.assuranceLevel,
       };
-      if (maxAge !== null)
-        authenticated.fresh = scope.at.now.getTime() - caller.authenticatedAt.getTime() <= maxAge * 1000;
-      if (caller.contextStepUp) authenticated.reauthenticationRequired = true;
       const actor = supportActor(caller);
+      // Support access proves nobody's identity: it is never a recent sign-in of the user.
+      if (maxAge !== null)
+        authenticated.fresh = !actor && scope.at.now.getTime() - caller.authenticatedAt.getTime() <= maxAge * 1000;
+      if (caller.contextStepUp) authenticated.reauthenticationRequired = true;
       if (actor) authenticated.actor = actor;
       return authenticated;
     });

@@ -144,8 +144,10 @@ const app = new Hono<AppEnv>()
       });
       return c.json({ supporting: user, token, expiresAt });
     } catch (error) {
-      // The service's refusals (an unknown user, too many open, a bad reason) say what to fix.
-      return c.json({ error: error instanceof Error ? error.message : String(error) }, 400);
+      // The service's refusals (an unknown user, too many open, a bad reason) say what to fix;
+      // anything else (a database briefly unavailable) is not the agent's to fix.
+      if (!(error instanceof TypeError || error instanceof RangeError)) throw error;
+      return c.json({ error: error.message }, 400);
     }
   })
   .post("/sign-out", async (c) => {
@@ -160,7 +162,9 @@ const app = new Hono<AppEnv>()
   })
   .post("/password", requireSession, jsonStrings("newPassword"), async (c) => {
     const { newPassword } = c.req.valid("json");
-    const { userId, sessionId } = c.var.session;
+    const { userId, sessionId, actor } = c.var.session;
+    // Only the user changes their password: support access sees the account, it does not take it.
+    if (actor) return c.json({ error: "only the user can change the password" }, 403);
     passwords.set(userId, newPassword);
     // Everyone who knew the old password is signed out; this browser stays signed in.
     const { ended } = await c.env.SESSIONS.endUserSessions({

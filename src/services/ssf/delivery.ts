@@ -100,6 +100,9 @@ function riskChangeOf({ type, reason, context }: SessionEventRow) {
 function detailsOf(event: SessionEventRow, caep: NonNullable<(typeof AS_CAEP)[EventType]>) {
   const support = event.supportAgent === null ? "" : `support access by ${event.supportAgent}`;
   if (caep.type === SESSION_REVOKED) {
+    // A support session that ended itself was ended by the agent, an administrator, not the user.
+    if (support && event.actorSessionId === event.sessionId)
+      return { initiating_entity: "admin", reason_admin: { en: `The agent ended ${support}` } };
     const reason = caep.reason ?? event.reason ?? "Ended by the system";
     return {
       initiating_entity: caep.by ?? endedBy(event.reason),
