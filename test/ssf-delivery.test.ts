@@ -88,6 +88,42 @@ const eventOf = (claims: Record<string, unknown>): Record<string, unknown> & { t
 };
 
 describe("each session event becomes a SET", () => {
+  it("support access: its opening is the administrator's, and its end names the agent; ending itself is the agent's act", async () => {
+    const { vars, rpc, login, poll } = await setUp();
+    const userId = newUser();
+    const own = await login(userId);
+    const open = () =>
+      rpc((service) => service.openSupportSession({ userId, agentId: "agent-ada", reason: "Ticket 4711" }));
+    const [first, second] = [await open(), await open()];
+    expect((await callWith(vars, "DELETE", `/auth/sessions/${first.id}`, bearer(own.token))).status).toBe(200);
+    expect((await callWith(vars, "POST", "/auth/logout", bearer(second.token))).status).toBe(200);
+    const sets = (await poll()).map((claims) => [
+      (claims.sub_id as { session: { id: string } }).session.id,
+      eventOf(claims),
+    ]);
+    const of = (id: string) => sets.filter(([session]) => session === id).map(([, event]) => event);
+    expect(of(own.id)).toEqual([expect.not.objectContaining({ initiating_entity: expect.anything() })]);
+    expect(of(first.id)).toEqual([
+      expect.objectContaining({
+        type: ESTABLISHED,
+        initiating_entity: "admin",
+        reason_admin: { en: "Opened as support access by agent-ada" },
+      }),
+      expect.objectContaining({
+        type: REVOKED,
+        initiating_entity: "user",
+        reason_admin: { en: "The user signed this session out from another (support access by agent-ada)" },
+      }),
+    ]);
+    expect(of(second.id).at(-1)).toEqual(
+      expect.objectContaining({
+        type: REVOKED,
+        initiating_entity: "admin",
+        reason_admin: { en: "The agent ended support access by agent-ada" },
+      }),
+    );
+  });
+
   it("a login is session-established; each way a session ends is session-revoked, saying who and why", async () => {
     const { vars, rpc, login, poll } = await setUp({ SESSION_MAX_PER_USER: "3" });
     const userId = newUser();
