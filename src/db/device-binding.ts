@@ -1,5 +1,6 @@
 import { and, eq, isNull, ne, or, sql } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
+import type { Refusal } from "../domain/refusal.ts";
 import { authenticated, tail } from "./authenticated.ts";
 import { moveOf, notMoving, onBucket } from "./buckets.ts";
 import { batchNamed } from "./client.ts";
@@ -25,7 +26,9 @@ export interface Renewal extends Omit<Binding, "challenge"> {
   boundExpiresAt: Date;
 }
 
-export type RegistrationOutcome = "bound" | "already_bound" | "wrong_challenge" | "not_live" | "step_up" | "support";
+export type RegistrationOutcome =
+  | "bound"
+  | Extract<Refusal, "already_bound" | "wrong_challenge" | "not_live" | "step_up" | "support">;
 
 /**
  * Binds the token's live session to the key of a verified proof over the challenge it was

@@ -9,16 +9,17 @@ import {
   endSessionByToken,
   listSessionsByToken,
 } from "../db/sessions.ts";
+import type { Refusal } from "../domain/refusal.ts";
 import { type SessionView, sessionView } from "../domain/session-view.ts";
 import { contextCheck, type Scope, write } from "./scope.ts";
 import type { SessionToken } from "./session-token.ts";
 
 // What a signed-in user does with their own sessions, by the token of one of them: the
 // operations of the HTTP API and SessionService.authenticate. Each is one D1 round trip, in which
-// the token is proven live and the caller's context judged (src/db/client-context.ts); what a
-// refusal means is the door's to say. A session held for step-up by a context change
-// (`step_up`) does nothing but leave: its own logout, or deleting itself. So does a support
-// session (`support`, src/domain/support.ts): it never ends the user's other sessions.
+// the token is proven live and the caller's context judged (src/db/client-context.ts); a refusal
+// is one of src/domain/refusal.ts, and what it means is the door's to say. A session held for
+// step-up by a context change (`step_up`) does nothing but leave: its own logout, or deleting
+// itself. A support session (`support`, src/domain/support.ts) never ends the user's others.
 
 export type { Caller } from "../db/liveness.ts";
 
@@ -27,34 +28,36 @@ export function authenticateToken(scope: Scope, { place, proof }: SessionToken):
   return write(scope, proof.id, (actor) => authenticate(place, proof, scope.at, contextCheck(scope), actor));
 }
 
-/** The user's live sessions; null when the token is not live (its own session is always among them). */
-export async function listOwnSessions(
-  scope: Scope,
-  { place, proof }: SessionToken,
-): Promise<SessionView[] | null | "step_up"> {
+/** The user's live sessions (the caller's own always among them), or why none are listed. */
+export async function listOwnSessions(scope: Scope, { place, proof }: SessionToken): Promise<SessionView[] | Refusal> {
   const { caller, sessions } = await write(scope, proof.id, (actor) =>
     listSessionsByToken(place, proof, scope.at, contextCheck(scope), actor),
   );
-  if (!caller) return null;
+  if (!caller) return "not_live";
   return caller.contextStepUp ? "step_up" : sessions.map(sessionView);
 }
 
-/** The user's security log, newest first; null when the token is not live. */
+/** Whether the token's session is live and free to act (its activity recorded, its context judged). */
+export async function ownSessionState(scope: Scope, token: SessionToken): Promise<"live" | Refusal> {
+  const caller = await authenticateToken(scope, token);
+  if (!caller) return "not_live";
+  return caller.contextStepUp ? "step_up" : "live";
+}
+
+/** The user's security log, newest first, or why it is not given. */
 export async function listOwnEvents(
   scope: Scope,
   { place, proof }: SessionToken,
-): Promise<SessionEventRow[] | null | "step_up"> {
+): Promise<SessionEventRow[] | Refusal> {
   const { caller, events } = await write(scope, proof.id, (actor) =>
     listEvents(place, proof, scope.at, contextCheck(scope), actor),
   );
-  if (!caller) return null;
+  if (!caller) return "not_live";
   return caller.contextStepUp ? "step_up" : events;
 }
 
-export type DeleteOutcome = "deleted" | "invalid_token" | "id_required" | "not_authorized" | "step_up" | "support";
-
-/** Ends the session `id` if it is a live one of the token's user (logged `deleted`). */
-export async function deleteOwnSession(scope: Scope, token: SessionToken, id: string): Promise<DeleteOutcome> {
+/** Ends the session `id` if it is a live one of the token's user (logged `deleted`), or why not. */
+export async function deleteOwnSession(scope: Scope, token: SessionToken, id: string): Promise<"deleted" | Refusal> {
   const { shards, at } = scope;
   const { place, proof } = token;
   // A session of the caller's user lives in the caller's database, so an id naming another
@@ -62,47 +65,42 @@ export async function deleteOwnSession(scope: Scope, token: SessionToken, id: st
   if (id.trim() === "" || shards.forSession(id)?.binding !== place.binding) {
     // Nothing to delete, but authentication still comes first (the caller learns nothing).
     const caller = await authenticateToken(scope, token);
-    if (!caller) return "invalid_token";
+    if (!caller) return "not_live";
     if (caller.contextStepUp) return "step_up";
     if (id.trim() === "") return "id_required";
-    return caller.supportAgent === null ? "not_authorized" : "support";
+    return caller.supportAgent === null ? "not_yours" : "support";
   }
   const { proven, deleted, caller } = await write(scope, proof.id, (actor) =>
     deleteSession(place, proof, id, actor, at, contextCheck(scope)),
   );
-  if (!proven) return "invalid_token";
+  if (!proven) return "not_live";
   if (deleted) return "deleted";
   if (caller?.supportAgent) return "support";
-  return caller?.contextStepUp || isStale(caller, at) ? "step_up" : "not_authorized";
+  return caller?.contextStepUp || isStale(caller, at) ? "step_up" : "not_yours";
 }
 
-/** Ends the token's own session (logged `logout`); false when it was not live. Never judged: a user can always leave. */
-export function endOwnSession(scope: Scope, { place, proof }: SessionToken): Promise<boolean> {
-  return write(scope, proof.id, (actor) => endSessionByToken(place, proof, actor, scope.at));
+/** Ends the token's own session (logged `logout`). Never judged: a user can always leave. */
+export async function endOwnSession(scope: Scope, { place, proof }: SessionToken): Promise<"ended" | "not_live"> {
+  const ended = await write(scope, proof.id, (actor) => endSessionByToken(place, proof, actor, scope.at));
+  return ended ? "ended" : "not_live";
 }
 
 /** Ends every live session of the token's user (logged `logout_all`): how many, or why none was. */
-export async function endAllOwnSessions(
-  scope: Scope,
-  { place, proof }: SessionToken,
-): Promise<number | "invalid_token" | "step_up" | "support"> {
+export async function endAllOwnSessions(scope: Scope, { place, proof }: SessionToken): Promise<number | Refusal> {
   const { proven, ended, caller } = await write(scope, proof.id, (actor) =>
     endAllSessionsByToken(place, proof, actor, scope.at, contextCheck(scope)),
   );
-  if (!proven) return "invalid_token";
+  if (!proven) return "not_live";
   if (caller?.supportAgent) return "support";
   return caller?.contextStepUp ? "step_up" : ended;
 }
 
 /** Ends the user's other live sessions (logged `logout_others`): how many, or why none was. */
-export async function endOtherOwnSessions(
-  scope: Scope,
-  { place, proof }: SessionToken,
-): Promise<number | "invalid_token" | "step_up" | "support"> {
+export async function endOtherOwnSessions(scope: Scope, { place, proof }: SessionToken): Promise<number | Refusal> {
   const { proven, ended, caller } = await write(scope, proof.id, (actor) =>
     endOtherSessionsByToken(place, proof, actor, scope.at, contextCheck(scope)),
   );
-  if (!proven) return "invalid_token";
+  if (!proven) return "not_live";
   if (caller?.supportAgent) return "support";
   return caller?.contextStepUp || isStale(caller, scope.at) ? "step_up" : ended;
 }

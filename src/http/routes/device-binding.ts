@@ -14,16 +14,15 @@ import type { AppEnv } from "../context.ts";
 import { clearBoundCookie, clearCarriedCookie, setBoundCookie } from "../cookie.ts";
 import { readCookieCredential } from "../credentials.ts";
 import { rejectCrossSite } from "../csrf.ts";
-import { ApiError, reauthenticationRequired, supportRefused, unauthorized } from "../errors.ts";
+import { ApiError, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
+import { invalidProof, refused } from "../refusals.ts";
 
 // The two endpoints a DBSC browser calls on its own (src/domain/device-binding.ts): registration,
 // right after a device-bound login (whose response set the first bound cookie), and refresh,
 // whenever the bound cookie is missing. Both are authenticated by the session cookie alone
 // (the bound cookie is what refresh renews), each is one D1 round trip, and neither counts as
 // the user's activity.
-
-const invalidProof = () => new ApiError(400, "device_proof_invalid", { authFailure: true });
 
 /** The answer that keeps the browser's session going: instructions, the next challenge (and a new bound cookie). */
 function bound(c: Context<AppEnv>, sessionId: string, key: PublicKey, next: string, secret: string | null) {
@@ -53,11 +52,7 @@ export const deviceBindingRoutes = new Hono<AppEnv>()
     if (!proof) throw invalidProof();
     c.set("token", credential);
     const { outcome, nextChallenge } = await registerDevice(c.var.scope, credential, proof);
-    if (outcome === "not_live") throw unauthorized("invalid_token", true);
-    if (outcome === "step_up") throw reauthenticationRequired(c.var.scope.config.stepUpMaxAgeSeconds);
-    if (outcome === "already_bound") throw new ApiError(409, "device_already_bound");
-    if (outcome === "support") throw supportRefused();
-    if (outcome === "wrong_challenge") throw invalidProof();
+    if (outcome !== "bound") throw refused(c, outcome);
     return bound(c, credential.proof.id, proof.key, nextChallenge, null);
   })
   .post("/refresh", async (c) => {

@@ -1,10 +1,11 @@
 import type { ContextChange } from "../../domain/client-context.ts";
 import type { EventType } from "../../domain/events.ts";
+import { isRefusal } from "../../domain/refusal.ts";
 import { listOwnEvents } from "../../services/own-sessions.ts";
 import type { AppEnv } from "../context.ts";
-import { reauthenticationRequired, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { requireToken } from "../middleware/auth.ts";
+import { refused } from "../refusals.ts";
 
 export interface EventView {
   id: number;
@@ -25,8 +26,7 @@ export interface EventView {
 /** The caller's security log: sessions created and ended, newest first, bounded. */
 export const eventsRoutes = new Hono<AppEnv>().get("/", requireToken, async (c) => {
   const events = await listOwnEvents(c.var.scope, c.var.token);
-  if (!events) throw unauthorized("invalid_token", true);
-  if (events === "step_up") throw reauthenticationRequired(c.var.scope.config.stepUpMaxAgeSeconds);
+  if (isRefusal(events)) throw refused(c, events);
   const views: EventView[] = events.map((event) => ({
     id: event.id,
     type: event.type,
