@@ -22,8 +22,8 @@ export const DEFAULT_REGION = "default";
 /** Names of regions other than the default: they are written into the ids as they are. */
 export const REGION_PATTERN = /^[a-z]{2}$/;
 
-/** Every id this service issues. */
-const SESSION_ID_PATTERN = /^([a-z]{2})?([A-Za-z0-9_-]{2})[A-Za-z0-9_-]{22}$/;
+/** Every session id this service issues: [region] bucket random. The OpenAPI document's SessionId too. */
+export const SESSION_ID_PATTERN = new RegExp(`^([a-z]{2})?([A-Za-z0-9_-]{2})[A-Za-z0-9_-]{${RANDOM_LENGTH}}$`);
 const CREDENTIAL_ID_PATTERN = new RegExp(`^[A-Za-z0-9_-]{${RANDOM_LENGTH}}$`);
 const SECRET_PATTERN = new RegExp(`^[A-Za-z0-9_-]{${SECRET_LENGTH}}$`);
 const LONGEST_ID = 2 + 2 + RANDOM_LENGTH;

@@ -42,12 +42,14 @@ export const STREAMS_PATH = "/ssf/streams";
 /** Where a poll stream's SETs are fetched from: this, then the stream id (unique per stream). */
 export const POLL_PATH = "/ssf/streams/poll";
 
-const MAX_EVENT_TYPES = 32;
-const MAX_URI_LENGTH = 256;
-const MAX_DESCRIPTION_LENGTH = 256;
-const MAX_AUTHORIZATION_LENGTH = 1024;
-const MAX_STATE_LENGTH = 256;
-const MAX_STATUS_REASON_LENGTH = 256;
+// What a management request may carry: checked here, and what the OpenAPI document states.
+export const MAX_STREAM_ID_LENGTH = 64;
+export const MAX_EVENT_TYPES = 32;
+export const MAX_URI_LENGTH = 256;
+export const MAX_DESCRIPTION_LENGTH = 256;
+export const MAX_AUTHORIZATION_LENGTH = 1024;
+export const MAX_STATE_LENGTH = 256;
+export const MAX_STATUS_REASON_LENGTH = 256;
 
 /** Why a request to the management API is refused: each is an error code of the API (400). */
 export type RefusalCode = "invalid_request_body" | "invalid_delivery" | "invalid_subject";
@@ -102,7 +104,7 @@ export function jsonObject(text: string): Json {
 
 /** The `stream_id` member (or query parameter) every call but create names. */
 export function streamIdOf(value: unknown): string {
-  return isText(value, 64) ? value : refuse();
+  return isText(value, MAX_STREAM_ID_LENGTH) ? value : refuse();
 }
 
 /** events_delivered: the requested types this transmitter supports, in the order of EVENTS_SUPPORTED. */
