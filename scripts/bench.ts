@@ -12,7 +12,7 @@
 //    - seeding: rows built by `buildSession` (src/services/issue-session.ts, the issuing code of
 //      SessionService.create) and inserted in batches, each with its `created` event.
 // 3. Load: the service and the bare worker (scripts/bench-bare/) on wrangler's dev server
-//    (scripts/local-server.ts), autocannon with CONNECTIONS connections, AMOUNT requests per
+//    (dev/local-server.ts), autocannon with CONNECTIONS connections, AMOUNT requests per
 //    row, REPETITIONS interleaved repetitions; medians. Each destructive request has its own
 //    session; a logout-all its own user holding exactly N.
 // 4. The worker's own time: scripts/bench-own/ runs the bare worker's and the service's
@@ -27,6 +27,7 @@ import { fileURLToPath } from "node:url";
 import { getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import { getPlatformProxy } from "wrangler";
+import { migrateLocal, startLocalServer } from "../dev/local-server.ts";
 import { wrapD1 } from "../src/db/d1.ts";
 import { listEvents } from "../src/db/events.ts";
 import { ACTIVITY_WRITE_INTERVAL_MS, type TokenProof } from "../src/db/liveness.ts";
@@ -48,7 +49,6 @@ import { buildSession, issueSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
 import type { Operation } from "./bench-own/index.ts";
 import { GZIP_BUDGET_BYTES, measureBundle } from "./bundle-size.ts";
-import { migrateLocal, startLocalServer } from "./local-server.ts";
 
 const CONNECTIONS = 10;
 const AMOUNT = 200;

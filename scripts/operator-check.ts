@@ -18,15 +18,15 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
+import { DEMO_SERVER_FILE, type DevServer } from "../dev/dev-server.ts";
+import { gatewayCall, type LocalProject, openLocalProject } from "../dev/local-d1.ts";
+import { freePort, type NpmStart, startNpmStart } from "../dev/npm-start.ts";
 import { bucketOf, openShards } from "../src/db/shards.ts";
 import { BucketMoving } from "../src/domain/errors.ts";
 import { bucketKey } from "../src/domain/token.ts";
 import { issueSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
 import { issueReceiver, receiversOf } from "../src/services/ssf/receivers.ts";
-import { DEMO_SERVER_FILE, type DevServer } from "./dev-server.ts";
-import { gatewayCall, type LocalProject, openLocalProject } from "./local-d1.ts";
-import { freePort, type NpmStart, startNpmStart } from "./npm-start.ts";
 import { parseOptions, refuse } from "./options.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");

@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { createRemoteJWKSet, exportJWK, generateKeyPair, jwtVerify, SignJWT } from "jose";
-import { freePort, startNpmStart } from "./npm-start.ts";
+import { freePort, startNpmStart } from "../dev/npm-start.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
 const REVOKED = "https://schemas.openid.net/secevent/caep/event-type/session-revoked";
