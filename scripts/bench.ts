@@ -47,8 +47,8 @@ import { readConfig } from "../src/domain/config.ts";
 import { DEFAULT_REGION, hashSecret, type Placement } from "../src/domain/token.ts";
 import { buildSession, issueSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
+import { GZIP_BUDGET_BYTES, measureBundle } from "../test/checks/bundle-size.ts";
 import type { Operation } from "./bench-own/index.ts";
-import { GZIP_BUDGET_BYTES, measureBundle } from "./bundle-size.ts";
 
 const CONNECTIONS = 10;
 const AMOUNT = 200;
