@@ -3,7 +3,7 @@
 //   npm run bench                 # measure; Markdown to stdout, progress to stderr
 //   npm run bench -- --write      # ...and put it into BENCHMARKS.md (only when the run had no problem)
 //
-// 1. Bundle: `wrangler deploy --dry-run` (scripts/bundle-size.ts).
+// 1. Bundle: `wrangler deploy --dry-run` (test/checks/bundle-size.ts).
 // 2. A fresh local D1 in a temp dir; on it, through getPlatformProxy's D1 binding:
 //    - the cost of each operation: the statements (src/db/sessions.ts, src/db/events.ts) the routes call,
 //      on users holding 1, 10 and 100 sessions, summing D1's own `meta` (rows_read,
@@ -11,11 +11,11 @@
 //      once the table holds every seeded session (>= 200,000);
 //    - seeding: rows built by `buildSession` (src/services/issue-session.ts, the issuing code of
 //      SessionService.create) and inserted in batches, each with its `created` event.
-// 3. Load: the service and the bare worker (scripts/bench-bare/) on wrangler's dev server
+// 3. Load: the service and the bare worker (bench/bare/) on wrangler's dev server
 //    (dev/local-server.ts), autocannon with CONNECTIONS connections, AMOUNT requests per
 //    row, REPETITIONS interleaved repetitions; medians. Each destructive request has its own
 //    session; a logout-all its own user holding exactly N.
-// 4. The worker's own time: scripts/bench-own/ runs the bare worker's and the service's
+// 4. The worker's own time: bench/own/ runs the bare worker's and the service's
 //    `fetch` in a loop inside workerd, on the no-database paths, with no dev server per call.
 // Exits 1 when a request got an unexpected status, or the worker logged anything (it logs
 // only 5xx and retried D1 calls), or an operation's rows read grew with the table.
@@ -48,7 +48,7 @@ import { DEFAULT_REGION, hashSecret, type Placement } from "../src/domain/token.
 import { buildSession, issueSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
 import { GZIP_BUDGET_BYTES, measureBundle } from "../test/checks/bundle-size.ts";
-import type { Operation } from "./bench-own/index.ts";
+import type { Operation } from "./own/index.ts";
 
 const CONNECTIONS = 10;
 const AMOUNT = 200;
@@ -206,7 +206,7 @@ interface Meta {
 
 /**
  * A D1 binding that adds up the meta of every result that passes through it, and keeps each
- * round trip's answer (for the own-time loop, which replays them: scripts/bench-own/).
+ * round trip's answer (for the own-time loop, which replays them: bench/own/).
  */
 function meteredD1(d1: D1Database) {
   const total: Meta = { rowsRead: 0, rowsWritten: 0, duration: 0, statements: 0, changedDb: false };
@@ -589,7 +589,7 @@ async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): 
 }
 
 // ---------------------------------------------------------------------------------------
-// The worker's own time per request: scripts/bench-own/ calls `fetch` of the bare worker or
+// The worker's own time per request: bench/own/ calls `fetch` of the bare worker or
 // of the service's app OWN_LOOP times inside workerd, for one request of the client's, which
 // times it. No dev server, proxy or HTTP per call: the CPU time a request of the worker costs,
 // which is what production bills, against what the harness costs around it.
@@ -620,7 +620,7 @@ const OWN_OPERATION_REPETITIONS = 3;
 
 /**
  * The worker's CPU per operation, µs by `${key} ${n}`: the operation's request (or RPC call)
- * in the own-time loop, its D1 answers replayed from the cost phase (scripts/bench-own/).
+ * in the own-time loop, its D1 answers replayed from the cost phase (bench/own/).
  */
 async function operationTimes(base: URL, costs: Cost[]): Promise<Map<string, number>> {
   const once = async (cost: Cost) => {
@@ -807,8 +807,8 @@ async function main(): Promise<void> {
     // No network here: the dev server's fetch of a `request.cf` template would only fail noisily.
     process.env.CLOUDFLARE_CF_FETCH_ENABLED = "false";
     const logged: string[] = [];
-    const bareConfig = join(PROJECT, "scripts", "bench-bare", "wrangler.toml");
-    const ownConfig = join(PROJECT, "scripts", "bench-own", "wrangler.toml");
+    const bareConfig = join(PROJECT, "bench", "bare", "wrangler.toml");
+    const ownConfig = join(PROJECT, "bench", "own", "wrangler.toml");
     const [service, bare, ownLoop] = await Promise.all([
       startLocalServer({
         migrate: false,
