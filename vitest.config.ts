@@ -1,6 +1,6 @@
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 import { LOGIN_WORKER_BUILD } from "./test/global-setup.ts";
 
 // Auxiliary workers cannot read a wrangler.toml, so they are described here. The pool names
@@ -53,8 +53,10 @@ export default defineConfig(async () => {
     ],
     test: {
       name,
-      // test/browser/ is Playwright's (npm run test:browser).
+      // test/browser/ is Playwright's (npm run test:browser); test/checks/ are node scripts run
+      // by npm (walkthrough, check:operator, docs:check…), never by Vitest, whatever their name.
       include: ["test/**/*.test.ts"],
+      exclude: [...configDefaults.exclude, "test/checks/**"],
       setupFiles: ["./test/setup.ts"],
       // The worker logs a JSON line per request; show logs only for failing tests.
       silent: "passed-only" as const,

@@ -10,11 +10,12 @@
 //   npm run --silent session:end -- --agent <agentId> [--reason <reason>]   (every support session of the agent)
 //   npm run --silent session:support -- --user <userId> --agent <agentId> --reason <ticket> [--ttl <seconds>] [--region <region>]
 // Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`).
+
+import { answerOnLocalProject } from "../dev/local-d1.ts";
 import { SESSION_CARRIERS, type SessionCarrier } from "../src/domain/carrier.ts";
 import { issueSession, openSupportSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
 import { endSession, endSupportSessions, endUserSessions, listUserSessions } from "../src/services/user-sessions.ts";
-import { answerOnLocalProject } from "./local-d1.ts";
 import { parseOptions, refuse } from "./options.ts";
 
 const USAGE: Record<string, string> = {

@@ -1,12 +1,12 @@
 // How evenly users spread over databases, with the worker's own placement code
-// (src/db/shards.ts): places synthetic user ids (`user-1` … `user-<N>`) in buckets, maps
-// the buckets in equal ranges onto 4, 16 and 64 databases, and prints users per database
-// (max/mean, min/mean). Usage: npm run shards:balance [-- --users 10000000]
+// (src/db/shards.ts, asked through src/services/placement.ts): places synthetic user ids
+// (`user-1` … `user-<N>`) in buckets, maps the buckets in equal ranges onto 4, 16 and 64
+// databases, and prints users per database (max/mean, min/mean). Usage: npm run shards:balance [-- --users 10000000]
 // The worker hashes with crypto.subtle; in bulk node:crypto's SHA-256 is ~20x faster, so the
 // ids are hashed with it, and the first 10,000 are checked to land where the worker puts them.
 import { createHash } from "node:crypto";
-import { bindingOf, bucketOf, bucketOfDigest, parseShardMap } from "../src/db/shards.ts";
 import { BUCKET_COUNT } from "../src/domain/token.ts";
+import { bindingsByBucket, bucketOf, bucketOfDigest } from "../src/services/placement.ts";
 import { parseOptions, refuse } from "./options.ts";
 
 const USAGE = "usage: npm run shards:balance [-- --users <count>]";
@@ -40,10 +40,10 @@ console.log("");
 console.log("| databases | users per database (mean) | max | min | max/mean | min/mean |");
 console.log("|---|---|---|---|---|---|");
 for (const count of [4, 16, 64]) {
-  const map = parseShardMap(evenMap(count));
+  const bindings = bindingsByBucket(evenMap(count));
   const perDatabase = new Map<string, number>();
   perBucket.forEach((n, bucket) => {
-    const binding = bindingOf(map, { region: "default", bucket }) as string;
+    const binding = bindings[bucket] as string;
     perDatabase.set(binding, (perDatabase.get(binding) ?? 0) + n);
   });
   const loads = [...perDatabase.values()];

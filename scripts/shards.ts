@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { getPlatformProxy, unstable_readConfig } from "wrangler";
+import { devServerOf } from "../dev/dev-server.ts";
 import {
   finishMoving,
   type MoveAsked,
@@ -22,7 +23,6 @@ import {
   moveBucketRange,
   shardBindingsOf,
 } from "../src/services/moves.ts";
-import { devServerOf } from "./dev-server.ts";
 import { parseOptions, refuse } from "./options.ts";
 
 const PROJECT = fileURLToPath(new URL("..", import.meta.url));
@@ -70,7 +70,7 @@ function wrangler(args: string[], interactive: boolean): Promise<{ code: number;
  */
 async function runningServer(env: string | undefined) {
   if (!devServerOf(env)) return null;
-  const { throughRunningServer } = await import("./local-d1.ts");
+  const { throughRunningServer } = await import("../dev/local-d1.ts");
   return throughRunningServer(env);
 }
 
@@ -186,7 +186,7 @@ async function openMover(env: string | undefined, location: "local" | "remote"):
   const bindings = config.d1_databases.map((database: { binding: string }) => database.binding);
   if (location === "local") {
     // Imported here: node:sqlite would warn on every `npm start` that imports this file.
-    const { openLocalProject, operatorCall } = await import("./local-d1.ts");
+    const { openLocalProject, operatorCall } = await import("../dev/local-d1.ts");
     const project = await openLocalProject(env);
     const close = async () => project.close();
     const { server } = project;

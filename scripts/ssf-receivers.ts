@@ -4,9 +4,10 @@
 //   npm run --silent ssf:receivers -- list                                    never a secret
 //   npm run --silent ssf:receivers -- revoke --id <receiverId>                its streams are disabled
 // Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`).
+
+import { answerOnLocalProject } from "../dev/local-d1.ts";
 import { openScope } from "../src/services/scope.ts";
 import { issueReceiver, receiversOf, revokeReceiverCredential } from "../src/services/ssf/receivers.ts";
-import { answerOnLocalProject } from "./local-d1.ts";
 import { parseOptions, refuse } from "./options.ts";
 
 const USAGE = `usage: npm run --silent ssf:receivers -- issue --name <name> --audience <aud> [--env <env>]

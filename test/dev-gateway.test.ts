@@ -1,11 +1,11 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import devWorker from "../scripts/dev-worker.ts";
+import devWorker from "../dev/dev-worker.ts";
 import { bucketOf } from "../src/db/shards.ts";
 import { isLive, issue, newUser, shardBindings } from "./helpers.ts";
 
-// The operator gateway `npm start` serves (scripts/dev-worker.ts): the operator commands'
+// The operator gateway `npm start` serves (dev/dev-worker.ts): the operator commands'
 // way to the local D1 while the server holds it. Never deployed; still refuses strangers.
 
 const TOKEN = "operator-test-token";

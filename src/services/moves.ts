@@ -4,7 +4,7 @@ import { parseShardMap } from "../db/shards.ts";
 
 // The operator's `shards:move` (scripts/shards.ts) on the databases it is given: the local
 // SQLite files, Cloudflare's through wrangler's remote bindings, or, while `npm start`
-// serves, the server's own D1 inside its operator gateway (scripts/dev-worker.ts), where a
+// serves, the server's own D1 inside its operator gateway (dev/dev-worker.ts), where a
 // step costs the command no round trip of its own.
 
 export { type MovePart, MoveRefused, type MoveReport };

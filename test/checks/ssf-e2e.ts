@@ -18,9 +18,9 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { createRemoteJWKSet, exportJWK, generateKeyPair, jwtVerify, SignJWT } from "jose";
-import { freePort, startNpmStart } from "./npm-start.ts";
+import { freePort, startNpmStart } from "../../dev/npm-start.ts";
 
-const ROOT = path.join(import.meta.dirname, "..");
+const ROOT = path.join(import.meta.dirname, "..", "..");
 const REVOKED = "https://schemas.openid.net/secevent/caep/event-type/session-revoked";
 const ACCOUNT_DISABLED = "https://schemas.openid.net/secevent/risc/event-type/account-disabled";
 const UPSTREAM = { issuer: "https://idp.e2e.example", name: "e2e-idp" };

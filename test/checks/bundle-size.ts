@@ -1,7 +1,7 @@
 // Measures the worker bundle exactly as `wrangler deploy` would upload it (wrangler.toml has
 // `minify = true`), without deploying: `wrangler deploy --dry-run --outdir <temp dir>`.
 // Prints the minified and gzip (level 9) sizes and fails when gzip exceeds the budget.
-//   npm run size            (node scripts/bundle-size.ts)
+//   npm run size            (node test/checks/bundle-size.ts)
 // `measureBundle()` is reused by `npm run bench`.
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -25,7 +25,7 @@ export interface BundleSize {
   modules: { name: string; minifiedBytes: number; gzipBytes: number }[];
 }
 
-const PROJECT = fileURLToPath(new URL("..", import.meta.url));
+const PROJECT = fileURLToPath(new URL("../..", import.meta.url));
 // Files in --outdir that are not uploaded as modules.
 const NOT_A_MODULE = /(\.map|^README\.md)$/;
 
@@ -87,7 +87,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       console.error(
         `bundle-size: the gzip size ${formatBytes(size.gzipBytes)} exceeds the budget ${formatBytes(GZIP_BUDGET_BYTES)} ` +
           `by ${(size.gzipBytes - GZIP_BUDGET_BYTES).toLocaleString("en-US")} B. Shrink the bundle, or raise ` +
-          "GZIP_BUDGET_BYTES in scripts/bundle-size.ts on purpose, with the new measurement.",
+          "GZIP_BUDGET_BYTES in test/checks/bundle-size.ts on purpose, with the new measurement.",
       );
       process.exitCode = 1;
     } else {

@@ -1,5 +1,5 @@
 // `npm start` as a user runs it, for the checks that drive it from outside (the README's tour in
-// scripts/check-docs.ts, the operator check): its own loopback port and state directory, in a
+// test/checks/check-docs.ts, the operator check): its own loopback port and state directory, in a
 // process group of its own so that stopping it stops wrangler and workerd too.
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";

@@ -9,16 +9,16 @@
 // the environment instead: SESSION_BOUND_COOKIE_SECONDS=130 npm run demo
 // While it runs the operator commands (session:*, db:*, shards:move) work on the demo's
 // database, as on npm start's: the service runs with the operator gateway
-// (scripts/dev-worker.ts), the first worker passes /__operator/* to it
-// (scripts/demo-worker.ts), and .wrangler/demo/dev-server.json says where, with its token and,
+// (dev/dev-worker.ts), the first worker passes /__operator/* to it
+// (dev/demo-worker.ts), and .wrangler/demo/dev-server.json says where, with its token and,
 // over https, the certificate to trust. The token reaches the service in a file only this
 // user can read, never on a command line.
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parse } from "smol-toml";
+import { applyMigrations } from "../scripts/shards.ts";
 import { announceDevServer, DEMO_SERVER_FILE, localVarsFiles, writePrivate } from "./dev-server.ts";
-import { applyMigrations } from "./shards.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
 const STATE = path.dirname(DEMO_SERVER_FILE);
@@ -33,7 +33,7 @@ interface ServiceToml {
 }
 
 /**
- * wrangler.toml's top level as the demo's service: scripts/dev-worker.ts (the service and its
+ * wrangler.toml's top level as the demo's service: dev/dev-worker.ts (the service and its
  * operator gateway), its vars overridden by SESSION_* from the environment, paths made absolute.
  */
 function serviceConfig(): string {
@@ -42,7 +42,7 @@ function serviceConfig(): string {
   const { env: _environments, ...config } = parse(toml) as unknown as ServiceToml;
   const derived = {
     ...config,
-    main: path.join(ROOT, "scripts", "dev-worker.ts"),
+    main: path.join(ROOT, "dev", "dev-worker.ts"),
     vars: { ...config.vars, ...Object.fromEntries(overrides) },
     d1_databases: config.d1_databases.map((database) => ({
       ...database,
@@ -70,7 +70,7 @@ writePrivate(SECRETS, [...localVars, `OPERATOR_TOKEN=${server.token}\n`].join("\
 const dev = spawn(
   "npx",
   [
-    ...["wrangler", "dev", "scripts/demo-worker.ts"],
+    ...["wrangler", "dev", "dev/demo-worker.ts"],
     ...["--config", "examples/login-worker/wrangler.toml", "--config", serviceConfig()],
     ...["--persist-to", STATE],
     ...args,

@@ -1,7 +1,7 @@
 // The README's curl tour and docs/operating.md's operator commands, run by a client generated
 // from the OpenAPI document (openapi-typescript → dist/openapi-types.ts, then openapi-fetch)
 // through Prism's validating proxy (`prism proxy --errors`) in front of a local server
-// (scripts/local-server.ts).
+// (dev/local-server.ts).
 // Prism turns any request or response that disagrees with the document into a 500 with an
 // `sl-violations` header; that, an unexpected status or a body missing what the documents
 // show fails the run. One call goes to the server directly: Prism answers a method the
@@ -10,16 +10,16 @@
 //   npm run walkthrough                     (writes dist/openapi.json first)
 //   npm run walkthrough -- --env sharded    (the same on the four databases of that environment:
 //                                           the server and every operator command get --env)
-//   OPENAPI_DOCUMENT=<file> node scripts/walkthrough.ts    (check against another document)
+//   OPENAPI_DOCUMENT=<file> node test/checks/walkthrough.ts    (check against another document)
 import { execFile, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { parseArgs, promisify, stripVTControlCharacters } from "node:util";
 import createClient from "openapi-fetch";
-import type { paths } from "../dist/openapi-types.ts";
-import { bucketOf } from "../src/db/shards.ts";
-import { bucketKey, DEFAULT_REGION } from "../src/domain/token.ts";
-import { validateResponse } from "../test/openapi.ts";
-import { startLocalServer } from "./local-server.ts";
+import { startLocalServer } from "../../dev/local-server.ts";
+import type { paths } from "../../dist/openapi-types.ts";
+import { bucketOf } from "../../src/db/shards.ts";
+import { bucketKey, DEFAULT_REGION } from "../../src/domain/token.ts";
+import { validateResponse } from "../openapi.ts";
 
 const DOCUMENT = process.env.OPENAPI_DOCUMENT ?? "dist/openapi.json";
 const { env } = parseArgs({ options: { env: { type: "string" } } }).values;

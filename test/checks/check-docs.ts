@@ -21,11 +21,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs, promisify } from "node:util";
 import { parse as parseToml } from "smol-toml";
-import { STATEMENTS } from "../test/statement-counts.ts";
-import { DEV_SERVER_FILE, type DevServer } from "./dev-server.ts";
-import { freePort, startNpmStart } from "./npm-start.ts";
+import { DEV_SERVER_FILE, type DevServer } from "../../dev/dev-server.ts";
+import { freePort, startNpmStart } from "../../dev/npm-start.ts";
+import { STATEMENTS } from "../statement-counts.ts";
 
-const ROOT = path.join(import.meta.dirname, "..");
+const ROOT = path.join(import.meta.dirname, "..", "..");
 const { "no-tour": noTour } = parseArgs({ options: { "no-tour": { type: "boolean" } } }).values;
 const problems: string[] = [];
 

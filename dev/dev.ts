@@ -1,5 +1,5 @@
 // `npm start` / `npm run dev`: applies migrations to every local database of the chosen
-// environment, then runs `wrangler dev` with the same arguments on scripts/dev-worker.ts
+// environment, then runs `wrangler dev` with the same arguments on dev/dev-worker.ts
 // (the service plus the operator gateway the commands write through), e.g.
 //   npm start -- --port 8788          npm start -- --env sharded
 //   npm start -- --local-protocol https     (a certificate made here, or --https-key-path and --https-cert-path)
@@ -10,8 +10,8 @@
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { applyMigrations, envOf } from "../scripts/shards.ts";
 import { announceDevServer, DEV_SERVER_FILE, localVarsFiles, optionOf, writePrivate } from "./dev-server.ts";
-import { applyMigrations, envOf } from "./shards.ts";
 
 const STATE = path.dirname(DEV_SERVER_FILE);
 const args = process.argv.slice(2);
@@ -31,7 +31,7 @@ const { server, wranglerEnv, forget } = await announceDevServer({
 // Push streams may point at a receiver on this machine (http, loopback): development only.
 const devKeys = path.join(STATE, "ssf-dev-keys.json");
 if (!existsSync(devKeys)) {
-  const keys = execFileSync(process.execPath, [path.join(import.meta.dirname, "ssf-keys.ts"), "new"]);
+  const keys = execFileSync(process.execPath, [path.join(import.meta.dirname, "..", "scripts", "ssf-keys.ts"), "new"]);
   writeFileSync(devKeys, keys, { mode: 0o600 });
 }
 // Single quotes: dotenv takes the JSON as it is.
@@ -45,7 +45,7 @@ const vars = [
     file,
   ]),
 ];
-const dev = spawn("npx", ["wrangler", "dev", "scripts/dev-worker.ts", ...vars, ...args], {
+const dev = spawn("npx", ["wrangler", "dev", "dev/dev-worker.ts", ...vars, ...args], {
   stdio: "inherit",
   // Wrangler reads no --env-file when CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV is "false" in the caller's environment.
   env: { ...process.env, CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV: "true", ...wranglerEnv },

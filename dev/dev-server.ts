@@ -1,5 +1,5 @@
-// Where a running `npm start` or `npm run demo` says it serves: written by scripts/dev.ts and
-// scripts/demo.ts, read by the operator commands (scripts/local-d1.ts) to go through its
+// Where a running `npm start` or `npm run demo` says it serves: written by dev/dev.ts and
+// dev/demo.ts, read by the operator commands (dev/local-d1.ts) to go through its
 // gateway instead of the files it holds. No node:sqlite here, so `npm start` itself loads none.
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -13,7 +13,7 @@ export interface DevServer {
   /** The wrangler environment it serves; null for the top level. */
   env: string | null;
   url: string;
-  /** The operator gateway's bearer token (scripts/dev-worker.ts). */
+  /** The operator gateway's bearer token (dev/dev-worker.ts). */
   token: string;
   /** Over https: the certificate it serves (PEM), trusted for this server alone. */
   ca?: string;

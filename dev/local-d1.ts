@@ -1,7 +1,7 @@
 // Opens the local D1 that `npm start` (wrangler dev) serves, for the operator commands, in
 // tens of milliseconds, behind the few D1 methods Drizzle's D1 driver calls:
 // - while `npm start` (or `npm run demo`, on its own database) serves the environment, through
-//   its operator gateway (scripts/dev-worker.ts): workerd holds the SQLite files then, and a
+//   its operator gateway (dev/dev-worker.ts): workerd holds the SQLite files then, and a
 //   second writer would make the server's own requests fail with "database is locked";
 // - otherwise the SQLite file wrangler keeps under .wrangler/state, opened with node:sqlite.
 // Importing wrangler (for getPlatformProxy) alone takes over a second, and its local D1 is a
@@ -227,7 +227,7 @@ async function serverVars(server: DevServer): Promise<Record<string, string>> {
   }
 }
 
-/** A POST to the server's operator gateway (scripts/dev-worker.ts): its result, or its error thrown. */
+/** A POST to the server's operator gateway (dev/dev-worker.ts): its result, or its error thrown. */
 export async function operatorCall<T>(server: DevServer, path: string, body: object = {}): Promise<T> {
   const { status, body: answer } = await gatewayCall(server, path, body);
   const { result, error } = answer as { result?: T; error?: string };
@@ -283,7 +283,7 @@ export async function answerOnLocalProject(
 /**
  * Every local D1 of the wrangler environment (`env` undefined: the top level) and its vars,
  * as `npm start` sees them. While `npm start` or `npm run demo` serves this environment,
- * through its operator gateway (scripts/dev-worker.ts), with the vars it runs with: the files
+ * through its operator gateway (dev/dev-worker.ts), with the vars it runs with: the files
  * are workerd's then.
  * Otherwise the files themselves, with wrangler.toml's vars (`.dev.vars` overriding).
  * Migrations are applied first, to every database, only when one of them is behind.
@@ -314,7 +314,7 @@ export async function openLocalProject(env?: string): Promise<LocalProject> {
   const bindings: Record<string, D1Database> = {};
   for (const { binding, file } of databases) {
     // Never create a database of our own: if wrangler keeps it elsewhere, say so.
-    if (!existsSync(file)) throw new Error(`the local D1 for ${binding} is not at ${file}: update scripts/local-d1.ts`);
+    if (!existsSync(file)) throw new Error(`the local D1 for ${binding} is not at ${file}: update dev/local-d1.ts`);
     const db = new DatabaseSync(file);
     // A `wrangler dev` started without `npm start` may be writing: wait for its lock rather than fail.
     db.exec("PRAGMA busy_timeout = 5000");

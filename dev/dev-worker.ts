@@ -1,6 +1,6 @@
 // The worker `npm start` serves: the service itself (src/index.ts, what `wrangler deploy`
 // ships) plus the operator gateway, which exists only here. The operator commands
-// (scripts/local-d1.ts) send their statements through it while `npm start` serves, so every
+// (dev/local-d1.ts) send their statements through it while `npm start` serves, so every
 // write reaches the local D1 through workerd's own D1, queued with the requests' writes,
 // instead of opening the SQLite file that workerd holds ("database is locked" on both sides).
 //   POST /__operator/d1    {binding, method, statements: [{sql, params}]}  -> {result} | {error}
@@ -9,10 +9,10 @@
 //   POST /__operator/shards/finish                                          -> {result: {dropped}} | {error}
 // `shards:move` runs its steps here, next to the database (src/services/moves.ts): through
 // the d1 call, each of a bucket's D1 calls would be an HTTP request queued behind the users'.
-// Every call needs `Authorization: Bearer <OPERATOR_TOKEN>`, a random value scripts/dev.ts gives
+// Every call needs `Authorization: Bearer <OPERATOR_TOKEN>`, a random value dev/dev.ts gives
 // wrangler in a file (--env-file) and writes to .wrangler/dev-server.json, both readable by
 // this user alone: a web page cannot reach the gateway. `npm run demo` serves this worker as
-// its service too (scripts/demo.ts, scripts/demo-worker.ts).
+// its service too (dev/demo.ts, dev/demo-worker.ts).
 import worker from "../src/index.ts";
 import {
   finishMoving,

@@ -1,6 +1,6 @@
 // The benchmark's measure of the worker's own time per request (`npm run bench`): inside
 // workerd, with no dev server and no network in between, `fetch` of the bare worker
-// (scripts/bench-bare/) or of the service's app, called `n` times in a loop by one request.
+// (bench/bare/) or of the service's app, called `n` times in a loop by one request.
 // A worker's clock stands still while it computes, so the client times the whole request;
 // `n` large enough makes the one outer request negligible. Never deployed.
 //
@@ -10,7 +10,7 @@
 //      CPU the worker spends on the operation (token, SQL, results, JSON), without D1's.
 import { app } from "../../src/http/app.ts";
 import { type AuthenticateOptions, SessionService } from "../../src/rpc/session-service.ts";
-import bare from "../bench-bare/index.ts";
+import bare from "../bare/index.ts";
 
 export type Operation =
   | { kind: "http"; method: string; path: string; headers: Record<string, string>; batches: unknown[] }

@@ -1,0 +1,249 @@
+// Cost (bench/bench.ts, phase 2): D1's own meta, summed over the statements of one round
+// trip, per operation and size of the user's sessions; each operation as its route runs it.
+import { wrapD1 } from "../src/db/d1.ts";
+import { listEvents } from "../src/db/events.ts";
+import { ACTIVITY_WRITE_INTERVAL_MS, type TokenProof } from "../src/db/liveness.ts";
+import {
+  authenticate,
+  deleteSession,
+  endAllSessionsByToken,
+  endOtherSessionsByToken,
+  endSessionByToken,
+  listSessionsByToken,
+} from "../src/db/sessions.ts";
+import { openShards, type Place } from "../src/db/shards.ts";
+import { clientContext } from "../src/domain/client-context.ts";
+import type { Instant } from "../src/domain/clock.ts";
+import type { readConfig } from "../src/domain/config.ts";
+import { hashSecret } from "../src/domain/token.ts";
+import { issueSession } from "../src/services/issue-session.ts";
+import { openScope } from "../src/services/scope.ts";
+import { problems } from "./harness.ts";
+import type { Operation } from "./own/index.ts";
+import { browser, type Seeded, seedUsers } from "./seed.ts";
+
+/** 1, 10 and 50 for the cost table; 5 and 50 are also the load's sizes, whose rows written it shows. */
+const COST_SIZES = [1, 5, 10, 50];
+export const COST_TABLE_SIZES = [1, 10, 50];
+/**
+ * Users per operation and size in the cost phase; local D1 reports whole milliseconds, so the
+ * mean is reported. Each sample costs ~50 ms of the platform proxy's synchronous calls
+ * (every `prepare` and `bind` is one), which is most of this phase's time.
+ */
+const COST_SAMPLES = 4;
+
+interface Meta {
+  rowsRead: number;
+  rowsWritten: number;
+  duration: number;
+  statements: number;
+  /** Some statement changed the database (D1's `changed_db`). */
+  changedDb: boolean;
+}
+
+/**
+ * A D1 binding that adds up the meta of every result that passes through it, and keeps each
+ * round trip's answer (for the own-time loop, which replays them: bench/own/).
+ */
+function meteredD1(d1: D1Database) {
+  const total: Meta = { rowsRead: 0, rowsWritten: 0, duration: 0, statements: 0, changedDb: false };
+  const answers: unknown[] = [];
+  const add = (result: unknown) => {
+    const meta = (result as { meta?: D1Meta } | null)?.meta;
+    if (!meta) return;
+    total.rowsRead += meta.rows_read;
+    total.rowsWritten += meta.rows_written;
+    total.duration += meta.duration;
+    total.statements++;
+    total.changedDb ||= meta.changed_db;
+  };
+  const db = wrapD1(d1, async (call) => {
+    const result = await call();
+    answers.push(result);
+    for (const item of Array.isArray(result) ? result : [result]) add(item);
+    return result;
+  });
+  return { db, total, answers };
+}
+
+export type CostKey =
+  | "create"
+  | "authenticate"
+  | "list"
+  | "listTouch"
+  | "events"
+  | "revoke"
+  | "logout"
+  | "logoutAll"
+  | "logoutOthers";
+export const COST_LABELS: Record<CostKey, string> = {
+  create: "`SessionService.create` (issue one more)",
+  authenticate: "`SessionService.authenticate`",
+  list: "`GET /auth/sessions`",
+  listTouch: "`GET /auth/sessions`, activity due (> 5 min)",
+  events: "`GET /auth/events`",
+  revoke: "`DELETE /auth/sessions/:id` (another session)",
+  logout: "`POST /auth/logout`",
+  logoutAll: "`DELETE /auth/logout`",
+  logoutOthers: "`DELETE /auth/logout?scope=others`",
+};
+
+async function proofOf(token: string): Promise<TokenProof> {
+  const [id, secret] = token.split(".") as [string, string];
+  return { id, secretHash: await hashSecret(secret), carrier: "cookie" };
+}
+
+/** The request (or RPC call) that runs `key` for the user holding `own`, as a client sends it. */
+function operationOf(key: CostKey, own: Seeded[], answers: unknown[]): Operation {
+  const caller = own[0] as Seeded;
+  const http = (method: string, path: string): Operation => ({
+    kind: "http",
+    method,
+    path,
+    headers: browser(caller),
+    batches: answers,
+  });
+  switch (key) {
+    case "create":
+      return {
+        kind: "rpc",
+        method: "create",
+        arg: { userId: caller.userId, ipAddress: "203.0.113.7" },
+        batches: answers,
+      };
+    case "authenticate":
+      return {
+        kind: "rpc",
+        method: "authenticate",
+        arg: caller.token,
+        options: { carrier: "cookie", context: { userAgent: caller.userAgent } },
+        batches: answers,
+      };
+    case "list":
+    case "listTouch":
+      return http("GET", "/auth/sessions");
+    case "events":
+      return http("GET", "/auth/events");
+    case "revoke":
+      return http("DELETE", `/auth/sessions/${(own[1] ?? caller).id}`);
+    case "logout":
+      return http("POST", "/auth/logout");
+    case "logoutAll":
+      return http("DELETE", "/auth/logout");
+    case "logoutOthers":
+      return http("DELETE", "/auth/logout?scope=others");
+  }
+}
+
+/**
+ * Runs one operation for a user holding `own` sessions, as its route does, on a metered
+ * binding; with what a client sends to run it, and the database's answers.
+ */
+async function runOperation(
+  env: Env,
+  config: ReturnType<typeof readConfig>,
+  key: CostKey,
+  own: Seeded[],
+): Promise<Meta & { operation: Operation }> {
+  const { db: metered, total, answers } = meteredD1(env.DB);
+  const caller = own[0] as Seeded;
+  // The caller's bucket on the metered database, as the routes get it from the token.
+  const db = openShards({ ...env, DB: metered }).forSession(caller.id) as Place;
+  const proof = await proofOf(caller.token);
+  const now = new Date();
+  const at = (offsetMs: number): Instant => {
+    const moved = new Date(now.getTime() + offsetMs);
+    return {
+      now: moved,
+      idleCutoff: new Date(moved.getTime() - config.idleTimeoutSeconds * 1000),
+      slidingMaxLifetimeMs: null,
+      stepUpCutoff: null,
+    };
+  };
+  const actor = { sessionId: caller.id, ipAddress: "203.0.113.7", queued: false };
+  // Judged as every request of a browser's session is: from its own browser, nothing changed.
+  const check = { context: clientContext(caller.userAgent, null, null), policies: config.context };
+  switch (key) {
+    case "create": {
+      // One more session for this user, who holds `own.length`: what a login costs them.
+      await issueSession(
+        { ...openScope({ ...env, DB: metered }), config, outbox: null },
+        {
+          userId: caller.userId,
+          ipAddress: "203.0.113.7",
+        },
+      );
+      break;
+    }
+    case "authenticate":
+      await authenticate(db, proof, at(0), check, actor);
+      break;
+    case "list":
+      await listSessionsByToken(db, proof, at(0), check, actor);
+      break;
+    case "listTouch":
+      await listSessionsByToken(db, proof, at(ACTIVITY_WRITE_INTERVAL_MS + 1000), check, actor);
+      break;
+    case "events":
+      await listEvents(db, proof, at(0), check, actor);
+      break;
+    case "revoke":
+      await deleteSession(db, proof, (own[1] ?? caller).id, actor, at(0), check);
+      break;
+    case "logout":
+      await endSessionByToken(db, proof, actor, at(0));
+      break;
+    case "logoutAll":
+      await endAllSessionsByToken(db, proof, actor, at(0), check);
+      break;
+    case "logoutOthers":
+      await endOtherSessionsByToken(db, proof, actor, at(0), check);
+      break;
+  }
+  return { ...total, operation: operationOf(key, own, answers) };
+}
+
+export interface Cost {
+  key: CostKey;
+  n: number;
+  statements: number;
+  rowsRead: number;
+  rowsWritten: number;
+  /** Mean over COST_SAMPLES users of D1's summed `duration`, ms. */
+  duration: number;
+  changedDb: boolean;
+  /** One sample's request and recorded answers, for the own-time loop. */
+  operation: Operation;
+}
+
+export async function measureCosts(env: Env, config: ReturnType<typeof readConfig>): Promise<Cost[]> {
+  const costs: Cost[] = [];
+  for (const n of COST_SIZES) {
+    for (const key of Object.keys(COST_LABELS) as CostKey[]) {
+      // Each sample on its own user, all at once: D1's meta is per statement, unmoved by the
+      // others, and the platform proxy's latency overlaps instead of adding up.
+      const seeded = await seedUsers(env.DB, config, COST_SAMPLES, n);
+      const samples = await Promise.all(seeded.map((own) => runOperation(env, config, key, own)));
+      const first = samples[0] as (typeof samples)[number];
+      const rowsRead = Math.max(...samples.map((s) => s.rowsRead));
+      const rowsWritten = Math.max(...samples.map((s) => s.rowsWritten));
+      // A range scan reads one index entry past the user's range unless the user is the last
+      // in the index: up to one row per statement apart between users, nothing more.
+      if (samples.some((s) => rowsRead - s.rowsRead > s.statements || rowsWritten !== s.rowsWritten)) {
+        const seen = samples.map((s) => `${s.rowsRead}/${s.rowsWritten}`).join(", ");
+        problems.push(`${key} at ${n}: rows read/written differ between users of the same size: ${seen}`);
+      }
+      costs.push({
+        key,
+        n,
+        statements: first.statements,
+        rowsRead,
+        rowsWritten,
+        duration: samples.reduce((sum, s) => sum + s.duration, 0) / samples.length,
+        changedDb: samples.some((s) => s.changedDb),
+        operation: first.operation,
+      });
+    }
+  }
+  return costs;
+}

@@ -1,0 +1,187 @@
+// Load (bench/bench.ts, phase 3): the rows autocannon fires at the service and the bare
+// worker on wrangler's dev server, each destructive request on a session of its own.
+import { createRequire } from "node:module";
+import type { readConfig } from "../src/domain/config.ts";
+import type { CostKey } from "./cost.ts";
+import { problems } from "./harness.ts";
+import { browser, type Seeded, seedUsers } from "./seed.ts";
+
+export const CONNECTIONS = 10;
+export const AMOUNT = 200;
+/** Requests per row of the warm-up, which is not measured. */
+export const WARMUP_AMOUNT = 100;
+export const REPETITIONS = 3;
+const LOAD_SIZES = [5, 50] as const;
+
+// autocannon has no type declarations; this is the part of its API used here.
+
+interface CannonRequest {
+  method?: string;
+  path?: string;
+  headers?: Record<string, string>;
+  setupRequest?: (request: CannonRequest) => CannonRequest;
+}
+interface CannonResult {
+  errors: number;
+  timeouts: number;
+  statusCodeStats: Record<string, { count: number }>;
+  latency: { p50: number; p99: number };
+}
+interface CannonInstance {
+  on(event: "response", listener: () => void): void;
+}
+type Autocannon = (
+  options: Record<string, unknown>,
+  done: (error: Error | null, result: CannonResult) => void,
+) => CannonInstance;
+const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon;
+
+export interface Row {
+  label: string;
+  n: number | null;
+  server: "bare" | "service";
+  status: number;
+  /**
+   * The no-database row it is a share of besides the bare worker ("own": the bare `GET /` for
+   * `GET /d1`; "ceiling": the service's /auth/ 404 for an operation). The ceiling row is that 404.
+   */
+  against?: "own" | "ceiling";
+  isCeiling?: true;
+  /** It ends sessions: each repetition has exactly AMOUNT of its requests, none to spare for a warm-up. */
+  destructive?: true;
+  /** The operation it runs, whose rows written (at `n`) the table shows. */
+  cost?: CostKey;
+  /** One request each: distinct tokens for the destructive operations. */
+  requests: () => CannonRequest[];
+}
+
+export interface Run {
+  rps: number;
+  p50: number;
+  p99: number;
+}
+
+/** Fires exactly `amount` requests and times them from the first to the last response. */
+export function fire(base: URL, row: Row, amount = AMOUNT): Promise<Run> {
+  const list = row.requests();
+  let next = 0;
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    let last = started;
+    const instance = autocannon(
+      {
+        url: base.origin,
+        connections: CONNECTIONS,
+        pipelining: 1,
+        timeout: 30,
+        sampleInt: 100,
+        amount,
+        requests: [{ setupRequest: (request: CannonRequest) => ({ ...request, ...list[next++ % list.length] }) }],
+      },
+      (error, result) => {
+        if (error) return reject(error);
+        const statuses = Object.entries(result.statusCodeStats);
+        const answered = statuses.reduce((sum, [, s]) => sum + s.count, 0);
+        const wrong = statuses.filter(([status]) => Number(status) !== row.status);
+        if (wrong.length > 0 || result.errors > 0 || answered !== amount) {
+          problems.push(
+            `${row.label} (${row.n ?? "-"}): ${answered}/${amount} answered, statuses ${JSON.stringify(result.statusCodeStats)}, ${result.errors} errors`,
+          );
+        }
+        resolve({ rps: answered / ((last - started) / 1000), p50: result.latency.p50, p99: result.latency.p99 });
+      },
+    );
+    instance.on("response", () => (last = performance.now()));
+  });
+}
+
+export async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): Promise<Row[]> {
+  const rows: Row[] = [
+    {
+      label: "bare Hono worker `GET /`",
+      n: null,
+      server: "bare",
+      status: 200,
+      requests: () => [{ method: "GET", path: "/" }],
+    },
+    {
+      label: "bare Hono worker `GET /d1`: one D1 round trip, `SELECT 1`",
+      n: null,
+      server: "bare",
+      against: "own",
+      status: 200,
+      requests: () => [{ method: "GET", path: "/d1" }],
+    },
+    {
+      label: "service, no database: `GET /nowhere` (404, request log included)",
+      n: null,
+      server: "service",
+      status: 404,
+      requests: () => [{ method: "GET", path: "/nowhere" }],
+    },
+    {
+      label: "service, no database: `GET /auth/nowhere` (404 on the operations' way in: context read)",
+      n: null,
+      server: "service",
+      isCeiling: true,
+      status: 404,
+      requests: () => [{ method: "GET", path: "/auth/nowhere" }],
+    },
+  ];
+  for (const n of LOAD_SIZES) {
+    const [reader] = (await seedUsers(d1, config, 1, n)) as [Seeded[]];
+    rows.push({
+      label: "`GET /auth/sessions`",
+      n,
+      server: "service",
+      against: "ceiling",
+      cost: "list",
+      status: 200,
+      requests: () => [{ method: "GET", path: "/auth/sessions", headers: browser(reader[0] as Seeded) }],
+    });
+    // One user per request and repetition, each holding exactly n sessions when asked, except
+    // that a delete or a logout at 50 shares a user with 9 more: it holds 50 down to 41.
+    const perUser = Math.max(1, n / 5);
+    const destructive: [string, CostKey, number, (own: Seeded[], k: number) => CannonRequest][] = [
+      [
+        "`DELETE /auth/sessions/:id` (another session)",
+        "revoke",
+        perUser,
+        (own, k) => ({ method: "DELETE", path: `/auth/sessions/${own[k + 1]!.id}`, headers: browser(own[0]!) }),
+      ],
+      [
+        "`POST /auth/logout`",
+        "logout",
+        perUser,
+        (own, k) => ({ method: "POST", path: "/auth/logout", headers: browser(own[k]!) }),
+      ],
+      [
+        "`DELETE /auth/logout`",
+        "logoutAll",
+        1,
+        (own) => ({ method: "DELETE", path: "/auth/logout", headers: browser(own[0]!) }),
+      ],
+    ];
+    for (const [label, cost, k, request] of destructive) {
+      const perRepetition: CannonRequest[][] = [];
+      for (let r = 0; r < REPETITIONS; r++) {
+        const seeded = await seedUsers(d1, config, AMOUNT / k, n);
+        perRepetition.push(seeded.flatMap((own) => Array.from({ length: k }, (_, j) => request(own, j))));
+      }
+      rows.push({
+        label,
+        n,
+        server: "service",
+        against: "ceiling",
+        cost,
+        destructive: true,
+        status: 200,
+        requests: () => perRepetition.shift() ?? [],
+      });
+    }
+  }
+  // The bare worker again at the end: each repetition's baseline is the mean of the two, so
+  // a machine that speeds up or slows down during a repetition is not charged to the rows.
+  rows.push({ ...(rows[0] as Row), label: "bare Hono worker `GET /`, again at the end of each repetition" });
+  return rows;
+}
