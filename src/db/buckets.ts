@@ -5,7 +5,7 @@ import type { Database } from "./client.ts";
 import { type BucketMoveRow, bucketMoves, sessions } from "./schema.ts";
 import type { Place } from "./shards.ts";
 
-// A bucket can be moved to another database while the service runs (src/db/moves.ts). Every
+// A bucket can be moved to another database while the service runs (src/services/moves.ts). Every
 // per-user batch also reads its bucket's move state, and every write is guarded by the
 // state of its row's bucket, in the same transaction: `onBucket` turns the state into the
 // answer, a 503 `moving`, or the same operation on the database the bucket went to.
