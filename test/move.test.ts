@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { openDatabase } from "../src/db/client.ts";
 import { bucketOf, parseShardMap, readShardMap } from "../src/db/shards.ts";
 import { bucketKey, RANDOM_LENGTH } from "../src/domain/token.ts";
-import { MESSAGES } from "../src/http/errors.ts";
+import { MESSAGES } from "../src/http/error-codes.ts";
 import { finishMoves, type MovePlan, type MoveStep, type MoveTools, moveBuckets } from "../src/services/moves.ts";
 import {
   bearer,

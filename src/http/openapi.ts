@@ -17,7 +17,7 @@ import { MAX_SUPPORT_REASON_LENGTH } from "../domain/support.ts";
 import { TOKEN_LENGTH } from "../domain/token.ts";
 import { MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
-import { type ErrorCode, MESSAGES } from "./errors.ts";
+import { type ErrorCode, MESSAGES } from "./error-codes.ts";
 
 // The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json. Every response
 // the test suite receives is validated against it (test/openapi.ts), so it cannot drift.
