@@ -1,5 +1,6 @@
 import { eq, type SQL, sql } from "drizzle-orm";
 import { BucketMoving } from "../domain/errors.ts";
+import { logLine } from "../domain/log.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 import type { Database } from "./client.ts";
 import { type BucketMoveRow, bucketMoves, sessions } from "./schema.ts";
@@ -71,8 +72,7 @@ export async function onBucket<T>(place: Place, run: (db: Database) => Promise<B
     if (move.state === "frozen") throw new BucketMoving();
     const next = forwards < MAX_FORWARDS ? current.elsewhere(move.binding) : null;
     if (!next) {
-      if (forwards < MAX_FORWARDS)
-        console.error(JSON.stringify({ level: "error", event: "move_target_unbound", binding: move.binding }));
+      if (forwards < MAX_FORWARDS) logLine("error", "move_target_unbound", { binding: move.binding });
       throw new BucketMoving();
     }
     current = next;

@@ -4,6 +4,7 @@ import { routePath } from "hono/route";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ConfigError } from "../domain/config.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
+import { logLine } from "../domain/log.ts";
 import { Refusal } from "../domain/ssf/streams.ts";
 import { logFailure } from "../services/failure-log.ts";
 import { type ErrorCode, MESSAGES } from "./error-codes.ts";
@@ -92,16 +93,16 @@ export function writeError(c: Context, error: unknown): Response {
     return c.json(body, error.status, error.responseHeaders);
   }
   if (error instanceof DatabaseUnavailable) {
-    console.warn(JSON.stringify({ level: "warn", event: "database_unavailable" }));
+    logLine("warn", "database_unavailable");
     return bare(503, "service_unavailable", { "Retry-After": String(RETRY_AFTER_SECONDS) });
   }
   if (error instanceof BucketMoving) {
-    console.warn(JSON.stringify({ level: "warn", event: "bucket_moving" }));
+    logLine("warn", "bucket_moving");
     return bare(503, "moving", { "Retry-After": String(RETRY_AFTER_SECONDS) });
   }
   if (error instanceof ConfigError) {
     // Loud and whole: the message names only the var and the rule it breaks.
-    console.error(JSON.stringify({ level: "error", event: "config_error", message: error.message }));
+    logLine("error", "config_error", { message: error.message });
     return bare(500, "internal_error");
   }
   const route = routePath(c, -1);
