@@ -14,7 +14,8 @@
 //      backticked name shaped like a setting (`SESSION_TTL_SECONDS`) is one the code has;
 //   7. ARCHITECTURE.md's table of statements per operation gives what test/statements.test.ts
 //      measures (test/statement-counts.ts), with a row for each operation there.
-// 5 and 7 are functions of the text (test/architecture-checks.ts).
+// 5 and 7 are functions of the text (test/architecture-checks.ts), which test/docs-check.test.ts
+// also runs on a planted column and a wrong count.
 //   npm run docs:check                  (all of it; the tour takes ~30 s)
 //   npm run docs:check -- --no-tour     (all but 3: no server, well under a second)
 import { execFile, execFileSync } from "node:child_process";

@@ -2,11 +2,11 @@ import { is } from "drizzle-orm";
 import { getTableConfig, SQLiteTable } from "drizzle-orm/sqlite-core";
 
 // What `npm run docs:check` (scripts/check-docs.ts) holds ARCHITECTURE.md to, as functions of
-// the document's text, so that a test can run them on planted text and a planted schema: its
-// data model against the tables of src/db/schema.ts, and its table of statements per
-// operation against what test/statements.test.ts measures. Plain functions:
-// no file is read here, so they run under Node (the checker) and in the Workers runtime (the
-// test) alike. Each answers its problems, `<file>:<line>: <what is wrong>`; none: it holds.
+// the document's text, so that test/docs-check.test.ts runs them on planted text and a
+// planted schema too: its data model against the tables of src/db/schema.ts, and its table
+// of statements per operation against what test/statements.test.ts measures. Plain
+// functions: no file is read here, so they run under Node (the checker) and in the Workers
+// runtime (the test) alike. Each answers its problems, `<file>:<line>: <what is wrong>`; none: it holds.
 
 /** Lines outside fenced code blocks, with their line numbers. */
 export function prose(text: string): { line: string; number: number }[] {
