@@ -3,7 +3,7 @@ import { hc } from "hono/client";
 import { describe, expect, expectTypeOf, it } from "vitest";
 import type { DeviceType } from "../src/domain/device.ts";
 import type { SessionView } from "../src/domain/session-view.ts";
-import { MESSAGES } from "../src/http/errors.ts";
+import { MESSAGES } from "../src/http/error-codes.ts";
 import type { AppType } from "../src/index.ts";
 import { bearer, CHROME_MAC, isLive, issue, newUser, ORIGIN, randomIp } from "./helpers.ts";
 import { validateResponse } from "./openapi.ts";

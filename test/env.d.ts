@@ -9,3 +9,9 @@ declare namespace Cloudflare {
     LOGIN_WORKER: Fetcher;
   }
 }
+
+/** A file's text, as Vite imports it (test/docs-check.test.ts reads ARCHITECTURE.md so). */
+declare module "*.md?raw" {
+  const text: string;
+  export default text;
+}

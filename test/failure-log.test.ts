@@ -2,6 +2,7 @@ import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { DatabaseUnavailable } from "../src/domain/errors.ts";
+import { logLine } from "../src/domain/log.ts";
 import { hashSecret } from "../src/domain/token.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { redact } from "../src/services/failure-log.ts";
@@ -166,6 +167,24 @@ describe("the log line of an unexpected error", () => {
         "[redacted] [redacted] [redacted] 1795560770220",
     );
     expect(redact("x".repeat(1000))).toHaveLength(300);
+  });
+});
+
+describe("every log line (src/domain/log.ts)", () => {
+  it("is one JSON object, level and event first, through its level's console method or the one named", () => {
+    const calls: [string, string][] = [];
+    for (const method of ["log", "info", "warn", "error", "debug"] as const)
+      vi.spyOn(console, method).mockImplementation((line: unknown) => void calls.push([method, String(line)]));
+    logLine("info", "purge", { sessions: 2, failed: [] });
+    logLine("warn", "bucket_moving");
+    logLine("error", "config_error", { message: "m" });
+    logLine("warn", "outbox_send_failed", { name: "Error" }, "error");
+    expect(calls).toEqual([
+      ["log", '{"level":"info","event":"purge","sessions":2,"failed":[]}'],
+      ["warn", '{"level":"warn","event":"bucket_moving"}'],
+      ["error", '{"level":"error","event":"config_error","message":"m"}'],
+      ["error", '{"level":"warn","event":"outbox_send_failed","name":"Error"}'],
+    ]);
   });
 });
 

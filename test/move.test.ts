@@ -1,10 +1,10 @@
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { openDatabase } from "../src/db/client.ts";
-import { finishMoves, type MovePlan, type MoveStep, type MoveTools, moveBuckets } from "../src/db/moves.ts";
 import { bucketOf, parseShardMap, readShardMap } from "../src/db/shards.ts";
 import { bucketKey, RANDOM_LENGTH } from "../src/domain/token.ts";
-import { MESSAGES } from "../src/http/errors.ts";
+import { MESSAGES } from "../src/http/error-codes.ts";
+import { finishMoves, type MovePlan, type MoveStep, type MoveTools, moveBuckets } from "../src/services/moves.ts";
 import {
   bearer,
   call,
@@ -20,7 +20,7 @@ import {
 } from "./helpers.ts";
 import { standInUpstream } from "./ssf.ts";
 
-// Moving buckets between databases while the service answers (src/db/moves.ts), on the
+// Moving buckets between databases while the service answers (src/services/moves.ts), on the
 // suite's four databases: DB holds buckets 0-1023, DB_1 1024-2047. Every test moves its own
 // range of DB's buckets to DB_1, so the file's tests share the databases without meeting.
 

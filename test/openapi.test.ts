@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { MESSAGES } from "../src/http/errors.ts";
+import { MESSAGES } from "../src/http/error-codes.ts";
 import { openApiDocument } from "../src/http/openapi.ts";
 import { bearer, CHALLENGE, call, expectSecurityHeaders, issue, newUser, ORIGIN } from "./helpers.ts";
 import { validateResponse } from "./openapi.ts";

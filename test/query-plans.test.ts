@@ -3,7 +3,6 @@ import { describe, expect, it } from "vitest";
 import { type Database, openDatabase } from "../src/db/client.ts";
 import { listEvents } from "../src/db/events.ts";
 import { insertSession } from "../src/db/issuing.ts";
-import { moveBuckets } from "../src/db/moves.ts";
 import { markDelivered, pendingEvents } from "../src/db/outbox.ts";
 import { purgeEvents, purgeSessions } from "../src/db/purge.ts";
 import {
@@ -19,6 +18,7 @@ import {
 } from "../src/db/sessions.ts";
 import { type Place, readShardMap } from "../src/db/shards.ts";
 import { instant } from "../src/domain/clock.ts";
+import { moveBuckets } from "../src/services/moves.ts";
 import { recordingD1 } from "./d1.ts";
 import { d1, shardBindings } from "./helpers.ts";
 

@@ -3,11 +3,11 @@ import { env } from "cloudflare:workers";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { describe, expect, it } from "vitest";
 import { openDatabase } from "../src/db/client.ts";
-import { type MoveStep, moveBuckets } from "../src/db/moves.ts";
 import { bucketOf, openShards, readShardMap, type Shards } from "../src/db/shards.ts";
 import { readConfig } from "../src/domain/config.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { issueSession } from "../src/services/issue-session.ts";
+import { type MoveStep, moveBuckets } from "../src/services/moves.ts";
 import { purge } from "../src/services/purge.ts";
 import {
   endSession as endOneSession,
@@ -242,7 +242,7 @@ describe("round trips of the RPC operations", () => {
   }
 });
 
-// A bucket being moved (src/db/moves.ts): the move state rides in the same batch, so a
+// A bucket being moved (src/services/moves.ts): the move state rides in the same batch, so a
 // frozen bucket still costs one; a moved one costs one more, on the database it went to,
 // until SHARDS names that database.
 describe.skipIf(shardBindings().length < 2)("round trips while a bucket moves", () => {

@@ -1,11 +1,12 @@
 import { eq, type SQL, sql } from "drizzle-orm";
 import { BucketMoving } from "../domain/errors.ts";
+import { logLine } from "../domain/log.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 import type { Database } from "./client.ts";
 import { type BucketMoveRow, bucketMoves, sessions } from "./schema.ts";
 import type { Place } from "./shards.ts";
 
-// A bucket can be moved to another database while the service runs (src/db/moves.ts). Every
+// A bucket can be moved to another database while the service runs (src/services/moves.ts). Every
 // per-user batch also reads its bucket's move state, and every write is guarded by the
 // state of its row's bucket, in the same transaction: `onBucket` turns the state into the
 // answer, a 503 `moving`, or the same operation on the database the bucket went to.
@@ -71,8 +72,7 @@ export async function onBucket<T>(place: Place, run: (db: Database) => Promise<B
     if (move.state === "frozen") throw new BucketMoving();
     const next = forwards < MAX_FORWARDS ? current.elsewhere(move.binding) : null;
     if (!next) {
-      if (forwards < MAX_FORWARDS)
-        console.error(JSON.stringify({ level: "error", event: "move_target_unbound", binding: move.binding }));
+      if (forwards < MAX_FORWARDS) logLine("error", "move_target_unbound", { binding: move.binding });
       throw new BucketMoving();
     }
     current = next;

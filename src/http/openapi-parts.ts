@@ -1,5 +1,5 @@
 import { DISCOVERY_MAX_AGE_SECONDS } from "../domain/ssf/transmitter.ts";
-import { type ErrorCode, MESSAGES } from "./errors.ts";
+import { type ErrorCode, MESSAGES } from "./error-codes.ts";
 import { MAX_PATH_LENGTH } from "./middleware/input-bounds.ts";
 
 // The pieces every fragment of the OpenAPI document (src/http/openapi.ts) is built from:

@@ -1,4 +1,5 @@
 import { d1BindingOfFailure } from "../db/d1.ts";
+import { logLine } from "../domain/log.ts";
 
 // The log lines of failures, with nothing secret in them: an error nobody expected (a 500, or
 // an RPC call that threw one), enough for an operator to tell a lock from a bug from a bad
@@ -36,20 +37,19 @@ export type FailureSite = { method: string; route: string | null } | { rpc: stri
 
 export function logFailure(error: unknown, site: FailureSite, requestId: string): void {
   const root = rootOf(error);
-  console.error(
-    JSON.stringify({
-      level: "error",
-      event: "unhandled_error",
-      name: nameOf(error),
-      message: redact(root instanceof Error ? root.message : String(root)),
-      ...site,
-      binding: d1BindingOfFailure(error),
-      request_id: requestId,
-    }),
-  );
+  logLine("error", "unhandled_error", {
+    name: nameOf(error),
+    message: redact(root instanceof Error ? root.message : String(root)),
+    ...site,
+    binding: d1BindingOfFailure(error),
+    request_id: requestId,
+  });
 }
 
-/** Only the class name, as for any failure: the events stay pending, and the cron sends them again. */
+/**
+ * Only the class name, as for any failure: the events stay pending, and the cron sends them
+ * again. A warning written through console.error, as this line has always been.
+ */
 export function logOutboxFailure(error: unknown): void {
-  console.error(JSON.stringify({ level: "warn", event: "outbox_send_failed", name: nameOf(error) }));
+  logLine("warn", "outbox_send_failed", { name: nameOf(error) }, "error");
 }

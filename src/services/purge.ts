@@ -4,6 +4,7 @@ import { openShards } from "../db/shards.ts";
 import { purgeInboundSets } from "../db/ssf/inbound-sets.ts";
 import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";
+import { logLine } from "../domain/log.ts";
 import { SET_CLOCK_SKEW_SECONDS, SET_MAX_AGE_SECONDS } from "../domain/ssf/inbound.ts";
 import { outletsOf } from "./outbox.ts";
 import { resendEach } from "./resend.ts";
@@ -129,6 +130,7 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
     pending = [...pending.slice(round.length), ...full];
   }
   result.subrequests = subrequests;
-  console.log(JSON.stringify({ level: result.failed.length > 0 ? "warn" : "info", event: "purge", ...result }));
+  // Through console.log whatever the level, as this line has always been written.
+  logLine(result.failed.length > 0 ? "warn" : "info", "purge", result, "log");
   return result;
 }

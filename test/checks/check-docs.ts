@@ -8,11 +8,14 @@
 //      the one thing pointed elsewhere), and each `curl` must get the status its comment gives
 //      after `→`; any other ```sh block of the README may hold only npm commands (checked by 2);
 //   4. ARCHITECTURE.md's code map has one row per file of src/ and no row for a file that is gone;
-//   5. its data model names every table src/db/schema.ts declares;
+//   5. its data model gives each table of src/db/schema.ts a paragraph that names every column
+//      of it and no column it lacks (the rule: test/architecture-checks.ts, `checkDataModel`);
 //   6. every repository path written in backticks (`src/db/x.ts`, `test/`, …) exists, and every
 //      backticked name shaped like a setting (`SESSION_TTL_SECONDS`) is one the code has;
 //   7. ARCHITECTURE.md's table of statements per operation gives what test/statements.test.ts
 //      measures (test/statement-counts.ts), with a row for each operation there.
+// 5 and 7 are functions of the text (test/architecture-checks.ts), which test/docs-check.test.ts
+// also runs on a planted column and a wrong count.
 //   npm run docs:check                  (all of it; the tour takes ~30 s)
 //   npm run docs:check -- --no-tour     (all but 3: no server, well under a second)
 import { execFile, execFileSync } from "node:child_process";
@@ -23,6 +26,16 @@ import { parseArgs, promisify } from "node:util";
 import { parse as parseToml } from "smol-toml";
 import { DEV_SERVER_FILE, type DevServer } from "../../dev/dev-server.ts";
 import { freePort, startNpmStart } from "../../dev/npm-start.ts";
+import * as schema from "../../src/db/schema.ts";
+import {
+  checkDataModel,
+  checkStatements,
+  codeSpans,
+  expand,
+  prose,
+  schemaTables,
+  sectionOf,
+} from "../architecture-checks.ts";
 import { STATEMENTS } from "../statement-counts.ts";
 
 const ROOT = path.join(import.meta.dirname, "..", "..");
@@ -38,18 +51,6 @@ const repository = execFileSync("git", ["ls-files", "--cached", "--others", "--e
   .filter((file) => file !== "" && existsSync(path.join(ROOT, file)));
 const files = repository.filter((file) => file.endsWith(".md"));
 const read = (file: string) => readFileSync(path.join(ROOT, file), "utf8");
-
-/** Lines outside fenced code blocks, with their line numbers. */
-function prose(text: string): { line: string; number: number }[] {
-  const lines: { line: string; number: number }[] = [];
-  let fence: string | null = null;
-  text.split("\n").forEach((line, index) => {
-    const marker = /^\s*(```|~~~)/.exec(line)?.[1];
-    if (marker && (fence === null || marker === fence)) fence = fence === null ? marker : null;
-    else if (fence === null) lines.push({ line, number: index + 1 });
-  });
-  return lines;
-}
 
 /** GitHub's heading ids: lowercase, punctuation but `-` and `_` dropped, spaces to `-`, repeats `-1`, `-2`… */
 function anchors(text: string): Set<string> {
@@ -105,23 +106,12 @@ for (const file of files) {
     });
 }
 
-/** The lines under the heading `title`, numbered or not (`## 6. Code map`), to the next heading as high. */
-function section(file: string, title: string): { heading: number; lines: { line: string; number: number }[] } | null {
-  const lines = prose(read(file));
-  const start = lines.findIndex(({ line }) => new RegExp(`^#{1,6}\\s+(?:\\d+\\.\\s+)?${title}\\s*$`).test(line));
-  const at = lines[start];
-  if (at === undefined) {
-    problems.push(`${file}: no heading "${title}"`);
-    return null;
-  }
-  const level = /^#+/.exec(at.line)?.[0].length ?? 1;
-  const after = lines.slice(start + 1);
-  const end = after.findIndex(({ line }) => (/^(#+)\s/.exec(line)?.[1]?.length ?? 7) <= level);
-  return { heading: at.number, lines: end === -1 ? after : after.slice(0, end) };
+/** The lines under the heading `title` (test/architecture-checks.ts), or a problem. */
+function section(file: string, title: string) {
+  const found = sectionOf(read(file), title);
+  if (!found) problems.push(`${file}: no heading "${title}"`);
+  return found;
 }
-
-/** The spans of inline code on a line of prose. */
-const codeSpans = (line: string) => [...line.matchAll(/`([^`]+)`/g)].map(([, span]) => span ?? "");
 
 const ARCHITECTURE = "ARCHITECTURE.md";
 
@@ -161,58 +151,18 @@ if (codeMap) {
     );
 }
 
-// 5. The data model names every table.
-const SCHEMA = "src/db/schema.ts";
-const dataModel = section(ARCHITECTURE, "Data model");
-if (dataModel) {
-  const named = new Set(dataModel.lines.flatMap(({ line }) => codeSpans(line)));
-  read(SCHEMA)
-    .split("\n")
-    .forEach((line, index) => {
-      for (const [, table] of line.matchAll(/sqliteTable\(\s*"([^"]+)"/g))
-        if (table !== undefined && !named.has(table))
-          problems.push(
-            `${ARCHITECTURE}:${dataModel.heading}: data model: no \`${table}\` (the table of ${SCHEMA}:${index + 1})`,
-          );
-    });
-}
+// 5. The data model against the schema, table by table and column by column.
+const tables = schemaTables(schema);
+problems.push(...checkDataModel(ARCHITECTURE, read(ARCHITECTURE), tables));
 
-// 7. The statements per operation: rows whose first cell names operations in backticks, whose
-// last says `<judged> / <not judged>`.
-const requestPath = section(ARCHITECTURE, "Request path");
-if (requestPath) {
-  const given = new Map<string, { counts: string; number: number }>();
-  for (const { line, number } of requestPath.lines) {
-    const cells = line.split("|").map((cell) => cell.trim());
-    const counts = /^\d+ \/ \d+$/.exec(cells.at(-2) ?? "")?.[0];
-    if (!line.startsWith("|") || counts === undefined) continue;
-    for (const operation of codeSpans(cells[1] ?? "")) given.set(operation, { counts, number });
-  }
-  for (const [operation, [judged, notJudged]] of Object.entries(STATEMENTS)) {
-    const row = given.get(operation);
-    const measured = `${judged} / ${notJudged}`;
-    if (!row)
-      problems.push(`${ARCHITECTURE}:${requestPath.heading}: statements: no row for \`${operation}\` (${measured})`);
-    else if (row.counts !== measured)
-      problems.push(
-        `${ARCHITECTURE}:${row.number}: statements: \`${operation}\` says ${row.counts}, test/statements.test.ts measures ${measured}`,
-      );
-    given.delete(operation);
-  }
-  for (const [operation, { number }] of given)
-    problems.push(`${ARCHITECTURE}:${number}: statements: \`${operation}\` is not measured by test/statements.test.ts`);
-}
+// 7. The statements per operation against what test/statements.test.ts measures.
+problems.push(...checkStatements(ARCHITECTURE, read(ARCHITECTURE), STATEMENTS));
 
 // 6. Paths and settings named in backticks.
 // A path starts with a folder git holds (src/, test/, docs/…): generated ones (dist/, .wrangler/)
 // and package paths (hono/cookie) are not checked. `{a,b}` stands for each; `*`, `<…>` and `…`
 // are patterns, not paths.
 const folders = new Set(repository.filter((file) => file.includes("/")).map((file) => file.split("/")[0]));
-const expand = (text: string): string[] => {
-  const brace = /\{([^{}]*)\}/.exec(text);
-  if (!brace) return [text];
-  return (brace[1] ?? "").split(",").flatMap((part) => expand(text.replace(brace[0], part)));
-};
 // What the code has: wrangler's vars and binding names (every wrangler.toml), the members of
 // Env (src/worker-configuration.d.ts and `declare global { interface Env … }` in src/), of the
 // `…Vars` interfaces src/ reads secrets and vars through, the names src/domain/config.ts reads,
@@ -360,6 +310,6 @@ if (problems.length > 0) {
   process.exitCode = 1;
 } else {
   console.log(
-    `docs:check: ${files.length} Markdown files, ${links} relative links and anchors, ${named} npm commands, ${cited} paths and settings, the code map of ${sources.length} files${noTour ? "" : ", the README's tour"}: ok`,
+    `docs:check: ${files.length} Markdown files, ${links} relative links and anchors, ${named} npm commands, ${cited} paths and settings, the code map of ${sources.length} files, the data model of ${tables.size} tables, ${Object.keys(STATEMENTS).length} operations' statements${noTour ? "" : ", the README's tour"}: ok`,
   );
 }

@@ -1,5 +1,6 @@
 import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
+import { logLine } from "../../domain/log.ts";
 import type { AppEnv } from "../context.ts";
 
 /**
@@ -22,10 +23,11 @@ export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
   const roundTrips = c.var.scope?.roundTrips() ?? 0;
   if (status < 500 && roundTrips <= EXPECTED_D1_ROUND_TRIPS) return;
   const route = routePath(c, -1);
-  console.log(
-    JSON.stringify({
-      level: status >= 500 ? "error" : "warn",
-      event: "request",
+  // Through console.log whatever the level, as this line has always been written.
+  logLine(
+    status >= 500 ? "error" : "warn",
+    "request",
+    {
       method: c.req.method,
       route: route.endsWith("*") ? null : route,
       status,
@@ -33,6 +35,7 @@ export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
       // Every 2xx under /auth/ proved its token live, so this id is the caller's own.
       session_id: status < 300 ? (c.var.token?.proof.id ?? null) : null,
       d1_round_trips: roundTrips,
-    }),
+    },
+    "log",
   );
 });

@@ -37,7 +37,8 @@ import {
 } from "../../services/ssf/streams.ts";
 import type { AppEnv } from "../context.ts";
 import { bearerToken } from "../credentials.ts";
-import { ApiError, type ErrorCode, unauthorized } from "../errors.ts";
+import type { ErrorCode } from "../error-codes.ts";
+import { ApiError, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import {
   AUTH_ERRORS,

@@ -2,6 +2,7 @@ import type { Database } from "../../db/client.ts";
 import type { SessionEventRow } from "../../db/schema.ts";
 import { claimDuePushes, queueSessionSets, recordPushes, type SessionSet } from "../../db/ssf/queue.ts";
 import type { EventType } from "../../domain/events.ts";
+import { logLine } from "../../domain/log.ts";
 import {
   ASSURANCE_LEVEL_CHANGE,
   jtiOf,
@@ -253,9 +254,7 @@ export async function pushDue(
       else if (refused) {
         result.refused++;
         // The receiver's status only: its body may quote the SET.
-        console.warn(
-          JSON.stringify({ level: "warn", event: "ssf_push_refused", stream: set.streamId, jti: set.jti, status }),
-        );
+        logLine("warn", "ssf_push_refused", { stream: set.streamId, jti: set.jti, status });
       } else result.retried++;
     }),
   );

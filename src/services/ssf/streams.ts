@@ -12,6 +12,7 @@ import {
   streamOf,
   streamsOf,
 } from "../../db/ssf/streams.ts";
+import { logLine } from "../../domain/log.ts";
 import {
   checkTransmitterProperties,
   eventsDelivered,
@@ -134,8 +135,7 @@ export async function pollStream(call: StreamCall, streamId: string, { maxEvents
   const { receiver, result } = await pollSets(call.db, call.proof, streamId, done, maxEvents, call.at);
   if (!receiver || result.stream?.deliveryMethod !== "poll") return { receiver, result: null };
   // What a receiver refused is the transmitter's problem to look into: the ids and codes, never a SET.
-  for (const { jti, err } of errors)
-    console.warn(JSON.stringify({ level: "warn", event: "ssf_set_refused", stream: streamId, jti, err }));
+  for (const { jti, err } of errors) logLine("warn", "ssf_set_refused", { stream: streamId, jti, err });
   const sets: Record<string, string> = {};
   for (const queued of result.sets) {
     sets[queued.jti] = await signSet(call.transmitter, receiver.audience, queued.claims, call.at);

@@ -1,0 +1,41 @@
+import type { RefusalCode } from "../domain/ssf/streams.ts";
+
+// Every error the API can answer, with its one message. Clients branch on `code`. The one
+// list of error codes: the type and the OpenAPI document derive from it.
+export const MESSAGES = {
+  invalid_token: "The access token is missing, invalid or expired.",
+  session_id_required: "A session id is required.",
+  not_authorized: "You are not authorized to delete this session.",
+  token_required: "No authentication token was provided.",
+  session_invalid: "The session is invalid or has already ended.",
+  cross_site_request: "Cross-site requests authenticated by cookie are not allowed.",
+  method_not_allowed: "This method is not allowed on this path.",
+  not_found: "No such endpoint.",
+  invalid_scope: "The scope parameter must be omitted or be 'others'.",
+  rate_limited: "Too many failed authentication attempts. Retry later.",
+  uri_too_long: "The request path is too long.",
+  internal_error: "Something went wrong on our side. Please try again.",
+  service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
+  moving: "Your sessions are being moved to another database; nothing was changed. Retry after the Retry-After delay.",
+  reauthentication_required:
+    "Sign in again: your last sign-in is too old to end other sessions, or this session was used from another browser or network.",
+  device_proof_invalid:
+    "The device-binding proof is missing, malformed, not signed by its key, or not over a challenge this session was given.",
+  device_proof_required: "Sign the challenge in Secure-Session-Challenge with this session's device key.",
+  device_already_bound: "This session is already bound to a device key.",
+  invalid_request_body: "The request body must be a JSON object whose members this endpoint takes, each valid.",
+  invalid_delivery:
+    "delivery must be poll (urn:ietf:rfc:8936), or push (urn:ietf:rfc:8935) to an https endpoint_url on a public host.",
+  invalid_subject:
+    "subject must name a user: iss_sub issued by this transmitter, opaque, or complex with such a user member.",
+  stream_id_required: "The stream_id query parameter is required.",
+  stream_not_found: "No stream with this id belongs to this receiver.",
+  stream_limit_reached: "This receiver has as many streams as it may; delete one first.",
+  verification_too_frequent:
+    "A verification of this stream was asked for too recently. Retry after the Retry-After delay.",
+  body_too_large: "The request body is too large.",
+  support_session_refused:
+    "A support session cannot do this: only the user ends their other sessions, and support access is never re-authenticated or bound to a device.",
+} as const satisfies Record<RefusalCode, string> & Record<string, string>;
+
+export type ErrorCode = keyof typeof MESSAGES;

@@ -1,0 +1,184 @@
+import { is } from "drizzle-orm";
+import { getTableConfig, SQLiteTable } from "drizzle-orm/sqlite-core";
+
+// What `npm run docs:check` (scripts/check-docs.ts) holds ARCHITECTURE.md to, as functions of
+// the document's text, so that test/docs-check.test.ts runs them on planted text and a
+// planted schema too: its data model against the tables of src/db/schema.ts, and its table
+// of statements per operation against what test/statements.test.ts measures. Plain
+// functions: no file is read here, so they run under Node (the checker) and in the Workers
+// runtime (the test) alike. Each answers its problems, `<file>:<line>: <what is wrong>`; none: it holds.
+
+/** Lines outside fenced code blocks, with their line numbers. */
+export function prose(text: string): { line: string; number: number }[] {
+  const lines: { line: string; number: number }[] = [];
+  let fence: string | null = null;
+  text.split("\n").forEach((line, index) => {
+    const marker = /^\s*(```|~~~)/.exec(line)?.[1];
+    if (marker && (fence === null || marker === fence)) fence = fence === null ? marker : null;
+    else if (fence === null) lines.push({ line, number: index + 1 });
+  });
+  return lines;
+}
+
+/** The spans of inline code on a line of prose. */
+export const codeSpans = (line: string) => [...line.matchAll(/`([^`]+)`/g)].map(([, span]) => span ?? "");
+
+/** `{a,b}` stands for each: `seen_{os,asn}` is `seen_os` and `seen_asn`. */
+export const expand = (text: string): string[] => {
+  const brace = /\{([^{}]*)\}/.exec(text);
+  if (!brace) return [text];
+  return (brace[1] ?? "").split(",").flatMap((part) => expand(text.replace(brace[0], part)));
+};
+
+export interface Section {
+  /** The heading's line number. */
+  heading: number;
+  lines: { line: string; number: number }[];
+}
+
+/** The lines under the heading `title`, numbered or not (`## 6. Code map`), to the next heading as high. */
+export function sectionOf(text: string, title: string): Section | null {
+  const lines = prose(text);
+  const start = lines.findIndex(({ line }) => new RegExp(`^#{1,6}\\s+(?:\\d+\\.\\s+)?${title}\\s*$`).test(line));
+  const at = lines[start];
+  if (at === undefined) return null;
+  const level = /^#+/.exec(at.line)?.[0].length ?? 1;
+  const after = lines.slice(start + 1);
+  const end = after.findIndex(({ line }) => (/^(#+)\s/.exec(line)?.[1]?.length ?? 7) <= level);
+  return { heading: at.number, lines: end === -1 ? after : after.slice(0, end) };
+}
+
+/** A table as the schema declares it: its SQL name, its columns' and its indexes' names. */
+export interface SchemaTable {
+  columns: readonly string[];
+  indexes: readonly string[];
+}
+
+/** The tables of a schema module (`import * as schema from "src/db/schema.ts"`), by SQL name, as Drizzle builds them. */
+export function schemaTables(schema: Record<string, unknown>): Map<string, SchemaTable> {
+  const tables = new Map<string, SchemaTable>();
+  for (const value of Object.values(schema)) {
+    if (!is(value, SQLiteTable)) continue;
+    const { name, columns, indexes } = getTableConfig(value);
+    tables.set(name, {
+      columns: columns.map((column) => column.name),
+      indexes: indexes.map((index) => index.config.name),
+    });
+  }
+  return tables;
+}
+
+/** Lowercase snake_case with at least one `_`: what a column looks like, and a value (`frozen`, `push`) does not. */
+const COLUMN_LIKE = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)+$/;
+/** A table's paragraph starts with its name, bold and backticked, as a paragraph or a list item. */
+const TABLE_START = /^(?:[-*]\s+)?\*\*`([^`]+)`\*\*/;
+
+/**
+ * The section "Data model" against the schema. The rule:
+ *  - every table of the schema has one paragraph, which starts with its name bold and in
+ *    backticks (**`sessions`**, or `- **`ssf_streams`**` as a list item) and runs to the
+ *    next blank line, list item or heading; no such paragraph names a table the schema lacks;
+ *  - the paragraph's words are those of its inline code spans, `{a,b}` expanded, but spans
+ *    holding a `/` (paths, routes): the runs of letters, digits and `_`, kept whole when
+ *    dotted (`sessions.device_key`, `writes.ts`);
+ *  - every column of the table is one of those words (`(user_id, expires_at)` names two);
+ *  - every word that looks like a column (lowercase snake_case with a `_`, so `frozen` or
+ *    `EVENT_TYPES` do not) is a column or an index of the table, or a table's name;
+ *    `<table>.<column>` must be a column of that table, and names it.
+ */
+export function checkDataModel(file: string, text: string, tables: ReadonlyMap<string, SchemaTable>): string[] {
+  const section = sectionOf(text, "Data model");
+  if (!section) return [`${file}: no heading "Data model"`];
+  const problems: string[] = [];
+  const paragraphs: { table: string; number: number; words: string[] }[] = [];
+  let open: (typeof paragraphs)[number] | null = null;
+  for (const { line, number } of section.lines) {
+    const table = TABLE_START.exec(line)?.[1];
+    if (table !== undefined) {
+      open = { table, number, words: [] };
+      paragraphs.push(open);
+    } else if (line.trim() === "" || /^\s*[-*]\s/.test(line)) open = null;
+    if (!open) continue;
+    for (const span of codeSpans(line)) {
+      if (span.includes("/")) continue;
+      for (const expanded of expand(span)) open.words.push(...(expanded.match(/\w+(?:\.\w+)*/g) ?? []));
+    }
+  }
+  const described = new Map<string, number>();
+  for (const { table, number, words } of paragraphs) {
+    const at = `${file}:${number}: data model:`;
+    const schema = tables.get(table);
+    if (!schema) {
+      problems.push(`${at} **\`${table}\`** is no table of src/db/schema.ts`);
+      continue;
+    }
+    const first = described.get(table);
+    if (first !== undefined) problems.push(`${at} \`${table}\` is described already (line ${first})`);
+    else described.set(table, number);
+    const named = new Set<string>();
+    for (const word of words) {
+      const [owner, column, ...rest] = word.split(".");
+      if (column !== undefined && rest.length === 0 && owner !== undefined && tables.has(owner)) {
+        if (!tables.get(owner)?.columns.includes(column))
+          problems.push(`${at} \`${word}\`: \`${owner}\` has no column \`${column}\` in src/db/schema.ts`);
+        else if (owner === table) named.add(column);
+        continue;
+      }
+      if (column !== undefined) continue;
+      named.add(word);
+      if (
+        COLUMN_LIKE.test(word) &&
+        !schema.columns.includes(word) &&
+        !schema.indexes.includes(word) &&
+        !tables.has(word)
+      )
+        problems.push(`${at} \`${word}\` is no column of \`${table}\` in src/db/schema.ts`);
+    }
+    for (const column of schema.columns)
+      if (!named.has(column))
+        problems.push(
+          `${at} \`${table}\` has the column \`${column}\` in src/db/schema.ts, which its paragraph does not name`,
+        );
+  }
+  for (const table of tables.keys())
+    if (!described.has(table))
+      problems.push(
+        `${file}:${section.heading}: data model: no paragraph for the table \`${table}\` of src/db/schema.ts (one starting **\`${table}\`**)`,
+      );
+  return problems;
+}
+
+/**
+ * The statements per operation, in the section "Request path": the rows whose first cell names
+ * operations in backticks and whose last says `<judged> / <not judged>`, against `measured`
+ * (test/statement-counts.ts), with a row for each operation there and none for another.
+ */
+export function checkStatements(
+  file: string,
+  text: string,
+  measured: Readonly<Record<string, readonly [number, number]>>,
+): string[] {
+  const section = sectionOf(text, "Request path");
+  if (!section) return [`${file}: no heading "Request path"`];
+  const problems: string[] = [];
+  const given = new Map<string, { counts: string; number: number }>();
+  for (const { line, number } of section.lines) {
+    const cells = line.split("|").map((cell) => cell.trim());
+    const counts = /^\d+ \/ \d+$/.exec(cells.at(-2) ?? "")?.[0];
+    if (!line.startsWith("|") || counts === undefined) continue;
+    for (const operation of codeSpans(cells[1] ?? "")) given.set(operation, { counts, number });
+  }
+  for (const [operation, [judged, notJudged]] of Object.entries(measured)) {
+    const row = given.get(operation);
+    const counts = `${judged} / ${notJudged}`;
+    if (!row) problems.push(`${file}:${section.heading}: statements: no row for \`${operation}\` (${counts})`);
+    else if (row.counts !== counts)
+      problems.push(
+        `${file}:${row.number}: statements: \`${operation}\` says ${row.counts}, test/statements.test.ts measures ${counts}`,
+      );
+    given.delete(operation);
+  }
+  for (const [operation, { number }] of given)
+    problems.push(`${file}:${number}: statements: \`${operation}\` is not measured by test/statements.test.ts`);
+  return problems;
+}

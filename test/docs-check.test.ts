@@ -1,0 +1,63 @@
+import { integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { describe, expect, it } from "vitest";
+import architecture from "../ARCHITECTURE.md?raw";
+import * as schema from "../src/db/schema.ts";
+import { checkDataModel, checkStatements, schemaTables } from "./architecture-checks.ts";
+import { STATEMENTS } from "./statement-counts.ts";
+
+// `npm run docs:check` (scripts/check-docs.ts) holds ARCHITECTURE.md's data model to the
+// schema and its statements table to what test/statements.test.ts measures, with the functions
+// of test/architecture-checks.ts. Here they run on the real document and schema, then on a
+// planted column and a planted count: each drift must fail, naming what drifted.
+
+const FILE = "ARCHITECTURE.md";
+const lineOf = (text: string, start: string) => text.split("\n").findIndex((line) => line.startsWith(start)) + 1;
+
+describe("docs:check on ARCHITECTURE.md", () => {
+  it("holds today: the data model names every column of every table, the statements table every count", () => {
+    expect(checkDataModel(FILE, architecture, schemaTables(schema))).toEqual([]);
+    expect(checkStatements(FILE, architecture, STATEMENTS)).toEqual([]);
+  });
+
+  it("fails on a column added to the schema that the data model does not name", () => {
+    // bucket_moves as src/db/schema.ts declares it, and one column more.
+    const bucketMoves = sqliteTable("bucket_moves", {
+      bucket: text("bucket").primaryKey(),
+      state: text("state").notNull(),
+      binding: text("binding").notNull(),
+      updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),
+      plantedAt: integer("planted_at", { mode: "timestamp_ms" }),
+    });
+    expect(checkDataModel(FILE, architecture, schemaTables({ ...schema, bucketMoves }))).toEqual([
+      `${FILE}:${lineOf(architecture, "**`bucket_moves`**")}: data model: \`bucket_moves\` has the column \`planted_at\` in src/db/schema.ts, which its paragraph does not name`,
+    ]);
+  });
+
+  it("fails on a column the data model names that the table does not have, and on a table it does not describe", () => {
+    const renamed = architecture.replace("`binding`, `updated_at`. Empty", "`binding`, `moved_at`. Empty");
+    const at = `${FILE}:${lineOf(architecture, "**`bucket_moves`**")}: data model:`;
+    expect(checkDataModel(FILE, renamed, schemaTables(schema))).toEqual([
+      `${at} \`moved_at\` is no column of \`bucket_moves\` in src/db/schema.ts`,
+      `${at} \`bucket_moves\` has the column \`updated_at\` in src/db/schema.ts, which its paragraph does not name`,
+    ]);
+    const unbolded = architecture.replace("**`bucket_moves`**", "`bucket_moves`");
+    expect(checkDataModel(FILE, unbolded, schemaTables(schema))).toEqual([
+      `${FILE}:${lineOf(architecture, "## 2. Data model")}: data model: no paragraph for the table \`bucket_moves\` of src/db/schema.ts (one starting **\`bucket_moves\`**)`,
+    ]);
+  });
+
+  it("fails on a wrong count in the statements table", () => {
+    const row = "| `GET /auth/sessions` |";
+    const [judged, notJudged] = STATEMENTS["GET /auth/sessions"];
+    const planted = architecture
+      .split("\n")
+      .map((line) =>
+        line.startsWith(row) ? line.replace(/\| \d+ \/ \d+ \|$/, `| ${judged} / ${notJudged + 1} |`) : line,
+      )
+      .join("\n");
+    expect(planted).not.toBe(architecture);
+    expect(checkStatements(FILE, planted, STATEMENTS)).toEqual([
+      `${FILE}:${lineOf(architecture, row)}: statements: \`GET /auth/sessions\` says ${judged} / ${notJudged + 1}, test/statements.test.ts measures ${judged} / ${notJudged}`,
+    ]);
+  });
+});
