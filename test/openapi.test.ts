@@ -19,7 +19,7 @@ const PATHS = [
   "/ssf/streams/subjects/remove",
   "/ssf/streams/verify",
   "/ssf/streams/poll/{streamId}",
-  "/ssf/receiver",
+  "/ssf/inbound",
   "/openapi.json",
 ];
 

@@ -188,7 +188,7 @@ describe("round trips per request, per database", () => {
       const counter = countingShards(databases());
       const bindings = { ...counter.env, SSF_UPSTREAMS: JSON.stringify([{ ...upstream, jwks: { keys } }]) };
       const headers = { "Content-Type": "application/secevent+jwt" };
-      const response = await callWith(bindings, "POST", "/ssf/receiver", headers, await set(kid));
+      const response = await callWith(bindings, "POST", "/ssf/inbound", headers, await set(kid));
       expect({ status: response.status, roundTrips: counter.roundTrips() }).toEqual({ status, roundTrips: expected });
     }
   });

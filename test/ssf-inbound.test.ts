@@ -22,12 +22,12 @@ import {
 } from "./helpers.ts";
 import { newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
-// Inbound SETs (POST /ssf/receiver), pushed by the upstreams of SSF_UPSTREAMS and signed here
+// Inbound SETs (POST /ssf/inbound), pushed by the upstreams of SSF_UPSTREAMS and signed here
 // with `jose` (not the worker's verifier), end sessions.
 
 const ISSUER = "https://idp.example";
 const AUDIENCE = "https://sessions.example/ssf";
-const PATH = "/ssf/receiver";
+const PATH = "/ssf/inbound";
 const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
 const RISC = "https://schemas.openid.net/secevent/risc/event-type/";
 const SESSION_REVOKED = `${CAEP}session-revoked`;

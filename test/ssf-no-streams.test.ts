@@ -53,14 +53,14 @@ it("with a transmitter but no stream, events are written as without one, once th
     { type: "created", pending_delivery: 0 },
     { type: "logout", pending_delivery: 0 },
   ]);
-  // So are the endings an upstream's SET asks for (POST /ssf/receiver).
+  // So are the endings an upstream's SET asks for (POST /ssf/inbound).
   const third = newUser();
   await login(third, noStreams);
   const idp = await standInUpstream();
   const pushed = await callWith(
     { ...vars, ...noStreams, ...idp.vars },
     "POST",
-    "/ssf/receiver",
+    "/ssf/inbound",
     { "Content-Type": "application/secevent+jwt" },
     await idp.setAbout(third),
   );

@@ -56,7 +56,7 @@ export function ssfCall(
 
 /**
  * A stand-in upstream identity provider (SSF_UPSTREAMS: `vars`): `setAbout` signs a RISC
- * account-disabled SET about a user with `jose`, `push` delivers it to POST /ssf/receiver.
+ * account-disabled SET about a user with `jose`, `push` delivers it to POST /ssf/inbound.
  */
 export async function standInUpstream() {
   const issuer = "https://idp.example";
@@ -76,6 +76,6 @@ export async function standInUpstream() {
       .setIssuedAt()
       .sign(privateKey);
   const push = (set: string) =>
-    callWith(vars, "POST", "/ssf/receiver", { "Content-Type": "application/secevent+jwt" }, set);
+    callWith(vars, "POST", "/ssf/inbound", { "Content-Type": "application/secevent+jwt" }, set);
   return { vars, setAbout, push };
 }

@@ -28,7 +28,7 @@ export interface Renewal extends Omit<Binding, "challenge"> {
 
 export type RegistrationOutcome =
   | "bound"
-  | Extract<Refusal, "already_bound" | "wrong_challenge" | "not_live" | "step_up" | "support">;
+  | Extract<Refusal, "already_bound" | "wrong_challenge" | "not_live" | "step-up" | "support">;
 
 /**
  * Binds the token's live session to the key of a verified proof over the challenge it was
@@ -93,7 +93,7 @@ function registrationOutcome(
   if (!row) return "not_live";
   if (row.support !== null) return "support";
   if (row.thumbprint) return "already_bound";
-  return row.held ? "step_up" : "wrong_challenge";
+  return row.held ? "step-up" : "wrong_challenge";
 }
 
 export type RefreshOutcome = "refreshed" | "challenged" | "not_bound" | "not_live";

@@ -16,7 +16,7 @@ export const EVENT_TYPES = [
   "context_changed",
   // The browser bound the session to a key it holds (POST /auth/dbsc/registration).
   "device_bound",
-  // Ended by an inbound Security Event Token of an upstream (POST /ssf/receiver); the
+  // Ended by an inbound Security Event Token of an upstream (POST /ssf/inbound); the
   // reason is `<upstream name>:<event>`, the name SSF_UPSTREAMS gives the issuer.
   "ended_by_upstream",
 ] as const;

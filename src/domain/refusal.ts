@@ -4,7 +4,7 @@ export const REFUSALS = [
   // The token proves no live session (unknown, ended, expired, idle, or without its bound cookie).
   "not_live",
   // Held by a context change, or too long since the last sign-in to end another session (RFC 9470).
-  "step_up",
+  "step-up",
   // Support access asked for what only the user may do (src/domain/support.ts).
   "support",
   // No session id was given to delete.

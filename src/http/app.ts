@@ -3,13 +3,13 @@ import { methodNotAllowed } from "hono/method-not-allowed";
 import { INBOUND_PATH } from "../domain/ssf/inbound.ts";
 import { STREAMS_PATH } from "../domain/ssf/streams.ts";
 import { CONFIGURATION_PATH, JWKS_PATH } from "../domain/ssf/transmitter.ts";
-import type { AppEnv } from "./context.ts";
+import type { AppEnv } from "./app-env.ts";
 import { ApiError, writeError } from "./errors.ts";
 import { Hono } from "./hono.ts";
-import { withContext } from "./middleware/context.ts";
 import { corsForAllowedOrigins } from "./middleware/cors.ts";
 import { inputBounds } from "./middleware/input-bounds.ts";
 import { requestLog } from "./middleware/request-log.ts";
+import { withScope } from "./middleware/scope.ts";
 import { securityHeaders } from "./middleware/security-headers.ts";
 import { openApiDocument } from "./openapi.ts";
 import { limitFailedAuthentication } from "./rate-limit.ts";
@@ -52,8 +52,8 @@ export const app = routes
   .use(`${STREAMS_PATH}/*`, noStore)
   .use(inputBounds)
   // Only the operations need config, the instant and a database; a 404 pays for none of it.
-  .use("/auth/*", withContext)
-  .use(`${STREAMS_PATH}/*`, withContext)
+  .use("/auth/*", withScope)
+  .use(`${STREAMS_PATH}/*`, withScope)
   .use("/auth/*", corsForAllowedOrigins)
   .use("/auth/*", refuseOtherMethods)
   .use("/openapi.json", refuseOtherMethods)

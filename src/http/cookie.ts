@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { deleteCookie } from "hono/cookie";
 import { serialize } from "hono/utils/cookie";
 import { boundCookieName, cookieValue } from "../domain/cookie-header.ts";
-import type { AppEnv } from "./context.ts";
+import type { AppEnv } from "./app-env.ts";
 
 // The session cookie's one definition, for both doors that deal in it: the HTTP app sets,
 // reads and clears it; the RPC reads the Cookie header a login flow passes on and answers it

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { readSessionToken, type SessionToken } from "../services/session-token.ts";
-import type { AppEnv } from "./context.ts";
+import type { AppEnv } from "./app-env.ts";
 import { readSessionCookie } from "./cookie.ts";
 
 // The one place a request's credential is read. An Authorization header, when present,

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { AppEnv } from "./context.ts";
+import type { AppEnv } from "./app-env.ts";
 import { ApiError } from "./errors.ts";
 
 // Wrangler's `simple` limiter period for AUTH_FAILURES, which Retry-After repeats.

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import type { Refusal } from "../domain/refusal.ts";
-import type { AppEnv } from "./context.ts";
+import type { AppEnv } from "./app-env.ts";
 import { ApiError, reauthenticationRequired, sessionInvalid, supportRefused, unauthorized } from "./errors.ts";
 
 /**
@@ -18,7 +18,7 @@ export function refused(c: Context<AppEnv>, refusal: Refusal, dead: DeadToken = 
   switch (refusal) {
     case "not_live":
       return dead === "session_invalid_400" ? sessionInvalid() : unauthorized(dead, true);
-    case "step_up":
+    case "step-up":
       return reauthenticationRequired(c.var.scope.config.stepUpMaxAgeSeconds);
     case "support":
       return supportRefused();

@@ -144,7 +144,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
 
   /** Runs one method; an unexpected error gets its log line (src/services/failure-log.ts) and reaches the caller unchanged. */
-  private async logged<T>(rpc: string, call: () => Promise<T>): Promise<T> {
+  private async run<T>(rpc: string, call: () => Promise<T>): Promise<T> {
     try {
       return await call();
     } catch (error) {
@@ -154,7 +154,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
 
   async create(input: CreateSessionInput): Promise<CreatedSession> {
-    return this.logged("create", () => createSession(this.scope(), input));
+    return this.run("create", () => createSession(this.scope(), input));
   }
 
   /**
@@ -164,7 +164,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
    * Bad input is a TypeError; an unknown user, too many open or too long a ttl a RangeError.
    */
   async openSupportSession(input: OpenSupportInput): Promise<SupportSession> {
-    return this.logged("openSupportSession", async () => {
+    return this.run("openSupportSession", async () => {
       const scope = this.scope();
       const { expiresIn, ...session } = await openSupportSession(scope, input);
       return { ...session, cookie: sessionCookie(scope.config.cookieName, session.token, expiresIn) };
@@ -173,7 +173,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
 
   /** Also records the session's activity (and renews it, with a sliding lifetime), like any authenticated request. */
   async authenticate(token: string, options?: AuthenticateOptions): Promise<AuthenticatedSession | null> {
-    return this.logged("authenticate", async () => {
+    return this.run("authenticate", async () => {
       const maxAge = checkMaxAge(options);
       const cookie = checkCookie(options?.cookie);
       const carrier = checkTokenCarrier(options?.carrier);
@@ -208,7 +208,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
    * does not prove a live session. Logged `reauthenticated`.
    */
   async reauthenticate(input: ReauthenticateRequest): Promise<ReauthenticatedSession | null> {
-    return this.logged("reauthenticate", async () => {
+    return this.run("reauthenticate", async () => {
       const cookie = checkCookie(input?.cookie);
       const carrier = checkTokenCarrier(input?.carrier);
       const scope = this.scope(checkContextInput(input?.context));
@@ -221,12 +221,12 @@ export class SessionService extends WorkerEntrypoint<Env> {
 
   /** The user's live sessions, as GET /auth/sessions lists them; [] for an unknown user. */
   async listUserSessions(userId: string, region?: string | null): Promise<SessionView[]> {
-    return this.logged("listUserSessions", () => listUserSessions(this.scope(), userId, region));
+    return this.run("listUserSessions", () => listUserSessions(this.scope(), userId, region));
   }
 
   /** Ends every live session of the user but `exceptSessionId`, each logged `ended` with the reason. */
   async endUserSessions(input: EndUserSessionsInput): Promise<{ ended: number }> {
-    return this.logged("endUserSessions", () => endUserSessions(this.scope(), input));
+    return this.run("endUserSessions", () => endUserSessions(this.scope(), input));
   }
 
   /**
@@ -235,11 +235,11 @@ export class SessionService extends WorkerEntrypoint<Env> {
    * being moved and did not end yet: call again.
    */
   async endSupportSessions(input: EndSupportSessionsInput): Promise<{ ended: number; moving: number }> {
-    return this.logged("endSupportSessions", () => endSupportSessions(this.scope(), input));
+    return this.run("endSupportSessions", () => endSupportSessions(this.scope(), input));
   }
 
   /** Ends one session, logged `ended` with the reason; `ended: false` when no live session has that id. */
   async endSession(input: EndSessionInput): Promise<{ ended: boolean }> {
-    return this.logged("endSession", () => endSession(this.scope(), input));
+    return this.run("endSession", () => endSession(this.scope(), input));
   }
 }

@@ -18,7 +18,7 @@ import type { SessionToken } from "./session-token.ts";
 // operations of the HTTP API and SessionService.authenticate. Each is one D1 round trip, in which
 // the token is proven live and the caller's context judged (src/db/client-context.ts); a refusal
 // is one of src/domain/refusal.ts, and what it means is the door's to say. A session held for
-// step-up by a context change (`step_up`) does nothing but leave: its own logout, or deleting
+// step-up by a context change (`step-up`) does nothing but leave: its own logout, or deleting
 // itself. A support session (`support`, src/domain/support.ts) never ends the user's others.
 
 export type { Caller } from "../db/liveness.ts";
@@ -34,14 +34,14 @@ export async function listOwnSessions(scope: Scope, { place, proof }: SessionTok
     listSessionsByToken(place, proof, scope.at, contextCheck(scope), actor),
   );
   if (!caller) return "not_live";
-  return caller.contextStepUp ? "step_up" : sessions.map(sessionView);
+  return caller.contextStepUp ? "step-up" : sessions.map(sessionView);
 }
 
 /** Whether the token's session is live and free to act (its activity recorded, its context judged). */
 export async function ownSessionState(scope: Scope, token: SessionToken): Promise<"live" | Refusal> {
   const caller = await authenticateToken(scope, token);
   if (!caller) return "not_live";
-  return caller.contextStepUp ? "step_up" : "live";
+  return caller.contextStepUp ? "step-up" : "live";
 }
 
 /** The user's security log, newest first, or why it is not given. */
@@ -53,7 +53,7 @@ export async function listOwnEvents(
     listEvents(place, proof, scope.at, contextCheck(scope), actor),
   );
   if (!caller) return "not_live";
-  return caller.contextStepUp ? "step_up" : events;
+  return caller.contextStepUp ? "step-up" : events;
 }
 
 /** Ends the session `id` if it is a live one of the token's user (logged `deleted`), or why not. */
@@ -66,7 +66,7 @@ export async function deleteOwnSession(scope: Scope, token: SessionToken, id: st
     // Nothing to delete, but authentication still comes first (the caller learns nothing).
     const caller = await authenticateToken(scope, token);
     if (!caller) return "not_live";
-    if (caller.contextStepUp) return "step_up";
+    if (caller.contextStepUp) return "step-up";
     if (id.trim() === "") return "id_required";
     return caller.supportAgent === null ? "not_yours" : "support";
   }
@@ -76,7 +76,7 @@ export async function deleteOwnSession(scope: Scope, token: SessionToken, id: st
   if (!proven) return "not_live";
   if (deleted) return "deleted";
   if (caller?.supportAgent) return "support";
-  return caller?.contextStepUp || isStale(caller, at) ? "step_up" : "not_yours";
+  return caller?.contextStepUp || isStale(caller, at) ? "step-up" : "not_yours";
 }
 
 /** Ends the token's own session (logged `logout`). Never judged: a user can always leave. */
@@ -92,7 +92,7 @@ export async function endAllOwnSessions(scope: Scope, { place, proof }: SessionT
   );
   if (!proven) return "not_live";
   if (caller?.supportAgent) return "support";
-  return caller?.contextStepUp ? "step_up" : ended;
+  return caller?.contextStepUp ? "step-up" : ended;
 }
 
 /** Ends the user's other live sessions (logged `logout_others`): how many, or why none was. */
@@ -102,5 +102,5 @@ export async function endOtherOwnSessions(scope: Scope, { place, proof }: Sessio
   );
   if (!proven) return "not_live";
   if (caller?.supportAgent) return "support";
-  return caller?.contextStepUp || isStale(caller, scope.at) ? "step_up" : ended;
+  return caller?.contextStepUp || isStale(caller, scope.at) ? "step-up" : ended;
 }

@@ -7,7 +7,7 @@
 // operator's commands leave their events to the worker's minute cron, which wrangler dev does
 // not run, and the RPC and the cap need a service binding: test/ssf-delivery.test.ts covers them.)
 // It is an upstream too: a stand-in identity provider, configured in SSF_UPSTREAMS with a key
-// made here, pushes RISC account-disabled for a user to POST /ssf/receiver, signed with `jose`,
+// made here, pushes RISC account-disabled for a user to POST /ssf/inbound, signed with `jose`,
 // and that user's sessions here end and go out as session-revoked by the system. Prints one JSON
 // report with the push latency from each ending's answer to the SET's arrival; exits 1 if a SET
 // is missing, late (10 s) or does not verify, or a session the upstream ended still works.
@@ -147,7 +147,7 @@ try {
     .setIssuedAt()
     .sign(upstreamKey.privateKey);
   const pushSet = () =>
-    fetch(`${base}/ssf/receiver`, {
+    fetch(`${base}/ssf/inbound`, {
       method: "POST",
       headers: { "Content-Type": "application/secevent+jwt", Accept: "application/json" },
       body: set,

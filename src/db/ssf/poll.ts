@@ -1,7 +1,7 @@
 import { and, asc, eq, exists, inArray, lte, type SQL, sql } from "drizzle-orm";
 import { batchNamed, type Database } from "../client.ts";
 import { type QueuedSetRow, type StreamRow, ssfQueuedSets, ssfStreams } from "../schema.ts";
-import { type Answer, ownStream, type ReceiverProof, receiverOf, streamIn } from "./receiver-scope.ts";
+import { type Answer, ownStream, type ReceiverProof, receiverOf, streamIn } from "./receiver-reach.ts";
 
 // Poll delivery (RFC 8936): a receiver's poll stream hands out its waiting SETs, and forgets
 // those it acknowledged, in one D1 round trip on the streams' database.

@@ -11,10 +11,10 @@ import {
   type ReceiverProof,
   receiverOf,
   streamIn,
-} from "./receiver-scope.ts";
+} from "./receiver-reach.ts";
 
 // The Shared Signals management statements (SSF 1.0 §8), on the streams' database, each within
-// what the receiver's credential reaches (src/db/ssf/receiver-scope.ts). Each is one D1 round
+// what the receiver's credential reaches (src/db/ssf/receiver-reach.ts). Each is one D1 round
 // trip, but an update, which reads what it merges first.
 
 export async function streamsOf(db: Database, proof: ReceiverProof): Promise<Answer<StreamRow[]>> {

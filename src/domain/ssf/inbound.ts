@@ -12,7 +12,7 @@ import { SESSION_REVOKED } from "./streams.ts";
 // What is read here decides everything but the signature (src/services/ssf/inbound.ts
 // verifies it with src/domain/jws.ts) and the one batch that acts (src/db/ssf/inbound-sets.ts).
 
-export const INBOUND_PATH = "/ssf/receiver";
+export const INBOUND_PATH = "/ssf/inbound";
 export const SET_MEDIA_TYPE = "application/secevent+jwt";
 /** A SET is a few hundred bytes to a few KB (an RS256 signature is 342 to 683 characters): far more is not one. */
 export const MAX_SET_BYTES = 16_384;

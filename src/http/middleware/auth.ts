@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../app-env.ts";
 import { clearCarriedCookie } from "../cookie.ts";
 import { type Credential, readCredential } from "../credentials.ts";
 import { rejectCrossSite } from "../csrf.ts";

@@ -1,6 +1,6 @@
 import { cors } from "hono/cors";
 import { createMiddleware } from "hono/factory";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../app-env.ts";
 
 // CORS exists only for the front-ends listed in ALLOWED_ORIGINS (none by default): they may
 // send the cookie (credentials) and an Authorization header (which needs a preflight).

@@ -1,7 +1,7 @@
 import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
 import { logLine } from "../../domain/log.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../app-env.ts";
 
 /**
  * Every operation answers from one round trip; more means a transient D1 error was retried,

@@ -10,7 +10,7 @@ import {
 } from "../../domain/device-binding.ts";
 import type { PublicKey } from "../../domain/jws.ts";
 import { refreshDevice, registerDevice } from "../../services/device-binding.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../app-env.ts";
 import { clearBoundCookie, clearCarriedCookie, setBoundCookie } from "../cookie.ts";
 import { readCookieCredential } from "../credentials.ts";
 import { rejectCrossSite } from "../csrf.ts";

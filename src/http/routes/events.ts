@@ -3,7 +3,7 @@ import type { EventType } from "../../domain/events.ts";
 import { EVENTS_LISTED } from "../../domain/events.ts";
 import { isRefusal } from "../../domain/refusal.ts";
 import { listOwnEvents } from "../../services/own-sessions.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../app-env.ts";
 import { Hono } from "../hono.ts";
 import { requireToken } from "../middleware/auth.ts";
 import {

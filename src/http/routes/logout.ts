@@ -1,6 +1,6 @@
 import { isRefusal } from "../../domain/refusal.ts";
 import { endAllOwnSessions, endOtherOwnSessions, endOwnSession, ownSessionState } from "../../services/own-sessions.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../app-env.ts";
 import { clearCarriedCookie } from "../cookie.ts";
 import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
@@ -41,7 +41,7 @@ export const logoutRoutes = new Hono<AppEnv>()
       // An addition may not change a specified answer: a dead token is still the contract's
       // 401 session_invalid, so the token is proven first (the one round trip); nothing ends.
       const state = await ownSessionState(scope, token);
-      if (state === "step_up") throw refused(c, state);
+      if (state === "step-up") throw refused(c, state);
       clearCarriedCookie(c);
       if (state === "not_live") throw refused(c, state, "session_invalid");
       throw new ApiError(400, "invalid_scope");

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { isRefusal } from "../../domain/refusal.ts";
 import { deleteOwnSession, listOwnSessions } from "../../services/own-sessions.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../app-env.ts";
 import { clearSessionCookie } from "../cookie.ts";
 import { Hono } from "../hono.ts";
 import { requireToken } from "../middleware/auth.ts";

@@ -10,7 +10,7 @@ import {
   type Transmitter,
   transmitterMetadata,
 } from "../../domain/ssf/transmitter.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../app-env.ts";
 import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { ALLOW_HEADER, anyRequest, error, json, type PathItem, PUBLIC_CACHE } from "../openapi-parts.ts";

@@ -8,10 +8,10 @@ import {
   SetRefused,
 } from "../../domain/ssf/inbound.ts";
 import { actOnInboundSet } from "../../services/ssf/inbound.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../app-env.ts";
 import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
-import { withContext } from "../middleware/context.ts";
+import { withScope } from "../middleware/scope.ts";
 import { ALLOW_HEADER, anyRequest, error, json, type PathItem, ref } from "../openapi-parts.ts";
 
 // The push endpoint of inbound SETs (RFC 8935): upstreams POST their Security Event Tokens
@@ -49,7 +49,7 @@ async function actOn(c: Context<AppEnv>): Promise<void> {
   await actOnInboundSet(c.var.scope, readUpstreams(c.env), body.trim());
 }
 
-export const inboundRoutes = new Hono<AppEnv>().post("/", withContext, async (c) => {
+export const inboundRoutes = new Hono<AppEnv>().post("/", withScope, async (c) => {
   // Without upstreams the endpoint does not exist.
   if (readUpstreams(c.env).length === 0) throw new ApiError(404, "not_found");
   try {

@@ -35,7 +35,7 @@ import {
   updateSubject,
   verifyStream,
 } from "../../services/ssf/streams.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../app-env.ts";
 import { bearerToken } from "../credentials.ts";
 import type { ErrorCode } from "../error-codes.ts";
 import { ApiError, unauthorized } from "../errors.ts";

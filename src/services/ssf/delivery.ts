@@ -31,7 +31,7 @@ const AS_CAEP: Record<EventType, { type: string; by?: Initiator; reason?: string
   logout_all: { type: SESSION_REVOKED, by: "user", reason: "The user signed out everywhere" },
   logout_others: { type: SESSION_REVOKED, by: "user", reason: "The user signed out everywhere else" },
   ended: { type: SESSION_REVOKED },
-  // An upstream identity provider's SET ended it (POST /ssf/receiver): reason `<upstream>:<event>`.
+  // An upstream identity provider's SET ended it (POST /ssf/inbound): reason `<upstream>:<event>`.
   ended_by_upstream: { type: SESSION_REVOKED, by: "system" },
   evicted: { type: SESSION_REVOKED, by: "policy", reason: "Over the limit of sessions per user" },
   reauthenticated: { type: ASSURANCE_LEVEL_CHANGE, by: "user" },

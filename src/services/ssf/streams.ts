@@ -1,7 +1,7 @@
 import type { Database } from "../../db/client.ts";
 import type { StreamRow } from "../../db/schema.ts";
 import { pollSets } from "../../db/ssf/poll.ts";
-import type { Answer, Receiver, ReceiverProof } from "../../db/ssf/receiver-scope.ts";
+import type { Answer, Receiver, ReceiverProof } from "../../db/ssf/receiver-reach.ts";
 import {
   changeStream,
   createStream,

@@ -2,7 +2,7 @@ import { createMiddleware } from "hono/factory";
 import { clientContext } from "../../domain/client-context.ts";
 import { normalizeIp } from "../../domain/ip.ts";
 import { openScope } from "../../services/scope.ts";
-import type { AppEnv } from "../context.ts";
+import type { AppEnv } from "../app-env.ts";
 
 /**
  * Opens the request's scope (src/services/scope.ts): config, the instant, the client's IP, the
@@ -10,7 +10,7 @@ import type { AppEnv } from "../context.ts";
  * which sends after the response, and the client's context (browser, OS, country, ASN). Which database a request uses is known only once its
  * credential is read (src/http/credentials.ts).
  */
-export const withContext = createMiddleware<AppEnv>(async (c, next) => {
+export const withScope = createMiddleware<AppEnv>(async (c, next) => {
   c.set(
     "scope",
     openScope(c.env, {
