@@ -8,13 +8,13 @@ import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
 import { MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
 import { ALLOW_HEADER, anyRequest, error, json, type OpenApiDocument, ref } from "./openapi-parts.ts";
-import { deviceBindingPaths } from "./routes/device-binding.ts";
-import { eventsPaths } from "./routes/events.ts";
-import { logoutPaths } from "./routes/logout.ts";
-import { sessionsPaths } from "./routes/sessions.ts";
-import { discoveryPaths } from "./ssf/discovery.ts";
-import { inboundPaths } from "./ssf/inbound.ts";
-import { STREAM_ID, streamsPaths } from "./ssf/streams.ts";
+import { deviceBindingPaths } from "./routes/device-binding.openapi.ts";
+import { eventsPaths } from "./routes/events.openapi.ts";
+import { logoutPaths } from "./routes/logout.openapi.ts";
+import { sessionsPaths } from "./routes/sessions.openapi.ts";
+import { discoveryPaths } from "./ssf/discovery.openapi.ts";
+import { inboundPaths } from "./ssf/inbound.openapi.ts";
+import { STREAM_ID, streamsPaths } from "./ssf/streams.openapi.ts";
 
 // The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json: each route file
 // describes its own paths beside its handlers (its \`...Paths\`), built from src/http/openapi-parts.ts;

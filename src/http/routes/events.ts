@@ -1,25 +1,10 @@
 import type { ContextChange } from "../../domain/client-context.ts";
 import type { EventType } from "../../domain/events.ts";
-import { EVENTS_LISTED } from "../../domain/events.ts";
 import { isRefusal } from "../../domain/refusal.ts";
 import { listOwnEvents } from "../../services/own-sessions.ts";
 import type { AppEnv } from "../app-env.ts";
 import { Hono } from "../hono.ts";
 import { requireToken } from "../middleware/auth.ts";
-import {
-  AUTH_ERRORS,
-  BEARER_OR_COOKIE,
-  CHALLENGE,
-  CROSS_SITE,
-  error,
-  HELD,
-  METHOD_NOT_ALLOWED,
-  NO_TOKEN,
-  ok,
-  type PathItem,
-  RATE_LIMITED,
-  ref,
-} from "../openapi-parts.ts";
 import { refused } from "../refusals.ts";
 
 export interface EventView {
@@ -56,25 +41,3 @@ export const eventsRoutes = new Hono<AppEnv>().get("/", requireToken, async (c) 
   }));
   return c.json({ events: views });
 });
-
-/** This file's part of the OpenAPI document (src/http/openapi.ts): GET /auth/events. */
-export const eventsPaths = {
-  "/auth/events": {
-    get: {
-      operationId: "listEvents",
-      summary: "The security log of the caller's user: sessions created and ended, newest first",
-      security: BEARER_OR_COOKIE,
-      responses: {
-        "200": ok(
-          `At most ${EVENTS_LISTED} events, newest \`created_at\` first, ties by \`id\` descending.`,
-          ref("schemas/EventList"),
-        ),
-        "401": error(`${NO_TOKEN} ${HELD}`, ["invalid_token", "reauthentication_required"], CHALLENGE),
-        ...CROSS_SITE,
-        ...RATE_LIMITED,
-        ...AUTH_ERRORS,
-      },
-    },
-    "x-other-methods": METHOD_NOT_ALLOWED,
-  },
-} as const satisfies Record<string, PathItem>;
