@@ -1,4 +1,4 @@
-import { getTableColumns, type SQL, type SQLWrapper, sql } from "drizzle-orm";
+import { getTableColumns, type Placeholder, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import { sameDevice } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
 import { moveOf, moveState, notMoving } from "./buckets.ts";
@@ -92,6 +92,9 @@ function build(db: Database, { proof, at, check, actor, write }: ByToken, activi
 
 const P = sql.placeholder;
 
+/** An operation's own statement, built on the head's stand-ins (`authenticated(…).also`). */
+type Build = (token: ByToken, unrecorded: SQL<number>, placeholder: (name: string) => Placeholder) => SQLWrapper;
+
 /**
  * The statements that judge the caller's context and record its activity, in this order (each
  * null when it has nothing to do):
@@ -118,6 +121,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     activity,
     at.idleCutoff !== null,
     at.slidingMaxLifetimeMs !== null,
+    at.stepUpCutoff !== null,
     Boolean(proof.boundHash),
     proof.carrier,
     actor.queued,
@@ -129,6 +133,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     boundHash: proof.boundHash ?? null,
     now: at.now.getTime(),
     idleCutoff: at.idleCutoff?.getTime() ?? null,
+    stepUpCutoff: at.stepUpCutoff?.getTime() ?? null,
     staleBefore: at.now.getTime() - ACTIVITY_WRITE_INTERVAL_MS,
     sliding: at.slidingMaxLifetimeMs,
     browser: context?.browser ?? null,
@@ -151,6 +156,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
       ...at,
       now: instantAt("now"),
       idleCutoff: at.idleCutoff && instantAt("idleCutoff"),
+      stepUpCutoff: at.stepUpCutoff && instantAt("stepUpCutoff"),
       slidingMaxLifetimeMs: at.slidingMaxLifetimeMs === null ? null : (P("sliding") as never),
     },
     check: check && {
@@ -173,8 +179,26 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
   };
   const statement = (name: keyof ReturnType<typeof build>) =>
     [`${name}:${shape}`, () => statements()[name] as SQLWrapper, values] as const;
-  const changed = check && sql`(${isBrowsers} AND ${differs(check)})`;
+  const unrecordedOf = (on: ByToken["check"]) =>
+    on ? sql<number>`coalesce((${isBrowsers} AND ${differs(on)}), 0)` : sql<number>`0`;
   return {
+    /**
+     * The operation's own statements, rendered once per shape like the head's: `build` gets the
+     * stand-ins, `unrecorded` on them and a placeholder for each of `more`'s values (the bucket,
+     * a target id). `name` must tell apart every statement an operation builds. Rows come as D1
+     * answers them, by column name: alias each column.
+     */
+    also: (name: string, more: Record<string, unknown>, build: Build) =>
+      compiledAll(db, `${name}:${shape}`, () => build(standIns, unrecordedOf(standIns.check), P), {
+        ...values,
+        ...more,
+      }),
+    /** The same, for a statement that answers nothing (INSERT, DELETE). */
+    alsoRun: (name: string, more: Record<string, unknown>, build: Build) =>
+      compiledRun(db, `${name}:${shape}`, () => build(standIns, unrecordedOf(standIns.check), P), {
+        ...values,
+        ...more,
+      }),
     // Which exist follows from the shape, as in `build`.
     statements: {
       contextEvents:
@@ -185,7 +209,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     /** The rows `contextEvents` returned, as the table's rows. */
     events: (rows: Record<string, unknown>[] | undefined): SessionEventRow[] =>
       (rows ?? []).map((row) => byName<SessionEventRow>(getTableColumns(sessionEvents), row)),
-    unrecorded: changed ? sql<number>`coalesce(${changed}, 0)` : sql<number>`0`,
+    unrecorded: unrecordedOf(check),
     /** For an operation whose own UPDATE of the caller's row records the context instead of `activity`. */
     seen: () => (check ? seenValues(check) : {}),
   };
@@ -210,16 +234,17 @@ export const CALLER = {
  */
 export function callerValue(proof: TokenProof, at: Instant, unrecorded: SQL<number>): SQL<Caller | null> {
   const columns = sql.join([...Object.values(CALLER), unrecorded], sql`, `);
-  return sql`(SELECT json_array(${columns}) FROM ${sessions} WHERE ${isProvenBy(proof, at)})`.mapWith(
-    (json: string | null) => {
-      if (json === null) return null;
-      const values = JSON.parse(json) as unknown[];
-      return {
-        ...decoded<Omit<Caller, "contextUnrecorded">>(CALLER, values),
-        contextUnrecorded: Boolean(values.at(-1)),
-      };
-    },
-  );
+  return sql`(SELECT json_array(${columns}) FROM ${sessions} WHERE ${isProvenBy(proof, at)})`.mapWith(callerOf);
+}
+
+/** `callerValue`'s value as D1 answers it, decoded. */
+export function callerOf(json: string | null | undefined): Caller | null {
+  if (json === null || json === undefined) return null;
+  const values = JSON.parse(json) as unknown[];
+  return {
+    ...decoded<Omit<Caller, "contextUnrecorded">>(CALLER, values),
+    contextUnrecorded: Boolean(values.at(-1)),
+  };
 }
 
 /** Exactly one row, whatever the tables hold: the caller and the bucket's move state. */

@@ -1,4 +1,4 @@
-import { eq, type SQL, sql } from "drizzle-orm";
+import { eq, type Placeholder, type SQL, sql } from "drizzle-orm";
 import { BucketMoving } from "../domain/errors.ts";
 import { logLine } from "../domain/log.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
@@ -36,14 +36,17 @@ type MoveState = Pick<BucketMoveRow, "state" | "binding">;
  * row (src/db/authenticated.ts `callerRow`): read in the batch's one transaction, it is the
  * same wherever the batch reads it, and costs no statement of its own.
  */
-export function moveState(bucket: string): SQL<MoveState | undefined> {
+export function moveState(bucket: string | Placeholder): SQL<MoveState | undefined> {
   return sql`(SELECT json_array(${bucketMoves.state}, ${bucketMoves.binding}) FROM ${bucketMoves} WHERE ${bucketMoves.bucket} = ${bucket})`.mapWith(
-    (json: string | null) => {
-      if (json === null) return undefined;
-      const [state, binding] = JSON.parse(json) as [MoveState["state"], string];
-      return { state, binding };
-    },
+    moveStateOf,
   );
+}
+
+/** `moveState`'s value as D1 answers it, decoded. */
+export function moveStateOf(json: string | null | undefined): MoveState | undefined {
+  if (json === null || json === undefined) return undefined;
+  const [state, binding] = JSON.parse(json) as [MoveState["state"], string];
+  return { state, binding };
 }
 
 /** A moved bucket is followed this many times at most (a move of a move, before SHARDS caught up). */

@@ -1,10 +1,10 @@
-import { and, desc, eq, isNotNull, ne, or, type SQL, sql } from "drizzle-orm";
+import { and, desc, eq, getTableColumns, ne, type Placeholder, type SQL, sql } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
 import type { EventType } from "../domain/events.ts";
 import type { ListedSession } from "../domain/session-view.ts";
-import { authenticated, type ByToken, callerRow, callerValue, tail } from "./authenticated.ts";
-import { moveOf, moveState, onBucket } from "./buckets.ts";
-import { batchNamed, type Database, decoded } from "./client.ts";
+import { authenticated, type ByToken, callerOf, callerRow, callerValue, tail } from "./authenticated.ts";
+import { moveOf, moveState, moveStateOf, onBucket } from "./buckets.ts";
+import { batchNamed, byName, type Database, decoded } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
 import {
   type Caller,
@@ -15,7 +15,7 @@ import {
   isUsersOwn,
   type TokenProof,
 } from "./liveness.ts";
-import { type SessionRow, sessions } from "./schema.ts";
+import { type SessionEventRow, type SessionRow, sessionEvents, sessions } from "./schema.ts";
 import type { Place, Shard } from "./shards.ts";
 import { type Actor, type EventDetails, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "./writes.ts";
 
@@ -76,8 +76,13 @@ type ListedRow = { [K in keyof typeof listed]: SessionRow[K] };
 function sessionList(): SQL<ListedRow[]> {
   const newestFirst = sql.join([desc(sessions.createdAt), desc(sessions.id)], sql`, `);
   return sql`json_group_array(json_array(${sql.join(Object.values(listed), sql`, `)}) ORDER BY ${newestFirst})`.mapWith(
-    (json: string) => (JSON.parse(json) as unknown[][]).map((values) => decoded<ListedRow>(listed, values)),
+    listOf,
   );
+}
+
+/** `sessionList`'s value as D1 answers it, decoded. */
+function listOf(json: string | null | undefined): ListedRow[] {
+  return json ? (JSON.parse(json) as unknown[][]).map((values) => decoded<ListedRow>(listed, values)) : [];
 }
 
 /**
@@ -97,18 +102,22 @@ export async function listSessionsByToken(
     const { contextEvents, listed } = await batchNamed(db, {
       ...head.statements,
       // An aggregate: exactly one row, so it carries the caller and the move state too.
-      listed: db
-        .select({
-          list: sessionList(),
-          caller: callerValue(proof, at, head.unrecorded),
-          move: moveState(place.bucket),
-        })
-        .from(sessions)
-        .where(isLiveSessionOfCaller(proof, at)),
+      // Rendered once per shape, as the head is: it is most of a list's CPU otherwise.
+      listed: head.also("list", { bucket: place.bucket }, (t, unrecorded, P) =>
+        db
+          .select({
+            list: sessionList().as("list"),
+            caller: callerValue(t.proof, t.at, unrecorded).as("caller"),
+            move: moveState(P("bucket")).as("move"),
+          })
+          .from(sessions)
+          .where(isLiveSessionOfCaller(t.proof, t.at)),
+      ),
     });
-    const caller = listed[0]?.caller ?? null;
-    const move = listed[0]?.move;
-    const answer = { caller, sessions: listed[0]?.list ?? [] };
+    const row = listed[0] as { list?: string; caller?: string | null; move?: string | null } | undefined;
+    const caller = callerOf(row?.caller);
+    const move = moveStateOf(row?.move);
+    const answer = { caller, sessions: listOf(row?.list) };
     return {
       answer: { answer, events: head.events(contextEvents), db },
       move,
@@ -191,35 +200,54 @@ export async function endSessionById(
 }
 
 /**
- * Ends the sessions `ending` matches (built on the database the batch runs on), logged as
- * `type`, in a batch that first judges the caller's context, then refreshes and reads the
- * token's caller. `proven`: the token was live when the request ran (its session may be among
- * those ended, by this operation, not by the context check).
+ * What an operation by token ends, built on the token it is given (the head's stand-ins, so
+ * the statements are rendered once per shape), `target` a placeholder for a target id.
+ */
+type Ending = (token: ByToken, target: Placeholder) => SQL | undefined;
+
+/**
+ * Ends the sessions `ending` matches, logged as `type`, in a batch that first judges the
+ * caller's context, then refreshes and reads the token's caller; `name` tells its statements
+ * apart from other operations'. `proven`: the token was live when the request ran (its session
+ * may be among those ended, by this operation, not by the context check).
  */
 function endForCaller(
   place: Place,
-  proof: TokenProof,
+  token: ByToken,
   type: EventType,
-  ending: (db: Database) => SQL | undefined,
-  actor: Actor,
-  at: Instant,
-  check: ContextCheck | null,
+  name: string,
+  ending: Ending,
+  targetId: string | null = null,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
-  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
+  const more = { bucket: place.bucket, target: targetId };
   return onBucket(place, async (db) => {
-    const matching = ending(db);
     const head = authenticated(db, token, true);
     const { read, logged } = await batchNamed(db, {
       ...head.statements,
-      read: callerRow(db, proof, at, head.unrecorded, place.bucket),
-      recorded: recordEvents(db, type, matching, actor, token.write),
-      ended: endSessions(db, matching),
-      logged: loggedBy(db, token.write),
+      read: head.also(`${name}:read`, more, (t, unrecorded, P) =>
+        db
+          .select({
+            caller: callerValue(t.proof, t.at, unrecorded).as("caller"),
+            move: moveState(P("bucket")).as("move"),
+          })
+          .from(sql`(SELECT 1)`),
+      ),
+      recorded: head.alsoRun(`${name}:recorded`, more, (t, _, P) =>
+        recordEvents(db, type, ending(t, P("target")), t.actor, t.write),
+      ),
+      ended: head.alsoRun(`${name}:ended`, more, (t, _, P) => endSessions(db, ending(t, P("target")))),
+      logged: head.also(`${name}:logged`, more, (t) => loggedBy(db, t.write)),
     });
-    const { caller: found, move } = read[0] ?? { caller: null, move: undefined };
-    const ended = logged.filter((event) => event.type === type).length;
+    const row = read[0] as { caller?: string | null; move?: string | null } | undefined;
+    const found = callerOf(row?.caller);
+    const events = logged.map((event) => byName<SessionEventRow>(getTableColumns(sessionEvents), event));
+    const ended = events.filter((event) => event.type === type).length;
     const answer = { proven: found !== null || ended > 0, ended, caller: found };
-    return { answer: { answer, events: logged, db }, move, blocked: ended === 0 || found?.contextUnrecorded === true };
+    return {
+      answer: { answer, events, db },
+      move: moveStateOf(row?.move),
+      blocked: ended === 0 || found?.contextUnrecorded === true,
+    };
   });
 }
 
@@ -232,17 +260,23 @@ export async function deleteSession(
   at: Instant,
   check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; deleted: boolean; caller: Caller | null }>> {
-  // Step-up never holds back the caller's own session (a user can always leave), nor support
-  // access (the user ends someone else's access to their account).
-  const fresh = (db: Database) => {
-    const caller = isFreshCaller(db, proof, at);
-    return caller && or(caller, isNotNull(sessions.supportAgent));
+  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
+  // The caller's own session: a user can always leave.
+  const own: Ending = (t) => isProvenBy(t.proof, t.at);
+  // Step-up never holds back support access either: the user ends someone else's access.
+  const other: Ending = (t, target) => {
+    const fresh = isFreshCaller(t.proof, t.at);
+    return and(
+      sql`${sessions.id} = ${target}`,
+      isLiveSessionOfCaller(t.proof, t.at),
+      isUsersOwn(t.proof),
+      fresh && sql`(${fresh} OR ${sessions.supportAgent} IS NOT NULL)`,
+    );
   };
-  const target = (db: Database) =>
-    targetId === proof.id
-      ? isProvenBy(proof, at)
-      : and(eq(sessions.id, targetId), isLiveSessionOfCaller(proof, at), isUsersOwn(proof), fresh(db));
-  const { answer, ...logged } = await endForCaller(place, proof, "deleted", target, actor, at, check);
+  const ownOne = targetId === proof.id;
+  const { answer, ...logged } = ownOne
+    ? await endForCaller(place, token, "deleted", "delete-own", own)
+    : await endForCaller(place, token, "deleted", "delete-other", other, targetId);
   return { answer: { proven: answer.proven, deleted: answer.ended > 0, caller: answer.caller }, ...logged };
 }
 
@@ -264,8 +298,9 @@ export async function endAllSessionsByToken(
   at: Instant,
   check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
-  const all = () => and(isLiveSessionOfCaller(proof, at), isUsersOwn(proof));
-  return endForCaller(place, proof, "logout_all", all, actor, at, check);
+  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
+  const all: Ending = (t) => and(isLiveSessionOfCaller(t.proof, t.at), isUsersOwn(t.proof));
+  return endForCaller(place, token, "logout_all", "logout-all", all);
 }
 
 /** Ends every live session of the token's user but the token's own; `proven` as for endForCaller. */
@@ -276,9 +311,15 @@ export async function endOtherSessionsByToken(
   at: Instant,
   check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
-  const others = (db: Database) =>
-    and(isLiveSessionOfCaller(proof, at), ne(sessions.id, proof.id), isUsersOwn(proof), isFreshCaller(db, proof, at));
-  return endForCaller(place, proof, "logout_others", others, actor, at, check);
+  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
+  const others: Ending = (t) =>
+    and(
+      isLiveSessionOfCaller(t.proof, t.at),
+      sql`${sessions.id} <> ${t.proof.id}`,
+      isUsersOwn(t.proof),
+      isFreshCaller(t.proof, t.at),
+    );
+  return endForCaller(place, token, "logout_others", "logout-others", others);
 }
 
 /**

@@ -1,8 +1,8 @@
-import { and, eq, gte, type SQL, type SQLWrapper, sql } from "drizzle-orm";
+import { and, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import type { EventType } from "../domain/events.ts";
 import { notMoving } from "./buckets.ts";
 import type { Database } from "./client.ts";
-import { EVENT_IDS_PER_MS, firstEventId, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
+import { EVENT_IDS_PER_MS, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 
 // How every write is built. Each exported operation of the statements (sessions.ts,
 // issuing.ts, events.ts, device-binding.ts) is exactly one D1 round trip: authentication
@@ -123,14 +123,12 @@ export function endSessions(db: Database, ending: SQL | undefined) {
  * also proves that the caller's token was live when the attempt that wrote it ran.
  */
 export function loggedBy(db: Database, write: Write) {
+  // firstEventId(write.at), in SQL: the instant may be a placeholder (src/db/compiled.ts).
+  const at = write.at.getTime();
   return db
     .select()
     .from(sessionEvents)
     .where(
-      and(
-        gte(sessionEvents.id, firstEventId(write.at)),
-        eq(sessionEvents.createdAt, write.at),
-        eq(sessionEvents.requestId, write.id),
-      ),
+      sql`${sessionEvents.id} >= ${at} * ${EVENT_IDS_PER_MS} AND ${sessionEvents.createdAt} = ${at} AND ${sessionEvents.requestId} = ${write.id}`,
     );
 }
