@@ -1,10 +1,10 @@
-import { and, desc, eq, getTableColumns, ne, type Placeholder, type SQL, sql } from "drizzle-orm";
+import { and, desc, eq, ne, type Placeholder, type SQL, sql } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
 import type { EventType } from "../domain/events.ts";
 import type { ListedSession } from "../domain/session-view.ts";
 import { authenticated, type ByToken, callerOf, callerRow, callerValue, tail } from "./authenticated.ts";
 import { moveOf, moveState, moveStateOf, onBucket } from "./buckets.ts";
-import { batchNamed, byName, type Database, decoded } from "./client.ts";
+import { batchNamed, type Database, decoded } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
 import {
   type Caller,
@@ -15,7 +15,7 @@ import {
   isUsersOwn,
   type TokenProof,
 } from "./liveness.ts";
-import { type SessionEventRow, type SessionRow, sessionEvents, sessions } from "./schema.ts";
+import { type SessionRow, sessions } from "./schema.ts";
 import type { Place, Shard } from "./shards.ts";
 import { type Actor, type EventDetails, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "./writes.ts";
 
@@ -240,7 +240,7 @@ function endForCaller(
     });
     const row = read[0] as { caller?: string | null; move?: string | null } | undefined;
     const found = callerOf(row?.caller);
-    const events = logged.map((event) => byName<SessionEventRow>(getTableColumns(sessionEvents), event));
+    const events = head.events(logged);
     const ended = events.filter((event) => event.type === type).length;
     const answer = { proven: found !== null || ended > 0, ended, caller: found };
     return {
