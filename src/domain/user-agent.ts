@@ -58,7 +58,25 @@ function deviceType(userAgent: string, os: string | null): DeviceType {
   return os !== null && DESKTOP_OS.has(os) ? "desktop" : "unknown";
 }
 
+// User-Agents parsed lately, per isolate: a browser sends the same one on every request, and
+// parsing it walks dozens of regexes. Bounded in entries and in length, so a client cycling
+// through User-Agents costs only the parsing it would cost anyway.
+const lately = new Map<string, Device>();
+const LATELY_MAX = 256;
+const LATELY_LONGEST = 512;
+
 export function parseDevice(userAgent: string): Device {
+  const known = lately.get(userAgent);
+  if (known) return known;
+  const device = parsedDevice(userAgent);
+  if (userAgent.length <= LATELY_LONGEST) {
+    if (lately.size >= LATELY_MAX) lately.clear();
+    lately.set(userAgent, device);
+  }
+  return device;
+}
+
+function parsedDevice(userAgent: string): Device {
   const parsed = userAgent ? parseUserAgent(userAgent) : null;
   if (!parsed) return { browser: null, os: null, type: "unknown" };
   if (parsed.type === "bot") return { browser: null, os: null, type: "bot" };

@@ -21,10 +21,11 @@ import { configurationRoutes, jwksRoutes } from "./ssf/discovery.ts";
 import { inboundRoutes } from "./ssf/inbound.ts";
 import { streamRoutes } from "./ssf/streams.ts";
 
-// Session data must never sit in a shared or browser cache, errors included.
+// Session data must never sit in a shared or browser cache, errors included. Set on the answer
+// itself: `c.header` after the handler copies the whole response first.
 const noStore = createMiddleware(async (c, next) => {
   await next();
-  c.header("Cache-Control", "no-store");
+  c.res.headers.set("Cache-Control", "no-store");
 });
 
 const routes = new Hono<AppEnv>();

@@ -11,13 +11,15 @@ import type { AppEnv } from "../app-env.ts";
  * credential is read (src/http/credentials.ts).
  */
 export const withScope = createMiddleware<AppEnv>(async (c, next) => {
+  // Read once: each read of request.cf builds the object anew.
+  const cf = c.req.raw.cf;
   c.set(
     "scope",
     openScope(c.env, {
       waitUntil: (promise) => c.executionCtx.waitUntil(promise),
       clientIp: normalizeIp(c.req.header("CF-Connecting-IP")),
       // Cloudflare's view of the client's network (request.cf); absent outside Cloudflare's edge.
-      context: clientContext(c.req.header("User-Agent"), c.req.raw.cf?.country, c.req.raw.cf?.asn),
+      context: clientContext(c.req.header("User-Agent"), cf?.country, cf?.asn),
     }),
   );
   await next();
