@@ -7,10 +7,11 @@ import { problems } from "./harness.ts";
 import { browser, type Seeded, seedUsers } from "./seed.ts";
 
 export const CONNECTIONS = 10;
-export const AMOUNT = 200;
+// 200 requests a row over 3 repetitions left two rows doing the same work 0.15 apart.
+export const AMOUNT = 500;
 /** Requests per row of the warm-up, which is not measured. */
 export const WARMUP_AMOUNT = 100;
-export const REPETITIONS = 3;
+export const REPETITIONS = 5;
 const LOAD_SIZES = [5, 50] as const;
 
 // autocannon has no type declarations; this is the part of its API used here.
