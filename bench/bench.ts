@@ -67,7 +67,7 @@ async function main(): Promise<void> {
       log("cost per operation on a near-empty table");
       const small = await measureCosts(proxy.env, config);
       log("seeding the load rows and the big table through buildSession, in bulk");
-      rows = await loadRows(proxy.env.DB, config);
+      rows = await loadRows(proxy.env, config);
       const [seededRow] = (await proxy.env.DB.prepare("SELECT count(*) AS n FROM sessions").all<{ n: number }>())
         .results;
       const filler = Math.ceil(Math.max(0, BIG_TABLE - (seededRow?.n ?? 0)) / 100);

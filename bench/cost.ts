@@ -93,6 +93,79 @@ async function proofOf(token: string): Promise<TokenProof> {
   return { id, secretHash: await hashSecret(secret), carrier: "cookie" };
 }
 
+/** The instant an operation runs at: the configured idle timeout, no sliding lifetime or step-up. */
+function instantOf(config: ReturnType<typeof readConfig>, now: Date): Instant {
+  return {
+    now,
+    idleCutoff: new Date(now.getTime() - config.idleTimeoutSeconds * 1000),
+    slidingMaxLifetimeMs: null,
+    stepUpCutoff: null,
+  };
+}
+
+/** What wrangler's dev server puts in `request.cf` without a network (miniflare's placeholder). */
+const DEV_SERVER_CF = { country: "US", asn: 395747 };
+
+/** One statement of a batch as D1 gets it. */
+export interface Statement {
+  sql: string;
+  params: unknown[];
+}
+
+/**
+ * The one batch `GET /auth/sessions` runs for the user holding `own`, as the route runs it for
+ * a load request (its browser, the dev server's `request.cf`): each statement's SQL and values,
+ * for the bare worker to replay (bench/bare/, `POST /batch`).
+ */
+export async function listBatchOf(env: Env, config: ReturnType<typeof readConfig>, own: Seeded[]) {
+  const caller = own[0] as Seeded;
+  const statements = new WeakMap<object, Statement & { real: D1PreparedStatement }>();
+  let batch: Statement[] = [];
+  const recording = new Proxy(env.DB, {
+    get(target, property) {
+      if (property === "prepare")
+        return (sql: string) => {
+          const real = target.prepare(sql);
+          const prepared = new Proxy(real, {
+            get(statement, key) {
+              if (key !== "bind") return Reflect.get(statement, key, statement);
+              return (...params: unknown[]) => {
+                const bound = statement.bind(...params);
+                statements.set(bound, { sql, params, real: bound });
+                return bound;
+              };
+            },
+          });
+          statements.set(prepared, { sql, params: [], real });
+          return prepared;
+        };
+      if (property === "batch")
+        return (list: D1PreparedStatement[]) => {
+          const known = list.map((statement) => statements.get(statement));
+          batch = known.map((statement) => ({ sql: statement?.sql ?? "", params: statement?.params ?? [] }));
+          return target.batch(list.map((statement, i) => known[i]?.real ?? statement));
+        };
+      const value = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const db = openShards({ ...env, DB: recording }).forSession(caller.id) as Place;
+  const context = clientContext(caller.userAgent, DEV_SERVER_CF.country, DEV_SERVER_CF.asn);
+  await listSessionsByToken(
+    db,
+    await proofOf(caller.token),
+    instantOf(config, new Date()),
+    {
+      context,
+      policies: config.context,
+    },
+    { sessionId: caller.id, ipAddress: null, queued: false },
+  );
+  if (batch.length === 0 || batch.some((statement) => statement.sql === ""))
+    problems.push("the list's batch could not be recorded for the replay row");
+  return batch;
+}
+
 /** The request (or RPC call) that runs `key` for the user holding `own`, as a client sends it. */
 function operationOf(key: CostKey, own: Seeded[], answers: unknown[]): Operation {
   const caller = own[0] as Seeded;
@@ -151,15 +224,7 @@ async function runOperation(
   const db = openShards({ ...env, DB: metered }).forSession(caller.id) as Place;
   const proof = await proofOf(caller.token);
   const now = new Date();
-  const at = (offsetMs: number): Instant => {
-    const moved = new Date(now.getTime() + offsetMs);
-    return {
-      now: moved,
-      idleCutoff: new Date(moved.getTime() - config.idleTimeoutSeconds * 1000),
-      slidingMaxLifetimeMs: null,
-      stepUpCutoff: null,
-    };
-  };
+  const at = (offsetMs: number) => instantOf(config, new Date(now.getTime() + offsetMs));
   const actor = { sessionId: caller.id, ipAddress: "203.0.113.7", queued: false };
   // Judged as every request of a browser's session is: from its own browser, nothing changed.
   const check = { context: clientContext(caller.userAgent, null, null), policies: config.context };

@@ -2,7 +2,7 @@
 // worker on wrangler's dev server, each destructive request on a session of its own.
 import { createRequire } from "node:module";
 import type { readConfig } from "../src/domain/config.ts";
-import type { CostKey } from "./cost.ts";
+import { type CostKey, listBatchOf } from "./cost.ts";
 import { problems } from "./harness.ts";
 import { browser, type Seeded, seedUsers } from "./seed.ts";
 
@@ -20,6 +20,7 @@ interface CannonRequest {
   method?: string;
   path?: string;
   headers?: Record<string, string>;
+  body?: string;
   setupRequest?: (request: CannonRequest) => CannonRequest;
 }
 interface CannonResult {
@@ -96,7 +97,8 @@ export function fire(base: URL, row: Row, amount = AMOUNT): Promise<Run> {
   });
 }
 
-export async function loadRows(d1: D1Database, config: ReturnType<typeof readConfig>): Promise<Row[]> {
+export async function loadRows(env: Env, config: ReturnType<typeof readConfig>): Promise<Row[]> {
+  const d1 = env.DB;
   const rows: Row[] = [
     {
       label: "bare Hono worker `GET /`",
@@ -139,6 +141,19 @@ export async function loadRows(d1: D1Database, config: ReturnType<typeof readCon
       cost: "list",
       status: 200,
       requests: () => [{ method: "GET", path: "/auth/sessions", headers: browser(reader[0] as Seeded) }],
+    });
+    // The same batch (statements and values) replayed by the bare worker: what the list's SQL
+    // costs on this harness without the service's own work around it.
+    const batch = JSON.stringify(await listBatchOf(env, config, reader));
+    rows.push({
+      label: "bare Hono worker replaying the list's batch (its statements and values, from a JSON body)",
+      n,
+      server: "bare",
+      cost: "list",
+      status: 200,
+      requests: () => [
+        { method: "POST", path: "/batch", headers: { "content-type": "application/json" }, body: batch },
+      ],
     });
     // One user per request and repetition, each holding exactly n sessions when asked, except
     // that a delete or a logout at 50 shares a user with 9 more: it holds 50 down to 41.

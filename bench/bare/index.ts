@@ -1,8 +1,15 @@
 // The benchmark's baseline (`npm run bench`): a bare Hono worker, no middleware. `GET /` is the
 // baseline every row is divided by; `GET /d1` adds one D1 round trip that reads no table, the
-// floor of any answer that needs the database, to tell the service's costs from the platform's.
+// floor of any answer that needs the database, to tell the service's costs from the platform's;
+// `POST /batch` runs the statements it is sent as one batch (the service's list, replayed), to
+// tell an operation's SQL from the service's work around it.
 import { Hono } from "hono";
 
 export default new Hono<{ Bindings: { DB: D1Database } }>()
   .get("/", (c) => c.text("ok"))
-  .get("/d1", async (c) => c.json(await c.env.DB.prepare("SELECT 1 AS one").first()));
+  .get("/d1", async (c) => c.json(await c.env.DB.prepare("SELECT 1 AS one").first()))
+  .post("/batch", async (c) => {
+    const statements = await c.req.json<{ sql: string; params: unknown[] }[]>();
+    const results = await c.env.DB.batch(statements.map(({ sql, params }) => c.env.DB.prepare(sql).bind(...params)));
+    return c.json(results.length);
+  });
