@@ -249,6 +249,17 @@ describe("a configuration that would weaken the cookie is refused, not served", 
     expect(await isLive(session.token)).toBe(true);
   });
 
+  it("refused on every call with the same bindings, not only the first: a refused configuration is not kept", async () => {
+    // The runtime hands an isolate's calls one bindings object, which the config is parsed once for.
+    const bindings = { ...env, SESSION_COOKIE_NAME: "session" };
+    for (let i = 0; i < 2; i++) {
+      const service = new SessionService(createExecutionContext(), bindings);
+      await expect(service.create({ userId: newUser() })).rejects.toThrow(
+        "SESSION_COOKIE_NAME must be a cookie name starting with __Host-",
+      );
+    }
+  });
+
   it("and so does SessionService.create, before it writes anything", async () => {
     const service = new SessionService(createExecutionContext(), { ...env, SESSION_COOKIE_NAME: "session" });
     await expect(service.create({ userId: newUser() })).rejects.toThrow(
