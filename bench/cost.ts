@@ -10,6 +10,7 @@ import {
   endOtherSessionsByToken,
   endSessionByToken,
   listSessionsByToken,
+  listSessionsByUserId,
 } from "../src/db/sessions.ts";
 import { openShards, type Place } from "../src/db/shards.ts";
 import { clientContext } from "../src/domain/client-context.ts";
@@ -113,57 +114,50 @@ export interface Statement {
 }
 
 /**
- * The one batch `GET /auth/sessions` runs for the user holding `own`, as the route runs it for
- * a load request (its browser, the dev server's `request.cf`): each statement's SQL and values,
- * for the bare worker to replay (bench/bare/, `POST /batch`).
+ * The one batch `run` sends on the user's database, each statement's SQL and values, for the
+ * bare worker to replay (bench/bare/, `POST /batch`). Only noted, never run (its answer has no
+ * rows): a recording costs no round trip.
  */
-export async function listBatchOf(env: Env, config: ReturnType<typeof readConfig>, own: Seeded[]) {
-  const caller = own[0] as Seeded;
-  const statements = new WeakMap<object, Statement & { real: D1PreparedStatement }>();
+async function recordedBatch(env: Env, caller: Seeded, run: (place: Place) => Promise<unknown>) {
   let batch: Statement[] = [];
-  const recording = new Proxy(env.DB, {
-    get(target, property) {
-      if (property === "prepare")
-        return (sql: string) => {
-          const real = target.prepare(sql);
-          const prepared = new Proxy(real, {
-            get(statement, key) {
-              if (key !== "bind") return Reflect.get(statement, key, statement);
-              return (...params: unknown[]) => {
-                const bound = statement.bind(...params);
-                statements.set(bound, { sql, params, real: bound });
-                return bound;
-              };
-            },
-          });
-          statements.set(prepared, { sql, params: [], real });
-          return prepared;
-        };
-      if (property === "batch")
-        return (list: D1PreparedStatement[]) => {
-          const known = list.map((statement) => statements.get(statement));
-          batch = known.map((statement) => ({ sql: statement?.sql ?? "", params: statement?.params ?? [] }));
-          return target.batch(list.map((statement, i) => known[i]?.real ?? statement));
-        };
-      const value = Reflect.get(target, property, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
+  const statement = (sql: string, params: unknown[]) => ({
+    sql,
+    params,
+    bind: (...values: unknown[]) => statement(sql, values),
   });
-  const db = openShards({ ...env, DB: recording }).forSession(caller.id) as Place;
-  const context = clientContext(caller.userAgent, DEV_SERVER_CF.country, DEV_SERVER_CF.asn);
-  await listSessionsByToken(
-    db,
-    await proofOf(caller.token),
-    instantOf(config, new Date()),
-    {
-      context,
-      policies: config.context,
+  const noting = {
+    prepare: (sql: string) => statement(sql, []),
+    batch: async (list: Statement[]) => {
+      batch = list.map(({ sql, params }) => ({ sql, params }));
+      return list.map(() => ({ results: [], success: true, meta: {} }));
     },
-    { sessionId: caller.id, ipAddress: null, queued: false },
-  );
-  if (batch.length === 0 || batch.some((statement) => statement.sql === ""))
-    problems.push("the list's batch could not be recorded for the replay row");
+  } as unknown as D1Database;
+  await run(openShards({ ...env, DB: noting }).forSession(caller.id) as Place);
+  if (batch.length === 0) problems.push("a batch could not be recorded for a replay row");
   return batch;
+}
+
+/** `GET /auth/sessions` for the user holding `own`, as the route runs it for a load request (its browser, the dev server's `request.cf`). */
+export function listBatchOf(env: Env, config: ReturnType<typeof readConfig>, own: Seeded[]) {
+  const caller = own[0] as Seeded;
+  const context = clientContext(caller.userAgent, DEV_SERVER_CF.country, DEV_SERVER_CF.asn);
+  return recordedBatch(env, caller, async (place) =>
+    listSessionsByToken(
+      place,
+      await proofOf(caller.token),
+      instantOf(config, new Date()),
+      { context, policies: config.context },
+      { sessionId: caller.id, ipAddress: null, queued: false },
+    ),
+  );
+}
+
+/** The same user's list with no token to prove, nothing judged and no activity: `SessionService.listUserSessions`. */
+export function userListBatchOf(env: Env, config: ReturnType<typeof readConfig>, own: Seeded[]) {
+  const caller = own[0] as Seeded;
+  return recordedBatch(env, caller, (place) =>
+    listSessionsByUserId(place, caller.userId, instantOf(config, new Date())),
+  );
 }
 
 /** The request (or RPC call) that runs `key` for the user holding `own`, as a client sends it. */

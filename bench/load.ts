@@ -1,8 +1,9 @@
 // Load (bench/bench.ts, phase 3): the rows autocannon fires at the service and the bare
 // worker on wrangler's dev server, each destructive request on a session of its own.
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import type { readConfig } from "../src/domain/config.ts";
-import { type CostKey, listBatchOf } from "./cost.ts";
+import { type CostKey, listBatchOf, type Statement, userListBatchOf } from "./cost.ts";
 import { problems } from "./harness.ts";
 import { browser, type Seeded, seedUsers } from "./seed.ts";
 
@@ -61,11 +62,37 @@ export interface Run {
   rps: number;
   p50: number;
   p99: number;
+  /** workerd's CPU per request (µs), all its processes; null without /proc. */
+  cpuMicros: number | null;
+}
+
+/**
+ * The CPU time (ms) every workerd process has used so far, from /proc: the dev servers' proxies,
+ * the workers and their local D1, whose threads are what a row's throughput waits on. Null
+ * where there is no /proc.
+ */
+function workerdCpuMs(): number | null {
+  if (!existsSync("/proc/self/stat")) return null;
+  let ticks = 0;
+  for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      if (!stat.includes(" (workerd) ")) continue;
+      // After the command's closing parenthesis: utime and stime are the 12th and 13th fields.
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  // USER_HZ, 100 on every Linux that wrangler runs on.
+  return ticks * 10;
 }
 
 /** Fires exactly `amount` requests and times them from the first to the last response. */
 export function fire(base: URL, row: Row, amount = AMOUNT): Promise<Run> {
   const list = row.requests();
+  const cpuBefore = workerdCpuMs();
   let next = 0;
   return new Promise((resolve, reject) => {
     const started = performance.now();
@@ -90,11 +117,37 @@ export function fire(base: URL, row: Row, amount = AMOUNT): Promise<Run> {
             `${row.label} (${row.n ?? "-"}): ${answered}/${amount} answered, statuses ${JSON.stringify(result.statusCodeStats)}, ${result.errors} errors`,
           );
         }
-        resolve({ rps: answered / ((last - started) / 1000), p50: result.latency.p50, p99: result.latency.p99 });
+        const cpuAfter = workerdCpuMs();
+        const cpuMicros = cpuBefore === null || cpuAfter === null ? null : ((cpuAfter - cpuBefore) * 1000) / answered;
+        resolve({
+          rps: answered / ((last - started) / 1000),
+          p50: result.latency.p50,
+          p99: result.latency.p99,
+          cpuMicros,
+        });
       },
     );
     instance.on("response", () => (last = performance.now()));
   });
+}
+
+/** One request to the bare worker's `POST /batch`: these statements as one batch. */
+const batchRequest = (statements: Statement[]): CannonRequest => ({
+  method: "POST",
+  path: "/batch",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify(statements),
+});
+
+/** A row of the bare worker replaying `what` from a JSON body, one batch a request (cycling through `batches`). */
+function replayRow(n: number, what: string, batches: Statement[][]): Row {
+  return {
+    label: `bare Hono worker replaying ${what}, from a JSON body`,
+    n,
+    server: "bare",
+    status: 200,
+    requests: () => batches.map(batchRequest),
+  };
 }
 
 export async function loadRows(env: Env, config: ReturnType<typeof readConfig>): Promise<Row[]> {
@@ -144,17 +197,16 @@ export async function loadRows(env: Env, config: ReturnType<typeof readConfig>):
     });
     // The same batch (statements and values) replayed by the bare worker: what the list's SQL
     // costs on this harness without the service's own work around it.
-    const batch = JSON.stringify(await listBatchOf(env, config, reader));
     rows.push({
-      label: "bare Hono worker replaying the list's batch (its statements and values, from a JSON body)",
-      n,
-      server: "bare",
+      ...replayRow(n, "the list's batch (its statements and values)", [await listBatchOf(env, config, reader)]),
       cost: "list",
-      status: 200,
-      requests: () => [
-        { method: "POST", path: "/batch", headers: { "content-type": "application/json" }, body: batch },
-      ],
     });
+    // The floor under any list: the same user's sessions read with nothing to prove, judge or record.
+    rows.push(
+      replayRow(n, "`SessionService.listUserSessions` for the same user (no token, no check, no activity)", [
+        await userListBatchOf(env, config, reader),
+      ]),
+    );
     // One user per request and repetition, each holding exactly n sessions when asked, except
     // that a delete or a logout at 50 shares a user with 9 more: it holds 50 down to 41.
     const perUser = Math.max(1, n / 5);

@@ -86,8 +86,8 @@ function costTable(small: Cost[], large: Cost[], tableRows: number, cpu: Map<str
 
 function loadTable(rows: Row[], runs: Run[][], costs: Cost[]): string {
   const lines = [
-    "| Row | Sessions per user | Req/s (median) | p50 / p99 (ms) | Ratio to bare | Share of its own no-database ceiling | Share of the bare worker's `GET /d1` | Rows written |",
-    "|---|--:|--:|--:|--:|--:|--:|--:|",
+    "| Row | Sessions per user | Req/s (median) | p50 / p99 (ms) | workerd CPU per request (µs, median) | Ratio to bare | Share of its own no-database ceiling | Share of the bare worker's `GET /d1` | Rows written |",
+    "|---|--:|--:|--:|--:|--:|--:|--:|--:|",
   ];
   // The D1 floor on this harness: a bare worker's one round trip that reads no table.
   const floor = rows.findIndex((row) => row.against === "own");
@@ -107,10 +107,11 @@ function loadTable(rows: Row[], runs: Run[][], costs: Cost[]): string {
           : row.isCeiling
             ? "1.00"
             : "–";
-    const toFloor = row.cost ? fmt(ratio(i, rpsOf(floor)), 2) : "–";
+    const toFloor = row.n !== null ? fmt(ratio(i, rpsOf(floor)), 2) : "–";
+    const cpu = own.map((r) => r.cpuMicros).filter((micros) => micros !== null);
     const written = row.cost ? String(costs.find((c) => c.key === row.cost && c.n === row.n)?.rowsWritten ?? "?") : "–";
     lines.push(
-      `| ${row.label} | ${row.n ?? "–"} | ${fmt(median(own.map((r) => r.rps)))} | ${fmt(median(own.map((r) => r.p50)))} / ${fmt(median(own.map((r) => r.p99)))} | ${fmt(ratio(i, bareOf), 2)} | ${share} | ${toFloor} | ${written} |`,
+      `| ${row.label} | ${row.n ?? "–"} | ${fmt(median(own.map((r) => r.rps)))} | ${fmt(median(own.map((r) => r.p50)))} / ${fmt(median(own.map((r) => r.p99)))} | ${cpu.length > 0 ? fmt(median(cpu)) : "–"} | ${fmt(ratio(i, bareOf), 2)} | ${share} | ${toFloor} | ${written} |`,
     );
   });
   return lines.join("\n");
