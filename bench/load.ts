@@ -131,22 +131,15 @@ export function fire(base: URL, row: Row, amount = AMOUNT): Promise<Run> {
   });
 }
 
-/** One request to the bare worker's `POST /batch`: these statements as one batch. */
-const batchRequest = (statements: Statement[]): CannonRequest => ({
-  method: "POST",
-  path: "/batch",
-  headers: { "content-type": "application/json" },
-  body: JSON.stringify(statements),
-});
-
-/** A row of the bare worker replaying `what` from a JSON body, one batch a request (cycling through `batches`). */
-function replayRow(n: number, what: string, batches: Statement[][]): Row {
+/** A row of the bare worker replaying `what` (`POST /batch`: its statements as one batch, from a JSON body). */
+function replayRow(n: number, what: string, batch: Statement[]): Row {
+  const body = JSON.stringify(batch);
   return {
     label: `bare Hono worker replaying ${what}, from a JSON body`,
     n,
     server: "bare",
     status: 200,
-    requests: () => batches.map(batchRequest),
+    requests: () => [{ method: "POST", path: "/batch", headers: { "content-type": "application/json" }, body }],
   };
 }
 
@@ -198,14 +191,16 @@ export async function loadRows(env: Env, config: ReturnType<typeof readConfig>):
     // The same batch (statements and values) replayed by the bare worker: what the list's SQL
     // costs on this harness without the service's own work around it.
     rows.push({
-      ...replayRow(n, "the list's batch (its statements and values)", [await listBatchOf(env, config, reader)]),
+      ...replayRow(n, "the list's batch (its statements and values)", await listBatchOf(env, config, reader)),
       cost: "list",
     });
     // The floor under any list: the same user's sessions read with nothing to prove, judge or record.
     rows.push(
-      replayRow(n, "`SessionService.listUserSessions` for the same user (no token, no check, no activity)", [
+      replayRow(
+        n,
+        "`SessionService.listUserSessions` for the same user (no token, no check, no activity)",
         await userListBatchOf(env, config, reader),
-      ]),
+      ),
     );
     // One user per request and repetition, each holding exactly n sessions when asked, except
     // that a delete or a logout at 50 shares a user with 9 more: it holds 50 down to 41.
