@@ -8,7 +8,8 @@
 // dropping keys whose overlap has ended. RS256 is what the CAEP interoperability profile asks for.
 import { readFileSync } from "node:fs";
 import { JWS_ALGORITHMS, type JwsAlgorithm } from "../src/domain/jws.ts";
-import { DISCOVERY_MAX_AGE_SECONDS, keyId, readTransmitter } from "../src/domain/ssf/transmitter.ts";
+import { keyId } from "../src/domain/signing-keys.ts";
+import { DISCOVERY_MAX_AGE_SECONDS, readTransmitter } from "../src/domain/ssf/transmitter.ts";
 import { parseOptions, refuse } from "./options.ts";
 
 const USAGE = `usage: npm run --silent ssf:keys -- new [--alg ES256|RS256]

@@ -30,14 +30,15 @@ import {
   sessionCookie,
   shardBindings,
 } from "./helpers.ts";
+import { accessTokenVars } from "./ssf.ts";
 
 // Each operation authenticates and acts in one D1 round trip, to the one database that
 // holds the caller's user, whatever the number of sessions or databases: asserted by
 // counting calls on every D1 binding. The suite runs at one database and at four.
 
-async function roundTrips(method: string, path: string, headers: Record<string, string>) {
+async function roundTrips(method: string, path: string, headers: Record<string, string>, vars: Partial<Env> = {}) {
   const counter = countingShards(databases());
-  const response = await callWith(counter.env, method, path, headers);
+  const response = await callWith({ ...vars, ...counter.env }, method, path, headers);
   return { status: response.status, roundTrips: counter.roundTrips() };
 }
 
@@ -64,6 +65,10 @@ describe("round trips per request, per database", () => {
       const one = (status: number) => ({ status, roundTrips: own });
       expect(await roundTrips("GET", "/auth/sessions", bearer(current.token))).toEqual(one(200));
       expect(await roundTrips("GET", "/auth/events", bearer(current.token))).toEqual(one(200));
+      expect(await roundTrips("GET", "/auth/whoami", bearer(current.token))).toEqual(one(200));
+      const tokens = await accessTokenVars();
+      expect(await roundTrips("POST", "/auth/token", bearer(current.token), tokens)).toEqual(one(200));
+      expect(await roundTrips("POST", "/auth/token", sessionCookie(current.token), tokens)).toEqual(one(200));
       if (others[0]) {
         expect(await roundTrips("DELETE", `/auth/sessions/${others[0].id}`, bearer(current.token))).toEqual(one(200));
       }
@@ -76,6 +81,7 @@ describe("round trips per request, per database", () => {
       const other = await issue(user);
       expect(await roundTrips("GET", "/auth/sessions", sessionCookie(byCookie.token))).toEqual(one(200));
       expect(await roundTrips("GET", "/auth/events", sessionCookie(byCookie.token))).toEqual(one(200));
+      expect(await roundTrips("GET", "/auth/whoami", sessionCookie(byCookie.token))).toEqual(one(200));
       expect(await roundTrips("DELETE", `/auth/sessions/${other.id}`, sessionCookie(byCookie.token))).toEqual(one(200));
       const [single] = await userWith(count, user);
       expect(await roundTrips("POST", "/auth/logout", sessionCookie(single.token))).toEqual(one(200));

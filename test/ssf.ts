@@ -79,3 +79,15 @@ export async function standInUpstream() {
     callWith(vars, "POST", "/ssf/inbound", { "Content-Type": "application/secevent+jwt" }, set);
   return { vars, setAbout, push };
 }
+
+export const ACCESS_TOKEN_AUDIENCE = "https://api.example";
+
+/** Access tokens on, with one fresh ES256 key (or the keys given), as an operator configures them. */
+export async function accessTokenVars(keys?: unknown[]): Promise<Partial<Env>> {
+  // A secret: wrangler's types know only wrangler.toml's vars, as for SSF_SIGNING_KEYS.
+  return {
+    ACCESS_TOKEN_KEYS: JSON.stringify(keys ?? [await privateJwk("ES256", "at1")]),
+    ACCESS_TOKEN_ISSUER: ISSUER,
+    ACCESS_TOKEN_AUDIENCE: ACCESS_TOKEN_AUDIENCE,
+  } as Partial<Env>;
+}

@@ -12,6 +12,8 @@ export const STATEMENTS = {
   "DELETE /auth/logout?scope=others": [6, 5],
   "POST /auth/logout": [4, 4],
   "SessionService.authenticate": [3, 2],
+  "GET /auth/whoami": [3, 2],
+  "POST /auth/token": [3, 2],
   "SessionService.reauthenticate": [6, 5],
   "SessionService.create": [7, 7],
   "SessionService.openSupportSession": [6, 6],

@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards } from "./d1.ts";
 import { bearer, CHROME_MAC, callWith, databases, issue, newUser, sessionCookie } from "./helpers.ts";
+import { accessTokenVars } from "./ssf.ts";
 import { type Operation, STATEMENTS } from "./statement-counts.ts";
 
 // Every D1 statement is a deliberate choice: each operation's one batch is counted here,
@@ -19,7 +20,9 @@ async function measure(operation: Operation, judged: boolean, vars: Partial<Env>
   const caller = await issue(userId, { ...HOME, carrier: "both" });
   const other = await issue(userId, HOME);
   const counter = countingShards(databases());
-  const bindings = { ...counter.env, ...vars };
+  // Access tokens are off unless configured.
+  const tokens = operation === "POST /auth/token" ? await accessTokenVars() : {};
+  const bindings = { ...counter.env, ...tokens, ...vars };
   const service = new SessionService(createExecutionContext(), { ...env, ...bindings });
   const context = judged ? { context: CONTEXT } : {};
   if (operation === "SessionService.authenticate")

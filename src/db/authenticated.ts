@@ -215,7 +215,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
   };
 }
 
-/** What is read of the caller: who, until when, how and when they last authenticated, held or not. */
+/** What is read of the caller: who, until when, how and when they last authenticated, held or not, bound or not. */
 export const CALLER = {
   id: sessions.id,
   userId: sessions.userId,
@@ -226,6 +226,7 @@ export const CALLER = {
   contextStepUp: sessions.contextStepUp,
   supportAgent: sessions.supportAgent,
   supportReason: sessions.supportReason,
+  dbscKeyThumbprint: sessions.dbscKeyThumbprint,
 };
 
 /**

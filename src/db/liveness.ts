@@ -89,6 +89,8 @@ export type Caller = {
   /** A support session's agent and reason (src/domain/support.ts); null on the user's own sessions. */
   supportAgent: string | null;
   supportReason: string | null;
+  /** Set when the session is bound to its browser's key (DBSC): the key's RFC 7638 thumbprint. */
+  dbscKeyThumbprint: string | null;
   /** A change of its context this batch could not record: its bucket is frozen for a move. */
   contextUnrecorded: boolean;
 };

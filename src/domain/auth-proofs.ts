@@ -91,6 +91,11 @@ export function checkAssuranceLevel(level: unknown): AssuranceLevel | null {
   return level as AssuranceLevel;
 }
 
+/** A `max_age` (OIDC's, RFC 9470's): a whole number of seconds, 0 or more. */
+export function isMaxAge(seconds: unknown): seconds is number {
+  return Number.isSafeInteger(seconds) && (seconds as number) >= 0;
+}
+
 /** The latest proof: when the user last proved who they are. */
 export function latestProof(proofs: StoredProofs | null): number | null {
   const times = Object.values(proofs ?? {});

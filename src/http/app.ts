@@ -1,5 +1,6 @@
 import { createMiddleware } from "hono/factory";
 import { methodNotAllowed } from "hono/method-not-allowed";
+import { ACCESS_TOKEN_JWKS_PATH } from "../domain/access-token.ts";
 import { INBOUND_PATH } from "../domain/ssf/inbound.ts";
 import { STREAMS_PATH } from "../domain/ssf/streams.ts";
 import { CONFIGURATION_PATH, JWKS_PATH } from "../domain/ssf/transmitter.ts";
@@ -13,10 +14,12 @@ import { withScope } from "./middleware/scope.ts";
 import { securityHeaders } from "./middleware/security-headers.ts";
 import { openApiDocument } from "./openapi.ts";
 import { limitFailedAuthentication } from "./rate-limit.ts";
+import { accessTokenJwksRoutes, tokenRoutes } from "./routes/access-tokens.ts";
 import { deviceBindingRoutes } from "./routes/device-binding.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { logoutRoutes } from "./routes/logout.ts";
 import { sessionsRoutes } from "./routes/sessions.ts";
+import { whoamiRoutes } from "./routes/whoami.ts";
 import { configurationRoutes, jwksRoutes } from "./ssf/discovery.ts";
 import { inboundRoutes } from "./ssf/inbound.ts";
 import { streamRoutes } from "./ssf/streams.ts";
@@ -60,6 +63,7 @@ export const app = routes
   .use("/openapi.json", refuseOtherMethods)
   .use(CONFIGURATION_PATH, refuseOtherMethods)
   .use(JWKS_PATH, refuseOtherMethods)
+  .use(ACCESS_TOKEN_JWKS_PATH, refuseOtherMethods)
   .use(`${STREAMS_PATH}/*`, refuseOtherMethods)
   .use(INBOUND_PATH, refuseOtherMethods)
   .get("/openapi.json", (c) => {
@@ -71,9 +75,12 @@ export const app = routes
   .route("/auth/sessions", sessionsRoutes)
   .route("/auth/logout", logoutRoutes)
   .route("/auth/events", eventsRoutes)
+  .route("/auth/whoami", whoamiRoutes)
+  .route("/auth/token", tokenRoutes)
   .route("/auth/dbsc", deviceBindingRoutes)
   .route(CONFIGURATION_PATH, configurationRoutes)
   .route(JWKS_PATH, jwksRoutes)
+  .route(ACCESS_TOKEN_JWKS_PATH, accessTokenJwksRoutes)
   .route(STREAMS_PATH, streamRoutes)
   .route(INBOUND_PATH, inboundRoutes)
   // Returned, not thrown: a throw here would skip the middleware above on its way out.

@@ -12,6 +12,7 @@ export const MESSAGES = {
   method_not_allowed: "This method is not allowed on this path.",
   not_found: "No such endpoint.",
   invalid_scope: "The scope parameter must be omitted or be 'others'.",
+  invalid_max_age: "The max_age parameter must be given at most once, as a whole number of seconds (0 or more).",
   rate_limited: "Too many failed authentication attempts. Retry later.",
   uri_too_long: "The request path is too long.",
   internal_error: "Something went wrong on our side. Please try again.",

@@ -1,6 +1,7 @@
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { REFRESH_PATH } from "../domain/device-binding.ts";
 import { EVENT_TYPES, EVENTS_LISTED } from "../domain/events.ts";
+import { JWS_ALGORITHMS } from "../domain/jws.ts";
 import { MAX_REASON_LENGTH } from "../domain/reason.ts";
 import { DELIVERY_URNS, EVENTS_SUPPORTED, MIN_VERIFICATION_INTERVAL_SECONDS } from "../domain/ssf/streams.ts";
 import { MAX_SUPPORT_REASON_LENGTH } from "../domain/support.ts";
@@ -8,10 +9,12 @@ import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
 import { MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
 import { ALLOW_HEADER, anyRequest, error, json, type OpenApiDocument, ref } from "./openapi-parts.ts";
+import { accessTokenSchema, accessTokensPaths } from "./routes/access-tokens.openapi.ts";
 import { deviceBindingPaths } from "./routes/device-binding.openapi.ts";
 import { eventsPaths } from "./routes/events.openapi.ts";
 import { logoutPaths } from "./routes/logout.openapi.ts";
 import { sessionsPaths } from "./routes/sessions.openapi.ts";
+import { whoamiPaths, whoamiSchema } from "./routes/whoami.openapi.ts";
 import { discoveryPaths } from "./ssf/discovery.openapi.ts";
 import { inboundPaths } from "./ssf/inbound.openapi.ts";
 import { STREAM_ID, streamsPaths } from "./ssf/streams.openapi.ts";
@@ -44,6 +47,8 @@ export const openApiDocument: OpenApiDocument = {
     ...sessionsPaths,
     ...logoutPaths,
     ...eventsPaths,
+    ...whoamiPaths,
+    ...accessTokensPaths,
     ...deviceBindingPaths,
     ...discoveryPaths,
     ...streamsPaths,
@@ -391,6 +396,34 @@ export const openApiDocument: OpenApiDocument = {
         required: ["session_identifier", "continue"],
         properties: { session_identifier: { type: "string" }, continue: { const: false } },
         additionalProperties: false,
+      },
+      Whoami: whoamiSchema,
+      AccessToken: accessTokenSchema,
+      JwkSet: {
+        type: "object",
+        required: ["keys"],
+        properties: {
+          keys: {
+            type: "array",
+            minItems: 1,
+            items: {
+              type: "object",
+              required: ["kty", "kid", "alg", "use"],
+              properties: {
+                kty: { enum: ["EC", "RSA"] },
+                kid: { type: "string" },
+                alg: { enum: [...JWS_ALGORITHMS] },
+                use: { const: "sig" },
+                crv: { const: "P-256" },
+                x: { type: "string" },
+                y: { type: "string" },
+                n: { type: "string" },
+                e: { type: "string" },
+              },
+              additionalProperties: false,
+            },
+          },
+        },
       },
       EventList: {
         type: "object",

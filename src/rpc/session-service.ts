@@ -1,5 +1,5 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
-import { type AuthProof, proofList } from "../domain/auth-proofs.ts";
+import { type AuthProof, isMaxAge, proofList } from "../domain/auth-proofs.ts";
 import { checkTokenCarrier } from "../domain/carrier.ts";
 import { type ClientContext, type ContextInput, clientContext } from "../domain/client-context.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
@@ -14,7 +14,7 @@ import {
   type ReauthenticateInput,
   reauthenticate,
 } from "../services/issue-session.ts";
-import { authenticateToken } from "../services/own-sessions.ts";
+import { authenticateToken, isFresh } from "../services/own-sessions.ts";
 import { openScope, type Scope } from "../services/scope.ts";
 import { readSessionToken } from "../services/session-token.ts";
 import {
@@ -39,6 +39,8 @@ export interface AuthenticatedSession {
   assuranceLevel: number | null;
   /** With `maxAge`: whether `authenticatedAt` is at most that many seconds ago; never for support access. */
   fresh?: boolean;
+  /** Present (true) only when the session is bound to its browser's key (DBSC). */
+  deviceBound?: true;
   /**
    * Present (true) only when the session was used from another device (or network, as
    * SESSION_CONTEXT_* say) than last seen and is held for step-up: treat the request as not
@@ -106,7 +108,7 @@ export interface ReauthenticatedSession {
 function checkMaxAge(options: AuthenticateOptions | undefined): number | null {
   const maxAge = options?.maxAge;
   if (maxAge === undefined) return null;
-  if (!Number.isSafeInteger(maxAge) || maxAge < 0) throw new RangeError("maxAge must be a whole number of seconds");
+  if (!isMaxAge(maxAge)) throw new RangeError("maxAge must be a whole number of seconds");
   return maxAge;
 }
 
@@ -193,9 +195,8 @@ export class SessionService extends WorkerEntrypoint<Env> {
         assuranceLevel: caller.assuranceLevel,
       };
       const actor = supportActor(caller);
-      // Support access proves nobody's identity: it is never a recent sign-in of the user.
-      if (maxAge !== null)
-        authenticated.fresh = !actor && scope.at.now.getTime() - caller.authenticatedAt.getTime() <= maxAge * 1000;
+      if (maxAge !== null) authenticated.fresh = isFresh(caller, scope.at, maxAge);
+      if (caller.dbscKeyThumbprint !== null) authenticated.deviceBound = true;
       if (caller.contextStepUp) authenticated.reauthenticationRequired = true;
       if (actor) authenticated.actor = actor;
       return authenticated;

@@ -9,6 +9,7 @@ import {
   endSessionByToken,
   listSessionsByToken,
 } from "../db/sessions.ts";
+import type { Instant } from "../domain/clock.ts";
 import type { Refusal } from "../domain/refusal.ts";
 import { type SessionView, sessionView } from "../domain/session-view.ts";
 import { contextCheck, type Scope, write } from "./scope.ts";
@@ -37,11 +38,19 @@ export async function listOwnSessions(scope: Scope, { place, proof }: SessionTok
   return caller.contextStepUp ? "step-up" : sessions.map(sessionView);
 }
 
-/** Whether the token's session is live and free to act (its activity recorded, its context judged). */
-export async function ownSessionState(scope: Scope, token: SessionToken): Promise<"live" | Refusal> {
+/** The token's session if it is live and free to act (its activity recorded, its context judged), or why not. */
+export async function ownSession(scope: Scope, token: SessionToken): Promise<Caller | Refusal> {
   const caller = await authenticateToken(scope, token);
   if (!caller) return "not_live";
-  return caller.contextStepUp ? "step-up" : "live";
+  return caller.contextStepUp ? "step-up" : caller;
+}
+
+/**
+ * Whether the caller proved who they are at most `maxAgeSeconds` ago. Support access proves
+ * nobody's identity: it is never a recent sign-in of the user.
+ */
+export function isFresh(caller: Caller, at: Instant, maxAgeSeconds: number): boolean {
+  return caller.supportAgent === null && at.now.getTime() - caller.authenticatedAt.getTime() <= maxAgeSeconds * 1000;
 }
 
 /** The user's security log, newest first, or why it is not given. */

@@ -1,5 +1,5 @@
 import { isRefusal } from "../../domain/refusal.ts";
-import { endAllOwnSessions, endOtherOwnSessions, endOwnSession, ownSessionState } from "../../services/own-sessions.ts";
+import { endAllOwnSessions, endOtherOwnSessions, endOwnSession, ownSession } from "../../services/own-sessions.ts";
 import type { AppEnv } from "../app-env.ts";
 import { clearCarriedCookie } from "../cookie.ts";
 import { ApiError } from "../errors.ts";
@@ -24,7 +24,7 @@ export const logoutRoutes = new Hono<AppEnv>()
     if (scopeParameter !== undefined && scopeParameter !== "others") {
       // An addition may not change a specified answer: a dead token is still the contract's
       // 401 session_invalid, so the token is proven first (the one round trip); nothing ends.
-      const state = await ownSessionState(scope, token);
+      const state = await ownSession(scope, token);
       if (state === "step-up") throw refused(c, state);
       clearCarriedCookie(c);
       if (state === "not_live") throw refused(c, state, "session_invalid");

@@ -1,7 +1,6 @@
-import { JWS_ALGORITHMS } from "../../domain/jws.ts";
 import { DELIVERY_URNS } from "../../domain/ssf/streams.ts";
 import { CONFIGURATION_PATH, JWKS_PATH } from "../../domain/ssf/transmitter.ts";
-import { ALLOW_HEADER, anyRequest, error, json, type PathItem, PUBLIC_CACHE } from "../openapi-parts.ts";
+import { ALLOW_HEADER, anyRequest, error, json, type PathItem, PUBLIC_CACHE, ref } from "../openapi-parts.ts";
 
 /** The OpenAPI document's part (src/http/openapi.ts) for discovery.ts: the transmitter's discovery and keys. */
 export const discoveryPaths = {
@@ -61,36 +60,7 @@ export const discoveryPaths = {
           description:
             "The signing key and each key rotated out within its overlap; `kid` names the key a SET's header names.",
           headers: PUBLIC_CACHE,
-          content: {
-            "application/jwk-set+json": {
-              schema: {
-                type: "object",
-                required: ["keys"],
-                properties: {
-                  keys: {
-                    type: "array",
-                    minItems: 1,
-                    items: {
-                      type: "object",
-                      required: ["kty", "kid", "alg", "use"],
-                      properties: {
-                        kty: { enum: ["EC", "RSA"] },
-                        kid: { type: "string" },
-                        alg: { enum: [...JWS_ALGORITHMS] },
-                        use: { const: "sig" },
-                        crv: { const: "P-256" },
-                        x: { type: "string" },
-                        y: { type: "string" },
-                        n: { type: "string" },
-                        e: { type: "string" },
-                      },
-                      additionalProperties: false,
-                    },
-                  },
-                },
-              },
-            },
-          },
+          content: { "application/jwk-set+json": { schema: ref("schemas/JwkSet") } },
         },
         "404": error("No transmitter is configured (SSF_ISSUER is empty).", ["not_found"], {}, false),
         ...anyRequest(false),

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
+import { publishedKeys } from "../../domain/signing-keys.ts";
 import {
   DISCOVERY_MAX_AGE_SECONDS,
-  publishedKeys,
   readTransmitter,
   type Transmitter,
   transmitterMetadata,

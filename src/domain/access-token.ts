@@ -1,0 +1,135 @@
+import { ConfigError } from "./config.ts";
+import { signJws } from "./jws.ts";
+import { issuerOf, type KeySet, keySetOf } from "./signing-keys.ts";
+import { base64Url } from "./token.ts";
+
+// Access tokens: short-lived JWTs (RFC 9068's profile) minted from a live session by
+// `POST /auth/token`, for services that verify a caller on their own against the published key
+// set instead of asking this service on every request. They cannot be revoked: a verifier learns
+// that a session ended from the Shared Signals `session-revoked` event naming the token's `sid`
+// (docs/access-tokens.md), and a verifier that does not listen trusts a token until its `exp`.
+// Off until an operator sets ACCESS_TOKEN_KEYS (a key set as src/domain/signing-keys.ts reads it):
+// the token route and the key set then answer 404.
+
+/** Where verifiers fetch the public keys: the conventional path, outside `/auth/` (which is no-store). */
+export const ACCESS_TOKEN_JWKS_PATH = "/.well-known/jwks.json";
+/** Caches may keep the key set this long; a rotated-out key stays published longer (`npm run token:keys`). */
+export const JWKS_MAX_AGE_SECONDS = 300;
+/**
+ * The default lifetime: how long a verifier that does not listen to Shared Signals may still
+ * accept a token of a session that has ended, against one `POST /auth/token` per client per
+ * lifetime. Two minutes: short enough that an ended session is gone everywhere within the time
+ * a user takes to notice, long enough that a client refreshing a little before `exp` costs the
+ * service one request every ~100 s.
+ */
+export const DEFAULT_ACCESS_TOKEN_TTL_SECONDS = 120;
+/** "At most a few minutes": a longer lifetime would make a token a second, unrevocable session. */
+export const MAX_ACCESS_TOKEN_TTL_SECONDS = 600;
+
+export interface AccessTokenIssuer extends KeySet {
+  /** `iss`: an https origin. */
+  issuer: string;
+  /** `aud`: the services the tokens are for, one or more. */
+  audience: string[];
+  ttlSeconds: number;
+}
+
+export interface AccessTokenVars {
+  ACCESS_TOKEN_KEYS?: string;
+  ACCESS_TOKEN_ISSUER?: string;
+  ACCESS_TOKEN_AUDIENCE?: string;
+  ACCESS_TOKEN_TTL_SECONDS?: string;
+}
+
+function audienceOf(value: string | undefined): string[] {
+  const audience = (value ?? "")
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  if (audience.length === 0 || audience.some((entry) => entry.length > 512 || /[\p{Cc}\s]/u.test(entry)))
+    throw new ConfigError(
+      "ACCESS_TOKEN_AUDIENCE must list the services the tokens are for, comma-separated (each a URI or a name, no spaces)",
+    );
+  return audience;
+}
+
+function ttlOf(value: string | undefined): number {
+  const ttl = value === undefined || value === "" ? DEFAULT_ACCESS_TOKEN_TTL_SECONDS : Number(value);
+  if (!Number.isSafeInteger(ttl) || ttl < 10 || ttl > MAX_ACCESS_TOKEN_TTL_SECONDS)
+    throw new ConfigError(`ACCESS_TOKEN_TTL_SECONDS must be an integer from 10 to ${MAX_ACCESS_TOKEN_TTL_SECONDS}`);
+  return ttl;
+}
+
+// Parsed once per isolate for the values last seen, as the transmitter is; a refused
+// configuration is not kept, so it is refused again, with its log line, on every call.
+let lastRead: { vars: string; issuer: AccessTokenIssuer } | null = null;
+
+/**
+ * The access token issuer the vars describe, null when ACCESS_TOKEN_KEYS is unset (off). Throws
+ * a ConfigError that names the var and its rule, never a value.
+ */
+export function readAccessTokenIssuer(vars: AccessTokenVars): AccessTokenIssuer | null {
+  if (!vars.ACCESS_TOKEN_KEYS) return null;
+  const key = JSON.stringify([
+    vars.ACCESS_TOKEN_KEYS,
+    vars.ACCESS_TOKEN_ISSUER,
+    vars.ACCESS_TOKEN_AUDIENCE,
+    vars.ACCESS_TOKEN_TTL_SECONDS,
+  ]);
+  if (lastRead?.vars === key) return lastRead.issuer;
+  const issuer: AccessTokenIssuer = {
+    ...keySetOf("ACCESS_TOKEN_KEYS", vars.ACCESS_TOKEN_KEYS),
+    issuer: issuerOf("ACCESS_TOKEN_ISSUER", vars.ACCESS_TOKEN_ISSUER ?? ""),
+    audience: audienceOf(vars.ACCESS_TOKEN_AUDIENCE),
+    ttlSeconds: ttlOf(vars.ACCESS_TOKEN_TTL_SECONDS),
+  };
+  lastRead = { vars: key, issuer };
+  return issuer;
+}
+
+/** What an access token says of its session, beyond the issuer's own claims. */
+export interface AccessTokenSubject {
+  sessionId: string;
+  userId: string;
+  authenticatedAt: Date;
+  /** RFC 8176 methods, oldest proof first; omitted from the token when empty. */
+  amr: string[];
+  /** NIST SP 800-63B AAL, as `acr` `aal1`…`aal3`; omitted when the login flow gave none. */
+  assuranceLevel: number | null;
+  /** The support agent acting in the session (RFC 8693 `act.sub`). */
+  agent: string | null;
+}
+
+/** The token's `exp`, in epoch seconds: never past the session's own end. */
+function expiryOf(issuer: AccessTokenIssuer, now: Date, sessionExpiresAt: Date): number {
+  return Math.min(Math.floor(now.getTime() / 1000) + issuer.ttlSeconds, Math.floor(sessionExpiresAt.getTime() / 1000));
+}
+
+/**
+ * A signed access token (RFC 9068 §2: `typ` `at+jwt`) for the session, and its lifetime in
+ * seconds. No `client_id`: no OAuth client asks for it, the session's own holder does; a verifier
+ * tells tokens of this issuer apart by `iss`, `aud` and `typ`.
+ */
+export async function signAccessToken(
+  issuer: AccessTokenIssuer,
+  subject: AccessTokenSubject,
+  now: Date,
+  sessionExpiresAt: Date,
+): Promise<{ token: string; expiresIn: number }> {
+  const iat = Math.floor(now.getTime() / 1000);
+  const exp = expiryOf(issuer, now, sessionExpiresAt);
+  const claims = {
+    iss: issuer.issuer,
+    sub: subject.userId,
+    aud: issuer.audience.length === 1 ? issuer.audience[0] : issuer.audience,
+    exp,
+    iat,
+    jti: base64Url(crypto.getRandomValues(new Uint8Array(16))),
+    sid: subject.sessionId,
+    auth_time: Math.floor(subject.authenticatedAt.getTime() / 1000),
+    ...(subject.amr.length === 0 ? {} : { amr: subject.amr }),
+    ...(subject.assuranceLevel === null ? {} : { acr: `aal${subject.assuranceLevel}` }),
+    ...(subject.agent === null ? {} : { act: { sub: subject.agent } }),
+  };
+  return { token: await signJws(claims, issuer.signer, { typ: "at+jwt" }), expiresIn: exp - iat };
+}
