@@ -18,7 +18,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parse } from "smol-toml";
 import { applyMigrations } from "../scripts/shards.ts";
-import { announceDevServer, DEMO_SERVER_FILE, localVarsFiles, writePrivate } from "./dev-server.ts";
+import { announceDevServer, DEMO_SERVER_FILE, devKeySet, localVarsFiles, writePrivate } from "./dev-server.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
 const STATE = path.dirname(DEMO_SERVER_FILE);
@@ -36,14 +36,20 @@ interface ServiceToml {
  * wrangler.toml's top level as the demo's service: dev/dev-worker.ts (the service and its
  * operator gateway), its vars overridden by SESSION_* from the environment, paths made absolute.
  */
-function serviceConfig(): string {
+function serviceConfig(origin: string): string {
   const overrides = Object.entries(process.env).filter(([name]) => name.startsWith("SESSION_"));
   const toml = readFileSync(path.join(ROOT, "wrangler.toml"), "utf8");
   const { env: _environments, ...config } = parse(toml) as unknown as ServiceToml;
   const derived = {
     ...config,
     main: path.join(ROOT, "dev", "dev-worker.ts"),
-    vars: { ...config.vars, ...Object.fromEntries(overrides) },
+    // Access tokens on, issued by and for the demo's origin, so a newcomer can try POST /auth/token.
+    vars: {
+      ...config.vars,
+      ACCESS_TOKEN_ISSUER: origin,
+      ACCESS_TOKEN_AUDIENCE: origin,
+      ...Object.fromEntries(overrides),
+    },
     d1_databases: config.d1_databases.map((database) => ({
       ...database,
       migrations_dir: path.join(ROOT, database.migrations_dir),
@@ -66,12 +72,14 @@ const { server, wranglerEnv, forget } = await announceDevServer({
 });
 // The project's local vars, as the service would read them beside wrangler.toml, then the token.
 const localVars = localVarsFiles(undefined).map((file) => readFileSync(path.join(ROOT, file), "utf8"));
-writePrivate(SECRETS, [...localVars, `OPERATOR_TOKEN=${server.token}\n`].join("\n"));
+const tokenKeys = devKeySet(path.join(STATE, "access-token-dev-keys.json"), "ACCESS_TOKEN_KEYS");
+// Single quotes: dotenv takes the JSON as it is.
+writePrivate(SECRETS, [...localVars, `OPERATOR_TOKEN=${server.token}\nACCESS_TOKEN_KEYS='${tokenKeys}'\n`].join("\n"));
 const dev = spawn(
   "npx",
   [
     ...["wrangler", "dev", "dev/demo-worker.ts"],
-    ...["--config", "examples/login-worker/wrangler.toml", "--config", serviceConfig()],
+    ...["--config", "examples/login-worker/wrangler.toml", "--config", serviceConfig(server.url)],
     ...["--persist-to", STATE],
     ...args,
   ],

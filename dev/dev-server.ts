@@ -53,6 +53,18 @@ export function devServerOf(env: string | undefined): DevServer | null {
 }
 
 /** A file only this user may read, written anew (a file left behind keeps its old mode). */
+/**
+ * A development key set (`npm run ssf:keys` / `token:keys` `new`) made once and kept in `file`,
+ * so that verifiers' caches stay good across restarts; its text, for a secrets file.
+ */
+export function devKeySet(file: string, secret: "SSF_SIGNING_KEYS" | "ACCESS_TOKEN_KEYS"): string {
+  if (!existsSync(file)) {
+    const script = path.join(import.meta.dirname, "..", "scripts", "signing-keys.ts");
+    writeFileSync(file, execFileSync(process.execPath, [script, secret, "new"]), { mode: 0o600 });
+  }
+  return readFileSync(file, "utf8").trim();
+}
+
 export function writePrivate(file: string, text: string): void {
   rmSync(file, { force: true });
   writeFileSync(file, text, { mode: 0o600 });

@@ -7,11 +7,10 @@
 // its token and, over https, the certificate to trust; a command started during the
 // migrations waits for the server. No secret goes on wrangler's command line, which every
 // user of the machine can read (`ps`): wrangler reads them from a file only this user can.
-import { execFileSync, spawn } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
 import path from "node:path";
 import { applyMigrations, envOf } from "../scripts/shards.ts";
-import { announceDevServer, DEV_SERVER_FILE, localVarsFiles, optionOf, writePrivate } from "./dev-server.ts";
+import { announceDevServer, DEV_SERVER_FILE, devKeySet, localVarsFiles, optionOf, writePrivate } from "./dev-server.ts";
 
 const STATE = path.dirname(DEV_SERVER_FILE);
 const args = process.argv.slice(2);
@@ -26,20 +25,21 @@ const { server, wranglerEnv, forget } = await announceDevServer({
   secrets,
   migrate: () => applyMigrations(env, "local", optionOf(args, "persist-to")),
 });
-// The Shared Signals transmitter runs too: this server's URL as its issuer, and a development
-// key made once (npm run ssf:keys) and kept with the local state, so receivers' caches stay good.
+// The Shared Signals transmitter and access tokens run too: this server's URL as their issuer
+// (and the tokens' audience), each with a development key set kept with the local state.
 // Push streams may point at a receiver on this machine (http, loopback): development only.
-const devKeys = path.join(STATE, "ssf-dev-keys.json");
-if (!existsSync(devKeys)) {
-  const keys = execFileSync(process.execPath, [path.join(import.meta.dirname, "..", "scripts", "ssf-keys.ts"), "new"]);
-  writeFileSync(devKeys, keys, { mode: 0o600 });
-}
+const ssfKeys = devKeySet(path.join(STATE, "ssf-dev-keys.json"), "SSF_SIGNING_KEYS");
+const tokenKeys = devKeySet(path.join(STATE, "access-token-dev-keys.json"), "ACCESS_TOKEN_KEYS");
 // Single quotes: dotenv takes the JSON as it is.
-writePrivate(secrets, `OPERATOR_TOKEN=${server.token}\nSSF_SIGNING_KEYS='${readFileSync(devKeys, "utf8").trim()}'\n`);
+writePrivate(
+  secrets,
+  `OPERATOR_TOKEN=${server.token}\nSSF_SIGNING_KEYS='${ssfKeys}'\nACCESS_TOKEN_KEYS='${tokenKeys}'\n`,
+);
 // With --env-file wrangler reads no other file of local vars, so the ones it would have read
 // follow ours and keep overriding, as without it.
 const vars = [
   ...["--var", `SSF_ISSUER:${server.url}`, "--var", "SSF_ALLOW_PRIVATE_PUSH:true"],
+  ...["--var", `ACCESS_TOKEN_ISSUER:${server.url}`, "--var", `ACCESS_TOKEN_AUDIENCE:${server.url}`],
   ...[secrets, ...(optionOf(args, "env-file") === undefined ? localVarsFiles(env) : [])].flatMap((file) => [
     "--env-file",
     file,
