@@ -182,6 +182,23 @@ try {
     types,
   );
 
+  // Any backend, on any stack, turns the token into its user.
+  const whoami = await expectStatus(200, "GET /auth/whoami", api.GET("/auth/whoami", bearer(token)));
+  check(
+    "the laptop's session and its user",
+    whoami.data?.session_id === laptop.id && whoami.data.user_id === user && whoami.data.device_bound === false,
+    whoami.data,
+  );
+  const fresh = await expectStatus(
+    200,
+    "GET /auth/whoami?max_age=3600",
+    api.GET("/auth/whoami", { params: { query: { max_age: 3600 } }, ...bearer(token) }),
+  );
+  check("fresh: signed in within the hour", fresh.data?.fresh === true, fresh.data);
+  // This server runs without ACCESS_TOKEN_KEYS: access tokens are off, and their route is not there.
+  const off = await expectStatus(404, "POST /auth/token (access tokens off)", api.POST("/auth/token", bearer(token)));
+  check("code not_found", off.error?.code === "not_found", off.error);
+
   const cookie = { headers: { Cookie: `__Host-session=${token}` } };
   const loggedOut = await expectStatus(200, "POST /auth/logout with the cookie", api.POST("/auth/logout", cookie));
   exact<typeof loggedOut.data, { message: "Logged out" } | undefined>(true);
@@ -195,6 +212,7 @@ try {
   const all = await expectStatus(200, "DELETE /auth/logout", api.DELETE("/auth/logout", bearer(token)));
   check('"Logged out of all sessions"', all.data?.message === "Logged out of all sessions", all.data);
   await expectStatus(401, "GET /auth/sessions after logging out everywhere", api.GET("/auth/sessions", bearer(token)));
+  await expectStatus(401, "GET /auth/whoami after logging out everywhere", api.GET("/auth/whoami", bearer(token)));
 
   // Operator commands: the same local D1, through the same code as the RPC methods.
   const kept = await sessionCreate();
