@@ -1,6 +1,8 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import type { SessionCarrier } from "../src/domain/carrier.ts";
+import type { ErrorCode } from "../src/http/error-codes.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards } from "./d1.ts";
 import { type Alg, challengeIn, type DeviceKey, deviceKey, signProof } from "./device-keys.ts";
@@ -49,14 +51,15 @@ interface BoundSession extends Issued {
   next: string;
 }
 
-async function issueBindable(user = newUser()) {
+/** `carrier` null: issued without one. */
+async function issueBindable(user = newUser(), carrier: SessionCarrier | null = "cookie") {
   const issued = (await exports.SessionService.create({
     userId: user,
     // A browser's session, as the login worker issues it, from the browser the requests below come
     // from: registration judges the context like any use of its cookie.
     userAgent: CHROME_MAC,
     deviceBound: true,
-    carrier: "cookie",
+    ...(carrier === null ? {} : { carrier }),
   })) as Issued & {
     secureSessionRegistration: string;
     boundCookie: string;
@@ -94,8 +97,8 @@ function boundCookieIn(setCookie: string | null | undefined): string {
   return match[1] as string;
 }
 
-async function bindSession(alg: Alg = "ES256", user?: string): Promise<BoundSession> {
-  const issued = await issueBindable(user);
+async function bindSession(alg: Alg = "ES256", user?: string, carrier?: SessionCarrier | null): Promise<BoundSession> {
+  const issued = await issueBindable(user, carrier);
   const key = await deviceKey(alg);
   const response = await register(
     issued.token,
@@ -461,6 +464,44 @@ describe("device-bound sessions: the bound browser lists, deletes and reads even
     expect(await everything()).toEqual(before);
     expect(await isLive(other.token)).toBe(true);
   });
+
+  // Every route that takes a token, with its contract's refusal of a token that proves no live
+  // session, sent as Bearer beside the session cookie (the logouts clear a cookie the request
+  // carried). `:other` is another live session of the same user, `:own` the caller's.
+  const CHALLENGED = { wwwAuthenticate: REJECTED_CHALLENGE };
+  const CHALLENGED_CLEARED = { wwwAuthenticate: REJECTED_CHALLENGE, setCookie: CLEARED_COOKIE };
+  const TOKEN_ROUTES: [string, string, number, ErrorCode, Parameters<typeof expectError>[3]][] = [
+    ["GET", "/auth/sessions", 401, "invalid_token", CHALLENGED],
+    ["DELETE", "/auth/sessions/:other", 401, "invalid_token", CHALLENGED],
+    ["DELETE", "/auth/sessions/:own", 401, "invalid_token", CHALLENGED],
+    ["POST", "/auth/logout", 400, "session_invalid", { setCookie: CLEARED_COOKIE }],
+    ["DELETE", "/auth/logout", 401, "session_invalid", CHALLENGED_CLEARED],
+    ["DELETE", "/auth/logout?scope=others", 401, "session_invalid", CHALLENGED_CLEARED],
+    ["GET", "/auth/events", 401, "invalid_token", CHALLENGED],
+  ];
+
+  // Its carrier would take a Bearer token: only the binding refuses it, a bound cookie beside it or not.
+  for (const carrier of [null, "both"] as const) {
+    it(`bound with carrier ${carrier ?? "omitted"}: its token as Bearer beside its live bound cookie is refused on every route that takes a token, nothing changed`, async () => {
+      const session = await bindSession("ES256", undefined, carrier);
+      expect(await row(session.user, session.id)).toMatchObject({ carrier });
+      const other = await issue(session.user);
+      const byScript = { ...bearer(session.token), ...cookies(session.token, session.bound) };
+      const before = await everything();
+      for (const [method, path, status, code, headers] of TOKEN_ROUTES) {
+        const response = await call(method, path.replace(":other", other.id).replace(":own", session.id), byScript);
+        expect(response.status, `${method} ${path}`).toBe(status);
+        await expectError(response, status, code, headers);
+      }
+      expect(await everything()).toEqual(before);
+      expect(await isLive(other.token)).toBe(true);
+      // Its own browser still lists both by its cookies.
+      const listed = await call("GET", "/auth/sessions", { ...cookies(session.token, session.bound), ...sameOrigin });
+      expect(listed.status).toBe(200);
+      const { sessions } = (await listed.json()) as { sessions: { id: string }[] };
+      expect(sessions.map((s) => s.id).sort()).toEqual([session.id, other.id].sort());
+    });
+  }
 
   it("from another site: 403 cross_site_request, nothing changed", async () => {
     const session = await bindSession();
