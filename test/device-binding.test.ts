@@ -28,6 +28,7 @@ import {
   REJECTED_CHALLENGE,
   tableSnapshot,
 } from "./helpers.ts";
+import { accessTokenVars } from "./ssf.ts";
 
 // Device Bound Session Credentials through the public interface: a stand-in browser
 // (test/device-keys.ts) registers and refreshes as Chrome does, and everything else is asked
@@ -478,6 +479,8 @@ describe("device-bound sessions: the bound browser lists, deletes and reads even
     ["DELETE", "/auth/logout", 401, "session_invalid", CHALLENGED_CLEARED],
     ["DELETE", "/auth/logout?scope=others", 401, "session_invalid", CHALLENGED_CLEARED],
     ["GET", "/auth/events", 401, "invalid_token", CHALLENGED],
+    ["GET", "/auth/whoami", 401, "invalid_token", CHALLENGED],
+    ["POST", "/auth/token", 401, "invalid_token", CHALLENGED],
   ];
 
   // Its carrier would take a Bearer token: only the binding refuses it, a bound cookie beside it or not.
@@ -488,8 +491,10 @@ describe("device-bound sessions: the bound browser lists, deletes and reads even
       const other = await issue(session.user);
       const byScript = { ...bearer(session.token), ...cookies(session.token, session.bound) };
       const before = await everything();
+      const tokens = await accessTokenVars();
       for (const [method, path, status, code, headers] of TOKEN_ROUTES) {
-        const response = await call(method, path.replace(":other", other.id).replace(":own", session.id), byScript);
+        const route = path.replace(":other", other.id).replace(":own", session.id);
+        const response = await callWith(tokens, method, route, byScript);
         expect(response.status, `${method} ${path}`).toBe(status);
         await expectError(response, status, code, headers);
       }
@@ -500,6 +505,9 @@ describe("device-bound sessions: the bound browser lists, deletes and reads even
       expect(listed.status).toBe(200);
       const { sessions } = (await listed.json()) as { sessions: { id: string }[] };
       expect(sessions.map((s) => s.id).sort()).toEqual([session.id, other.id].sort());
+      // And whoami says it is bound.
+      const whoami = await call("GET", "/auth/whoami", { ...cookies(session.token, session.bound), ...sameOrigin });
+      expect(await whoami.json()).toMatchObject({ session_id: session.id, device_bound: true });
     });
   }
 
