@@ -505,9 +505,12 @@ describe("device-bound sessions: the bound browser lists, deletes and reads even
       expect(listed.status).toBe(200);
       const { sessions } = (await listed.json()) as { sessions: { id: string }[] };
       expect(sessions.map((s) => s.id).sort()).toEqual([session.id, other.id].sort());
-      // And whoami says it is bound.
+      // And whoami, and the RPC's authenticate, say it is bound.
       const whoami = await call("GET", "/auth/whoami", { ...cookies(session.token, session.bound), ...sameOrigin });
       expect(await whoami.json()).toMatchObject({ session_id: session.id, device_bound: true });
+      const { Cookie: cookie } = cookies(session.token, session.bound);
+      const authenticated = await exports.SessionService.authenticate(session.token, { cookie });
+      expect(authenticated).toMatchObject({ sessionId: session.id, deviceBound: true });
     });
   }
 
