@@ -52,7 +52,6 @@ export function devServerOf(env: string | undefined): DevServer | null {
   return servers[0] ?? null;
 }
 
-/** A file only this user may read, written anew (a file left behind keeps its old mode). */
 /**
  * A development key set (`npm run ssf:keys` / `token:keys` `new`) made once and kept in `file`,
  * so that verifiers' caches stay good across restarts; its text, for a secrets file.
@@ -65,6 +64,7 @@ export function devKeySet(file: string, secret: "SSF_SIGNING_KEYS" | "ACCESS_TOK
   return readFileSync(file, "utf8").trim();
 }
 
+/** A file only this user may read, written anew (a file left behind keeps its old mode). */
 export function writePrivate(file: string, text: string): void {
   rmSync(file, { force: true });
   writeFileSync(file, text, { mode: 0o600 });

@@ -9,6 +9,7 @@
 // user of the machine can read (`ps`): wrangler reads them from a file only this user can.
 import { spawn } from "node:child_process";
 import path from "node:path";
+import { adminKeysSecret } from "../scripts/admin-key-file.ts";
 import { applyMigrations, envOf } from "../scripts/shards.ts";
 import { announceDevServer, DEV_SERVER_FILE, devKeySet, localVarsFiles, optionOf, writePrivate } from "./dev-server.ts";
 
@@ -30,10 +31,12 @@ const { server, wranglerEnv, forget } = await announceDevServer({
 // Push streams may point at a receiver on this machine (http, loopback): development only.
 const ssfKeys = devKeySet(path.join(STATE, "ssf-dev-keys.json"), "SSF_SIGNING_KEYS");
 const tokenKeys = devKeySet(path.join(STATE, "access-token-dev-keys.json"), "ACCESS_TOKEN_KEYS");
+// The admin API, once `npm run admin:keys -- create` made a key (read at start).
+const adminKeys = adminKeysSecret();
 // Single quotes: dotenv takes the JSON as it is.
 writePrivate(
   secrets,
-  `OPERATOR_TOKEN=${server.token}\nSSF_SIGNING_KEYS='${ssfKeys}'\nACCESS_TOKEN_KEYS='${tokenKeys}'\n`,
+  `OPERATOR_TOKEN=${server.token}\nSSF_SIGNING_KEYS='${ssfKeys}'\nACCESS_TOKEN_KEYS='${tokenKeys}'\nADMIN_KEYS='${adminKeys}'\n`,
 );
 // With --env-file wrangler reads no other file of local vars, so the ones it would have read
 // follow ours and keep overriding, as without it.

@@ -23,6 +23,13 @@ const PATHS = [
   "/ssf/streams/verify",
   "/ssf/streams/poll/{streamId}",
   "/ssf/inbound",
+  "/admin/sessions",
+  "/admin/sessions/reauthenticate",
+  "/admin/users/{userId}/sessions",
+  "/admin/users/{userId}/sessions/end",
+  "/admin/sessions/{sessionId}/end",
+  "/admin/support-sessions",
+  "/admin/agents/{agentId}/support-sessions/end",
   "/openapi.json",
 ];
 
@@ -39,6 +46,7 @@ describe("GET /openapi.json", () => {
     expect(Object.keys(body.paths)).toEqual(PATHS);
     expect(body).toEqual(JSON.parse(JSON.stringify(openApiDocument)));
     expect(body.components.securitySchemes).toEqual({
+      adminKey: expect.objectContaining({ type: "http", scheme: "bearer" }),
       receiver: expect.objectContaining({ type: "http", scheme: "bearer" }),
       bearer: expect.objectContaining({ type: "http", scheme: "bearer" }),
       sessionCookie: expect.objectContaining({ type: "apiKey", in: "cookie", name: "__Host-session" }),

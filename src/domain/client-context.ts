@@ -83,3 +83,12 @@ export function clientContext(userAgent: unknown, country: unknown, asn: unknown
     asn: asnOf(asn),
   };
 }
+
+/** The context a login flow passed on (RPC, admin API), if any; anything but an object is a TypeError. */
+export function checkContextInput(context: unknown): ClientContext | null {
+  if (context === undefined) return null;
+  if (typeof context !== "object" || context === null)
+    throw new TypeError("context must be an object of userAgent, country and asn");
+  const { userAgent, country, asn } = context as ContextInput;
+  return clientContext(userAgent, country, asn);
+}

@@ -41,3 +41,10 @@ export async function boundCookieHash(cookieHeader: string | undefined, cookieNa
   const value = cookieValue(cookieHeader, boundCookieName(cookieName));
   return typeof value === "string" && BOUND_SECRET.test(value) ? hashSecret(value) : null;
 }
+
+/** The `Cookie` header a login flow passed on (RPC, admin API), if any; anything but a string is a TypeError. */
+export function checkCookieHeader(cookie: unknown): string | undefined {
+  if (cookie !== undefined && typeof cookie !== "string")
+    throw new TypeError("cookie must be the request's Cookie header");
+  return cookie;
+}

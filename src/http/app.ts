@@ -4,6 +4,8 @@ import { ACCESS_TOKEN_JWKS_PATH } from "../domain/access-token.ts";
 import { INBOUND_PATH } from "../domain/ssf/inbound.ts";
 import { STREAMS_PATH } from "../domain/ssf/streams.ts";
 import { CONFIGURATION_PATH, JWKS_PATH } from "../domain/ssf/transmitter.ts";
+import { requireAdminApi } from "./admin/auth.ts";
+import { adminRoutes } from "./admin/routes.ts";
 import type { AppEnv } from "./app-env.ts";
 import { ApiError, writeError } from "./errors.ts";
 import { Hono } from "./hono.ts";
@@ -57,6 +59,10 @@ export const app = routes
   .use(inputBounds)
   // Only the operations need config, the instant and a database; a 404 pays for none of it.
   .use("/auth/*", withScope)
+  // The admin API exists only with keys; its scope gives the limiter the client's address.
+  .use("/admin/*", noStore)
+  .use("/admin/*", requireAdminApi)
+  .use("/admin/*", withScope)
   .use(`${STREAMS_PATH}/*`, withScope)
   .use("/auth/*", corsForAllowedOrigins)
   .use("/auth/*", refuseOtherMethods)
@@ -65,6 +71,7 @@ export const app = routes
   .use(JWKS_PATH, refuseOtherMethods)
   .use(ACCESS_TOKEN_JWKS_PATH, refuseOtherMethods)
   .use(`${STREAMS_PATH}/*`, refuseOtherMethods)
+  .use("/admin/*", refuseOtherMethods)
   .use(INBOUND_PATH, refuseOtherMethods)
   .get("/openapi.json", (c) => {
     // Public and cacheable, unlike /auth/: it changes only with a deployment.
@@ -82,6 +89,7 @@ export const app = routes
   .route(JWKS_PATH, jwksRoutes)
   .route(ACCESS_TOKEN_JWKS_PATH, accessTokenJwksRoutes)
   .route(STREAMS_PATH, streamRoutes)
+  .route("/admin", adminRoutes)
   .route(INBOUND_PATH, inboundRoutes)
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, new ApiError(404, "not_found")))

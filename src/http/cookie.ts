@@ -6,7 +6,7 @@ import type { AppEnv } from "./app-env.ts";
 
 // The session cookie's one definition, for both doors that deal in it: the HTTP app sets,
 // reads and clears it; the RPC reads the Cookie header a login flow passes on and answers it
-// with ready Set-Cookie values (src/rpc/create-session.ts).
+// with ready Set-Cookie values (src/http/login-response.ts).
 
 // The attributes the session cookie is set with; clearing must repeat them exactly,
 // and the `__Host-` prefix requires Secure, Path=/ and no Domain.

@@ -35,6 +35,8 @@ export const MESSAGES = {
   verification_too_frequent:
     "A verification of this stream was asked for too recently. Retry after the Retry-After delay.",
   body_too_large: "The request body is too large.",
+  insufficient_scope: "This admin key does not have the scope this call requires.",
+  session_not_found: "No live session matches: the token or id is unknown, or its session ended.",
   support_session_refused:
     "A support session cannot do this: only the user ends their other sessions, and support access is never re-authenticated or bound to a device.",
 } as const satisfies Record<RefusalCode, string> & Record<string, string>;

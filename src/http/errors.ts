@@ -15,12 +15,15 @@ import { type ErrorCode, MESSAGES } from "./error-codes.ts";
 export interface ErrorBody {
   code: ErrorCode;
   message: string;
+  /** Only on the admin API's 400: which input rule was broken, as the RPC's TypeError or RangeError says it. */
+  detail?: string;
 }
 
 interface ApiErrorOptions {
   headers?: Record<string, string>;
   /** A presented token was refused: counts against the client's failure limit. */
   authFailure?: boolean;
+  detail?: string;
 }
 
 /** Thrown anywhere in a request; written once, by `writeError`. */
@@ -28,18 +31,20 @@ export class ApiError extends HTTPException {
   readonly code: ErrorCode;
   readonly responseHeaders: Record<string, string>;
   readonly authFailure: boolean;
+  readonly detail: string | undefined;
 
   constructor(status: ContentfulStatusCode, code: ErrorCode, options: ApiErrorOptions = {}) {
     super(status, { message: MESSAGES[code] });
     this.code = code;
     this.responseHeaders = options.headers ?? {};
     this.authFailure = options.authFailure ?? false;
+    this.detail = options.detail;
   }
 }
 
 /** 401 with the RFC 6750 challenge; `error="invalid_token"` only when a token was presented. */
-export function unauthorized(code: ErrorCode, tokenPresented: boolean): ApiError {
-  const challenge = `Bearer realm="auth"${tokenPresented ? ', error="invalid_token"' : ""}`;
+export function unauthorized(code: ErrorCode, tokenPresented: boolean, realm: "auth" | "admin" = "auth"): ApiError {
+  const challenge = `Bearer realm="${realm}"${tokenPresented ? ', error="invalid_token"' : ""}`;
   return new ApiError(401, code, {
     headers: { "WWW-Authenticate": challenge },
     // not_authorized follows a successful authentication: the token was fine.
@@ -90,6 +95,7 @@ export function writeError(c: Context, error: unknown): Response {
   if (error instanceof Refusal) return writeError(c, new ApiError(400, error.code));
   if (error instanceof ApiError) {
     const body: ErrorBody = { code: error.code, message: error.message };
+    if (error.detail !== undefined) body.detail = error.detail;
     return c.json(body, error.status, error.responseHeaders);
   }
   if (error instanceof DatabaseUnavailable) {

@@ -1,19 +1,25 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { type AuthProof, isMaxAge, proofList } from "../domain/auth-proofs.ts";
 import { checkTokenCarrier } from "../domain/carrier.ts";
-import { type ClientContext, type ContextInput, clientContext } from "../domain/client-context.ts";
+import { type ClientContext, type ContextInput, checkContextInput } from "../domain/client-context.ts";
+import { checkCookieHeader } from "../domain/cookie-header.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
 import { type SessionView, supportActor } from "../domain/session-view.ts";
 import type { SupportActor } from "../domain/support.ts";
-import { sessionCookie } from "../http/cookie.ts";
-import { logFailure } from "../services/failure-log.ts";
 import {
-  type CreateSessionInput,
-  type OpenSupportInput,
-  openSupportSession,
-  type ReauthenticateInput,
-  reauthenticate,
-} from "../services/issue-session.ts";
+  type CreatedSession,
+  createSession,
+  type ReauthenticatedSession,
+  type ReauthenticateRequest,
+  reauthenticated,
+  type SupportSession,
+  supportSession,
+} from "../http/login-response.ts";
+
+export type { CreatedSession, ReauthenticatedSession, ReauthenticateRequest, SupportSession };
+
+import { logFailure } from "../services/failure-log.ts";
+import type { CreateSessionInput, OpenSupportInput } from "../services/issue-session.ts";
 import { authenticateToken, isFresh } from "../services/own-sessions.ts";
 import { openScope, type Scope } from "../services/scope.ts";
 import { readSessionToken } from "../services/session-token.ts";
@@ -26,7 +32,6 @@ import {
   endUserSessions,
   listUserSessions,
 } from "../services/user-sessions.ts";
-import { type CreatedSession, createSession, loginCookie } from "./create-session.ts";
 
 export interface AuthenticatedSession {
   sessionId: string;
@@ -54,15 +59,6 @@ export interface AuthenticatedSession {
   actor?: SupportActor;
 }
 
-/** What SessionService.openSupportSession answers: the session and its token, as `create` does. */
-export interface SupportSession {
-  id: string;
-  token: string;
-  expiresAt: string;
-  /** A ready `Set-Cookie` value, for a support tool that opens the product in the agent's browser. */
-  cookie: string;
-}
-
 export interface AuthenticateOptions {
   /** Seconds: adds `fresh` to the answer. */
   maxAge?: number;
@@ -86,46 +82,11 @@ export interface AuthenticateOptions {
   context?: ContextInput;
 }
 
-export interface ReauthenticateRequest extends ReauthenticateInput {
-  /** The request's `Cookie` header: a device-bound session needs its bound cookie, as for `authenticate`. */
-  cookie?: string;
-  /** What carried the token, as for `authenticate`. */
-  carrier?: "cookie" | "bearer";
-  /** As for `authenticate`: recorded as where the session is now used (a change is logged, never refused). */
-  context?: ContextInput;
-}
-
-export interface ReauthenticatedSession {
-  /** The same session: the user's device list does not change. */
-  sessionId: string;
-  /** The new token; the old one is dead. */
-  token: string;
-  expiresAt: string;
-  /** A ready `Set-Cookie` value carrying the new token. */
-  cookie: string;
-}
-
 function checkMaxAge(options: AuthenticateOptions | undefined): number | null {
   const maxAge = options?.maxAge;
   if (maxAge === undefined) return null;
   if (!isMaxAge(maxAge)) throw new RangeError("maxAge must be a whole number of seconds");
   return maxAge;
-}
-
-/** The `Cookie` header a login flow passed on, if any. */
-function checkCookie(cookie: unknown): string | undefined {
-  if (cookie !== undefined && typeof cookie !== "string")
-    throw new TypeError("cookie must be the request's Cookie header");
-  return cookie;
-}
-
-/** The context a login flow passed on, if any. */
-function checkContextInput(context: unknown): ClientContext | null {
-  if (context === undefined) return null;
-  if (typeof context !== "object" || context === null)
-    throw new TypeError("context must be an object of userAgent, country and asn");
-  const { userAgent, country, asn } = context as ContextInput;
-  return clientContext(userAgent, country, asn);
 }
 
 /** What a caller is told to fix or retry: thrown as is, not an operator's concern. */
@@ -166,18 +127,14 @@ export class SessionService extends WorkerEntrypoint<Env> {
    * Bad input is a TypeError; an unknown user, too many open or too long a ttl a RangeError.
    */
   async openSupportSession(input: OpenSupportInput): Promise<SupportSession> {
-    return this.run("openSupportSession", async () => {
-      const scope = this.scope();
-      const { expiresIn, ...session } = await openSupportSession(scope, input);
-      return { ...session, cookie: sessionCookie(scope.config.cookieName, session.token, expiresIn) };
-    });
+    return this.run("openSupportSession", () => supportSession(this.scope(), input));
   }
 
   /** Also records the session's activity (and renews it, with a sliding lifetime), like any authenticated request. */
   async authenticate(token: string, options?: AuthenticateOptions): Promise<AuthenticatedSession | null> {
     return this.run("authenticate", async () => {
       const maxAge = checkMaxAge(options);
-      const cookie = checkCookie(options?.cookie);
+      const cookie = checkCookieHeader(options?.cookie);
       const carrier = checkTokenCarrier(options?.carrier);
       const scope = this.scope(checkContextInput(options?.context));
       const session = await readSessionToken(scope.shards, token, carrier, {
@@ -209,15 +166,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
    * does not prove a live session. Logged `reauthenticated`.
    */
   async reauthenticate(input: ReauthenticateRequest): Promise<ReauthenticatedSession | null> {
-    return this.run("reauthenticate", async () => {
-      const cookie = checkCookie(input?.cookie);
-      const carrier = checkTokenCarrier(input?.carrier);
-      const scope = this.scope(checkContextInput(input?.context));
-      const reissued = await reauthenticate(scope, input, carrier, cookie);
-      if (!reissued) return null;
-      const { expiresIn, ...session } = reissued;
-      return { ...session, cookie: loginCookie(scope.config, session.token, expiresIn) };
-    });
+    return this.run("reauthenticate", () => reauthenticated(this.scope(checkContextInput(input?.context)), input));
   }
 
   /** The user's live sessions, as GET /auth/sessions lists them; [] for an unknown user. */

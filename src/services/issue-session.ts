@@ -65,7 +65,7 @@ export interface CreateSessionInput {
 
 /**
  * A session as issued, in plain values. The RPC door turns them into what a login response
- * carries (src/rpc/create-session.ts): the Set-Cookie values and the DBSC registration header.
+ * carries (src/http/login-response.ts): the Set-Cookie values and the DBSC registration header.
  */
 export interface IssuedSession {
   id: string;

@@ -1,0 +1,82 @@
+// The admin API's keys (src/domain/admin-keys.ts), kept in a file of what the secret ADMIN_KEYS
+// holds: each key's id, name, scopes, creation time and its secret's SHA-256, never the key. A new
+// key is printed once, here; nothing else ever shows it. The file is read and written only by
+// this user (mode 600); deploy it with `npx wrangler secret put ADMIN_KEYS < <file>`, after each
+// change (a revoked key stops working once the secret is updated). `npm start` serves the keys of
+// the default file, read when it starts.
+//   npm run --silent admin:keys -- create --name <name> --scope <scope> [--scope <scope>…] [--file <path>]
+//   npm run --silent admin:keys -- list [--file <path>]
+//   npm run --silent admin:keys -- revoke --id <id> [--file <path>]
+// The default file is .wrangler/admin-keys.json (or ADMIN_KEYS_FILE), the one `npm start` reads.
+import { existsSync, readFileSync } from "node:fs";
+import {
+  ADMIN_SCOPES,
+  type AdminKey,
+  type AdminScope,
+  isKeyName,
+  newAdminKey,
+  readAdminKeys,
+} from "../src/domain/admin-keys.ts";
+import { ADMIN_KEYS_FILE, writeAdminKeys } from "./admin-key-file.ts";
+import { parseOptions, refuse } from "./options.ts";
+
+const USAGE = `usage: npm run --silent admin:keys -- create --name <name> --scope <${ADMIN_SCOPES.join("|")}> [--scope …] [--file <path>]
+       npm run --silent admin:keys -- list [--file <path>]
+       npm run --silent admin:keys -- revoke --id <id> [--file <path>]`;
+
+const { values, positionals } = parseOptions(
+  process.argv.slice(2),
+  {
+    name: { type: "string" },
+    scope: { type: "string", multiple: true },
+    id: { type: "string" },
+    file: { type: "string" },
+  },
+  USAGE,
+  true,
+);
+function usage(problem: string): never {
+  refuse(problem, USAGE);
+}
+const [command] = positionals;
+const needs: Record<string, string[]> = { create: ["name", "scope"], list: [], revoke: ["id"] };
+if (positionals.length !== 1 || command === undefined || !(command in needs))
+  usage("one command: create, list or revoke");
+const required = needs[command] as string[];
+const stray = Object.keys(values).find((name) => name !== "file" && !required.includes(name));
+if (stray) usage(`--${stray} does not apply to ${command}`);
+const missing = required.find((name) => values[name as keyof typeof values] === undefined);
+if (missing) usage(`--${missing} is required`);
+
+const file = values.file ?? ADMIN_KEYS_FILE;
+function readKeys(): AdminKey[] {
+  if (!existsSync(file)) return [];
+  const text = readFileSync(file, "utf8");
+  try {
+    // The worker's own rules: a file it would refuse is refused here, before anything is made of it.
+    return [...(readAdminKeys({ ADMIN_KEYS: text }) ?? new Map()).values()];
+  } catch (error) {
+    usage(`${file} is not a key file: ${error instanceof Error ? error.message : error}`);
+  }
+}
+const keys = readKeys();
+const save = (next: AdminKey[]) => writeAdminKeys(file, `${JSON.stringify(next, null, 2)}\n`);
+
+if (command === "create") {
+  const name = values.name as string;
+  if (!isKeyName(name)) usage("--name must be 1 to 64 printable characters, no leading or trailing space");
+  if (keys.some((key) => key.name === name)) usage(`a key named ${name} exists: revoke it, or choose another name`);
+  const scopes = [...new Set(values.scope as string[])];
+  const unknown = scopes.find((scope) => !(ADMIN_SCOPES as readonly string[]).includes(scope));
+  if (unknown !== undefined) usage(`--scope ${unknown}: each scope must be one of ${ADMIN_SCOPES.join(", ")}`);
+  const { stored, key } = await newAdminKey(name, scopes as AdminScope[], new Date());
+  save([...keys, stored]);
+  console.log(JSON.stringify({ id: stored.id, key, name, scopes: stored.scopes, createdAt: stored.createdAt, file }));
+} else if (command === "list") {
+  console.log(JSON.stringify({ keys: keys.map(({ secretHash: _, ...key }) => key), file }));
+} else {
+  const id = values.id as string;
+  if (!keys.some((key) => key.id === id)) usage(`no key ${id} in ${file}`);
+  save(keys.filter((key) => key.id !== id));
+  console.log(JSON.stringify({ revoked: id, file }));
+}

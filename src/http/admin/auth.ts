@@ -1,0 +1,46 @@
+import { createMiddleware } from "hono/factory";
+import { routePath } from "hono/route";
+import { type AdminKey, type AdminScope, proveAdminKey, readAdminKeys } from "../../domain/admin-keys.ts";
+import { logLine } from "../../domain/log.ts";
+import type { AppEnv } from "../app-env.ts";
+import { bearerToken } from "../credentials.ts";
+import { ApiError, unauthorized } from "../errors.ts";
+
+// Who may call the admin API (src/domain/admin-keys.ts): a key from ADMIN_KEYS, sent as
+// `Authorization: Bearer ssak_…`, never a cookie (a browser never sends one on its own, and no
+// CORS header is ever answered here, so a page cannot call these routes).
+
+export type AdminEnv = AppEnv & { Variables: { adminKey: AdminKey } };
+
+/** Without ADMIN_KEYS the admin API does not exist: every /admin/ path is 404, before anything else. */
+export const requireAdminApi = createMiddleware<AppEnv>(async (c, next) => {
+  if (!readAdminKeys(c.env)) throw new ApiError(404, "not_found");
+  await next();
+});
+
+/**
+ * The call's key, holding `scope`: a missing, malformed, unknown or revoked key is 401 (counted
+ * against the client's failed-authentication limit), a key without the scope 403 (RFC 6750
+ * `insufficient_scope`). Every call a key makes, answered or refused, writes one line naming it.
+ */
+export function requireAdminKey(scope: AdminScope) {
+  return createMiddleware<AdminEnv>(async (c, next) => {
+    const keys = readAdminKeys(c.env);
+    const presented = bearerToken(c);
+    const key = keys && presented ? await proveAdminKey(keys, presented) : null;
+    if (!key) throw unauthorized("invalid_token", Boolean(presented), "admin");
+    // The key's id and name, never the key: what an operator searches the logs by.
+    const log = (status: number) =>
+      logLine("info", "admin_call", { key: key.id, name: key.name, method: c.req.method, route: routePath(c), status });
+    if (!key.scopes.includes(scope)) {
+      log(403);
+      throw new ApiError(403, "insufficient_scope", {
+        headers: { "WWW-Authenticate": `Bearer realm="admin", error="insufficient_scope", scope="${scope}"` },
+      });
+    }
+    c.set("adminKey", key);
+    // A refusal or failure inside is already the answer here (Hono's onError runs per handler).
+    await next();
+    log(c.res.status);
+  });
+}

@@ -1,0 +1,264 @@
+import { ADMIN_SCOPES, type AdminScope } from "../../domain/admin-keys.ts";
+import { MAX_REASON_LENGTH } from "../../domain/reason.ts";
+import { MAX_USER_ID_LENGTH } from "../../domain/user-id.ts";
+import { MESSAGES } from "../error-codes.ts";
+import {
+  AUTH_ERRORS,
+  error,
+  type JsonObject,
+  json,
+  METHOD_NOT_ALLOWED,
+  ok,
+  type PathItem,
+  ref,
+} from "../openapi-parts.ts";
+import { MAX_ADMIN_BODY_BYTES } from "./routes.ts";
+
+// The admin API's part of the OpenAPI document (src/http/openapi.ts): the SessionService RPC's
+// verbs over HTTP, under the `adminKey` security scheme, for servers only.
+
+const ADMIN_CHALLENGE = {
+  "WWW-Authenticate": {
+    required: true,
+    description: 'RFC 6750, realm `admin`: `error="invalid_token"` when a key was presented and refused.',
+    schema: { type: "string", pattern: '^Bearer realm="admin"(, error="invalid_token")?$' },
+  },
+};
+
+/** The 400 of a broken input rule: the contract's body, and the rule as the RPC's error states it. */
+const INVALID = {
+  "400": {
+    description:
+      "The body is not a JSON object, names a member this call does not take, or a member breaks the rule the RPC method holds it to (`detail` says which, as the RPC's TypeError or RangeError would). Nothing was written.",
+    headers: { "Cache-Control": ref("headers/NoStore") },
+    content: json({
+      type: "object",
+      required: ["code", "message", "detail"],
+      properties: {
+        code: { const: "invalid_request_body" },
+        message: { const: MESSAGES.invalid_request_body },
+        detail: { type: "string" },
+      },
+      additionalProperties: false,
+    }),
+  },
+  "413": error(`The body is over ${MAX_ADMIN_BODY_BYTES / 1024} KiB; nothing was written.`, ["body_too_large"]),
+};
+
+const OFF = "No admin key is configured (ADMIN_KEYS is unset): the admin API does not exist.";
+const OTHER_METHODS = { ...METHOD_NOT_ALLOWED, "404": error(OFF, ["not_found"]) };
+
+/** The answers every admin call shares, for a key that needs `scope`. */
+function guarded(scope: AdminScope) {
+  return {
+    "401": error(
+      "No admin key, or one that is malformed, unknown or revoked. Counted against the client's failed-authentication limit.",
+      ["invalid_token"],
+      ADMIN_CHALLENGE,
+    ),
+    "403": error(
+      `The key does not have the \`${scope}\` scope (RFC 6750 \`insufficient_scope\`).`,
+      ["insufficient_scope"],
+      {
+        "WWW-Authenticate": {
+          required: true,
+          schema: { const: `Bearer realm="admin", error="insufficient_scope", scope="${scope}"` },
+        },
+      },
+    ),
+    "404": error(OFF, ["not_found"]),
+    "429": error("Too many refused keys from this client IP.", ["rate_limited"], {
+      "Retry-After": ref("headers/RetryAfter"),
+    }),
+    ...AUTH_ERRORS,
+  };
+}
+
+function operation(
+  scope: AdminScope,
+  operationId: string,
+  summary: string,
+  success: Record<string, JsonObject>,
+  body: JsonObject | null,
+  parameters: JsonObject[] = [],
+) {
+  return {
+    operationId,
+    summary,
+    description: `Scope \`${scope}\`. One database round trip; one \`admin_call\` log line naming the key.`,
+    security: [{ adminKey: [] }],
+    ...(parameters.length > 0 ? { parameters } : {}),
+    ...(body ? { requestBody: { required: true, content: json(body) } } : {}),
+    responses: { ...guarded(scope), ...(body ? INVALID : {}), ...success },
+  };
+}
+
+const path = (name: string, description: string) => ({
+  name,
+  in: "path",
+  required: true,
+  description,
+  schema: { type: "string", maxLength: MAX_USER_ID_LENGTH },
+});
+const USER_ID = path("userId", "The user's id (URL-encoded).");
+const REASON = {
+  type: "string",
+  maxLength: MAX_REASON_LENGTH,
+  description: "Why, for the security log (e.g. `password_changed`).",
+};
+const object = (required: string[], properties: JsonObject) => ({ type: "object", required, properties });
+
+const ISSUED = {
+  type: "object",
+  required: ["id", "token", "expiresAt", "cookie"],
+  properties: {
+    id: ref("schemas/SessionId"),
+    token: { type: "string" },
+    expiresAt: { type: "string", format: "date-time" },
+    cookie: { type: "string", description: "A ready `Set-Cookie` value for the login response." },
+    newDevice: { type: "boolean" },
+    secureSessionRegistration: { type: "string" },
+    boundCookie: { type: "string" },
+  },
+  additionalProperties: false,
+};
+
+export const adminPaths = {
+  "/admin/sessions": {
+    post: operation(
+      "sessions:create",
+      "adminCreateSession",
+      "Issue a session (SessionService.create)",
+      { "201": ok("The session, its token and the login response's cookie.", ISSUED) },
+      object(["userId"], {
+        userId: { type: "string" },
+        ipAddress: { type: ["string", "null"] },
+        userAgent: { type: ["string", "null"] },
+        ttlSeconds: { type: "integer" },
+        country: { type: ["string", "null"] },
+        city: { type: ["string", "null"] },
+        asn: { type: ["integer", "null"] },
+        region: { type: ["string", "null"] },
+        factors: { type: "array" },
+        assuranceLevel: { type: ["integer", "null"] },
+        deviceBound: { type: "boolean" },
+        carrier: { enum: ["cookie", "bearer", "both", null] },
+      }),
+    ),
+    "x-other-methods": OTHER_METHODS,
+  },
+  "/admin/sessions/reauthenticate": {
+    post: operation(
+      "sessions:create",
+      "adminReauthenticate",
+      "Record a new sign-in on a session and give it a new token (SessionService.reauthenticate)",
+      {
+        "200": ok(
+          "The same session with its new token; the old token is dead.",
+          object(["sessionId", "token", "expiresAt", "cookie"], {
+            sessionId: ref("schemas/SessionId"),
+            token: { type: "string" },
+            expiresAt: { type: "string", format: "date-time" },
+            cookie: { type: "string", description: "A ready `Set-Cookie` value carrying the new token." },
+          }),
+        ),
+        "404": error(
+          "The token proves no live session (SessionService.reauthenticate answers null); or no admin key is configured.",
+          ["session_not_found", "not_found"],
+        ),
+      },
+      object(["token", "factors"], {
+        token: { type: "string" },
+        factors: { type: "array" },
+        assuranceLevel: { type: ["integer", "null"] },
+        cookie: { type: "string" },
+        carrier: { enum: ["cookie", "bearer"] },
+        context: { type: "object" },
+      }),
+    ),
+    "x-other-methods": OTHER_METHODS,
+  },
+  "/admin/users/{userId}/sessions": {
+    get: operation(
+      "sessions:read",
+      "adminListUserSessions",
+      "A user's live sessions, as the user lists them (SessionService.listUserSessions)",
+      {
+        "200": ok(
+          "Newest first; [] for an unknown user.",
+          object(["sessions"], { sessions: { type: "array", items: ref("schemas/Session") } }),
+        ),
+      },
+      null,
+      [USER_ID, { name: "region", in: "query", required: false, schema: { type: "string" } }],
+    ),
+    "x-other-methods": OTHER_METHODS,
+  },
+  "/admin/users/{userId}/sessions/end": {
+    post: operation(
+      "sessions:end",
+      "adminEndUserSessions",
+      "End a user's sessions, or all but one (SessionService.endUserSessions)",
+      { "200": ok("How many ended.", object(["ended"], { ended: { type: "integer", minimum: 0 } })) },
+      object(["reason"], {
+        reason: REASON,
+        exceptSessionId: { type: ["string", "null"] },
+        region: { type: ["string", "null"] },
+      }),
+      [USER_ID],
+    ),
+    "x-other-methods": OTHER_METHODS,
+  },
+  "/admin/sessions/{sessionId}/end": {
+    post: operation(
+      "sessions:end",
+      "adminEndSession",
+      "End one session (SessionService.endSession)",
+      { "200": ok("Whether a live session had that id.", object(["ended"], { ended: { type: "boolean" } })) },
+      object(["reason"], { reason: REASON }),
+      [path("sessionId", "The session's id.")],
+    ),
+    "x-other-methods": OTHER_METHODS,
+  },
+  "/admin/support-sessions": {
+    post: operation(
+      "support",
+      "adminOpenSupportSession",
+      "Open support access to a user's account for an agent (SessionService.openSupportSession)",
+      { "201": ok("The support session and its token.", ISSUED) },
+      object(["userId", "agentId", "reason"], {
+        userId: { type: "string" },
+        agentId: { type: "string" },
+        reason: { type: "string" },
+        ttlSeconds: { type: "integer" },
+        region: { type: ["string", "null"] },
+      }),
+    ),
+    "x-other-methods": OTHER_METHODS,
+  },
+  "/admin/agents/{agentId}/support-sessions/end": {
+    post: operation(
+      "support",
+      "adminEndSupportSessions",
+      "End every open support session of an agent (SessionService.endSupportSessions)",
+      {
+        "200": ok(
+          "How many ended, and how many were in a bucket being moved (call again).",
+          object(["ended", "moving"], {
+            ended: { type: "integer", minimum: 0 },
+            moving: { type: "integer", minimum: 0 },
+          }),
+        ),
+      },
+      object(["reason"], { reason: REASON }),
+      [path("agentId", "The agent's user id.")],
+    ),
+    "x-other-methods": OTHER_METHODS,
+  },
+} as const satisfies Record<string, PathItem>;
+
+export const adminKeyScheme = {
+  type: "http",
+  scheme: "bearer",
+  description: `An admin key (\`ssak_<id>.<secret>\`, from \`npm run admin:keys -- create\`), for servers only: never in a browser. Scopes: ${ADMIN_SCOPES.map((scope) => `\`${scope}\``).join(", ")}.`,
+};

@@ -1,0 +1,133 @@
+import type { Context } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { type ClientContext, checkContextInput } from "../../domain/client-context.ts";
+import type { CreateSessionInput, OpenSupportInput } from "../../services/issue-session.ts";
+import { openScope, type Scope } from "../../services/scope.ts";
+import {
+  type EndSessionInput,
+  type EndSupportSessionsInput,
+  type EndUserSessionsInput,
+  endSession,
+  endSupportSessions,
+  endUserSessions,
+  listUserSessions,
+} from "../../services/user-sessions.ts";
+import { ApiError } from "../errors.ts";
+import { Hono } from "../hono.ts";
+import { createSession, type ReauthenticateRequest, reauthenticated, supportSession } from "../login-response.ts";
+import { type AdminEnv, requireAdminKey } from "./auth.ts";
+
+// The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool
+// on any stack holding an admin key (./auth.ts). Each route reads a JSON object, calls the same
+// service function the RPC method calls, with the same input rules, and answers what the RPC
+// answers: one D1 round trip, as the RPC. A rule the input breaks is the RPC's TypeError or
+// RangeError, answered 400 `invalid_request_body` with its sentence as `detail`.
+
+/** A JSON body is one of these calls' inputs: a few short strings and factors. */
+export const MAX_ADMIN_BODY_BYTES = 16 * 1024;
+
+const limitBody = bodyLimit({
+  maxSize: MAX_ADMIN_BODY_BYTES,
+  onError: () => {
+    throw new ApiError(413, "body_too_large");
+  },
+});
+
+const invalid = (detail: string) => new ApiError(400, "invalid_request_body", { detail });
+
+/**
+ * The body: a JSON object of no members but `allowed` (a typo must not pass for an omission),
+ * typed as the call's input. Each member is checked by the service, as the RPC's are: over
+ * RPC too the input is only what the caller sent.
+ */
+async function body<T>(c: Context<AdminEnv>, allowed: readonly (keyof T & string)[]): Promise<T> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(await c.req.text());
+  } catch {
+    throw invalid("the body must be a JSON object");
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+    throw invalid("the body must be a JSON object");
+  const unknown = Object.keys(parsed).find((member) => !(allowed as readonly string[]).includes(member));
+  if (unknown !== undefined) throw invalid(`${unknown} is not a member this call takes (${allowed.join(", ")})`);
+  return parsed as T;
+}
+
+/**
+ * The call's scope, as the RPC's: no client context is judged (the login flow passes the
+ * browser's own), and the security log records the key's calls from the caller's address.
+ */
+function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Scope {
+  return openScope(c.env, { waitUntil: (promise) => c.executionCtx.waitUntil(promise), context });
+}
+
+/**
+ * Runs the service call; a broken input rule (TypeError, RangeError) is the 400 that names it.
+ * Anything else (a retryable 503, an unexpected failure) is answered as on every route.
+ */
+async function calling<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    if (error instanceof TypeError || error instanceof RangeError) throw invalid(error.message);
+    throw error;
+  }
+}
+
+const CREATE: (keyof CreateSessionInput)[] = [
+  "userId",
+  "ipAddress",
+  "userAgent",
+  "ttlSeconds",
+  "country",
+  "city",
+  "asn",
+  "region",
+  "factors",
+  "assuranceLevel",
+  "deviceBound",
+  "carrier",
+];
+
+export const adminRoutes = new Hono<AdminEnv>()
+  .post("/sessions", requireAdminKey("sessions:create"), limitBody, async (c) => {
+    const input = await body<CreateSessionInput>(c, CREATE);
+    return c.json(await calling(() => createSession(scopeOf(c), input)), 201);
+  })
+  .post("/sessions/reauthenticate", requireAdminKey("sessions:create"), limitBody, async (c) => {
+    const input = await body<ReauthenticateRequest>(c, [
+      "token",
+      "factors",
+      "assuranceLevel",
+      "cookie",
+      "carrier",
+      "context",
+    ]);
+    const reissued = await calling(() => reauthenticated(scopeOf(c, checkContextInput(input.context)), input));
+    if (!reissued) throw new ApiError(404, "session_not_found");
+    return c.json(reissued);
+  })
+  .get("/users/:userId/sessions", requireAdminKey("sessions:read"), async (c) => {
+    const sessions = await calling(() => listUserSessions(scopeOf(c), c.req.param("userId"), c.req.query("region")));
+    return c.json({ sessions });
+  })
+  .post("/users/:userId/sessions/end", requireAdminKey("sessions:end"), limitBody, async (c) => {
+    const input = await body<EndUserSessionsInput>(c, ["reason", "exceptSessionId", "region"]);
+    const userId = c.req.param("userId");
+    return c.json(await calling(() => endUserSessions(scopeOf(c), { ...input, userId })));
+  })
+  .post("/sessions/:sessionId/end", requireAdminKey("sessions:end"), limitBody, async (c) => {
+    const input = await body<EndSessionInput>(c, ["reason"]);
+    const sessionId = c.req.param("sessionId");
+    return c.json(await calling(() => endSession(scopeOf(c), { ...input, sessionId })));
+  })
+  .post("/support-sessions", requireAdminKey("support"), limitBody, async (c) => {
+    const input = await body<OpenSupportInput>(c, ["userId", "agentId", "reason", "ttlSeconds", "region"]);
+    return c.json(await calling(() => supportSession(scopeOf(c), input)), 201);
+  })
+  .post("/agents/:agentId/support-sessions/end", requireAdminKey("support"), limitBody, async (c) => {
+    const input = await body<EndSupportSessionsInput>(c, ["reason"]);
+    const agentId = c.req.param("agentId");
+    return c.json(await calling(() => endSupportSessions(scopeOf(c), { ...input, agentId })));
+  });

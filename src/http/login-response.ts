@@ -1,0 +1,110 @@
+import { checkTokenCarrier } from "../domain/carrier.ts";
+import type { ContextInput } from "../domain/client-context.ts";
+import type { Config } from "../domain/config.ts";
+import { boundCookieName, checkCookieHeader } from "../domain/cookie-header.ts";
+import { registrationHeader } from "../domain/device-binding.ts";
+import {
+  type CreateSessionInput,
+  issueSession,
+  type OpenSupportInput,
+  openSupportSession,
+  type ReauthenticateInput,
+  reauthenticate,
+} from "../services/issue-session.ts";
+import type { Scope } from "../services/scope.ts";
+import { sessionCookie } from "./cookie.ts";
+
+// What a login flow is handed when the service issues or re-issues a session, by either door
+// that can (the RPC and the admin API): the session, its token and ready Set-Cookie values.
+
+/** What SessionService.create answers: the session, and what the login response carries. */
+export interface CreatedSession {
+  id: string;
+  token: string;
+  expiresAt: string;
+  /** A ready `Set-Cookie` value for the login response. */
+  cookie: string;
+  /**
+   * No session of this user seen within the events retention period (live or ended) had
+   * the same browser family, OS and country: time for a "new sign-in" message.
+   */
+  newDevice: boolean;
+  /** With `deviceBound: true`: the login response's `Secure-Session-Registration` header value. */
+  secureSessionRegistration?: string;
+  /**
+   * With `deviceBound: true`: a second ready `Set-Cookie` value, the first bound cookie. Until
+   * the browser registers a key it is not needed; once it has, requests already under way at
+   * that moment carry it, so none is refused while the browser finishes registering.
+   */
+  boundCookie?: string;
+}
+
+/**
+ * The login response's `Set-Cookie` for `token`, whose session has `seconds` to live. A
+ * renewed session must not lose its cookie first: with a sliding lifetime the cookie lasts
+ * as long as the session possibly can, and the database decides before that.
+ */
+export function loginCookie(config: Config, token: string, seconds: number): string {
+  return sessionCookie(config.cookieName, token, config.slidingTtl ? config.maxLifetimeSeconds : seconds);
+}
+
+/** Issues a session (src/services/issue-session.ts) and answers as SessionService.create does. */
+export async function createSession(scope: Scope, input: CreateSessionInput): Promise<CreatedSession> {
+  const { config } = scope;
+  const { id, token, expiresAt, expiresIn, newDevice, challenge, boundSecret } = await issueSession(scope, input);
+  const created = { id, token, expiresAt, cookie: loginCookie(config, token, expiresIn) };
+  if (!challenge || !boundSecret) return { ...created, newDevice };
+  const boundCookie = sessionCookie(boundCookieName(config.cookieName), boundSecret, config.boundCookieSeconds);
+  return { ...created, secureSessionRegistration: registrationHeader(challenge), boundCookie, newDevice };
+}
+
+/** What SessionService.openSupportSession answers: the session and its token, as `create` does. */
+export interface SupportSession {
+  id: string;
+  token: string;
+  expiresAt: string;
+  /** A ready `Set-Cookie` value, for a support tool that opens the product in the agent's browser. */
+  cookie: string;
+}
+
+export interface ReauthenticateRequest extends ReauthenticateInput {
+  /** The request's `Cookie` header: a device-bound session needs its bound cookie, as for `authenticate`. */
+  cookie?: string;
+  /** What carried the token, as for `authenticate`. */
+  carrier?: "cookie" | "bearer";
+  /** As for `authenticate`: recorded as where the session is now used (a change is logged, never refused). */
+  context?: ContextInput;
+}
+
+export interface ReauthenticatedSession {
+  /** The same session: the user's device list does not change. */
+  sessionId: string;
+  /** The new token; the old one is dead. */
+  token: string;
+  expiresAt: string;
+  /** A ready `Set-Cookie` value carrying the new token. */
+  cookie: string;
+}
+
+/** Opens support access (src/services/issue-session.ts) and answers as SessionService.openSupportSession does. */
+export async function supportSession(scope: Scope, input: OpenSupportInput): Promise<SupportSession> {
+  const { expiresIn, ...session } = await openSupportSession(scope, input);
+  // Support access never slides: its cookie ends with it.
+  return { ...session, cookie: sessionCookie(scope.config.cookieName, session.token, expiresIn) };
+}
+
+/**
+ * Re-authenticates the token's session (src/services/issue-session.ts) and answers as
+ * SessionService.reauthenticate does; `scope` carries the request's context, checked by the door.
+ */
+export async function reauthenticated(
+  scope: Scope,
+  input: ReauthenticateRequest,
+): Promise<ReauthenticatedSession | null> {
+  const cookie = checkCookieHeader(input?.cookie);
+  const carrier = checkTokenCarrier(input?.carrier);
+  const reissued = await reauthenticate(scope, input, carrier, cookie);
+  if (!reissued) return null;
+  const { expiresIn, ...session } = reissued;
+  return { ...session, cookie: loginCookie(scope.config, session.token, expiresIn) };
+}

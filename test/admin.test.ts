@@ -1,0 +1,288 @@
+import { exports } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
+import { countingShards } from "./d1.ts";
+import {
+  bearer,
+  bindingOfUser,
+  CHROME_MAC,
+  callWith,
+  databases,
+  expectError,
+  expectSecurityHeaders,
+  FAILURE_LIMIT,
+  insideOneLimiterWindow,
+  isLive,
+  issue,
+  newUser,
+  randomIp,
+  sessionIdsOf,
+  tableSnapshot,
+} from "./helpers.ts";
+
+// The admin API: the RPC's verbs over HTTP for a server holding an admin key.
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const ALL: AdminScope[] = ["sessions:create", "sessions:read", "sessions:end", "support"];
+
+/** ADMIN_KEYS with one key of `scopes`, and that key. */
+async function adminKey(scopes: AdminScope[] = ALL, name = "login flow") {
+  const { stored, key } = await newAdminKey(name, scopes, new Date());
+  return { vars: { ADMIN_KEYS: JSON.stringify([stored]) } as Partial<Env>, key, id: stored.id };
+}
+
+function admin(vars: Partial<Env>, key: string | null, method: string, path: string, body?: unknown, ip = randomIp()) {
+  const headers: Record<string, string> = { "CF-Connecting-IP": ip };
+  if (key !== null) headers.Authorization = `Bearer ${key}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const sent = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
+  return callWith(vars, method, path, headers, sent);
+}
+
+const INVALID = (detail: string) => ({
+  code: "invalid_request_body",
+  message: "The request body must be a JSON object whose members this endpoint takes, each valid.",
+  detail,
+});
+
+describe("admin API: the RPC's verbs for a server holding a key", () => {
+  it("issues a session: 201 with the token and the ready Set-Cookie value, and sets no cookie itself", async () => {
+    const { vars, key } = await adminKey();
+    const userId = newUser();
+    const response = await admin(vars, key, "POST", "/admin/sessions", {
+      userId,
+      ipAddress: "203.0.113.9",
+      userAgent: CHROME_MAC,
+      carrier: "cookie",
+      factors: ["pwd"],
+    });
+    expect(response.status).toBe(201);
+    expect(response.headers.get("Set-Cookie")).toBeNull();
+    expect(response.headers.get("Cache-Control")).toBe("no-store");
+    expect(response.headers.get("Access-Control-Allow-Origin")).toBeNull();
+    expectSecurityHeaders(response);
+    const created = (await response.json()) as { id: string; token: string; cookie: string; newDevice: boolean };
+    expect(created.cookie).toBe(
+      `__Host-session=${created.token}; Max-Age=2592000; Path=/; HttpOnly; Secure; SameSite=Lax`,
+    );
+    expect(created.newDevice).toBe(true);
+    // A browser's session: its cookie works, its token as Bearer does not.
+    const whoami = await callWith(vars, "GET", "/auth/whoami", { Cookie: created.cookie.split(";")[0] as string });
+    expect(await whoami.json()).toMatchObject({ session_id: created.id, user_id: userId, amr: ["pwd"] });
+    expect((await callWith(vars, "GET", "/auth/whoami", bearer(created.token))).status).toBe(401);
+  });
+
+  it("lists a user's sessions as the RPC does, ends one, ends all but one, each with its reason", async () => {
+    const { vars, key } = await adminKey();
+    const userId = newUser();
+    const [a, b, c] = [await issue(userId), await issue(userId), await issue(userId)];
+    const listed = await admin(vars, key, "GET", `/admin/users/${encodeURIComponent(userId)}/sessions`);
+    expect(listed.status).toBe(200);
+    expect(await listed.json()).toEqual({ sessions: await exports.SessionService.listUserSessions(userId) });
+
+    const end = (id: string) => admin(vars, key, "POST", `/admin/sessions/${id}/end`, { reason: "admin" });
+    expect(await (await end(a.id)).json()).toEqual({ ended: true });
+    expect(await (await end(a.id)).json()).toEqual({ ended: false });
+    const everywhere = await admin(vars, key, "POST", `/admin/users/${encodeURIComponent(userId)}/sessions/end`, {
+      reason: "password_changed",
+      exceptSessionId: c.id,
+    });
+    expect(await everywhere.json()).toEqual({ ended: 1 });
+    expect([await isLive(b.token), await isLive(c.token)]).toEqual([false, true]);
+    const events = await (await callWith(vars, "GET", "/auth/events", bearer(c.token))).json();
+    expect((events as { events: { type: string; reason: string | null }[] }).events.slice(0, 2)).toMatchObject([
+      { type: "ended", reason: "password_changed" },
+      { type: "ended", reason: "admin" },
+    ]);
+  });
+
+  it("reauthenticates by the session's token: the same session, a new token; a dead token is 404", async () => {
+    const { vars, key } = await adminKey();
+    const session = await issue(newUser());
+    const response = await admin(vars, key, "POST", "/admin/sessions/reauthenticate", {
+      token: session.token,
+      factors: ["pwd", "otp"],
+    });
+    expect(response.status).toBe(200);
+    const reissued = (await response.json()) as { sessionId: string; token: string; cookie: string };
+    expect(reissued.sessionId).toBe(session.id);
+    expect([await isLive(session.token), await isLive(reissued.token)]).toEqual([false, true]);
+    await expectError(
+      await admin(vars, key, "POST", "/admin/sessions/reauthenticate", { token: session.token, factors: ["pwd"] }),
+      404,
+      "session_not_found",
+    );
+  });
+
+  it("opens support access and ends an agent's support sessions", async () => {
+    const { vars, key } = await adminKey(["support"]);
+    const userId = newUser();
+    await issue(userId);
+    const opened = await admin(vars, key, "POST", "/admin/support-sessions", {
+      userId,
+      agentId: "agent-ada",
+      reason: "Ticket 7",
+    });
+    expect(opened.status).toBe(201);
+    const { id } = (await opened.json()) as { id: string };
+    const ended = await admin(vars, key, "POST", "/admin/agents/agent-ada/support-sessions/end", {
+      reason: "offboarded",
+    });
+    expect(await ended.json()).toEqual({ ended: 1, moving: 0 });
+    expect(await sessionIdsOf(userId)).not.toContain(id);
+  });
+
+  it("each call is one round trip, to the user's database; the key costs none", async () => {
+    const { vars, key } = await adminKey();
+    const userId = newUser();
+    const own = { [await bindingOfUser(userId)]: 1 };
+    const counted = async (method: string, path: string, body?: unknown) => {
+      const counter = countingShards(databases());
+      const response = await admin({ ...vars, ...counter.env }, key, method, path, body);
+      return { status: response.status, roundTrips: counter.roundTrips() };
+    };
+    const created = await counted("POST", "/admin/sessions", { userId });
+    expect(created).toEqual({ status: 201, roundTrips: own });
+    const user = encodeURIComponent(userId);
+    expect(await counted("GET", `/admin/users/${user}/sessions`)).toEqual({ status: 200, roundTrips: own });
+    expect(await counted("POST", `/admin/users/${user}/sessions/end`, { reason: "admin" })).toEqual({
+      status: 200,
+      roundTrips: own,
+    });
+  });
+
+  it("writes one admin_call line per call naming the key, never the key", async () => {
+    const { vars, key, id } = await adminKey(["sessions:read"], "support desk");
+    const log = vi.spyOn(console, "log");
+    const userId = newUser();
+    await admin(vars, key, "GET", `/admin/users/${userId}/sessions`);
+    await admin(vars, key, "POST", "/admin/sessions", { userId });
+    const lines = log.mock.calls.map(([line]) => String(line)).filter((line) => line.includes("admin_call"));
+    expect(lines.map((line) => JSON.parse(line))).toEqual([
+      {
+        level: "info",
+        event: "admin_call",
+        key: id,
+        name: "support desk",
+        method: "GET",
+        route: "/admin/users/:userId/sessions",
+        status: 200,
+      },
+      {
+        level: "info",
+        event: "admin_call",
+        key: id,
+        name: "support desk",
+        method: "POST",
+        route: "/admin/sessions",
+        status: 403,
+      },
+    ]);
+    for (const line of lines) expect(line).not.toContain(key.split(".")[1]);
+  });
+});
+
+describe("admin API: refused keys and bad input, nothing written", () => {
+  it("no ADMIN_KEYS: every admin path is 404, whatever the request carries", async () => {
+    const { key } = await adminKey();
+    await expectError(await admin({}, key, "POST", "/admin/sessions", { userId: newUser() }), 404, "not_found");
+    await expectError(await admin({}, null, "GET", "/admin/users/x/sessions"), 404, "not_found");
+    await expectError(await admin({}, null, "DELETE", "/admin/sessions"), 404, "not_found");
+  });
+
+  it("a missing, malformed, unknown, wrongly signed or revoked key: 401 in realm admin", async () => {
+    const { vars, key } = await adminKey();
+    const other = await adminKey();
+    const [id, secret] = key.slice("ssak_".length).split(".") as [string, string];
+    const session = await issue(newUser());
+    const before = await tableSnapshot();
+    const challenge = 'Bearer realm="admin", error="invalid_token"';
+    await expectError(await admin(vars, null, "POST", "/admin/sessions", { userId: "x" }), 401, "invalid_token", {
+      wwwAuthenticate: 'Bearer realm="admin"',
+    });
+    for (const wrong of [
+      "ssak_short",
+      `${id}.${secret}`,
+      `ssak_${id}.${"A".repeat(43)}`,
+      other.key,
+      `sk_live_${id}.${secret}`,
+    ])
+      await expectError(await admin(vars, wrong, "POST", "/admin/sessions", { userId: "x" }), 401, "invalid_token", {
+        wwwAuthenticate: challenge,
+      });
+    // A session token is no admin key.
+    await expectError(await admin(vars, session.token, "GET", "/admin/users/x/sessions"), 401, "invalid_token", {
+      wwwAuthenticate: challenge,
+    });
+    expect(await tableSnapshot()).toEqual(before);
+  });
+
+  // The local limiter's windows follow the wall clock: up to a minute's wait for one window.
+  it("refused keys count toward the failed-authentication limit", { timeout: 75_000 }, async () => {
+    const { vars } = await adminKey();
+    const ip = randomIp();
+    await insideOneLimiterWindow(10_000);
+    for (let i = 0; i < FAILURE_LIMIT; i++)
+      expect((await admin(vars, "ssak_nope", "GET", "/admin/users/x/sessions", undefined, ip)).status).toBe(401);
+    await expectError(
+      await admin(vars, "ssak_nope", "GET", "/admin/users/x/sessions", undefined, ip),
+      429,
+      "rate_limited",
+      {
+        retryAfter: "60",
+      },
+    );
+  });
+
+  it("a key without the scope: 403 insufficient_scope (RFC 6750), nothing written", async () => {
+    const { vars, key } = await adminKey(["sessions:read"]);
+    const before = await tableSnapshot();
+    const refused = await admin(vars, key, "POST", "/admin/sessions", { userId: newUser() });
+    await expectError(refused, 403, "insufficient_scope", {
+      wwwAuthenticate: 'Bearer realm="admin", error="insufficient_scope", scope="sessions:create"',
+    });
+    expect(await tableSnapshot()).toEqual(before);
+  });
+
+  it("a body that is not an object, unknown members, and inputs the RPC refuses: 400 with the rule, nothing written", async () => {
+    const { vars, key } = await adminKey();
+    const userId = newUser();
+    const live = await issue(userId);
+    const before = await tableSnapshot();
+    const cases: [string, string, unknown, string][] = [
+      ["POST", "/admin/sessions", "not json", "the body must be a JSON object"],
+      ["POST", "/admin/sessions", [userId], "the body must be a JSON object"],
+      ["POST", "/admin/sessions", { userId, admin: true }, "admin is not a member this call takes"],
+      ["POST", "/admin/sessions", { userId: "" }, "userId must be"],
+      ["POST", "/admin/sessions", { userId, ttlSeconds: -1 }, "ttlSeconds must be an integer"],
+      ["POST", "/admin/sessions", { userId, carrier: "pigeon" }, "carrier must be one of"],
+      ["POST", `/admin/users/${userId}/sessions/end`, { reason: "" }, "reason must be"],
+      ["POST", `/admin/users/${userId}/sessions/end`, {}, "reason must be"],
+      ["POST", `/admin/sessions/${live.id}/end`, { reason: "x", userId }, "userId is not a member"],
+      ["POST", "/admin/support-sessions", { userId, agentId: userId, reason: "T" }, "agentId must not be the user"],
+    ];
+    for (const [method, path, body, detail] of cases) {
+      const response = await admin(vars, key, method, path, body);
+      expect(response.status, `${path} ${JSON.stringify(body)}`).toBe(400);
+      const answer = (await response.json()) as { detail: string };
+      expect(answer).toEqual(INVALID(answer.detail));
+      expect(answer.detail).toContain(detail);
+    }
+    await expectError(
+      await admin(vars, key, "POST", "/admin/sessions", { userId, userAgent: "x".repeat(17 * 1024) }),
+      413,
+      "body_too_large",
+    );
+    expect(await tableSnapshot()).toEqual(before);
+    expect(await isLive(live.token)).toBe(true);
+  });
+
+  it("other methods on a known path: 405 with Allow; an unknown admin path: 404", async () => {
+    const { vars, key } = await adminKey();
+    await expectError(await admin(vars, key, "GET", "/admin/sessions"), 405, "method_not_allowed", { allow: "POST" });
+    await expectError(await admin(vars, key, "GET", "/admin/nothing"), 404, "not_found");
+  });
+});
