@@ -28,11 +28,22 @@ export interface NpmStart {
 
 /**
  * `npm start -- <args> --port <port> --ip 127.0.0.1 --persist-to <state>`, once it answers
- * (`GET /auth/nowhere` → 404; within two minutes, else it throws with what it printed).
+ * (`GET /auth/nowhere` → 404; within two minutes, else it throws with what it printed), with
+ * `env` over this process's environment (e.g. ADMIN_KEYS_FILE).
  */
-export async function startNpmStart(port: number, state: string, args: string[] = []): Promise<NpmStart> {
+export async function startNpmStart(
+  port: number,
+  state: string,
+  args: string[] = [],
+  env: Record<string, string> = {},
+): Promise<NpmStart> {
   const argv = ["start", "--", ...args, "--port", String(port), "--ip", "127.0.0.1", "--persist-to", state];
-  const child = spawn("npm", argv, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const child = spawn("npm", argv, {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+    env: { ...process.env, ...env },
+  });
   let log = "";
   for (const stream of [child.stdout, child.stderr]) stream.on("data", (chunk) => (log += chunk));
   const closed = new Promise((resolve) => child.once("close", resolve));
