@@ -4,6 +4,7 @@
 // the Shared Signals streams, which this process cannot reach.
 //   npm run --silent session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>]
 //                                       [--country <CC>] [--city <name>] [--region <region>] [--carrier cookie|bearer|both]
+//                                       [--data <JSON object>]
 //   npm run --silent session:list -- --user <userId> [--region <region>]
 //   npm run --silent session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>]
 //   npm run --silent session:end -- --session <sessionId> [--reason <reason>]
@@ -13,6 +14,7 @@
 
 import { answerOnLocalProject } from "../dev/local-d1.ts";
 import { SESSION_CARRIERS, type SessionCarrier } from "../src/domain/carrier.ts";
+import type { SessionData } from "../src/domain/session-data.ts";
 import { issueSession, openSupportSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
 import { endSession, endSupportSessions, endUserSessions, listUserSessions } from "../src/services/user-sessions.ts";
@@ -20,7 +22,7 @@ import { parseOptions, refuse } from "./options.ts";
 
 const USAGE: Record<string, string> = {
   create:
-    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--region <region>] [--carrier cookie|bearer|both] [--env <env>]",
+    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--region <region>] [--carrier cookie|bearer|both] [--data <JSON object>] [--env <env>]",
   list: "session:list -- --user <userId> [--region <region>] [--env <env>]",
   end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] | --agent <agentId> [--reason <reason>] [--env <env>]",
   support:
@@ -50,12 +52,13 @@ const OPTIONS = {
   region: { type: "string" },
   carrier: { type: "string" },
   agent: { type: "string" },
+  data: { type: "string" },
   env: { type: "string", short: "e" },
 } as const;
 
 const { values } = parseOptions(rest, OPTIONS, usageOf(command));
 const allowed: Record<string, string[]> = {
-  create: ["user", "ip", "user-agent", "ttl", "country", "city", "region", "carrier", "env"],
+  create: ["user", "ip", "user-agent", "ttl", "country", "city", "region", "carrier", "data", "env"],
   list: ["user", "region", "env"],
   end: ["user", "session", "agent", "except", "reason", "region", "env"],
   support: ["user", "agent", "reason", "ttl", "region", "env"],
@@ -78,6 +81,13 @@ if (command !== "end" && values.user === undefined) usage(command, "--user is re
 if (values.ttl !== undefined && !/^\d+$/.test(values.ttl)) usage(command, "--ttl must be a whole number of seconds");
 if (values.carrier !== undefined && !(SESSION_CARRIERS as readonly string[]).includes(values.carrier))
   usage(command, `--carrier must be one of ${SESSION_CARRIERS.join(", ")}`);
+// The session's application data: parsed here, checked by the service as `create`'s `data` is.
+let data: SessionData | undefined;
+try {
+  data = values.data === undefined ? undefined : JSON.parse(values.data);
+} catch {
+  usage(command, "--data must be JSON: an object, e.g. '{\"tenant\":\"acme\"}'");
+}
 
 await answerOnLocalProject(values.env, async (project) => {
   // Written pending, for the worker's minute cron to deliver (src/services/scope.ts `Door`).
@@ -93,6 +103,7 @@ await answerOnLocalProject(values.env, async (project) => {
       city: values.city ?? null,
       region: values.region ?? null,
       carrier: (values.carrier ?? null) as SessionCarrier | null,
+      ...(data === undefined ? {} : { data }),
       ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
     });
     return { id, token, expiresAt };

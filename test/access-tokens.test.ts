@@ -1,6 +1,8 @@
 import { exports } from "cloudflare:workers";
 import { createLocalJWKSet, decodeProtectedHeader, type JSONWebKeySet, jwtVerify } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { RESERVED_CLAIMS, readAccessTokenIssuer } from "../src/domain/access-token.ts";
+import { ConfigError } from "../src/domain/config.ts";
 import {
   bearer,
   CHALLENGE,
@@ -100,6 +102,60 @@ describe("POST /auth/token: an access token for the caller's session", () => {
     expect(claims).toMatchObject({ sub: userId, sid: support.id, act: { sub: "agent-ada" } });
     expect(claims).not.toHaveProperty("amr");
     expect(claims).not.toHaveProperty("acr");
+  });
+
+  it("carries the session data's keys ACCESS_TOKEN_DATA_CLAIMS allows, as they are now; no others, none by default", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const now = Date.UTC(2026, 10, 27, 9, 0, 0);
+    vi.setSystemTime(now);
+    const vars = { ...(await accessTokenVars()), ACCESS_TOKEN_DATA_CLAIMS: "tenant, roles,org_id, tenant" };
+    const userId = newUser();
+    const data = { tenant: "acme", roles: ["admin"], internal: "not for tokens", prefs: { theme: "dark" } };
+    const session = await exports.SessionService.create({ userId, data });
+    const iat = now / 1000;
+    const registered = {
+      iss: ISSUER,
+      sub: userId,
+      aud: ACCESS_TOKEN_AUDIENCE,
+      iat,
+      exp: iat + 120,
+      jti: expect.stringMatching(/^[A-Za-z0-9_-]{22}$/),
+      sid: session.id,
+      auth_time: iat,
+    };
+    const claims = async (env: Partial<Env>) => verify(env, (await mint(env, bearer(session.token))).access_token);
+    expect(await claims(vars)).toEqual({ tenant: "acme", roles: ["admin"], ...registered });
+    // Without the var, no data in tokens at all.
+    expect(await claims(await accessTokenVars())).toEqual(registered);
+    // Patched: the next token says what the session says now (a null value is a claim like any other).
+    await exports.SessionService.updateSessionData({
+      sessionId: session.id,
+      data: { tenant: "globex", roles: null, org_id: null },
+      mode: "merge",
+    });
+    expect(await claims(vars)).toEqual({ tenant: "globex", ...registered });
+    await exports.SessionService.updateSessionData({ sessionId: session.id, data: { org_id: null } });
+    expect(await claims(vars)).toEqual({ org_id: null, ...registered });
+  });
+
+  it("every claim the issuer sets is reserved, and ACCESS_TOKEN_DATA_CLAIMS naming any reserved one is refused", async () => {
+    const vars = await accessTokenVars();
+    const userId = newUser();
+    await issue(userId);
+    const support = await exports.SessionService.openSupportSession({ userId, agentId: "agent-ada", reason: "T-1" });
+    const own = await exports.SessionService.create({ userId, factors: ["pwd"], assuranceLevel: 1 });
+    const set = new Set<string>();
+    for (const token of [support.token, own.token])
+      for (const claim of Object.keys(await verify(vars, (await mint(vars, bearer(token))).access_token)))
+        set.add(claim);
+    expect([...set].filter((claim) => !(RESERVED_CLAIMS as readonly string[]).includes(claim))).toEqual([]);
+    expect(set.size).toBe(11);
+    for (const name of RESERVED_CLAIMS)
+      expect(() => readAccessTokenIssuer({ ...vars, ACCESS_TOKEN_DATA_CLAIMS: `tenant,${name}` })).toThrow(
+        new ConfigError(
+          `ACCESS_TOKEN_DATA_CLAIMS may not name a registered claim (${name}): session data never overrides ${RESERVED_CLAIMS.join(", ")}`,
+        ),
+      );
   });
 
   it("never outlives its session, and the lifetime follows ACCESS_TOKEN_TTL_SECONDS", async () => {
@@ -215,6 +271,14 @@ describe("the key set and its configuration", () => {
       [{ ACCESS_TOKEN_ISSUER: "https://sessions.example/path" }, "ACCESS_TOKEN_ISSUER must be an origin"],
       [{ ACCESS_TOKEN_AUDIENCE: "" }, "ACCESS_TOKEN_AUDIENCE must list"],
       [{ ACCESS_TOKEN_TTL_SECONDS: "3600" }, "ACCESS_TOKEN_TTL_SECONDS must be an integer from 10 to 600"],
+      [
+        { ACCESS_TOKEN_DATA_CLAIMS: "tenant, sub, sid" },
+        "ACCESS_TOKEN_DATA_CLAIMS may not name a registered claim (sub, sid): session data never overrides iss, sub, aud, exp, nbf, iat, jti, client_id, scope, auth_time, acr, amr, sid, azp, nonce, act, may_act, cnf",
+      ],
+      [
+        { ACCESS_TOKEN_DATA_CLAIMS: "tenant id" },
+        "ACCESS_TOKEN_DATA_CLAIMS must list top-level keys of the session data, comma-separated (each 1 to 64 characters, no spaces)",
+      ],
     ];
     for (const [override, message] of refused) {
       const vars = { ...(await accessTokenVars()), ...override };

@@ -2,6 +2,7 @@ import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { openDatabase } from "../src/db/client.ts";
 import { bucketOf, parseShardMap, readShardMap } from "../src/db/shards.ts";
+import type { SessionData } from "../src/domain/session-data.ts";
 import { bucketKey, RANDOM_LENGTH } from "../src/domain/token.ts";
 import { MESSAGES } from "../src/http/error-codes.ts";
 import { finishMoves, type MovePlan, type MoveStep, type MoveTools, moveBuckets } from "../src/services/moves.ts";
@@ -433,6 +434,45 @@ describe.skipIf(shardBindings().length < 2)("moving buckets between databases", 
     await moveBuckets(planFor(bucket, bucket), tools());
     expect((await call("POST", "/auth/logout", bearer(session.token))).status).toBe(200);
     expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("a session's application data moves with it; an update while frozen is BucketMoving, writing nothing; after, it follows the move", async () => {
+    const bucket = 960;
+    const [user] = (await usersIn(bucket, bucket, 1)) as [string];
+    const data = { tenant: "acme", roles: ["admin"], prefs: { theme: "dark" } };
+    const session = await exports.SessionService.create({ userId: user, data });
+    const dataOf = async () => (await exports.SessionService.authenticate(session.token))?.data;
+    const update = async (patch: SessionData) => {
+      try {
+        return await exports.SessionService.updateSessionData({ sessionId: session.id, data: patch, mode: "merge" });
+      } catch (error) {
+        // Caught here: the pool reports an RPC rejection handed to `expect().rejects` as unhandled.
+        return String(error);
+      }
+    };
+    const stop = (_: number, step: MoveStep) => {
+      if (step === "freeze") throw new Error("stopped");
+    };
+    await expect(moveBuckets(planFor(bucket, bucket), tools(stop))).rejects.toThrow("stopped");
+    const frozen = await rowsOf(SOURCE, bucket, bucket);
+    expect(frozen.sessions.map((row) => row.data)).toEqual([JSON.stringify(data)]);
+    expect(await update({ tenant: "globex" })).toBe(
+      "BucketMoving: This user's sessions are being moved to another database. Retry in a second.",
+    );
+    expect(await rowsOf(SOURCE, bucket, bucket)).toEqual(frozen);
+    expect(await dataOf()).toEqual(data);
+
+    await moveBuckets(planFor(bucket, bucket), tools());
+    expect(await rowsOf(SOURCE, bucket, bucket)).toEqual({ sessions: [], events: [] });
+    // Every column as it was, the data included.
+    expect((await rowsOf(TARGET, bucket, bucket)).sessions).toEqual(frozen.sessions);
+    expect(await dataOf()).toEqual(data);
+    // SHARDS still names the source: the update follows its moved row to the target.
+    expect(await update({ tenant: "globex", prefs: null })).toEqual({ updated: true });
+    expect(await dataOf()).toEqual({ tenant: "globex", roles: ["admin"] });
+    expect((await rowsOf(TARGET, bucket, bucket)).sessions.map((row) => row.data)).toEqual([
+      JSON.stringify({ tenant: "globex", roles: ["admin"] }),
+    ]);
   });
 
   it("activity meets a move: neither the frozen source nor the target's copy is touched, sliding renewal included", async () => {

@@ -9,6 +9,7 @@ import { SessionService } from "../src/rpc/session-service.ts";
 import { issueSession } from "../src/services/issue-session.ts";
 import { type MoveStep, moveBuckets } from "../src/services/moves.ts";
 import { purge } from "../src/services/purge.ts";
+import { updateSessionData } from "../src/services/session-data.ts";
 import {
   endSession as endOneSession,
   endUserSessions as endSessionsOfUser,
@@ -225,6 +226,15 @@ describe("round trips of the RPC operations", () => {
       };
       expect(await measure((shards) => issueSession(scopeWith(shards, config), { userId }))).toEqual(own);
       expect(await measure((shards) => listSessionsOfUser(scopeWith(shards, config), userId))).toEqual(own);
+      expect(
+        await measure((shards) =>
+          updateSessionData(scopeWith(shards, config, null), {
+            sessionId: sessions[0]!.id,
+            data: { tenant: "acme" },
+            mode: "merge",
+          }),
+        ),
+      ).toEqual(own);
       expect(
         await measure((shards) =>
           endOneSession(scopeWith(shards, config, null), { sessionId: sessions[0]!.id, reason: "admin" }),

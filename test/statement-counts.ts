@@ -17,6 +17,7 @@ export const STATEMENTS = {
   "SessionService.reauthenticate": [6, 5],
   "SessionService.create": [7, 7],
   "SessionService.openSupportSession": [6, 6],
+  "SessionService.updateSessionData": [2, 2],
 } as const satisfies Record<string, readonly [number, number]>;
 
 export type Operation = keyof typeof STATEMENTS;

@@ -32,6 +32,11 @@ async function measure(operation: Operation, judged: boolean, vars: Partial<Env>
   else if (operation === "SessionService.create") await service.create({ userId, ...HOME, carrier: "cookie" });
   else if (operation === "SessionService.openSupportSession")
     await service.openSupportSession({ userId, agentId: "agent-ada", reason: "Ticket 1" });
+  else if (operation === "SessionService.updateSessionData")
+    // By id, no token: nothing to judge either way; a merge, the larger statement.
+    expect(await service.updateSessionData({ sessionId: caller.id, data: { tenant: "acme" }, mode: "merge" })).toEqual({
+      updated: true,
+    });
   else {
     const [method, path] = operation.split(" ") as [string, string];
     const credential = judged ? sessionCookie(caller.token) : bearer(caller.token);

@@ -215,7 +215,10 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
   };
 }
 
-/** What is read of the caller: who, until when, how and when they last authenticated, held or not, bound or not. */
+/**
+ * What is read of the caller: who, until when, how and when they last authenticated, held or
+ * not, bound or not, and its application data (src/domain/session-data.ts).
+ */
 export const CALLER = {
   id: sessions.id,
   userId: sessions.userId,
@@ -227,6 +230,7 @@ export const CALLER = {
   supportAgent: sessions.supportAgent,
   supportReason: sessions.supportReason,
   dbscKeyThumbprint: sessions.dbscKeyThumbprint,
+  data: sessions.data,
 };
 
 /**

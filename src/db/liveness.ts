@@ -2,6 +2,7 @@ import { type SQL, sql } from "drizzle-orm";
 import type { StoredProofs } from "../domain/auth-proofs.ts";
 import type { TokenCarrier } from "../domain/carrier.ts";
 import type { Instant } from "../domain/clock.ts";
+import type { SessionData } from "../domain/session-data.ts";
 import { sessions } from "./schema.ts";
 
 // The rules a statement judges a row and a token by, as SQL conditions: a token is checked
@@ -91,6 +92,8 @@ export type Caller = {
   supportReason: string | null;
   /** Set when the session is bound to its browser's key (DBSC): the key's RFC 7638 thumbprint. */
   dbscKeyThumbprint: string | null;
+  /** Its application data (src/domain/session-data.ts); null: none. */
+  data: SessionData | null;
   /** A change of its context this batch could not record: its bucket is frozen for a move. */
   contextUnrecorded: boolean;
 };

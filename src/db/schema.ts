@@ -5,6 +5,7 @@ import { SESSION_CARRIERS } from "../domain/carrier.ts";
 import type { ContextChange } from "../domain/client-context.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
 import { EVENT_TYPES } from "../domain/events.ts";
+import type { SessionData } from "../domain/session-data.ts";
 import { DELIVERY_METHODS, STATUSES } from "../domain/ssf/streams.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 
@@ -74,6 +75,9 @@ export const sessions = sqliteTable(
     // Null on the user's own sessions.
     supportAgent: text("support_agent"),
     supportReason: text("support_reason"),
+    // Application data (src/domain/session-data.ts): a JSON object of at most 2 KB the login flow
+    // set and the system replaces or patches; null: none. Never listed, logged or signalled.
+    data: text("data", { mode: "json" }).$type<SessionData>(),
   },
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.

@@ -1,5 +1,6 @@
 import { ConfigError } from "./config.ts";
 import { signJws } from "./jws.ts";
+import type { SessionData } from "./session-data.ts";
 import { issuerOf, type KeySet, keySetOf } from "./signing-keys.ts";
 import { base64Url } from "./token.ts";
 
@@ -32,6 +33,8 @@ export interface AccessTokenIssuer extends KeySet {
   /** `aud`: the services the tokens are for, one or more. */
   audience: string[];
   ttlSeconds: number;
+  /** The top-level keys of a session's application data its tokens carry as claims; [] none. */
+  dataClaims: string[];
 }
 
 export interface AccessTokenVars {
@@ -39,6 +42,54 @@ export interface AccessTokenVars {
   ACCESS_TOKEN_ISSUER?: string;
   ACCESS_TOKEN_AUDIENCE?: string;
   ACCESS_TOKEN_TTL_SECONDS?: string;
+  ACCESS_TOKEN_DATA_CLAIMS?: string;
+}
+
+/**
+ * Claims a verifier reads as who the token is, for whom and when, which application data must
+ * never stand in for: RFC 7519's registered claims, RFC 9068's and OpenID Connect's of an access
+ * or ID token, RFC 8693's actor claims, RFC 7800's confirmation. Those this issuer sets
+ * (`signAccessToken`) are among them.
+ */
+export const RESERVED_CLAIMS = [
+  "iss",
+  "sub",
+  "aud",
+  "exp",
+  "nbf",
+  "iat",
+  "jti",
+  "client_id",
+  "scope",
+  "auth_time",
+  "acr",
+  "amr",
+  "sid",
+  "azp",
+  "nonce",
+  "act",
+  "may_act",
+  "cnf",
+] as const;
+
+/** A data key as a claim name: 1 to 64 characters, none a space, comma or control character. */
+const CLAIM_NAME = /^[^\s,\p{Cc}]{1,64}$/u;
+
+function dataClaimsOf(value: string | undefined): string[] {
+  const names = (value ?? "")
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  if (names.some((name) => !CLAIM_NAME.test(name)))
+    throw new ConfigError(
+      "ACCESS_TOKEN_DATA_CLAIMS must list top-level keys of the session data, comma-separated (each 1 to 64 characters, no spaces)",
+    );
+  const reserved = names.filter((name) => (RESERVED_CLAIMS as readonly string[]).includes(name));
+  if (reserved.length > 0)
+    throw new ConfigError(
+      `ACCESS_TOKEN_DATA_CLAIMS may not name a registered claim (${reserved.join(", ")}): session data never overrides ${RESERVED_CLAIMS.join(", ")}`,
+    );
+  return [...new Set(names)];
 }
 
 function audienceOf(value: string | undefined): string[] {
@@ -75,6 +126,7 @@ export function readAccessTokenIssuer(vars: AccessTokenVars): AccessTokenIssuer 
     vars.ACCESS_TOKEN_ISSUER,
     vars.ACCESS_TOKEN_AUDIENCE,
     vars.ACCESS_TOKEN_TTL_SECONDS,
+    vars.ACCESS_TOKEN_DATA_CLAIMS,
   ]);
   if (lastRead?.vars === key) return lastRead.issuer;
   const issuer: AccessTokenIssuer = {
@@ -82,6 +134,7 @@ export function readAccessTokenIssuer(vars: AccessTokenVars): AccessTokenIssuer 
     issuer: issuerOf("ACCESS_TOKEN_ISSUER", vars.ACCESS_TOKEN_ISSUER ?? ""),
     audience: audienceOf(vars.ACCESS_TOKEN_AUDIENCE),
     ttlSeconds: ttlOf(vars.ACCESS_TOKEN_TTL_SECONDS),
+    dataClaims: dataClaimsOf(vars.ACCESS_TOKEN_DATA_CLAIMS),
   };
   lastRead = { vars: key, issuer };
   return issuer;
@@ -98,6 +151,19 @@ export interface AccessTokenSubject {
   assuranceLevel: number | null;
   /** The support agent acting in the session (RFC 8693 `act.sub`). */
   agent: string | null;
+  /** The session's application data (src/domain/session-data.ts): the issuer's `dataClaims` of it are claims. */
+  data: SessionData | null;
+}
+
+/** The members of `data` the issuer allows as claims, those present, in the order the operator listed them. */
+function dataClaimsFor(issuer: AccessTokenIssuer, data: SessionData | null): Record<string, unknown> {
+  const claims: Record<string, unknown> = {};
+  if (data === null) return claims;
+  for (const name of issuer.dataClaims) {
+    const value = Object.hasOwn(data, name) ? data[name] : undefined;
+    if (value !== undefined) claims[name] = value;
+  }
+  return claims;
 }
 
 /** The token's `exp`, in epoch seconds: never past the session's own end. */
@@ -107,8 +173,10 @@ function expiryOf(issuer: AccessTokenIssuer, now: Date, sessionExpiresAt: Date):
 
 /**
  * A signed access token (RFC 9068 §2: `typ` `at+jwt`) for the session, and its lifetime in
- * seconds. No `client_id`: no OAuth client asks for it, the session's own holder does; a verifier
- * tells tokens of this issuer apart by `iss`, `aud` and `typ`.
+ * seconds. The keys of the session's data the operator allows (ACCESS_TOKEN_DATA_CLAIMS) are
+ * claims too, private ones (RFC 7519 §4.3), never one of RESERVED_CLAIMS. No `client_id`: no
+ * OAuth client asks for it, the session's own holder does; a verifier tells tokens of this
+ * issuer apart by `iss`, `aud` and `typ`.
  */
 export async function signAccessToken(
   issuer: AccessTokenIssuer,
@@ -119,6 +187,8 @@ export async function signAccessToken(
   const iat = Math.floor(now.getTime() / 1000);
   const exp = expiryOf(issuer, now, sessionExpiresAt);
   const claims = {
+    // First, so the issuer's own claims come after them: the configuration never names one (RESERVED_CLAIMS).
+    ...dataClaimsFor(issuer, subject.data),
     iss: issuer.issuer,
     sub: subject.userId,
     aud: issuer.audience.length === 1 ? issuer.audience[0] : issuer.audience,

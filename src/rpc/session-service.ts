@@ -4,6 +4,7 @@ import { checkTokenCarrier } from "../domain/carrier.ts";
 import { type ClientContext, type ContextInput, checkContextInput } from "../domain/client-context.ts";
 import { checkCookieHeader } from "../domain/cookie-header.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
+import type { SessionData } from "../domain/session-data.ts";
 import { type SessionView, supportActor } from "../domain/session-view.ts";
 import type { SupportActor } from "../domain/support.ts";
 import {
@@ -22,6 +23,7 @@ import { logFailure } from "../services/failure-log.ts";
 import type { CreateSessionInput, OpenSupportInput } from "../services/issue-session.ts";
 import { authenticateToken, isFresh } from "../services/own-sessions.ts";
 import { openScope, type Scope } from "../services/scope.ts";
+import { type UpdateSessionDataInput, updateSessionData } from "../services/session-data.ts";
 import { readSessionToken } from "../services/session-token.ts";
 import {
   type EndSessionInput,
@@ -57,6 +59,11 @@ export interface AuthenticatedSession {
    * and why. Show the agent a banner, and refuse what only the user may do.
    */
   actor?: SupportActor;
+  /**
+   * Present only when the session has application data (src/domain/session-data.ts): what the
+   * login flow set at `create`, as `updateSessionData` last left it.
+   */
+  data?: SessionData;
 }
 
 export interface AuthenticateOptions {
@@ -156,6 +163,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
       if (caller.dbscKeyThumbprint !== null) authenticated.deviceBound = true;
       if (caller.contextStepUp) authenticated.reauthenticationRequired = true;
       if (actor) authenticated.actor = actor;
+      if (caller.data !== null) authenticated.data = caller.data;
       return authenticated;
     });
   }
@@ -186,6 +194,16 @@ export class SessionService extends WorkerEntrypoint<Env> {
    */
   async endSupportSessions(input: EndSupportSessionsInput): Promise<{ ended: number; moving: number }> {
     return this.run("endSupportSessions", () => endSupportSessions(this.scope(), input));
+  }
+
+  /**
+   * Replaces (`mode: "replace"`, the default) or patches (`mode: "merge"`, RFC 7396) a live
+   * session's application data by its id: one round trip, one row written, nothing logged.
+   * `updated: false` when no live session has that id. Bad data, or a merge that would make
+   * it larger than 2 KB, is a TypeError or RangeError, and nothing is written.
+   */
+  async updateSessionData(input: UpdateSessionDataInput): Promise<{ updated: boolean }> {
+    return this.run("updateSessionData", () => updateSessionData(this.scope(), input));
   }
 
   /** Ends one session, logged `ended` with the reason; `ended: false` when no live session has that id. */

@@ -25,6 +25,7 @@ export async function mintAccessToken(
     amr: proofList(caller.authProofs).map((proof) => proof.factor),
     assuranceLevel: caller.assuranceLevel,
     agent: caller.supportAgent,
+    data: caller.data,
   };
   return signAccessToken(issuer, subject, scope.at.now, caller.expiresAt);
 }

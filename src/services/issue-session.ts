@@ -14,6 +14,7 @@ import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
 import { deviceKey } from "../domain/device.ts";
 import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
 import { normalizeIp } from "../domain/ip.ts";
+import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
 import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement } from "../domain/token.ts";
 import { parseDevice } from "../domain/user-agent.ts";
@@ -61,6 +62,13 @@ export interface CreateSessionInput {
    * never judged.
    */
   carrier?: SessionCarrier | null;
+  /**
+   * Application data (src/domain/session-data.ts): a JSON object of at most 2 KB that
+   * `authenticate` and whoami answer with the session, and access tokens carry the keys of
+   * ACCESS_TOKEN_DATA_CLAIMS of. Omitted (or `{}`): none. Replaced or patched later by
+   * `updateSessionData`.
+   */
+  data?: SessionData;
 }
 
 /**
@@ -139,6 +147,7 @@ export async function buildSession(
     throw new TypeError("deviceBound must be a boolean");
   // A device-bound session is proven only beside its bound cookie, which no Bearer call carries.
   if (input.deviceBound && carrier === "bearer") throw new TypeError('deviceBound needs a carrier other than "bearer"');
+  const data = input.data === undefined ? null : storedData(checkSessionData(input.data).data);
   const challenge = input.deviceBound ? newChallenge() : null;
   const boundSecret = input.deviceBound ? newBoundSecret() : null;
   const ttlSeconds = input.ttlSeconds ?? config.ttlSeconds;
@@ -181,6 +190,7 @@ export async function buildSession(
     seenCountry: seen.country,
     seenAsn: seen.asn,
     carrier,
+    data,
   };
   return {
     row,
@@ -223,6 +233,11 @@ export interface OpenSupportInput {
   userAgent?: string | null;
   /** As for `create`: what will carry the token. */
   carrier?: SessionCarrier | null;
+  /**
+   * As for `create`: the application data the product needs to serve the session (a tenant,
+   * an organisation), so the agent sees what the user sees. Set by the support tool, a server.
+   */
+  data?: SessionData;
 }
 
 /**
@@ -244,7 +259,14 @@ export async function openSupportSession(
       `ttlSeconds must be an integer from 1 to ${config.supportMaxSeconds} (SESSION_SUPPORT_MAX_SECONDS)`,
     );
   const place = await scope.shards.forUser(userId, input.region);
-  const base = { userId, ipAddress: input.ipAddress, userAgent: input.userAgent, carrier: input.carrier, ttlSeconds };
+  const base = {
+    userId,
+    ipAddress: input.ipAddress,
+    userAgent: input.userAgent,
+    carrier: input.carrier,
+    ttlSeconds,
+    data: input.data,
+  };
   const { row, issued } = await buildSession(config, base, place.placement, at);
   const session = { ...row, supportAgent: support.sub, supportReason: support.reason };
   const { stored, refused } = await write(

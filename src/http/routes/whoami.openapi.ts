@@ -1,4 +1,5 @@
 import { ASSURANCE_LEVELS, AUTH_FACTORS } from "../../domain/auth-proofs.ts";
+import { MAX_SESSION_DATA_BYTES } from "../../domain/session-data.ts";
 import { MAX_SUPPORT_REASON_LENGTH } from "../../domain/support.ts";
 import { MAX_USER_ID_LENGTH } from "../../domain/user-id.ts";
 import {
@@ -88,6 +89,12 @@ export const whoamiSchema = {
         reason: { type: "string", maxLength: MAX_SUPPORT_REASON_LENGTH },
       },
       additionalProperties: false,
+    },
+    data: {
+      type: "object",
+      minProperties: 1,
+      additionalProperties: true,
+      description: `Present only when the session has application data: the JSON object (at most ${MAX_SESSION_DATA_BYTES} bytes) the login flow set and the system last replaced or patched over RPC. Written by servers only, never by the session's holder.`,
     },
   },
   additionalProperties: false,

@@ -1,6 +1,7 @@
 import type { AuthFactor } from "../../domain/auth-proofs.ts";
 import { isMaxAge, proofList } from "../../domain/auth-proofs.ts";
 import { isRefusal } from "../../domain/refusal.ts";
+import type { SessionData } from "../../domain/session-data.ts";
 import { supportActor } from "../../domain/session-view.ts";
 import type { SupportActor } from "../../domain/support.ts";
 import { isFresh, ownSession } from "../../services/own-sessions.ts";
@@ -26,6 +27,8 @@ export interface WhoamiView {
   fresh?: boolean;
   /** Present only on support access: the agent acting on the user's behalf, and why. */
   actor?: SupportActor;
+  /** Present only when the session has application data (src/domain/session-data.ts). */
+  data?: SessionData;
 }
 
 /** `max_age` from the query: absent, or once, a whole number of seconds. */
@@ -58,6 +61,7 @@ export const whoamiRoutes = new Hono<AppEnv>().get("/", requireToken, async (c) 
     device_bound: caller.dbscKeyThumbprint !== null,
     ...(maxAge === null ? {} : { fresh: isFresh(caller, scope.at, maxAge) }),
     ...(actor ? { actor } : {}),
+    ...(caller.data === null ? {} : { data: caller.data }),
   };
   return c.json(view);
 });
