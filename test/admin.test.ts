@@ -26,7 +26,7 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-const ALL: AdminScope[] = ["sessions:create", "sessions:read", "sessions:end", "support"];
+const ALL: AdminScope[] = ["sessions:create", "sessions:read", "sessions:end", "sessions:data", "support"];
 
 /** ADMIN_KEYS with one key of `scopes`, and that key. */
 async function adminKey(scopes: AdminScope[] = ALL, name = "login flow") {
@@ -115,6 +115,34 @@ describe("admin API: the RPC's verbs for a server holding a key", () => {
       404,
       "session_not_found",
     );
+  });
+
+  it("sets a session's data at create, replaces it (PUT) and merges a patch (PATCH); whoami answers it", async () => {
+    const { vars, key } = await adminKey();
+    const userId = newUser();
+    const created = await admin(vars, key, "POST", "/admin/sessions", {
+      userId,
+      data: { tenant: "acme", theme: "dark" },
+    });
+    const { id, token } = (await created.json()) as { id: string; token: string };
+    const dataOf = async () =>
+      ((await (await callWith(vars, "GET", "/auth/whoami", bearer(token))).json()) as { data?: unknown }).data;
+    expect(await dataOf()).toEqual({ tenant: "acme", theme: "dark" });
+    const patched = await admin(vars, key, "PATCH", `/admin/sessions/${id}/data`, { theme: null, locale: "de" });
+    expect(await patched.json()).toEqual({ updated: true });
+    expect(await dataOf()).toEqual({ tenant: "acme", locale: "de" });
+    expect(await (await admin(vars, key, "PUT", `/admin/sessions/${id}/data`, { tenant: "globex" })).json()).toEqual({
+      updated: true,
+    });
+    expect(await dataOf()).toEqual({ tenant: "globex" });
+    // Never in the user's own list.
+    const listed = await (await admin(vars, key, "GET", `/admin/users/${encodeURIComponent(userId)}/sessions`)).json();
+    expect(JSON.stringify(listed)).not.toContain("globex");
+    // An ended session: nothing to update.
+    await admin(vars, key, "POST", `/admin/sessions/${id}/end`, { reason: "admin" });
+    expect(await (await admin(vars, key, "PUT", `/admin/sessions/${id}/data`, { tenant: "x" })).json()).toEqual({
+      updated: false,
+    });
   });
 
   it("opens support access and ends an agent's support sessions", async () => {
@@ -263,6 +291,9 @@ describe("admin API: refused keys and bad input, nothing written", () => {
       ["POST", `/admin/users/${userId}/sessions/end`, {}, "reason must be"],
       ["POST", `/admin/sessions/${live.id}/end`, { reason: "x", userId }, "userId is not a member"],
       ["POST", "/admin/support-sessions", { userId, agentId: userId, reason: "T" }, "agentId must not be the user"],
+      ["POST", "/admin/sessions", { userId, data: [1] }, "data must be a JSON object"],
+      ["PUT", `/admin/sessions/${live.id}/data`, { big: "x".repeat(2100) }, "data must be at most 2048 bytes"],
+      ["PATCH", `/admin/sessions/${live.id}/data`, [], "the body must be a JSON object"],
     ];
     for (const [method, path, body, detail] of cases) {
       const response = await admin(vars, key, method, path, body);

@@ -29,6 +29,7 @@ const PATHS = [
   "/admin/users/{userId}/sessions/end",
   "/admin/sessions/{sessionId}/end",
   "/admin/support-sessions",
+  "/admin/sessions/{sessionId}/data",
   "/admin/agents/{agentId}/support-sessions/end",
   "/openapi.json",
 ];

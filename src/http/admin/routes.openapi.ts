@@ -1,5 +1,6 @@
 import { ADMIN_SCOPES, type AdminScope } from "../../domain/admin-keys.ts";
 import { MAX_REASON_LENGTH } from "../../domain/reason.ts";
+import { MAX_SESSION_DATA_BYTES, MAX_SESSION_DATA_DEPTH } from "../../domain/session-data.ts";
 import { MAX_USER_ID_LENGTH } from "../../domain/user-id.ts";
 import { MESSAGES } from "../error-codes.ts";
 import {
@@ -108,6 +109,17 @@ const REASON = {
 };
 const object = (required: string[], properties: JsonObject) => ({ type: "object", required, properties });
 
+const DATA = {
+  type: "object",
+  description: `Application data: a JSON object of at most ${MAX_SESSION_DATA_BYTES} bytes, nested at most ${MAX_SESSION_DATA_DEPTH} deep; answered by authenticate and whoami, never listed.`,
+};
+const UPDATED = {
+  "200": ok(
+    "Whether a live session had that id (nothing is written when none had).",
+    object(["updated"], { updated: { type: "boolean" } }),
+  ),
+};
+
 const ISSUED = {
   type: "object",
   required: ["id", "token", "expiresAt", "cookie"],
@@ -143,6 +155,7 @@ export const adminPaths = {
         assuranceLevel: { type: ["integer", "null"] },
         deviceBound: { type: "boolean" },
         carrier: { enum: ["cookie", "bearer", "both", null] },
+        data: DATA,
       }),
     ),
     "x-other-methods": OTHER_METHODS,
@@ -232,7 +245,27 @@ export const adminPaths = {
         reason: { type: "string" },
         ttlSeconds: { type: "integer" },
         region: { type: ["string", "null"] },
+        data: DATA,
       }),
+    ),
+    "x-other-methods": OTHER_METHODS,
+  },
+  "/admin/sessions/{sessionId}/data": {
+    put: operation(
+      "sessions:data",
+      "adminReplaceSessionData",
+      "Replace a session's application data (SessionService.updateSessionData, mode replace)",
+      UPDATED,
+      { ...DATA, description: "The new data, whole; `{}` clears it." },
+      [path("sessionId", "The session's id.")],
+    ),
+    patch: operation(
+      "sessions:data",
+      "adminMergeSessionData",
+      "Merge an RFC 7396 JSON Merge Patch into a session's application data (SessionService.updateSessionData, mode merge)",
+      UPDATED,
+      { ...DATA, description: "The patch: each member replaces its key, a null member deletes it, objects merge." },
+      [path("sessionId", "The session's id.")],
     ),
     "x-other-methods": OTHER_METHODS,
   },

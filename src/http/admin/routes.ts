@@ -1,8 +1,10 @@
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { type ClientContext, checkContextInput } from "../../domain/client-context.ts";
+import type { SessionData } from "../../domain/session-data.ts";
 import type { CreateSessionInput, OpenSupportInput } from "../../services/issue-session.ts";
 import { openScope, type Scope } from "../../services/scope.ts";
+import { updateSessionData } from "../../services/session-data.ts";
 import {
   type EndSessionInput,
   type EndSupportSessionsInput,
@@ -40,7 +42,7 @@ const invalid = (detail: string) => new ApiError(400, "invalid_request_body", { 
  * typed as the call's input. Each member is checked by the service, as the RPC's are: over
  * RPC too the input is only what the caller sent.
  */
-async function body<T>(c: Context<AdminEnv>, allowed: readonly (keyof T & string)[]): Promise<T> {
+async function body<T>(c: Context<AdminEnv>, allowed: readonly (keyof T & string)[] | null): Promise<T> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(await c.req.text());
@@ -49,8 +51,10 @@ async function body<T>(c: Context<AdminEnv>, allowed: readonly (keyof T & string
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
     throw invalid("the body must be a JSON object");
-  const unknown = Object.keys(parsed).find((member) => !(allowed as readonly string[]).includes(member));
-  if (unknown !== undefined) throw invalid(`${unknown} is not a member this call takes (${allowed.join(", ")})`);
+  // null: the body is the data itself, any members (checked by the data's own rule).
+  const unknown = allowed && Object.keys(parsed).find((member) => !(allowed as readonly string[]).includes(member));
+  if (allowed && unknown !== undefined)
+    throw invalid(`${unknown} is not a member this call takes (${allowed.join(", ")})`);
   return parsed as T;
 }
 
@@ -88,6 +92,7 @@ const CREATE: (keyof CreateSessionInput)[] = [
   "assuranceLevel",
   "deviceBound",
   "carrier",
+  "data",
 ];
 
 export const adminRoutes = new Hono<AdminEnv>()
@@ -122,8 +127,19 @@ export const adminRoutes = new Hono<AdminEnv>()
     const sessionId = c.req.param("sessionId");
     return c.json(await calling(() => endSession(scopeOf(c), { ...input, sessionId })));
   })
+  // PUT replaces the data, PATCH merges an RFC 7396 patch into it, as `mode` says to the RPC.
+  .put("/sessions/:sessionId/data", requireAdminKey("sessions:data"), limitBody, async (c) => {
+    const data = await body<SessionData>(c, null);
+    const sessionId = c.req.param("sessionId");
+    return c.json(await calling(() => updateSessionData(scopeOf(c), { sessionId, data, mode: "replace" })));
+  })
+  .patch("/sessions/:sessionId/data", requireAdminKey("sessions:data"), limitBody, async (c) => {
+    const data = await body<SessionData>(c, null);
+    const sessionId = c.req.param("sessionId");
+    return c.json(await calling(() => updateSessionData(scopeOf(c), { sessionId, data, mode: "merge" })));
+  })
   .post("/support-sessions", requireAdminKey("support"), limitBody, async (c) => {
-    const input = await body<OpenSupportInput>(c, ["userId", "agentId", "reason", "ttlSeconds", "region"]);
+    const input = await body<OpenSupportInput>(c, ["userId", "agentId", "reason", "ttlSeconds", "region", "data"]);
     return c.json(await calling(() => supportSession(scopeOf(c), input)), 201);
   })
   .post("/agents/:agentId/support-sessions/end", requireAdminKey("support"), limitBody, async (c) => {
