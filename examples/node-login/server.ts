@@ -58,8 +58,9 @@ function refusedBy(call: string, answer: Answer, said = call) {
   return new Failure(502, message);
 }
 
-/** The admin API (POST, JSON), with the key as Bearer: only this server ever holds it. */
-const admin = (path: string, body: unknown) => service("POST", path, { Authorization: `Bearer ${ADMIN_KEY}` }, body);
+/** The admin API (JSON), with the key as Bearer: only this server ever holds it. */
+const admin = (path: string, body: unknown, method = "POST") =>
+  service(method, path, { Authorization: `Bearer ${ADMIN_KEY}` }, body);
 
 /**
  * What the browser sent that its session is judged by, passed on as it came: its whole Cookie
@@ -78,6 +79,8 @@ interface Whoami {
   user_id: string;
   authenticated_at: string;
   amr: string[];
+  /** The application data this server keeps on the session (here: the workspace it shows). */
+  data?: { workspace?: string };
   /** Only on support access: the agent acting in the user's account. */
   actor?: { sub: string; reason: string };
 }
@@ -147,7 +150,13 @@ function homePage(me: Whoami, message?: string) {
   return page(
     `Hello, ${me.user_id}`,
     `${notice(message)}<p>Who this browser is, as GET /auth/whoami answered for this request:</p>
-<dl>${row("user_id", me.user_id)}${row("session_id", me.session_id)}${row("authenticated_at", me.authenticated_at)}${row("amr", me.amr.join(", "))}</dl>
+<dl>${row("user_id", me.user_id)}${row("session_id", me.session_id)}${row("authenticated_at", me.authenticated_at)}${row("amr", me.amr.join(", "))}${row("workspace", me.data?.workspace ?? "")}</dl>
+<h2>Workspace</h2>
+<p>Kept on this session as application data: other devices keep their own.</p>
+<form method="post" action="/workspace">
+  <input name="workspace" placeholder="workspace" maxlength="40" required>
+  <button type="submit">Switch</button>
+</form>
 <h2>Change password</h2>
 <p>Signs you out on every other device; this browser stays signed in.</p>
 <form method="post" action="/password">
@@ -189,6 +198,8 @@ async function signIn(request: IncomingMessage, response: ServerResponse) {
     // The token lives only in the cookie: sent as Bearer, it is refused.
     carrier: "cookie",
     factors: ["pwd"],
+    // Application data on the session: the workspace this browser works in, read back by whoami.
+    data: { workspace: "personal" },
   });
   if (answer.status !== 201) throw refusedBy("POST /admin/sessions", answer, "Could not sign you in");
   const { cookie } = answer.json as { cookie: string; newDevice: boolean };
@@ -228,6 +239,19 @@ async function changePassword(request: IncomingMessage, response: ServerResponse
   send(response, 200, homePage(me, `Password changed. Signed out ${ended} other session${ended === 1 ? "" : "s"}.`));
 }
 
+async function switchWorkspace(request: IncomingMessage, response: ServerResponse) {
+  const form = await formOf(request);
+  const me = await whoami(request);
+  if (!me) return redirect(response, "/login");
+  const workspace = (form.get("workspace") ?? "").trim();
+  if (workspace === "" || workspace.length > 40)
+    return send(response, 400, homePage(me, "A workspace name has 1 to 40 characters."));
+  // A merge patch: only this key of the session's data changes.
+  const answer = await admin(`/admin/sessions/${me.session_id}/data`, { workspace }, "PATCH");
+  if (answer.status !== 200) throw refusedBy("PATCH /admin/sessions/:sessionId/data", answer);
+  redirect(response, "/");
+}
+
 async function signOut(request: IncomingMessage, response: ServerResponse) {
   // The service's own logout, with the browser's cookie: it ends the session and answers the
   // Set-Cookie that clears it, passed on here. A session that had ended already is 400
@@ -252,6 +276,8 @@ async function route(request: IncomingMessage, response: ServerResponse) {
       return home(request, response);
     case "POST /password":
       return changePassword(request, response);
+    case "POST /workspace":
+      return switchWorkspace(request, response);
     case "POST /logout":
       return signOut(request, response);
     default:

@@ -1,11 +1,12 @@
 // `npm run check:node-login`: the login flow that is not a Worker (examples/node-login/), end to
 // end, as browsers use it. It makes two admin keys in a key file of its own (ADMIN_KEYS_FILE):
-// one with sessions:create and sessions:end, one with sessions:create only; starts the real
+// one with sessions:create, sessions:end and sessions:data, one with sessions:create only; starts the real
 // `npm start` (its own port and state) serving them; and starts the example three times, as its
 // README says, on the full key, on the key without sessions:end, and on a wrong key. Then fetch
 // with a small cookie jar per browser, sending what a browser sends (User-Agent, Origin and
 // Sec-Fetch-Site on a form post): alice signs in in browser A and in browser B, and both pages
-// show her through whoami; a cross-site post is refused; A changes the password and B's next
+// show her through whoami; A switches its workspace, kept in its session's data, and only A's
+// page changes; a cross-site post is refused; A changes the password and B's next
 // request is sent to the sign-in page while A stays signed in; B cannot sign in with the old
 // password; A signs out, and A's old cookie is refused even when sent again. The key without the
 // scope signs in but is refused 403 insufficient_scope when it would sign out everywhere, and the
@@ -163,7 +164,7 @@ const secrets: string[] = [];
 let otherSessionsEnded: number | null = null;
 
 try {
-  const fullKey = await createKey("node-login", ["sessions:create", "sessions:end"]);
+  const fullKey = await createKey("node-login", ["sessions:create", "sessions:end", "sessions:data"]);
   const createOnlyKey = await createKey("node-login-create-only", ["sessions:create"]);
   // The full key's id with another secret (its first character changed): well formed, and not the key.
   const dot = fullKey.indexOf(".") + 1;
@@ -218,6 +219,18 @@ try {
   );
   if (inA.token) secrets.push(inA.token);
   if (inB.token) secrets.push(inB.token);
+
+  // Application data on the session: set at sign-in, patched by A, read back through whoami.
+  const switched = await a.post("/workspace", { workspace: "acme" });
+  const bWorkspace = await b.request("GET", "/");
+  expect(
+    "A switches its workspace (PATCH of the session's data): A's page shows acme, B's still personal",
+    shown(inA.page, "workspace") === "personal" &&
+      switched.shown.status === 200 &&
+      shown(switched.shown, "workspace") === "acme" &&
+      shown(bWorkspace, "workspace") === "personal",
+    { a: saw(switched.shown), b: saw(bWorkspace) },
+  );
 
   // Another site's page posts the password form with A's cookie: refused before anything else.
   const forged = await a.request(
