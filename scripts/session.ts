@@ -86,7 +86,7 @@ let data: SessionData | undefined;
 try {
   data = values.data === undefined ? undefined : JSON.parse(values.data);
 } catch {
-  usage(command, "--data must be JSON: an object, e.g. '{\"tenant\":\"acme\"}'");
+  usage(command, '--data must be JSON: an object, e.g. \'{"tenant":"acme"}\'');
 }
 
 await answerOnLocalProject(values.env, async (project) => {
