@@ -10,8 +10,8 @@
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { applyMigrations, envOf } from "../scripts/shards.ts";
-import { announceDevServer, DEV_SERVER_FILE, localVarsFiles, optionOf, writePrivate } from "./dev-server.ts";
+import { announceDevServer, DEV_SERVER_FILE, envOf, localVarsFiles, optionOf, writePrivate } from "./dev-server.ts";
+import { applyMigrations } from "./migrations.ts";
 
 const STATE = path.dirname(DEV_SERVER_FILE);
 const args = process.argv.slice(2);
