@@ -17,8 +17,8 @@ import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parse } from "smol-toml";
-import { applyMigrations } from "../scripts/shards.ts";
 import { announceDevServer, DEMO_SERVER_FILE, devKeySet, localVarsFiles, writePrivate } from "./dev-server.ts";
+import { applyMigrations } from "./migrations.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
 const STATE = path.dirname(DEMO_SERVER_FILE);

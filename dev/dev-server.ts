@@ -83,6 +83,15 @@ export function optionOf(args: string[], name: string): string | undefined {
   return arg.includes("=") ? arg.slice(arg.indexOf("=") + 1) : args[index + 1];
 }
 
+/** `--env <name>` / `--env=<name>` / `-e <name>` among wrangler-style arguments. */
+export function envOf(args: string[]): string | undefined {
+  for (const [index, arg] of args.entries()) {
+    if (arg === "--env" || arg === "-e") return args[index + 1];
+    if (arg.startsWith("--env=")) return arg.slice("--env=".length);
+  }
+  return undefined;
+}
+
 /**
  * Over https, the certificate the server presents, which the operator commands trust for it
  * and for nothing else: the one given to wrangler, or else one made in `dir` for this host (the

@@ -9,9 +9,17 @@
 // user of the machine can read (`ps`): wrangler reads them from a file only this user can.
 import { spawn } from "node:child_process";
 import path from "node:path";
-import { adminKeysSecret } from "../scripts/admin-key-file.ts";
-import { applyMigrations, envOf } from "../scripts/shards.ts";
-import { announceDevServer, DEV_SERVER_FILE, devKeySet, localVarsFiles, optionOf, writePrivate } from "./dev-server.ts";
+import { adminKeysSecret } from "./admin-key-file.ts";
+import {
+  announceDevServer,
+  DEV_SERVER_FILE,
+  devKeySet,
+  envOf,
+  localVarsFiles,
+  optionOf,
+  writePrivate,
+} from "./dev-server.ts";
+import { applyMigrations } from "./migrations.ts";
 
 const STATE = path.dirname(DEV_SERVER_FILE);
 const args = process.argv.slice(2);

@@ -9,6 +9,7 @@
 //   npm run --silent admin:keys -- revoke --id <id> [--file <path>]
 // The default file is .wrangler/admin-keys.json (or ADMIN_KEYS_FILE), the one `npm start` reads.
 import { existsSync, readFileSync } from "node:fs";
+import { ADMIN_KEYS_FILE, writeAdminKeys } from "../dev/admin-key-file.ts";
 import {
   ADMIN_SCOPES,
   type AdminKey,
@@ -17,7 +18,6 @@ import {
   newAdminKey,
   readAdminKeys,
 } from "../src/domain/admin-keys.ts";
-import { ADMIN_KEYS_FILE, writeAdminKeys } from "./admin-key-file.ts";
 import { parseOptions, refuse } from "./options.ts";
 
 const USAGE = `usage: npm run --silent admin:keys -- create --name <name> --scope <${ADMIN_SCOPES.join("|")}> [--scope …] [--file <path>]

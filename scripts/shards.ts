@@ -7,13 +7,13 @@
 //   node scripts/shards.ts move --buckets <first>-<last> --to <binding> [--region <region>]
 //                          [--env <env>] [--remote]                 (npm run shards:move)
 //   node scripts/shards.ts move --finish [--env <env>] [--remote]
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { getPlatformProxy, unstable_readConfig } from "wrangler";
 import { devServerOf } from "../dev/dev-server.ts";
+import { applyMigrations, shardBindings, where, wrangler } from "../dev/migrations.ts";
 import {
   finishMoving,
   type MoveAsked,
@@ -21,61 +21,22 @@ import {
   type MovePart,
   type MoveReport,
   moveBucketRange,
-  shardBindingsOf,
 } from "../src/services/moves.ts";
 import { parseOptions, refuse } from "./options.ts";
 
 const PROJECT = fileURLToPath(new URL("..", import.meta.url));
 
-/** The D1 bindings `SHARDS` names in `env` (undefined: the top level), each declared there. */
-export function shardBindings(env: string | undefined): string[] {
-  const config = unstable_readConfig({ config: `${PROJECT}wrangler.toml`, env }, { hideWarnings: true });
-  const where = env === undefined ? "wrangler.toml" : `[env.${env}] of wrangler.toml`;
-  const declared = new Set(config.d1_databases.map((database: { binding: string }) => database.binding));
-  const bindings = shardBindingsOf(String(config.vars.SHARDS ?? ""));
-  for (const binding of bindings) {
-    if (!declared.has(binding))
-      throw new Error(`SHARDS names ${binding}, which is not a d1_databases binding in ${where}`);
-  }
-  return [...bindings];
-}
-
-/** `--env <name>` / `--env=<name>` / `-e <name>` among wrangler-style arguments. */
-export function envOf(args: string[]): string | undefined {
-  for (const [index, arg] of args.entries()) {
-    if (arg === "--env" || arg === "-e") return args[index + 1];
-    if (arg.startsWith("--env=")) return arg.slice("--env=".length);
-  }
-  return undefined;
-}
-
-function wrangler(args: string[], interactive: boolean): Promise<{ code: number; output: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn("npx", ["wrangler", ...args], {
-      cwd: PROJECT,
-      stdio: interactive ? "inherit" : ["ignore", "pipe", "pipe"],
-    });
-    let output = "";
-    child.stdout?.on("data", (chunk) => (output += chunk));
-    child.stderr?.on("data", (chunk) => (output += chunk));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code: code ?? 1, output }));
-  });
-}
-
 /**
  * The gateway of the `npm start` (or `npm run demo`) serving `env`, if one runs: wrangler's
- * own D1 commands would be a second workerd on the files it holds. Loaded only then, so that
- * `npm start` and the demo (which migrate through this file) never load node:sqlite.
+ * own D1 commands would be a second workerd on the files it holds. Loaded only then:
+ * dev/local-d1.ts loads node:sqlite, which warns as it loads, and `db:migrate:remote` (run by
+ * `predeploy`) does not silence it.
  */
 async function runningServer(env: string | undefined) {
   if (!devServerOf(env)) return null;
   const { throughRunningServer } = await import("../dev/local-d1.ts");
   return throughRunningServer(env);
 }
-
-const where = (env: string | undefined, location: "local" | "remote") =>
-  [`--${location}`, ...(env === undefined ? [] : ["--env", env])] as const;
 
 /**
  * `db:migrate:local` / `db:migrate:remote`: applies migrations/ to every database of `env`.
@@ -92,39 +53,6 @@ export async function migrate(
   process.stderr.write(
     `${applied.length === 0 ? "no migrations to apply" : `applied ${applied.join(", ")}`} (through ${server.name}'s server${env ? `, env ${env}` : ""})\n`,
   );
-}
-
-/**
- * Applies migrations/ to every database of `env` with wrangler's own commands, one after
- * another: local ones quietly (progress on stderr), under `persistTo` when given; remote ones
- * so wrangler can ask before each. Locally, only on files no server holds: `npm start` and
- * the demo run it before theirs starts.
- */
-export async function applyMigrations(
-  env: string | undefined,
-  location: "local" | "remote",
-  persistTo?: string,
-): Promise<void> {
-  const bindings = shardBindings(env);
-  const persist = persistTo === undefined ? [] : ["--persist-to", persistTo];
-  const apply = (binding: string) =>
-    wrangler(["d1", "migrations", "apply", binding, ...where(env, location), ...persist], location === "remote");
-  if (location === "remote") {
-    for (const binding of bindings) {
-      if ((await apply(binding)).code !== 0) throw new Error(`migrating ${binding} (remote) failed`);
-    }
-    return;
-  }
-  // One after another: each is a workerd of its own on the same state directory, and two
-  // starting at once can meet SQLITE_BUSY there.
-  for (const binding of bindings) {
-    const { code, output } = await apply(binding);
-    if (code !== 0) {
-      process.stderr.write(output);
-      throw new Error(`migrating ${binding} (local) failed`);
-    }
-  }
-  process.stderr.write(`migrations applied to ${bindings.join(", ")} (local${env ? `, env ${env}` : ""})\n`);
 }
 
 /** One line per database: up to date, or which migrations it still lacks. False when any lacks one. */
@@ -185,7 +113,7 @@ async function openMover(env: string | undefined, location: "local" | "remote"):
   const config = unstable_readConfig({ config: `${PROJECT}wrangler.toml`, env }, { hideWarnings: true });
   const bindings = config.d1_databases.map((database: { binding: string }) => database.binding);
   if (location === "local") {
-    // Imported here: node:sqlite would warn on every `npm start` that imports this file.
+    // Imported here, as in runningServer: node:sqlite warns as it loads.
     const { openLocalProject, operatorCall } = await import("../dev/local-d1.ts");
     const project = await openLocalProject(env);
     const close = async () => project.close();

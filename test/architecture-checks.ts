@@ -1,10 +1,11 @@
 import { is } from "drizzle-orm";
 import { getTableConfig, SQLiteTable } from "drizzle-orm/sqlite-core";
 
-// What `npm run docs:check` (scripts/check-docs.ts) holds ARCHITECTURE.md to, as functions of
-// the document's text, so that test/docs-check.test.ts runs them on planted text and a
-// planted schema too: its data model against the tables of src/db/schema.ts, and its table
-// of statements per operation against what test/statements.test.ts measures. Plain
+// What `npm run docs:check` (test/checks/check-docs.ts) holds ARCHITECTURE.md to, as functions
+// of the document's text, so that test/docs-check.test.ts runs them on planted text and a
+// planted schema too: its data model against the tables of src/db/schema.ts, its table of
+// statements per operation against what test/statements.test.ts measures, and its table of
+// middleware against the text of src/http/app.ts. Plain
 // functions: no file is read here, so they run under Node (the checker) and in the Workers
 // runtime (the test) alike. Each answers its problems, `<file>:<line>: <what is wrong>`; none: it holds.
 
@@ -146,6 +147,31 @@ export function checkDataModel(file: string, text: string, tables: ReadonlyMap<s
         `${file}:${section.heading}: data model: no paragraph for the table \`${table}\` of src/db/schema.ts (one starting **\`${table}\`**)`,
       );
   return problems;
+}
+
+/**
+ * The middleware table of the section "Request path" against `app`, the text of
+ * src/http/app.ts: the names in backticks of the rows' Middleware cells (`| 1 | request log
+ * (\`requestLog\`) |`), in order, must be the middleware it mounts (`.use(…, name)`, each where it is
+ * first mounted), then `onError`.
+ */
+export function checkMiddleware(file: string, text: string, app: string): string[] {
+  const section = sectionOf(text, "Request path");
+  if (!section) return [`${file}: no heading "Request path"`];
+  const documented: { name: string; number: number }[] = [];
+  for (const { line, number } of section.lines) {
+    const cells = line.split("|").map((cell) => cell.trim());
+    if (!line.startsWith("|") || !/^\d+$/.test(cells[1] ?? "")) continue;
+    for (const name of codeSpans(cells[2] ?? "")) if (/^\w+$/.test(name)) documented.push({ name, number });
+  }
+  const mounted = [...new Set([...app.matchAll(/\.use\((?:[^()]*?,\s*)?(\w+)\)/g)].map(([, name]) => name ?? ""))];
+  if (app.includes(".onError(")) mounted.push("onError");
+  const differs = mounted.findIndex((name, index) => documented[index]?.name !== name);
+  if (differs === -1 && documented.length === mounted.length) return [];
+  const at = documented[differs === -1 ? mounted.length : differs]?.number ?? section.heading;
+  return [
+    `${file}:${at}: middleware: the table gives ${documented.map(({ name }) => name).join(", ")}; src/http/app.ts mounts ${mounted.join(", ")}`,
+  ];
 }
 
 /**

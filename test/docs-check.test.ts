@@ -2,21 +2,35 @@ import { integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { describe, expect, it } from "vitest";
 import architecture from "../ARCHITECTURE.md?raw";
 import * as schema from "../src/db/schema.ts";
-import { checkDataModel, checkStatements, schemaTables } from "./architecture-checks.ts";
+import app from "../src/http/app.ts?raw";
+import { checkDataModel, checkMiddleware, checkStatements, schemaTables } from "./architecture-checks.ts";
 import { STATEMENTS } from "./statement-counts.ts";
 
-// `npm run docs:check` (scripts/check-docs.ts) holds ARCHITECTURE.md's data model to the
-// schema and its statements table to what test/statements.test.ts measures, with the functions
-// of test/architecture-checks.ts. Here they run on the real document and schema, then on a
-// planted column and a planted count: each drift must fail, naming what drifted.
+// `npm run docs:check` (test/checks/check-docs.ts) holds ARCHITECTURE.md's data model to the
+// schema, its statements table to what test/statements.test.ts measures and its middleware
+// table to src/http/app.ts, with the functions of test/architecture-checks.ts. Here they run on
+// the real document, schema and app, then on a planted column, a planted count and two
+// middleware swapped: each drift must fail, naming what drifted.
 
 const FILE = "ARCHITECTURE.md";
 const lineOf = (text: string, start: string) => text.split("\n").findIndex((line) => line.startsWith(start)) + 1;
 
 describe("docs:check on ARCHITECTURE.md", () => {
-  it("holds today: the data model names every column of every table, the statements table every count", () => {
+  it("holds today: the data model names every column of every table, the statements table every count, the middleware table the order", () => {
     expect(checkDataModel(FILE, architecture, schemaTables(schema))).toEqual([]);
     expect(checkStatements(FILE, architecture, STATEMENTS)).toEqual([]);
+    expect(checkMiddleware(FILE, architecture, app)).toEqual([]);
+  });
+
+  it("fails on middleware that src/http/app.ts mounts in another order than the table's", () => {
+    const cors = '  .use("/auth/*", corsForAllowedOrigins)\n';
+    const methods = '  .use("/auth/*", refuseOtherMethods)\n';
+    const swapped = app.replace(cors + methods, methods + cors);
+    expect(swapped).not.toBe(app);
+    const table = "requestLog, securityHeaders, noStore, inputBounds, withScope";
+    expect(checkMiddleware(FILE, architecture, swapped)).toEqual([
+      `${FILE}:${lineOf(architecture, "| 6 |")}: middleware: the table gives ${table}, corsForAllowedOrigins, refuseOtherMethods, onError; src/http/app.ts mounts ${table}, refuseOtherMethods, corsForAllowedOrigins, onError`,
+    ]);
   });
 
   it("fails on a column added to the schema that the data model does not name", () => {

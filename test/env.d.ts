@@ -10,8 +10,12 @@ declare namespace Cloudflare {
   }
 }
 
-/** A file's text, as Vite imports it (test/docs-check.test.ts reads ARCHITECTURE.md so). */
+/** A file's text, as Vite imports it (test/docs-check.test.ts reads ARCHITECTURE.md and src/http/app.ts so). */
 declare module "*.md?raw" {
+  const text: string;
+  export default text;
+}
+declare module "*.ts?raw" {
   const text: string;
   export default text;
 }

@@ -1,9 +1,15 @@
 import { applyD1Migrations } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { afterAll, expect } from "vitest";
 import { readShardMap } from "../src/db/shards.ts";
+import { compareEveryStatement, difference, stale } from "./fresh-renders.ts";
 
 // Runs before each test file, on every database of the deployment under test;
 // already-applied migrations are skipped.
 for (const binding of readShardMap(env).bindings) {
   await applyD1Migrations((env as unknown as Record<string, D1Database>)[binding] as D1Database, env.TEST_MIGRATIONS);
 }
+
+// Each statement rendered once per shape, in every test, is the statement a fresh render of its call gives.
+compareEveryStatement();
+afterAll(() => expect(stale.map(difference)).toEqual([]));

@@ -11,6 +11,7 @@ export const STATEMENTS = {
   "DELETE /auth/logout": [6, 5],
   "DELETE /auth/logout?scope=others": [6, 5],
   "POST /auth/logout": [4, 4],
+  "POST /ssf/inbound": [5, 5],
   "SessionService.authenticate": [3, 2],
   "GET /auth/whoami": [3, 2],
   "POST /auth/token": [3, 2],

@@ -1,5 +1,6 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { describe, expect, it } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards } from "./d1.ts";
@@ -14,6 +15,38 @@ import { type Operation, STATEMENTS } from "./statement-counts.ts";
 
 const HOME = { country: "DE", asn: 3320 };
 const CONTEXT = { userAgent: CHROME_MAC, ...HOME };
+
+// An upstream of SSF_UPSTREAMS (docs/shared-signals.md): its SET ends the user's sessions, with no
+// token and no context, so judged or not is the same batch.
+const ISSUER = "https://idp.example";
+const AUDIENCE = "https://sessions.example/ssf";
+const upstreamKey = await generateKeyPair("ES256", { extractable: true });
+const UPSTREAM: Partial<Env> = {
+  SSF_UPSTREAMS: JSON.stringify([
+    {
+      issuer: ISSUER,
+      name: "idp",
+      audience: AUDIENCE,
+      subject: "iss_sub",
+      jwks: { keys: [{ ...(await exportJWK(upstreamKey.publicKey)), kid: "k1", alg: "ES256" }] },
+    },
+  ]),
+};
+
+/** A CAEP session-revoked SET for every session of `userId`, signed by the upstream. */
+function sessionsRevoked(userId: string): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({
+    iss: ISSUER,
+    aud: AUDIENCE,
+    iat: now,
+    jti: crypto.randomUUID(),
+    sub_id: { format: "iss_sub", iss: ISSUER, sub: userId },
+    events: { "https://schemas.openid.net/secevent/caep/event-type/session-revoked": { event_timestamp: now } },
+  })
+    .setProtectedHeader({ alg: "ES256", typ: "secevent+jwt", kid: "k1" })
+    .sign(upstreamKey.privateKey);
+}
 
 async function measure(operation: Operation, judged: boolean, vars: Partial<Env> = {}): Promise<number> {
   const userId = newUser();
@@ -37,7 +70,17 @@ async function measure(operation: Operation, judged: boolean, vars: Partial<Env>
     expect(await service.updateSessionData({ sessionId: caller.id, data: { tenant: "acme" }, mode: "merge" })).toEqual({
       updated: true,
     });
-  else {
+  else if (operation === "POST /ssf/inbound") {
+    const headers = { "Content-Type": "application/secevent+jwt" };
+    const response = await callWith(
+      { ...bindings, ...UPSTREAM },
+      "POST",
+      "/ssf/inbound",
+      headers,
+      await sessionsRevoked(userId),
+    );
+    expect(response.status).toBe(202);
+  } else {
     const [method, path] = operation.split(" ") as [string, string];
     const credential = judged ? sessionCookie(caller.token) : bearer(caller.token);
     const response = await callWith(bindings, method, path.replace(":id", other.id), credential, undefined, HOME);

@@ -1,5 +1,5 @@
 import { getTableColumns, type Placeholder, type SQL, type SQLWrapper, sql } from "drizzle-orm";
-import { sameDevice } from "../domain/client-context.ts";
+import { type ClientContext, sameDevice } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
 import { moveOf, moveState, notMoving } from "./buckets.ts";
 import { byName, type Database, decoded } from "./client.ts";
@@ -13,7 +13,7 @@ import {
   isJudged,
   seenValues,
 } from "./client-context.ts";
-import { compiledAll, compiledRun, instantAt } from "./compiled.ts";
+import { type Compiled, compiledAll, compiledRun, instantAt, placeholder } from "./compiled.ts";
 import { ACTIVITY_WRITE_INTERVAL_MS, type Caller, isProvenBy, type TokenProof } from "./liveness.ts";
 import { type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 import { type Actor, endSessions, loggedBy, recordEvents, type Write } from "./writes.ts";
@@ -95,6 +95,9 @@ const P = sql.placeholder;
 /** An operation's own statement, built on the head's stand-ins (`authenticated(…).also`). */
 type Build = (token: ByToken, unrecorded: SQL<number>, placeholder: (name: string) => Placeholder) => SQLWrapper;
 
+/** Every field of `T`, optional ones too: a stand-in built of it places each field, a new one a type error until placed. */
+type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
+
 /**
  * The statements that judge the caller's context and record its activity, in this order (each
  * null when it has nothing to do):
@@ -115,7 +118,8 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
   const { proof, at, actor, write } = token;
   const check = proof.carrier === "bearer" ? null : token.check;
   const context = check?.context;
-  // What changes the SQL text. Safari's two faces are constants in it (sameDevice).
+  // What changes the SQL text (test/statement-cache.test.ts fails on a part left out). Safari's two
+  // faces are constants in it (sameDevice).
   const apple = context && sameDevice(context).length > 1 ? `${context.browser}/${context.os}` : "";
   const shape = JSON.stringify([
     activity,
@@ -127,60 +131,71 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     actor.queued,
     check && [check.policies, context?.country !== null, context?.asn !== null, apple],
   ]);
-  const values = {
-    id: proof.id,
-    secretHash: proof.secretHash,
-    boundHash: proof.boundHash ?? null,
-    now: at.now.getTime(),
-    idleCutoff: at.idleCutoff?.getTime() ?? null,
-    stepUpCutoff: at.stepUpCutoff?.getTime() ?? null,
-    staleBefore: at.now.getTime() - ACTIVITY_WRITE_INTERVAL_MS,
-    sliding: at.slidingMaxLifetimeMs,
-    browser: context?.browser ?? null,
-    os: context?.os ?? null,
-    country: context?.country ?? null,
-    asn: context?.asn ?? null,
-    actor: actor.sessionId,
-    ip: actor.ipAddress,
-    writeId: write.id,
-    writeAt: write.at.getTime(),
+  // The stand-ins: every value that changes per call a placeholder, its value this call's.
+  const values: Record<string, unknown> = {};
+  const stand = <T>(name: string, value: T): T => {
+    values[name] = value;
+    return placeholder<T>(name);
   };
-  const standIns: ByToken = {
+  const standAt = (name: string, value: Date): Date => {
+    values[name] = value.getTime();
+    return instantAt(name);
+  };
+  const standIns: FieldByField<ByToken> = {
     proof: {
-      ...proof,
-      id: P("id") as never,
-      secretHash: P("secretHash") as never,
-      boundHash: proof.boundHash && (P("boundHash") as never),
-    },
+      id: stand("id", proof.id),
+      secretHash: stand("secretHash", proof.secretHash),
+      boundHash: proof.boundHash && stand("boundHash", proof.boundHash),
+      carrier: proof.carrier,
+    } satisfies FieldByField<TokenProof>,
     at: {
-      ...at,
-      now: instantAt("now"),
-      idleCutoff: at.idleCutoff && instantAt("idleCutoff"),
-      stepUpCutoff: at.stepUpCutoff && instantAt("stepUpCutoff"),
-      slidingMaxLifetimeMs: at.slidingMaxLifetimeMs === null ? null : (P("sliding") as never),
-    },
-    check: check && {
-      policies: check.policies,
-      // Safari's two faces are in the SQL text (sameDevice): its browser and OS with them.
-      context: {
-        browser: apple ? check.context.browser : (P("browser") as never),
-        os: apple ? check.context.os : (P("os") as never),
-        country: check.context.country === null ? null : (P("country") as never),
-        asn: check.context.asn === null ? null : (P("asn") as never),
-      },
-    },
-    actor: { ...actor, sessionId: P("actor") as never, ipAddress: P("ip") as never },
-    write: { id: P("writeId") as never, at: instantAt("writeAt") },
+      now: standAt("now", at.now),
+      idleCutoff: at.idleCutoff && standAt("idleCutoff", at.idleCutoff),
+      slidingMaxLifetimeMs: at.slidingMaxLifetimeMs === null ? null : stand("sliding", at.slidingMaxLifetimeMs),
+      stepUpCutoff: at.stepUpCutoff && standAt("stepUpCutoff", at.stepUpCutoff),
+    } satisfies FieldByField<Instant>,
+    check:
+      check &&
+      ({
+        policies: check.policies,
+        // Safari's two faces are in the SQL text (sameDevice): its browser and OS with them.
+        context: {
+          browser: apple ? check.context.browser : stand("browser", check.context.browser),
+          os: apple ? check.context.os : stand("os", check.context.os),
+          country: check.context.country === null ? null : stand("country", check.context.country),
+          asn: check.context.asn === null ? null : stand("asn", check.context.asn),
+        } satisfies FieldByField<ClientContext>,
+      } satisfies FieldByField<ContextCheck>),
+    actor: {
+      sessionId: stand("actor", actor.sessionId),
+      ipAddress: stand("ip", actor.ipAddress),
+      queued: actor.queued,
+    } satisfies FieldByField<Actor>,
+    write: { id: stand("writeId", write.id), at: standAt("writeAt", write.at) } satisfies FieldByField<Write>,
   };
+  const staleBefore = at.now.getTime() - ACTIVITY_WRITE_INTERVAL_MS;
+  const staleBeforeStandIn = stand("staleBefore", staleBefore);
+  // The same statements on the call's own values, for a fresh render to compare with (src/db/compiled.ts).
+  const called: ByToken = { proof, at, check, actor, write };
   let built: ReturnType<typeof build> | undefined;
-  const statements = () => {
-    built ??= build(db, standIns, activity, P("staleBefore"));
-    return built;
-  };
-  const statement = (name: keyof ReturnType<typeof build>) =>
-    [`${name}:${shape}`, () => statements()[name] as SQLWrapper, values] as const;
+  const statement = (name: keyof ReturnType<typeof build>): Compiled => ({
+    shape: `${name}:${shape}`,
+    once: () => {
+      built ??= build(db, standIns, activity, staleBeforeStandIn);
+      return built[name] as SQLWrapper;
+    },
+    values,
+    // Only the tests render it (src/db/compiled.ts `reportSent`): built anew for each statement.
+    fresh: () => build(db, called, activity, staleBefore)[name] as SQLWrapper,
+  });
   const unrecordedOf = (on: ByToken["check"]) =>
     on ? sql<number>`coalesce((${isBrowsers} AND ${differs(on)}), 0)` : sql<number>`0`;
+  const own = (name: string, more: Record<string, unknown>, build: Build): Compiled => ({
+    shape: `${name}:${shape}`,
+    once: () => build(standIns, unrecordedOf(standIns.check), P),
+    values: { ...values, ...more },
+    fresh: () => build(called, unrecordedOf(check), P),
+  });
   return {
     /**
      * The operation's own statements, rendered once per shape like the head's: `build` gets the
@@ -188,23 +203,14 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
      * a target id). `name` must tell apart every statement an operation builds. Rows come as D1
      * answers them, by column name: alias each column.
      */
-    also: (name: string, more: Record<string, unknown>, build: Build) =>
-      compiledAll(db, `${name}:${shape}`, () => build(standIns, unrecordedOf(standIns.check), P), {
-        ...values,
-        ...more,
-      }),
+    also: (name: string, more: Record<string, unknown>, build: Build) => compiledAll(db, own(name, more, build)),
     /** The same, for a statement that answers nothing (INSERT, DELETE). */
-    alsoRun: (name: string, more: Record<string, unknown>, build: Build) =>
-      compiledRun(db, `${name}:${shape}`, () => build(standIns, unrecordedOf(standIns.check), P), {
-        ...values,
-        ...more,
-      }),
+    alsoRun: (name: string, more: Record<string, unknown>, build: Build) => compiledRun(db, own(name, more, build)),
     // Which exist follows from the shape, as in `build`.
     statements: {
-      contextEvents:
-        check && acts(check, "log", "step-up", "end") ? compiledAll(db, ...statement("contextEvents")) : null,
-      contextEnded: check && acts(check, "end") ? compiledRun(db, ...statement("contextEnded")) : null,
-      activity: activity || check ? compiledRun(db, ...statement("activity")) : null,
+      contextEvents: check && acts(check, "log", "step-up", "end") ? compiledAll(db, statement("contextEvents")) : null,
+      contextEnded: check && acts(check, "end") ? compiledRun(db, statement("contextEnded")) : null,
+      activity: activity || check ? compiledRun(db, statement("activity")) : null,
     },
     /** The rows `contextEvents` returned, as the table's rows. */
     events: (rows: Record<string, unknown>[] | undefined): SessionEventRow[] =>

@@ -2,7 +2,8 @@ import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { AnySQLiteColumn } from "drizzle-orm/sqlite-core";
 import { retryTransientD1 } from "./d1.ts";
 
-export type Database = DrizzleD1Database;
+/** A database, and the D1 binding under it (`$client`: drizzle's own, typed as `drizzle()` gives it). */
+export type Database = DrizzleD1Database & { $client: D1Database };
 
 /** Every path (HTTP, RPC, cron) reads through here, so each retries transient errors once. */
 export function openDatabase(d1: D1Database): Database {

@@ -56,12 +56,12 @@ export const app = routes
   .use(securityHeaders)
   .use("/auth/*", noStore)
   .use(`${STREAMS_PATH}/*`, noStore)
+  .use("/admin/*", noStore)
   .use(inputBounds)
+  // The admin API exists only with keys: without, its paths are 404 before anything else.
+  .use("/admin/*", requireAdminApi)
   // Only the operations need config, the instant and a database; a 404 pays for none of it.
   .use("/auth/*", withScope)
-  // The admin API exists only with keys; its scope gives the limiter the client's address.
-  .use("/admin/*", noStore)
-  .use("/admin/*", requireAdminApi)
   .use("/admin/*", withScope)
   .use(`${STREAMS_PATH}/*`, withScope)
   .use("/auth/*", corsForAllowedOrigins)

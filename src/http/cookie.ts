@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { deleteCookie } from "hono/cookie";
 import { serialize } from "hono/utils/cookie";
 import { boundCookieName, cookieValue } from "../domain/cookie-header.ts";
-import type { AppEnv } from "./app-env.ts";
+import type { ScopedEnv } from "./middleware/scope.ts";
 
 // The session cookie's one definition, for both doors that deal in it: the HTTP app sets,
 // reads and clears it; the RPC reads the Cookie header a login flow passes on and answers it
@@ -22,7 +22,7 @@ export function sessionCookie(name: string, token: string, maxAgeSeconds: number
   return serialize(name, token, { ...ATTRIBUTES, maxAge: maxAgeSeconds });
 }
 
-export function clearSessionCookie(c: Context<AppEnv>): void {
+export function clearSessionCookie<E extends ScopedEnv>(c: Context<E>): void {
   deleteCookie(c, c.var.scope.config.cookieName, ATTRIBUTES);
 }
 
@@ -30,7 +30,7 @@ export function clearSessionCookie(c: Context<AppEnv>): void {
  * The bound cookie (src/domain/cookie-header.ts) carries the session cookie's attributes: the
  * browser checks them against the session instructions before it trusts it is the one to keep alive.
  */
-export function setBoundCookie(c: Context<AppEnv>, secret: string): void {
+export function setBoundCookie<E extends ScopedEnv>(c: Context<E>, secret: string): void {
   const { cookieName, boundCookieSeconds } = c.var.scope.config;
   c.header(
     "Set-Cookie",
@@ -41,7 +41,7 @@ export function setBoundCookie(c: Context<AppEnv>, secret: string): void {
   );
 }
 
-export function clearBoundCookie(c: Context<AppEnv>): void {
+export function clearBoundCookie<E extends ScopedEnv>(c: Context<E>): void {
   deleteCookie(c, boundCookieName(c.var.scope.config.cookieName), ATTRIBUTES);
 }
 
@@ -49,6 +49,6 @@ export function clearBoundCookie(c: Context<AppEnv>): void {
  * The logouts' rule: a client whose session ended, or whose cookie is dead, must not keep
  * the cookie, so it is cleared whenever the request carried it, refusals included.
  */
-export function clearCarriedCookie(c: Context<AppEnv>): void {
+export function clearCarriedCookie<E extends ScopedEnv>(c: Context<E>): void {
   if (readSessionCookie(c, c.var.scope.config.cookieName) !== undefined) clearSessionCookie(c);
 }

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { readSessionToken, type SessionToken } from "../services/session-token.ts";
-import type { AppEnv } from "./app-env.ts";
 import { readSessionCookie } from "./cookie.ts";
+import type { ScopedEnv } from "./middleware/scope.ts";
 
 // The one place a request's credential is read. An Authorization header, when present,
 // decides alone: a rejected Bearer token never falls back to the cookie. Tokens in the
@@ -22,20 +22,24 @@ export function bearerToken(c: Context): string | undefined {
   return authorization === undefined ? undefined : BEARER.exec(authorization)?.[1];
 }
 
-export async function readCredential(c: Context<AppEnv>): Promise<Credential> {
+export async function readCredential<E extends ScopedEnv>(c: Context<E>): Promise<Credential> {
   if (c.req.header("Authorization") !== undefined) return prove(c, "bearer", bearerToken(c));
   return readCookieCredential(c);
 }
 
 /** The session cookie alone, whatever else the request carries (the device-binding endpoints). */
-export function readCookieCredential(c: Context<AppEnv>): Promise<Credential> {
+export function readCookieCredential<E extends ScopedEnv>(c: Context<E>): Promise<Credential> {
   const cookie = readSessionCookie(c, c.var.scope.config.cookieName);
   // Sent twice (null): there is no one token to trust, so it is malformed.
   if (cookie === undefined) return Promise.resolve({ kind: "none" });
   return prove(c, "cookie", cookie ?? undefined);
 }
 
-async function prove(c: Context<AppEnv>, source: "bearer" | "cookie", token: string | undefined): Promise<Credential> {
+async function prove<E extends ScopedEnv>(
+  c: Context<E>,
+  source: "bearer" | "cookie",
+  token: string | undefined,
+): Promise<Credential> {
   const { shards, config } = c.var.scope;
   const cookie = source === "cookie" ? { header: c.req.header("Cookie"), name: config.cookieName } : undefined;
   const proven = await readSessionToken(shards, token, source, cookie);

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import type { AppEnv } from "./app-env.ts";
 import { ApiError } from "./errors.ts";
+import type { ScopeVariables } from "./middleware/scope.ts";
 
 // Wrangler's `simple` limiter period for AUTH_FAILURES, which Retry-After repeats.
 const PERIOD_SECONDS = 60;
@@ -9,9 +10,13 @@ const PERIOD_SECONDS = 60;
  * Counts a refused token against the client's IP (Workers Rate Limiting binding); past the
  * limit the refusal becomes 429. Called on the way to writing an error, so only failures
  * are counted: a legitimate user's successful requests are never slowed, whatever anyone
- * else, even behind the same IP, sends.
+ * else, even behind the same IP, sends. Called by `onError`, for any request: one refused
+ * before its scope was opened has no client IP to count under.
  */
-export async function limitFailedAuthentication(c: Context<AppEnv>, error: unknown): Promise<unknown> {
+export async function limitFailedAuthentication<E extends AppEnv & { Variables: Partial<ScopeVariables> }>(
+  c: Context<E>,
+  error: unknown,
+): Promise<unknown> {
   if (!(error instanceof ApiError) || !error.authFailure) return error;
   try {
     const { success } = await c.env.AUTH_FAILURES.limit({ key: c.var.scope?.clientIp ?? "unknown" });

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { Refusal } from "../domain/refusal.ts";
-import type { AppEnv } from "./app-env.ts";
 import { ApiError, reauthenticationRequired, sessionInvalid, supportRefused, unauthorized } from "./errors.ts";
+import type { ScopedEnv } from "./middleware/scope.ts";
 
 /**
  * What a route's contract answers for a token that proves no live session: the list, the delete,
@@ -14,7 +14,11 @@ export type DeadToken = "invalid_token" | "session_invalid" | "session_invalid_4
 export const invalidProof = () => new ApiError(400, "device_proof_invalid", { authFailure: true });
 
 /** The one place a service's refusal becomes the HTTP answer (RFC 9470's challenge for step-up). */
-export function refused(c: Context<AppEnv>, refusal: Refusal, dead: DeadToken = "invalid_token"): ApiError {
+export function refused<E extends ScopedEnv>(
+  c: Context<E>,
+  refusal: Refusal,
+  dead: DeadToken = "invalid_token",
+): ApiError {
   switch (refusal) {
     case "not_live":
       return dead === "session_invalid_400" ? sessionInvalid() : unauthorized(dead, true);

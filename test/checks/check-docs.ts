@@ -13,9 +13,10 @@
 //   6. every repository path written in backticks (`src/db/x.ts`, `test/`, …) exists, and every
 //      backticked name shaped like a setting (`SESSION_TTL_SECONDS`) is one the code has;
 //   7. ARCHITECTURE.md's table of statements per operation gives what test/statements.test.ts
-//      measures (test/statement-counts.ts), with a row for each operation there.
-// 5 and 7 are functions of the text (test/architecture-checks.ts), which test/docs-check.test.ts
-// also runs on a planted column and a wrong count.
+//      measures (test/statement-counts.ts), with a row for each operation there;
+//   8. its table of middleware names, in order, what src/http/app.ts mounts, then `onError`.
+// 5, 7 and 8 are functions of the text (test/architecture-checks.ts), which test/docs-check.test.ts
+// also runs on a planted column, a wrong count and two middleware swapped.
 //   npm run docs:check                  (all of it; the tour takes ~30 s)
 //   npm run docs:check -- --no-tour     (all but 3: no server, well under a second)
 import { execFile, execFileSync } from "node:child_process";
@@ -29,6 +30,7 @@ import { freePort, startNpmStart } from "../../dev/npm-start.ts";
 import * as schema from "../../src/db/schema.ts";
 import {
   checkDataModel,
+  checkMiddleware,
   checkStatements,
   codeSpans,
   expand,
@@ -160,6 +162,9 @@ problems.push(...checkDataModel(ARCHITECTURE, read(ARCHITECTURE), tables));
 
 // 7. The statements per operation against what test/statements.test.ts measures.
 problems.push(...checkStatements(ARCHITECTURE, read(ARCHITECTURE), STATEMENTS));
+
+// 8. The middleware, in the order src/http/app.ts mounts them.
+problems.push(...checkMiddleware(ARCHITECTURE, read(ARCHITECTURE), read("src/http/app.ts")));
 
 // 6. Paths and settings named in backticks.
 // A path starts with a folder git holds (src/, test/, docs/…): generated ones (dist/, .wrangler/)
@@ -313,6 +318,6 @@ if (problems.length > 0) {
   process.exitCode = 1;
 } else {
   console.log(
-    `docs:check: ${files.length} Markdown files, ${links} relative links and anchors, ${named} npm commands, ${cited} paths and settings, the code map of ${sources.length} files, the data model of ${tables.size} tables, ${Object.keys(STATEMENTS).length} operations' statements${noTour ? "" : ", the README's tour"}: ok`,
+    `docs:check: ${files.length} Markdown files, ${links} relative links and anchors, ${named} npm commands, ${cited} paths and settings, the code map of ${sources.length} files, the data model of ${tables.size} tables, ${Object.keys(STATEMENTS).length} operations' statements, the middleware order${noTour ? "" : ", the README's tour"}: ok`,
   );
 }

@@ -1,6 +1,6 @@
 import { cors } from "hono/cors";
 import { createMiddleware } from "hono/factory";
-import type { AppEnv } from "../app-env.ts";
+import type { ScopedEnv } from "./scope.ts";
 
 // CORS exists only for the front-ends listed in ALLOWED_ORIGINS (none by default): they may
 // send the cookie (credentials) and an Authorization header (which needs a preflight).
@@ -13,7 +13,7 @@ const allowListed = cors({
   maxAge: 600,
 });
 
-export const corsForAllowedOrigins = createMiddleware<AppEnv>(async (c, next) => {
+export const corsForAllowedOrigins = createMiddleware<ScopedEnv>(async (c, next) => {
   const origin = c.req.header("Origin");
   if (origin === undefined || !c.var.scope.config.allowedOrigins.has(origin)) return next();
   // Only the browser itself calls device binding, same-origin: no page may read its answers

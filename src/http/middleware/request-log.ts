@@ -2,12 +2,17 @@ import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
 import { logLine } from "../../domain/log.ts";
 import type { AppEnv } from "../app-env.ts";
+import type { TokenVariables } from "./auth.ts";
+import type { ScopeVariables } from "./scope.ts";
 
 /**
  * Every operation answers from one round trip; more means a transient D1 error was retried,
  * or the user's bucket was moved to a database the deployed SHARDS does not name yet.
  */
 const EXPECTED_D1_ROUND_TRIPS = 1;
+
+/** Outermost, the log sees every request: one may end before it has a scope (a 404, /openapi.json) or a token. */
+type LoggedEnv = AppEnv & { Variables: Partial<ScopeVariables & TokenVariables> };
 
 /**
  * One JSON line for a request that needs an operator's eye: a 5xx, or more D1 round trips
@@ -16,7 +21,7 @@ const EXPECTED_D1_ROUND_TRIPS = 1;
  * third of the worker's throughput. Only fixed fields: the route pattern (never the raw path,
  * which a client could fill with anything), never a header, token or hash.
  */
-export const requestLog = createMiddleware<AppEnv>(async (c, next) => {
+export const requestLog = createMiddleware<LoggedEnv>(async (c, next) => {
   const started = performance.now();
   await next();
   const { status } = c.res;

@@ -14,27 +14,27 @@ import { refused } from "../refusals.ts";
 // request carries: the feature is not there.
 
 /** The configured issuer; a refused configuration is a ConfigError (500, with its log line) on each call. */
-function issuerOf(c: Context<AppEnv>): AccessTokenIssuer {
-  const issuer = readAccessTokenIssuer(c.env);
+function issuerOf(env: AppEnv["Bindings"]): AccessTokenIssuer {
+  const issuer = readAccessTokenIssuer(env);
   if (!issuer) throw new ApiError(404, "not_found");
   return issuer;
 }
 
 /** Before the credential: an unconfigured service has no such route, for anyone. */
 const requireIssuer = async (c: Context<AppEnv>, next: Next) => {
-  issuerOf(c);
+  issuerOf(c.env);
   await next();
 };
 
 /** The RFC 6749 §5.1 answer: POST, since each call mints a new token (its own `jti`), and never cached. */
 export const tokenRoutes = new Hono<AppEnv>().post("/", requireIssuer, requireToken, async (c) => {
-  const minted = await mintAccessToken(c.var.scope, c.var.token, issuerOf(c));
+  const minted = await mintAccessToken(c.var.scope, c.var.token, issuerOf(c.env));
   if (isRefusal(minted)) throw refused(c, minted);
   return c.json({ access_token: minted.token, token_type: "Bearer", expires_in: minted.expiresIn });
 });
 
 export const accessTokenJwksRoutes = new Hono<AppEnv>().get("/", (c) => {
-  const issuer = issuerOf(c);
+  const issuer = issuerOf(c.env);
   return c.json({ keys: publishedKeys(issuer, Math.floor(Date.now() / 1000)) }, 200, {
     "Content-Type": "application/jwk-set+json",
     "Cache-Control": `public, max-age=${JWKS_MAX_AGE_SECONDS}`,

@@ -10,12 +10,13 @@ import {
 } from "../../domain/device-binding.ts";
 import type { PublicKey } from "../../domain/jws.ts";
 import { refreshDevice, registerDevice } from "../../services/device-binding.ts";
-import type { AppEnv } from "../app-env.ts";
 import { clearBoundCookie, clearCarriedCookie, setBoundCookie } from "../cookie.ts";
 import { readCookieCredential } from "../credentials.ts";
 import { rejectCrossSite } from "../csrf.ts";
 import { ApiError, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
+import type { TokenVariables } from "../middleware/auth.ts";
+import type { ScopedEnv } from "../middleware/scope.ts";
 import { invalidProof, refused } from "../refusals.ts";
 
 // The two endpoints a DBSC browser calls on its own (src/domain/device-binding.ts): registration,
@@ -25,7 +26,13 @@ import { invalidProof, refused } from "../refusals.ts";
 // the user's activity.
 
 /** The answer that keeps the browser's session going: instructions, the next challenge (and a new bound cookie). */
-function bound(c: Context<AppEnv>, sessionId: string, key: PublicKey, next: string, secret: string | null) {
+function bound<E extends ScopedEnv>(
+  c: Context<E>,
+  sessionId: string,
+  key: PublicKey,
+  next: string,
+  secret: string | null,
+) {
   const identifier = sessionIdentifier(sessionId, key);
   if (secret) setBoundCookie(c, secret);
   c.header("Secure-Session-Challenge", challengeHeader(next, identifier));
@@ -36,13 +43,15 @@ function bound(c: Context<AppEnv>, sessionId: string, key: PublicKey, next: stri
  * `continue: false`: the browser ends its session. The identifier is echoed: Chromium takes an
  * answer without one for a wrong session (it ends it all the same, but says so).
  */
-function discontinue(c: Context<AppEnv>, identifier: string, clearSession: boolean) {
+function discontinue<E extends ScopedEnv>(c: Context<E>, identifier: string, clearSession: boolean) {
   if (clearSession) clearCarriedCookie(c);
   clearBoundCookie(c);
   return c.json({ session_identifier: identifier, continue: false });
 }
 
-export const deviceBindingRoutes = new Hono<AppEnv>()
+// No middleware reads the credential here: each route reads the session cookie alone, and sets
+// the token once it has one, for the request log.
+export const deviceBindingRoutes = new Hono<ScopedEnv & { Variables: Partial<TokenVariables> }>()
   .post("/registration", async (c) => {
     const credential = await readCookieCredential(c);
     if (credential.kind !== "none") rejectCrossSite(c);

@@ -2,9 +2,9 @@ import type { ContextChange } from "../../domain/client-context.ts";
 import type { EventType } from "../../domain/events.ts";
 import { isRefusal } from "../../domain/refusal.ts";
 import { listOwnEvents } from "../../services/own-sessions.ts";
-import type { AppEnv } from "../app-env.ts";
 import { Hono } from "../hono.ts";
 import { requireToken } from "../middleware/auth.ts";
+import type { ScopedEnv } from "../middleware/scope.ts";
 import { refused } from "../refusals.ts";
 
 export interface EventView {
@@ -24,7 +24,7 @@ export interface EventView {
 }
 
 /** The caller's security log: sessions created and ended, newest first, bounded. */
-export const eventsRoutes = new Hono<AppEnv>().get("/", requireToken, async (c) => {
+export const eventsRoutes = new Hono<ScopedEnv>().get("/", requireToken, async (c) => {
   const events = await listOwnEvents(c.var.scope, c.var.token);
   if (isRefusal(events)) throw refused(c, events);
   const views: EventView[] = events.map((event) => ({

@@ -1,17 +1,17 @@
 import { isRefusal } from "../../domain/refusal.ts";
 import { endAllOwnSessions, endOtherOwnSessions, endOwnSession, ownSession } from "../../services/own-sessions.ts";
-import type { AppEnv } from "../app-env.ts";
 import { clearCarriedCookie } from "../cookie.ts";
 import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { requireBearerOrCookie } from "../middleware/auth.ts";
+import type { ScopedEnv } from "../middleware/scope.ts";
 import { refused } from "../refusals.ts";
 
 const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 
 // GET was withdrawn: a prefetch or an <img> could log a user out. It gets the app's 405.
 // A logout clears a cookie the request carried whenever the token is dead, and only then.
-export const logoutRoutes = new Hono<AppEnv>()
+export const logoutRoutes = new Hono<ScopedEnv>()
   .post("/", requireBearerOrCookie, async (c) => {
     const ended = await endOwnSession(c.var.scope, c.var.token);
     clearCarriedCookie(c);

@@ -1,13 +1,13 @@
 import type { Context } from "hono";
 import { isRefusal } from "../../domain/refusal.ts";
 import { deleteOwnSession, listOwnSessions } from "../../services/own-sessions.ts";
-import type { AppEnv } from "../app-env.ts";
 import { clearSessionCookie } from "../cookie.ts";
 import { Hono } from "../hono.ts";
-import { requireToken } from "../middleware/auth.ts";
+import { requireToken, type TokenEnv } from "../middleware/auth.ts";
+import type { ScopedEnv } from "../middleware/scope.ts";
 import { refused } from "../refusals.ts";
 
-async function deleteById(c: Context<AppEnv>, id: string) {
+async function deleteById<E extends TokenEnv>(c: Context<E>, id: string) {
   const { scope, token } = c.var;
   const outcome = await deleteOwnSession(scope, token, id);
   if (isRefusal(outcome)) throw refused(c, outcome);
@@ -19,7 +19,7 @@ async function deleteById(c: Context<AppEnv>, id: string) {
 // literal "/" keeps Hono's typed client (hc) able to fill the parameter in.
 const ID = "/:id{[^\\x2F]*}";
 
-export const sessionsRoutes = new Hono<AppEnv>()
+export const sessionsRoutes = new Hono<ScopedEnv>()
   .get("/", requireToken, async (c) => {
     const sessions = await listOwnSessions(c.var.scope, c.var.token);
     if (isRefusal(sessions)) throw refused(c, sessions);

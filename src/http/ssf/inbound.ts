@@ -4,14 +4,14 @@ import { actOnInboundSet } from "../../services/ssf/inbound.ts";
 import type { AppEnv } from "../app-env.ts";
 import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
-import { withScope } from "../middleware/scope.ts";
+import { type ScopedEnv, withScope } from "../middleware/scope.ts";
 
 // The push endpoint of inbound SETs (RFC 8935): upstreams POST their Security Event Tokens
 // here, one endpoint for all of them (the SET's `iss` says whose).
 // Its refusals are RFC 8935's, not the API's `{code, message}`: written by `refusal` alone.
 
 /** RFC 8935 §2.3: 400, `{err, description}` in English. The description is fixed text, never the SET. */
-function refusal(c: Context<AppEnv>, refused: SetRefused): Response {
+function refusal<E extends AppEnv>(c: Context<E>, refused: SetRefused): Response {
   return c.json({ err: refused.err, description: refused.description }, 400, { "Content-Language": "en" });
 }
 
@@ -33,7 +33,7 @@ async function boundedText(request: Request, max: number): Promise<string | null
   return new TextDecoder().decode(bytes);
 }
 
-async function actOn(c: Context<AppEnv>): Promise<void> {
+async function actOn<E extends ScopedEnv>(c: Context<E>): Promise<void> {
   const type = (c.req.header("Content-Type") ?? "").split(";")[0]?.trim().toLowerCase();
   if (type !== SET_MEDIA_TYPE) throw new SetRefused("invalid_request", `The Content-Type is not ${SET_MEDIA_TYPE}.`);
   const body = await boundedText(c.req.raw, MAX_SET_BYTES);

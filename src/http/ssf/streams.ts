@@ -26,15 +26,15 @@ import {
   updateSubject,
   verifyStream,
 } from "../../services/ssf/streams.ts";
-import type { AppEnv } from "../app-env.ts";
 import { bearerToken } from "../credentials.ts";
 import { ApiError, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
+import type { ScopedEnv } from "../middleware/scope.ts";
 
 // The Shared Signals stream management API (SSF 1.0 §8) and the poll endpoint (RFC 8936),
 // for receivers holding a credential from `npm run ssf:receivers`. Every answer is no-store.
 
-type StreamEnv = AppEnv & { Variables: { call: StreamCall } };
+type StreamEnv = ScopedEnv & { Variables: { call: StreamCall } };
 
 export const MAX_BODY_BYTES = 16 * 1024;
 

@@ -1,0 +1,44 @@
+import { fillPlaceholders, type Query } from "drizzle-orm";
+import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core/dialect";
+import { reportSent } from "../src/db/compiled.ts";
+
+// Every statement rendered once per shape (src/db/compiled.ts), as each test file sends it,
+// compared with a fresh render of the same builder on the call's own values: test/setup.ts
+// turns this on for the whole suite and fails a file that sent a statement of another call.
+
+/** A statement sent, by its shape: what went to D1 (text and parameters), and what a fresh render of its call gives. */
+export type Comparison = { shape: string; sent: Query; fresh: Query };
+
+const dialect = new SQLiteAsyncDialect();
+
+/** The shapes sent in this file, so far. */
+export const shapesSent = new Set<string>();
+
+/** The statements sent in this file that a fresh render of their call would not have sent. */
+export const stale: Comparison[] = [];
+
+/** A query's text and parameters, as one value to tell apart. */
+const asOne = ({ sql, params }: Query) => JSON.stringify([sql, params]);
+
+export function compareEveryStatement(): void {
+  reportSent(({ shape, values, fresh }, text, statement) => {
+    shapesSent.add(shape);
+    const made = dialect.sqlToQuery(fresh().getSQL());
+    const comparison = {
+      shape,
+      sent: { sql: text, params: dialect.sqlToQuery(statement).params },
+      // The operation's own placeholders (the bucket, a target id) are the call's in both.
+      fresh: { sql: made.sql, params: fillPlaceholders(made.params, values) },
+    };
+    if (asOne(comparison.sent) !== asOne(comparison.fresh)) stale.push(comparison);
+  });
+}
+
+/** Where a stale statement differs from a fresh render: the text around the first difference, or the parameters. */
+export function difference({ shape, sent, fresh }: Comparison) {
+  if (sent.sql === fresh.sql) return { shape, sentParams: sent.params, freshParams: fresh.params };
+  let at = 0;
+  while (sent.sql[at] === fresh.sql[at]) at++;
+  const around = (text: string) => text.slice(Math.max(0, at - 60), at + 60);
+  return { shape, sent: around(sent.sql), fresh: around(fresh.sql) };
+}
