@@ -147,7 +147,7 @@ export function listBatchOf(env: Env, config: ReturnType<typeof readConfig>, own
       await proofOf(caller.token),
       instantOf(config, new Date()),
       { context, policies: config.context },
-      { sessionId: caller.id, ipAddress: null, queued: false },
+      { sessionId: caller.id, ipAddress: null, queued: false, adminKeyId: null },
     ),
   );
 }
@@ -219,7 +219,7 @@ async function runOperation(
   const proof = await proofOf(caller.token);
   const now = new Date();
   const at = (offsetMs: number) => instantOf(config, new Date(now.getTime() + offsetMs));
-  const actor = { sessionId: caller.id, ipAddress: "203.0.113.7", queued: false };
+  const actor = { sessionId: caller.id, ipAddress: "203.0.113.7", queued: false, adminKeyId: null };
   // Judged as every request of a browser's session is: from its own browser, nothing changed.
   const check = { context: clientContext(caller.userAgent, null, null), policies: config.context };
   switch (key) {

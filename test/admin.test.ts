@@ -50,7 +50,7 @@ const INVALID = (detail: string) => ({
 
 describe("admin API: the RPC's verbs for a server holding a key", () => {
   it("issues a session: 201 with the token and the ready Set-Cookie value, and sets no cookie itself", async () => {
-    const { vars, key } = await adminKey();
+    const { vars, key, id } = await adminKey();
     const userId = newUser();
     const response = await admin(vars, key, "POST", "/admin/sessions", {
       userId,
@@ -69,14 +69,20 @@ describe("admin API: the RPC's verbs for a server holding a key", () => {
       `__Host-session=${created.token}; Max-Age=2592000; Path=/; HttpOnly; Secure; SameSite=Lax`,
     );
     expect(created.newDevice).toBe(true);
+    const log = (await (
+      await callWith(vars, "GET", "/auth/events", { Cookie: created.cookie.split(";")[0] as string })
+    ).json()) as {
+      events: unknown[];
+    };
+    expect(log.events).toMatchObject([{ type: "created", session_id: created.id, admin_key_id: id }]);
     // A browser's session: its cookie works, its token as Bearer does not.
     const whoami = await callWith(vars, "GET", "/auth/whoami", { Cookie: created.cookie.split(";")[0] as string });
     expect(await whoami.json()).toMatchObject({ session_id: created.id, user_id: userId, amr: ["pwd"] });
     expect((await callWith(vars, "GET", "/auth/whoami", bearer(created.token))).status).toBe(401);
   });
 
-  it("lists a user's sessions as the RPC does, ends one, ends all but one, each with its reason", async () => {
-    const { vars, key } = await adminKey();
+  it("lists a user's sessions as the RPC does, ends one, ends all but one, each with its reason and the key", async () => {
+    const { vars, key, id } = await adminKey();
     const userId = newUser();
     const [a, b, c] = [await issue(userId), await issue(userId), await issue(userId)];
     const listed = await admin(vars, key, "GET", `/admin/users/${encodeURIComponent(userId)}/sessions`);
@@ -92,11 +98,15 @@ describe("admin API: the RPC's verbs for a server holding a key", () => {
     });
     expect(await everywhere.json()).toEqual({ ended: 1 });
     expect([await isLive(b.token), await isLive(c.token)]).toEqual([false, true]);
+    // The security log names the key as who acted; what the RPC or a session did, no key.
     const events = await (await callWith(vars, "GET", "/auth/events", bearer(c.token))).json();
-    expect((events as { events: { type: string; reason: string | null }[] }).events.slice(0, 2)).toMatchObject([
-      { type: "ended", reason: "password_changed" },
-      { type: "ended", reason: "admin" },
+    expect((events as { events: unknown[] }).events.slice(0, 2)).toMatchObject([
+      { type: "ended", reason: "password_changed", session_id: b.id, admin_key_id: id, actor_session_id: null },
+      { type: "ended", reason: "admin", session_id: a.id, admin_key_id: id },
     ]);
+    expect((events as { events: { type: string }[] }).events.find((e) => e.type === "created")).not.toHaveProperty(
+      "admin_key_id",
+    );
   });
 
   it("reauthenticates by the session's token: the same session, a new token; a dead token is 404", async () => {

@@ -266,7 +266,16 @@ export async function insideOneLimiterWindow(ms: number): Promise<void> {
  * null writes events not pending, as without outlets.
  */
 export function scopeWith(shards: Shards, config: Config = readConfig(env), outbox: Outbox | null = null): Scope {
-  return { config, at: instant(config), shards, outbox, clientIp: null, context: null, roundTrips: () => 0 };
+  return {
+    config,
+    at: instant(config),
+    shards,
+    outbox,
+    clientIp: null,
+    context: null,
+    adminKeyId: null,
+    roundTrips: () => 0,
+  };
 }
 
 /**

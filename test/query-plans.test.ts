@@ -39,7 +39,7 @@ async function plan(sql: string, params: unknown[]): Promise<string> {
 const at = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: false, maxLifetimeSeconds: 34_560_000 });
 const sliding = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: true, maxLifetimeSeconds: 34_560_000 });
 const proof = { id: "A".repeat(24), secretHash: "0".repeat(64), carrier: "cookie" } as const;
-const actor = { sessionId: proof.id, ipAddress: "192.0.2.1", queued: false };
+const actor = { sessionId: proof.id, ipAddress: "192.0.2.1", queued: false, adminKeyId: null };
 // A context check with every rule on (src/db/client-context.ts): its statements are planned too.
 const check = {
   context: { browser: "Chrome", os: "macOS", country: "DE", asn: 3320 },

@@ -46,7 +46,7 @@ const BASE: Input = {
   proof: { id: ID, secretHash: "0".repeat(64), boundHash: null, carrier: "cookie" },
   at: { now: NOW, idleCutoff: null, slidingMaxLifetimeMs: null, stepUpCutoff: null },
   check: CHECK,
-  actor: { sessionId: ID, ipAddress: "192.0.2.1", queued: false },
+  actor: { sessionId: ID, ipAddress: "192.0.2.1", queued: false, adminKeyId: null },
   bucket: "AA",
 };
 const BEFORE = (ms: number) => new Date(NOW.getTime() - ms);
@@ -75,7 +75,12 @@ const OTHERS: Record<keyof Input, unknown> & {
   // Safari on macOS is one of Apple's two faces (sameDevice): its pairs are constants of the text.
   context: { browser: ["Firefox", "Safari"], os: ["Windows"], country: [null, "FR"], asn: [null, 64_496] },
   policies: { device: ["allow", "log", "end"], network: ["allow", "log", "step-up"] },
-  actor: { sessionId: [null, `AA${"c".repeat(22)}`], ipAddress: [null, "2001:db8::1"], queued: [true] },
+  actor: {
+    sessionId: [null, `AA${"c".repeat(22)}`],
+    ipAddress: [null, "2001:db8::1"],
+    queued: [true],
+    adminKeyId: ["AAAAAAAAAAAAAAAAAAAAAA"],
+  },
   check: [null],
   bucket: ["AB"],
 };

@@ -170,6 +170,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
       sessionId: stand("actor", actor.sessionId),
       ipAddress: stand("ip", actor.ipAddress),
       queued: actor.queued,
+      adminKeyId: stand("adminKey", actor.adminKeyId),
     } satisfies FieldByField<Actor>,
     write: { id: stand("writeId", write.id), at: standAt("writeAt", write.at) } satisfies FieldByField<Write>,
   };

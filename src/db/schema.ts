@@ -149,6 +149,9 @@ export const sessionEvents = sqliteTable(
     supportAgent: text("support_agent"),
     // Written true only when the events queue is configured; false once the queue accepted it.
     pendingDelivery: integer("pending_delivery", { mode: "boolean" }).notNull().default(false),
+    // The admin key whose call caused the event (src/domain/admin-keys.ts, its id); null for
+    // every other door.
+    adminKeyId: text("admin_key_id"),
   },
   (table) => [
     // The one index: a user's log newest first (and "seen on this device") under its bucket,

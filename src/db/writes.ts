@@ -21,6 +21,8 @@ export interface Actor {
   ipAddress: string | null;
   /** The events queue is configured: events are written pending delivery, for the outbox to send. */
   queued: boolean;
+  /** The admin key whose call this is (its id, src/domain/admin-keys.ts); null for every other door. */
+  adminKeyId: string | null;
 }
 
 /**
@@ -105,6 +107,7 @@ export function recordEvents(
     context: details.context ?? sql`NULL`,
     supportAgent: sessions.supportAgent,
     pendingDelivery: sql`${actor.queued ? 1 : 0}`,
+    adminKeyId: sql`${actor.adminKeyId}`,
   };
   const where = matching ? sql`${matching} AND ${notMoving()}` : notMoving();
   return db

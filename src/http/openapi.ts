@@ -359,6 +359,11 @@ export const openApiDocument: OpenApiDocument = {
             properties: { sub: { type: "string", maxLength: MAX_USER_ID_LENGTH } },
             additionalProperties: false,
           },
+          admin_key_id: {
+            type: "string",
+            description:
+              "Present only when a call to the admin API caused the event (its session issued, ended or re-authenticated there): the id of the admin key that made it, as its `admin_call` log line names it.",
+          },
         },
         additionalProperties: false,
       },

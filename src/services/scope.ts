@@ -22,6 +22,8 @@ export interface Scope {
   clientIp: string | null;
   /** Where the call comes from, judged against its session's last seen context; null: unknown, not judged. */
   context: ClientContext | null;
+  /** The admin key making the call (its id), which the security log names as who acted; null for every other door. */
+  adminKeyId: string | null;
   /** D1 round trips made so far (for the request log). */
   roundTrips(): number;
 }
@@ -35,6 +37,7 @@ export interface Door {
   waitUntil?: (promise: Promise<unknown>) => void;
   clientIp?: string | null;
   context?: ClientContext | null;
+  adminKeyId?: string | null;
 }
 
 export function openScope(env: Env, door: Door = {}): Scope {
@@ -53,6 +56,7 @@ export function openScope(env: Env, door: Door = {}): Scope {
     outbox: waitUntil ? outboxFor(outletsOf(env, shards), waitUntil) : LEFT_TO_THE_CRON,
     clientIp: door.clientIp ?? null,
     context: door.context ?? null,
+    adminKeyId: door.adminKeyId ?? null,
     roundTrips: () => meters.reduce((sum, roundTrips) => sum + roundTrips(), 0),
   };
 }
@@ -73,5 +77,6 @@ export async function write<T>(
   run: (actor: Actor) => Promise<Logged<T>>,
   ipAddress: string | null = scope.clientIp,
 ): Promise<T> {
-  return published(scope.outbox, await run({ sessionId, ipAddress, queued: queuedBy(scope.outbox) }));
+  const actor = { sessionId, ipAddress, queued: queuedBy(scope.outbox), adminKeyId: scope.adminKeyId };
+  return published(scope.outbox, await run(actor));
 }

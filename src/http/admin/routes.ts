@@ -60,10 +60,11 @@ async function body<T>(c: Context<AdminEnv>, allowed: readonly (keyof T & string
 
 /**
  * The call's scope, as the RPC's: no client context is judged (the login flow passes the
- * browser's own), and the security log records the key's calls from the caller's address.
+ * browser's own), and every event the call causes names the key as who acted.
  */
 function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Scope {
-  return openScope(c.env, { waitUntil: (promise) => c.executionCtx.waitUntil(promise), context });
+  const waitUntil = (promise: Promise<unknown>) => c.executionCtx.waitUntil(promise);
+  return openScope(c.env, { waitUntil, context, adminKeyId: c.var.adminKey.id });
 }
 
 /**

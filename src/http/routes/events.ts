@@ -21,6 +21,8 @@ export interface EventView {
   context?: ContextChange;
   /** Present only when the event's session is support access: the agent acting in it (RFC 8693 `act.sub`). */
   actor?: { sub: string };
+  /** Present only when an admin API call caused the event: the id of the key that made it. */
+  admin_key_id?: string;
 }
 
 /** The caller's security log: sessions created and ended, newest first, bounded. */
@@ -38,6 +40,7 @@ export const eventsRoutes = new Hono<ScopedEnv>().get("/", requireToken, async (
     new_device: event.newDevice,
     ...(event.context === null ? {} : { context: event.context }),
     ...(event.supportAgent === null ? {} : { actor: { sub: event.supportAgent } }),
+    ...(event.adminKeyId === null ? {} : { admin_key_id: event.adminKeyId }),
   }));
   return c.json({ events: views });
 });

@@ -1,0 +1,1 @@
+ALTER TABLE `session_events` ADD `admin_key_id` text;
