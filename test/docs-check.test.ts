@@ -27,9 +27,9 @@ describe("docs:check on ARCHITECTURE.md", () => {
     const methods = '  .use("/auth/*", refuseOtherMethods)\n';
     const swapped = app.replace(cors + methods, methods + cors);
     expect(swapped).not.toBe(app);
-    const table = "requestLog, securityHeaders, noStore, inputBounds, withScope";
+    const table = "requestLog, securityHeaders, noStore, inputBounds, requireAdminApi, withScope";
     expect(checkMiddleware(FILE, architecture, swapped)).toEqual([
-      `${FILE}:${lineOf(architecture, "| 6 |")}: middleware: the table gives ${table}, corsForAllowedOrigins, refuseOtherMethods, onError; src/http/app.ts mounts ${table}, refuseOtherMethods, corsForAllowedOrigins, onError`,
+      `${FILE}:${lineOf(architecture, "| 7 |")}: middleware: the table gives ${table}, corsForAllowedOrigins, refuseOtherMethods, onError; src/http/app.ts mounts ${table}, refuseOtherMethods, corsForAllowedOrigins, onError`,
     ]);
   });
 
