@@ -5,11 +5,12 @@
 // change (a revoked key stops working once the secret is updated). `npm start` serves the keys of
 // the default file, read when it starts.
 //   npm run --silent admin:keys -- create --name <name> --scope <scope> [--scope <scope>…] [--file <path>]
-//   npm run --silent admin:keys -- list [--file <path>]
+//   npm run --silent admin:keys -- list [--file <path>] [--env <env>]   with each key's last use on the local project
 //   npm run --silent admin:keys -- revoke --id <id> [--file <path>]
 // The default file is .wrangler/admin-keys.json (or ADMIN_KEYS_FILE), the one `npm start` reads.
 import { existsSync, readFileSync } from "node:fs";
 import { ADMIN_KEYS_FILE, writeAdminKeys } from "../dev/admin-key-file.ts";
+import { answerOnLocalProject } from "../dev/local-d1.ts";
 import {
   ADMIN_SCOPES,
   type AdminKey,
@@ -18,10 +19,12 @@ import {
   newAdminKey,
   readAdminKeys,
 } from "../src/domain/admin-keys.ts";
+import { keyUsesOf } from "../src/services/admin-key-uses.ts";
+import { openScope } from "../src/services/scope.ts";
 import { parseOptions, refuse } from "./options.ts";
 
 const USAGE = `usage: npm run --silent admin:keys -- create --name <name> --scope <${ADMIN_SCOPES.join("|")}> [--scope …] [--file <path>]
-       npm run --silent admin:keys -- list [--file <path>]
+       npm run --silent admin:keys -- list [--file <path>] [--env <env>]
        npm run --silent admin:keys -- revoke --id <id> [--file <path>]`;
 
 const { values, positionals } = parseOptions(
@@ -31,6 +34,7 @@ const { values, positionals } = parseOptions(
     scope: { type: "string", multiple: true },
     id: { type: "string" },
     file: { type: "string" },
+    env: { type: "string", short: "e" },
   },
   USAGE,
   true,
@@ -43,7 +47,8 @@ const needs: Record<string, string[]> = { create: ["name", "scope"], list: [], r
 if (positionals.length !== 1 || command === undefined || !(command in needs))
   usage("one command: create, list or revoke");
 const required = needs[command] as string[];
-const stray = Object.keys(values).find((name) => name !== "file" && !required.includes(name));
+const shared = command === "list" ? ["file", "env"] : ["file"];
+const stray = Object.keys(values).find((name) => !shared.includes(name) && !required.includes(name));
 if (stray) usage(`--${stray} does not apply to ${command}`);
 const missing = required.find((name) => values[name as keyof typeof values] === undefined);
 if (missing) usage(`--${missing} is required`);
@@ -73,7 +78,12 @@ if (command === "create") {
   save([...keys, stored]);
   console.log(JSON.stringify({ id: stored.id, key, name, scopes: stored.scopes, createdAt: stored.createdAt, file }));
 } else if (command === "list") {
-  console.log(JSON.stringify({ keys: keys.map(({ secretHash: _, ...key }) => key), file }));
+  // Each key's last use as the local project recorded it (the one `npm start` serves).
+  await answerOnLocalProject(values.env, async (project) => {
+    const uses = await keyUsesOf(openScope(project.env as unknown as Env).shards);
+    const listed = keys.map(({ secretHash: _, ...key }) => ({ ...key, lastUsedAt: uses.get(key.id) ?? null }));
+    return { keys: listed, file };
+  });
 } else {
   const id = values.id as string;
   if (!keys.some((key) => key.id === id)) usage(`no key ${id} in ${file}`);

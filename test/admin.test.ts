@@ -7,6 +7,7 @@ import {
   bindingOfUser,
   CHROME_MAC,
   callWith,
+  d1,
   databases,
   expectError,
   expectSecurityHeaders,
@@ -177,6 +178,8 @@ describe("admin API: the RPC's verbs for a server holding a key", () => {
     const { vars, key } = await adminKey();
     const userId = newUser();
     const own = { [await bindingOfUser(userId)]: 1 };
+    // The key's first call in this isolate also records its use, after the answer (once a minute).
+    await admin(vars, key, "GET", `/admin/users/${newUser()}/sessions`);
     const counted = async (method: string, path: string, body?: unknown) => {
       const counter = countingShards(databases());
       const response = await admin({ ...vars, ...counter.env }, key, method, path, body);
@@ -190,6 +193,29 @@ describe("admin API: the RPC's verbs for a server holding a key", () => {
       status: 200,
       roundTrips: own,
     });
+  });
+
+  it("records a key's last use after the answer, at most once a minute per key", async () => {
+    const { vars, key, id } = await adminKey(["sessions:read"]);
+    const uses = () => d1("DB").prepare("SELECT last_used_at FROM admin_key_uses WHERE key_id = ?").bind(id).all();
+    expect((await uses()).results).toEqual([]);
+    const start = Date.now();
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(start);
+    await admin(vars, key, "GET", `/admin/users/${newUser()}/sessions`);
+    expect((await uses()).results).toEqual([{ last_used_at: start }]);
+    vi.setSystemTime(start + 59_000);
+    await admin(vars, key, "GET", `/admin/users/${newUser()}/sessions`);
+    expect((await uses()).results).toEqual([{ last_used_at: start }]);
+    vi.setSystemTime(start + 61_000);
+    await admin(vars, key, "GET", `/admin/users/${newUser()}/sessions`);
+    expect((await uses()).results).toEqual([{ last_used_at: start + 61_000 }]);
+    // A refused call is no use of the key.
+    const other = await adminKey(["support"]);
+    await admin(other.vars, other.key, "GET", `/admin/users/${newUser()}/sessions`);
+    const refused = await d1("DB").prepare("SELECT * FROM admin_key_uses WHERE key_id = ?").bind(other.id).all();
+    expect(refused.results).toEqual([]);
+    vi.useRealTimers();
   });
 
   it("writes one admin_call line per call naming the key, never the key", async () => {

@@ -193,6 +193,14 @@ export type BucketMoveRow = typeof bucketMoves.$inferSelect;
 // of, written in the same batch as the ending (src/db/ssf/inbound-sets.ts).
 
 /** A receiver's credential: the operator issues and revokes it (`npm run ssf:receivers`). */
+// When each admin key (src/domain/admin-keys.ts, kept in the secret ADMIN_KEYS) was last used,
+// for `npm run admin:keys -- list`: written after a call's answer, at most once a minute per key
+// and isolate (src/services/admin-key-uses.ts), on the streams' database.
+export const adminKeyUses = sqliteTable("admin_key_uses", {
+  keyId: text("key_id").primaryKey(),
+  lastUsedAt: integer("last_used_at", { mode: "timestamp_ms" }).notNull(),
+});
+
 export const ssfReceivers = sqliteTable("ssf_receivers", {
   id: text("id").primaryKey(),
   // What the operator called it, for the list; never shown to a receiver.

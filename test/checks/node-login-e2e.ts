@@ -347,6 +347,22 @@ try {
   );
   const wrongDirect = await direct(wrongKey, "/admin/sessions", { userId: "alice", carrier: "cookie" });
   expect("called directly: 401", wrongDirect.status === 401, { status: wrongDirect.status });
+
+  // The operator's list: names, scopes and each key's last use as this npm start recorded it; never a secret.
+  const { stdout: listed } = await run("npm", ["run", "--silent", "admin:keys", "--", "list"], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+  });
+  const keys = (JSON.parse(listed) as { keys: { name: string; lastUsedAt: string | null }[] }).keys;
+  const usedAt = new Map(keys.map((key) => [key.name, key.lastUsedAt]));
+  expect(
+    "admin:keys list: both keys, each last used during this run, no secret or hash",
+    keys.length === 2 &&
+      [...usedAt.values()].every((at) => at !== null && Date.now() - Date.parse(at) < 600_000) &&
+      !listed.includes("secretHash") &&
+      !secrets.some((secret) => listed.includes(secret.split(".")[1] as string)),
+    listed,
+  );
 } catch (error) {
   problems.push(error instanceof Error ? error.message : String(error));
 } finally {

@@ -2,15 +2,17 @@ import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
 import { type AdminKey, type AdminScope, proveAdminKey, readAdminKeys } from "../../domain/admin-keys.ts";
 import { logLine } from "../../domain/log.ts";
+import { noteKeyUse } from "../../services/admin-key-uses.ts";
 import type { AppEnv } from "../app-env.ts";
 import { bearerToken } from "../credentials.ts";
 import { ApiError, unauthorized } from "../errors.ts";
+import type { ScopedEnv } from "../middleware/scope.ts";
 
 // Who may call the admin API (src/domain/admin-keys.ts): a key from ADMIN_KEYS, sent as
 // `Authorization: Bearer ssak_…`, never a cookie (a browser never sends one on its own, and no
 // CORS header is ever answered here, so a page cannot call these routes).
 
-export type AdminEnv = AppEnv & { Variables: { adminKey: AdminKey } };
+export type AdminEnv = ScopedEnv & { Variables: { adminKey: AdminKey } };
 
 /** Without ADMIN_KEYS the admin API does not exist: every /admin/ path is 404, before anything else. */
 export const requireAdminApi = createMiddleware<AppEnv>(async (c, next) => {
@@ -42,5 +44,7 @@ export function requireAdminKey(scope: AdminScope) {
     // A refusal or failure inside is already the answer here (Hono's onError runs per handler).
     await next();
     log(c.res.status);
+    // For the operator's list of keys; after the answer, and only once a minute or so.
+    if (c.res.status < 500) c.executionCtx.waitUntil(noteKeyUse(c.var.scope.shards, key.id, c.var.scope.at.now));
   });
 }
