@@ -21,7 +21,7 @@ import {
 } from "../src/domain/admin-keys.ts";
 import { keyUsesOf } from "../src/services/admin-key-uses.ts";
 import { openScope } from "../src/services/scope.ts";
-import { parseOptions, refuse } from "./options.ts";
+import { commandOf, parseOptions, refuse } from "./options.ts";
 
 const USAGE = `usage: npm run --silent admin:keys -- create --name <name> --scope <${ADMIN_SCOPES.join("|")}> [--scope …] [--file <path>]
        npm run --silent admin:keys -- list [--file <path>] [--env <env>]
@@ -42,16 +42,13 @@ const { values, positionals } = parseOptions(
 function usage(problem: string): never {
   refuse(problem, USAGE);
 }
-const [command] = positionals;
-const needs: Record<string, string[]> = { create: ["name", "scope"], list: [], revoke: ["id"] };
-if (positionals.length !== 1 || command === undefined || !(command in needs))
-  usage("one command: create, list or revoke");
-const required = needs[command] as string[];
-const shared = command === "list" ? ["file", "env"] : ["file"];
-const stray = Object.keys(values).find((name) => !shared.includes(name) && !required.includes(name));
-if (stray) usage(`--${stray} does not apply to ${command}`);
-const missing = required.find((name) => values[name as keyof typeof values] === undefined);
-if (missing) usage(`--${missing} is required`);
+const command = commandOf(
+  positionals,
+  values,
+  { create: ["name", "scope"], list: [], revoke: ["id"] },
+  USAGE,
+  (command) => (command === "list" ? ["file", "env"] : ["file"]),
+);
 
 const file = values.file ?? ADMIN_KEYS_FILE;
 function readKeys(): AdminKey[] {

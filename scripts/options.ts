@@ -39,6 +39,31 @@ export function valuesMayStartWithDash(args: string[], options: ParseArgsOptions
   return joined;
 }
 
+/**
+ * The one command among `positionals` that `needs` names (command → the options it requires),
+ * with no option but those and `shared` (command → options it may take besides): anything
+ * else is refused with `usage`.
+ */
+export function commandOf(
+  positionals: string[],
+  values: Record<string, unknown>,
+  needs: Record<string, string[]>,
+  usage: string,
+  shared: (command: string) => string[] = () => [],
+): string {
+  const [command] = positionals;
+  const names = Object.keys(needs);
+  if (positionals.length !== 1 || command === undefined || !names.includes(command))
+    refuse(`one command: ${names.slice(0, -1).join(", ")} or ${names.at(-1)}`, usage);
+  const required = needs[command] as string[];
+  const allowed = [...required, ...shared(command)];
+  const stray = Object.keys(values).find((name) => !allowed.includes(name));
+  if (stray) refuse(`--${stray} does not apply to ${command}`, usage);
+  const missing = required.find((name) => values[name] === undefined);
+  if (missing) refuse(`--${missing} is required`, usage);
+  return command;
+}
+
 /** parseArgs on `args` (values may begin with "-"); bad arguments are refused with `usage`. */
 export function parseOptions<const T extends ParseArgsOptionsConfig>(
   args: string[],

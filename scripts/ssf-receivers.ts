@@ -8,7 +8,7 @@
 import { answerOnLocalProject } from "../dev/local-d1.ts";
 import { openScope } from "../src/services/scope.ts";
 import { issueReceiver, receiversOf, revokeReceiverCredential } from "../src/services/ssf/receivers.ts";
-import { parseOptions, refuse } from "./options.ts";
+import { commandOf, parseOptions } from "./options.ts";
 
 const USAGE = `usage: npm run --silent ssf:receivers -- issue --name <name> --audience <aud> [--env <env>]
        npm run --silent ssf:receivers -- list [--env <env>]
@@ -25,19 +25,9 @@ const { values, positionals } = parseOptions(
   USAGE,
   true,
 );
-function usage(problem: string): never {
-  refuse(problem, USAGE);
-}
-const [command] = positionals;
-const needs: Record<string, string[]> = { issue: ["name", "audience"], list: [], revoke: ["id"] };
-if (positionals.length !== 1 || command === undefined || !(command in needs))
-  usage("one command: issue, list or revoke");
-const given = Object.keys(values).filter((name) => name !== "env");
-const required = needs[command] as string[];
-const stray = given.find((name) => !required.includes(name));
-if (stray) usage(`--${stray} does not apply to ${command}`);
-const missing = required.find((name) => values[name as keyof typeof values] === undefined);
-if (missing) usage(`--${missing} is required`);
+const command = commandOf(positionals, values, { issue: ["name", "audience"], list: [], revoke: ["id"] }, USAGE, () => [
+  "env",
+]);
 
 await answerOnLocalProject(values.env, async (project) => {
   const { shards } = openScope(project.env as unknown as Env);
