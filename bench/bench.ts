@@ -26,6 +26,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { getPlatformProxy } from "wrangler";
+import { devKeySet, writePrivate } from "../dev/dev-server.ts";
 import { migrateLocal, startLocalServer } from "../dev/local-server.ts";
 import { readConfig } from "../src/domain/config.ts";
 import { measureBundle } from "../test/checks/bundle-size.ts";
@@ -93,6 +94,7 @@ async function main(): Promise<void> {
     log("starting the service and the bare worker (wrangler's dev server)");
     // No network here: the dev server's fetch of a `request.cf` template would only fail noisily.
     process.env.CLOUDFLARE_CF_FETCH_ENABLED = "false";
+    const envFiles = [accessTokenSecrets(state)];
     const logged: string[] = [];
     const bareConfig = join(PROJECT, "bench", "bare", "wrangler.toml");
     const ownConfig = join(PROJECT, "bench", "own", "wrangler.toml");
@@ -100,10 +102,11 @@ async function main(): Promise<void> {
       startLocalServer({
         migrate: false,
         persistTo: state,
+        envFiles,
         onLog: (level, message) => logged.push(`${level}: ${message}`),
       }),
       startLocalServer({ config: bareConfig, migrate: false, persistTo: state }),
-      startLocalServer({ config: ownConfig, migrate: false, persistTo: state }),
+      startLocalServer({ config: ownConfig, migrate: false, persistTo: state, envFiles }),
     ]);
     const urls = { bare: bare.url, service: service.url };
     let own: OwnTime[] = [];
@@ -161,6 +164,25 @@ async function main(): Promise<void> {
   } finally {
     rmSync(state, { recursive: true, force: true });
   }
+}
+
+/**
+ * Access tokens on (POST /auth/token answers 404 without them), for the service and the own-time
+ * loop: a key set made for this run by `npm run token:keys`'s script (its stdout into a file only
+ * this user can read), in a secrets file in the run's temp dir, which wrangler reads as
+ * `--env-file` would: no key on a command line, where `ps` shows it to every user.
+ */
+function accessTokenSecrets(state: string): string {
+  const keys = devKeySet(join(state, "access-token-keys.json"), "ACCESS_TOKEN_KEYS");
+  const secrets = join(state, "bench-secrets.env");
+  // Single quotes: dotenv takes the JSON as it is.
+  writePrivate(
+    secrets,
+    `ACCESS_TOKEN_KEYS='${keys}'\nACCESS_TOKEN_ISSUER=https://sessions.bench.example\nACCESS_TOKEN_AUDIENCE=https://api.bench.example\n`,
+  );
+  // Wrangler reads no env file when the caller's environment says "false" (dev/dev.ts).
+  process.env.CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV = "true";
+  return secrets;
 }
 
 /** The dev server serves /openapi.json, and refuses other methods there with `Allow`. */

@@ -21,7 +21,7 @@ import { issueSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
 import { problems } from "./harness.ts";
 import type { Operation } from "./own/index.ts";
-import { browser, type Seeded, seedUsers } from "./seed.ts";
+import { app, browser, type Seeded, seedUsers } from "./seed.ts";
 
 /** 1, 10 and 50 for the cost table; 5 and 50 are also the load's sizes, whose rows written it shows. */
 const COST_SIZES = [1, 5, 10, 50];
@@ -76,7 +76,11 @@ export type CostKey =
   | "revoke"
   | "logout"
   | "logoutAll"
-  | "logoutOthers";
+  | "logoutOthers"
+  | "whoami"
+  | "whoamiBearer"
+  | "token"
+  | "tokenBearer";
 export const COST_LABELS: Record<CostKey, string> = {
   create: "`SessionService.create` (issue one more)",
   authenticate: "`SessionService.authenticate`",
@@ -87,11 +91,19 @@ export const COST_LABELS: Record<CostKey, string> = {
   logout: "`POST /auth/logout`",
   logoutAll: "`DELETE /auth/logout`",
   logoutOthers: "`DELETE /auth/logout?scope=others`",
+  whoami: "`GET /auth/whoami`",
+  whoamiBearer: "`GET /auth/whoami` as Bearer (an app's session, not judged)",
+  token: "`POST /auth/token` (ES256 access token)",
+  tokenBearer: "`POST /auth/token` as Bearer (an app's session, not judged)",
 };
 
-async function proofOf(token: string): Promise<TokenProof> {
+/** The operations whose sessions are an app's (issued `bearer`), sent as Bearer and never judged; the others are a browser's. */
+export const BEARER_KEYS: ReadonlySet<CostKey> = new Set(["whoamiBearer", "tokenBearer"]);
+const carrierOf = (key: CostKey) => (BEARER_KEYS.has(key) ? "bearer" : "cookie");
+
+async function proofOf(token: string, carrier: "cookie" | "bearer" = "cookie"): Promise<TokenProof> {
   const [id, secret] = token.split(".") as [string, string];
-  return { id, secretHash: await hashSecret(secret), carrier: "cookie" };
+  return { id, secretHash: await hashSecret(secret), carrier };
 }
 
 /** The instant an operation runs at: the configured idle timeout, no sliding lifetime or step-up. */
@@ -152,6 +164,30 @@ export function listBatchOf(env: Env, config: ReturnType<typeof readConfig>, own
   );
 }
 
+/**
+ * `GET /auth/whoami` or `POST /auth/token` for the user holding `own`, as the route runs it for a
+ * load request: `SessionService.authenticate`'s batch, by the session cookie from its browser or as
+ * Bearer (whose context is never judged, though the route passes it).
+ */
+export function authenticateBatchOf(
+  env: Env,
+  config: ReturnType<typeof readConfig>,
+  own: Seeded[],
+  carrier: "cookie" | "bearer",
+) {
+  const caller = own[0] as Seeded;
+  const context = clientContext(caller.userAgent, DEV_SERVER_CF.country, DEV_SERVER_CF.asn);
+  return recordedBatch(env, caller, async (place) =>
+    authenticate(
+      place,
+      await proofOf(caller.token, carrier),
+      instantOf(config, new Date()),
+      { context, policies: config.context },
+      { sessionId: caller.id, ipAddress: null, queued: false },
+    ),
+  );
+}
+
 /** The same user's list with no token to prove, nothing judged and no activity: `SessionService.listUserSessions`. */
 export function userListBatchOf(env: Env, config: ReturnType<typeof readConfig>, own: Seeded[]) {
   const caller = own[0] as Seeded;
@@ -167,7 +203,7 @@ function operationOf(key: CostKey, own: Seeded[], answers: unknown[]): Operation
     kind: "http",
     method,
     path,
-    headers: browser(caller),
+    headers: BEARER_KEYS.has(key) ? app(caller) : browser(caller),
     batches: answers,
   });
   switch (key) {
@@ -199,6 +235,12 @@ function operationOf(key: CostKey, own: Seeded[], answers: unknown[]): Operation
       return http("DELETE", "/auth/logout");
     case "logoutOthers":
       return http("DELETE", "/auth/logout?scope=others");
+    case "whoami":
+    case "whoamiBearer":
+      return http("GET", "/auth/whoami");
+    case "token":
+    case "tokenBearer":
+      return http("POST", "/auth/token");
   }
 }
 
@@ -216,11 +258,12 @@ async function runOperation(
   const caller = own[0] as Seeded;
   // The caller's bucket on the metered database, as the routes get it from the token.
   const db = openShards({ ...env, DB: metered }).forSession(caller.id) as Place;
-  const proof = await proofOf(caller.token);
+  const proof = await proofOf(caller.token, carrierOf(key));
   const now = new Date();
   const at = (offsetMs: number) => instantOf(config, new Date(now.getTime() + offsetMs));
   const actor = { sessionId: caller.id, ipAddress: "203.0.113.7", queued: false, adminKeyId: null };
-  // Judged as every request of a browser's session is: from its own browser, nothing changed.
+  // Judged as every request of a browser's session is: from its own browser, nothing changed. A
+  // Bearer call passes it too, as its route does, and the batch judges nothing (src/db/authenticated.ts).
   const check = { context: clientContext(caller.userAgent, null, null), policies: config.context };
   switch (key) {
     case "create": {
@@ -235,6 +278,11 @@ async function runOperation(
       break;
     }
     case "authenticate":
+    // Both routes' one batch is authenticate's; the token route then signs, in the worker.
+    case "whoami":
+    case "whoamiBearer":
+    case "token":
+    case "tokenBearer":
       await authenticate(db, proof, at(0), check, actor);
       break;
     case "list":
@@ -281,7 +329,7 @@ export async function measureCosts(env: Env, config: ReturnType<typeof readConfi
     for (const key of Object.keys(COST_LABELS) as CostKey[]) {
       // Each sample on its own user, all at once: D1's meta is per statement, unmoved by the
       // others, and the platform proxy's latency overlaps instead of adding up.
-      const seeded = await seedUsers(env.DB, config, COST_SAMPLES, n);
+      const seeded = await seedUsers(env.DB, config, COST_SAMPLES, n, carrierOf(key));
       const samples = await Promise.all(seeded.map((own) => runOperation(env, config, key, own)));
       const first = samples[0] as (typeof samples)[number];
       const rowsRead = Math.max(...samples.map((s) => s.rowsRead));

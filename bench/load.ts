@@ -3,9 +3,9 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import type { readConfig } from "../src/domain/config.ts";
-import { type CostKey, listBatchOf, type Statement, userListBatchOf } from "./cost.ts";
+import { authenticateBatchOf, type CostKey, listBatchOf, type Statement, userListBatchOf } from "./cost.ts";
 import { problems } from "./harness.ts";
-import { browser, type Seeded, seedUsers } from "./seed.ts";
+import { app, browser, type Seeded, seedUsers } from "./seed.ts";
 
 export const CONNECTIONS = 10;
 // 200 requests a row over 3 repetitions left two rows doing the same work 0.15 apart.
@@ -54,6 +54,10 @@ export interface Row {
   destructive?: true;
   /** The operation it runs, whose rows written (at `n`) the table shows. */
   cost?: CostKey;
+  /** A service row whose own batch a replay row replays: the same name on both (its share of the replay is shown). */
+  batch?: string;
+  /** A replay row: the `batch` of the service row whose batch it replays. */
+  replays?: string;
   /** One request each: distinct tokens for the destructive operations. */
   requests: () => CannonRequest[];
 }
@@ -67,24 +71,35 @@ export interface Run {
 }
 
 /**
- * The CPU time (ms) every workerd process has used so far, from /proc: the dev servers' proxies,
- * the workers and their local D1, whose threads are what a row's throughput waits on. Null
- * where there is no /proc.
+ * The CPU time (ms) every workerd process this benchmark started has used so far, from /proc:
+ * the dev servers' proxies, the workers and their local D1, whose threads are what a row's
+ * throughput waits on. Only this process's descendants: on a shared machine, another user's
+ * workerd (a test run's) must not count. Null where there is no /proc.
  */
 function workerdCpuMs(): number | null {
   if (!existsSync("/proc/self/stat")) return null;
-  let ticks = 0;
+  const processes = new Map<number, { parent: number; workerd: boolean; ticks: number }>();
   for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
     try {
       const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      if (!stat.includes(" (workerd) ")) continue;
-      // After the command's closing parenthesis: utime and stime are the 12th and 13th fields.
+      // After the command's closing parenthesis: the parent is the 2nd field, utime and stime the 12th and 13th.
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      ticks += Number(fields[11]) + Number(fields[12]);
+      processes.set(Number(pid), {
+        parent: Number(fields[1]),
+        workerd: stat.includes(" (workerd) "),
+        ticks: Number(fields[11]) + Number(fields[12]),
+      });
     } catch {
       // The process ended meanwhile.
     }
   }
+  const ours = (pid: number) => {
+    for (let at = processes.get(pid)?.parent; at !== undefined && at > 1; at = processes.get(at)?.parent)
+      if (at === process.pid) return true;
+    return false;
+  };
+  let ticks = 0;
+  for (const [pid, { workerd, ticks: used }] of processes) if (workerd && ours(pid)) ticks += used;
   // USER_HZ, 100 on every Linux that wrangler runs on.
   return ticks * 10;
 }
@@ -143,6 +158,54 @@ function replayRow(n: number, what: string, batch: Statement[]): Row {
   };
 }
 
+/** The sessions a whoami or token row's user holds: the size of the load's smaller list (its rows do not depend on it). */
+const AUTHENTICATED_SIZE = 5;
+
+/**
+ * `GET /auth/whoami` and `POST /auth/token`, each beside its own batch (authenticate's) replayed
+ * by the bare worker: by a browser's session cookie (judged, nothing changed: 3 statements), as the
+ * list rows send theirs, and by an app's session as Bearer (never judged: 2).
+ */
+async function authenticatedRows(env: Env, config: ReturnType<typeof readConfig>): Promise<Row[]> {
+  const [browsers] = (await seedUsers(env.DB, config, 1, AUTHENTICATED_SIZE)) as [Seeded[]];
+  const [apps] = (await seedUsers(env.DB, config, 1, AUTHENTICATED_SIZE, "bearer")) as [Seeded[]];
+  const n = AUTHENTICATED_SIZE;
+  const rows: Row[] = [];
+  const routes = [
+    ["whoami", "GET", "/auth/whoami"],
+    ["token", "POST", "/auth/token"],
+  ] as const;
+  for (const [key, method, path] of routes) {
+    for (const carrier of ["cookie", "bearer"] as const) {
+      const own = carrier === "cookie" ? browsers : apps;
+      const headers = carrier === "cookie" ? browser(own[0] as Seeded) : app(own[0] as Seeded);
+      const cost: CostKey = carrier === "cookie" ? key : `${key}Bearer`;
+      const as = carrier === "cookie" ? "" : " as Bearer (an app's session, not judged)";
+      const batch = `${cost} ${n}`;
+      rows.push({
+        label: `\`${method} ${path}\`${as}`,
+        n,
+        server: "service",
+        against: "ceiling",
+        cost,
+        batch,
+        status: 200,
+        requests: () => [{ method, path, headers }],
+      });
+      rows.push({
+        ...replayRow(
+          n,
+          `its own batch (\`SessionService.authenticate\`'s${carrier === "cookie" ? ", judged" : ", as Bearer"})`,
+          await authenticateBatchOf(env, config, own, carrier),
+        ),
+        cost,
+        replays: batch,
+      });
+    }
+  }
+  return rows;
+}
+
 export async function loadRows(env: Env, config: ReturnType<typeof readConfig>): Promise<Row[]> {
   const d1 = env.DB;
   const rows: Row[] = [
@@ -185,6 +248,7 @@ export async function loadRows(env: Env, config: ReturnType<typeof readConfig>):
       server: "service",
       against: "ceiling",
       cost: "list",
+      batch: `list ${n}`,
       status: 200,
       requests: () => [{ method: "GET", path: "/auth/sessions", headers: browser(reader[0] as Seeded) }],
     });
@@ -193,6 +257,7 @@ export async function loadRows(env: Env, config: ReturnType<typeof readConfig>):
     rows.push({
       ...replayRow(n, "the list's batch (its statements and values)", await listBatchOf(env, config, reader)),
       cost: "list",
+      replays: `list ${n}`,
     });
     // The floor under any list: the same user's sessions read with nothing to prove, judge or record.
     rows.push(
@@ -243,6 +308,7 @@ export async function loadRows(env: Env, config: ReturnType<typeof readConfig>):
       });
     }
   }
+  rows.push(...(await authenticatedRows(env, config)));
   // The bare worker again at the end: each repetition's baseline is the mean of the two, so
   // a machine that speeds up or slows down during a repetition is not charged to the rows.
   rows.push({ ...(rows[0] as Row), label: "bare Hono worker `GET /`, again at the end of each repetition" });

@@ -4,6 +4,7 @@ import { getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import { sessionEvents, sessions } from "../src/db/schema.ts";
 import { bucketOf } from "../src/db/shards.ts";
+import type { SessionCarrier } from "../src/domain/carrier.ts";
 import type { readConfig } from "../src/domain/config.ts";
 import { DEFAULT_REGION, type Placement } from "../src/domain/token.ts";
 import { buildSession } from "../src/services/issue-session.ts";
@@ -30,8 +31,17 @@ let users = 0;
 /** Sessions built at once: the SHA-256 of each secret is async, so they overlap. */
 const BUILD_CONCURRENCY = 1000;
 
-/** Issues `size` sessions to each of `count` new users; returns each user's sessions. */
-export async function seedUsers(d1: D1Database, config: ReturnType<typeof readConfig>, count: number, size: number) {
+/**
+ * Issues `size` sessions to each of `count` new users; returns each user's sessions. A browser's
+ * sessions (`cookie`, judged by their context) unless `carrier` says an app's (`bearer`).
+ */
+export async function seedUsers(
+  d1: D1Database,
+  config: ReturnType<typeof readConfig>,
+  count: number,
+  size: number,
+  carrier: SessionCarrier = "cookie",
+) {
   const userIds = Array.from({ length: count }, (_, u) => `bench-user-${users + u + 1}`);
   // The bench runs the default configuration, one database: every user is placed on it.
   // One placement per user, not per session (200,000 digests made seeding seconds slower).
@@ -45,7 +55,7 @@ export async function seedUsers(d1: D1Database, config: ReturnType<typeof readCo
     country: "DE",
     city: "Berlin",
     // A browser's session, as a login worker issues it: its cookie is judged by its context.
-    carrier: "cookie" as const,
+    carrier,
   }));
   users += count;
   const built: Awaited<ReturnType<typeof buildSession>>[] = [];
@@ -110,5 +120,11 @@ function jsonInsert(d1: D1Database, table: SQLiteTable, rows: Record<string, unk
 /** A request of the browser that holds the session: its cookie and User-Agent. */
 export const browser = ({ token, userAgent }: Seeded) => ({
   cookie: `__Host-session=${token}`,
+  "user-agent": userAgent,
+});
+
+/** A request of an app that holds the session (issued `bearer`): its token as Bearer, never judged. */
+export const app = ({ token, userAgent }: Seeded) => ({
+  authorization: `Bearer ${token}`,
   "user-agent": userAgent,
 });

@@ -16,6 +16,11 @@ export interface LocalServerOptions {
   persistTo?: string;
   /** Receives the worker's console output instead of this process's stdout. */
   onLog?: (level: string, message: string) => void;
+  /**
+   * Local vars and secrets from these files only (`wrangler dev --env-file`), never from a command
+   * line; without, wrangler's defaults (`.dev.vars` or `.env` beside the config).
+   */
+  envFiles?: string[];
 }
 
 export interface LocalServer {
@@ -34,11 +39,12 @@ export function migrateLocal(options: Pick<LocalServerOptions, "env" | "persistT
 }
 
 export async function startLocalServer(options: LocalServerOptions = {}): Promise<LocalServer> {
-  const { config = "wrangler.toml", env, migrate = true, persistTo, onLog } = options;
+  const { config = "wrangler.toml", env, migrate = true, persistTo, onLog, envFiles } = options;
   if (migrate) migrateLocal({ env, persistTo });
   const worker = await unstable_startWorker({
     config,
     ...(env ? { env } : {}),
+    ...(envFiles ? { envFiles } : {}),
     dev: {
       server: { hostname: "127.0.0.1", port: 0 },
       inspector: false,

@@ -5,9 +5,12 @@
 // `n` large enough makes the one outer request negligible. Never deployed.
 //
 // GET  /?target=bare|service&path=<path>&n=<n>   a path without a database
+// GET  /?target=sign&n=<n>   the access token's signing alone (`signAccessToken`: its claims, an
+//      ES256 signature by WebCrypto, the compact JWS), with the key set ACCESS_TOKEN_* configure
 // POST /?n=<n> with an `Operation`: an operation with a database, whose D1 answers are the
 //      ones the benchmark recorded for it on the real database (`batches`), replayed: the
 //      CPU the worker spends on the operation (token, SQL, results, JSON), without D1's.
+import { readAccessTokenIssuer, signAccessToken } from "../../src/domain/access-token.ts";
 import { app } from "../../src/http/app.ts";
 import { type AuthenticateOptions, SessionService } from "../../src/rpc/session-service.ts";
 import bare from "../bare/index.ts";
@@ -47,11 +50,30 @@ async function runOperation(operation: Operation, n: number, env: Env, ctx: Exec
   return [...statuses];
 }
 
+/** `signAccessToken` `n` times for one session, as `POST /auth/token` calls it once its batch proved the session: [200], or [404] when access tokens are off. */
+async function sign(n: number, env: Env): Promise<number[]> {
+  const issuer = readAccessTokenIssuer(env);
+  if (!issuer) return [404];
+  const subject = {
+    sessionId: "s".repeat(22),
+    userId: "bench-user",
+    authenticatedAt: new Date(),
+    amr: [],
+    assuranceLevel: null,
+    agent: null,
+  };
+  const expiresAt = new Date(Date.now() + 86_400_000);
+  let length = 0;
+  for (let i = 0; i < n; i++) length += (await signAccessToken(issuer, subject, new Date(), expiresAt)).token.length;
+  return [length > 0 ? 200 : 500];
+}
+
 export default {
   async fetch(request, env, ctx): Promise<Response> {
     const url = new URL(request.url);
     const n = Number(url.searchParams.get("n") ?? 1);
     if (request.method === "POST") return Response.json(await runOperation(await request.json(), n, env, ctx));
+    if (url.searchParams.get("target") === "sign") return Response.json(await sign(n, env));
     const target = url.searchParams.get("target") === "service" ? app : bare;
     const inner = new URL(url.searchParams.get("path") ?? "/", url);
     const statuses = new Set<number>();
