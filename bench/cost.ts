@@ -183,7 +183,7 @@ export function authenticateBatchOf(
       await proofOf(caller.token, carrier),
       instantOf(config, new Date()),
       { context, policies: config.context },
-      { sessionId: caller.id, ipAddress: null, queued: false },
+      { sessionId: caller.id, ipAddress: null, queued: false, adminKeyId: null },
     ),
   );
 }

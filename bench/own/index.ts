@@ -61,6 +61,7 @@ async function sign(n: number, env: Env): Promise<number[]> {
     amr: [],
     assuranceLevel: null,
     agent: null,
+    data: null,
   };
   const expiresAt = new Date(Date.now() + 86_400_000);
   let length = 0;
