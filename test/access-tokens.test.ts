@@ -294,6 +294,9 @@ describe("the key set and its configuration", () => {
       }
       const whoami = await callWith(vars, "GET", "/auth/whoami", bearer(session.token));
       expect(whoami.status).toBe(200);
+      // The published keys need the key set alone: a mistake elsewhere never hides them from verifiers.
+      const jwks = await callWith(vars, "GET", "/.well-known/jwks.json");
+      expect(jwks.status).toBe(message.startsWith("ACCESS_TOKEN_KEYS") ? 500 : 200);
     }
   });
 });

@@ -44,8 +44,8 @@ function admin(vars: Partial<Env>, key: string | null, method: string, path: str
 }
 
 const INVALID = (detail: string) => ({
-  code: "invalid_request_body",
-  message: "The request body must be a JSON object whose members this endpoint takes, each valid.",
+  code: "invalid_input",
+  message: "A path parameter, query parameter or body member breaks the rule this call holds it to; detail says which.",
   detail,
 });
 
@@ -330,6 +330,8 @@ describe("admin API: refused keys and bad input, nothing written", () => {
       ["POST", "/admin/sessions", { userId, data: [1] }, "data must be a JSON object"],
       ["PUT", `/admin/sessions/${live.id}/data`, { big: "x".repeat(2100) }, "data must be at most 2048 bytes"],
       ["PATCH", `/admin/sessions/${live.id}/data`, [], "the body must be a JSON object"],
+      ["GET", `/admin/users/${encodeURIComponent(` ${userId}`)}/sessions`, undefined, "userId must be"],
+      ["GET", `/admin/users/${userId}/sessions?region=mars`, undefined, "region must be one of"],
     ];
     for (const [method, path, body, detail] of cases) {
       const response = await admin(vars, key, method, path, body);

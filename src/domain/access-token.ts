@@ -114,13 +114,27 @@ function ttlOf(value: string | undefined): number {
 // Parsed once per isolate for the values last seen, as the transmitter is; a refused
 // configuration is not kept, so it is refused again, with its log line, on every call.
 let lastRead: { vars: string; issuer: AccessTokenIssuer } | null = null;
+let lastKeys: { text: string; keySet: KeySet } | null = null;
+
+/**
+ * The key set alone, null when ACCESS_TOKEN_KEYS is unset: what the published key set needs, so
+ * that a mistake in another ACCESS_TOKEN_* var stops minting but never hides the keys that verify
+ * the tokens already out.
+ */
+export function readAccessTokenKeys(vars: AccessTokenVars): KeySet | null {
+  const text = vars.ACCESS_TOKEN_KEYS;
+  if (!text) return null;
+  if (lastKeys?.text !== text) lastKeys = { text, keySet: keySetOf("ACCESS_TOKEN_KEYS", text) };
+  return lastKeys.keySet;
+}
 
 /**
  * The access token issuer the vars describe, null when ACCESS_TOKEN_KEYS is unset (off). Throws
  * a ConfigError that names the var and its rule, never a value.
  */
 export function readAccessTokenIssuer(vars: AccessTokenVars): AccessTokenIssuer | null {
-  if (!vars.ACCESS_TOKEN_KEYS) return null;
+  const keySet = readAccessTokenKeys(vars);
+  if (!keySet) return null;
   const key = JSON.stringify([
     vars.ACCESS_TOKEN_KEYS,
     vars.ACCESS_TOKEN_ISSUER,
@@ -130,7 +144,7 @@ export function readAccessTokenIssuer(vars: AccessTokenVars): AccessTokenIssuer 
   ]);
   if (lastRead?.vars === key) return lastRead.issuer;
   const issuer: AccessTokenIssuer = {
-    ...keySetOf("ACCESS_TOKEN_KEYS", vars.ACCESS_TOKEN_KEYS),
+    ...keySet,
     issuer: issuerOf("ACCESS_TOKEN_ISSUER", vars.ACCESS_TOKEN_ISSUER ?? ""),
     audience: audienceOf(vars.ACCESS_TOKEN_AUDIENCE),
     ttlSeconds: ttlOf(vars.ACCESS_TOKEN_TTL_SECONDS),

@@ -35,6 +35,8 @@ export const MESSAGES = {
   verification_too_frequent:
     "A verification of this stream was asked for too recently. Retry after the Retry-After delay.",
   body_too_large: "The request body is too large.",
+  invalid_input:
+    "A path parameter, query parameter or body member breaks the rule this call holds it to; detail says which.",
   insufficient_scope: "This admin key does not have the scope this call requires.",
   session_not_found: "No live session matches: the token or id is unknown, or its session ended.",
   support_session_refused:

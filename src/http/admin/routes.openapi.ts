@@ -30,19 +30,21 @@ const ADMIN_CHALLENGE = {
 const INVALID = {
   "400": {
     description:
-      "The body is not a JSON object, names a member this call does not take, or a member breaks the rule the RPC method holds it to (`detail` says which, as the RPC's TypeError or RangeError would). Nothing was written.",
+      "A path or query parameter breaks the rule the RPC method holds it to, or the body is not a JSON object, names a member this call does not take, or has a member that breaks its rule (`detail` says which, as the RPC's TypeError or RangeError would). Nothing was written.",
     headers: { "Cache-Control": ref("headers/NoStore") },
     content: json({
       type: "object",
       required: ["code", "message", "detail"],
       properties: {
-        code: { const: "invalid_request_body" },
-        message: { const: MESSAGES.invalid_request_body },
+        code: { const: "invalid_input" },
+        message: { const: MESSAGES.invalid_input },
         detail: { type: "string" },
       },
       additionalProperties: false,
     }),
   },
+};
+const TOO_LARGE = {
   "413": error(`The body is over ${MAX_ADMIN_BODY_BYTES / 1024} KiB; nothing was written.`, ["body_too_large"]),
 };
 
@@ -90,7 +92,7 @@ function operation(
     security: [{ adminKey: [] }],
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(body ? { requestBody: { required: true, content: json(body) } } : {}),
-    responses: { ...guarded(scope), ...(body ? INVALID : {}), ...success },
+    responses: { ...guarded(scope), ...INVALID, ...(body ? TOO_LARGE : {}), ...success },
   };
 }
 
@@ -99,9 +101,12 @@ const path = (name: string, description: string) => ({
   in: "path",
   required: true,
   description,
-  schema: { type: "string", maxLength: MAX_USER_ID_LENGTH },
+  schema: { type: "string" },
 });
-const USER_ID = path("userId", "The user's id (URL-encoded).");
+const USER_ID = path(
+  "userId",
+  `The user's id (URL-encoded): at most ${MAX_USER_ID_LENGTH} characters, as every user id.`,
+);
 const REASON = {
   type: "string",
   maxLength: MAX_REASON_LENGTH,

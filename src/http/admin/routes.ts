@@ -23,7 +23,7 @@ import { type AdminEnv, requireAdminKey } from "./auth.ts";
 // on any stack holding an admin key (./auth.ts). Each route reads a JSON object, calls the same
 // service function the RPC method calls, with the same input rules, and answers what the RPC
 // answers: one D1 round trip, as the RPC. A rule the input breaks is the RPC's TypeError or
-// RangeError, answered 400 `invalid_request_body` with its sentence as `detail`.
+// RangeError, answered 400 `invalid_input` with its sentence as `detail`.
 
 /** A JSON body is one of these calls' inputs: a few short strings and factors. */
 export const MAX_ADMIN_BODY_BYTES = 16 * 1024;
@@ -35,7 +35,7 @@ const limitBody = bodyLimit({
   },
 });
 
-const invalid = (detail: string) => new ApiError(400, "invalid_request_body", { detail });
+const invalid = (detail: string) => new ApiError(400, "invalid_input", { detail });
 
 /**
  * The body: a JSON object of no members but `allowed` (a typo must not pass for an omission),

@@ -1,5 +1,10 @@
 import type { Context, Next } from "hono";
-import { type AccessTokenIssuer, JWKS_MAX_AGE_SECONDS, readAccessTokenIssuer } from "../../domain/access-token.ts";
+import {
+  type AccessTokenIssuer,
+  JWKS_MAX_AGE_SECONDS,
+  readAccessTokenIssuer,
+  readAccessTokenKeys,
+} from "../../domain/access-token.ts";
 import { isRefusal } from "../../domain/refusal.ts";
 import { publishedKeys } from "../../domain/signing-keys.ts";
 import { mintAccessToken } from "../../services/access-tokens.ts";
@@ -34,8 +39,9 @@ export const tokenRoutes = new Hono<AppEnv>().post("/", requireIssuer, requireTo
 });
 
 export const accessTokenJwksRoutes = new Hono<AppEnv>().get("/", (c) => {
-  const issuer = issuerOf(c.env);
-  return c.json({ keys: publishedKeys(issuer, Math.floor(Date.now() / 1000)) }, 200, {
+  const keySet = readAccessTokenKeys(c.env);
+  if (!keySet) throw new ApiError(404, "not_found");
+  return c.json({ keys: publishedKeys(keySet, Math.floor(Date.now() / 1000)) }, 200, {
     "Content-Type": "application/jwk-set+json",
     "Cache-Control": `public, max-age=${JWKS_MAX_AGE_SECONDS}`,
   });

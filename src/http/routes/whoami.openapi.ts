@@ -32,7 +32,7 @@ export const whoamiPaths = {
           in: "query",
           required: false,
           description:
-            "Seconds: adds `fresh`, whether `authenticated_at` is at most this old (as OIDC's `max_age`). A whole number, 0 or more, given once; anything else is 400 invalid_max_age, before the session is looked up.",
+            "Seconds: adds `fresh`, whether `authenticated_at` is at most this old (as OIDC's `max_age`). A whole number, 0 or more, given once; anything else is 400 invalid_max_age, before the session is looked up (but after the credential's form: no credential, or a malformed one, is the 401 first).",
           schema: { type: "integer", minimum: 0, maximum: 9_999_999_999 },
         },
       ],
@@ -94,7 +94,7 @@ export const whoamiSchema = {
       type: "object",
       minProperties: 1,
       additionalProperties: true,
-      description: `Present only when the session has application data: the JSON object (at most ${MAX_SESSION_DATA_BYTES} bytes) the login flow set and the system last replaced or patched over RPC. Written by servers only, never by the session's holder.`,
+      description: `Present only when the session has application data: the JSON object (at most ${MAX_SESSION_DATA_BYTES} bytes) the login flow set and the system last replaced or patched (RPC or admin API). Written by servers only, never by the session's holder.`,
     },
   },
   additionalProperties: false,
