@@ -1,5 +1,5 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
-import { type AuthProof, isMaxAge, proofList } from "../domain/auth-proofs.ts";
+import { type CompletedFactor, factorList, isMaxAge } from "../domain/auth-factors.ts";
 import { checkTokenCarrier } from "../domain/carrier.ts";
 import { type ClientContext, type ContextInput, checkContextInput } from "../domain/client-context.ts";
 import { checkCookieHeader } from "../domain/cookie-header.ts";
@@ -42,7 +42,7 @@ export interface AuthenticatedSession {
   /** The latest proof of identity (the sign-in itself when the login flow gave no factors). */
   authenticatedAt: string;
   /** The factors proved on this session, each with when, oldest first; [] when none were given. */
-  factors: AuthProof[];
+  factors: CompletedFactor[];
   assuranceLevel: number | null;
   /** With `maxAge`: whether `authenticatedAt` is at most that many seconds ago; never for support access. */
   fresh?: boolean;
@@ -155,7 +155,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
         userId: caller.userId,
         expiresAt: caller.expiresAt.toISOString(),
         authenticatedAt: caller.authenticatedAt.toISOString(),
-        factors: proofList(caller.authProofs),
+        factors: factorList(caller.authProofs),
         assuranceLevel: caller.assuranceLevel,
       };
       const actor = supportActor(caller);

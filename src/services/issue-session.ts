@@ -2,11 +2,11 @@ import { insertSession, insertSupportSession, type NewSession, reauthenticateSes
 import {
   type AssuranceLevel,
   checkAssuranceLevel,
-  checkProofs,
-  latestProof,
-  type ProofInput,
-  type StoredProofs,
-} from "../domain/auth-proofs.ts";
+  checkFactors,
+  type FactorInput,
+  latestFactor,
+  type StoredFactors,
+} from "../domain/auth-factors.ts";
 import { checkSessionCarrier, type SessionCarrier, type TokenCarrier } from "../domain/carrier.ts";
 import { clientContext, countryOf } from "../domain/client-context.ts";
 import { type Instant, instant } from "../domain/clock.ts";
@@ -43,10 +43,10 @@ export interface CreateSessionInput {
    */
   region?: string | null;
   /**
-   * What the login flow verified: factors (RFC 8176 `amr` values, src/domain/auth-proofs.ts), each
+   * What the login flow verified: factors (RFC 8176 `amr` values, src/domain/auth-factors.ts), each
    * completed now or at the `completedAt` given. `authenticate` returns them.
    */
-  factors?: ProofInput[];
+  factors?: FactorInput[];
   /** NIST SP 800-63B authenticator assurance level of this sign-in, if the login flow knows it. */
   assuranceLevel?: AssuranceLevel | null;
   /**
@@ -140,7 +140,7 @@ export async function buildSession(
   at: Instant = instant(config),
 ): Promise<NewSessionRow> {
   const userId = checkUserId(input.userId);
-  const proofs = checkProofs(input.factors, at.now, false);
+  const proofs = checkFactors(input.factors, at.now, false);
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
   const carrier = checkSessionCarrier(input.carrier);
   if (input.deviceBound !== undefined && typeof input.deviceBound !== "boolean")
@@ -181,7 +181,7 @@ export async function buildSession(
     deviceKey: deviceKey(device, country),
     authProofs: proofs,
     assuranceLevel,
-    authenticatedAt: new Date(latestProof(proofs) ?? createdAt.getTime()),
+    authenticatedAt: new Date(latestFactor(proofs) ?? createdAt.getTime()),
     dbscChallenge: challenge,
     boundCookieHash: boundSecret && (await hashSecret(boundSecret)),
     boundCookieExpiresAt: boundSecret ? new Date(createdAt.getTime() + config.boundCookieSeconds * 1000) : null,
@@ -209,7 +209,7 @@ export async function issueSession(scope: Scope, input: CreateSessionInput): Pro
   const { stored, newDevice } = await write(
     scope,
     null,
-    (actor) => insertSession(place, row, actor, policy, at),
+    (writer) => insertSession(place, row, writer, policy, at),
     row.ipAddress ?? null,
   );
   // Only if 128 random bits collided with a live session's id; the caller can simply retry.
@@ -272,7 +272,7 @@ export async function openSupportSession(
   const { stored, refused } = await write(
     scope,
     null,
-    (actor) => insertSupportSession(place, session, actor, SUPPORT_SESSIONS_PER_USER, at),
+    (writer) => insertSupportSession(place, session, writer, SUPPORT_SESSIONS_PER_USER, at),
     row.ipAddress ?? null,
   );
   if (refused === "unknown_user")
@@ -290,7 +290,7 @@ export interface ReauthenticateInput {
   /** The session's current token; it stops working once this succeeds. */
   token: string;
   /** The factors just verified (at least one), as for `create`. */
-  factors: ProofInput[];
+  factors: FactorInput[];
   assuranceLevel?: AssuranceLevel | null;
 }
 
@@ -317,7 +317,7 @@ export async function reauthenticate(
   cookieHeader: string | undefined,
 ): Promise<ReissuedSession | null> {
   const { config, at } = scope;
-  const proofs = checkProofs(input?.factors, at.now, true) as StoredProofs;
+  const proofs = checkFactors(input?.factors, at.now, true) as StoredFactors;
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
   const session = await readSessionToken(scope.shards, input.token, carrier, {
     header: cookieHeader,
@@ -330,7 +330,7 @@ export async function reauthenticate(
   const changed = await write(
     scope,
     proof.id,
-    (actor) => reauthenticateSession(place, proof, change, actor, at, contextCheck(scope)),
+    (writer) => reauthenticateSession(place, proof, change, writer, at, contextCheck(scope)),
     null,
   );
   if (changed === "support") throw new RangeError("a support session is never re-authenticated: open a new one");

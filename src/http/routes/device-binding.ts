@@ -6,7 +6,7 @@ import {
   parseSessionIdentifier,
   sessionIdentifier,
   sessionInstructions,
-  verifyProof,
+  verifyDeviceProof,
 } from "../../domain/device-binding.ts";
 import type { PublicKey } from "../../domain/jws.ts";
 import { refreshDevice, registerDevice } from "../../services/device-binding.ts";
@@ -57,7 +57,7 @@ export const deviceBindingRoutes = new Hono<ScopedEnv & { Variables: Partial<Tok
     if (credential.kind !== "none") rejectCrossSite(c);
     if (credential.kind === "none") throw unauthorized("token_required", false);
     if (credential.kind === "malformed") throw unauthorized("invalid_token", true);
-    const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), null);
+    const proof = await verifyDeviceProof(fieldString(c.req.header("Secure-Session-Response")), null);
     if (!proof) throw invalidProof();
     c.set("token", credential);
     const { outcome, nextChallenge } = await registerDevice(c.var.scope, credential, proof);
@@ -74,7 +74,7 @@ export const deviceBindingRoutes = new Hono<ScopedEnv & { Variables: Partial<Tok
     const named = parseSessionIdentifier(identifier);
     // Another session's binding (this browser has since signed in again): end that one only.
     if (!named || named.sessionId !== credential.proof.id) return discontinue(c, identifier, false);
-    const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), named.key);
+    const proof = await verifyDeviceProof(fieldString(c.req.header("Secure-Session-Response")), named.key);
     const { outcome, nextChallenge, secret } = await refreshDevice(c.var.scope, credential, {
       challenge: proof?.challenge ?? null,
       key: named.key,

@@ -1,5 +1,5 @@
-import type { AuthFactor } from "../../domain/auth-proofs.ts";
-import { isMaxAge, proofList } from "../../domain/auth-proofs.ts";
+import type { AuthFactor } from "../../domain/auth-factors.ts";
+import { factorList, isMaxAge } from "../../domain/auth-factors.ts";
 import { isRefusal } from "../../domain/refusal.ts";
 import type { SessionData } from "../../domain/session-data.ts";
 import { supportActor } from "../../domain/session-view.ts";
@@ -56,7 +56,7 @@ export const whoamiRoutes = new Hono<AppEnv>().get("/", requireToken, async (c) 
     user_id: caller.userId,
     expires_at: caller.expiresAt.toISOString(),
     authenticated_at: caller.authenticatedAt.toISOString(),
-    amr: proofList(caller.authProofs).map((proof) => proof.factor),
+    amr: factorList(caller.authProofs).map((proof) => proof.factor),
     assurance_level: caller.assuranceLevel,
     device_bound: caller.dbscKeyThumbprint !== null,
     ...(maxAge === null ? {} : { fresh: isFresh(caller, scope.at, maxAge) }),
