@@ -4,10 +4,9 @@ import { isRefusal } from "../../domain/refusal.ts";
 import { publishedKeys } from "../../domain/signing-keys.ts";
 import { mintAccessToken } from "../../services/access-tokens.ts";
 import type { AppEnv } from "../app-env.ts";
-import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { requireToken } from "../middleware/auth.ts";
-import { refused } from "../refusals.ts";
+import { notFound, refused } from "../refusals.ts";
 
 // Access tokens (src/domain/access-token.ts): POST /auth/token mints one from the caller's
 // session, the key set verifies it. Without ACCESS_TOKEN_KEYS both answer 404, whatever the
@@ -16,7 +15,7 @@ import { refused } from "../refusals.ts";
 /** The configured issuer; a refused configuration is a ConfigError (500, with its log line) on each call. */
 function issuerOf(env: AppEnv["Bindings"]): AccessTokenIssuer {
   const issuer = readAccessTokenIssuer(env);
-  if (!issuer) throw new ApiError(404, "not_found");
+  if (!issuer) throw notFound();
   return issuer;
 }
 

@@ -2,9 +2,9 @@ import type { Context } from "hono";
 import { MAX_SET_BYTES, readUpstreams, SET_MEDIA_TYPE, SetRefused } from "../../domain/ssf/inbound.ts";
 import { actOnInboundSet } from "../../services/ssf/inbound.ts";
 import type { AppEnv } from "../app-env.ts";
-import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
+import { notFound } from "../refusals.ts";
 
 // The push endpoint of inbound SETs (RFC 8935): upstreams POST their Security Event Tokens
 // here, one endpoint for all of them (the SET's `iss` says whose).
@@ -43,7 +43,7 @@ async function actOn<E extends ScopedEnv>(c: Context<E>): Promise<void> {
 
 export const inboundRoutes = new Hono<AppEnv>().post("/", withScope, async (c) => {
   // Without upstreams the endpoint does not exist.
-  if (readUpstreams(c.env).length === 0) throw new ApiError(404, "not_found");
+  if (readUpstreams(c.env).length === 0) throw notFound();
   try {
     await actOn(c);
   } catch (error) {
