@@ -18,6 +18,7 @@ import {
 import type { StoredFactors } from "../domain/auth-factors.ts";
 import type { ContextPolicy } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
+import type { SupportRefusal } from "../domain/refusal.ts";
 import { authenticated, tail } from "./authenticated.ts";
 import { moveOf, notMoving, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
@@ -127,9 +128,6 @@ export async function insertSession(
     return { answer: { answer, events: logged, db }, move: move[0], blocked: !answer.stored };
   });
 }
-
-/** Why a support session was not opened, when it was not. */
-export type SupportRefusal = "unknown_user" | "too_many_open";
 
 /**
  * Stores a support session (src/domain/support.ts) and its `created` event, in one batch, only

@@ -20,3 +20,13 @@ export type Refusal = (typeof REFUSALS)[number];
 export function isRefusal(value: unknown): value is Refusal {
   return typeof value === "string" && (REFUSALS as readonly string[]).includes(value);
 }
+
+// Beside it, each named for what it refuses and never a bare "refusal", with its own door:
+// - SupportRefusal (below): why a support session was not opened (the RPC's RangeError, the admin API's 400).
+// - RefreshOutcome (src/db/device-binding.ts): what a DBSC refresh did; its `not_live` is this vocabulary's.
+// - StreamRequestRefused (src/domain/ssf/streams.ts): a stream management request refused, 400 with its code.
+// - SetRefused (src/domain/ssf/inbound.ts): an inbound SET refused, RFC 8935's `{err, description}`.
+// - MoveRefused (src/services/moves.ts): an operator's bucket move refused (`npm run shards:move`), no door's.
+
+/** Why a support session was not opened, when it was not. */
+export type SupportRefusal = "unknown_user" | "too_many_open";

@@ -1,6 +1,8 @@
 import type { Context } from "hono";
 import type { Refusal } from "../domain/refusal.ts";
+import type { SetRefused } from "../domain/ssf/inbound.ts";
 import type { Answer } from "../services/ssf/streams.ts";
+import type { AppEnv } from "./app-env.ts";
 import { ApiError, reauthenticationRequired, sessionInvalid, supportRefused, unauthorized } from "./errors.ts";
 import type { ScopedEnv } from "./middleware/scope.ts";
 
@@ -69,6 +71,11 @@ export const streamLimitReached = () => new ApiError(403, "stream_limit_reached"
 /** A verification asked for sooner than `min_verification_interval`: the seconds to wait. */
 export const verificationTooFrequent = (waitSeconds: number) =>
   new ApiError(429, "verification_too_frequent", { headers: { "Retry-After": String(waitSeconds) } });
+
+/** An inbound SET refused (RFC 8935 §2.3): 400, `{err, description}` in English, not the API's `{code, message}`. The description is fixed text, never the SET. */
+export function setRefusal<E extends AppEnv>(c: Context<E>, refused: SetRefused): Response {
+  return c.json({ err: refused.err, description: refused.description }, 400, { "Content-Language": "en" });
+}
 
 /** The admin API: a body or input the call refuses, its sentence as `detail`. */
 export const invalidRequestBody = (detail: string) => new ApiError(400, "invalid_request_body", { detail });
