@@ -1,3 +1,5 @@
+import { SUPPORT_SESSIONS_PER_USER } from "./support.ts";
+
 // Why an operation by a session's token did nothing: the one vocabulary every service answers
 // with, and each door turns into its own answer (src/http/refusals.ts for the HTTP API).
 export const REFUSALS = [
@@ -30,3 +32,21 @@ export function isRefusal(value: unknown): value is Refusal {
 
 /** Why a support session was not opened, when it was not. */
 export type SupportRefusal = "unknown_user" | "too_many_open";
+
+/** What a service returns for the RPC's verbs (and the admin API's): a support refusal, or `support` re-authenticating. */
+export type CallRefusal = SupportRefusal | "support";
+
+const CALL_REFUSALS: Record<CallRefusal, string> = {
+  unknown_user: "userId names no user this service knows: no session and nothing in their log",
+  too_many_open: `the user has ${SUPPORT_SESSIONS_PER_USER} open support sessions, the most allowed: end one first`,
+  support: "a support session is never re-authenticated: open a new one",
+};
+
+export function isCallRefusal(value: unknown): value is CallRefusal {
+  return typeof value === "string" && Object.hasOwn(CALL_REFUSALS, value);
+}
+
+/** The sentence a door answers a call refusal with (the RPC's RangeError message, the admin API's `detail`). */
+export function callRefusalSentence(refusal: CallRefusal): string {
+  return CALL_REFUSALS[refusal];
+}

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { Refusal } from "../domain/refusal.ts";
+import { type CallRefusal, callRefusalSentence, type Refusal } from "../domain/refusal.ts";
 import type { SetRefused } from "../domain/ssf/inbound.ts";
 import type { Answer } from "../services/ssf/streams.ts";
 import type { AppEnv } from "./app-env.ts";
@@ -79,6 +79,9 @@ export function setRefusal<E extends AppEnv>(c: Context<E>, refused: SetRefused)
 
 /** The admin API: a body or input the call refuses, its sentence as `detail`. */
 export const invalidRequestBody = (detail: string) => new ApiError(400, "invalid_request_body", { detail });
+
+/** The admin API: a call the service refused (support access, a support session re-authenticating), with the RPC's sentence. */
+export const callRefused = (refusal: CallRefusal) => invalidRequestBody(callRefusalSentence(refusal));
 
 /** The admin API: no live session with that id. */
 export const sessionNotFound = () => new ApiError(404, "session_not_found");

@@ -4,6 +4,7 @@ import { checkTokenCarrier } from "../domain/carrier.ts";
 import { type ClientContext, type ContextInput, checkContextInput } from "../domain/client-context.ts";
 import { checkCookieHeader } from "../domain/cookie-header.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
+import { type CallRefusal, callRefusalSentence, isCallRefusal } from "../domain/refusal.ts";
 import type { SessionData } from "../domain/session-data.ts";
 import { type SessionView, supportActor } from "../domain/session-view.ts";
 import type { SupportActor } from "../domain/support.ts";
@@ -113,10 +114,16 @@ export class SessionService extends WorkerEntrypoint<Env> {
     return openScope(this.env, { waitUntil: (promise) => this.ctx.waitUntil(promise), context });
   }
 
-  /** Runs one method; an unexpected error gets its log line (src/services/failure-log.ts) and reaches the caller unchanged. */
-  private async run<T>(rpc: string, call: () => Promise<T>): Promise<T> {
+  /**
+   * Runs one method, the one place the RPC turns a service's refusal into its error (a
+   * RangeError with its sentence); an unexpected error gets its log line
+   * (src/services/failure-log.ts) and reaches the caller unchanged.
+   */
+  private async run<T>(rpc: string, call: () => Promise<T | CallRefusal>): Promise<T> {
     try {
-      return await call();
+      const result = await call();
+      if (isCallRefusal(result)) throw new RangeError(callRefusalSentence(result));
+      return result;
     } catch (error) {
       if (!EXPECTED.some((type) => error instanceof type)) logFailure(error, { rpc }, crypto.randomUUID());
       throw error;

@@ -14,6 +14,7 @@ import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
 import { deviceKey } from "../domain/device.ts";
 import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
 import { normalizeIp } from "../domain/ip.ts";
+import type { SupportRefusal } from "../domain/refusal.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
 import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement } from "../domain/token.ts";
@@ -244,12 +245,12 @@ export interface OpenSupportInput {
  * Opens a support session, one round trip: an ordinary session's row with the agent and the
  * reason, which never slides and is never renewed. A user this service does not know (no
  * session, nothing in the log within the retention) and a user with SUPPORT_SESSIONS_PER_USER
- * open ones are refused with a RangeError; nothing is written.
+ * open ones are refused (a SupportRefusal, which the door answers); nothing is written.
  */
 export async function openSupportSession(
   scope: Scope,
   input: OpenSupportInput,
-): Promise<Omit<IssuedSession, "newDevice" | "challenge" | "boundSecret">> {
+): Promise<Omit<IssuedSession, "newDevice" | "challenge" | "boundSecret"> | SupportRefusal> {
   const { config, at } = scope;
   const userId = checkUserId(input?.userId);
   const support = checkSupport(userId, input.agentId, input.reason);
@@ -275,12 +276,7 @@ export async function openSupportSession(
     (writer) => insertSupportSession(place, session, writer, SUPPORT_SESSIONS_PER_USER, at),
     row.ipAddress ?? null,
   );
-  if (refused === "unknown_user")
-    throw new RangeError("userId names no user this service knows: no session and nothing in their log");
-  if (refused === "too_many_open")
-    throw new RangeError(
-      `the user has ${SUPPORT_SESSIONS_PER_USER} open support sessions, the most allowed: end one first`,
-    );
+  if (refused) return refused;
   if (!stored) throw new Error("A session with this id already exists. Retry.");
   const { id, token, expiresAt, expiresIn } = issued;
   return { id, token, expiresAt, expiresIn };
@@ -315,7 +311,7 @@ export async function reauthenticate(
   input: ReauthenticateInput,
   carrier: TokenCarrier,
   cookieHeader: string | undefined,
-): Promise<ReissuedSession | null> {
+): Promise<ReissuedSession | null | "support"> {
   const { config, at } = scope;
   const proofs = checkFactors(input?.factors, at.now, true) as StoredFactors;
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
@@ -333,7 +329,7 @@ export async function reauthenticate(
     (writer) => reauthenticateSession(place, proof, change, writer, at, contextCheck(scope)),
     null,
   );
-  if (changed === "support") throw new RangeError("a support session is never re-authenticated: open a new one");
+  if (changed === "support") return changed;
   if (!changed) return null;
   return {
     sessionId: proof.id,

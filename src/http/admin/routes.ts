@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { type ClientContext, checkContextInput } from "../../domain/client-context.ts";
+import { type CallRefusal, isCallRefusal } from "../../domain/refusal.ts";
 import type { SessionData } from "../../domain/session-data.ts";
 import type { CreateSessionInput, OpenSupportInput } from "../../services/issue-session.ts";
 import { openScope, type Scope } from "../../services/scope.ts";
@@ -16,7 +17,7 @@ import {
 } from "../../services/user-sessions.ts";
 import { Hono } from "../hono.ts";
 import { createSession, type ReauthenticateRequest, reauthenticated, supportSession } from "../login-response.ts";
-import { bodyTooLarge, invalidRequestBody, sessionNotFound } from "../refusals.ts";
+import { bodyTooLarge, callRefused, invalidRequestBody, sessionNotFound } from "../refusals.ts";
 import { type AdminEnv, requireAdminKey } from "./auth.ts";
 
 // The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool
@@ -69,13 +70,16 @@ function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Sc
  * Runs the service call; a broken input rule (TypeError, RangeError) is the 400 that names it.
  * Anything else (a retryable 503, an unexpected failure) is answered as on every route.
  */
-async function calling<T>(call: () => Promise<T>): Promise<T> {
+async function calling<T>(call: () => Promise<T | CallRefusal>): Promise<T> {
+  let result: T | CallRefusal;
   try {
-    return await call();
+    result = await call();
   } catch (error) {
     if (error instanceof TypeError || error instanceof RangeError) throw invalidRequestBody(error.message);
     throw error;
   }
+  if (isCallRefusal(result)) throw callRefused(result);
+  return result;
 }
 
 const CREATE: (keyof CreateSessionInput)[] = [
