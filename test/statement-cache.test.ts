@@ -121,7 +121,7 @@ const OPERATIONS: Record<string, (place: Place, input: Input) => Promise<unknown
     reauthenticateSession(
       place,
       proof,
-      { secretHash: "3".repeat(64), proofs: { pwd: at.now.getTime() }, assuranceLevel: 1 },
+      { secretHash: "3".repeat(64), factors: { pwd: at.now.getTime() }, assuranceLevel: 1 },
       writer,
       at,
       check,

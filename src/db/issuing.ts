@@ -202,15 +202,15 @@ function logOnly(policy: ContextPolicy): ContextPolicy {
   return policy === "allow" ? "allow" : "log";
 }
 
-/** What a re-authentication records: the new secret's hash, the proofs, the assurance level. */
+/** What a re-authentication records: the new secret's hash, the factors, the assurance level. */
 export interface Reauthentication {
   secretHash: string;
-  proofs: StoredFactors;
+  factors: StoredFactors;
   assuranceLevel: number | null;
 }
 
 /**
- * Gives the token's live session a new secret and records the new proofs (merged over the
+ * Gives the token's live session a new secret and records the new factors (merged over the
  * old, factor by factor), in one batch: the `reauthenticated` event is logged while the old
  * secret still proves the session, then the row changes. The answer is this write's event:
  * a replayed batch finds the old secret gone and changes nothing, yet answers the same, so the
@@ -226,7 +226,7 @@ export async function reauthenticateSession(
   check: ContextCheck | null,
 ): Promise<Logged<{ expiresAt: Date } | null | "support">> {
   const write = newWrite(at.now);
-  const latest = Math.max(...Object.values(change.proofs));
+  const latest = Math.max(...Object.values(change.factors));
   // The user just proved who they are: a change of context is only logged, and a hold lifted.
   const logged = check && {
     ...check,
@@ -250,7 +250,7 @@ export async function reauthenticateSession(
         .set({
           ...head.seen(),
           secretHash: change.secretHash,
-          authProofs: sql`json_patch(coalesce(${sessions.authProofs}, '{}'), ${JSON.stringify(change.proofs)})`,
+          authProofs: sql`json_patch(coalesce(${sessions.authProofs}, '{}'), ${JSON.stringify(change.factors)})`,
           assuranceLevel: change.assuranceLevel ?? sessions.assuranceLevel,
           authenticatedAt: sql`max(${sessions.authenticatedAt}, ${latest})`,
           lastActiveAt: at.now,

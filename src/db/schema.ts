@@ -38,11 +38,11 @@ export const sessions = sqliteTable(
     // Browser family, OS and country (src/domain/device.ts `deviceKey`): what "a new device" compares.
     deviceKey: text("device_key").notNull(),
     // What the login flow verified (src/domain/auth-factors.ts): {factor: completion time in ms}, null
-    // when it said nothing; merged with the new proofs on re-authentication.
+    // when it said nothing; merged with the new factors on re-authentication.
     authProofs: text("auth_proofs", { mode: "json" }).$type<StoredFactors>(),
     // NIST SP 800-63B AAL (1-3) when the login flow gave one.
     assuranceLevel: integer("assurance_level"),
-    // The latest proof: created_at for sessions issued without proofs.
+    // The latest factor: created_at for sessions issued without factors.
     authenticatedAt: integer("authenticated_at", { mode: "timestamp_ms" }).notNull(),
     // Device binding (src/domain/device-binding.ts). The challenge the next proof must sign: issued
     // with a device-bound login, replaced by every proof or request for one; never accepted twice.

@@ -53,7 +53,7 @@ const MAX_PROOFS = AUTH_FACTORS.length;
 /** A login flow's clock may run a little ahead of the worker's. */
 const CLOCK_SKEW_MS = 60_000;
 
-/** The one rule for proofs given by the rest of the system; refused as a TypeError or RangeError. */
+/** The one rule for factors given by the rest of the system; refused as a TypeError or RangeError. */
 export function checkFactors(input: unknown, now: Date, required: boolean): StoredFactors | null {
   if (input === undefined || input === null) {
     if (required) throw new TypeError("factors must list at least one completed authentication factor");
@@ -62,7 +62,7 @@ export function checkFactors(input: unknown, now: Date, required: boolean): Stor
   if (!Array.isArray(input) || input.length > MAX_PROOFS || (required && input.length === 0)) {
     throw new TypeError(`factors must be an array of 1 to ${MAX_PROOFS} factors`);
   }
-  const proofs: StoredFactors = {};
+  const factors: StoredFactors = {};
   for (const item of input as unknown[]) {
     const { factor, completedAt } =
       typeof item === "string"
@@ -78,9 +78,9 @@ export function checkFactors(input: unknown, now: Date, required: boolean): Stor
       throw new RangeError("completedAt must be a valid time, not in the future");
     }
     const key = factor as AuthFactor;
-    proofs[key] = Math.max(proofs[key] ?? 0, Math.min(at, now.getTime()));
+    factors[key] = Math.max(factors[key] ?? 0, Math.min(at, now.getTime()));
   }
-  return proofs;
+  return factors;
 }
 
 export function checkAssuranceLevel(level: unknown): AssuranceLevel | null {
@@ -97,13 +97,13 @@ export function isMaxAge(seconds: unknown): seconds is number {
 }
 
 /** The latest proof: when the user last proved who they are. */
-export function latestFactor(proofs: StoredFactors | null): number | null {
-  const times = Object.values(proofs ?? {});
+export function latestFactor(factors: StoredFactors | null): number | null {
+  const times = Object.values(factors ?? {});
   return times.length > 0 ? Math.max(...times) : null;
 }
 
-export function factorList(proofs: StoredFactors | null): CompletedFactor[] {
-  return Object.entries(proofs ?? {})
+export function factorList(factors: StoredFactors | null): CompletedFactor[] {
+  return Object.entries(factors ?? {})
     .sort(([, a], [, b]) => a - b)
     .map(([factor, at]) => ({ factor: factor as AuthFactor, completedAt: new Date(at).toISOString() }));
 }

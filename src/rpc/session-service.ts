@@ -176,7 +176,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
 
   /**
-   * The user authenticated again (`factors` just verified): records the proofs and gives the
+   * The user authenticated again (`factors` just verified): records the factors and gives the
    * session a new token, same id; the old token stops working at once. Null when the token
    * does not prove a live session. Logged `reauthenticated`.
    */

@@ -11,7 +11,7 @@ import { contextCheck, type Scope, write } from "./scope.ts";
 import type { SessionToken } from "./session-token.ts";
 
 // Device binding (DBSC, src/domain/device-binding.ts): what a browser's registration and
-// refresh write once their proofs are verified, each one D1 round trip. Neither counts as the
+// refresh write once their device proofs are verified, each one D1 round trip. Neither counts as the
 // user's activity.
 
 /** A verified proof: the challenge it signed (null: none valid) and the key it signed with. */

@@ -141,7 +141,7 @@ export async function buildSession(
   at: Instant = instant(config),
 ): Promise<NewSessionRow> {
   const userId = checkUserId(input.userId);
-  const proofs = checkFactors(input.factors, at.now, false);
+  const factors = checkFactors(input.factors, at.now, false);
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
   const carrier = checkSessionCarrier(input.carrier);
   if (input.deviceBound !== undefined && typeof input.deviceBound !== "boolean")
@@ -180,9 +180,9 @@ export async function buildSession(
     lastActiveAt: createdAt,
     ttlSeconds,
     deviceKey: deviceKey(device, country),
-    authProofs: proofs,
+    authProofs: factors,
     assuranceLevel,
-    authenticatedAt: new Date(latestFactor(proofs) ?? createdAt.getTime()),
+    authenticatedAt: new Date(latestFactor(factors) ?? createdAt.getTime()),
     dbscChallenge: challenge,
     boundCookieHash: boundSecret && (await hashSecret(boundSecret)),
     boundCookieExpiresAt: boundSecret ? new Date(createdAt.getTime() + config.boundCookieSeconds * 1000) : null,
@@ -301,7 +301,7 @@ export interface ReissuedSession {
 }
 
 /**
- * The user proved who they are again: records the proofs and gives the session a new secret
+ * The user proved who they are again: records the factors and gives the session a new secret
  * (OWASP ASVS V7.2.4), in one round trip. `carrier`: what carried the token, if the caller says.
  * `cookieHeader`: the `Cookie` header that came with the token, whose bound cookie a device-bound session needs. Null when the token does not
  * prove a live session: nothing changed, and a dead session stays dead.
@@ -313,7 +313,7 @@ export async function reauthenticate(
   cookieHeader: string | undefined,
 ): Promise<ReissuedSession | null | "support"> {
   const { config, at } = scope;
-  const proofs = checkFactors(input?.factors, at.now, true) as StoredFactors;
+  const factors = checkFactors(input?.factors, at.now, true) as StoredFactors;
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
   const session = await readSessionToken(scope.shards, input.token, carrier, {
     header: cookieHeader,
@@ -322,7 +322,7 @@ export async function reauthenticate(
   if (!session) return null;
   const { place, proof } = session;
   const { secret, token } = newSecretFor(proof.id);
-  const change = { secretHash: await hashSecret(secret), proofs, assuranceLevel };
+  const change = { secretHash: await hashSecret(secret), factors, assuranceLevel };
   const changed = await write(
     scope,
     proof.id,
