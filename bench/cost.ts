@@ -158,7 +158,7 @@ export function listBatchOf(env: Env, config: ReturnType<typeof readConfig>, own
       place,
       await proofOf(caller.token),
       instantOf(config, new Date()),
-      { context, policies: config.context },
+      { context, policies: config.contextPolicies },
       { sessionId: caller.id, ipAddress: null, queued: false, adminKeyId: null },
     ),
   );
@@ -182,7 +182,7 @@ export function authenticateBatchOf(
       place,
       await proofOf(caller.token, carrier),
       instantOf(config, new Date()),
-      { context, policies: config.context },
+      { context, policies: config.contextPolicies },
       { sessionId: caller.id, ipAddress: null, queued: false, adminKeyId: null },
     ),
   );
@@ -261,10 +261,10 @@ async function runOperation(
   const proof = await proofOf(caller.token, carrierOf(key));
   const now = new Date();
   const at = (offsetMs: number) => instantOf(config, new Date(now.getTime() + offsetMs));
-  const actor = { sessionId: caller.id, ipAddress: "203.0.113.7", queued: false, adminKeyId: null };
+  const writer = { sessionId: caller.id, ipAddress: "203.0.113.7", queued: false, adminKeyId: null };
   // Judged as every request of a browser's session is: from its own browser, nothing changed. A
   // Bearer call passes it too, as its route does, and the batch judges nothing (src/db/authenticated.ts).
-  const check = { context: clientContext(caller.userAgent, null, null), policies: config.context };
+  const check = { context: clientContext(caller.userAgent, null, null), policies: config.contextPolicies };
   switch (key) {
     case "create": {
       // One more session for this user, who holds `own.length`: what a login costs them.
@@ -283,28 +283,28 @@ async function runOperation(
     case "whoamiBearer":
     case "token":
     case "tokenBearer":
-      await authenticate(db, proof, at(0), check, actor);
+      await authenticate(db, proof, at(0), check, writer);
       break;
     case "list":
-      await listSessionsByToken(db, proof, at(0), check, actor);
+      await listSessionsByToken(db, proof, at(0), check, writer);
       break;
     case "listTouch":
-      await listSessionsByToken(db, proof, at(ACTIVITY_WRITE_INTERVAL_MS + 1000), check, actor);
+      await listSessionsByToken(db, proof, at(ACTIVITY_WRITE_INTERVAL_MS + 1000), check, writer);
       break;
     case "events":
-      await listEvents(db, proof, at(0), check, actor);
+      await listEvents(db, proof, at(0), check, writer);
       break;
     case "revoke":
-      await deleteSession(db, proof, (own[1] ?? caller).id, actor, at(0), check);
+      await deleteSession(db, proof, (own[1] ?? caller).id, writer, at(0), check);
       break;
     case "logout":
-      await endSessionByToken(db, proof, actor, at(0));
+      await endSessionByToken(db, proof, writer, at(0));
       break;
     case "logoutAll":
-      await endAllSessionsByToken(db, proof, actor, at(0), check);
+      await endAllSessionsByToken(db, proof, writer, at(0), check);
       break;
     case "logoutOthers":
-      await endOtherSessionsByToken(db, proof, actor, at(0), check);
+      await endOtherSessionsByToken(db, proof, writer, at(0), check);
       break;
   }
   return { ...total, operation: operationOf(key, own, answers) };

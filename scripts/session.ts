@@ -14,6 +14,7 @@
 
 import { answerOnLocalProject } from "../dev/local-d1.ts";
 import { SESSION_CARRIERS, type SessionCarrier } from "../src/domain/carrier.ts";
+import { callRefusalSentence } from "../src/domain/refusal.ts";
 import type { SessionData } from "../src/domain/session-data.ts";
 import { issueSession, openSupportSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
@@ -109,7 +110,7 @@ await answerOnLocalProject(values.env, async (project) => {
     return { id, token, expiresAt };
   }
   if (command === "support") {
-    const { id, token, expiresAt } = await openSupportSession(scope, {
+    const opened = await openSupportSession(scope, {
       userId: values.user as string,
       agentId: values.agent as string,
       reason: values.reason as string,
@@ -117,6 +118,9 @@ await answerOnLocalProject(values.env, async (project) => {
       ipAddress: "127.0.0.1",
       ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
     });
+    // This door's answer to a refusal: the RPC's error, with its sentence.
+    if (typeof opened === "string") throw new RangeError(callRefusalSentence(opened));
+    const { id, token, expiresAt } = opened;
     return { id, token, expiresAt };
   }
   if (command === "list")

@@ -39,7 +39,7 @@ async function plan(sql: string, params: unknown[]): Promise<string> {
 const at = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: false, maxLifetimeSeconds: 34_560_000 });
 const sliding = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: true, maxLifetimeSeconds: 34_560_000 });
 const proof = { id: "A".repeat(24), secretHash: "0".repeat(64), carrier: "cookie" } as const;
-const actor = { sessionId: proof.id, ipAddress: "192.0.2.1", queued: false, adminKeyId: null };
+const writer = { sessionId: proof.id, ipAddress: "192.0.2.1", queued: false, adminKeyId: null };
 // A context check with every rule on (src/db/client-context.ts): its statements are planned too.
 const check = {
   context: { browser: "Chrome", os: "macOS", country: "DE", asn: 3320 },
@@ -63,21 +63,21 @@ const newSession = (id: string) => ({
 const on = (db: Database): Place => ({ binding: "DB", db, bucket: "AA", elsewhere: () => null });
 
 const operations: Record<string, (db: Database) => Promise<unknown>> = {
-  authenticate: (db) => authenticate(on(db), proof, at, check, actor),
-  "authenticate (sliding)": (db) => authenticate(on(db), proof, sliding, check, actor),
+  authenticate: (db) => authenticate(on(db), proof, at, check, writer),
+  "authenticate (sliding)": (db) => authenticate(on(db), proof, sliding, check, writer),
   insertSession: (db) =>
-    insertSession(on(db), newSession(`AA${"C".repeat(22)}`), actor, { maxPerUser: 2, seenSince: at.now }, at),
+    insertSession(on(db), newSession(`AA${"C".repeat(22)}`), writer, { maxPerUser: 2, seenSince: at.now }, at),
   listSessionsByUserId: (db) => listSessionsByUserId(on(db), "plan-user", at),
-  endSessionsByUserId: (db) => endSessionsByUserId(on(db), "plan-user", proof.id, "admin", actor, at),
-  endSessionById: (db) => endSessionById(on(db), proof.id, "admin", actor, at),
+  endSessionsByUserId: (db) => endSessionsByUserId(on(db), "plan-user", proof.id, "admin", writer, at),
+  endSessionById: (db) => endSessionById(on(db), proof.id, "admin", writer, at),
   pendingEvents: (db) => pendingEvents(db, at.now, 10),
   markDelivered: (db) => markDelivered(db, [1, 2, 3]),
-  listSessionsByToken: (db) => listSessionsByToken(on(db), proof, at, check, actor),
-  deleteSession: (db) => deleteSession(on(db), proof, `AA${"B".repeat(22)}`, actor, at, check),
-  endSessionByToken: (db) => endSessionByToken(on(db), proof, actor, at),
-  endAllSessionsByToken: (db) => endAllSessionsByToken(on(db), proof, actor, at, check),
-  endOtherSessionsByToken: (db) => endOtherSessionsByToken(on(db), proof, actor, at, check),
-  listEvents: (db) => listEvents(on(db), proof, at, check, actor),
+  listSessionsByToken: (db) => listSessionsByToken(on(db), proof, at, check, writer),
+  deleteSession: (db) => deleteSession(on(db), proof, `AA${"B".repeat(22)}`, writer, at, check),
+  endSessionByToken: (db) => endSessionByToken(on(db), proof, writer, at),
+  endAllSessionsByToken: (db) => endAllSessionsByToken(on(db), proof, writer, at, check),
+  endOtherSessionsByToken: (db) => endOtherSessionsByToken(on(db), proof, writer, at, check),
+  listEvents: (db) => listEvents(on(db), proof, at, check, writer),
   purgeSessions: (db) => purgeSessions(db, at, 10),
   purgeEvents: (db) => purgeEvents(db, at.now, 10),
 };
@@ -117,7 +117,7 @@ describe("query plans", () => {
 
   it("the list reads the caller by primary key and the user's sessions by the user index", async () => {
     const { db, statements } = recordingD1(database);
-    await listSessionsByToken(on(openDatabase(db)), proof, at, check, actor);
+    await listSessionsByToken(on(openDatabase(db)), proof, at, check, writer);
     const select = statements.find((s) => s.sql.includes("json_group_array"))!;
     const detail = await plan(select.sql, select.params);
     expect(detail).toMatch(

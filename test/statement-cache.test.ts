@@ -46,7 +46,7 @@ const BASE: Input = {
   proof: { id: ID, secretHash: "0".repeat(64), boundHash: null, carrier: "cookie" },
   at: { now: NOW, idleCutoff: null, slidingMaxLifetimeMs: null, stepUpCutoff: null },
   check: CHECK,
-  actor: { sessionId: ID, ipAddress: "192.0.2.1", queued: false, adminKeyId: null },
+  writer: { sessionId: ID, ipAddress: "192.0.2.1", queued: false, adminKeyId: null },
   bucket: "AA",
 };
 const BEFORE = (ms: number) => new Date(NOW.getTime() - ms);
@@ -56,7 +56,7 @@ const OTHERS: Record<keyof Input, unknown> & {
   at: Others<Input["at"]>;
   context: Others<ClientContext>;
   policies: Others<ContextPolicies>;
-  actor: Others<Input["actor"]>;
+  writer: Others<Input["writer"]>;
   check: null[];
   bucket: string[];
 } = {
@@ -75,7 +75,7 @@ const OTHERS: Record<keyof Input, unknown> & {
   // Safari on macOS is one of Apple's two faces (sameDevice): its pairs are constants of the text.
   context: { browser: ["Firefox", "Safari"], os: ["Windows"], country: [null, "FR"], asn: [null, 64_496] },
   policies: { device: ["allow", "log", "end"], network: ["allow", "log", "step-up"] },
-  actor: {
+  writer: {
     sessionId: [null, `AA${"c".repeat(22)}`],
     ipAddress: [null, "2001:db8::1"],
     queued: [true],
@@ -100,7 +100,7 @@ function inputs(): Input[] {
     ...varied(BASE.at, OTHERS.at).map((at) => ({ ...BASE, at })),
     ...varied(CHECK.context, OTHERS.context).map((context) => ({ ...BASE, check: { ...CHECK, context } })),
     ...varied(CHECK.policies, OTHERS.policies).map((policies) => ({ ...BASE, check: { ...CHECK, policies } })),
-    ...varied(BASE.actor, OTHERS.actor).map((actor) => ({ ...BASE, actor })),
+    ...varied(BASE.writer, OTHERS.writer).map((writer) => ({ ...BASE, writer })),
     ...OTHERS.check.map((none) => ({ ...BASE, check: none })),
     ...OTHERS.bucket.map((bucket) => ({ ...BASE, bucket })),
   ];
@@ -110,28 +110,28 @@ const otherId = () => `AA${crypto.randomUUID().replaceAll("-", "").slice(0, 22)}
 
 /** Every operation whose batch starts with the head (src/db/authenticated.ts). */
 const OPERATIONS: Record<string, (place: Place, input: Input) => Promise<unknown>> = {
-  authenticate: (place, { proof, at, check, actor }) => authenticate(place, proof, at, check, actor),
-  list: (place, { proof, at, check, actor }) => listSessionsByToken(place, proof, at, check, actor),
-  events: (place, { proof, at, check, actor }) => listEvents(place, proof, at, check, actor),
-  "delete own": (place, { proof, at, check, actor }) => deleteSession(place, proof, proof.id, actor, at, check),
-  "delete other": (place, { proof, at, check, actor }) => deleteSession(place, proof, otherId(), actor, at, check),
-  "logout everywhere": (place, { proof, at, check, actor }) => endAllSessionsByToken(place, proof, actor, at, check),
-  "logout others": (place, { proof, at, check, actor }) => endOtherSessionsByToken(place, proof, actor, at, check),
-  reauthenticate: (place, { proof, at, check, actor }) =>
+  authenticate: (place, { proof, at, check, writer }) => authenticate(place, proof, at, check, writer),
+  list: (place, { proof, at, check, writer }) => listSessionsByToken(place, proof, at, check, writer),
+  events: (place, { proof, at, check, writer }) => listEvents(place, proof, at, check, writer),
+  "delete own": (place, { proof, at, check, writer }) => deleteSession(place, proof, proof.id, writer, at, check),
+  "delete other": (place, { proof, at, check, writer }) => deleteSession(place, proof, otherId(), writer, at, check),
+  "logout everywhere": (place, { proof, at, check, writer }) => endAllSessionsByToken(place, proof, writer, at, check),
+  "logout others": (place, { proof, at, check, writer }) => endOtherSessionsByToken(place, proof, writer, at, check),
+  reauthenticate: (place, { proof, at, check, writer }) =>
     reauthenticateSession(
       place,
       proof,
-      { secretHash: "3".repeat(64), proofs: { pwd: at.now.getTime() }, assuranceLevel: 1 },
-      actor,
+      { secretHash: "3".repeat(64), factors: { pwd: at.now.getTime() }, assuranceLevel: 1 },
+      writer,
       at,
       check,
     ),
-  "bind a device": (place, { proof, at, check, actor }) =>
+  "bind a device": (place, { proof, at, check, writer }) =>
     registerBinding(
       place,
       proof,
       { challenge: "challenge", thumbprint: "key", nextChallenge: "next" },
-      actor,
+      writer,
       at,
       check,
     ),

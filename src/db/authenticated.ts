@@ -16,7 +16,7 @@ import {
 import { type Compiled, compiledAll, compiledRun, instantAt, placeholder } from "./compiled.ts";
 import { ACTIVITY_WRITE_INTERVAL_MS, type Caller, isProvenBy, type TokenProof } from "./liveness.ts";
 import { type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
-import { type Actor, endSessions, loggedBy, recordEvents, type Write } from "./writes.ts";
+import { endSessions, loggedBy, recordEvents, type Write, type Writer } from "./writes.ts";
 
 // The one authenticated batch: every operation by a session's token (the list, the events, the
 // deletes and logouts, authenticate, reauthenticate, a DBSC registration) starts its one batch
@@ -32,7 +32,7 @@ export interface ByToken {
   proof: TokenProof;
   at: Instant;
   check: ContextCheck | null;
-  actor: Actor;
+  writer: Writer;
   write: Write;
 }
 
@@ -48,7 +48,7 @@ function renewedExpiry(at: Instant, maxLifetimeMs: unknown): SQL<Date> {
  * The head's statements as drizzle builds them, from what `headOf` hands over: the call's values
  * or, while the statements are rendered once (src/db/compiled.ts), placeholders for them.
  */
-function build(db: Database, { proof, at, check, actor, write }: ByToken, activity: boolean, staleBefore: unknown) {
+function build(db: Database, { proof, at, check, writer, write }: ByToken, activity: boolean, staleBefore: unknown) {
   const proven = isProvenBy(proof, at);
   const changed = check && sql`(${isBrowsers} AND ${differs(check)})`;
   const stale = activity ? sql`${sessions.lastActiveAt} <= ${staleBefore}` : null;
@@ -61,7 +61,7 @@ function build(db: Database, { proof, at, check, actor, write }: ByToken, activi
           db,
           ending ? sql`CASE WHEN ${ending} THEN 'ended' ELSE 'context_changed' END` : "context_changed",
           sql`${proven} AND ${isJudged} AND ${judged}`,
-          actor,
+          writer,
           write,
           {
             // The policy that applied: a receiver is told of a session held for step-up (src/services/ssf/delivery.ts).
@@ -115,7 +115,7 @@ type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
  * passed its context, is judged: a Bearer call is an app's, from wherever it runs.
  */
 export function authenticated(db: Database, token: ByToken, activity: boolean) {
-  const { proof, at, actor, write } = token;
+  const { proof, at, writer, write } = token;
   const check = proof.carrier === "bearer" ? null : token.check;
   const context = check?.context;
   // What changes the SQL text (test/statement-cache.test.ts fails on a part left out). Safari's two
@@ -128,7 +128,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     at.stepUpCutoff !== null,
     Boolean(proof.boundHash),
     proof.carrier,
-    actor.queued,
+    writer.queued,
     check && [check.policies, context?.country !== null, context?.asn !== null, apple],
   ]);
   // The stand-ins: every value that changes per call a placeholder, its value this call's.
@@ -166,18 +166,18 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
           asn: check.context.asn === null ? null : stand("asn", check.context.asn),
         } satisfies FieldByField<ClientContext>,
       } satisfies FieldByField<ContextCheck>),
-    actor: {
-      sessionId: stand("actor", actor.sessionId),
-      ipAddress: stand("ip", actor.ipAddress),
-      queued: actor.queued,
-      adminKeyId: stand("adminKey", actor.adminKeyId),
-    } satisfies FieldByField<Actor>,
+    writer: {
+      sessionId: stand("writer", writer.sessionId),
+      ipAddress: stand("ip", writer.ipAddress),
+      queued: writer.queued,
+      adminKeyId: stand("adminKey", writer.adminKeyId),
+    } satisfies FieldByField<Writer>,
     write: { id: stand("writeId", write.id), at: standAt("writeAt", write.at) } satisfies FieldByField<Write>,
   };
   const staleBefore = at.now.getTime() - ACTIVITY_WRITE_INTERVAL_MS;
   const staleBeforeStandIn = stand("staleBefore", staleBefore);
   // The same statements on the call's own values, for a fresh render to compare with (src/db/compiled.ts).
-  const called: ByToken = { proof, at, check, actor, write };
+  const called: ByToken = { proof, at, check, writer, write };
   let built: ReturnType<typeof build> | undefined;
   const statement = (name: keyof ReturnType<typeof build>): Compiled => ({
     shape: `${name}:${shape}`,

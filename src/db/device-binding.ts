@@ -8,7 +8,7 @@ import type { ContextCheck } from "./client-context.ts";
 import { isTokenOf, type TokenProof } from "./liveness.ts";
 import { sessions } from "./schema.ts";
 import type { Place } from "./shards.ts";
-import { type Actor, type Logged, newWrite, recordEvents } from "./writes.ts";
+import { type Logged, newWrite, recordEvents, type Writer } from "./writes.ts";
 
 /** What a verified registration proof lets the batch write: the key, and the challenge replacing the one it signed. */
 export interface Binding {
@@ -41,7 +41,7 @@ export async function registerBinding(
   place: Place,
   proof: TokenProof,
   binding: Binding,
-  actor: Actor,
+  writer: Writer,
   at: Instant,
   check: ContextCheck | null,
 ): Promise<Logged<RegistrationOutcome>> {
@@ -56,10 +56,10 @@ export async function registerBinding(
       // Support access binds no key: the agent's browser would then hold the user's session.
       isNull(sessions.supportAgent),
     );
-    const head = authenticated(db, { proof, at, check, actor, write }, false);
+    const head = authenticated(db, { proof, at, check, writer, write }, false);
     const { row, logged, move } = await batchNamed(db, {
       ...head.statements,
-      recorded: recordEvents(db, "device_bound", eligible, actor, write),
+      recorded: recordEvents(db, "device_bound", eligible, writer, write),
       bound: db
         .update(sessions)
         .set({ dbscKeyThumbprint: binding.thumbprint, dbscChallenge: binding.nextChallenge })

@@ -8,7 +8,7 @@ import type { ContextCheck } from "./client-context.ts";
 import { type Caller, ownerOf, type TokenProof } from "./liveness.ts";
 import { type SessionEventRow, sessionEvents } from "./schema.ts";
 import type { Place } from "./shards.ts";
-import { type Actor, type Logged, newWrite } from "./writes.ts";
+import { type Logged, newWrite, type Writer } from "./writes.ts";
 
 /** A user's events, through the one index: under the user's bucket (src/db/schema.ts `bucket`). */
 export function eventsOf(bucket: string, userId: string | SQLWrapper): SQL | undefined {
@@ -24,9 +24,9 @@ export async function listEvents(
   proof: TokenProof,
   at: Instant,
   check: ContextCheck | null,
-  actor: Actor,
+  writer: Writer,
 ): Promise<Logged<{ caller: Caller | null; events: SessionEventRow[] }>> {
-  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
+  const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
     const head = authenticated(db, token, true);
     const { contextEvents, read, events } = await batchNamed(db, {

@@ -15,9 +15,10 @@ import {
   type SQL,
   sql,
 } from "drizzle-orm";
-import type { StoredProofs } from "../domain/auth-proofs.ts";
+import type { StoredFactors } from "../domain/auth-factors.ts";
 import type { ContextPolicy } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
+import type { SupportRefusal } from "../domain/refusal.ts";
 import { authenticated, tail } from "./authenticated.ts";
 import { moveOf, notMoving, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
@@ -26,7 +27,7 @@ import { eventsOf } from "./events.ts";
 import { isLive, isProvenBy, type TokenProof } from "./liveness.ts";
 import { bucketMoves, sessionEvents, sessions } from "./schema.ts";
 import type { Place } from "./shards.ts";
-import { type Actor, endSessions, type Logged, loggedBy, newWrite, recordEvents, type Write } from "./writes.ts";
+import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Write, type Writer } from "./writes.ts";
 
 // The two statements that hand out a secret: a new session's row, and a new secret for a live
 // session (re-authentication). Each logs its event and answers from it, replay-safe (writes.ts).
@@ -84,13 +85,13 @@ function seenOnDevice(db: Database, bucket: string, session: NewSession, since: 
 export async function insertSession(
   place: Place,
   session: NewSession,
-  actor: Actor,
+  writer: Writer,
   policy: IssuePolicy,
   at: Instant,
 ): Promise<Logged<{ stored: boolean; newDevice: boolean }>> {
   const write = newWrite(session.createdAt);
   const ours = and(eq(sessions.id, session.id), eq(sessions.secretHash, session.secretHash));
-  const evictor = { ...actor, sessionId: session.id };
+  const evictor = { ...writer, sessionId: session.id };
   return onBucket(place, async (db) => {
     // Keep the maxPerUser - 1 most recently active others; the new one makes maxPerUser.
     const overCap = inArray(
@@ -114,7 +115,7 @@ export async function insertSession(
     );
     const { stored, logged, move } = await batchNamed(db, {
       inserted: insertUnlessDone(db, place.bucket, session, write),
-      recorded: recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write, {
+      recorded: recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), writer, write, {
         newDevice: sql<boolean>`${not(seenOnDevice(db, place.bucket, session, policy.seenSince))}`,
       }),
       stored: db.select({ id: sessions.id }).from(sessions).where(ours),
@@ -128,9 +129,6 @@ export async function insertSession(
   });
 }
 
-/** Why a support session was not opened, when it was not. */
-export type SupportRefusal = "unknown_user" | "too_many_open";
-
 /**
  * Stores a support session (src/domain/support.ts) and its `created` event, in one batch, only
  * for a user this database knows (a session row or an event in the log) with fewer than
@@ -140,7 +138,7 @@ export type SupportRefusal = "unknown_user" | "too_many_open";
 export async function insertSupportSession(
   place: Place,
   session: NewSession,
-  actor: Actor,
+  writer: Writer,
   perUser: number,
   at: Instant,
 ): Promise<Logged<{ stored: boolean; refused: SupportRefusal | null }>> {
@@ -161,7 +159,7 @@ export async function insertSupportSession(
     )})`;
     const { stored, why, logged, move } = await batchNamed(db, {
       inserted: insertUnlessDone(db, place.bucket, session, write, sql`${known} AND ${open} < ${perUser}`),
-      recorded: recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), actor, write),
+      recorded: recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), writer, write),
       stored: db.select({ id: sessions.id }).from(sessions).where(ours),
       why: db
         .select({ known: known.mapWith(Boolean).as("known"), open: open.mapWith(Number).as("open") })
@@ -204,15 +202,15 @@ function logOnly(policy: ContextPolicy): ContextPolicy {
   return policy === "allow" ? "allow" : "log";
 }
 
-/** What a re-authentication records: the new secret's hash, the proofs, the assurance level. */
+/** What a re-authentication records: the new secret's hash, the factors, the assurance level. */
 export interface Reauthentication {
   secretHash: string;
-  proofs: StoredProofs;
+  factors: StoredFactors;
   assuranceLevel: number | null;
 }
 
 /**
- * Gives the token's live session a new secret and records the new proofs (merged over the
+ * Gives the token's live session a new secret and records the new factors (merged over the
  * old, factor by factor), in one batch: the `reauthenticated` event is logged while the old
  * secret still proves the session, then the row changes. The answer is this write's event:
  * a replayed batch finds the old secret gone and changes nothing, yet answers the same, so the
@@ -223,12 +221,12 @@ export async function reauthenticateSession(
   place: Place,
   proof: TokenProof,
   change: Reauthentication,
-  actor: Actor,
+  writer: Writer,
   at: Instant,
   check: ContextCheck | null,
 ): Promise<Logged<{ expiresAt: Date } | null | "support">> {
   const write = newWrite(at.now);
-  const latest = Math.max(...Object.values(change.proofs));
+  const latest = Math.max(...Object.values(change.factors));
   // The user just proved who they are: a change of context is only logged, and a hold lifted.
   const logged = check && {
     ...check,
@@ -239,10 +237,10 @@ export async function reauthenticateSession(
     // Support access is time-boxed: it is never given a new secret (src/domain/support.ts).
     const eligible = and(proven, isNull(sessions.supportAgent));
     // Its own UPDATE records the context: the head's would change the same row a statement earlier.
-    const head = authenticated(db, { proof, at, check: logged, actor, write }, false);
+    const head = authenticated(db, { proof, at, check: logged, writer, write }, false);
     const { row, events, move } = await batchNamed(db, {
       contextEvents: head.statements.contextEvents,
-      recorded: recordEvents(db, "reauthenticated", eligible, actor, write, {
+      recorded: recordEvents(db, "reauthenticated", eligible, writer, write, {
         assuranceLevel: change.assuranceLevel,
         // Read before the batch's UPDATE clears it: this re-authentication lifts a context hold.
         reason: sql<string>`CASE WHEN ${sessions.contextStepUp} THEN 'step-up' END`,
@@ -252,7 +250,7 @@ export async function reauthenticateSession(
         .set({
           ...head.seen(),
           secretHash: change.secretHash,
-          authProofs: sql`json_patch(coalesce(${sessions.authProofs}, '{}'), ${JSON.stringify(change.proofs)})`,
+          authProofs: sql`json_patch(coalesce(${sessions.authProofs}, '{}'), ${JSON.stringify(change.factors)})`,
           assuranceLevel: change.assuranceLevel ?? sessions.assuranceLevel,
           authenticatedAt: sql`max(${sessions.authenticatedAt}, ${latest})`,
           lastActiveAt: at.now,

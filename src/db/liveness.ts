@@ -1,5 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
-import type { StoredProofs } from "../domain/auth-proofs.ts";
+import type { StoredFactors } from "../domain/auth-factors.ts";
 import type { TokenCarrier } from "../domain/carrier.ts";
 import type { Instant } from "../domain/clock.ts";
 import type { SessionData } from "../domain/session-data.ts";
@@ -83,7 +83,7 @@ export type Caller = {
   userId: string;
   expiresAt: Date;
   authenticatedAt: Date;
-  authProofs: StoredProofs | null;
+  authProofs: StoredFactors | null;
   assuranceLevel: number | null;
   /** Held by a context change: refused everything but its own logout until `reauthenticate`. */
   contextStepUp: boolean;

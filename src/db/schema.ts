@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
-import type { StoredProofs } from "../domain/auth-proofs.ts";
+import type { StoredFactors } from "../domain/auth-factors.ts";
 import { SESSION_CARRIERS } from "../domain/carrier.ts";
 import type { ContextChange } from "../domain/client-context.ts";
 import { DEVICE_TYPES } from "../domain/device.ts";
@@ -37,12 +37,12 @@ export const sessions = sqliteTable(
     ttlSeconds: integer("ttl_seconds").notNull(),
     // Browser family, OS and country (src/domain/device.ts `deviceKey`): what "a new device" compares.
     deviceKey: text("device_key").notNull(),
-    // What the login flow verified (src/domain/auth-proofs.ts): {factor: completion time in ms}, null
-    // when it said nothing; merged with the new proofs on re-authentication.
-    authProofs: text("auth_proofs", { mode: "json" }).$type<StoredProofs>(),
+    // What the login flow verified (src/domain/auth-factors.ts): {factor: completion time in ms}, null
+    // when it said nothing; merged with the new factors on re-authentication.
+    authProofs: text("auth_proofs", { mode: "json" }).$type<StoredFactors>(),
     // NIST SP 800-63B AAL (1-3) when the login flow gave one.
     assuranceLevel: integer("assurance_level"),
-    // The latest proof: created_at for sessions issued without proofs.
+    // The latest factor: created_at for sessions issued without factors.
     authenticatedAt: integer("authenticated_at", { mode: "timestamp_ms" }).notNull(),
     // Device binding (src/domain/device-binding.ts). The challenge the next proof must sign: issued
     // with a device-bound login, replaced by every proof or request for one; never accepted twice.
@@ -132,7 +132,9 @@ export const sessionEvents = sqliteTable(
     // batch, which reads its own events back by (created_at, request_id), so a replay learns
     // what an attempt whose answer was lost did.
     requestId: text("request_id").notNull(),
-    // Why the system ended the session (type `ended`); null otherwise.
+    // Why: type `ended` and `ended_by_upstream`, why the session was ended (`context_changed` for
+    // a context the policy ends); `context_changed`, the policy that applied (`log`, `step-up`);
+    // `reauthenticated`, `step-up` when it lifted a context hold. Null otherwise.
     reason: text("reason"),
     // The session's device (sessions.device_key), kept after the session row is gone.
     deviceKey: text("device_key").notNull(),

@@ -17,7 +17,15 @@ import {
 } from "./liveness.ts";
 import { type SessionRow, sessions } from "./schema.ts";
 import type { Place, Shard } from "./shards.ts";
-import { type Actor, type EventDetails, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "./writes.ts";
+import {
+  type EventDetails,
+  endSessions,
+  type Logged,
+  loggedBy,
+  newWrite,
+  recordEvents,
+  type Writer,
+} from "./writes.ts";
 
 // The statements of an issued session's life: checking a token, listing a user's sessions and
 // ending them. Issuing (a new session, a new secret) is issuing.ts.
@@ -28,9 +36,9 @@ export async function authenticate(
   proof: TokenProof,
   at: Instant,
   check: ContextCheck | null,
-  actor: Actor,
+  writer: Writer,
 ): Promise<Logged<Caller | null>> {
-  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
+  const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
     const head = authenticated(db, token, true);
     const { contextEvents, read } = await batchNamed(db, {
@@ -94,9 +102,9 @@ export async function listSessionsByToken(
   proof: TokenProof,
   at: Instant,
   check: ContextCheck | null,
-  actor: Actor,
+  writer: Writer,
 ): Promise<Logged<{ caller: Caller | null; sessions: ListedSession[] }>> {
-  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
+  const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
     const head = authenticated(db, token, true);
     const { contextEvents, listed } = await batchNamed(db, {
@@ -149,7 +157,7 @@ function endMatching(
   place: Place,
   type: EventType,
   ending: (db: Database) => SQL | undefined,
-  actor: Actor,
+  writer: Writer,
   at: Instant,
   details: EventDetails = {},
 ): Promise<Logged<number>> {
@@ -157,7 +165,7 @@ function endMatching(
   return onBucket(place, async (db) => {
     const matching = ending(db);
     const { logged, move } = await batchNamed(db, {
-      recorded: recordEvents(db, type, matching, actor, write, details),
+      recorded: recordEvents(db, type, matching, writer, write, details),
       ended: endSessions(db, matching),
       ...tail(db, write, place.bucket),
     });
@@ -176,7 +184,7 @@ export async function endSessionsByUserId(
   userId: string,
   exceptSessionId: string | null,
   reason: string,
-  actor: Actor,
+  writer: Writer,
   at: Instant,
 ): Promise<Logged<number>> {
   const ending = and(
@@ -184,7 +192,7 @@ export async function endSessionsByUserId(
     isLive(at),
     exceptSessionId === null ? undefined : ne(sessions.id, exceptSessionId),
   );
-  return endMatching(place, "ended", () => ending, actor, at, { reason });
+  return endMatching(place, "ended", () => ending, writer, at, { reason });
 }
 
 /** Ends one live session by id (no token), logging `ended` with the reason. */
@@ -192,11 +200,11 @@ export async function endSessionById(
   place: Place,
   sessionId: string,
   reason: string,
-  actor: Actor,
+  writer: Writer,
   at: Instant,
 ): Promise<Logged<boolean>> {
   const ending = and(eq(sessions.id, sessionId), isLive(at));
-  return endedAny(await endMatching(place, "ended", () => ending, actor, at, { reason }));
+  return endedAny(await endMatching(place, "ended", () => ending, writer, at, { reason }));
 }
 
 /**
@@ -233,7 +241,7 @@ function endForCaller(
           .from(sql`(SELECT 1)`),
       ),
       recorded: head.alsoRun(`${name}:recorded`, more, (t, _, P) =>
-        recordEvents(db, type, ending(t, P("target")), t.actor, t.write),
+        recordEvents(db, type, ending(t, P("target")), t.writer, t.write),
       ),
       ended: head.alsoRun(`${name}:ended`, more, (t, _, P) => endSessions(db, ending(t, P("target")))),
       logged: head.also(`${name}:logged`, more, (t) => loggedBy(db, t.write)),
@@ -256,11 +264,11 @@ export async function deleteSession(
   place: Place,
   proof: TokenProof,
   targetId: string,
-  actor: Actor,
+  writer: Writer,
   at: Instant,
   check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; deleted: boolean; caller: Caller | null }>> {
-  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
+  const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   // The caller's own session: a user can always leave.
   const own: Ending = (t) => isProvenBy(t.proof, t.at);
   // Step-up never holds back support access either: the user ends someone else's access.
@@ -284,21 +292,21 @@ export async function deleteSession(
 export async function endSessionByToken(
   place: Place,
   proof: TokenProof,
-  actor: Actor,
+  writer: Writer,
   at: Instant,
 ): Promise<Logged<boolean>> {
-  return endedAny(await endMatching(place, "logout", () => isProvenBy(proof, at), actor, at));
+  return endedAny(await endMatching(place, "logout", () => isProvenBy(proof, at), writer, at));
 }
 
 /** Ends every live session of the token's user; `proven` as for endForCaller. */
 export async function endAllSessionsByToken(
   place: Place,
   proof: TokenProof,
-  actor: Actor,
+  writer: Writer,
   at: Instant,
   check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
-  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
+  const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   const all: Ending = (t) => and(isLiveSessionOfCaller(t.proof, t.at), isUsersOwn(t.proof));
   return endForCaller(place, token, "logout_all", "logout-all", all);
 }
@@ -307,11 +315,11 @@ export async function endAllSessionsByToken(
 export async function endOtherSessionsByToken(
   place: Place,
   proof: TokenProof,
-  actor: Actor,
+  writer: Writer,
   at: Instant,
   check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
-  const token: ByToken = { proof, at, check, actor, write: newWrite(at.now) };
+  const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   const others: Ending = (t) =>
     and(
       isLiveSessionOfCaller(t.proof, t.at),
@@ -331,14 +339,14 @@ export async function endSupportSessionsOf(
   shard: Shard,
   agentId: string,
   reason: string,
-  actor: Actor,
+  writer: Writer,
   at: Instant,
 ): Promise<Logged<{ ended: number; moving: number }>> {
   const write = newWrite(at.now);
   const { db } = shard;
   const ending = and(eq(sessions.supportAgent, agentId), isLive(at));
   const { logged, moving } = await batchNamed(db, {
-    recorded: recordEvents(db, "ended", ending, actor, write, { reason }),
+    recorded: recordEvents(db, "ended", ending, writer, write, { reason }),
     ended: endSessions(db, ending),
     logged: loggedBy(db, write),
     moving: db

@@ -15,8 +15,8 @@ import { EVENT_IDS_PER_MS, type SessionEventRow, sessionEvents, sessions } from 
 // writes with its `Write` (bound into the batch, so the same on the replay) and answers
 // from the events carrying it, read back at the end of the batch: what either attempt did.
 
-/** Who is acting, for the security log, and whether the events it causes also go to the events queue. */
-export interface Actor {
+/** Who wrote a row, for the security log (not the support agent, `actor`), and whether the events it causes also go to the events queue. */
+export interface Writer {
   sessionId: string | null;
   ipAddress: string | null;
   /** The events queue is configured: events are written pending delivery, for the outbox to send. */
@@ -83,7 +83,7 @@ export function recordEvents(
   db: Database,
   type: EventType | SQL<EventType>,
   matching: SQL | undefined,
-  actor: Actor,
+  writer: Writer,
   write: Write,
   details: EventDetails = {},
 ) {
@@ -94,8 +94,8 @@ export function recordEvents(
     userId: sessions.userId,
     type: typeof type === "string" ? sql`${type}` : type,
     sessionId: sessions.id,
-    actorSessionId: sql`${actor.sessionId}`,
-    ipAddress: sql`${actor.ipAddress}`,
+    actorSessionId: sql`${writer.sessionId}`,
+    ipAddress: sql`${writer.ipAddress}`,
     createdAt: sql`${write.at.getTime()}`,
     requestId: sql`${write.id}`,
     reason: sql`${details.reason ?? null}`,
@@ -106,8 +106,8 @@ export function recordEvents(
     previousAssuranceLevel: details.assuranceLevel === undefined ? sql`NULL` : sessions.assuranceLevel,
     context: details.context ?? sql`NULL`,
     supportAgent: sessions.supportAgent,
-    pendingDelivery: sql`${actor.queued ? 1 : 0}`,
-    adminKeyId: sql`${actor.adminKeyId}`,
+    pendingDelivery: sql`${writer.queued ? 1 : 0}`,
+    adminKeyId: sql`${writer.adminKeyId}`,
   };
   const where = matching ? sql`${matching} AND ${notMoving()}` : notMoving();
   return db

@@ -29,7 +29,7 @@ export interface Config {
   /** How long a device-bound session's bound cookie lives; the browser renews it with a proof. */
   boundCookieSeconds: number;
   /** What a change of device or network does to a session that is not device-bound (src/domain/client-context.ts). */
-  context: ContextPolicies;
+  contextPolicies: ContextPolicies;
   /** The longest a support session may live (src/domain/support.ts); it never slides. */
   supportMaxSeconds: number;
 }
@@ -139,7 +139,7 @@ function parseConfig(vars: ConfigVars): Config {
     boundCookieSeconds: wholeNumber("SESSION_BOUND_COOKIE_SECONDS", vars.SESSION_BOUND_COOKIE_SECONDS, 600, 10),
     // Never past the lifetime every session is held to: a short SESSION_MAX_LIFETIME_SECONDS caps it.
     supportMaxSeconds: Math.min(supportMaxSeconds, maxLifetimeSeconds),
-    context: {
+    contextPolicies: {
       device: policy("SESSION_CONTEXT_DEVICE", vars.SESSION_CONTEXT_DEVICE, DEFAULT_CONTEXT_POLICIES.device),
       network: policy("SESSION_CONTEXT_NETWORK", vars.SESSION_CONTEXT_NETWORK, DEFAULT_CONTEXT_POLICIES.network),
     },

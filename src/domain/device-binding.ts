@@ -63,7 +63,7 @@ export function parseSessionIdentifier(identifier: string): { sessionId: string;
   return publicKey && { sessionId: identifier.slice(0, dot), key: publicKey };
 }
 
-export interface VerifiedProof {
+export interface VerifiedDeviceProof {
   /** The `jti`: the challenge the proof signed. */
   challenge: string;
   key: PublicKey;
@@ -75,7 +75,10 @@ export interface VerifiedProof {
  * the one in its header, at refresh the session's. Only `jti` is required of the payload:
  * Chrome sends little else. Null for anything that does not verify.
  */
-export async function verifyProof(response: string | null, key: PublicKey | null): Promise<VerifiedProof | null> {
+export async function verifyDeviceProof(
+  response: string | null,
+  key: PublicKey | null,
+): Promise<VerifiedDeviceProof | null> {
   const jws = parseJws(response);
   if (jws?.header.typ !== "dbsc+jwt") return null;
   const { jti } = jws.payload;

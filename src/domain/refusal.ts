@@ -1,3 +1,5 @@
+import { SUPPORT_SESSIONS_PER_USER } from "./support.ts";
+
 // Why an operation by a session's token did nothing: the one vocabulary every service answers
 // with, and each door turns into its own answer (src/http/refusals.ts for the HTTP API).
 export const REFUSALS = [
@@ -19,4 +21,32 @@ export type Refusal = (typeof REFUSALS)[number];
 
 export function isRefusal(value: unknown): value is Refusal {
   return typeof value === "string" && (REFUSALS as readonly string[]).includes(value);
+}
+
+// Beside it, each named for what it refuses and never a bare "refusal", with its own door:
+// - SupportRefusal (below): why a support session was not opened (the RPC's RangeError, the admin API's 400).
+// - RefreshOutcome (src/db/device-binding.ts): what a DBSC refresh did; its `not_live` is this vocabulary's.
+// - StreamRequestRefused (src/domain/ssf/streams.ts): a stream management request refused, 400 with its code.
+// - SetRefused (src/domain/ssf/inbound.ts): an inbound SET refused, RFC 8935's `{err, description}`.
+// - MoveRefused (src/services/moves.ts): an operator's bucket move refused (`npm run shards:move`), no door's.
+
+/** Why a support session was not opened, when it was not. */
+export type SupportRefusal = "unknown_user" | "too_many_open";
+
+/** What a service returns for the RPC's verbs (and the admin API's): a support refusal, or `support` re-authenticating. */
+export type CallRefusal = SupportRefusal | "support";
+
+const CALL_REFUSALS: Record<CallRefusal, string> = {
+  unknown_user: "userId names no user this service knows: no session and nothing in their log",
+  too_many_open: `the user has ${SUPPORT_SESSIONS_PER_USER} open support sessions, the most allowed: end one first`,
+  support: "a support session is never re-authenticated: open a new one",
+};
+
+export function isCallRefusal(value: unknown): value is CallRefusal {
+  return typeof value === "string" && Object.hasOwn(CALL_REFUSALS, value);
+}
+
+/** The sentence a door answers a call refusal with (the RPC's RangeError message, the admin API's `detail`). */
+export function callRefusalSentence(refusal: CallRefusal): string {
+  return CALL_REFUSALS[refusal];
 }

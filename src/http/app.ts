@@ -7,7 +7,7 @@ import { CONFIGURATION_PATH, JWKS_PATH } from "../domain/ssf/transmitter.ts";
 import { requireAdminApi } from "./admin/auth.ts";
 import { adminRoutes } from "./admin/routes.ts";
 import type { AppEnv } from "./app-env.ts";
-import { ApiError, writeError } from "./errors.ts";
+import { writeError } from "./errors.ts";
 import { Hono } from "./hono.ts";
 import { corsForAllowedOrigins } from "./middleware/cors.ts";
 import { inputBounds } from "./middleware/input-bounds.ts";
@@ -16,6 +16,7 @@ import { withScope } from "./middleware/scope.ts";
 import { securityHeaders } from "./middleware/security-headers.ts";
 import { openApiDocument } from "./openapi.ts";
 import { limitFailedAuthentication } from "./rate-limit.ts";
+import { notFound, wrongMethod } from "./refusals.ts";
 import { accessTokenJwksRoutes, tokenRoutes } from "./routes/access-tokens.ts";
 import { deviceBindingRoutes } from "./routes/device-binding.ts";
 import { eventsRoutes } from "./routes/events.ts";
@@ -40,7 +41,7 @@ const routes = new Hono<AppEnv>();
 const refuseOtherMethods = methodNotAllowed({
   app: routes,
   onMethodNotAllowed: (_, methods) => {
-    throw new ApiError(405, "method_not_allowed", { headers: { Allow: methods.join(", ") } });
+    throw wrongMethod(methods);
   },
 });
 
@@ -92,7 +93,7 @@ export const app = routes
   .route("/admin", adminRoutes)
   .route(INBOUND_PATH, inboundRoutes)
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
-  .notFound((c) => writeError(c, new ApiError(404, "not_found")))
+  .notFound((c) => writeError(c, notFound()))
   .onError(async (error, c) => writeError(c, await limitFailedAuthentication(c, error)));
 
 export type AppType = typeof app;

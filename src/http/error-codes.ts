@@ -1,4 +1,4 @@
-import type { RefusalCode } from "../domain/ssf/streams.ts";
+import type { StreamRequestCode } from "../domain/ssf/streams.ts";
 
 // Every error the API can answer, with its one message. Clients branch on `code`. The one
 // list of error codes: the type and the OpenAPI document derive from it.
@@ -41,6 +41,6 @@ export const MESSAGES = {
   session_not_found: "No live session matches: the token or id is unknown, or its session ended.",
   support_session_refused:
     "A support session cannot do this: only the user ends their other sessions, and support access is never re-authenticated or bound to a device.",
-} as const satisfies Record<RefusalCode, string> & Record<string, string>;
+} as const satisfies Record<StreamRequestCode, string> & Record<string, string>;
 
 export type ErrorCode = keyof typeof MESSAGES;

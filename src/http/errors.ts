@@ -5,7 +5,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ConfigError } from "../domain/config.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
 import { logLine } from "../domain/log.ts";
-import { Refusal } from "../domain/ssf/streams.ts";
+import { StreamRequestRefused } from "../domain/ssf/streams.ts";
 import { logFailure } from "../services/failure-log.ts";
 import { type ErrorCode, MESSAGES } from "./error-codes.ts";
 
@@ -92,7 +92,7 @@ function requestIdOf(c: Context): string {
 }
 
 export function writeError(c: Context, error: unknown): Response {
-  if (error instanceof Refusal) return writeError(c, new ApiError(400, error.code));
+  if (error instanceof StreamRequestRefused) return writeError(c, new ApiError(400, error.code));
   if (error instanceof ApiError) {
     const body: ErrorBody = { code: error.code, message: error.message };
     if (error.detail !== undefined) body.detail = error.detail;

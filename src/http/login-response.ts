@@ -3,6 +3,7 @@ import type { ContextInput } from "../domain/client-context.ts";
 import type { Config } from "../domain/config.ts";
 import { boundCookieName, checkCookieHeader } from "../domain/cookie-header.ts";
 import { registrationHeader } from "../domain/device-binding.ts";
+import type { SupportRefusal } from "../domain/refusal.ts";
 import {
   type CreateSessionInput,
   issueSession,
@@ -87,8 +88,10 @@ export interface ReauthenticatedSession {
 }
 
 /** Opens support access (src/services/issue-session.ts) and answers as SessionService.openSupportSession does. */
-export async function supportSession(scope: Scope, input: OpenSupportInput): Promise<SupportSession> {
-  const { expiresIn, ...session } = await openSupportSession(scope, input);
+export async function supportSession(scope: Scope, input: OpenSupportInput): Promise<SupportSession | SupportRefusal> {
+  const opened = await openSupportSession(scope, input);
+  if (typeof opened === "string") return opened;
+  const { expiresIn, ...session } = opened;
   // Support access never slides: its cookie ends with it.
   return { ...session, cookie: sessionCookie(scope.config.cookieName, session.token, expiresIn) };
 }
@@ -100,11 +103,11 @@ export async function supportSession(scope: Scope, input: OpenSupportInput): Pro
 export async function reauthenticated(
   scope: Scope,
   input: ReauthenticateRequest,
-): Promise<ReauthenticatedSession | null> {
+): Promise<ReauthenticatedSession | null | "support"> {
   const cookie = checkCookieHeader(input?.cookie);
   const carrier = checkTokenCarrier(input?.carrier);
   const reissued = await reauthenticate(scope, input, carrier, cookie);
-  if (!reissued) return null;
+  if (!reissued || reissued === "support") return reissued;
   const { expiresIn, ...session } = reissued;
   return { ...session, cookie: loginCookie(scope.config, session.token, expiresIn) };
 }

@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import type { AppEnv } from "./app-env.ts";
 import { ApiError } from "./errors.ts";
 import type { ScopeVariables } from "./middleware/scope.ts";
+import { rateLimited } from "./refusals.ts";
 
 // Wrangler's `simple` limiter period for AUTH_FAILURES, which Retry-After repeats.
 const PERIOD_SECONDS = 60;
@@ -25,5 +26,5 @@ export async function limitFailedAuthentication<E extends AppEnv & { Variables: 
     // A limiter outage must not turn a clear refusal into a 500: fail open, refusal stands.
     return error;
   }
-  return new ApiError(429, "rate_limited", { headers: { "Retry-After": String(PERIOD_SECONDS) } });
+  return rateLimited(PERIOD_SECONDS);
 }

@@ -1,9 +1,10 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
-import { type AuthProof, isMaxAge, proofList } from "../domain/auth-proofs.ts";
+import { type CompletedFactor, factorList, isMaxAge } from "../domain/auth-factors.ts";
 import { checkTokenCarrier } from "../domain/carrier.ts";
 import { type ClientContext, type ContextInput, checkContextInput } from "../domain/client-context.ts";
 import { checkCookieHeader } from "../domain/cookie-header.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
+import { type CallRefusal, callRefusalSentence, isCallRefusal } from "../domain/refusal.ts";
 import type { SessionData } from "../domain/session-data.ts";
 import { type SessionView, supportActor } from "../domain/session-view.ts";
 import type { SupportActor } from "../domain/support.ts";
@@ -42,7 +43,7 @@ export interface AuthenticatedSession {
   /** The latest proof of identity (the sign-in itself when the login flow gave no factors). */
   authenticatedAt: string;
   /** The factors proved on this session, each with when, oldest first; [] when none were given. */
-  factors: AuthProof[];
+  factors: CompletedFactor[];
   assuranceLevel: number | null;
   /** With `maxAge`: whether `authenticatedAt` is at most that many seconds ago; never for support access. */
   fresh?: boolean;
@@ -113,10 +114,16 @@ export class SessionService extends WorkerEntrypoint<Env> {
     return openScope(this.env, { waitUntil: (promise) => this.ctx.waitUntil(promise), context });
   }
 
-  /** Runs one method; an unexpected error gets its log line (src/services/failure-log.ts) and reaches the caller unchanged. */
-  private async run<T>(rpc: string, call: () => Promise<T>): Promise<T> {
+  /**
+   * Runs one method, the one place the RPC turns a service's refusal into its error (a
+   * RangeError with its sentence); an unexpected error gets its log line
+   * (src/services/failure-log.ts) and reaches the caller unchanged.
+   */
+  private async run<T>(rpc: string, call: () => Promise<T | CallRefusal>): Promise<T> {
     try {
-      return await call();
+      const result = await call();
+      if (isCallRefusal(result)) throw new RangeError(callRefusalSentence(result));
+      return result;
     } catch (error) {
       if (!EXPECTED.some((type) => error instanceof type)) logFailure(error, { rpc }, crypto.randomUUID());
       throw error;
@@ -155,7 +162,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
         userId: caller.userId,
         expiresAt: caller.expiresAt.toISOString(),
         authenticatedAt: caller.authenticatedAt.toISOString(),
-        factors: proofList(caller.authProofs),
+        factors: factorList(caller.authProofs),
         assuranceLevel: caller.assuranceLevel,
       };
       const actor = supportActor(caller);
@@ -169,7 +176,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
 
   /**
-   * The user authenticated again (`factors` just verified): records the proofs and gives the
+   * The user authenticated again (`factors` just verified): records the factors and gives the
    * session a new token, same id; the old token stops working at once. Null when the token
    * does not prove a live session. Logged `reauthenticated`.
    */

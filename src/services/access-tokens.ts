@@ -1,5 +1,5 @@
 import { type AccessTokenIssuer, signAccessToken } from "../domain/access-token.ts";
-import { proofList } from "../domain/auth-proofs.ts";
+import { factorList } from "../domain/auth-factors.ts";
 import { isRefusal, type Refusal } from "../domain/refusal.ts";
 import { ownSession } from "./own-sessions.ts";
 import type { Scope } from "./scope.ts";
@@ -22,7 +22,7 @@ export async function mintAccessToken(
     sessionId: caller.id,
     userId: caller.userId,
     authenticatedAt: caller.authenticatedAt,
-    amr: proofList(caller.authProofs).map((proof) => proof.factor),
+    amr: factorList(caller.authProofs).map((proof) => proof.factor),
     assuranceLevel: caller.assuranceLevel,
     agent: caller.supportAgent,
     data: caller.data,

@@ -11,11 +11,11 @@ import { contextCheck, type Scope, write } from "./scope.ts";
 import type { SessionToken } from "./session-token.ts";
 
 // Device binding (DBSC, src/domain/device-binding.ts): what a browser's registration and
-// refresh write once their proofs are verified, each one D1 round trip. Neither counts as the
+// refresh write once their device proofs are verified, each one D1 round trip. Neither counts as the
 // user's activity.
 
 /** A verified proof: the challenge it signed (null: none valid) and the key it signed with. */
-export interface VerifiedProof<Challenge = string> {
+export interface VerifiedDeviceProof<Challenge = string> {
   challenge: Challenge;
   key: PublicKey;
 }
@@ -27,15 +27,15 @@ export interface VerifiedProof<Challenge = string> {
 export async function registerDevice(
   scope: Scope,
   { place, proof }: SessionToken,
-  verified: VerifiedProof,
+  verified: VerifiedDeviceProof,
 ): Promise<{ outcome: RegistrationOutcome; nextChallenge: string }> {
   const binding = {
     challenge: verified.challenge,
     thumbprint: await thumbprint(verified.key),
     nextChallenge: newChallenge(),
   };
-  const outcome = await write(scope, proof.id, (actor) =>
-    registerBinding(place, proof, binding, actor, scope.at, contextCheck(scope)),
+  const outcome = await write(scope, proof.id, (writer) =>
+    registerBinding(place, proof, binding, writer, scope.at, contextCheck(scope)),
   );
   return { outcome, nextChallenge: binding.nextChallenge };
 }
@@ -47,7 +47,7 @@ export async function registerDevice(
 export async function refreshDevice(
   { config, at }: Scope,
   { place, proof }: SessionToken,
-  verified: VerifiedProof<string | null>,
+  verified: VerifiedDeviceProof<string | null>,
 ): Promise<{ outcome: RefreshOutcome; nextChallenge: string; secret: string }> {
   const secret = newBoundSecret();
   const renewal = {

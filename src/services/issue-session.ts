@@ -2,11 +2,11 @@ import { insertSession, insertSupportSession, type NewSession, reauthenticateSes
 import {
   type AssuranceLevel,
   checkAssuranceLevel,
-  checkProofs,
-  latestProof,
-  type ProofInput,
-  type StoredProofs,
-} from "../domain/auth-proofs.ts";
+  checkFactors,
+  type FactorInput,
+  latestFactor,
+  type StoredFactors,
+} from "../domain/auth-factors.ts";
 import { checkSessionCarrier, type SessionCarrier, type TokenCarrier } from "../domain/carrier.ts";
 import { clientContext, countryOf } from "../domain/client-context.ts";
 import { type Instant, instant } from "../domain/clock.ts";
@@ -14,6 +14,7 @@ import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
 import { deviceKey } from "../domain/device.ts";
 import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
 import { normalizeIp } from "../domain/ip.ts";
+import type { SupportRefusal } from "../domain/refusal.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
 import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement } from "../domain/token.ts";
@@ -43,10 +44,10 @@ export interface CreateSessionInput {
    */
   region?: string | null;
   /**
-   * What the login flow verified: factors (RFC 8176 `amr` values, src/domain/auth-proofs.ts), each
+   * What the login flow verified: factors (RFC 8176 `amr` values, src/domain/auth-factors.ts), each
    * completed now or at the `completedAt` given. `authenticate` returns them.
    */
-  factors?: ProofInput[];
+  factors?: FactorInput[];
   /** NIST SP 800-63B authenticator assurance level of this sign-in, if the login flow knows it. */
   assuranceLevel?: AssuranceLevel | null;
   /**
@@ -140,7 +141,7 @@ export async function buildSession(
   at: Instant = instant(config),
 ): Promise<NewSessionRow> {
   const userId = checkUserId(input.userId);
-  const proofs = checkProofs(input.factors, at.now, false);
+  const factors = checkFactors(input.factors, at.now, false);
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
   const carrier = checkSessionCarrier(input.carrier);
   if (input.deviceBound !== undefined && typeof input.deviceBound !== "boolean")
@@ -179,9 +180,9 @@ export async function buildSession(
     lastActiveAt: createdAt,
     ttlSeconds,
     deviceKey: deviceKey(device, country),
-    authProofs: proofs,
+    authProofs: factors,
     assuranceLevel,
-    authenticatedAt: new Date(latestProof(proofs) ?? createdAt.getTime()),
+    authenticatedAt: new Date(latestFactor(factors) ?? createdAt.getTime()),
     dbscChallenge: challenge,
     boundCookieHash: boundSecret && (await hashSecret(boundSecret)),
     boundCookieExpiresAt: boundSecret ? new Date(createdAt.getTime() + config.boundCookieSeconds * 1000) : null,
@@ -209,7 +210,7 @@ export async function issueSession(scope: Scope, input: CreateSessionInput): Pro
   const { stored, newDevice } = await write(
     scope,
     null,
-    (actor) => insertSession(place, row, actor, policy, at),
+    (writer) => insertSession(place, row, writer, policy, at),
     row.ipAddress ?? null,
   );
   // Only if 128 random bits collided with a live session's id; the caller can simply retry.
@@ -244,12 +245,12 @@ export interface OpenSupportInput {
  * Opens a support session, one round trip: an ordinary session's row with the agent and the
  * reason, which never slides and is never renewed. A user this service does not know (no
  * session, nothing in the log within the retention) and a user with SUPPORT_SESSIONS_PER_USER
- * open ones are refused with a RangeError; nothing is written.
+ * open ones are refused (a SupportRefusal, which the door answers); nothing is written.
  */
 export async function openSupportSession(
   scope: Scope,
   input: OpenSupportInput,
-): Promise<Omit<IssuedSession, "newDevice" | "challenge" | "boundSecret">> {
+): Promise<Omit<IssuedSession, "newDevice" | "challenge" | "boundSecret"> | SupportRefusal> {
   const { config, at } = scope;
   const userId = checkUserId(input?.userId);
   const support = checkSupport(userId, input.agentId, input.reason);
@@ -272,15 +273,10 @@ export async function openSupportSession(
   const { stored, refused } = await write(
     scope,
     null,
-    (actor) => insertSupportSession(place, session, actor, SUPPORT_SESSIONS_PER_USER, at),
+    (writer) => insertSupportSession(place, session, writer, SUPPORT_SESSIONS_PER_USER, at),
     row.ipAddress ?? null,
   );
-  if (refused === "unknown_user")
-    throw new RangeError("userId names no user this service knows: no session and nothing in their log");
-  if (refused === "too_many_open")
-    throw new RangeError(
-      `the user has ${SUPPORT_SESSIONS_PER_USER} open support sessions, the most allowed: end one first`,
-    );
+  if (refused) return refused;
   if (!stored) throw new Error("A session with this id already exists. Retry.");
   const { id, token, expiresAt, expiresIn } = issued;
   return { id, token, expiresAt, expiresIn };
@@ -290,7 +286,7 @@ export interface ReauthenticateInput {
   /** The session's current token; it stops working once this succeeds. */
   token: string;
   /** The factors just verified (at least one), as for `create`. */
-  factors: ProofInput[];
+  factors: FactorInput[];
   assuranceLevel?: AssuranceLevel | null;
 }
 
@@ -305,7 +301,7 @@ export interface ReissuedSession {
 }
 
 /**
- * The user proved who they are again: records the proofs and gives the session a new secret
+ * The user proved who they are again: records the factors and gives the session a new secret
  * (OWASP ASVS V7.2.4), in one round trip. `carrier`: what carried the token, if the caller says.
  * `cookieHeader`: the `Cookie` header that came with the token, whose bound cookie a device-bound session needs. Null when the token does not
  * prove a live session: nothing changed, and a dead session stays dead.
@@ -315,9 +311,9 @@ export async function reauthenticate(
   input: ReauthenticateInput,
   carrier: TokenCarrier,
   cookieHeader: string | undefined,
-): Promise<ReissuedSession | null> {
+): Promise<ReissuedSession | null | "support"> {
   const { config, at } = scope;
-  const proofs = checkProofs(input?.factors, at.now, true) as StoredProofs;
+  const factors = checkFactors(input?.factors, at.now, true) as StoredFactors;
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
   const session = await readSessionToken(scope.shards, input.token, carrier, {
     header: cookieHeader,
@@ -326,14 +322,14 @@ export async function reauthenticate(
   if (!session) return null;
   const { place, proof } = session;
   const { secret, token } = newSecretFor(proof.id);
-  const change = { secretHash: await hashSecret(secret), proofs, assuranceLevel };
+  const change = { secretHash: await hashSecret(secret), factors, assuranceLevel };
   const changed = await write(
     scope,
     proof.id,
-    (actor) => reauthenticateSession(place, proof, change, actor, at, contextCheck(scope)),
+    (writer) => reauthenticateSession(place, proof, change, writer, at, contextCheck(scope)),
     null,
   );
-  if (changed === "support") throw new RangeError("a support session is never re-authenticated: open a new one");
+  if (changed === "support") return changed;
   if (!changed) return null;
   return {
     sessionId: proof.id,

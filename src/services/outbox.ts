@@ -34,7 +34,7 @@ export interface Outbox {
   publish(db: Database, events: SessionEventRow[]): void;
 }
 
-/** Whether a write through `outbox` logs its events pending delivery (`Actor.queued`). */
+/** Whether a write through `outbox` logs its events pending delivery (`Writer.queued`). */
 export function queuedBy(outbox: Outbox | null): boolean {
   return outbox?.pending ?? false;
 }

@@ -26,13 +26,13 @@ export type { Caller } from "../db/liveness.ts";
 
 /** The token's live session (its activity recorded, its context judged), or null. */
 export function authenticateToken(scope: Scope, { place, proof }: SessionToken): Promise<Caller | null> {
-  return write(scope, proof.id, (actor) => authenticate(place, proof, scope.at, contextCheck(scope), actor));
+  return write(scope, proof.id, (writer) => authenticate(place, proof, scope.at, contextCheck(scope), writer));
 }
 
 /** The user's live sessions (the caller's own always among them), or why none are listed. */
 export async function listOwnSessions(scope: Scope, { place, proof }: SessionToken): Promise<SessionView[] | Refusal> {
-  const { caller, sessions } = await write(scope, proof.id, (actor) =>
-    listSessionsByToken(place, proof, scope.at, contextCheck(scope), actor),
+  const { caller, sessions } = await write(scope, proof.id, (writer) =>
+    listSessionsByToken(place, proof, scope.at, contextCheck(scope), writer),
   );
   if (!caller) return "not_live";
   return caller.contextStepUp ? "step-up" : sessions.map(sessionView);
@@ -58,8 +58,8 @@ export async function listOwnEvents(
   scope: Scope,
   { place, proof }: SessionToken,
 ): Promise<SessionEventRow[] | Refusal> {
-  const { caller, events } = await write(scope, proof.id, (actor) =>
-    listEvents(place, proof, scope.at, contextCheck(scope), actor),
+  const { caller, events } = await write(scope, proof.id, (writer) =>
+    listEvents(place, proof, scope.at, contextCheck(scope), writer),
   );
   if (!caller) return "not_live";
   return caller.contextStepUp ? "step-up" : events;
@@ -79,8 +79,8 @@ export async function deleteOwnSession(scope: Scope, token: SessionToken, id: st
     if (id.trim() === "") return "id_required";
     return caller.supportAgent === null ? "not_yours" : "support";
   }
-  const { proven, deleted, caller } = await write(scope, proof.id, (actor) =>
-    deleteSession(place, proof, id, actor, at, contextCheck(scope)),
+  const { proven, deleted, caller } = await write(scope, proof.id, (writer) =>
+    deleteSession(place, proof, id, writer, at, contextCheck(scope)),
   );
   if (!proven) return "not_live";
   if (deleted) return "deleted";
@@ -90,14 +90,14 @@ export async function deleteOwnSession(scope: Scope, token: SessionToken, id: st
 
 /** Ends the token's own session (logged `logout`). Never judged: a user can always leave. */
 export async function endOwnSession(scope: Scope, { place, proof }: SessionToken): Promise<"ended" | "not_live"> {
-  const ended = await write(scope, proof.id, (actor) => endSessionByToken(place, proof, actor, scope.at));
+  const ended = await write(scope, proof.id, (writer) => endSessionByToken(place, proof, writer, scope.at));
   return ended ? "ended" : "not_live";
 }
 
 /** Ends every live session of the token's user (logged `logout_all`): how many, or why none was. */
 export async function endAllOwnSessions(scope: Scope, { place, proof }: SessionToken): Promise<number | Refusal> {
-  const { proven, ended, caller } = await write(scope, proof.id, (actor) =>
-    endAllSessionsByToken(place, proof, actor, scope.at, contextCheck(scope)),
+  const { proven, ended, caller } = await write(scope, proof.id, (writer) =>
+    endAllSessionsByToken(place, proof, writer, scope.at, contextCheck(scope)),
   );
   if (!proven) return "not_live";
   if (caller?.supportAgent) return "support";
@@ -106,8 +106,8 @@ export async function endAllOwnSessions(scope: Scope, { place, proof }: SessionT
 
 /** Ends the user's other live sessions (logged `logout_others`): how many, or why none was. */
 export async function endOtherOwnSessions(scope: Scope, { place, proof }: SessionToken): Promise<number | Refusal> {
-  const { proven, ended, caller } = await write(scope, proof.id, (actor) =>
-    endOtherSessionsByToken(place, proof, actor, scope.at, contextCheck(scope)),
+  const { proven, ended, caller } = await write(scope, proof.id, (writer) =>
+    endOtherSessionsByToken(place, proof, writer, scope.at, contextCheck(scope)),
   );
   if (!proven) return "not_live";
   if (caller?.supportAgent) return "support";

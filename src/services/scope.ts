@@ -1,7 +1,7 @@
 import type { ContextCheck } from "../db/client-context.ts";
 import { meterD1 } from "../db/d1.ts";
 import { openShards, type Shards } from "../db/shards.ts";
-import type { Actor, Logged } from "../db/writes.ts";
+import type { Logged, Writer } from "../db/writes.ts";
 import type { ClientContext } from "../domain/client-context.ts";
 import { type Instant, instant } from "../domain/clock.ts";
 import { type Config, readConfig } from "../domain/config.ts";
@@ -63,20 +63,20 @@ export function openScope(env: Env, door: Door = {}): Scope {
 
 /** The scope's context check (src/db/client-context.ts): its context under the configured policies. */
 export function contextCheck(scope: Scope): ContextCheck | null {
-  return scope.context && { context: scope.context, policies: scope.config.context };
+  return scope.context && { context: scope.context, policies: scope.config.contextPolicies };
 }
 
 /**
- * The one way a service writes: `run` gets the actor the security log records (`sessionId`
+ * The one way a service writes: `run` gets the writer the security log records (`sessionId`
  * acting, null for the system, from the scope's client IP unless `ipAddress` says otherwise),
  * and once its batch committed the events it logged go to the outbox.
  */
 export async function write<T>(
   scope: Scope,
   sessionId: string | null,
-  run: (actor: Actor) => Promise<Logged<T>>,
+  run: (writer: Writer) => Promise<Logged<T>>,
   ipAddress: string | null = scope.clientIp,
 ): Promise<T> {
-  const actor = { sessionId, ipAddress, queued: queuedBy(scope.outbox), adminKeyId: scope.adminKeyId };
-  return published(scope.outbox, await run(actor));
+  const writer = { sessionId, ipAddress, queued: queuedBy(scope.outbox), adminKeyId: scope.adminKeyId };
+  return published(scope.outbox, await run(writer));
 }

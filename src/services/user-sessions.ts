@@ -64,7 +64,7 @@ export async function endUserSessions(scope: Scope, input: EndUserSessionsInput)
   const ended = await write(
     scope,
     null,
-    (actor) => endSessionsByUserId(place, userId, except, reason, actor, scope.at),
+    (writer) => endSessionsByUserId(place, userId, except, reason, writer, scope.at),
     null,
   );
   return { ended };
@@ -77,7 +77,7 @@ export async function endSession(scope: Scope, input: EndSessionInput): Promise<
   // An id that cannot be a session of this deployment matches nothing: no lookup.
   const place = scope.shards.forSession(sessionId);
   if (!place) return { ended: false };
-  const ended = await write(scope, null, (actor) => endSessionById(place, sessionId, reason, actor, scope.at), null);
+  const ended = await write(scope, null, (writer) => endSessionById(place, sessionId, reason, writer, scope.at), null);
   return { ended };
 }
 
@@ -103,7 +103,7 @@ export async function endSupportSessions(
     scope.shards
       .all()
       .map((shard) =>
-        write(scope, null, (actor) => endSupportSessionsOf(shard, input.agentId, reason, actor, scope.at), null),
+        write(scope, null, (writer) => endSupportSessionsOf(shard, input.agentId, reason, writer, scope.at), null),
       ),
   );
   return counts.reduce((sum, { ended, moving }) => ({ ended: sum.ended + ended, moving: sum.moving + moving }), {

@@ -5,7 +5,7 @@ import { batchNamed, type Database } from "../client.ts";
 import { isLive } from "../liveness.ts";
 import { bucketMoves, sessions, ssfReceivedSets } from "../schema.ts";
 import type { Place } from "../shards.ts";
-import { type Actor, endSessions, type Logged, loggedBy, newWrite, recordEvents } from "../writes.ts";
+import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Writer } from "../writes.ts";
 
 // An inbound Security Event Token from an upstream, acted on once: the sessions it ends
 // and the (issuer, jti) that remembers it are written in one batch, on the database of the
@@ -55,7 +55,7 @@ export function endSessionsForSet(
   set: InboundSet,
   target: SetTarget,
   reason: string,
-  actor: Actor,
+  writer: Writer,
   at: Instant,
 ): Promise<Logged<number>> {
   const write = newWrite(at.now);
@@ -67,7 +67,7 @@ export function endSessionsForSet(
   return onBucket(place, async (db) => {
     const matching = and(ending, notRemembered(db, set));
     const { logged, move } = await batchNamed(db, {
-      recorded: recordEvents(db, "ended_by_upstream", matching, actor, write, { reason }),
+      recorded: recordEvents(db, "ended_by_upstream", matching, writer, write, { reason }),
       ended: endSessions(db, matching),
       remembered: remember(db, set, place.bucket, write.at),
       logged: loggedBy(db, write),

@@ -168,6 +168,7 @@ export function senderOf(jws: Jws, upstreams: readonly Upstream[]): Upstream {
   if (typ !== "secevent+jwt" && typ !== SET_MEDIA_TYPE)
     throw refused("invalid_request", 'The JWS header typ is not "secevent+jwt".');
   const upstream = upstreams.find((candidate) => candidate.issuer === jws.payload.iss);
+  // "this receiver" is this service, in RFC 8935's word; the description is the contract's.
   if (!upstream) throw refused("invalid_issuer", "The SET's iss is not an issuer this receiver trusts.");
   return upstream;
 }
@@ -229,6 +230,7 @@ function sessionOf(subject: unknown): string | null {
 export function actionOf(payload: Record<string, unknown>, upstream: Upstream, nowSeconds: number): SetAction | null {
   const { aud, iat, jti, events } = payload;
   const audiences = Array.isArray(aud) ? aud : [aud];
+  // The audience this service is known by to the upstream (its `audience`).
   if (!audiences.includes(upstream.audience))
     throw refused("invalid_audience", "The SET's aud does not name this receiver.");
   if (typeof iat !== "number" || !Number.isFinite(iat)) throw refused("invalid_request", "The SET has no numeric iat.");

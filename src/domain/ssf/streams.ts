@@ -51,13 +51,13 @@ export const MAX_AUTHORIZATION_LENGTH = 1024;
 export const MAX_STATE_LENGTH = 256;
 export const MAX_STATUS_REASON_LENGTH = 256;
 
-/** Why a request to the management API is refused: each is an error code of the API (400). */
-export type RefusalCode = "invalid_request_body" | "invalid_delivery" | "invalid_subject";
+/** Why a request to the stream management API is refused: each is an error code of the API (400). */
+export type StreamRequestCode = "invalid_request_body" | "invalid_delivery" | "invalid_subject";
 
-export class Refusal extends Error {
-  override name = "Refusal";
-  readonly code: RefusalCode;
-  constructor(code: RefusalCode) {
+export class StreamRequestRefused extends Error {
+  override name = "StreamRequestRefused";
+  readonly code: StreamRequestCode;
+  constructor(code: StreamRequestCode) {
     super(code);
     this.code = code;
   }
@@ -83,8 +83,8 @@ export interface StoredStream extends StreamRequest {
 
 type Json = Record<string, unknown>;
 
-function refuse(code: RefusalCode = "invalid_request_body"): never {
-  throw new Refusal(code);
+function refuse(code: StreamRequestCode = "invalid_request_body"): never {
+  throw new StreamRequestRefused(code);
 }
 
 const isText = (value: unknown, max: number): value is string =>

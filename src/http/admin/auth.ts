@@ -5,8 +5,9 @@ import { logLine } from "../../domain/log.ts";
 import { noteKeyUse } from "../../services/admin-key-uses.ts";
 import type { AppEnv } from "../app-env.ts";
 import { bearerToken } from "../credentials.ts";
-import { ApiError, unauthorized } from "../errors.ts";
+import { unauthorized } from "../errors.ts";
 import type { ScopedEnv } from "../middleware/scope.ts";
+import { insufficientScope, notFound } from "../refusals.ts";
 
 // Who may call the admin API (src/domain/admin-keys.ts): a key from ADMIN_KEYS, sent as
 // `Authorization: Bearer ssak_…`, never a cookie (a browser never sends one on its own, and no
@@ -16,7 +17,7 @@ export type AdminEnv = ScopedEnv & { Variables: { adminKey: AdminKey } };
 
 /** Without ADMIN_KEYS the admin API does not exist: every /admin/ path is 404, before anything else. */
 export const requireAdminApi = createMiddleware<AppEnv>(async (c, next) => {
-  if (!readAdminKeys(c.env)) throw new ApiError(404, "not_found");
+  if (!readAdminKeys(c.env)) throw notFound();
   await next();
 });
 
@@ -36,9 +37,7 @@ export function requireAdminKey(scope: AdminScope) {
       logLine("info", "admin_call", { key: key.id, name: key.name, method: c.req.method, route: routePath(c), status });
     if (!key.scopes.includes(scope)) {
       log(403);
-      throw new ApiError(403, "insufficient_scope", {
-        headers: { "WWW-Authenticate": `Bearer realm="admin", error="insufficient_scope", scope="${scope}"` },
-      });
+      throw insufficientScope(scope);
     }
     c.set("adminKey", key);
     // A refusal or failure inside is already the answer here (Hono's onError runs per handler).

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { type ClientContext, checkContextInput } from "../../domain/client-context.ts";
+import { type CallRefusal, isCallRefusal } from "../../domain/refusal.ts";
 import type { SessionData } from "../../domain/session-data.ts";
 import type { CreateSessionInput, OpenSupportInput } from "../../services/issue-session.ts";
 import { openScope, type Scope } from "../../services/scope.ts";
@@ -14,9 +15,9 @@ import {
   endUserSessions,
   listUserSessions,
 } from "../../services/user-sessions.ts";
-import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { createSession, type ReauthenticateRequest, reauthenticated, supportSession } from "../login-response.ts";
+import { bodyTooLarge, callRefused, invalidInput, sessionNotFound } from "../refusals.ts";
 import { type AdminEnv, requireAdminKey } from "./auth.ts";
 
 // The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool
@@ -31,11 +32,9 @@ export const MAX_ADMIN_BODY_BYTES = 16 * 1024;
 const limitBody = bodyLimit({
   maxSize: MAX_ADMIN_BODY_BYTES,
   onError: () => {
-    throw new ApiError(413, "body_too_large");
+    throw bodyTooLarge();
   },
 });
-
-const invalid = (detail: string) => new ApiError(400, "invalid_input", { detail });
 
 /**
  * The body: a JSON object of no members but `allowed` (a typo must not pass for an omission),
@@ -47,14 +46,14 @@ async function body<T>(c: Context<AdminEnv>, allowed: readonly (keyof T & string
   try {
     parsed = JSON.parse(await c.req.text());
   } catch {
-    throw invalid("the body must be a JSON object");
+    throw invalidInput("the body must be a JSON object");
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
-    throw invalid("the body must be a JSON object");
+    throw invalidInput("the body must be a JSON object");
   // null: the body is the data itself, any members (checked by the data's own rule).
   const unknown = allowed && Object.keys(parsed).find((member) => !(allowed as readonly string[]).includes(member));
   if (allowed && unknown !== undefined)
-    throw invalid(`${unknown} is not a member this call takes (${allowed.join(", ")})`);
+    throw invalidInput(`${unknown} is not a member this call takes (${allowed.join(", ")})`);
   return parsed as T;
 }
 
@@ -71,13 +70,16 @@ function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Sc
  * Runs the service call; a broken input rule (TypeError, RangeError) is the 400 that names it.
  * Anything else (a retryable 503, an unexpected failure) is answered as on every route.
  */
-async function calling<T>(call: () => Promise<T>): Promise<T> {
+async function calling<T>(call: () => Promise<T | CallRefusal>): Promise<T> {
+  let result: T | CallRefusal;
   try {
-    return await call();
+    result = await call();
   } catch (error) {
-    if (error instanceof TypeError || error instanceof RangeError) throw invalid(error.message);
+    if (error instanceof TypeError || error instanceof RangeError) throw invalidInput(error.message);
     throw error;
   }
+  if (isCallRefusal(result)) throw callRefused(result);
+  return result;
 }
 
 const CREATE: (keyof CreateSessionInput)[] = [
@@ -111,7 +113,7 @@ export const adminRoutes = new Hono<AdminEnv>()
       "context",
     ]);
     const reissued = await calling(() => reauthenticated(scopeOf(c, checkContextInput(input.context)), input));
-    if (!reissued) throw new ApiError(404, "session_not_found");
+    if (!reissued) throw sessionNotFound();
     return c.json(reissued);
   })
   .get("/users/:userId/sessions", requireAdminKey("sessions:read"), async (c) => {

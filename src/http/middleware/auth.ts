@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { SessionToken } from "../../services/session-token.ts";
 import { clearCarriedCookie } from "../cookie.ts";
-import { type Credential, readCredential } from "../credentials.ts";
+import { type Credential, readCookieCredential, readCredential } from "../credentials.ts";
 import { rejectCrossSite } from "../csrf.ts";
 import { sessionInvalid, unauthorized } from "../errors.ts";
 import type { ScopedEnv } from "./scope.ts";
@@ -38,6 +38,20 @@ export const requireToken = createMiddleware<TokenEnv>(async (c, next) => {
   if (credential.kind === "none") throw unauthorized("invalid_token", false);
   if (credential.kind === "malformed")
     throw unauthorized("invalid_token", credential.presented || credential.source === "cookie");
+  c.set("token", credential);
+  await next();
+});
+
+/**
+ * POST /auth/dbsc/registration: the session cookie alone, from the same site (a DBSC browser's
+ * own call; an Authorization header is not looked at). No cookie is 401 token_required, a
+ * malformed one 401 invalid_token; neither clears it.
+ */
+export const requireSessionCookie = createMiddleware<TokenEnv>(async (c, next) => {
+  const credential = await readCookieCredential(c);
+  if (credential.kind !== "none") rejectCrossSite(c);
+  if (credential.kind === "none") throw unauthorized("token_required", false);
+  if (credential.kind === "malformed") throw unauthorized("invalid_token", true);
   c.set("token", credential);
   await next();
 });

@@ -1,5 +1,5 @@
 import { createMiddleware } from "hono/factory";
-import { ApiError } from "../errors.ts";
+import { uriTooLong } from "../refusals.ts";
 
 // A real path is at most `/auth/sessions/` and a 26-character id. The bound sits far above
 // that, so that for any id a client could plausibly send, authentication still comes
@@ -11,6 +11,6 @@ import { ApiError } from "../errors.ts";
 export const MAX_PATH_LENGTH = 8192;
 
 export const inputBounds = createMiddleware(async (c, next) => {
-  if (c.req.path.length > MAX_PATH_LENGTH) throw new ApiError(414, "uri_too_long");
+  if (c.req.path.length > MAX_PATH_LENGTH) throw uriTooLong();
   await next();
 });

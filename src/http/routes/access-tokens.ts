@@ -9,10 +9,9 @@ import { isRefusal } from "../../domain/refusal.ts";
 import { publishedKeys } from "../../domain/signing-keys.ts";
 import { mintAccessToken } from "../../services/access-tokens.ts";
 import type { AppEnv } from "../app-env.ts";
-import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { requireToken } from "../middleware/auth.ts";
-import { refused } from "../refusals.ts";
+import { notFound, refused } from "../refusals.ts";
 
 // Access tokens (src/domain/access-token.ts): POST /auth/token mints one from the caller's
 // session, the key set verifies it. Without ACCESS_TOKEN_KEYS both answer 404, whatever the
@@ -21,7 +20,7 @@ import { refused } from "../refusals.ts";
 /** The configured issuer; a refused configuration is a ConfigError (500, with its log line) on each call. */
 function issuerOf(env: AppEnv["Bindings"]): AccessTokenIssuer {
   const issuer = readAccessTokenIssuer(env);
-  if (!issuer) throw new ApiError(404, "not_found");
+  if (!issuer) throw notFound();
   return issuer;
 }
 
@@ -40,7 +39,7 @@ export const tokenRoutes = new Hono<AppEnv>().post("/", requireIssuer, requireTo
 
 export const accessTokenJwksRoutes = new Hono<AppEnv>().get("/", (c) => {
   const keySet = readAccessTokenKeys(c.env);
-  if (!keySet) throw new ApiError(404, "not_found");
+  if (!keySet) throw notFound();
   return c.json({ keys: publishedKeys(keySet, Math.floor(Date.now() / 1000)) }, 200, {
     "Content-Type": "application/jwk-set+json",
     "Cache-Control": `public, max-age=${JWKS_MAX_AGE_SECONDS}`,

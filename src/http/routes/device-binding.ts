@@ -6,18 +6,16 @@ import {
   parseSessionIdentifier,
   sessionIdentifier,
   sessionInstructions,
-  verifyProof,
+  verifyDeviceProof,
 } from "../../domain/device-binding.ts";
 import type { PublicKey } from "../../domain/jws.ts";
 import { refreshDevice, registerDevice } from "../../services/device-binding.ts";
 import { clearBoundCookie, clearCarriedCookie, setBoundCookie } from "../cookie.ts";
 import { readCookieCredential } from "../credentials.ts";
-import { rejectCrossSite } from "../csrf.ts";
-import { ApiError, unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
-import type { TokenVariables } from "../middleware/auth.ts";
+import { requireSessionCookie, type TokenVariables } from "../middleware/auth.ts";
 import type { ScopedEnv } from "../middleware/scope.ts";
-import { invalidProof, refused } from "../refusals.ts";
+import { deviceProofRequired, invalidDeviceProof, refused } from "../refusals.ts";
 
 // The two endpoints a DBSC browser calls on its own (src/domain/device-binding.ts): registration,
 // right after a device-bound login (whose response set the first bound cookie), and refresh,
@@ -49,17 +47,14 @@ function discontinue<E extends ScopedEnv>(c: Context<E>, identifier: string, cle
   return c.json({ session_identifier: identifier, continue: false });
 }
 
-// No middleware reads the credential here: each route reads the session cookie alone, and sets
-// the token once it has one, for the request log.
+// Registration takes the session cookie alone (`requireSessionCookie`); refresh reads it itself,
+// since no cookie or a dead one ends the browser's session rather than refusing, and sets the
+// token once it has a live one, for the request log.
 export const deviceBindingRoutes = new Hono<ScopedEnv & { Variables: Partial<TokenVariables> }>()
-  .post("/registration", async (c) => {
-    const credential = await readCookieCredential(c);
-    if (credential.kind !== "none") rejectCrossSite(c);
-    if (credential.kind === "none") throw unauthorized("token_required", false);
-    if (credential.kind === "malformed") throw unauthorized("invalid_token", true);
-    const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), null);
-    if (!proof) throw invalidProof();
-    c.set("token", credential);
+  .post("/registration", requireSessionCookie, async (c) => {
+    const credential = c.var.token;
+    const proof = await verifyDeviceProof(fieldString(c.req.header("Secure-Session-Response")), null);
+    if (!proof) throw invalidDeviceProof();
     const { outcome, nextChallenge } = await registerDevice(c.var.scope, credential, proof);
     if (outcome !== "bound") throw refused(c, outcome);
     return bound(c, credential.proof.id, proof.key, nextChallenge, null);
@@ -68,13 +63,13 @@ export const deviceBindingRoutes = new Hono<ScopedEnv & { Variables: Partial<Tok
     // Only the browser's own refresh carries it (a page cannot set a Sec- header): no other
     // site can make this endpoint reveal whether its visitor is signed in.
     const identifier = fieldString(c.req.header("Sec-Secure-Session-Id"));
-    if (identifier === null) throw invalidProof();
+    if (identifier === null) throw invalidDeviceProof();
     const credential = await readCookieCredential(c);
     if (credential.kind !== "token") return discontinue(c, identifier, true);
     const named = parseSessionIdentifier(identifier);
     // Another session's binding (this browser has since signed in again): end that one only.
     if (!named || named.sessionId !== credential.proof.id) return discontinue(c, identifier, false);
-    const proof = await verifyProof(fieldString(c.req.header("Secure-Session-Response")), named.key);
+    const proof = await verifyDeviceProof(fieldString(c.req.header("Secure-Session-Response")), named.key);
     const { outcome, nextChallenge, secret } = await refreshDevice(c.var.scope, credential, {
       challenge: proof?.challenge ?? null,
       key: named.key,
@@ -83,7 +78,5 @@ export const deviceBindingRoutes = new Hono<ScopedEnv & { Variables: Partial<Tok
     if (outcome === "not_bound") return discontinue(c, identifier, false);
     c.set("token", credential);
     if (outcome === "refreshed") return bound(c, credential.proof.id, named.key, nextChallenge, secret);
-    throw new ApiError(403, "device_proof_required", {
-      headers: { "Secure-Session-Challenge": challengeHeader(nextChallenge, identifier) },
-    });
+    throw deviceProofRequired(challengeHeader(nextChallenge, identifier));
   });

@@ -11,6 +11,7 @@ export interface EventView {
   id: number;
   type: EventType;
   session_id: string;
+  /** The writer's session (src/db/writes.ts), null for the system: the contract's name, not the support agent (`actor`). */
   actor_session_id: string | null;
   ip_address: string | null;
   created_at: string;

@@ -1,11 +1,10 @@
 import { isRefusal } from "../../domain/refusal.ts";
 import { endAllOwnSessions, endOtherOwnSessions, endOwnSession, ownSession } from "../../services/own-sessions.ts";
 import { clearCarriedCookie } from "../cookie.ts";
-import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { requireBearerOrCookie } from "../middleware/auth.ts";
 import type { ScopedEnv } from "../middleware/scope.ts";
-import { refused } from "../refusals.ts";
+import { invalidScope, refused } from "../refusals.ts";
 
 const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 
@@ -28,7 +27,7 @@ export const logoutRoutes = new Hono<ScopedEnv>()
       if (state === "step-up") throw refused(c, state);
       clearCarriedCookie(c);
       if (state === "not_live") throw refused(c, state, "session_invalid");
-      throw new ApiError(400, "invalid_scope");
+      throw invalidScope();
     }
     const ended =
       scopeParameter === "others" ? await endOtherOwnSessions(scope, token) : await endAllOwnSessions(scope, token);

@@ -1,4 +1,4 @@
-import { ASSURANCE_LEVELS, AUTH_FACTORS } from "../../domain/auth-proofs.ts";
+import { ASSURANCE_LEVELS, AUTH_FACTORS } from "../../domain/auth-factors.ts";
 import { MAX_SESSION_DATA_BYTES } from "../../domain/session-data.ts";
 import { MAX_SUPPORT_REASON_LENGTH } from "../../domain/support.ts";
 import { MAX_USER_ID_LENGTH } from "../../domain/user-id.ts";

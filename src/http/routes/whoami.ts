@@ -1,15 +1,14 @@
-import type { AuthFactor } from "../../domain/auth-proofs.ts";
-import { isMaxAge, proofList } from "../../domain/auth-proofs.ts";
+import type { AuthFactor } from "../../domain/auth-factors.ts";
+import { factorList, isMaxAge } from "../../domain/auth-factors.ts";
 import { isRefusal } from "../../domain/refusal.ts";
 import type { SessionData } from "../../domain/session-data.ts";
 import { supportActor } from "../../domain/session-view.ts";
 import type { SupportActor } from "../../domain/support.ts";
 import { isFresh, ownSession } from "../../services/own-sessions.ts";
 import type { AppEnv } from "../app-env.ts";
-import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { requireToken } from "../middleware/auth.ts";
-import { refused } from "../refusals.ts";
+import { invalidMaxAge, refused } from "../refusals.ts";
 
 /** Who the caller's session is, for a backend on any stack: GET /auth/whoami. */
 export interface WhoamiView {
@@ -36,7 +35,7 @@ function maxAgeOf(values: string[] | undefined): number | null {
   if (values === undefined) return null;
   const [value] = values;
   const seconds = values.length === 1 && value !== undefined && /^\d{1,10}$/.test(value) ? Number(value) : Number.NaN;
-  if (!isMaxAge(seconds)) throw new ApiError(400, "invalid_max_age");
+  if (!isMaxAge(seconds)) throw invalidMaxAge();
   return seconds;
 }
 
@@ -56,7 +55,7 @@ export const whoamiRoutes = new Hono<AppEnv>().get("/", requireToken, async (c) 
     user_id: caller.userId,
     expires_at: caller.expiresAt.toISOString(),
     authenticated_at: caller.authenticatedAt.toISOString(),
-    amr: proofList(caller.authProofs).map((proof) => proof.factor),
+    amr: factorList(caller.authProofs).map((proof) => proof.factor),
     assurance_level: caller.assuranceLevel,
     device_bound: caller.dbscKeyThumbprint !== null,
     ...(maxAge === null ? {} : { fresh: isFresh(caller, scope.at, maxAge) }),

@@ -7,15 +7,15 @@ import {
   transmitterMetadata,
 } from "../../domain/ssf/transmitter.ts";
 import type { AppEnv } from "../app-env.ts";
-import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
+import { notFound } from "../refusals.ts";
 
 // Shared Signals (SSF 1.0) discovery: public documents, cacheable like /openapi.json.
 
 /** The configured transmitter; without SSF_ISSUER its paths do not exist (404). */
 function transmitterOf(c: Context<AppEnv>): Transmitter {
   const transmitter = readTransmitter(c.env);
-  if (!transmitter) throw new ApiError(404, "not_found");
+  if (!transmitter) throw notFound();
   c.header("Cache-Control", `public, max-age=${DISCOVERY_MAX_AGE_SECONDS}`);
   return transmitter;
 }

@@ -2,18 +2,13 @@ import type { Context } from "hono";
 import { MAX_SET_BYTES, readUpstreams, SET_MEDIA_TYPE, SetRefused } from "../../domain/ssf/inbound.ts";
 import { actOnInboundSet } from "../../services/ssf/inbound.ts";
 import type { AppEnv } from "../app-env.ts";
-import { ApiError } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
+import { notFound, setRefusal } from "../refusals.ts";
 
 // The push endpoint of inbound SETs (RFC 8935): upstreams POST their Security Event Tokens
 // here, one endpoint for all of them (the SET's `iss` says whose).
-// Its refusals are RFC 8935's, not the API's `{code, message}`: written by `refusal` alone.
-
-/** RFC 8935 §2.3: 400, `{err, description}` in English. The description is fixed text, never the SET. */
-function refusal<E extends AppEnv>(c: Context<E>, refused: SetRefused): Response {
-  return c.json({ err: refused.err, description: refused.description }, 400, { "Content-Language": "en" });
-}
+// Its refusals are RFC 8935's, not the API's `{code, message}`: written by `setRefusal` alone.
 
 /** The body as text, or null when it is longer than `max` bytes: read no further than the chunk past it. */
 async function boundedText(request: Request, max: number): Promise<string | null> {
@@ -43,11 +38,11 @@ async function actOn<E extends ScopedEnv>(c: Context<E>): Promise<void> {
 
 export const inboundRoutes = new Hono<AppEnv>().post("/", withScope, async (c) => {
   // Without upstreams the endpoint does not exist.
-  if (readUpstreams(c.env).length === 0) throw new ApiError(404, "not_found");
+  if (readUpstreams(c.env).length === 0) throw notFound();
   try {
     await actOn(c);
   } catch (error) {
-    if (error instanceof SetRefused) return refusal(c, error);
+    if (error instanceof SetRefused) return setRefusal(c, error);
     throw error;
   }
   // Accepted, acted on or not (an event it ignores, a SET received before): RFC 8935 §2.2.

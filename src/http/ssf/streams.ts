@@ -13,7 +13,6 @@ import {
 import { readTransmitter } from "../../domain/ssf/transmitter.ts";
 import { proveCredential } from "../../domain/token.ts";
 import {
-  type Answer,
   addStream,
   editStream,
   getStatus,
@@ -27,9 +26,18 @@ import {
   verifyStream,
 } from "../../services/ssf/streams.ts";
 import { bearerToken } from "../credentials.ts";
-import { ApiError, unauthorized } from "../errors.ts";
+import { unauthorized } from "../errors.ts";
 import { Hono } from "../hono.ts";
 import type { ScopedEnv } from "../middleware/scope.ts";
+import {
+  bodyTooLarge,
+  notFound,
+  receiverAnswer,
+  streamFound,
+  streamIdRequired,
+  streamLimitReached,
+  verificationTooFrequent,
+} from "../refusals.ts";
 
 // The Shared Signals stream management API (SSF 1.0 §8) and the poll endpoint (RFC 8936),
 // for receivers holding a credential from `npm run ssf:receivers`. Every answer is no-store.
@@ -41,7 +49,7 @@ export const MAX_BODY_BYTES = 16 * 1024;
 /** The transmitter must be on (404 otherwise) and the caller a receiver's credential (else 401). */
 const requireReceiver = createMiddleware<StreamEnv>(async (c, next) => {
   const transmitter = readTransmitter(c.env);
-  if (!transmitter) throw new ApiError(404, "not_found");
+  if (!transmitter) throw notFound();
   const token = bearerToken(c);
   const proof = token ? await proveCredential(token) : null;
   if (!proof) throw unauthorized("invalid_token", Boolean(token));
@@ -52,23 +60,12 @@ const requireReceiver = createMiddleware<StreamEnv>(async (c, next) => {
 const limitBody = bodyLimit({
   maxSize: MAX_BODY_BYTES,
   onError: () => {
-    throw new ApiError(413, "body_too_large");
+    throw bodyTooLarge();
   },
 });
 
 async function body(c: Context<StreamEnv>) {
   return jsonObject(await c.req.text());
-}
-
-/** The answer's result, or 401 when the credential was refused inside the statement. */
-function authenticated<T>(answer: Answer<T>): T {
-  if (!answer.receiver) throw unauthorized("invalid_token", true);
-  return answer.result;
-}
-
-function found<T>(value: T | null | false): T {
-  if (value === null || value === false) throw new ApiError(404, "stream_not_found");
-  return value;
 }
 
 function allowPrivatePush(c: Context<StreamEnv>): boolean {
@@ -77,7 +74,7 @@ function allowPrivatePush(c: Context<StreamEnv>): boolean {
 
 function queryStreamId(c: Context<StreamEnv>): string {
   const id = c.req.query("stream_id");
-  if (id === undefined) throw new ApiError(400, "stream_id_required");
+  if (id === undefined) throw streamIdRequired();
   return streamIdOf(id);
 }
 
@@ -85,7 +82,7 @@ function queryStreamId(c: Context<StreamEnv>): string {
 async function change(c: Context<StreamEnv>, merge: boolean) {
   const input = await body(c);
   const streamId = streamIdOf(input.stream_id);
-  return c.json(found(authenticated(await editStream(c.var.call, streamId, input, merge, allowPrivatePush(c)))));
+  return c.json(streamFound(receiverAnswer(await editStream(c.var.call, streamId, input, merge, allowPrivatePush(c)))));
 }
 
 export const streamRoutes = new Hono<StreamEnv>()
@@ -93,41 +90,41 @@ export const streamRoutes = new Hono<StreamEnv>()
   .use(limitBody)
   .get("/", async (c) => {
     const id = c.req.query("stream_id");
-    if (id === undefined) return c.json(authenticated(await listStreams(c.var.call)));
-    return c.json(found(authenticated(await getStream(c.var.call, streamIdOf(id)))));
+    if (id === undefined) return c.json(receiverAnswer(await listStreams(c.var.call)));
+    return c.json(streamFound(receiverAnswer(await getStream(c.var.call, streamIdOf(id)))));
   })
   .post("/", async (c) => {
     const request = streamRequestOf(await body(c), allowPrivatePush(c));
-    const stream = authenticated(await addStream(c.var.call, request));
-    if (!stream) throw new ApiError(403, "stream_limit_reached");
+    const stream = receiverAnswer(await addStream(c.var.call, request));
+    if (!stream) throw streamLimitReached();
     return c.json(stream, 201);
   })
   .patch("/", (c) => change(c, true))
   .put("/", (c) => change(c, false))
   .delete("/", async (c) => {
-    found(authenticated(await removeStream(c.var.call, queryStreamId(c))));
+    streamFound(receiverAnswer(await removeStream(c.var.call, queryStreamId(c))));
     return c.body(null, 204);
   })
-  .get("/status", async (c) => c.json(found(authenticated(await getStatus(c.var.call, queryStreamId(c))))))
+  .get("/status", async (c) => c.json(streamFound(receiverAnswer(await getStatus(c.var.call, queryStreamId(c))))))
   .post("/status", async (c) => {
     const input = await body(c);
     const streamId = streamIdOf(input.stream_id);
     const { status, reason } = statusOf(input);
-    return c.json(found(authenticated(await updateStatus(c.var.call, streamId, status, reason))));
+    return c.json(streamFound(receiverAnswer(await updateStatus(c.var.call, streamId, status, reason))));
   })
   .post("/subjects/add", (c) => subject(c, true))
   .post("/subjects/remove", (c) => subject(c, false))
   .post("/verify", async (c) => {
     const input = await body(c);
     const streamId = streamIdOf(input.stream_id);
-    const wait = found(authenticated(await verifyStream(c.var.call, streamId, stateOf(input))));
-    if (wait > 0) throw new ApiError(429, "verification_too_frequent", { headers: { "Retry-After": String(wait) } });
+    const wait = streamFound(receiverAnswer(await verifyStream(c.var.call, streamId, stateOf(input))));
+    if (wait > 0) throw verificationTooFrequent(wait);
     return c.body(null, 204);
   })
   .post("/poll/:streamId", async (c) => {
     const streamId = streamIdOf(c.req.param("streamId"));
     const request = pollRequestOf(await body(c));
-    return c.json(found(authenticated(await pollStream(c.var.call, streamId, request))));
+    return c.json(streamFound(receiverAnswer(await pollStream(c.var.call, streamId, request))));
   });
 
 /** Add (200, empty) or remove (204) a subject; an unknown user is accepted all the same, so no user is revealed. */
@@ -135,6 +132,6 @@ async function subject(c: Context<StreamEnv>, included: boolean) {
   const input = await body(c);
   const streamId = streamIdOf(input.stream_id);
   const userId = userOfSubject(input.subject, c.var.call.transmitter.issuer);
-  found(authenticated(await updateSubject(c.var.call, streamId, userId, included)));
+  streamFound(receiverAnswer(await updateSubject(c.var.call, streamId, userId, included)));
   return included ? c.body(null, 200) : c.body(null, 204);
 }

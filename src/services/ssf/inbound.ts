@@ -70,6 +70,6 @@ export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream
   // A session id of a region this deployment does not have: no session of ours.
   if (!place) return 0;
   const set = { issuer: upstream.issuer, jti: action.jti };
-  // The actor is the system, from the transmitter's address.
-  return write(scope, null, (actor) => endSessionsForSet(place, set, action, action.reason, actor, at));
+  // The writer is the system, from the transmitter's address.
+  return write(scope, null, (writer) => endSessionsForSet(place, set, action, action.reason, writer, at));
 }

@@ -34,13 +34,13 @@ export const AUTH_FACTORS = [
 export type AuthFactor = (typeof AUTH_FACTORS)[number];
 
 /** As stored (`sessions.auth_proofs`): completion time in ms by factor, so a newer proof of a factor replaces the older. */
-export type StoredProofs = Partial<Record<AuthFactor, number>>;
+export type StoredFactors = Partial<Record<AuthFactor, number>>;
 
 /** As given: a factor completed now, or with the time it was completed. */
-export type ProofInput = AuthFactor | { factor: AuthFactor; completedAt?: string | number | Date };
+export type FactorInput = AuthFactor | { factor: AuthFactor; completedAt?: string | number | Date };
 
 /** As returned by `authenticate`: oldest first. */
-export interface AuthProof {
+export interface CompletedFactor {
   factor: AuthFactor;
   completedAt: string;
 }
@@ -53,8 +53,8 @@ const MAX_PROOFS = AUTH_FACTORS.length;
 /** A login flow's clock may run a little ahead of the worker's. */
 const CLOCK_SKEW_MS = 60_000;
 
-/** The one rule for proofs given by the rest of the system; refused as a TypeError or RangeError. */
-export function checkProofs(input: unknown, now: Date, required: boolean): StoredProofs | null {
+/** The one rule for factors given by the rest of the system; refused as a TypeError or RangeError. */
+export function checkFactors(input: unknown, now: Date, required: boolean): StoredFactors | null {
   if (input === undefined || input === null) {
     if (required) throw new TypeError("factors must list at least one completed authentication factor");
     return null;
@@ -62,7 +62,7 @@ export function checkProofs(input: unknown, now: Date, required: boolean): Store
   if (!Array.isArray(input) || input.length > MAX_PROOFS || (required && input.length === 0)) {
     throw new TypeError(`factors must be an array of 1 to ${MAX_PROOFS} factors`);
   }
-  const proofs: StoredProofs = {};
+  const factors: StoredFactors = {};
   for (const item of input as unknown[]) {
     const { factor, completedAt } =
       typeof item === "string"
@@ -78,9 +78,9 @@ export function checkProofs(input: unknown, now: Date, required: boolean): Store
       throw new RangeError("completedAt must be a valid time, not in the future");
     }
     const key = factor as AuthFactor;
-    proofs[key] = Math.max(proofs[key] ?? 0, Math.min(at, now.getTime()));
+    factors[key] = Math.max(factors[key] ?? 0, Math.min(at, now.getTime()));
   }
-  return proofs;
+  return factors;
 }
 
 export function checkAssuranceLevel(level: unknown): AssuranceLevel | null {
@@ -97,13 +97,13 @@ export function isMaxAge(seconds: unknown): seconds is number {
 }
 
 /** The latest proof: when the user last proved who they are. */
-export function latestProof(proofs: StoredProofs | null): number | null {
-  const times = Object.values(proofs ?? {});
+export function latestFactor(factors: StoredFactors | null): number | null {
+  const times = Object.values(factors ?? {});
   return times.length > 0 ? Math.max(...times) : null;
 }
 
-export function proofList(proofs: StoredProofs | null): AuthProof[] {
-  return Object.entries(proofs ?? {})
+export function factorList(factors: StoredFactors | null): CompletedFactor[] {
+  return Object.entries(factors ?? {})
     .sort(([, a], [, b]) => a - b)
     .map(([factor, at]) => ({ factor: factor as AuthFactor, completedAt: new Date(at).toISOString() }));
 }
