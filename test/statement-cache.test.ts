@@ -137,7 +137,7 @@ const OPERATIONS: Record<string, (place: Place, input: Input) => Promise<unknown
     ),
 };
 
-/** A statement's name: its shape up to the head's part (`list:[…]`, `delete-own:read:[…]`). */
+/** A statement's name: its shape up to the head's part (`list:[…]`, `delete-own:caller:[…]`). */
 const nameOf = (shape: string) => shape.slice(0, shape.indexOf(":["));
 
 describe("the statement cache", () => {
@@ -156,8 +156,10 @@ describe("the statement cache", () => {
         "contextEnded",
         "activity",
         "list",
+        "authenticate:caller",
+        "events:caller",
         ...["delete-own", "delete-other", "logout-all", "logout-others"].flatMap((operation) =>
-          ["read", "recorded", "ended", "logged"].map((statement) => `${operation}:${statement}`),
+          ["caller", "recorded", "ended", "logged"].map((statement) => `${operation}:${statement}`),
         ),
       ]),
     );

@@ -1,7 +1,7 @@
 import { getTableColumns, type Placeholder, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import { type ClientContext, sameDevice } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
-import { moveOf, moveState, notMoving } from "./buckets.ts";
+import { moveOf, moveState, moveStateOf, notMoving } from "./buckets.ts";
 import { byName, type Database, decoded } from "./client.ts";
 import {
   acts,
@@ -21,7 +21,7 @@ import { endSessions, loggedBy, recordEvents, type Write, type Writer } from "./
 // The one authenticated batch: every operation by a session's token (the list, the events, the
 // deletes and logouts, authenticate, reauthenticate, a DBSC registration) starts its one batch
 // with the head below, and reads the caller and the bucket's move state as columns of one row
-// (`callerRow`); what it does in between is its own. The token is proven inside each statement.
+// (`callerRow`, or a list's own aggregate); what it does in between is its own. The token is proven inside each statement.
 // When nothing changed, which is almost every request, the check costs one statement (the
 // event's INSERT, which then inserts nothing): the comparison rides in the UPDATE that records
 // activity, and a call that cannot be judged (no context, a Bearer call, a policy that only
@@ -207,6 +207,22 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     also: (name: string, more: Record<string, unknown>, build: Build) => compiledAll(db, own(name, more, build)),
     /** The same, for a statement that answers nothing (INSERT, DELETE). */
     alsoRun: (name: string, more: Record<string, unknown>, build: Build) => compiledRun(db, own(name, more, build)),
+    /**
+     * Exactly one row, whatever the tables hold: the caller and the bucket's move state
+     * (`callerAndMove` decodes it). `name` as for `also`.
+     */
+    callerRow: (name: string, bucket: string) =>
+      compiledAll(
+        db,
+        own(`${name}:caller`, { bucket }, (t, unrecorded, P) =>
+          db
+            .select({
+              caller: callerValue(t.proof, t.at, unrecorded).as("caller"),
+              move: moveState(P("bucket")).as("move"),
+            })
+            .from(sql`(SELECT 1)`),
+        ),
+      ),
     // Which exist follows from the shape, as in `build`.
     statements: {
       contextEvents: check && acts(check, "log", "step-up", "end") ? compiledAll(db, statement("contextEvents")) : null,
@@ -250,8 +266,8 @@ export function callerValue(proof: TokenProof, at: Instant, unrecorded: SQL<numb
 }
 
 /** `callerValue`'s value as D1 answers it, decoded. */
-export function callerOf(json: string | null | undefined): Caller | null {
-  if (json === null || json === undefined) return null;
+export function callerOf(json: unknown): Caller | null {
+  if (typeof json !== "string") return null;
   const values = JSON.parse(json) as unknown[];
   return {
     ...decoded<Omit<Caller, "contextUnrecorded">>(CALLER, values),
@@ -259,9 +275,9 @@ export function callerOf(json: string | null | undefined): Caller | null {
   };
 }
 
-/** Exactly one row, whatever the tables hold: the caller and the bucket's move state. */
-export function callerRow(db: Database, proof: TokenProof, at: Instant, unrecorded: SQL<number>, bucket: string) {
-  return db.select({ caller: callerValue(proof, at, unrecorded), move: moveState(bucket) }).from(sql`(SELECT 1)`);
+/** The caller (`callerValue`) and the move state (`moveState`) of a row that carries them by those names. */
+export function callerAndMove(row: Record<string, unknown> | undefined) {
+  return { caller: callerOf(row?.caller), move: moveStateOf(row?.move) };
 }
 
 /** The tail of every per-user batch that writes: this write's events, and the bucket's move state. */

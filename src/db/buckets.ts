@@ -43,8 +43,8 @@ export function moveState(bucket: string | Placeholder): SQL<MoveState | undefin
 }
 
 /** `moveState`'s value as D1 answers it, decoded. */
-export function moveStateOf(json: string | null | undefined): MoveState | undefined {
-  if (json === null || json === undefined) return undefined;
+export function moveStateOf(json: unknown): MoveState | undefined {
+  if (typeof json !== "string") return undefined;
   const [state, binding] = JSON.parse(json) as [MoveState["state"], string];
   return { state, binding };
 }

@@ -1,7 +1,7 @@
 import { and, desc, eq, type SQL, type SQLWrapper } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
 import { EVENTS_LISTED } from "../domain/events.ts";
-import { authenticated, type ByToken, callerRow } from "./authenticated.ts";
+import { authenticated, type ByToken, callerAndMove } from "./authenticated.ts";
 import { onBucket } from "./buckets.ts";
 import { batchNamed } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
@@ -31,7 +31,7 @@ export async function listEvents(
     const head = authenticated(db, token, true);
     const { contextEvents, read, events } = await batchNamed(db, {
       ...head.statements,
-      read: callerRow(db, proof, at, head.unrecorded, place.bucket),
+      read: head.callerRow("events", place.bucket),
       events: db
         .select()
         .from(sessionEvents)
@@ -39,7 +39,7 @@ export async function listEvents(
         .orderBy(desc(sessionEvents.createdAt), desc(sessionEvents.id))
         .limit(EVENTS_LISTED),
     });
-    const { caller, move } = read[0] ?? { caller: null, move: undefined };
+    const { caller, move } = callerAndMove(read[0]);
     const answer = { caller, events };
     return {
       answer: { answer, events: head.events(contextEvents), db },

@@ -2,8 +2,8 @@ import { and, desc, eq, ne, type Placeholder, type SQL, sql } from "drizzle-orm"
 import type { Instant } from "../domain/clock.ts";
 import type { EventType } from "../domain/events.ts";
 import type { ListedSession } from "../domain/session-view.ts";
-import { authenticated, type ByToken, callerOf, callerRow, callerValue, tail } from "./authenticated.ts";
-import { moveOf, moveState, moveStateOf, onBucket } from "./buckets.ts";
+import { authenticated, type ByToken, callerAndMove, callerValue, tail } from "./authenticated.ts";
+import { moveOf, moveState, onBucket } from "./buckets.ts";
 import { batchNamed, type Database, decoded } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
 import {
@@ -43,9 +43,9 @@ export async function authenticate(
     const head = authenticated(db, token, true);
     const { contextEvents, read } = await batchNamed(db, {
       ...head.statements,
-      read: callerRow(db, proof, at, head.unrecorded, place.bucket),
+      read: head.callerRow("authenticate", place.bucket),
     });
-    const { caller, move } = read[0] ?? { caller: null, move: undefined };
+    const { caller, move } = callerAndMove(read[0]);
     const answer = { answer: caller, events: head.events(contextEvents), db };
     return { answer, move, blocked: caller?.contextUnrecorded === true };
   });
@@ -89,8 +89,10 @@ function sessionList(): SQL<ListedRow[]> {
 }
 
 /** `sessionList`'s value as D1 answers it, decoded. */
-function listOf(json: string | null | undefined): ListedRow[] {
-  return json ? (JSON.parse(json) as unknown[][]).map((values) => decoded<ListedRow>(listed, values)) : [];
+function listOf(json: unknown): ListedRow[] {
+  return typeof json === "string"
+    ? (JSON.parse(json) as unknown[][]).map((values) => decoded<ListedRow>(listed, values))
+    : [];
 }
 
 /**
@@ -122,9 +124,8 @@ export async function listSessionsByToken(
           .where(isLiveSessionOfCaller(t.proof, t.at)),
       ),
     });
-    const row = listed[0] as { list?: string; caller?: string | null; move?: string | null } | undefined;
-    const caller = callerOf(row?.caller);
-    const move = moveStateOf(row?.move);
+    const row = listed[0];
+    const { caller, move } = callerAndMove(row);
     const answer = { caller, sessions: listOf(row?.list) };
     return {
       answer: { answer, events: head.events(contextEvents), db },
@@ -232,28 +233,20 @@ function endForCaller(
     const head = authenticated(db, token, true);
     const { read, logged } = await batchNamed(db, {
       ...head.statements,
-      read: head.also(`${name}:read`, more, (t, unrecorded, P) =>
-        db
-          .select({
-            caller: callerValue(t.proof, t.at, unrecorded).as("caller"),
-            move: moveState(P("bucket")).as("move"),
-          })
-          .from(sql`(SELECT 1)`),
-      ),
+      read: head.callerRow(name, place.bucket),
       recorded: head.alsoRun(`${name}:recorded`, more, (t, _, P) =>
         recordEvents(db, type, ending(t, P("target")), t.writer, t.write),
       ),
       ended: head.alsoRun(`${name}:ended`, more, (t, _, P) => endSessions(db, ending(t, P("target")))),
       logged: head.also(`${name}:logged`, more, (t) => loggedBy(db, t.write)),
     });
-    const row = read[0] as { caller?: string | null; move?: string | null } | undefined;
-    const found = callerOf(row?.caller);
+    const { caller: found, move } = callerAndMove(read[0]);
     const events = head.events(logged);
     const ended = events.filter((event) => event.type === type).length;
     const answer = { proven: found !== null || ended > 0, ended, caller: found };
     return {
       answer: { answer, events, db },
-      move: moveStateOf(row?.move),
+      move,
       blocked: ended === 0 || found?.contextUnrecorded === true,
     };
   });
