@@ -1,13 +1,14 @@
 import { exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
-import { countingShards } from "./d1.ts";
+import { countingShards, flakyD1 } from "./d1.ts";
 import {
   bearer,
   bindingOfUser,
   CHROME_MAC,
   callWith,
   d1,
+  d1OfUser,
   databases,
   expectError,
   expectSecurityHeaders,
@@ -167,11 +168,14 @@ describe("admin API: the RPC's verbs for a server holding a key", () => {
     });
     expect(opened.status).toBe(201);
     const { id } = (await opened.json()) as { id: string };
+    const log = vi.spyOn(console, "log");
     const ended = await admin(vars, key, "POST", "/admin/agents/agent-ada/support-sessions/end", {
       reason: "offboarded",
     });
     expect(await ended.json()).toEqual({ ended: 1, moving: 0 });
     expect(await sessionIdsOf(userId)).not.toContain(id);
+    // One round trip to each database, as it must: no request log line, on one database or four.
+    expect(log.mock.calls.map(([line]) => JSON.parse(String(line)).event)).toEqual(["admin_call"]);
   });
 
   it("each call is one round trip, to the user's database; the key costs none", async () => {
@@ -246,6 +250,32 @@ describe("admin API: the RPC's verbs for a server holding a key", () => {
       },
     ]);
     for (const line of lines) expect(line).not.toContain(key.split(".")[1]);
+  });
+
+  it("the request log counts the call's own round trips: a retried transient error is a line, the key's last use after the answer is none", async () => {
+    const { vars, key } = await adminKey(["sessions:read"]);
+    const userId = newUser();
+    const path = `/admin/users/${encodeURIComponent(userId)}/sessions`;
+    const log = vi.spyOn(console, "log");
+    const requestLines = () =>
+      log.mock.calls.map(([line]) => JSON.parse(String(line))).filter((line) => line.event === "request");
+    // The key's first call: its use is recorded after the answer, a round trip of its own.
+    expect((await admin(vars, key, "GET", path)).status).toBe(200);
+    expect(requestLines()).toEqual([]);
+    const flaky = flakyD1(await d1OfUser(userId), 1, () => new Error("D1_ERROR: Network connection lost."));
+    expect((await admin({ ...vars, [await bindingOfUser(userId)]: flaky.db }, key, "GET", path)).status).toBe(200);
+    expect(requestLines()).toEqual([
+      {
+        level: "warn",
+        event: "request",
+        method: "GET",
+        route: "/admin/users/:userId/sessions",
+        status: 200,
+        duration_ms: expect.any(Number),
+        session_id: null,
+        d1_round_trips: 2,
+      },
+    ]);
   });
 });
 

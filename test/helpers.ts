@@ -271,10 +271,12 @@ export function scopeWith(shards: Shards, config: Config = readConfig(env), outb
     at: instant(config),
     shards,
     outbox,
+    afterAnswer: null,
     clientIp: null,
     context: null,
     adminKeyId: null,
     roundTrips: () => 0,
+    extraRoundTrips: () => 0,
   };
 }
 

@@ -475,6 +475,27 @@ describe.skipIf(shardBindings().length < 2)("moving buckets between databases", 
     ]);
   });
 
+  it("a request that follows a moved bucket (SHARDS not yet deployed) writes the request log's warning: two round trips", async () => {
+    const bucket = 980;
+    const [user] = (await usersIn(bucket, bucket, 1)) as [string];
+    const session = await issue(user);
+    await moveBuckets(planFor(bucket, bucket), tools());
+    const log = vi.spyOn(console, "log").mockImplementation(() => {});
+    expect((await call("GET", "/auth/sessions", bearer(session.token))).status).toBe(200);
+    expect(log.mock.calls.map(([line]) => JSON.parse(String(line)))).toEqual([
+      {
+        level: "warn",
+        event: "request",
+        method: "GET",
+        route: "/auth/sessions",
+        status: 200,
+        duration_ms: expect.any(Number),
+        session_id: session.id,
+        d1_round_trips: 2,
+      },
+    ]);
+  });
+
   it("activity meets a move: neither the frozen source nor the target's copy is touched, sliding renewal included", async () => {
     const bucket = 220;
     const [user] = await usersIn(bucket, bucket, 1);

@@ -397,6 +397,25 @@ describe("push delivery (RFC 8935)", () => {
     expect(await waitingFor(stream_id)).toBe(0);
   });
 
+  it("is not the answer's work: a sign-out whose SETs are queued, pushed and marked delivered after it writes no request log line", async () => {
+    const pushed: string[] = [];
+    const { url, stream } = push();
+    vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+      const request = new Request(input, init);
+      if (request.url === url) pushed.push(request.url);
+      return new Response(null, { status: 202 });
+    });
+    const { vars, stream_id, login } = await setUp({}, stream);
+    const session = await login(newUser());
+    const lines: string[] = [];
+    vi.spyOn(console, "log").mockImplementation((line: unknown) => void lines.push(String(line)));
+    expect((await callWith(vars, "POST", "/auth/logout", bearer(session.token))).status).toBe(200);
+    // The request log warns of a second round trip: the answer made one, the sending three more.
+    expect(lines).toEqual([]);
+    expect(pushed).toHaveLength(2);
+    expect(await waitingFor(stream_id)).toBe(0);
+  });
+
   it("keeps a SET whose push failed, with the same jti, and pushes it again once due, by the minute cron", async () => {
     let answer = 503;
     const jtis: string[] = [];

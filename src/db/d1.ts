@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { DatabaseUnavailable } from "../domain/errors.ts";
 
 // Wrappers around the D1 binding. Every call that goes to the database (a statement's
@@ -61,11 +62,20 @@ export function d1BindingOfFailure(error: unknown): string | null {
   return null;
 }
 
-/** Counts round trips, for the request log. */
+// Set while work after the answer runs: by async context, since it runs beside the answer's
+// last steps on the same metered databases, before or after the request log reads the count.
+const afterTheAnswer = new AsyncLocalStorage<true>();
+
+/** Runs `work` as work after the answer (the outbox, a key's last use): `meterD1` does not count its round trips. */
+export function uncounted<T>(work: () => Promise<T>): Promise<T> {
+  return afterTheAnswer.run(true, work);
+}
+
+/** Counts the round trips the answer made, for the request log. */
 export function meterD1(d1: D1Database): { db: D1Database; roundTrips: () => number } {
   let count = 0;
   const db = wrapD1(d1, (call) => {
-    count++;
+    if (!afterTheAnswer.getStore()) count++;
     return call();
   });
   return { db, roundTrips: () => count };

@@ -154,6 +154,8 @@ export interface Shards {
   all(): Shard[];
   /** Where Shared Signals receivers and streams live: the database bound as STREAMS_BINDING. */
   streams(): Shard;
+  /** Moves followed so far (`Place.elsewhere`), for the request log. */
+  forwards(): number;
 }
 
 /** Streams are few and read by every delivery: one database holds them, whatever SHARDS says. */
@@ -174,10 +176,15 @@ export function openShards(env: Env, wrap: (d1: D1Database, binding: string) => 
     }
     return found;
   };
+  let forwards = 0;
   const place = (binding: string, bucket: string): Place => ({
     ...shard(binding),
     bucket,
-    elsewhere: (other) => (boundD1(env, other) ? place(other, bucket) : null),
+    elsewhere: (other) => {
+      if (!boundD1(env, other)) return null;
+      forwards++;
+      return place(other, bucket);
+    },
   });
   return {
     map,
@@ -200,5 +207,6 @@ export function openShards(env: Env, wrap: (d1: D1Database, binding: string) => 
     },
     all: () => map.bindings.map(shard),
     streams: () => shard(STREAMS_BINDING),
+    forwards: () => forwards,
   };
 }

@@ -89,15 +89,15 @@ export async function push({ ssf }: Outlets, now: Date): Promise<void> {
 }
 
 /**
- * The outbox of one request or RPC call, or null without outlets. `waitUntil` keeps the
- * sending alive after the answer went out.
+ * The outbox of one request or RPC call, or null without outlets. `afterAnswer` runs the
+ * sending after the answer (src/services/scope.ts).
  */
-export function outboxFor(outlets: Outlets | null, waitUntil: (promise: Promise<unknown>) => void): Outbox | null {
+export function outboxFor(outlets: Outlets | null, afterAnswer: (work: () => Promise<unknown>) => void): Outbox | null {
   if (!outlets) return null;
   return {
     pending: writesPending(outlets),
     publish: (db, events) =>
-      waitUntil(
+      afterAnswer(() =>
         deliver(outlets, db, events)
           .then(() => push(outlets, new Date()))
           .catch(logOutboxFailure),

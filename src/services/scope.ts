@@ -1,5 +1,5 @@
 import type { ContextCheck } from "../db/client-context.ts";
-import { meterD1 } from "../db/d1.ts";
+import { meterD1, uncounted } from "../db/d1.ts";
 import { openShards, type Shards } from "../db/shards.ts";
 import type { Logged, Writer } from "../db/writes.ts";
 import type { ClientContext } from "../domain/client-context.ts";
@@ -24,8 +24,19 @@ export interface Scope {
   context: ClientContext | null;
   /** The admin key making the call (its id), which the security log names as who acted; null for every other door. */
   adminKeyId: string | null;
-  /** D1 round trips made so far (for the request log). */
+  /**
+   * Runs `work` after the answer, kept alive by the door; null for the operator's commands (no
+   * door to keep it). Its round trips are not the answer's: `roundTrips` leaves them out.
+   */
+  afterAnswer: ((work: () => Promise<unknown>) => void) | null;
+  /** D1 round trips the answer made so far (for the request log). */
   roundTrips(): number;
+  /**
+   * Those beyond one per database the answer asked: a transient error retried, a moved bucket
+   * followed. An operation that asks every database (ending an agent's support sessions) makes
+   * none.
+   */
+  extraRoundTrips(): number;
 }
 
 export interface Door {
@@ -49,15 +60,22 @@ export function openScope(env: Env, door: Door = {}): Scope {
     return meter.db;
   });
   const { waitUntil } = door;
+  const afterAnswer = waitUntil ? (work: () => Promise<unknown>) => waitUntil(uncounted(work)) : null;
   return {
     config,
     at: instant(config),
     shards,
-    outbox: waitUntil ? outboxFor(outletsOf(env, shards), waitUntil) : LEFT_TO_THE_CRON,
+    outbox: afterAnswer ? outboxFor(outletsOf(env, shards), afterAnswer) : LEFT_TO_THE_CRON,
+    afterAnswer,
     clientIp: door.clientIp ?? null,
     context: door.context ?? null,
     adminKeyId: door.adminKeyId ?? null,
     roundTrips: () => meters.reduce((sum, roundTrips) => sum + roundTrips(), 0),
+    extraRoundTrips: () => {
+      const made = meters.map((roundTrips) => roundTrips());
+      const asked = made.filter((count) => count > 0).length;
+      return made.reduce((sum, count) => sum + count, 0) - asked + shards.forwards();
+    },
   };
 }
 

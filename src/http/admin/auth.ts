@@ -44,6 +44,7 @@ export function requireAdminKey(scope: AdminScope) {
     await next();
     log(c.res.status);
     // For the operator's list of keys; after the answer, and only once a minute or so.
-    if (c.res.status < 500) c.executionCtx.waitUntil(noteKeyUse(c.var.scope.shards, key.id, c.var.scope.at.now));
+    const { shards, at, afterAnswer } = c.var.scope;
+    if (c.res.status < 500) afterAnswer?.(() => noteKeyUse(shards, key.id, at.now));
   });
 }

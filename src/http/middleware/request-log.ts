@@ -5,28 +5,24 @@ import type { AppEnv } from "../app-env.ts";
 import type { TokenVariables } from "./auth.ts";
 import type { ScopeVariables } from "./scope.ts";
 
-/**
- * Every operation answers from one round trip; more means a transient D1 error was retried,
- * or the user's bucket was moved to a database the deployed SHARDS does not name yet.
- */
-const EXPECTED_D1_ROUND_TRIPS = 1;
-
 /** Outermost, the log sees every request: one may end before it has a scope (a 404, /openapi.json) or a token. */
 type LoggedEnv = AppEnv & { Variables: Partial<ScopeVariables & TokenVariables> };
 
 /**
  * One JSON line for a request that needs an operator's eye: a 5xx, or more D1 round trips
- * than expected. Ordinary answers write nothing: Workers Logs already keep an invocation log
- * of every request (method, URL, status, duration, outcome), and a line per request cost a
- * third of the worker's throughput. Only fixed fields: the route pattern (never the raw path,
+ * than its databases needed. Ordinary answers write nothing: Workers Logs already keep an
+ * invocation log of every request (method, URL, status, duration, outcome), and a line per
+ * request cost a third of the worker's throughput. Only fixed fields: the route pattern (never the raw path,
  * which a client could fill with anything), never a header, token or hash.
  */
 export const requestLog = createMiddleware<LoggedEnv>(async (c, next) => {
   const started = performance.now();
   await next();
   const { status } = c.res;
-  const roundTrips = c.var.scope?.roundTrips() ?? 0;
-  if (status < 500 && roundTrips <= EXPECTED_D1_ROUND_TRIPS) return;
+  // Every operation answers from one round trip per database it asks; more means a transient
+  // D1 error was retried, or the user's bucket was moved to a database the deployed SHARDS does
+  // not name yet.
+  if (status < 500 && (c.var.scope?.extraRoundTrips() ?? 0) === 0) return;
   const route = routePath(c, -1);
   // Through console.log whatever the level, as this line has always been written.
   logLine(
@@ -39,7 +35,7 @@ export const requestLog = createMiddleware<LoggedEnv>(async (c, next) => {
       duration_ms: Math.round(performance.now() - started),
       // Every 2xx under /auth/ proved its token live, so this id is the caller's own.
       session_id: status < 300 ? (c.var.token?.proof.id ?? null) : null,
-      d1_round_trips: roundTrips,
+      d1_round_trips: c.var.scope?.roundTrips() ?? 0,
     },
     "log",
   );
