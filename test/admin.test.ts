@@ -17,6 +17,7 @@ import {
   isLive,
   issue,
   newUser,
+  newUserOn,
   randomIp,
   sessionIdsOf,
   tableSnapshot,
@@ -254,7 +255,8 @@ describe("admin API: the RPC's verbs for a server holding a key", () => {
 
   it("the request log counts the call's own round trips: a retried transient error is a line, the key's last use after the answer is none", async () => {
     const { vars, key } = await adminKey(["sessions:read"]);
-    const userId = newUser();
+    // On DB, where the key's last use is written: on another, a second database asked would hide it.
+    const userId = await newUserOn("DB");
     const path = `/admin/users/${encodeURIComponent(userId)}/sessions`;
     const log = vi.spyOn(console, "log");
     const requestLines = () =>

@@ -21,8 +21,8 @@ import { endSessions, loggedBy, recordEvents, type Write, type Writer } from "./
 // The one authenticated batch: every operation by a session's token (the list, the events, the
 // deletes and logouts, authenticate, reauthenticate, a DBSC registration) starts its one batch
 // with the head below, and reads the caller and the bucket's move state as columns of one row
-// (`callerRow`, or a list's own aggregate); what it does in between is its own. The token is proven inside each statement.
-// When nothing changed, which is almost every request, the check costs one statement (the
+// (`callerRow`, or a list's own aggregate); what it does in between is its own. The token is
+// proven inside each statement. When nothing changed, which is almost every request, the check costs one statement (the
 // event's INSERT, which then inserts nothing): the comparison rides in the UPDATE that records
 // activity, and a call that cannot be judged (no context, a Bearer call, a policy that only
 // allows) adds none.

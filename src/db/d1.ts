@@ -62,8 +62,9 @@ export function d1BindingOfFailure(error: unknown): string | null {
   return null;
 }
 
-// Set while work after the answer runs: by async context, since it runs beside the answer's
-// last steps on the same metered databases, before or after the request log reads the count.
+// Set while work after the answer runs: by async context, since that work starts at once, on the
+// same metered databases, while the answer is still being written and before the request log
+// reads the count.
 const afterTheAnswer = new AsyncLocalStorage<true>();
 
 /** Runs `work` as work after the answer (the outbox, a key's last use): `meterD1` does not count its round trips. */

@@ -154,7 +154,10 @@ export interface Shards {
   all(): Shard[];
   /** Where Shared Signals receivers and streams live: the database bound as STREAMS_BINDING. */
   streams(): Shard;
-  /** Moves followed so far (`Place.elsewhere`), for the request log. */
+  /**
+   * Moves followed so far (`Place.elsewhere`), for the request log: by the answer, since no
+   * work after it (the outbox, a key's last use) runs an operation on a bucket.
+   */
   forwards(): number;
 }
 

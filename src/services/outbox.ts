@@ -90,7 +90,7 @@ export async function push({ ssf }: Outlets, now: Date): Promise<void> {
 
 /**
  * The outbox of one request or RPC call, or null without outlets. `afterAnswer` runs the
- * sending after the answer (src/services/scope.ts).
+ * sending beside the answer, never delaying it, and keeps it alive after (src/services/scope.ts).
  */
 export function outboxFor(outlets: Outlets | null, afterAnswer: (work: () => Promise<unknown>) => void): Outbox | null {
   if (!outlets) return null;

@@ -41,9 +41,9 @@ export interface Scope {
 
 export interface Door {
   /**
-   * Keeps the outbox's sending alive after the answer. Absent for the operator's commands:
-   * their events are written pending and left to the worker's minute cron, which holds the
-   * queue and the signing keys.
+   * Keeps work after the answer alive (`Scope.afterAnswer`: the outbox's sending, an admin
+   * key's last use). Absent for the operator's commands: their events are written pending and
+   * left to the worker's minute cron, which holds the queue and the signing keys.
    */
   waitUntil?: (promise: Promise<unknown>) => void;
   clientIp?: string | null;
