@@ -22,7 +22,7 @@ export interface Scope {
   clientIp: string | null;
   /** Where the call comes from, judged against its session's last seen context; null: unknown, not judged. */
   context: ClientContext | null;
-  /** The admin key making the call (its id), which the security log names as who acted; null for every other door. */
+  /** The admin key making the call (its id, `asAdminKey`), which the security log names as who acted; else null. */
   adminKeyId: string | null;
   /**
    * Runs `work` after the answer, kept alive by the door; null for the operator's commands (no
@@ -48,7 +48,6 @@ export interface Door {
   waitUntil?: (promise: Promise<unknown>) => void;
   clientIp?: string | null;
   context?: ClientContext | null;
-  adminKeyId?: string | null;
 }
 
 export function openScope(env: Env, door: Door = {}): Scope {
@@ -59,6 +58,7 @@ export function openScope(env: Env, door: Door = {}): Scope {
     meters.push(meter.roundTrips);
     return meter.db;
   });
+  const roundTrips = () => meters.reduce((sum, made) => sum + made(), 0);
   const { waitUntil } = door;
   const afterAnswer = waitUntil ? (work: () => Promise<unknown>) => waitUntil(uncounted(work)) : null;
   return {
@@ -69,14 +69,19 @@ export function openScope(env: Env, door: Door = {}): Scope {
     afterAnswer,
     clientIp: door.clientIp ?? null,
     context: door.context ?? null,
-    adminKeyId: door.adminKeyId ?? null,
-    roundTrips: () => meters.reduce((sum, roundTrips) => sum + roundTrips(), 0),
-    extraRoundTrips: () => {
-      const made = meters.map((roundTrips) => roundTrips());
-      const asked = made.filter((count) => count > 0).length;
-      return made.reduce((sum, count) => sum + count, 0) - asked + shards.forwards();
-    },
+    adminKeyId: null,
+    roundTrips,
+    extraRoundTrips: () => roundTrips() - meters.filter((made) => made() > 0).length + shards.forwards(),
   };
+}
+
+/**
+ * The request's scope as a backend holding an admin key calls (its databases, round trips and
+ * outbox stay the request's): no client IP of its own for the security log, the client context
+ * it passes (the login flow passes the browser's) or none, and the key as who acted.
+ */
+export function asAdminKey(scope: Scope, adminKeyId: string, context: ClientContext | null): Scope {
+  return { ...scope, clientIp: null, context, adminKeyId };
 }
 
 /** The scope's context check (src/db/client-context.ts): its context under the configured policies. */

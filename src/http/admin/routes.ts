@@ -4,7 +4,7 @@ import { type ClientContext, checkContextInput } from "../../domain/client-conte
 import { type CallRefusal, isCallRefusal } from "../../domain/refusal.ts";
 import type { SessionData } from "../../domain/session-data.ts";
 import type { CreateSessionInput, OpenSupportInput } from "../../services/issue-session.ts";
-import type { Scope } from "../../services/scope.ts";
+import { asAdminKey, type Scope } from "../../services/scope.ts";
 import { updateSessionData } from "../../services/session-data.ts";
 import {
   type EndSessionInput,
@@ -62,9 +62,7 @@ async function body<T>(c: Context<AdminEnv>, allowed: readonly (keyof T & string
  * browser's own), and every event the call causes names the key as who acted.
  */
 function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Scope {
-  // The request's own scope (its databases and their round trips, its outbox), as the key's
-  // backend calls: no client IP of its own for the security log.
-  return { ...c.var.scope, clientIp: null, context, adminKeyId: c.var.adminKey.id };
+  return asAdminKey(c.var.scope, c.var.adminKey.id, context);
 }
 
 /**

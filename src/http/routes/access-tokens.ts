@@ -1,4 +1,4 @@
-import type { Context, Next } from "hono";
+import { createMiddleware } from "hono/factory";
 import {
   type AccessTokenIssuer,
   JWKS_MAX_AGE_SECONDS,
@@ -17,22 +17,20 @@ import { notFound, refused } from "../refusals.ts";
 // session, the key set verifies it. Without ACCESS_TOKEN_KEYS both answer 404, whatever the
 // request carries: the feature is not there.
 
-/** The configured issuer; a refused configuration is a ConfigError (500, with its log line) on each call. */
-function issuerOf(env: AppEnv["Bindings"]): AccessTokenIssuer {
-  const issuer = readAccessTokenIssuer(env);
+/**
+ * Before the credential, the configured issuer: an unconfigured service has no such route, for
+ * anyone; a refused configuration is a ConfigError (500, with its log line) on each call.
+ */
+const requireIssuer = createMiddleware<AppEnv & { Variables: { issuer: AccessTokenIssuer } }>(async (c, next) => {
+  const issuer = readAccessTokenIssuer(c.env);
   if (!issuer) throw notFound();
-  return issuer;
-}
-
-/** Before the credential: an unconfigured service has no such route, for anyone. */
-const requireIssuer = async (c: Context<AppEnv>, next: Next) => {
-  issuerOf(c.env);
+  c.set("issuer", issuer);
   await next();
-};
+});
 
 /** The RFC 6749 §5.1 answer: POST, since each call mints a new token (its own `jti`), and never cached. */
 export const tokenRoutes = new Hono<AppEnv>().post("/", requireIssuer, requireToken, async (c) => {
-  const minted = await mintAccessToken(c.var.scope, c.var.token, issuerOf(c.env));
+  const minted = await mintAccessToken(c.var.scope, c.var.token, c.var.issuer);
   if (isRefusal(minted)) throw refused(c, minted);
   return c.json({ access_token: minted.token, token_type: "Bearer", expires_in: minted.expiresIn });
 });
