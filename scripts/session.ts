@@ -5,6 +5,7 @@
 //   npm run --silent session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>]
 //                                       [--country <CC>] [--city <name>] [--region <region>] [--carrier cookie|bearer|both]
 //                                       [--data <JSON object>]
+//                                       [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>]]
 //   npm run --silent session:list -- --user <userId> [--region <region>]
 //   npm run --silent session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>]
 //   npm run --silent session:end -- --session <sessionId> [--reason <reason>]
@@ -23,7 +24,7 @@ import { parseOptions, refuse } from "./options.ts";
 
 const USAGE: Record<string, string> = {
   create:
-    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--region <region>] [--carrier cookie|bearer|both] [--data <JSON object>] [--env <env>]",
+    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--region <region>] [--carrier cookie|bearer|both] [--data <JSON object>] [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>]] [--env <env>]",
   list: "session:list -- --user <userId> [--region <region>] [--env <env>]",
   end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] | --agent <agentId> [--reason <reason>] [--env <env>]",
   support:
@@ -54,12 +55,29 @@ const OPTIONS = {
   carrier: { type: "string" },
   agent: { type: "string" },
   data: { type: "string" },
+  upstream: { type: "string" },
+  "upstream-subject": { type: "string" },
+  "upstream-sid": { type: "string" },
   env: { type: "string", short: "e" },
 } as const;
 
 const { values } = parseOptions(rest, OPTIONS, usageOf(command));
 const allowed: Record<string, string[]> = {
-  create: ["user", "ip", "user-agent", "ttl", "country", "city", "region", "carrier", "data", "env"],
+  create: [
+    "user",
+    "ip",
+    "user-agent",
+    "ttl",
+    "country",
+    "city",
+    "region",
+    "carrier",
+    "data",
+    "upstream",
+    "upstream-subject",
+    "upstream-sid",
+    "env",
+  ],
   list: ["user", "region", "env"],
   end: ["user", "session", "agent", "except", "reason", "region", "env"],
   support: ["user", "agent", "reason", "ttl", "region", "env"],
@@ -79,6 +97,10 @@ if (command === "end" && values.session !== undefined && values.region !== undef
   usage(command, "--region goes with --user: a session id names its database");
 }
 if (command !== "end" && values.user === undefined) usage(command, "--user is required");
+if ((values.upstream === undefined) !== (values["upstream-subject"] === undefined))
+  usage(command, "--upstream and --upstream-subject go together");
+if (values["upstream-sid"] !== undefined && values.upstream === undefined)
+  usage(command, "--upstream-sid goes with --upstream");
 if (values.ttl !== undefined && !/^\d+$/.test(values.ttl)) usage(command, "--ttl must be a whole number of seconds");
 if (values.carrier !== undefined && !(SESSION_CARRIERS as readonly string[]).includes(values.carrier))
   usage(command, `--carrier must be one of ${SESSION_CARRIERS.join(", ")}`);
@@ -106,6 +128,15 @@ await answerOnLocalProject(values.env, async (project) => {
       carrier: (values.carrier ?? null) as SessionCarrier | null,
       ...(data === undefined ? {} : { data }),
       ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
+      ...(values.upstream === undefined
+        ? {}
+        : {
+            upstream: {
+              provider: values.upstream,
+              subject: values["upstream-subject"] as string,
+              sid: values["upstream-sid"] ?? null,
+            },
+          }),
     });
     return { id, token, expiresAt };
   }

@@ -1,3 +1,4 @@
+import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { openDatabase } from "../src/db/client.ts";
@@ -5,6 +6,7 @@ import { bucketOf, parseShardMap, readShardMap } from "../src/db/shards.ts";
 import type { SessionData } from "../src/domain/session-data.ts";
 import { bucketKey, RANDOM_LENGTH } from "../src/domain/token.ts";
 import { MESSAGES } from "../src/http/error-codes.ts";
+import { SessionService } from "../src/rpc/session-service.ts";
 import { finishMoves, type MovePlan, type MoveStep, type MoveTools, moveBuckets } from "../src/services/moves.ts";
 import {
   bearer,
@@ -388,6 +390,29 @@ describe.skipIf(shardBindings().length < 2)("moving buckets between databases", 
     // The transmitter did not get the first answer and sends the SET again.
     expect((await idp.push(set)).status).toBe(202);
     expect(await isLive(since.token)).toBe(true);
+  });
+
+  it("an upstream subject's link moves with its bucket: the provider's logout after the move finds the user", async () => {
+    const bucket = 941;
+    const key = bucketKey({ region: "default", bucket });
+    let subject = "";
+    while (!subject) {
+      const candidate = `subject-${crypto.randomUUID()}`;
+      if ((await bucketOf(`idp\n${candidate}`)) === bucket) subject = candidate;
+    }
+    const links = async (binding: string) =>
+      (await d1(binding).prepare("SELECT user_id FROM upstream_links WHERE bucket = ?").bind(key).all()).results;
+    const idp = await standInUpstream();
+    const user = newUser();
+    const service = new SessionService(createExecutionContext(), { ...env, ...idp.vars });
+    const session = await service.create({ userId: user, upstream: { provider: "idp", subject } });
+    expect([await links(SOURCE), await links(TARGET)]).toEqual([[{ user_id: user }], []]);
+
+    await moveBuckets(planFor(bucket, bucket), tools());
+    expect([await links(SOURCE), await links(TARGET)]).toEqual([[], [{ user_id: user }]]);
+    // SHARDS still names the source for the bucket: the link's read follows the move.
+    expect((await idp.logout(subject)).status).toBe(200);
+    expect(await isLive(session.token)).toBe(false);
   });
 
   it("a frozen bucket: writes answer 503 moving (cookie kept, never rate limited), reads answer, RPC says retry", async () => {

@@ -23,6 +23,8 @@ const PATHS = [
   "/ssf/streams/verify",
   "/ssf/streams/poll/{streamId}",
   "/ssf/inbound",
+  "/upstreams/{name}/backchannel-logout",
+  "/upstreams/{name}/global-token-revocation",
   "/admin/sessions",
   "/admin/sessions/reauthenticate",
   "/admin/users/{userId}/sessions",

@@ -446,13 +446,13 @@ describe("refused: 400 {err, description}, Content-Language: en, nothing ends", 
       "an iat over 24 hours old",
       async () => push(await sign(claims(USER, SESSION_REVOKED, { iat: now() - 86_401 }))),
       "invalid_request",
-      "The SET's iat is in the future or more than 24 hours old.",
+      "The SET has an iat in the future or more than 24 hours old.",
     ],
     [
       "an iat in the future beyond the skew",
       async () => push(await sign(claims(USER, SESSION_REVOKED, { iat: now() + 61 }))),
       "invalid_request",
-      "The SET's iat is in the future or more than 24 hours old.",
+      "The SET has an iat in the future or more than 24 hours old.",
     ],
     [
       "no jti",
@@ -598,13 +598,46 @@ describe("a key set fetched from jwks_uri", () => {
     expect(fetches).toHaveBeenCalledTimes(2);
   });
 
-  it("a key set that cannot be fetched: 500, for the transmitter to resend; nothing ends", async () => {
-    vi.spyOn(console, "error").mockImplementation(() => {});
-    vi.spyOn(globalThis, "fetch").mockResolvedValue(new Response("down", { status: 503 }));
+  it("a key set that cannot be fetched: 503 with Retry-After and a warn line naming the upstream, fetched again only after it; nothing ends", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const warnings = vi.spyOn(console, "warn").mockImplementation(() => {});
+    const fetches = vi.spyOn(globalThis, "fetch").mockResolvedValue(new Response("down", { status: 503 }));
     const user = newUser();
     const session = await issue(user);
     const bindings = vars(upstream({ jwks: undefined, jwks_uri: `https://idp.example/jwks/${crypto.randomUUID()}` }));
-    await expectError(await push(await sign(claims(user)), bindings), 500, "internal_error", { cacheControl: null });
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const response = await push(await sign(claims(user)), bindings);
+      await expectError(response, 503, "service_unavailable", { cacheControl: null });
+      expect(response.headers.get("Retry-After")).toBe("10");
+    }
+    // A burst during the outage costs one fetch per Retry-After, not one each.
+    expect(fetches).toHaveBeenCalledTimes(1);
+    expect(warnings.mock.calls.map(([line]) => JSON.parse(String(line)))).toContainEqual(
+      expect.objectContaining({ level: "warn", event: "upstream_keys_unavailable", upstream: "idp" }),
+    );
+    vi.setSystemTime(Date.now() + 10_000);
+    fetches.mockResolvedValue(Response.json({ keys: PUBLIC_KEYS }));
+    await expectAccepted(await push(await sign(claims(user)), bindings));
+    expect(fetches).toHaveBeenCalledTimes(2);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("a key set that is not a JWK Set, or a fetch that throws: 503, nothing ends", async () => {
+    vi.spyOn(console, "warn").mockImplementation(() => {});
+    const user = newUser();
+    const session = await issue(user);
+    for (const answer of [() => Response.json({ nokeys: [] }), () => new Response("{not json")]) {
+      vi.spyOn(globalThis, "fetch").mockImplementation(async () => answer());
+      const bindings = vars(upstream({ jwks: undefined, jwks_uri: `https://idp.example/jwks/${crypto.randomUUID()}` }));
+      await expectError(await push(await sign(claims(user)), bindings), 503, "service_unavailable", {
+        cacheControl: null,
+      });
+    }
+    vi.spyOn(globalThis, "fetch").mockRejectedValue(new TypeError("network down"));
+    const bindings = vars(upstream({ jwks: undefined, jwks_uri: `https://idp.example/jwks/${crypto.randomUUID()}` }));
+    await expectError(await push(await sign(claims(user)), bindings), 503, "service_unavailable", {
+      cacheControl: null,
+    });
     expect(await isLive(session.token)).toBe(true);
   });
 });

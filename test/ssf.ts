@@ -62,7 +62,15 @@ export async function standInUpstream() {
   const issuer = "https://idp.example";
   const { publicKey, privateKey } = await generateKeyPair("ES256");
   const key = { ...(await exportJWK(publicKey)), kid: "idp1" };
-  const upstream = { issuer, name: "idp", audience: ISSUER, subject: "iss_sub", jwks: { keys: [key] } };
+  const clientId = "sessions-app";
+  const upstream = {
+    issuer,
+    name: "idp",
+    audience: ISSUER,
+    subject: "iss_sub",
+    client_id: clientId,
+    jwks: { keys: [key] },
+  };
   const vars: Partial<Env> = { SSF_UPSTREAMS: JSON.stringify([upstream]) };
   const setAbout = (userId: string) =>
     new SignJWT({
@@ -77,7 +85,23 @@ export async function standInUpstream() {
       .sign(privateKey);
   const push = (set: string) =>
     callWith(vars, "POST", "/ssf/inbound", { "Content-Type": "application/secevent+jwt" }, set);
-  return { vars, setAbout, push };
+  /** Its OpenID Connect back-channel logout of every session of `subject` (its `sub`), answered. */
+  const logout = async (subject: string) => {
+    const token = await new SignJWT({
+      sub: subject,
+      events: { "http://schemas.openid.net/event/backchannel-logout": {} },
+    })
+      .setProtectedHeader({ alg: "ES256", kid: key.kid, typ: "logout+jwt" })
+      .setIssuer(issuer)
+      .setAudience(clientId)
+      .setIssuedAt()
+      .setJti(crypto.randomUUID())
+      .sign(privateKey);
+    const form = new URLSearchParams({ logout_token: token }).toString();
+    const headers = { "Content-Type": "application/x-www-form-urlencoded" };
+    return callWith(vars, "POST", "/upstreams/idp/backchannel-logout", headers, form);
+  };
+  return { vars, setAbout, push, logout };
 }
 
 export const ACCESS_TOKEN_AUDIENCE = "https://api.example";

@@ -20,6 +20,7 @@ const CONTEXT = { userAgent: CHROME_MAC, ...HOME };
 // token and no context, so judged or not is the same batch.
 const ISSUER = "https://idp.example";
 const AUDIENCE = "https://sessions.example/ssf";
+const CLIENT_ID = "sessions-app";
 const upstreamKey = await generateKeyPair("ES256", { extractable: true });
 const UPSTREAM: Partial<Env> = {
   SSF_UPSTREAMS: JSON.stringify([
@@ -28,6 +29,7 @@ const UPSTREAM: Partial<Env> = {
       name: "idp",
       audience: AUDIENCE,
       subject: "iss_sub",
+      client_id: CLIENT_ID,
       jwks: { keys: [{ ...(await exportJWK(upstreamKey.publicKey)), kid: "k1", alg: "ES256" }] },
     },
   ]),
@@ -48,6 +50,37 @@ function sessionsRevoked(userId: string): Promise<string> {
     .sign(upstreamKey.privateKey);
 }
 
+/** A JWT the upstream signs: a back-channel logout token of `subject`, or a revocation request's authentication. */
+function upstreamJwt(claims: Record<string, unknown>): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({ iss: ISSUER, aud: CLIENT_ID, iat: now, exp: now + 60, jti: crypto.randomUUID(), ...claims })
+    .setProtectedHeader({ alg: "ES256", kid: "k1" })
+    .sign(upstreamKey.privateKey);
+}
+
+/** What an upstream's door is sent: the request's headers and body, for `subject`. */
+async function upstreamRequest(
+  operation: Operation,
+  subject: string,
+): Promise<{ headers: Record<string, string>; body: string; status: number }> {
+  if (operation === "POST /upstreams/:name/backchannel-logout") {
+    const token = await upstreamJwt({
+      sub: subject,
+      events: { "http://schemas.openid.net/event/backchannel-logout": {} },
+    });
+    return {
+      headers: { "Content-Type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ logout_token: token }).toString(),
+      status: 200,
+    };
+  }
+  return {
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${await upstreamJwt({})}` },
+    body: JSON.stringify({ sub_id: { format: "iss_sub", iss: ISSUER, sub: subject } }),
+    status: 204,
+  };
+}
+
 async function measure(operation: Operation, judged: boolean, vars: Partial<Env> = {}): Promise<number> {
   const userId = newUser();
   const caller = await issue(userId, { ...HOME, carrier: "both" });
@@ -63,7 +96,24 @@ async function measure(operation: Operation, judged: boolean, vars: Partial<Env>
   else if (operation === "SessionService.reauthenticate")
     expect(await service.reauthenticate({ token: caller.token, factors: ["pwd"], ...context })).not.toBeNull();
   else if (operation === "SessionService.create") await service.create({ userId, ...HOME, carrier: "cookie" });
-  else if (operation === "SessionService.openSupportSession")
+  else if (operation === "SessionService.create, upstream sign-in") {
+    const upstream = { provider: "idp", subject: `sub-${userId}`, sid: "sid-1" };
+    await new SessionService(createExecutionContext(), { ...env, ...bindings, ...UPSTREAM }).create({
+      userId,
+      ...HOME,
+      carrier: "cookie",
+      upstream,
+    });
+  } else if (operation.startsWith("POST /upstreams/")) {
+    const subject = `sub-${userId}`;
+    const upstream = { provider: "idp", subject, sid: "sid-1" };
+    // Signed in uncounted: only the door's own statements are measured.
+    await new SessionService(createExecutionContext(), { ...env, ...UPSTREAM }).create({ userId, upstream });
+    const { headers, body, status } = await upstreamRequest(operation, subject);
+    const path = operation.split(" ")[1]?.replace(":name", "idp") as string;
+    const response = await callWith({ ...bindings, ...UPSTREAM }, "POST", path, headers, body);
+    expect(response.status).toBe(status);
+  } else if (operation === "SessionService.openSupportSession")
     await service.openSupportSession({ userId, agentId: "agent-ada", reason: "Ticket 1" });
   else if (operation === "SessionService.updateSessionData")
     // By id, no token: nothing to judge either way; a merge, the larger statement.

@@ -240,7 +240,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
 
 /**
  * What is read of the caller: who, until when, how and when they last authenticated, held or
- * not, bound or not, and its application data (src/domain/session-data.ts).
+ * not, bound or not, its application data (src/domain/session-data.ts) and its upstream sign-in.
  */
 export const CALLER = {
   id: sessions.id,
@@ -254,6 +254,9 @@ export const CALLER = {
   supportReason: sessions.supportReason,
   dbscKeyThumbprint: sessions.dbscKeyThumbprint,
   data: sessions.data,
+  upstream: sessions.upstream,
+  upstreamSubject: sessions.upstreamSubject,
+  upstreamSid: sessions.upstreamSid,
 };
 
 /**

@@ -94,6 +94,10 @@ export type Caller = {
   dbscKeyThumbprint: string | null;
   /** Its application data (src/domain/session-data.ts); null: none. */
   data: SessionData | null;
+  /** The identity provider's sign-in behind it (src/domain/upstream-sign-in.ts); null: none. */
+  upstream: string | null;
+  upstreamSubject: string | null;
+  upstreamSid: string | null;
   /** A change of its context this batch could not record: its bucket is frozen for a move. */
   contextUnrecorded: boolean;
 };

@@ -1,7 +1,7 @@
 import { and, eq, getTableColumns, gt, gte, inArray, lt, sql } from "drizzle-orm";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 import { batchAll, batchNamed, chunks, type Database } from "./client.ts";
-import { type BucketMoveRow, bucketMoves, sessionEvents, sessions, ssfReceivedSets } from "./schema.ts";
+import { type BucketMoveRow, bucketMoves, sessionEvents, sessions, ssfReceivedSets, upstreamLinks } from "./schema.ts";
 
 // The statements of moving a bucket of users from one D1 database to another: each exported
 // function is one round trip (a statement, or a batch) on one database, and each is safe to
@@ -31,6 +31,7 @@ export const MOVE_PAGE = 500;
 const SESSION_ROWS_PER_INSERT = Math.floor(100 / Object.keys(getTableColumns(sessions)).length);
 const EVENT_ROWS_PER_INSERT = Math.floor(100 / (Object.keys(getTableColumns(sessionEvents)).length - 2));
 const INBOUND_ROWS_PER_INSERT = Math.floor(100 / Object.keys(getTableColumns(ssfReceivedSets)).length);
+const LINK_ROWS_PER_INSERT = Math.floor(100 / Object.keys(getTableColumns(upstreamLinks)).length);
 
 /** The bucket's sessions by id: ids start with the key, and `~` sorts after every base64url character. */
 function inBucket(key: string) {
@@ -86,7 +87,7 @@ const insertEvents = (db: Database, rows: MoveEventRow[]) =>
 
 /**
  * freeze, and the bucket's rows as that commit leaves them (the first page of its sessions
- * and events, and its inbound SETs): one batch on the source. From that commit on no request
+ * and events, its inbound SETs and upstream links): one batch on the source. From that commit on no request
  * writes the bucket there, so what is read is what gets copied.
  */
 export async function freezeBucket(source: Database, key: string, frozen: BucketMoveRow) {
@@ -97,6 +98,9 @@ export async function freezeBucket(source: Database, key: string, frozen: Bucket
     // Inbound SETs for the bucket's users within the last day (their maximum age): a
     // few rows, read at once, without an index on bucket.
     inbound: source.select().from(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key)),
+    // Upstream subjects whose link hashes to the bucket: one row per subject ever signed in,
+    // about one per user of an upstream in it, read at once by its index.
+    links: source.select().from(upstreamLinks).where(eq(upstreamLinks.bucket, key)),
   });
 }
 
@@ -112,16 +116,18 @@ export async function copyBucket(
   target: Database,
   key: string,
   arriving: BucketMoveRow,
-  { firstSessions, firstEvents, inbound }: FrozenRows,
+  { firstSessions, firstEvents, inbound, links }: FrozenRows,
 ): Promise<void> {
   await batchAll(target, [
     target.insert(bucketMoves).values(arriving).onConflictDoNothing({ target: bucketMoves.bucket }),
     target.delete(sessionEvents).where(eq(sessionEvents.bucket, key)),
     target.delete(sessions).where(inBucket(key)),
     target.delete(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key)),
+    target.delete(upstreamLinks).where(eq(upstreamLinks.bucket, key)),
     ...insertSessions(target, firstSessions),
     ...insertEvents(target, firstEvents),
     ...chunks(inbound, INBOUND_ROWS_PER_INSERT).map((part) => target.insert(ssfReceivedSets).values(part)),
+    ...chunks(links, LINK_ROWS_PER_INSERT).map((part) => target.insert(upstreamLinks).values(part)),
   ]);
 }
 
@@ -137,7 +143,7 @@ export function copyEvents(target: Database, rows: MoveEventRow[]): Promise<void
 
 /**
  * switch, one batch on the source: its row, if still frozen for `to`, becomes `moved`, and the
- * bucket's sessions, events and inbound SETs there are deleted.
+ * bucket's sessions, events, inbound SETs and upstream links there are deleted.
  */
 export async function switchBucket(source: Database, key: string, to: string, now: Date): Promise<void> {
   await source.batch([
@@ -148,6 +154,7 @@ export async function switchBucket(source: Database, key: string, to: string, no
     source.delete(sessionEvents).where(eq(sessionEvents.bucket, key)),
     source.delete(sessions).where(inBucket(key)),
     source.delete(ssfReceivedSets).where(eq(ssfReceivedSets.bucket, key)),
+    source.delete(upstreamLinks).where(eq(upstreamLinks.bucket, key)),
   ]);
 }
 

@@ -78,6 +78,12 @@ export const sessions = sqliteTable(
     // Application data (src/domain/session-data.ts): a JSON object of at most 2 KB the login flow
     // set and the system replaces or patches; null: none. Never listed, logged or signalled.
     data: text("data", { mode: "json" }).$type<SessionData>(),
+    // The identity provider's sign-in behind the session (src/domain/upstream-sign-in.ts): the
+    // upstream's name in SSF_UPSTREAMS, its `sub` and its session id (`sid`, when it has one),
+    // so that its back-channel logout ends exactly these. Null: not signed in through one.
+    upstream: text("upstream"),
+    upstreamSubject: text("upstream_subject"),
+    upstreamSid: text("upstream_sid"),
   },
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.
@@ -292,4 +298,28 @@ export const ssfReceivedSets = sqliteTable(
     bucket: text("bucket").notNull(),
   },
   (table) => [primaryKey({ columns: [table.issuer, table.jti] })],
+);
+
+/**
+ * Which user an upstream's subject is (src/db/upstream-links.ts): written by a session's
+ * creation with an upstream sign-in, read by that upstream's logout and revocation, which
+ * name the subject and not the user. A row lives in the bucket its (upstream, subject) hashes
+ * to in the upstream's region, like a user's rows, and moves with that bucket. One row per
+ * subject ever signed in (about 100 bytes), rewritten only when the subject's user changes.
+ */
+export const upstreamLinks = sqliteTable(
+  "upstream_links",
+  {
+    upstream: text("upstream").notNull(),
+    subject: text("subject").notNull(),
+    userId: text("user_id").notNull(),
+    // The user's home region, as create was given it: where the user's sessions are.
+    region: text("region"),
+    bucket: text("bucket").notNull(),
+  },
+  (table) => [
+    primaryKey({ columns: [table.upstream, table.subject] }),
+    // A move reads its bucket's links at once; a link is written about once per subject.
+    index("upstream_links_bucket_idx").on(table.bucket),
+  ],
 );

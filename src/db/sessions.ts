@@ -2,6 +2,7 @@ import { and, desc, eq, ne, type Placeholder, type SQL, sql } from "drizzle-orm"
 import type { Instant } from "../domain/clock.ts";
 import type { EventType } from "../domain/events.ts";
 import type { ListedSession } from "../domain/session-view.ts";
+import type { UpstreamSignInColumns } from "../domain/upstream-sign-in.ts";
 import { authenticated, type ByToken, callerAndMove, callerValue, tail } from "./authenticated.ts";
 import { moveOf, moveState, onBucket } from "./buckets.ts";
 import { batchNamed, type Database, decoded } from "./client.ts";
@@ -72,8 +73,16 @@ const listed = {
   supportAgent: sessions.supportAgent,
   supportReason: sessions.supportReason,
 };
+/** What a list without a token (for a backend) reads besides: the upstream sign-in, never the user's own list. */
+const listedForBackends = {
+  ...listed,
+  upstream: sessions.upstream,
+  upstreamSubject: sessions.upstreamSubject,
+  upstreamSid: sessions.upstreamSid,
+};
+type Columns = typeof listed | typeof listedForBackends;
 /** A listed row as the schema types it; the list functions' return type checks it against the view's. */
-type ListedRow = { [K in keyof typeof listed]: SessionRow[K] };
+type ListedRow<C extends Columns = typeof listed> = { [K in keyof C & keyof SessionRow]: SessionRow[K] };
 
 /**
  * The matching sessions, newest first, as one JSON value of one row: D1 hands a list over
@@ -81,17 +90,17 @@ type ListedRow = { [K in keyof typeof listed]: SessionRow[K] };
  * the same row carries the caller too (a JSON value, null when the token proves no session),
  * so a list by token costs no statement of its own to prove it.
  */
-function sessionList(): SQL<ListedRow[]> {
+function sessionList<C extends Columns = typeof listed>(columns: C = listed as C): SQL<ListedRow<C>[]> {
   const newestFirst = sql.join([desc(sessions.createdAt), desc(sessions.id)], sql`, `);
-  return sql`json_group_array(json_array(${sql.join(Object.values(listed), sql`, `)}) ORDER BY ${newestFirst})`.mapWith(
-    listOf,
+  return sql`json_group_array(json_array(${sql.join(Object.values(columns), sql`, `)}) ORDER BY ${newestFirst})`.mapWith(
+    (json) => listOf(columns, json),
   );
 }
 
 /** `sessionList`'s value as D1 answers it, decoded. */
-function listOf(json: unknown): ListedRow[] {
+function listOf<C extends Columns>(columns: C, json: unknown): ListedRow<C>[] {
   return typeof json === "string"
-    ? (JSON.parse(json) as unknown[][]).map((values) => decoded<ListedRow>(listed, values))
+    ? (JSON.parse(json) as unknown[][]).map((values) => decoded<ListedRow<C>>(columns, values))
     : [];
 }
 
@@ -109,7 +118,7 @@ export async function listSessionsByToken(
   const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
     const head = authenticated(db, token, true);
-    const { contextEvents, listed } = await batchNamed(db, {
+    const { contextEvents, listed: rows } = await batchNamed(db, {
       ...head.statements,
       // An aggregate: exactly one row, so it carries the caller and the move state too.
       // Rendered once per shape, as the head is: it is most of a list's CPU otherwise.
@@ -124,9 +133,9 @@ export async function listSessionsByToken(
           .where(isLiveSessionOfCaller(t.proof, t.at)),
       ),
     });
-    const row = listed[0];
+    const row = rows[0];
     const { caller, move } = callerAndMove(row);
-    const answer = { caller, sessions: listOf(row?.list) };
+    const answer = { caller, sessions: listOf(listed, row?.list) };
     return {
       answer: { answer, events: head.events(contextEvents), db },
       move,
@@ -136,11 +145,15 @@ export async function listSessionsByToken(
 }
 
 /** A user's live sessions in the list's order, for the rest of the system (no token, no touch). */
-export async function listSessionsByUserId(place: Place, userId: string, at: Instant): Promise<ListedSession[]> {
+export async function listSessionsByUserId(
+  place: Place,
+  userId: string,
+  at: Instant,
+): Promise<(ListedSession & UpstreamSignInColumns)[]> {
   return onBucket(place, async (db) => {
     const { listed, move } = await batchNamed(db, {
       listed: db
-        .select({ list: sessionList() })
+        .select({ list: sessionList(listedForBackends) })
         .from(sessions)
         .where(and(eq(sessions.userId, userId), isLive(at))),
       move: moveOf(db, place.bucket),

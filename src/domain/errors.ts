@@ -24,3 +24,20 @@ export class DatabaseUnavailable extends Error {
     super("The session database is unavailable. Retry shortly.");
   }
 }
+
+/** After a failed fetch of an upstream's keys, none is tried again for this long: the 503's Retry-After. */
+export const UPSTREAM_KEYS_RETRY_SECONDS = 10;
+
+/**
+ * An upstream's key set could not be fetched (or was not a JWK Set): its token may be fine,
+ * nothing was acted on, and the upstream may send it again (HTTP 503 with Retry-After). Names
+ * the upstream, for the operator's log line; never the response's body.
+ */
+export class UpstreamKeysUnavailable extends Error {
+  override name = "UpstreamKeysUnavailable";
+  readonly upstream: string;
+  constructor(upstream: string) {
+    super("The identity provider's signing keys could not be fetched. Retry shortly.");
+    this.upstream = upstream;
+  }
+}

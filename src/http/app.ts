@@ -4,6 +4,7 @@ import { ACCESS_TOKEN_JWKS_PATH } from "../domain/access-token.ts";
 import { INBOUND_PATH } from "../domain/ssf/inbound.ts";
 import { STREAMS_PATH } from "../domain/ssf/streams.ts";
 import { CONFIGURATION_PATH, JWKS_PATH } from "../domain/ssf/transmitter.ts";
+import { UPSTREAMS_PATH } from "../domain/upstream-logout.ts";
 import { requireAdminApi } from "./admin/auth.ts";
 import { adminRoutes } from "./admin/routes.ts";
 import type { AppEnv } from "./app-env.ts";
@@ -26,6 +27,7 @@ import { whoamiRoutes } from "./routes/whoami.ts";
 import { configurationRoutes, jwksRoutes } from "./ssf/discovery.ts";
 import { inboundRoutes } from "./ssf/inbound.ts";
 import { streamRoutes } from "./ssf/streams.ts";
+import { upstreamRoutes } from "./upstreams/routes.ts";
 
 // Session data must never sit in a shared or browser cache, errors included. Set on the answer
 // itself: `c.header` after the handler copies the whole response first.
@@ -74,6 +76,8 @@ export const app = routes
   .use(`${STREAMS_PATH}/*`, refuseOtherMethods)
   .use("/admin/*", refuseOtherMethods)
   .use(INBOUND_PATH, refuseOtherMethods)
+  .use(`${UPSTREAMS_PATH}/*`, noStore)
+  .use(`${UPSTREAMS_PATH}/*`, refuseOtherMethods)
   .get("/openapi.json", (c) => {
     // Public and cacheable, unlike /auth/: it changes only with a deployment.
     c.header("Cache-Control", "public, max-age=300");
@@ -92,6 +96,7 @@ export const app = routes
   .route(STREAMS_PATH, streamRoutes)
   .route("/admin", adminRoutes)
   .route(INBOUND_PATH, inboundRoutes)
+  .route(UPSTREAMS_PATH, upstreamRoutes)
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, notFound()))
   .onError(async (error, c) => writeError(c, await limitFailedAuthentication(c, error)));

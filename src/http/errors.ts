@@ -3,7 +3,12 @@ import { HTTPException } from "hono/http-exception";
 import { routePath } from "hono/route";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ConfigError } from "../domain/config.ts";
-import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
+import {
+  BucketMoving,
+  DatabaseUnavailable,
+  UPSTREAM_KEYS_RETRY_SECONDS,
+  UpstreamKeysUnavailable,
+} from "../domain/errors.ts";
 import { logLine } from "../domain/log.ts";
 import { StreamRequestRefused } from "../domain/ssf/streams.ts";
 import { logFailure } from "../services/failure-log.ts";
@@ -101,6 +106,10 @@ export function writeError(c: Context, error: unknown): Response {
   if (error instanceof DatabaseUnavailable) {
     logLine("warn", "database_unavailable");
     return bare(503, "service_unavailable", { "Retry-After": String(RETRY_AFTER_SECONDS) });
+  }
+  if (error instanceof UpstreamKeysUnavailable) {
+    logLine("warn", "upstream_keys_unavailable", { upstream: error.upstream });
+    return bare(503, "service_unavailable", { "Retry-After": String(UPSTREAM_KEYS_RETRY_SECONDS) });
   }
   if (error instanceof BucketMoving) {
     logLine("warn", "bucket_moving");

@@ -19,6 +19,7 @@ import { whoamiPaths, whoamiSchema } from "./routes/whoami.openapi.ts";
 import { discoveryPaths } from "./ssf/discovery.openapi.ts";
 import { inboundPaths } from "./ssf/inbound.openapi.ts";
 import { STREAM_ID, streamsPaths } from "./ssf/streams.openapi.ts";
+import { UPSTREAM_SIGN_IN, upstreamPaths } from "./upstreams/routes.openapi.ts";
 
 // The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json: each route file
 // describes its own paths beside its handlers (its \`...Paths\`), built from src/http/openapi-parts.ts;
@@ -34,6 +35,72 @@ export {
   type PathItem,
   type Responses,
 } from "./openapi-parts.ts";
+
+/** A listed session, as its user sees it. */
+const SESSION = {
+  type: "object",
+  required: [
+    "id",
+    "name",
+    "ip_address",
+    "user_agent",
+    "created_at",
+    "expires_at",
+    "last_active_at",
+    "location",
+    "device",
+  ],
+  properties: {
+    id: ref("schemas/SessionId"),
+    name: {
+      type: "string",
+      description:
+        "Browser and OS parsed from the user agent (`Unknown browser` when it says nothing useful), then ` · ` and the IP when known; `Support access by <agent>` for support access (see `actor`).",
+    },
+    ip_address: { type: "string", description: '`""` when the address was unknown or not an IP.' },
+    user_agent: { type: "string", maxLength: MAX_USER_AGENT_LENGTH },
+    created_at: ref("schemas/Timestamp"),
+    expires_at: ref("schemas/Timestamp"),
+    last_active_at: ref("schemas/Timestamp"),
+    location: { type: ["string", "null"], description: "`City, CC` where the edge saw the login, when known." },
+    device: {
+      type: "object",
+      required: ["browser", "os", "type"],
+      properties: {
+        browser: { type: ["string", "null"] },
+        os: { type: ["string", "null"] },
+        type: { type: "string", enum: DEVICE_TYPES },
+      },
+      additionalProperties: false,
+    },
+    device_bound: {
+      const: true,
+      description:
+        "Present only on a session bound to its browser's key (DBSC): its token works only beside the live bound cookie, so a copied cookie is worthless elsewhere.",
+    },
+    last_seen: {
+      description:
+        "Where the session's cookie was last used from (for a session not issued for the cookie, where it signed in): browser family and OS (from the User-Agent, no version), country and network (ASN) as Cloudflare saw them; each null when unknown. Null for a session not used since the service started recording them.",
+      anyOf: [ref("schemas/ClientContext"), { type: "null" }],
+    },
+    actor: {
+      type: "object",
+      description:
+        "Present only on support access: a session a support agent opened on the user's behalf (RFC 8693's actor), named `Support access by <agent>`. It ends at `expires_at` (at most SESSION_SUPPORT_MAX_SECONDS after it opened), never later, and the user can end it like any session. It cannot end the user's other sessions, be re-authenticated or bind a device key.",
+      required: ["sub", "reason"],
+      properties: {
+        sub: { type: "string", maxLength: MAX_USER_ID_LENGTH, description: "The agent's user id." },
+        reason: {
+          type: "string",
+          maxLength: MAX_SUPPORT_REASON_LENGTH,
+          description: "Why, as the agent gave it: a ticket or a sentence.",
+        },
+      },
+      additionalProperties: false,
+    },
+  },
+  additionalProperties: false,
+} as const;
 
 export const openApiDocument: OpenApiDocument = {
   openapi: "3.1.0",
@@ -54,6 +121,7 @@ export const openApiDocument: OpenApiDocument = {
     ...discoveryPaths,
     ...streamsPaths,
     ...inboundPaths,
+    ...upstreamPaths,
     ...adminPaths,
     "/openapi.json": {
       get: {
@@ -229,69 +297,11 @@ export const openApiDocument: OpenApiDocument = {
       },
       // Ids are opaque to clients; the document gives the shape of every id issued.
       SessionId: { type: "string", pattern: SESSION_ID_PATTERN.source },
-      Session: {
-        type: "object",
-        required: [
-          "id",
-          "name",
-          "ip_address",
-          "user_agent",
-          "created_at",
-          "expires_at",
-          "last_active_at",
-          "location",
-          "device",
-        ],
-        properties: {
-          id: ref("schemas/SessionId"),
-          name: {
-            type: "string",
-            description:
-              "Browser and OS parsed from the user agent (`Unknown browser` when it says nothing useful), then ` · ` and the IP when known; `Support access by <agent>` for support access (see `actor`).",
-          },
-          ip_address: { type: "string", description: '`""` when the address was unknown or not an IP.' },
-          user_agent: { type: "string", maxLength: MAX_USER_AGENT_LENGTH },
-          created_at: ref("schemas/Timestamp"),
-          expires_at: ref("schemas/Timestamp"),
-          last_active_at: ref("schemas/Timestamp"),
-          location: { type: ["string", "null"], description: "`City, CC` where the edge saw the login, when known." },
-          device: {
-            type: "object",
-            required: ["browser", "os", "type"],
-            properties: {
-              browser: { type: ["string", "null"] },
-              os: { type: ["string", "null"] },
-              type: { type: "string", enum: DEVICE_TYPES },
-            },
-            additionalProperties: false,
-          },
-          device_bound: {
-            const: true,
-            description:
-              "Present only on a session bound to its browser's key (DBSC): its token works only beside the live bound cookie, so a copied cookie is worthless elsewhere.",
-          },
-          last_seen: {
-            description:
-              "Where the session's cookie was last used from (for a session not issued for the cookie, where it signed in): browser family and OS (from the User-Agent, no version), country and network (ASN) as Cloudflare saw them; each null when unknown. Null for a session not used since the service started recording them.",
-            anyOf: [ref("schemas/ClientContext"), { type: "null" }],
-          },
-          actor: {
-            type: "object",
-            description:
-              "Present only on support access: a session a support agent opened on the user's behalf (RFC 8693's actor), named `Support access by <agent>`. It ends at `expires_at` (at most SESSION_SUPPORT_MAX_SECONDS after it opened), never later, and the user can end it like any session. It cannot end the user's other sessions, be re-authenticated or bind a device key.",
-            required: ["sub", "reason"],
-            properties: {
-              sub: { type: "string", maxLength: MAX_USER_ID_LENGTH, description: "The agent's user id." },
-              reason: {
-                type: "string",
-                maxLength: MAX_SUPPORT_REASON_LENGTH,
-                description: "Why, as the agent gave it: a ticket or a sentence.",
-              },
-            },
-            additionalProperties: false,
-          },
-        },
-        additionalProperties: false,
+      Session: SESSION,
+      BackendSession: {
+        ...SESSION,
+        description: "A listed session as a backend sees it: as its user does, and the upstream sign-in behind it.",
+        properties: { ...SESSION.properties, upstream: UPSTREAM_SIGN_IN },
       },
       ClientContext: {
         type: "object",

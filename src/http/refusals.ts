@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { type CallRefusal, callRefusalSentence, type Refusal } from "../domain/refusal.ts";
 import type { SetRefused } from "../domain/ssf/inbound.ts";
+import { UPSTREAM_ERRORS, type UpstreamRequestRefused } from "../domain/upstream-logout.ts";
 import type { Answer } from "../services/ssf/streams.ts";
 import type { AppEnv } from "./app-env.ts";
 import { ApiError, reauthenticationRequired, sessionInvalid, supportRefused, unauthorized } from "./errors.ts";
@@ -75,6 +76,17 @@ export const verificationTooFrequent = (waitSeconds: number) =>
 /** An inbound SET refused (RFC 8935 §2.3): 400, `{err, description}` in English, not the API's `{code, message}`. The description is fixed text, never the SET. */
 export function setRefusal<E extends AppEnv>(c: Context<E>, refused: SetRefused): Response {
   return c.json({ err: refused.err, description: refused.description }, 400, { "Content-Language": "en" });
+}
+
+/**
+ * An upstream's logout or revocation refused (OpenID Connect Back-Channel Logout §2.8, the
+ * global token revocation draft's statuses): `{error, error_description}`; nothing ended.
+ */
+export function upstreamRefusal<E extends AppEnv>(c: Context<E>, refused: UpstreamRequestRefused): Response {
+  const status = UPSTREAM_ERRORS[refused.error];
+  const headers: Record<string, string> = { "Content-Language": "en" };
+  if (status === 401) headers["WWW-Authenticate"] = 'Bearer error="invalid_token"';
+  return c.json({ error: refused.error, error_description: refused.description }, status, headers);
 }
 
 /** The admin API: a parameter or body the call refuses, the broken rule as `detail`. */

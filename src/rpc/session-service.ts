@@ -6,8 +6,9 @@ import { checkCookieHeader } from "../domain/cookie-header.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
 import { type CallRefusal, callRefusalSentence, isCallRefusal } from "../domain/refusal.ts";
 import type { SessionData } from "../domain/session-data.ts";
-import { type SessionView, supportActor } from "../domain/session-view.ts";
+import { supportActor } from "../domain/session-view.ts";
 import type { SupportActor } from "../domain/support.ts";
+import { type UpstreamSignInView, upstreamSignInView } from "../domain/upstream-sign-in.ts";
 import {
   type CreatedSession,
   createSession,
@@ -27,6 +28,7 @@ import { openScope, type Scope } from "../services/scope.ts";
 import { type UpdateSessionDataInput, updateSessionData } from "../services/session-data.ts";
 import { readSessionToken } from "../services/session-token.ts";
 import {
+  type BackendSessionView,
   type EndSessionInput,
   type EndSupportSessionsInput,
   type EndUserSessionsInput,
@@ -65,6 +67,8 @@ export interface AuthenticatedSession {
    * login flow set at `create`, as `updateSessionData` last left it.
    */
   data?: SessionData;
+  /** Present only when the login flow signed the user in through an upstream identity provider: which, its `sub` and `sid`. */
+  upstream?: UpstreamSignInView;
 }
 
 export interface AuthenticateOptions {
@@ -171,6 +175,8 @@ export class SessionService extends WorkerEntrypoint<Env> {
       if (caller.contextStepUp) authenticated.reauthenticationRequired = true;
       if (actor) authenticated.actor = actor;
       if (caller.data !== null) authenticated.data = caller.data;
+      const upstream = upstreamSignInView(caller);
+      if (upstream) authenticated.upstream = upstream;
       return authenticated;
     });
   }
@@ -184,8 +190,11 @@ export class SessionService extends WorkerEntrypoint<Env> {
     return this.run("reauthenticate", () => reauthenticated(this.scope(checkContextInput(input?.context)), input));
   }
 
-  /** The user's live sessions, as GET /auth/sessions lists them; [] for an unknown user. */
-  async listUserSessions(userId: string, region?: string | null): Promise<SessionView[]> {
+  /**
+   * The user's live sessions, as GET /auth/sessions lists them, each with the upstream sign-in
+   * behind it when it has one; [] for an unknown user.
+   */
+  async listUserSessions(userId: string, region?: string | null): Promise<BackendSessionView[]> {
     return this.run("listUserSessions", () => listUserSessions(this.scope(), userId, region));
   }
 

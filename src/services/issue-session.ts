@@ -18,10 +18,12 @@ import type { SupportRefusal } from "../domain/refusal.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
 import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement } from "../domain/token.ts";
+import { checkUpstreamSignIn, type UpstreamSignInInput } from "../domain/upstream-sign-in.ts";
 import { parseDevice } from "../domain/user-agent.ts";
 import { isUserId, MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { contextCheck, type Scope, write } from "./scope.ts";
 import { readSessionToken } from "./session-token.ts";
+import { linkSubject } from "./upstream-links.ts";
 
 // The one code path that creates sessions (SessionService.create and `npm run session:create`)
 // and gives one a new secret (SessionService.reauthenticate).
@@ -70,6 +72,12 @@ export interface CreateSessionInput {
    * `updateSessionData`.
    */
   data?: SessionData;
+  /**
+   * The identity provider the login flow signed the user in through (src/domain/upstream-sign-in.ts):
+   * its name in SSF_UPSTREAMS, and its ID token's `sub` and `sid`. Its back-channel logout and
+   * global token revocation then end this session. Omitted: none.
+   */
+  upstream?: UpstreamSignInInput | null;
 }
 
 /**
@@ -202,7 +210,15 @@ export async function buildSession(
 export async function issueSession(scope: Scope, input: CreateSessionInput): Promise<IssuedSession> {
   const { config, at } = scope;
   const place = await scope.shards.forUser(checkUserId(input.userId), input.region);
-  const { row, issued } = await buildSession(config, input, place.placement, at);
+  const signIn = checkUpstreamSignIn(input.upstream, scope.upstreams());
+  const built = await buildSession(config, input, place.placement, at);
+  const { issued } = built;
+  let { row } = built;
+  if (signIn) {
+    row = { ...row, upstream: signIn.upstream.name, upstreamSubject: signIn.subject, upstreamSid: signIn.sid };
+    // Before the session: a logout that follows this answer finds the user.
+    await linkSubject(scope, signIn.upstream, signIn.subject, { userId: row.userId, region: place.placement.region });
+  }
   const policy = {
     maxPerUser: config.maxPerUser,
     seenSince: new Date(row.createdAt.getTime() - config.eventRetentionDays * 86_400_000),

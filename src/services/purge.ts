@@ -5,7 +5,7 @@ import { purgeInboundSets } from "../db/ssf/inbound-sets.ts";
 import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";
 import { logLine } from "../domain/log.ts";
-import { SET_CLOCK_SKEW_SECONDS, SET_MAX_AGE_SECONDS } from "../domain/ssf/inbound.ts";
+import { UPSTREAM_CLOCK_SKEW_SECONDS, UPSTREAM_TOKEN_MAX_AGE_SECONDS } from "../domain/upstreams.ts";
 import { outletsOf } from "./outbox.ts";
 import { resendEach } from "./resend.ts";
 import { expireSets } from "./ssf/set-expiry.ts";
@@ -63,7 +63,9 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
   const at = instant(config);
   const retentionCutoff = new Date(at.now.getTime() - config.eventRetentionDays * 86_400_000);
   // A SET is accepted up to its maximum age after an iat up to the skew ahead: known that long.
-  const inboundCutoff = new Date(at.now.getTime() - (SET_MAX_AGE_SECONDS + SET_CLOCK_SKEW_SECONDS) * 1000);
+  const inboundCutoff = new Date(
+    at.now.getTime() - (UPSTREAM_TOKEN_MAX_AGE_SECONDS + UPSTREAM_CLOCK_SKEW_SECONDS) * 1000,
+  );
   const deadline = Date.now() + budget.milliseconds;
   const result: PurgeResult = {
     resent: 0,

@@ -5,6 +5,7 @@ import type { Logged, Writer } from "../db/writes.ts";
 import type { ClientContext } from "../domain/client-context.ts";
 import { type Instant, instant } from "../domain/clock.ts";
 import { type Config, readConfig } from "../domain/config.ts";
+import { readUpstreams, type Upstream } from "../domain/upstreams.ts";
 import { LEFT_TO_THE_CRON, type Outbox, outboxFor, outletsOf, published, queuedBy } from "./outbox.ts";
 
 // What one request, RPC call, cron run or operator command works with, opened once by its door:
@@ -29,6 +30,13 @@ export interface Scope {
    * door to keep it). Its round trips are not the answer's: `roundTrips` leaves them out.
    */
   afterAnswer: ((work: () => Promise<unknown>) => void) | null;
+  /** The identity providers SSF_UPSTREAMS lists, read when first asked (a refused value: ConfigError). */
+  upstreams(): readonly Upstream[];
+  /**
+   * An operation that must make a round trip before its own by design (an upstream's link before
+   * the user's batch, src/services/upstream-links.ts) says so: that trip is the answer's own.
+   */
+  plannedRoundTrip(): void;
   /** D1 round trips the answer made so far (for the request log). */
   roundTrips(): number;
   /**
@@ -59,6 +67,7 @@ export function openScope(env: Env, door: Door = {}): Scope {
     return meter.db;
   });
   const roundTrips = () => meters.reduce((sum, made) => sum + made(), 0);
+  let planned = 0;
   const { waitUntil } = door;
   const afterAnswer = waitUntil ? (work: () => Promise<unknown>) => waitUntil(uncounted(work)) : null;
   return {
@@ -70,8 +79,17 @@ export function openScope(env: Env, door: Door = {}): Scope {
     clientIp: door.clientIp ?? null,
     context: door.context ?? null,
     adminKeyId: null,
+    upstreams: () => readUpstreams(env),
+    plannedRoundTrip: () => {
+      planned++;
+    },
     roundTrips,
-    extraRoundTrips: () => roundTrips() - meters.filter((made) => made() > 0).length + shards.forwards(),
+    extraRoundTrips: () => {
+      const asked = meters.filter((made) => made() > 0).length;
+      // A planned trip and the operation it precedes make two, on one database or on two.
+      const expected = planned === 0 ? asked : Math.max(asked, planned + 1);
+      return Math.max(0, roundTrips() - expected + shards.forwards());
+    },
   };
 }
 

@@ -2,6 +2,7 @@ import { endSessionById, endSessionsByUserId, endSupportSessionsOf, listSessions
 import { isReason, MAX_REASON_LENGTH } from "../domain/reason.ts";
 import { type SessionView, sessionView } from "../domain/session-view.ts";
 import { placementOf } from "../domain/token.ts";
+import { type UpstreamSignInView, upstreamSignInView } from "../domain/upstream-sign-in.ts";
 import { isUserId, MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { checkUserId } from "./issue-session.ts";
 import { type Scope, write } from "./scope.ts";
@@ -42,15 +43,24 @@ function checkString(name: string, value: unknown): string {
   return value;
 }
 
-/** The user's live sessions, exactly as GET /auth/sessions shows them. */
+/** A session as a backend sees it: as the user's list shows it, and the upstream sign-in behind it. */
+export type BackendSessionView = SessionView & { upstream?: UpstreamSignInView };
+
+/**
+ * The user's live sessions as GET /auth/sessions shows them, with, for the backend asking, the
+ * upstream sign-in of each that has one.
+ */
 export async function listUserSessions(
   { shards, at }: Scope,
   userId: string,
   region?: string | null,
-): Promise<SessionView[]> {
+): Promise<BackendSessionView[]> {
   const place = await shards.forUser(checkUserId(userId), region);
   const rows = await listSessionsByUserId(place, userId, at);
-  return rows.map(sessionView);
+  return rows.map((row) => {
+    const upstream = upstreamSignInView(row);
+    return upstream ? { ...sessionView(row), upstream } : sessionView(row);
+  });
 }
 
 /** Ends every live session of the user (but `exceptSessionId`); returns how many ended. */

@@ -1,5 +1,6 @@
 import { and, eq, inArray, lte, notExists, sql } from "drizzle-orm";
 import type { Instant } from "../../domain/clock.ts";
+import { UPSTREAM_CLOCK_SKEW_SECONDS } from "../../domain/upstreams.ts";
 import { moveOf, onBucket } from "../buckets.ts";
 import { batchNamed, type Database } from "../client.ts";
 import { isLive } from "../liveness.ts";
@@ -7,19 +8,26 @@ import { bucketMoves, sessions, ssfReceivedSets } from "../schema.ts";
 import type { Place } from "../shards.ts";
 import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Writer } from "../writes.ts";
 
-// An inbound Security Event Token from an upstream, acted on once: the sessions it ends
-// and the (issuer, jti) that remembers it are written in one batch, on the database of the
-// user it names, so a resent SET finds itself remembered and ends nothing.
+// A signed token from an upstream (an inbound Security Event Token, a back-channel logout
+// token, a revocation's JWT), acted on once: the sessions it ends and the (issuer, jti) that
+// remembers it are written in one batch, on the database of the user it names, so a resent
+// token finds itself remembered and ends nothing.
 
 export interface InboundSet {
   issuer: string;
   jti: string;
 }
 
-/** Whose sessions end: every live one of `userId`, or the one `sessionId` (of `userId` when given). */
+/**
+ * Whose sessions end: every live one of `userId`, or the one `sessionId` (of `userId` when
+ * given); with `upstream`, only those signed in through it as that subject (and that `sid`);
+ * with `issuedAt`, only those created by then (plus the skew), of which the token speaks.
+ */
 export interface SetTarget {
   userId: string | null;
   sessionId: string | null;
+  upstream?: { name: string; subject: string; sid: string | null };
+  issuedAt?: Date;
 }
 
 /** The SET is not remembered yet: the guard of its ending, evaluated before the batch remembers it. */
@@ -59,9 +67,16 @@ export function endSessionsForSet(
   at: Instant,
 ): Promise<Logged<number>> {
   const write = newWrite(at.now);
+  const { upstream, issuedAt } = target;
   const ending = and(
     target.userId === null ? undefined : eq(sessions.userId, target.userId),
     target.sessionId === null ? undefined : eq(sessions.id, target.sessionId),
+    upstream === undefined ? undefined : eq(sessions.upstream, upstream.name),
+    upstream === undefined ? undefined : eq(sessions.upstreamSubject, upstream.subject),
+    upstream?.sid == null ? undefined : eq(sessions.upstreamSid, upstream.sid),
+    issuedAt === undefined
+      ? undefined
+      : lte(sessions.createdAt, new Date(issuedAt.getTime() + UPSTREAM_CLOCK_SKEW_SECONDS * 1000)),
     isLive(at),
   );
   return onBucket(place, async (db) => {

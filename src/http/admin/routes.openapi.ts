@@ -13,6 +13,7 @@ import {
   type PathItem,
   ref,
 } from "../openapi-parts.ts";
+import { UPSTREAM_SIGN_IN_INPUT } from "../upstreams/routes.openapi.ts";
 import { MAX_ADMIN_BODY_BYTES } from "./routes.ts";
 
 // The admin API's part of the OpenAPI document (src/http/openapi.ts): the SessionService RPC's
@@ -161,6 +162,7 @@ export const adminPaths = {
         deviceBound: { type: "boolean" },
         carrier: { enum: ["cookie", "bearer", "both", null] },
         data: DATA,
+        upstream: { ...UPSTREAM_SIGN_IN_INPUT, type: ["object", "null"] },
       }),
     ),
     "x-other-methods": OTHER_METHODS,
@@ -200,11 +202,11 @@ export const adminPaths = {
     get: operation(
       "sessions:read",
       "adminListUserSessions",
-      "A user's live sessions, as the user lists them (SessionService.listUserSessions)",
+      "A user's live sessions, as the user lists them and with the upstream sign-in of each (SessionService.listUserSessions)",
       {
         "200": ok(
           "Newest first; [] for an unknown user.",
-          object(["sessions"], { sessions: { type: "array", items: ref("schemas/Session") } }),
+          object(["sessions"], { sessions: { type: "array", items: ref("schemas/BackendSession") } }),
         ),
       },
       null,

@@ -95,6 +95,7 @@ const CREATE: (keyof CreateSessionInput)[] = [
   "deviceBound",
   "carrier",
   "data",
+  "upstream",
 ];
 
 export const adminRoutes = new Hono<AdminEnv>()

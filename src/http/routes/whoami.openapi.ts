@@ -16,6 +16,7 @@ import {
   RATE_LIMITED,
   ref,
 } from "../openapi-parts.ts";
+import { UPSTREAM_SIGN_IN } from "../upstreams/routes.openapi.ts";
 
 /** The OpenAPI document's part (src/http/openapi.ts) for whoami.ts: GET /auth/whoami. */
 export const whoamiPaths = {
@@ -96,6 +97,7 @@ export const whoamiSchema = {
       additionalProperties: true,
       description: `Present only when the session has application data: the JSON object (at most ${MAX_SESSION_DATA_BYTES} bytes) the login flow set and the system last replaced or patched (RPC or admin API). Written by servers only, never by the session's holder.`,
     },
+    upstream: UPSTREAM_SIGN_IN,
   },
   additionalProperties: false,
 } as const;

@@ -4,6 +4,7 @@ import { isRefusal } from "../../domain/refusal.ts";
 import type { SessionData } from "../../domain/session-data.ts";
 import { supportActor } from "../../domain/session-view.ts";
 import type { SupportActor } from "../../domain/support.ts";
+import { type UpstreamSignInView, upstreamSignInView } from "../../domain/upstream-sign-in.ts";
 import { isFresh, ownSession } from "../../services/own-sessions.ts";
 import type { AppEnv } from "../app-env.ts";
 import { Hono } from "../hono.ts";
@@ -28,6 +29,8 @@ export interface WhoamiView {
   actor?: SupportActor;
   /** Present only when the session has application data (src/domain/session-data.ts). */
   data?: SessionData;
+  /** Present only when the login flow signed the user in through an upstream identity provider. */
+  upstream?: UpstreamSignInView;
 }
 
 /** `max_age` from the query: absent, or once, a whole number of seconds. */
@@ -50,6 +53,7 @@ export const whoamiRoutes = new Hono<AppEnv>().get("/", requireToken, async (c) 
   const caller = await ownSession(scope, token);
   if (isRefusal(caller)) throw refused(c, caller);
   const actor = supportActor(caller);
+  const upstream = upstreamSignInView(caller);
   const view: WhoamiView = {
     session_id: caller.id,
     user_id: caller.userId,
@@ -61,6 +65,7 @@ export const whoamiRoutes = new Hono<AppEnv>().get("/", requireToken, async (c) 
     ...(maxAge === null ? {} : { fresh: isFresh(caller, scope.at, maxAge) }),
     ...(actor ? { actor } : {}),
     ...(caller.data === null ? {} : { data: caller.data }),
+    ...(upstream ? { upstream } : {}),
   };
   return c.json(view);
 });

@@ -1,7 +1,9 @@
 import type { Context } from "hono";
-import { MAX_SET_BYTES, readUpstreams, SET_MEDIA_TYPE, SetRefused } from "../../domain/ssf/inbound.ts";
+import { MAX_SET_BYTES, SET_MEDIA_TYPE, SetRefused } from "../../domain/ssf/inbound.ts";
+import { readUpstreams } from "../../domain/upstreams.ts";
 import { actOnInboundSet } from "../../services/ssf/inbound.ts";
 import type { AppEnv } from "../app-env.ts";
+import { boundedText, mediaTypeOf } from "../bounded-body.ts";
 import { Hono } from "../hono.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
 import { notFound, setRefusal } from "../refusals.ts";
@@ -10,35 +12,17 @@ import { notFound, setRefusal } from "../refusals.ts";
 // here, one endpoint for all of them (the SET's `iss` says whose).
 // Its refusals are RFC 8935's, not the API's `{code, message}`: written by `setRefusal` alone.
 
-/** The body as text, or null when it is longer than `max` bytes: read no further than the chunk past it. */
-async function boundedText(request: Request, max: number): Promise<string | null> {
-  const chunks: Uint8Array[] = [];
-  let length = 0;
-  for await (const chunk of request.body ?? []) {
-    length += chunk.byteLength;
-    if (length > max) return null;
-    chunks.push(chunk);
-  }
-  const bytes = new Uint8Array(length);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return new TextDecoder().decode(bytes);
-}
-
 async function actOn<E extends ScopedEnv>(c: Context<E>): Promise<void> {
-  const type = (c.req.header("Content-Type") ?? "").split(";")[0]?.trim().toLowerCase();
-  if (type !== SET_MEDIA_TYPE) throw new SetRefused("invalid_request", `The Content-Type is not ${SET_MEDIA_TYPE}.`);
+  if (mediaTypeOf(c) !== SET_MEDIA_TYPE)
+    throw new SetRefused("invalid_request", `The Content-Type is not ${SET_MEDIA_TYPE}.`);
   const body = await boundedText(c.req.raw, MAX_SET_BYTES);
   if (body === null) throw new SetRefused("invalid_request", `The body is longer than ${MAX_SET_BYTES} bytes.`);
   await actOnInboundSet(c.var.scope, readUpstreams(c.env), body.trim());
 }
 
 export const inboundRoutes = new Hono<AppEnv>().post("/", withScope, async (c) => {
-  // Without upstreams the endpoint does not exist.
-  if (readUpstreams(c.env).length === 0) throw notFound();
+  // Without an upstream that sends SETs the endpoint does not exist.
+  if (!readUpstreams(c.env).some((upstream) => upstream.sets !== null)) throw notFound();
   try {
     await actOn(c);
   } catch (error) {

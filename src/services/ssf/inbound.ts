@@ -1,46 +1,21 @@
 import { endSessionsForSet } from "../../db/ssf/inbound-sets.ts";
 import { ConfigError } from "../../domain/config.ts";
 import { type Jws, type PublicKey, parseJws, verifyJws } from "../../domain/jws.ts";
-import { actionOf, keyOf, SetRefused, senderOf, type Upstream } from "../../domain/ssf/inbound.ts";
+import { actionOf, SetRefused, senderOf } from "../../domain/ssf/inbound.ts";
+import type { Upstream } from "../../domain/upstreams.ts";
 import { isUserId } from "../../domain/user-id.ts";
 import { type Scope, write } from "../scope.ts";
+import { upstreamKey } from "../upstream-keys.ts";
 
 // An inbound Security Event Token, pushed by an upstream (RFC 8935): read, verified, and acted
 // on in one D1 round trip on the database of the user it names. A SET that is refused
 // (SetRefused) ends nothing.
 
-/** A fetched key set is used this long; an unknown `kid` fetches again sooner, at most once a minute. */
-const KEYS_MAX_AGE_MS = 5 * 60_000;
-const KEYS_REFETCH_MS = 60_000;
-
-// Per isolate, by URL: an upstream's key set is fetched once every few minutes, not per SET.
-const fetchedKeys = new Map<string, { keys: readonly unknown[]; at: number }>();
-
-async function fetchKeys(upstream: Upstream, uri: string, now: number): Promise<readonly unknown[]> {
-  const response = await fetch(uri, { headers: { Accept: "application/jwk-set+json, application/json" } });
-  const body: unknown = response.ok ? await response.json().catch(() => null) : null;
-  const keys = (body as { keys?: unknown } | null)?.keys;
-  // A 500, not a refusal: the SET may be fine, and its transmitter resends it.
-  if (!Array.isArray(keys)) throw new Error(`the key set of upstream ${upstream.name} could not be fetched`);
-  fetchedKeys.set(uri, { keys, at: now });
-  return keys;
-}
-
-/** The key the SET names in the upstream's cached key set, fetched when older than its maximum age. */
-async function remoteKey(upstream: Upstream, uri: string, jws: Jws): Promise<PublicKey | undefined> {
-  const now = Date.now();
-  const cached = fetchedKeys.get(uri);
-  if (!cached || now - cached.at >= KEYS_MAX_AGE_MS) return keyOf(await fetchKeys(upstream, uri, now), jws);
-  const key = keyOf(cached.keys, jws);
-  // A kid not seen yet: the upstream may have rotated its keys since they were fetched.
-  if (key || now - cached.at < KEYS_REFETCH_MS) return key;
-  return keyOf(await fetchKeys(upstream, uri, now), jws);
-}
-
-/** The key the SET names, from the upstream's inline key set or its jwks_uri. */
+/** The key the SET names, from the upstream's key set. */
 async function keyFor(upstream: Upstream, jws: Jws): Promise<PublicKey> {
-  const key =
-    "jwks" in upstream.keys ? keyOf(upstream.keys.jwks, jws) : await remoteKey(upstream, upstream.keys.jwksUri, jws);
+  const key = await upstreamKey(upstream, jws);
+  if (key === "unusable")
+    throw new SetRefused("invalid_key", `The key the SET names cannot verify ${jws.alg} signatures.`);
   if (!key) throw new SetRefused("invalid_key", "The SET's kid names no key of its issuer.");
   return key;
 }

@@ -1,0 +1,69 @@
+import { and, eq, notExists, sql } from "drizzle-orm";
+import { moveOf, onBucket } from "./buckets.ts";
+import { batchNamed } from "./client.ts";
+import { bucketMoves, upstreamLinks } from "./schema.ts";
+import type { Place } from "./shards.ts";
+
+// Which user an upstream's subject is: its logout and revocation name the subject, and the
+// user's database follows from the user. One row per (upstream, subject), in the bucket that
+// pair hashes to (src/services/upstream-links.ts), so any worker finds it with no scan.
+
+export interface UpstreamLink {
+  upstream: string;
+  subject: string;
+  userId: string;
+  region: string | null;
+}
+
+/**
+ * Writes the link, or rewrites it when the subject's user or region changed, unless its bucket
+ * is being moved (then BucketMoving, nothing written). One batch: the upsert, guarded by the
+ * move state, and that state.
+ */
+export function writeLink(place: Place, link: UpstreamLink): Promise<void> {
+  return onBucket(place, async (db) => {
+    const moving = db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, place.bucket));
+    const row = sql`SELECT ${link.upstream}, ${link.subject}, ${link.userId}, ${link.region}, ${place.bucket} WHERE ${notExists(moving)}`;
+    const { written, move } = await batchNamed(db, {
+      // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
+      upsert: db
+        .insert(upstreamLinks)
+        .select(row)
+        .onConflictDoUpdate({
+          target: [upstreamLinks.upstream, upstreamLinks.subject],
+          set: { userId: sql`excluded.user_id`, region: sql`excluded.region` },
+          setWhere: sql`${upstreamLinks.userId} IS NOT excluded.user_id OR ${upstreamLinks.region} IS NOT excluded.region`,
+        }),
+      written: db
+        .select({ userId: upstreamLinks.userId })
+        .from(upstreamLinks)
+        .where(
+          and(
+            eq(upstreamLinks.upstream, link.upstream),
+            eq(upstreamLinks.subject, link.subject),
+            eq(upstreamLinks.userId, link.userId),
+          ),
+        ),
+      move: moveOf(db, place.bucket),
+    });
+    return { answer: undefined, move: move[0], blocked: written.length === 0 };
+  });
+}
+
+/** The user (and home region) the upstream's subject is; null when no sign-in linked it. */
+export function readLink(
+  place: Place,
+  upstream: string,
+  subject: string,
+): Promise<{ userId: string; region: string | null } | null> {
+  return onBucket(place, async (db) => {
+    const { link, move } = await batchNamed(db, {
+      link: db
+        .select({ userId: upstreamLinks.userId, region: upstreamLinks.region })
+        .from(upstreamLinks)
+        .where(and(eq(upstreamLinks.upstream, upstream), eq(upstreamLinks.subject, subject))),
+      move: moveOf(db, place.bucket),
+    });
+    return { answer: link[0] ?? null, move: move[0], blocked: false };
+  });
+}

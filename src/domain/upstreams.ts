@@ -1,0 +1,193 @@
+import { ConfigError } from "./config.ts";
+import type { Jws, PublicKey } from "./jws.ts";
+import { publicKeyOf } from "./jws.ts";
+import { MAX_REASON_LENGTH } from "./reason.ts";
+
+// The upstreams: identity providers the operator trusts to end sessions here, listed in the var
+// SSF_UPSTREAMS. One list for every way they speak, so that one name, one issuer and one key set
+// serve them all: Shared Signals SETs (src/domain/ssf/inbound.ts), OpenID Connect back-channel
+// logout and global token revocation (src/domain/upstream-logout.ts). Empty, every such door is
+// off (404).
+
+/**
+ * What an upstream can ask, by the name the security log's reason records (`<name>:<action>`):
+ * the SET events acted on, then the OIDC doors'.
+ */
+export const UPSTREAM_ACTIONS = [
+  "session-revoked",
+  "account-disabled",
+  "account-purged",
+  "credential-compromise",
+  "sessions-revoked",
+  "backchannel_logout",
+  "global_revocation",
+] as const;
+export type UpstreamAction = (typeof UPSTREAM_ACTIONS)[number];
+
+/** How an upstream's SET subjects name users: `iss_sub` (the `sub` is the user id) or `opaque` (the `id` is). */
+export const SUBJECT_FORMATS = ["iss_sub", "opaque"] as const;
+export type SubjectFormat = (typeof SUBJECT_FORMATS)[number];
+
+/** What an upstream that sends SETs is known by: the `aud` of its SETs, and how its subjects name users. */
+export interface UpstreamSets {
+  audience: string;
+  subject: SubjectFormat;
+}
+
+export interface Upstream {
+  /** The `iss` of everything it signs, exactly as it carries it. */
+  issuer: string;
+  /** Short, unique: the security log records `<name>:<action>` as the reason; `create` names it. */
+  name: string;
+  /** With SETs: what every SET's `aud` must contain, and how its subjects name users. Null: it sends none. */
+  sets: UpstreamSets | null;
+  /**
+   * With OpenID Connect: this service's client id at the upstream, which its logout tokens'
+   * and revocation requests' `aud` must contain. Null: those doors are off for it.
+   */
+  clientId: string | null;
+  /** The home region of the accounts it names (SessionService.create's `region`); null: the default. */
+  region: string | null;
+  /** Its keys inline (a JWK Set's `keys`), or where to fetch them. */
+  keys: { jwks: readonly unknown[] } | { jwksUri: string };
+}
+
+export interface UpstreamVars {
+  SSF_UPSTREAMS?: string;
+}
+
+const LONGEST_ACTION = Math.max(...UPSTREAM_ACTIONS.map((action) => action.length));
+// The reason `<name>:<action>` keeps to the rule of every reason (src/domain/reason.ts).
+export const MAX_UPSTREAM_NAME_LENGTH = MAX_REASON_LENGTH - 1 - LONGEST_ACTION;
+const NAME = new RegExp(`^[A-Za-z0-9._-]{1,${MAX_UPSTREAM_NAME_LENGTH}}$`);
+const REGION = /^[a-z]{2}$/;
+
+/** The security log's reason for what an upstream did. */
+export function upstreamReason(upstream: Upstream, action: UpstreamAction): string {
+  return `${upstream.name}:${action}`;
+}
+
+function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Upstream {
+  if (typeof entry !== "object" || entry === null || Array.isArray(entry)) throw invalid("each entry is an object");
+  const { issuer, name, audience, subject, client_id, region, jwks, jwks_uri } = entry as Record<string, unknown>;
+  if (typeof issuer !== "string" || !URL.canParse(issuer)) throw invalid("issuer is a URL");
+  if (typeof name !== "string" || !NAME.test(name))
+    throw invalid(`name is 1 to ${MAX_UPSTREAM_NAME_LENGTH} characters of A-Z a-z 0-9 . _ -`);
+  if ((audience === undefined) !== (subject === undefined))
+    throw invalid("audience and subject come together (an upstream that sends SETs) or not at all");
+  if (audience !== undefined && (typeof audience !== "string" || audience === ""))
+    throw invalid("audience is a non-empty string");
+  if (subject !== undefined && !SUBJECT_FORMATS.some((format) => format === subject))
+    throw invalid(`subject is one of ${SUBJECT_FORMATS.join(", ")}`);
+  if (client_id !== undefined && (typeof client_id !== "string" || client_id === ""))
+    throw invalid("client_id is a non-empty string");
+  if (audience === undefined && client_id === undefined)
+    throw invalid("each entry has audience and subject (SETs), client_id (OpenID Connect), or both");
+  if (region !== undefined && !(typeof region === "string" && REGION.test(region)))
+    throw invalid("region, when given, is two lowercase letters");
+  const inline = (jwks as { keys?: unknown } | undefined)?.keys;
+  const uri = typeof jwks_uri === "string" ? URL.parse(jwks_uri) : null;
+  if ((jwks === undefined) === (jwks_uri === undefined))
+    throw invalid("each entry has exactly one of jwks and jwks_uri");
+  if (jwks !== undefined && !(Array.isArray(inline) && inline.length > 0))
+    throw invalid('jwks is a JWK Set: {"keys": [...]}');
+  if (jwks_uri !== undefined && uri?.protocol !== "https:") throw invalid("jwks_uri is an https URL");
+  return {
+    issuer,
+    name,
+    sets: audience === undefined ? null : { audience: audience as string, subject: subject as SubjectFormat },
+    clientId: (client_id as string | undefined) ?? null,
+    region: (region as string | undefined) ?? null,
+    keys: Array.isArray(inline) ? { jwks: inline } : { jwksUri: (uri as URL).href },
+  };
+}
+
+function parseUpstreams(text: string): Upstream[] {
+  const invalid = (rule: string) => new ConfigError(`SSF_UPSTREAMS must be a JSON array of upstreams: ${rule}`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw invalid("not JSON");
+  }
+  if (!Array.isArray(parsed)) throw invalid("not an array");
+  const upstreams = parsed.map((entry) => upstreamOf(entry, invalid));
+  for (const [index, upstream] of upstreams.entries()) {
+    const earlier = upstreams.slice(0, index);
+    if (earlier.some((other) => other.issuer === upstream.issuer)) throw invalid("each issuer is listed once");
+    if (earlier.some((other) => other.name === upstream.name)) throw invalid("each name is unique");
+  }
+  return upstreams;
+}
+
+// Parsed once per isolate per value (tests run several).
+const parsed = new Map<string, Upstream[]>();
+
+/**
+ * The upstreams the var lists; empty when it is empty. Throws a ConfigError that names the
+ * var and its rule, never a value.
+ */
+export function readUpstreams(vars: UpstreamVars): Upstream[] {
+  const text = vars.SSF_UPSTREAMS ?? "";
+  if (text.trim() === "") return [];
+  let upstreams = parsed.get(text);
+  if (!upstreams) {
+    upstreams = parseUpstreams(text);
+    parsed.set(text, upstreams);
+  }
+  return upstreams;
+}
+
+export const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+
+/**
+ * The key of `keys` (a JWK Set's members) that the JWS's `kid` names, or the only key when it
+ * names none: undefined when there is no such key, "unusable" when it is there but cannot
+ * verify this algorithm (another type, a weak RSA modulus, meant for encryption).
+ */
+export function keyOf(keys: readonly unknown[], jws: Jws): PublicKey | "unusable" | undefined {
+  const { kid } = jws.header;
+  const jwk =
+    kid === undefined
+      ? keys.length === 1
+        ? keys[0]
+        : undefined
+      : keys.find((key) => isObject(key) && key.kid === kid);
+  if (!isObject(jwk)) return undefined;
+  const { alg, use } = jwk;
+  const key =
+    (alg === undefined || alg === jws.alg) && (use === undefined || use === "sig") && publicKeyOf(jwk, jws.alg);
+  return key || "unusable";
+}
+
+/** A token's `aud`, a string or an array of them, as the array. */
+export function audienceOf(aud: unknown): unknown[] {
+  return Array.isArray(aud) ? aud : [aud];
+}
+
+/**
+ * An upstream's token is refused once its `iat` is older than this, or further than the skew in
+ * the future. So its `jti` need be remembered only this long (plus the skew): a replay after that
+ * is refused as too old, never acted on twice.
+ */
+export const UPSTREAM_TOKEN_MAX_AGE_SECONDS = 86_400;
+export const UPSTREAM_CLOCK_SKEW_SECONDS = 60;
+/** Bounds what the memory of acted-on tokens stores per token; real ones are UUIDs or shorter. */
+export const MAX_JTI_LENGTH = 256;
+
+/**
+ * What is wrong with a signed token's times and id, as the end of a sentence about it ("has no
+ * numeric iat"), or null: `iat` within the window, `exp` (when present) not passed, a `jti`.
+ */
+export function timesFault(payload: Record<string, unknown>, nowSeconds: number): string | null {
+  const { iat, exp, jti } = payload;
+  if (typeof iat !== "number" || !Number.isFinite(iat)) return "has no numeric iat";
+  if (iat > nowSeconds + UPSTREAM_CLOCK_SKEW_SECONDS || iat < nowSeconds - UPSTREAM_TOKEN_MAX_AGE_SECONDS)
+    return "has an iat in the future or more than 24 hours old";
+  if (exp !== undefined && !(typeof exp === "number" && exp > nowSeconds - UPSTREAM_CLOCK_SKEW_SECONDS))
+    return "has expired (exp)";
+  if (typeof jti !== "string" || jti === "" || jti.length > MAX_JTI_LENGTH)
+    return `has no jti of 1 to ${MAX_JTI_LENGTH} characters`;
+  return null;
+}

@@ -1,0 +1,35 @@
+import type { Place } from "../db/shards.ts";
+import { readLink, writeLink } from "../db/upstream-links.ts";
+import { ConfigError } from "../domain/config.ts";
+import type { Upstream } from "../domain/upstreams.ts";
+import type { Scope } from "./scope.ts";
+
+// Which user an upstream's subject is. A logout or a revocation names the subject, not the user,
+// and the user's database follows from the user alone; so the sign-in links the two, in the
+// bucket the pair hashes to (as a user id hashes to its bucket, in the upstream's region), and
+// the logout reads the link first: one round trip more than an operation by user, on a
+// primary key, with no scan of any database. The sign-in writes it the same way, before the
+// session, so a logout that follows the sign-in's answer always finds it.
+
+async function linkPlace(scope: Scope, upstream: Upstream, subject: string): Promise<Place> {
+  if (upstream.region !== null && !scope.shards.map.regions.has(upstream.region))
+    throw new ConfigError("SSF_UPSTREAMS: a region must be one of the regions of SHARDS");
+  scope.plannedRoundTrip();
+  // A newline is in no upstream name, so no two pairs hash the same text.
+  return scope.shards.forUser(`${upstream.name}\n${subject}`, upstream.region);
+}
+
+/** Links the upstream's subject to the user (and the region the user's sessions are in). */
+export async function linkSubject(
+  scope: Scope,
+  upstream: Upstream,
+  subject: string,
+  user: { userId: string; region: string | null },
+): Promise<void> {
+  await writeLink(await linkPlace(scope, upstream, subject), { upstream: upstream.name, subject, ...user });
+}
+
+/** The user the upstream's subject was linked to by a sign-in; null when none was. */
+export async function linkedUser(scope: Scope, upstream: Upstream, subject: string) {
+  return readLink(await linkPlace(scope, upstream, subject), upstream.name, subject);
+}

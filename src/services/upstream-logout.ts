@@ -1,0 +1,90 @@
+import { endSessionsForSet } from "../db/ssf/inbound-sets.ts";
+import { type Jws, parseJws, verifyJws } from "../domain/jws.ts";
+import {
+  checkIssuer,
+  checkRevocationJwt,
+  logoutOf,
+  revokedSubjectOf,
+  type UpstreamEnding,
+  type UpstreamErrorCode,
+  UpstreamRequestRefused,
+} from "../domain/upstream-logout.ts";
+import { type Upstream, type UpstreamAction, upstreamReason } from "../domain/upstreams.ts";
+import { type Scope, write } from "./scope.ts";
+import { upstreamKey } from "./upstream-keys.ts";
+import { linkedUser } from "./upstream-links.ts";
+
+// An upstream ends sessions here in OpenID Connect's words: a back-channel logout token ends
+// the sessions of one of its sessions or subjects; a global token revocation, every session of
+// the user its subject is. Each verified by the upstream's keys (src/services/upstream-keys.ts),
+// acted on once per `jti`, in one batch on the user's database after the subject's link is read.
+
+/** A compact JWS by this upstream, its signature verified; `error` is the refusal's code. */
+async function verified(upstream: Upstream, compact: string, what: string, error: UpstreamErrorCode): Promise<Jws> {
+  const jws = parseJws(compact);
+  if (!jws) throw new UpstreamRequestRefused(error, `The ${what} is not a compact JWS signed with ES256 or RS256.`);
+  checkIssuer(jws, upstream, what, error);
+  const key = await upstreamKey(upstream, jws);
+  if (key === "unusable")
+    throw new UpstreamRequestRefused(error, `The key the ${what} names cannot verify ${jws.alg} signatures.`);
+  if (!key) throw new UpstreamRequestRefused(error, `The ${what}'s kid names no key of its issuer.`);
+  if (!(await verifyJws(jws, key)))
+    throw new UpstreamRequestRefused(error, `The ${what}'s signature does not verify with its issuer's key.`);
+  return jws;
+}
+
+/**
+ * Ends what the upstream asked, once per `jti`, on the database of the user its subject is
+ * linked to; null when no sign-in linked the subject (nothing to end). With `allOfUser`, every
+ * session of the user; else those signed in through the upstream as the subject (and the sid).
+ */
+async function end(
+  scope: Scope,
+  upstream: Upstream,
+  ending: UpstreamEnding,
+  action: UpstreamAction,
+  allOfUser: boolean,
+): Promise<number | null> {
+  const user = await linkedUser(scope, upstream, ending.subject);
+  if (!user) return null;
+  const place = await scope.shards.forUser(user.userId, user.region);
+  const target = {
+    userId: user.userId,
+    sessionId: null,
+    issuedAt: ending.issuedAt,
+    ...(allOfUser ? {} : { upstream: { name: upstream.name, subject: ending.subject, sid: ending.sid } }),
+  };
+  const set = { issuer: upstream.issuer, jti: ending.jti };
+  // The writer is the system, from the upstream's address.
+  return write(scope, null, (writer) =>
+    endSessionsForSet(place, set, target, upstreamReason(upstream, action), writer, scope.at),
+  );
+}
+
+const nowSeconds = (scope: Scope) => Math.floor(scope.at.now.getTime() / 1000);
+
+/** OpenID Connect Back-Channel Logout 1.0 §2.6: the logout token checked and acted on; how many sessions it ended. */
+export async function backchannelLogout(scope: Scope, upstream: Upstream, logoutToken: string): Promise<number> {
+  const jws = await verified(upstream, logoutToken, "logout token", "invalid_request");
+  const ending = logoutOf(jws, upstream, nowSeconds(scope));
+  return (await end(scope, upstream, ending, "backchannel_logout", false)) ?? 0;
+}
+
+/**
+ * Global token revocation (draft -06): the request's JWT (`Authorization: Bearer`) verified,
+ * then every session of the user its `sub_id` is ended; null when no sign-in linked the subject.
+ */
+export async function revokeGlobally(
+  scope: Scope,
+  upstream: Upstream,
+  bearer: string,
+  body: unknown,
+  url: string,
+): Promise<number | null> {
+  const jws = await verified(upstream, bearer, "JWT", "invalid_token");
+  const now = nowSeconds(scope);
+  checkRevocationJwt(jws, upstream, url, now);
+  const subject = revokedSubjectOf(body, upstream);
+  const { jti, iat } = jws.payload as { jti: string; iat: number };
+  return end(scope, upstream, { jti, subject, sid: null, issuedAt: new Date(iat * 1000) }, "global_revocation", true);
+}

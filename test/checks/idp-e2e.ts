@@ -1,0 +1,213 @@
+// `npm run check:idp`: an identity provider ends sessions here, end to end, in the words
+// Keycloak, Auth0 and Okta speak. It starts a stand-in provider in a process of its own
+// (test/checks/idp-stand-in.ts: `jose`, its own keys and JWK Set), lists it as an upstream of
+// the real `npm start` (SSF_UPSTREAMS, with its keys inline: a jwks_uri must be https, and the
+// stand-in serves plain http on loopback), makes an admin key, and starts the reference verifier
+// of access tokens (examples/token-verifier/) with a pushed Shared Signals stream. Then, as a
+// login flow does after the provider's OIDC callback, it signs a user in three times over the
+// admin API: twice with the provider's `sub` and a `sid` each, once without. The provider sends
+// a back-channel logout for the first `sid`: that session is refused at once by whoami and,
+// within WAIT_MS, by the verifier; the others stay. Sent again, a forged one and one of another
+// sid of nobody: nothing more ends. Then a global token revocation of the subject ends the
+// user's other two sessions, seen by whoami and the verifier. Prints one JSON report with the
+// lags; exits 1 on any answer other than the one expected.
+import { execFile, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import { promisify } from "node:util";
+import { freePort, startNpmStart } from "../../dev/npm-start.ts";
+import { createVerifier, TokenRefused } from "../../examples/token-verifier/verifier.ts";
+
+const ROOT = path.join(import.meta.dirname, "..", "..");
+const AUDIENCE = "https://verifiers.example";
+const PUSH_AUTHORIZATION = "Bearer e2e-idp-push";
+const WAIT_MS = 10_000;
+const UPSTREAM = "stand-in";
+const CLIENT_ID = "session-service";
+const run = promisify(execFile);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const state = mkdtempSync(path.join(tmpdir(), "idp-e2e-"));
+const problems: string[] = [];
+const expect = (what: string, ok: boolean, seen: unknown = "") => {
+  if (!ok) problems.push(`${what}: ${typeof seen === "string" ? seen : JSON.stringify(seen)}`);
+};
+
+// The stand-in provider: a process of its own, which prints where it listens and its keys.
+const provider = spawn(
+  process.execPath,
+  ["--disable-warning=ExperimentalWarning", path.join(import.meta.dirname, "idp-stand-in.ts"), CLIENT_ID],
+  {
+    stdio: ["ignore", "pipe", "inherit"],
+  },
+);
+const {
+  port: providerPort,
+  issuer,
+  jwks,
+} = JSON.parse(
+  await new Promise<string>((resolve) => createInterface({ input: provider.stdout }).once("line", resolve)),
+) as { port: number; issuer: string; jwks: { keys: unknown[] } };
+const toProvider = async (what: "logout" | "revoke", body: Record<string, unknown>) => {
+  const response = await fetch(`http://127.0.0.1:${providerPort}/${what}`, {
+    method: "POST",
+    body: JSON.stringify(body),
+  });
+  return (await response.json()) as { status: number; body: string; jti?: string };
+};
+
+const varsFile = path.join(state, "upstreams.env");
+const upstreams = [{ issuer, name: UPSTREAM, client_id: CLIENT_ID, jwks }];
+writeFileSync(varsFile, `SSF_UPSTREAMS='${JSON.stringify(upstreams)}'\n`, { mode: 0o600 });
+const env = { ADMIN_KEYS_FILE: path.join(state, "admin-keys.json") };
+async function command(script: string, args: string[]): Promise<Record<string, unknown>> {
+  const { stdout } = await run("npm", ["run", "--silent", script, "--", ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+  });
+  return JSON.parse(stdout);
+}
+const { key: adminKey } = (await command("admin:keys", [
+  ...["create", "--name", "login flow", "--scope", "sessions:create"],
+])) as { key: string };
+
+const port = await freePort();
+const base = `http://127.0.0.1:${port}`;
+const server = await startNpmStart(port, path.join(state, "npm-start"), ["--env-file", varsFile], env);
+const pushPort = await freePort();
+const pushServer = createServer();
+const verifiers: { stop(): Promise<void> }[] = [];
+
+try {
+  const { credential } = (await command("ssf:receivers", ["issue", "--name", "verifiers", "--audience", AUDIENCE])) as {
+    credential: string;
+  };
+  const verifier = createVerifier({
+    issuer: base,
+    audience: base,
+    onError: (error: unknown) => problems.push(`verifier: ${error instanceof Error ? error.message : error}`),
+    ssf: {
+      configurationUrl: `${base}/.well-known/ssf-configuration`,
+      credential,
+      audience: AUDIENCE,
+      delivery: {
+        method: "push",
+        endpointUrl: `http://127.0.0.1:${pushPort}/ssf/events`,
+        authorization: PUSH_AUTHORIZATION,
+      },
+      description: "e2e identity provider verifier",
+    },
+  });
+  pushServer.on("request", (request, response) => verifier.pushListener(request, response));
+  await new Promise<void>((resolve) => pushServer.listen(pushPort, "127.0.0.1", resolve));
+  await verifier.start();
+  verifiers.push(verifier);
+
+  const user = `idp-e2e-${Date.now()}`;
+  const subject = `stand-in-subject-${crypto.randomUUID()}`;
+  const signIn = async (upstream: Record<string, unknown> | undefined) => {
+    const response = await fetch(`${base}/admin/sessions`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${adminKey}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ userId: user, ...(upstream ? { upstream } : {}) }),
+    });
+    if (response.status !== 201)
+      throw new Error(`POST /admin/sessions answered ${response.status}: ${await response.text()}`);
+    const { id, token } = (await response.json()) as { id: string; token: string };
+    const minted = await fetch(`${base}/auth/token`, { method: "POST", headers: { Authorization: `Bearer ${token}` } });
+    if (minted.status !== 200) throw new Error(`POST /auth/token answered ${minted.status}`);
+    return { id, token, accessToken: ((await minted.json()) as { access_token: string }).access_token };
+  };
+  const whoami = async (token: string) =>
+    (await fetch(`${base}/auth/whoami`, { headers: { Authorization: `Bearer ${token}` } })).status;
+  /** When the verifier first refuses `accessToken` as revoked, within WAIT_MS of `since`; null if it never does. */
+  const refusedAfter = async (accessToken: string, since: number): Promise<number | null> => {
+    while (Date.now() < since + WAIT_MS) {
+      try {
+        await verifier.verify(accessToken);
+      } catch (error) {
+        if (error instanceof TokenRefused && error.code === "session_revoked") return Date.now() - since;
+        throw error;
+      }
+      await sleep(10);
+    }
+    return null;
+  };
+
+  const first = await signIn({ provider: UPSTREAM, subject, sid: "sid-first" });
+  const second = await signIn({ provider: UPSTREAM, subject, sid: "sid-second" });
+  const password = await signIn(undefined);
+  for (const session of [first, second, password]) {
+    const claims = await verifier.verify(session.accessToken);
+    expect("the verifier accepts a live session's token", claims.sid === session.id, claims);
+  }
+  const whoamiShows = await fetch(`${base}/auth/whoami`, { headers: { Authorization: `Bearer ${first.token}` } });
+  expect(
+    "whoami shows the upstream sign-in",
+    JSON.stringify(((await whoamiShows.json()) as { upstream?: unknown }).upstream) ===
+      JSON.stringify({ provider: UPSTREAM, subject, sid: "sid-first" }),
+  );
+
+  const logoutUrl = `${base}/upstreams/${UPSTREAM}/backchannel-logout`;
+  const logout = await toProvider("logout", { target: logoutUrl, sub: subject, sid: "sid-first" });
+  const loggedOutAt = Date.now();
+  expect("the back-channel logout is answered 200", logout.status === 200, logout);
+  const whoamiAfterLogout = await whoami(first.token);
+  expect("whoami refuses the logged-out session at once", whoamiAfterLogout === 401, whoamiAfterLogout);
+  const logoutLag = await refusedAfter(first.accessToken, loggedOutAt);
+  expect(`the verifier refuses its access token within ${WAIT_MS} ms`, logoutLag !== null);
+  expect(
+    "the other sid and the password session stay",
+    (await whoami(second.token)) === 200 && (await whoami(password.token)) === 200,
+  );
+
+  const replay = await toProvider("logout", { target: logoutUrl, sub: subject, jti: logout.jti });
+  expect("a resent logout token is answered 200", replay.status === 200, replay);
+  const forged = await toProvider("logout", { target: logoutUrl, sub: subject, forged: true });
+  expect("a logout token signed by a stranger's key is refused 400", forged.status === 400, forged);
+  expect("nothing more ended", (await whoami(second.token)) === 200 && (await whoami(password.token)) === 200);
+
+  const revocationUrl = `${base}/upstreams/${UPSTREAM}/global-token-revocation`;
+  const unknown = await toProvider("revoke", { target: revocationUrl, sub: "nobody-signed-in" });
+  expect("a revocation of a subject never signed in is 404", unknown.status === 404, unknown);
+  const revoked = await toProvider("revoke", { target: revocationUrl, sub: subject });
+  const revokedAt = Date.now();
+  expect("the global token revocation is answered 204", revoked.status === 204, revoked);
+  const whoamiAfterRevocation = [await whoami(second.token), await whoami(password.token)];
+  expect(
+    "whoami refuses every other session of the user at once",
+    whoamiAfterRevocation.every((status) => status === 401),
+    whoamiAfterRevocation,
+  );
+  const revocationLags = [
+    await refusedAfter(second.accessToken, revokedAt),
+    await refusedAfter(password.accessToken, revokedAt),
+  ];
+  expect(
+    `the verifier refuses their access tokens within ${WAIT_MS} ms`,
+    revocationLags.every((lag) => lag !== null),
+  );
+
+  console.log(
+    JSON.stringify({
+      backchannelLogout: { verifierRefusedMs: logoutLag },
+      globalRevocation: { verifierRefusedMs: revocationLags },
+      problems,
+    }),
+  );
+} catch (error) {
+  problems.push(error instanceof Error ? error.message : String(error));
+} finally {
+  for (const verifier of verifiers) await verifier.stop();
+  pushServer.close();
+  await server.stop();
+  provider.kill();
+  rmSync(state, { recursive: true, force: true });
+}
+if (problems.length > 0) {
+  console.error(problems.join("\n"));
+  process.exitCode = 1;
+}

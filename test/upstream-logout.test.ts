@@ -1,0 +1,791 @@
+import { createExecutionContext } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
+import { base64url, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { SessionService } from "../src/rpc/session-service.ts";
+import { countingShards } from "./d1.ts";
+import {
+  bearer,
+  bindingOfUser,
+  CHROME_MAC,
+  call,
+  callWith,
+  d1,
+  d1OfUser,
+  databases,
+  expectError,
+  expectSecurityHeaders,
+  isLive,
+  issue,
+  newUser,
+  sessionCookie,
+} from "./helpers.ts";
+
+// An upstream identity provider ends sessions here in OpenID Connect's words: back-channel
+// logout (POST /upstreams/<name>/backchannel-logout) and global token revocation (POST
+// /upstreams/<name>/global-token-revocation). Tokens are signed here with `jose`, not with the
+// worker's own JWS code, so each side is checked against an outside implementation.
+
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+const CORP = "https://corp.example/realms/acme";
+const OTHER = "https://other.example";
+const CLIENT_ID = "sessions-app";
+const BCL_EVENT = "http://schemas.openid.net/event/backchannel-logout";
+
+const es256 = await generateKeyPair("ES256", { extractable: true });
+const rs256 = await generateKeyPair("RS256", { extractable: true });
+const otherKeys = await generateKeyPair("ES256", { extractable: true });
+const ES_PUBLIC = { ...(await exportJWK(es256.publicKey)), kid: "es1", alg: "ES256", use: "sig" };
+const CORP_KEYS = [ES_PUBLIC, { ...(await exportJWK(rs256.publicKey)), kid: "rs1" }];
+
+type UpstreamConfig = Record<string, unknown>;
+const corp = (overrides: UpstreamConfig = {}): UpstreamConfig => ({
+  issuer: CORP,
+  name: "corp",
+  client_id: CLIENT_ID,
+  jwks: { keys: CORP_KEYS },
+  ...overrides,
+});
+const other: UpstreamConfig = {
+  issuer: OTHER,
+  name: "other",
+  client_id: CLIENT_ID,
+  jwks: { keys: [{ ...(await exportJWK(otherKeys.publicKey)), kid: "o1" }] },
+};
+// An upstream that sends SETs only: it has no OpenID Connect doors.
+const setsOnly: UpstreamConfig = {
+  issuer: "https://sets.example",
+  name: "sets",
+  audience: "https://sessions.example/ssf",
+  subject: "iss_sub",
+  jwks: { keys: CORP_KEYS },
+};
+const vars = (...upstreams: UpstreamConfig[]): Partial<Env> => ({
+  SSF_UPSTREAMS: JSON.stringify(upstreams.length > 0 ? upstreams : [corp(), other, setsOnly]),
+});
+const VARS = vars();
+
+const service = (bindings: Partial<Env> = VARS) =>
+  new SessionService(createExecutionContext(), { ...env, ...bindings });
+const now = () => Math.floor(Date.now() / 1000);
+
+/** A session signed in through `provider` as its `subject` (and `sid`), as a login flow would after its OIDC callback. */
+function signIn(userId: string, subject: string, sid: string | null, provider = "corp") {
+  return service().create({ userId, userAgent: CHROME_MAC, upstream: { provider, subject, sid } });
+}
+
+function logoutClaims(subject: string | undefined, sid: string | undefined, overrides: JWTPayload = {}): JWTPayload {
+  return {
+    iss: CORP,
+    aud: CLIENT_ID,
+    iat: now(),
+    exp: now() + 120,
+    jti: crypto.randomUUID(),
+    ...(subject === undefined ? {} : { sub: subject }),
+    ...(sid === undefined ? {} : { sid }),
+    events: { [BCL_EVENT]: {} },
+    ...overrides,
+  };
+}
+
+interface Signing {
+  alg?: "ES256" | "RS256";
+  kid?: string;
+  typ?: string | null;
+  key?: CryptoKey;
+}
+
+function sign(payload: JWTPayload, { alg = "ES256", kid, typ = "logout+jwt", key }: Signing = {}) {
+  const header = { alg, kid: kid ?? (alg === "ES256" ? "es1" : "rs1"), ...(typ === null ? {} : { typ }) };
+  return new SignJWT(payload).setProtectedHeader(header).sign(key ?? (alg === "ES256" ? es256 : rs256).privateKey);
+}
+
+const encode = (value: unknown) => base64url.encode(JSON.stringify(value));
+
+function logout(token: string, { name = "corp", bindings = VARS, contentType, body }: PostOptions = {}) {
+  const headers = { "Content-Type": contentType ?? "application/x-www-form-urlencoded" };
+  return callWith(
+    bindings,
+    "POST",
+    `/upstreams/${name}/backchannel-logout`,
+    headers,
+    body ?? new URLSearchParams({ logout_token: token }).toString(),
+  );
+}
+
+interface PostOptions {
+  name?: string;
+  bindings?: Partial<Env>;
+  contentType?: string;
+  body?: string;
+}
+
+async function expectDone(response: Response, status = 200): Promise<void> {
+  expect(response.status).toBe(status);
+  expect(await response.text()).toBe("");
+  expect(response.headers.get("Cache-Control")).toBe("no-store");
+  expectSecurityHeaders(response);
+}
+
+async function expectRefused(response: Response, description: string, error = "invalid_request", status = 400) {
+  expect({ status: response.status, body: await response.json() }).toEqual({
+    status,
+    body: { error, error_description: description },
+  });
+  expect(response.headers.get("Content-Type")).toBe("application/json");
+  expect(response.headers.get("Content-Language")).toBe("en");
+  expect(response.headers.get("Cache-Control")).toBe("no-store");
+  expect(response.headers.get("WWW-Authenticate")).toBe(status === 401 ? 'Bearer error="invalid_token"' : null);
+  expectSecurityHeaders(response);
+}
+
+async function liveness(...tokens: string[]): Promise<boolean[]> {
+  return Promise.all(tokens.map(isLive));
+}
+
+/** The security log's rows for `sessionId`: type and reason. */
+async function loggedFor(userId: string, sessionId: string) {
+  const { results } = await (await d1OfUser(userId))
+    .prepare("SELECT type, reason, actor_session_id FROM session_events WHERE session_id = ? ORDER BY id")
+    .bind(sessionId)
+    .all();
+  return results;
+}
+
+async function linkRows(subject: string): Promise<unknown[]> {
+  const rows = [];
+  for (const binding of Object.keys(databases())) {
+    const { results } = await d1(binding)
+      .prepare("SELECT upstream, subject, user_id, region FROM upstream_links WHERE subject = ?")
+      .bind(subject)
+      .all();
+    rows.push(...results);
+  }
+  return rows;
+}
+
+describe("a session remembers the upstream sign-in it came from", () => {
+  it("create stores the provider, subject and sid, links the subject to the user, and whoami and authenticate show them", async () => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(user, subject, "sid-1");
+    expect(await linkRows(subject)).toEqual([{ upstream: "corp", subject, user_id: user, region: "default" }]);
+    const whoami = await callWith(VARS, "GET", "/auth/whoami", bearer(session.token));
+    expect(whoami.status).toBe(200);
+    expect(((await whoami.json()) as { upstream?: unknown }).upstream).toEqual({
+      provider: "corp",
+      subject,
+      sid: "sid-1",
+    });
+    expect((await service().authenticate(session.token))?.upstream).toEqual({
+      provider: "corp",
+      subject,
+      sid: "sid-1",
+    });
+    // No sid: shown as null.
+    const noSid = await signIn(user, subject, null);
+    expect((await service().authenticate(noSid.token))?.upstream).toEqual({ provider: "corp", subject, sid: null });
+  });
+
+  it("a session without one shows none, and the user's own list never shows another system's ids", async () => {
+    const user = newUser();
+    const plain = await issue(user);
+    expect((await exports.SessionService.authenticate(plain.token))?.upstream).toBeUndefined();
+    const whoami = await call("GET", "/auth/whoami", bearer(plain.token));
+    expect(await whoami.json()).not.toHaveProperty("upstream");
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(user, subject, "sid-secret");
+    const list = await callWith(VARS, "GET", "/auth/sessions", sessionCookie(session.token));
+    expect(list.status).toBe(200);
+    const text = await list.text();
+    expect(text).not.toContain(subject);
+    expect(text).not.toContain("sid-secret");
+    expect(text).not.toContain("corp");
+  });
+
+  it("the admin view (RPC and admin API) shows each session's sign-in; a session without one shows none", async () => {
+    const { newAdminKey } = await import("../src/domain/admin-keys.ts");
+    const { stored, key } = await newAdminKey("support desk", ["sessions:read"], new Date());
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const [viaCorp, plain] = [await signIn(user, subject, "sid-1"), await issue(user)];
+    const listed = await service().listUserSessions(user);
+    const response = await callWith(
+      { ...VARS, ADMIN_KEYS: JSON.stringify([stored]) } as Partial<Env>,
+      "GET",
+      `/admin/users/${user}/sessions`,
+      bearer(key),
+    );
+    expect(response.status).toBe(200);
+    const { sessions } = (await response.json()) as { sessions: typeof listed };
+    for (const view of [listed, sessions]) {
+      expect(view.map((session) => [session.id, session.upstream])).toEqual([
+        [plain.id, undefined],
+        [viaCorp.id, { provider: "corp", subject, sid: "sid-1" }],
+      ]);
+    }
+  });
+
+  it("a second sign-in of the subject as another user moves the link: the subject's logout follows it", async () => {
+    const [first, second] = [newUser(), newUser()];
+    const subject = `sub-${crypto.randomUUID()}`;
+    await signIn(first, subject, "sid-1");
+    await signIn(second, subject, "sid-2");
+    expect(await linkRows(subject)).toEqual([{ upstream: "corp", subject, user_id: second, region: "default" }]);
+  });
+
+  const refusals: [string, unknown, string][] = [
+    [
+      "an upstream not configured",
+      { provider: "nobody", subject: "s" },
+      "upstream.provider must be the name of an upstream this deployment lists in SSF_UPSTREAMS",
+    ],
+    [
+      "a subject over 255 characters",
+      { provider: "corp", subject: "s".repeat(256) },
+      "upstream.subject must be a string of 1 to 255 characters without control characters",
+    ],
+    [
+      "an empty subject",
+      { provider: "corp", subject: "" },
+      "upstream.subject must be a string of 1 to 255 characters without control characters",
+    ],
+    [
+      "a sid with a control character",
+      { provider: "corp", subject: "s", sid: "a\nb" },
+      "upstream.sid, when given, must be a string of 1 to 255 characters without control characters",
+    ],
+    [
+      "a sid that is not a string",
+      { provider: "corp", subject: "s", sid: 7 },
+      "upstream.sid, when given, must be a string of 1 to 255 characters without control characters",
+    ],
+    [
+      "an unknown member",
+      { provider: "corp", subject: "s", email: "a@b.example" },
+      "upstream must be an object of provider, subject and optionally sid",
+    ],
+    ["not an object", "corp", "upstream must be an object of provider, subject and optionally sid"],
+  ];
+
+  it.each(refusals)("refused, nothing written: %s (RPC: TypeError)", async (_, upstream, message) => {
+    const user = newUser();
+    await expect(
+      service().create({ userId: user, upstream } as unknown as Parameters<SessionService["create"]>[0]),
+    ).rejects.toThrow(new TypeError(message));
+    expect(await (await d1OfUser(user)).prepare("SELECT id FROM sessions WHERE user_id = ?").bind(user).all()).toEqual(
+      expect.objectContaining({ results: [] }),
+    );
+    expect(await linkRows("s")).toEqual([]);
+  });
+
+  it("refused over the admin API too: 400 invalid_input, nothing written; accepted: 201", async () => {
+    const { newAdminKey } = await import("../src/domain/admin-keys.ts");
+    const { stored, key } = await newAdminKey("login flow", ["sessions:create"], new Date());
+    const bindings = { ...VARS, ADMIN_KEYS: JSON.stringify([stored]) } as Partial<Env>;
+    const user = newUser();
+    const post = (upstream: unknown) =>
+      callWith(
+        bindings,
+        "POST",
+        "/admin/sessions",
+        { ...bearer(key), "Content-Type": "application/json" },
+        JSON.stringify({ userId: user, upstream }),
+      );
+    const refused = await post({ provider: "nobody", subject: "s" });
+    expect({ status: refused.status, body: await refused.json() }).toMatchObject({
+      status: 400,
+      body: {
+        code: "invalid_input",
+        detail: "upstream.provider must be the name of an upstream this deployment lists in SSF_UPSTREAMS",
+      },
+    });
+    expect(await (await d1OfUser(user)).prepare("SELECT id FROM sessions WHERE user_id = ?").bind(user).all()).toEqual(
+      expect.objectContaining({ results: [] }),
+    );
+    const subject = `sub-${crypto.randomUUID()}`;
+    const created = await post({ provider: "corp", subject, sid: "sid-9" });
+    expect(created.status).toBe(201);
+    const { token } = (await created.json()) as { token: string };
+    expect((await service().authenticate(token))?.upstream).toEqual({ provider: "corp", subject, sid: "sid-9" });
+  });
+});
+
+describe("back-channel logout", () => {
+  it("a sid ends exactly the sessions of that upstream session, logged ended_by_upstream", async () => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const [a1, a2, b, plain, viaOther] = [
+      await signIn(user, subject, "sid-A"),
+      await signIn(user, subject, "sid-A"),
+      await signIn(user, subject, "sid-B"),
+      await issue(user),
+      await signIn(user, subject, "sid-A", "other"),
+    ];
+    await expectDone(await logout(await sign(logoutClaims(subject, "sid-A"))));
+    expect(await liveness(a1.token, a2.token, b.token, plain.token, viaOther.token)).toEqual([
+      false,
+      false,
+      true,
+      true,
+      true,
+    ]);
+    expect(await loggedFor(user, a1.id)).toEqual([
+      { type: "created", reason: null, actor_session_id: null },
+      { type: "ended_by_upstream", reason: "corp:backchannel_logout", actor_session_id: null },
+    ]);
+  });
+
+  it("a sub alone ends every session of that upstream subject, and no other", async () => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const sessions = [
+      await signIn(user, subject, "sid-A"),
+      await signIn(user, subject, null),
+      await issue(user),
+      await signIn(user, `another-${subject}`, "sid-A"),
+    ];
+    await expectDone(await logout(await sign(logoutClaims(subject, undefined))));
+    expect(await liveness(...sessions.map((session) => session.token))).toEqual([false, false, true, true]);
+  });
+
+  it("RS256 and an aud array that contains the client id; typ absent or the untyped JWT older Keycloak sends", async () => {
+    for (const signing of [
+      { alg: "RS256" as const },
+      { typ: null },
+      { typ: "JWT" },
+      { typ: "application/logout+jwt" },
+    ]) {
+      const user = newUser();
+      const subject = `sub-${crypto.randomUUID()}`;
+      const session = await signIn(user, subject, "sid-A");
+      const claims = logoutClaims(subject, "sid-A", { aud: ["another-client", CLIENT_ID] });
+      await expectDone(await logout(await sign(claims, signing)));
+      expect(await isLive(session.token)).toBe(false);
+    }
+  });
+
+  it("two round trips: the subject's link, then one batch on the user's database; no request-log warning", async () => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(user, subject, "sid-A");
+    const counter = countingShards(databases());
+    const warnings = vi.spyOn(console, "log");
+    const token = await sign(logoutClaims(subject, "sid-A"));
+    await expectDone(await logout(token, { bindings: { ...VARS, ...counter.env } }));
+    const [linkBinding, userBinding] = [await bindingOfUser(`corp\n${subject}`), await bindingOfUser(user)];
+    const expected: Record<string, number> = { [linkBinding]: 1 };
+    expected[userBinding] = (expected[userBinding] ?? 0) + 1;
+    expect(counter.roundTrips()).toEqual(expected);
+    expect(warnings.mock.calls.map(([line]) => JSON.parse(String(line)).event)).not.toContain("request");
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("a token acted on once: sent again, it ends nothing, not even a session signed in since", async () => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const first = await signIn(user, subject, "sid-A");
+    // An iat a little ahead (within the skew): the session signed in after it is still one it could speak of.
+    const token = await sign(logoutClaims(subject, "sid-A", { iat: now() + 50 }));
+    await expectDone(await logout(token));
+    const since = await signIn(user, subject, "sid-A");
+    await expectDone(await logout(token));
+    expect(await liveness(first.token, since.token)).toEqual([false, true]);
+  });
+
+  it("sessions signed in after the token's iat stay: an old token never ends a newer sign-in", async () => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(user, subject, "sid-A");
+    await expectDone(await logout(await sign(logoutClaims(subject, "sid-A", { iat: now() - 3600 }))));
+    expect(await isLive(session.token)).toBe(true);
+  });
+
+  it("a subject no sign-in linked: 200, nothing to end", async () => {
+    await expectDone(await logout(await sign(logoutClaims(`never-${crypto.randomUUID()}`, "sid-A"))));
+  });
+
+  it("a sid of another upstream ends nothing: sessions are matched by upstream, subject and sid", async () => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const ours = await signIn(user, subject, "sid-A");
+    const theirs = await signIn(user, subject, "sid-X", "other");
+    await expectDone(await logout(await sign(logoutClaims(subject, "sid-X"))));
+    expect(await liveness(ours.token, theirs.token)).toEqual([true, true]);
+  });
+
+  it("one upstream_call log line per use, with no token or subject in it", async () => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    await signIn(user, subject, "sid-A");
+    const lines = vi.spyOn(console, "log");
+    await expectDone(await logout(await sign(logoutClaims(subject, "sid-A"))));
+    await expectRefused(await logout("nope"), "The logout token is not a compact JWS signed with ES256 or RS256.");
+    const logged = lines.mock.calls.map(([line]) => String(line));
+    expect(logged.map((line) => JSON.parse(line))).toEqual([
+      { level: "info", event: "upstream_call", upstream: "corp", door: "backchannel_logout", status: 200, ended: 1 },
+      {
+        level: "info",
+        event: "upstream_call",
+        upstream: "corp",
+        door: "backchannel_logout",
+        status: 400,
+        error: "invalid_request",
+      },
+    ]);
+    expect(logged.join("\n")).not.toContain(subject);
+  });
+
+  describe("refused with 400 invalid_request, nothing ended", () => {
+    const forged = async (claims: JWTPayload, alg: string, secret: Uint8Array | null) => {
+      const signed = `${encode({ alg, typ: "logout+jwt", kid: "es1" })}.${encode(claims)}`;
+      if (secret === null) return `${signed}.`;
+      const key = await crypto.subtle.importKey("raw", secret, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+      const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(signed));
+      return `${signed}.${base64url.encode(new Uint8Array(mac))}`;
+    };
+    const cases: [string, (subject: string) => Promise<string>, string][] = [
+      [
+        "alg none",
+        (subject) => forged(logoutClaims(subject, "sid-A"), "none", null),
+        "The logout token is not a compact JWS signed with ES256 or RS256.",
+      ],
+      [
+        "HS256 keyed with the issuer's public key",
+        (subject) =>
+          forged(logoutClaims(subject, "sid-A"), "HS256", new TextEncoder().encode(JSON.stringify(ES_PUBLIC))),
+        "The logout token is not a compact JWS signed with ES256 or RS256.",
+      ],
+      [
+        "a kid that names no key of the issuer",
+        async (subject) => sign(logoutClaims(subject, "sid-A"), { kid: "rotated-away" }),
+        "The logout token's kid names no key of its issuer.",
+      ],
+      [
+        "a key that cannot verify its algorithm",
+        async (subject) => sign(logoutClaims(subject, "sid-A"), { alg: "RS256", kid: "es1" }),
+        "The key the logout token names cannot verify RS256 signatures.",
+      ],
+      [
+        "signed by another key",
+        async (subject) => sign(logoutClaims(subject, "sid-A"), { key: otherKeys.privateKey }),
+        "The logout token's signature does not verify with its issuer's key.",
+      ],
+      [
+        "another upstream's token, at this upstream's door",
+        async (subject) =>
+          sign(logoutClaims(subject, "sid-A", { iss: OTHER }), { kid: "o1", key: otherKeys.privateKey }),
+        "The logout token's iss is not the issuer of the upstream this URL is for.",
+      ],
+      [
+        "an iss no upstream has",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { iss: "https://evil.example" })),
+        "The logout token's iss is not the issuer of the upstream this URL is for.",
+      ],
+      [
+        "an aud without this service's client id",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { aud: "another-client" })),
+        "The logout token's aud does not contain this service's client id.",
+      ],
+      [
+        "no iat",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { iat: undefined })),
+        "The logout token has no numeric iat.",
+      ],
+      [
+        "an iat over 24 hours old",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { iat: now() - 86_401 })),
+        "The logout token has an iat in the future or more than 24 hours old.",
+      ],
+      [
+        "an iat in the future beyond the skew",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { iat: now() + 120 })),
+        "The logout token has an iat in the future or more than 24 hours old.",
+      ],
+      [
+        "an exp passed",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { exp: now() - 61 })),
+        "The logout token has expired (exp).",
+      ],
+      [
+        "no jti",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { jti: undefined })),
+        "The logout token has no jti of 1 to 256 characters.",
+      ],
+      [
+        "no events",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { events: undefined })),
+        `The logout token's events has no ${BCL_EVENT} object.`,
+      ],
+      [
+        "events without the back-channel logout event",
+        async (subject) =>
+          sign(logoutClaims(subject, "sid-A", { events: { "https://schemas.openid.net/secevent/x": {} } })),
+        `The logout token's events has no ${BCL_EVENT} object.`,
+      ],
+      [
+        "the event not an object",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { events: { [BCL_EVENT]: true } })),
+        `The logout token's events has no ${BCL_EVENT} object.`,
+      ],
+      [
+        "a nonce (an ID token passing for a logout token)",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { nonce: "n-1" })),
+        "The logout token has a nonce.",
+      ],
+      [
+        "neither sub nor sid",
+        async () => sign(logoutClaims(undefined, undefined)),
+        "The logout token has neither sub nor sid.",
+      ],
+      [
+        "a sid without a sub",
+        async () => sign(logoutClaims(undefined, "sid-A")),
+        "The logout token has a sid without a sub: this service finds an upstream's sessions by the subject.",
+      ],
+      [
+        "a sub over 255 characters",
+        async () => sign(logoutClaims("s".repeat(256), "sid-A")),
+        "The logout token's sub is not a subject this service holds.",
+      ],
+      [
+        "a typ of another kind of token",
+        async (subject) => sign(logoutClaims(subject, "sid-A"), { typ: "secevent+jwt" }),
+        'The logout token\'s typ is neither "logout+jwt" nor "JWT".',
+      ],
+    ];
+
+    it.each(cases)("%s", async (_, token, description) => {
+      const user = newUser();
+      const subject = `sub-${crypto.randomUUID()}`;
+      const session = await signIn(user, subject, "sid-A");
+      await expectRefused(await logout(await token(subject)), description);
+      expect(await isLive(session.token)).toBe(true);
+    });
+
+    it("a body that is not one logout_token in a form", async () => {
+      const user = newUser();
+      const subject = `sub-${crypto.randomUUID()}`;
+      const session = await signIn(user, subject, "sid-A");
+      const token = await sign(logoutClaims(subject, "sid-A"));
+      const form = new URLSearchParams({ logout_token: token }).toString();
+      await expectRefused(await logout(token, { body: "state=1" }), "The body has not exactly one logout_token.");
+      await expectRefused(
+        await logout(token, { body: `${form}&${form}` }),
+        "The body has not exactly one logout_token.",
+      );
+      await expectRefused(
+        await logout(token, { body: `logout_token=${"a".repeat(16_385)}` }),
+        "The body is longer than 16384 bytes.",
+      );
+      for (const contentType of ["application/json", "text/plain", "application/jwt"])
+        await expectRefused(
+          await logout(token, { contentType, body: form }),
+          "The Content-Type is not application/x-www-form-urlencoded.",
+        );
+      const noType = await callWith(VARS, "POST", "/upstreams/corp/backchannel-logout", {}, form);
+      await expectRefused(noType, "The Content-Type is not application/x-www-form-urlencoded.");
+      expect(await isLive(session.token)).toBe(true);
+    });
+  });
+
+  it("no such door: an unknown upstream, one without client_id, or none configured: 404; another method: 405", async () => {
+    const token = await sign(logoutClaims("s", "sid-A"));
+    for (const name of ["nobody", "sets"]) await expectError(await logout(token, { name }), 404, "not_found");
+    await expectError(
+      await call("POST", "/upstreams/corp/backchannel-logout", {
+        "Content-Type": "application/x-www-form-urlencoded",
+      }),
+      404,
+      "not_found",
+    );
+    await expectError(await callWith(VARS, "GET", "/upstreams/corp/backchannel-logout"), 405, "method_not_allowed", {
+      allow: "POST",
+    });
+  });
+
+  it("keys from jwks_uri: an unknown kid refused after one refetch, then accepted once the upstream publishes it; unreachable: 503", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const jwksUri = `https://corp.example/certs/${crypto.randomUUID()}`;
+    let served: unknown[] = [ES_PUBLIC];
+    const fetches = vi.spyOn(globalThis, "fetch").mockImplementation(async () => Response.json({ keys: served }));
+    const bindings = vars(corp({ jwks: undefined, jwks_uri: jwksUri }));
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await service(bindings).create({ userId: user, upstream: { provider: "corp", subject } });
+    const rotated = () => sign(logoutClaims(subject, undefined), { alg: "RS256" });
+    await expectRefused(
+      await logout(await rotated(), { bindings }),
+      "The logout token's kid names no key of its issuer.",
+    );
+    expect(fetches).toHaveBeenCalledTimes(1);
+    vi.setSystemTime(Date.now() + 61_000);
+    await expectRefused(
+      await logout(await rotated(), { bindings }),
+      "The logout token's kid names no key of its issuer.",
+    );
+    expect(fetches).toHaveBeenCalledTimes(2);
+    served = CORP_KEYS;
+    vi.setSystemTime(Date.now() + 61_000);
+    await expectDone(await logout(await rotated(), { bindings }));
+    expect(fetches).toHaveBeenCalledTimes(3);
+    expect(await isLive(session.token)).toBe(false);
+
+    vi.spyOn(console, "warn").mockImplementation(() => {});
+    fetches.mockResolvedValue(new Response("down", { status: 502 }));
+    const down = vars(corp({ jwks: undefined, jwks_uri: `https://corp.example/certs/${crypto.randomUUID()}` }));
+    const second = await service(down).create({ userId: user, upstream: { provider: "corp", subject } });
+    await expectError(
+      await logout(await sign(logoutClaims(subject, undefined)), { bindings: down }),
+      503,
+      "service_unavailable",
+      {
+        retryAfter: "10",
+      },
+    );
+    expect(await isLive(second.token)).toBe(true);
+  });
+});
+
+describe("global token revocation", () => {
+  const PATH = "/upstreams/corp/global-token-revocation";
+  const URL = `https://sessions.example${PATH}`;
+
+  function jwt(overrides: JWTPayload = {}, signing: Signing = {}) {
+    return sign(
+      { iss: CORP, aud: CLIENT_ID, iat: now(), exp: now() + 300, jti: crypto.randomUUID(), ...overrides },
+      {
+        typ: "JWT",
+        ...signing,
+      },
+    );
+  }
+
+  function revoke(
+    subject: string,
+    authorization: string | null,
+    { body, contentType, bindings = VARS }: PostOptions = {},
+  ) {
+    const headers: Record<string, string> = { "Content-Type": contentType ?? "application/json" };
+    if (authorization !== null) headers.Authorization = authorization;
+    const sent = body ?? JSON.stringify({ sub_id: { format: "iss_sub", iss: CORP, sub: subject } });
+    return callWith(bindings, "POST", PATH, headers, sent);
+  }
+
+  it("ends every session of the user its subject is linked to, whatever signed them in: 204, logged", async () => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const sessions = [await signIn(user, subject, "sid-A"), await issue(user), await signIn(user, "x", "y", "other")];
+    const bystander = await issue(newUser());
+    await expectDone(await revoke(subject, `Bearer ${await jwt()}`), 204);
+    expect(await liveness(...sessions.map((session) => session.token), bystander.token)).toEqual([
+      false,
+      false,
+      false,
+      true,
+    ]);
+    expect((await loggedFor(user, (sessions[1] as { id: string }).id)).at(-1)).toEqual({
+      type: "ended_by_upstream",
+      reason: "corp:global_revocation",
+      actor_session_id: null,
+    });
+  });
+
+  it("its JWT's aud may be this URL instead of the client id (as Okta's Universal Logout sends it)", async () => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(user, subject, null);
+    await expectDone(await revoke(subject, `Bearer ${await jwt({ aud: URL })}`), 204);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("a subject no sign-in linked: 404 user_not_found", async () => {
+    await expectRefused(
+      await revoke(`never-${crypto.randomUUID()}`, `Bearer ${await jwt()}`),
+      "No sign-in linked this subject to a user.",
+      "user_not_found",
+      404,
+    );
+  });
+
+  it("its JWT acted on once: sent again, it ends nothing", async () => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const first = await signIn(user, subject, null);
+    const token = await jwt({ iat: now() + 50 });
+    await expectDone(await revoke(subject, `Bearer ${token}`), 204);
+    const since = await signIn(user, subject, null);
+    await expectDone(await revoke(subject, `Bearer ${token}`), 204);
+    expect(await liveness(first.token, since.token)).toEqual([false, true]);
+  });
+
+  const unauthenticated: [string, () => Promise<string | null>, string][] = [
+    ["no Authorization", async () => null, "The request has no Authorization: Bearer JWT."],
+    ["Basic credentials", async () => "Basic Y29ycDpzZWNyZXQ=", "The request has no Authorization: Bearer JWT."],
+    ["not a JWT", async () => "Bearer opaque-token", "The JWT is not a compact JWS signed with ES256 or RS256."],
+    [
+      "signed by another key",
+      async () => `Bearer ${await jwt({}, { key: otherKeys.privateKey })}`,
+      "The JWT's signature does not verify with its issuer's key.",
+    ],
+    [
+      "another upstream's JWT",
+      async () => `Bearer ${await jwt({ iss: OTHER }, { kid: "o1", key: otherKeys.privateKey })}`,
+      "The JWT's iss is not the issuer of the upstream this URL is for.",
+    ],
+    [
+      "an aud of neither the client id nor this URL",
+      async () => `Bearer ${await jwt({ aud: "https://sessions.example/elsewhere" })}`,
+      "The JWT's aud is neither this service's client id nor this URL.",
+    ],
+    ["no exp", async () => `Bearer ${await jwt({ exp: undefined })}`, "The JWT has no exp."],
+    ["an exp passed", async () => `Bearer ${await jwt({ exp: now() - 61 })}`, "The JWT has expired (exp)."],
+    ["no jti", async () => `Bearer ${await jwt({ jti: undefined })}`, "The JWT has no jti of 1 to 256 characters."],
+  ];
+
+  it.each(unauthenticated)("401 invalid_token, nothing ended: %s", async (_, authorization, description) => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(user, subject, null);
+    await expectRefused(await revoke(subject, await authorization()), description, "invalid_token", 401);
+    expect(await isLive(session.token)).toBe(true);
+  });
+
+  it("a request it cannot act on: 400 invalid_request or 403 access_denied, nothing ended", async () => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(user, subject, null);
+    const auth = async () => `Bearer ${await jwt()}`;
+    const body = (subId: unknown) => JSON.stringify({ sub_id: subId });
+    await expectRefused(
+      await revoke(subject, await auth(), { contentType: "text/plain" }),
+      "The Content-Type is not application/json.",
+    );
+    const shape = "The body is not a JSON object with a sub_id subject identifier (RFC 9493).";
+    await expectRefused(await revoke(subject, await auth(), { body: "{not json" }), shape);
+    await expectRefused(await revoke(subject, await auth(), { body: "{}" }), shape);
+    await expectRefused(
+      await revoke(subject, await auth(), { body: body({ format: "email", email: "a@corp.example" }) }),
+      'The sub_id format "email" is not supported: use iss_sub.',
+    );
+    await expectRefused(
+      await revoke(subject, await auth(), { body: body({ format: "opaque", id: user }) }),
+      'The sub_id format "opaque" is not supported: use iss_sub.',
+    );
+    await expectRefused(
+      await revoke(subject, await auth(), { body: body({ format: "iss_sub", iss: OTHER, sub: subject }) }),
+      "The sub_id's iss is not this upstream's issuer: an upstream revokes its own users only.",
+      "access_denied",
+      403,
+    );
+    await expectRefused(
+      await revoke(subject, await auth(), { body: `{"sub_id": "${"a".repeat(16_400)}"}` }),
+      "The body is longer than 16384 bytes.",
+    );
+    expect(await isLive(session.token)).toBe(true);
+  });
+});
