@@ -1,6 +1,8 @@
 import { exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
+import { ADMIN_SCOPES, type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
+import { app } from "../src/http/app.ts";
+import { HTTP_METHODS, openApiDocument } from "../src/http/openapi.ts";
 import { countingShards, flakyD1 } from "./d1.ts";
 import {
   bearer,
@@ -386,4 +388,63 @@ describe("admin API: refused keys and bad input, nothing written", () => {
     await expectError(await admin(vars, key, "GET", "/admin/sessions"), 405, "method_not_allowed", { allow: "POST" });
     await expectError(await admin(vars, key, "GET", "/admin/nothing"), 404, "not_found");
   });
+});
+
+/** Each admin operation the document lists, with the scope its security requirement names. */
+function adminOperations(): { method: string; path: string; scope: AdminScope; operationId: string }[] {
+  return Object.entries(openApiDocument.paths)
+    .filter(([path]) => path.startsWith("/admin/"))
+    .flatMap(([path, item]) =>
+      HTTP_METHODS.flatMap((method) => {
+        const operation = item[method];
+        if (!operation) return [];
+        const [{ adminKey }] = operation.security as [{ adminKey: [AdminScope] }];
+        return [{ method: method.toUpperCase(), path, scope: adminKey[0], operationId: String(operation.operationId) }];
+      }),
+    );
+}
+
+describe("admin API: each route checks its own scope", () => {
+  it("the document lists every admin route the worker answers, each requiring one scope", () => {
+    // The router's own list: a route added without a documented scope fails here.
+    const answered = app.routes
+      .filter((route) => route.path.startsWith("/admin/") && route.method !== "ALL")
+      .map((route) => `${route.method} ${route.path.replace(/:(\w+)/g, "{$1}")}`);
+    const operations = adminOperations();
+    expect([...new Set(answered)].sort()).toEqual(operations.map(({ method, path }) => `${method} ${path}`).sort());
+    for (const { scope } of operations) expect(ADMIN_SCOPES).toContain(scope);
+  });
+
+  // A body each call would carry out: the scope alone must stop it.
+  const bodies: Record<string, (userId: string, token: string) => unknown> = {
+    adminCreateSession: (userId) => ({ userId }),
+    adminReauthenticate: (_, token) => ({ token, factors: ["pwd"] }),
+    adminEndUserSessions: () => ({ reason: "admin" }),
+    adminEndSession: () => ({ reason: "admin" }),
+    adminOpenSupportSession: (userId) => ({ userId, agentId: "agent-scope", reason: "T-1" }),
+    adminReplaceSessionData: () => ({ tenant: "acme" }),
+    adminMergeSessionData: () => ({ tenant: "acme" }),
+    adminEndSupportSessions: () => ({ reason: "admin" }),
+  };
+
+  for (const { method, path, scope, operationId } of adminOperations()) {
+    it(`${method} ${path}: a key with every scope but ${scope} is 403 insufficient_scope, nothing written`, async () => {
+      const userId = newUser();
+      const session = await issue(userId);
+      const concrete = path
+        .replace("{userId}", encodeURIComponent(userId))
+        .replace("{sessionId}", session.id)
+        .replace("{agentId}", "agent-scope");
+      const body = method === "GET" ? undefined : (bodies[operationId]?.(userId, session.token) ?? {});
+      const others = await adminKey(ADMIN_SCOPES.filter((held) => held !== scope));
+      const before = [await tableSnapshot(), await tableSnapshot("session_events")];
+      await expectError(await admin(others.vars, others.key, method, concrete, body), 403, "insufficient_scope", {
+        wwwAuthenticate: `Bearer realm="admin", error="insufficient_scope", scope="${scope}"`,
+      });
+      expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
+      // The scope alone is enough: the same call with a key of only that scope is carried out.
+      const own = await adminKey([scope]);
+      expect((await admin(own.vars, own.key, method, concrete, body)).status).toBeLessThan(300);
+    });
+  }
 });

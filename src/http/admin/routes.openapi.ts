@@ -89,7 +89,8 @@ function operation(
     operationId,
     summary,
     description: `Scope \`${scope}\`. One database round trip; one \`admin_call\` log line naming the key.`,
-    security: [{ adminKey: [] }],
+    // OpenAPI 3.1 lets a non-OAuth scheme name the roles an operation requires: the key's scope.
+    security: [{ adminKey: [scope] }],
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(body ? { requestBody: { required: true, content: json(body) } } : {}),
     responses: { ...guarded(scope), ...INVALID, ...(body ? TOO_LARGE : {}), ...success },
