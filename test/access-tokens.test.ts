@@ -251,6 +251,16 @@ describe("the key set and its configuration", () => {
     expect((await verify(vars, token)).sid).toBe(session.id);
   });
 
+  it("after a rotation the newest key signs: the rotated-out one is only published", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const keys = [await privateJwk("ES256", "new"), await privateJwk("ES256", "old", { exp: now + 3600 })];
+    const vars = await accessTokenVars(keys);
+    const session = await issue(newUser());
+    const token = (await mint(vars, bearer(session.token))).access_token;
+    expect(decodeProtectedHeader(token)).toEqual({ alg: "ES256", kid: "new", typ: "at+jwt" });
+    expect((await verify(vars, token)).sid).toBe(session.id);
+  });
+
   it("off without ACCESS_TOKEN_KEYS: both paths 404, whatever the request carries", async () => {
     const session = await issue(newUser());
     await expectError(await callWith({}, "POST", "/auth/token", bearer(session.token)), 404, "not_found");
