@@ -1,6 +1,7 @@
 import { exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ADMIN_SCOPES, type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
+import { USER_ID_RULE } from "../src/domain/user-id.ts";
 import { app } from "../src/http/app.ts";
 import { HTTP_METHODS, openApiDocument } from "../src/http/openapi.ts";
 import { countingShards, flakyD1 } from "./d1.ts";
@@ -381,6 +382,30 @@ describe("admin API: refused keys and bad input, nothing written", () => {
     );
     expect(await tableSnapshot()).toEqual(before);
     expect(await isLive(live.token)).toBe(true);
+  });
+
+  it("user ids . and ..: refused at creation (a path cannot name them: URL parsing removes dot segments)", async () => {
+    const { vars, key } = await adminKey();
+    const before = await tableSnapshot();
+    for (const userId of [".", ".."]) {
+      const created = await admin(vars, key, "POST", "/admin/sessions", { userId });
+      expect(created.status).toBe(400);
+      expect(((await created.json()) as { detail: string }).detail).toBe(`userId must be ${USER_ID_RULE}`);
+      const support = await admin(vars, key, "POST", "/admin/support-sessions", {
+        userId: newUser(),
+        agentId: userId,
+        reason: "T-1",
+      });
+      expect(support.status).toBe(400);
+    }
+    // What these paths are, once parsed: /admin/sessions, /admin/sessions/end, /admin/users/sessions.
+    await expectError(await admin(vars, key, "GET", "/admin/users/%2E%2E/sessions"), 405, "method_not_allowed", {
+      allow: "POST",
+    });
+    const end = await admin(vars, key, "POST", "/admin/users/%2E%2E/sessions/end", { reason: "admin" });
+    await expectError(end, 404, "not_found");
+    await expectError(await admin(vars, key, "GET", "/admin/users/%2E/sessions"), 404, "not_found");
+    expect(await tableSnapshot()).toEqual(before);
   });
 
   it("other methods on a known path: 405 with Allow; an unknown admin path: 404", async () => {

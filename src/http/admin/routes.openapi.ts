@@ -1,7 +1,7 @@
 import { ADMIN_SCOPES, type AdminScope } from "../../domain/admin-keys.ts";
 import { MAX_REASON_LENGTH } from "../../domain/reason.ts";
 import { MAX_SESSION_DATA_BYTES, MAX_SESSION_DATA_DEPTH } from "../../domain/session-data.ts";
-import { MAX_USER_ID_LENGTH } from "../../domain/user-id.ts";
+import { USER_ID_RULE } from "../../domain/user-id.ts";
 import { MESSAGES } from "../error-codes.ts";
 import {
   AUTH_ERRORS,
@@ -104,10 +104,7 @@ const path = (name: string, description: string) => ({
   description,
   schema: { type: "string" },
 });
-const USER_ID = path(
-  "userId",
-  `The user's id (URL-encoded): at most ${MAX_USER_ID_LENGTH} characters, as every user id.`,
-);
+const USER_ID = path("userId", `The user's id (URL-encoded), as every user id: ${USER_ID_RULE}.`);
 const REASON = {
   type: "string",
   maxLength: MAX_REASON_LENGTH,
@@ -290,7 +287,7 @@ export const adminPaths = {
         ),
       },
       object(["reason"], { reason: REASON }),
-      [path("agentId", "The agent's user id.")],
+      [path("agentId", `The agent's user id (URL-encoded): ${USER_ID_RULE}.`)],
     ),
     "x-other-methods": OTHER_METHODS,
   },
