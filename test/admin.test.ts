@@ -408,6 +408,35 @@ describe("admin API: refused keys and bad input, nothing written", () => {
     expect(await tableSnapshot()).toEqual(before);
   });
 
+  it("a path that is not percent-encoded UTF-8: 400, never taken as the literal text", async () => {
+    const { vars, key } = await adminKey();
+    const session = await issue(newUser());
+    const before = await tableSnapshot();
+    const broken = "%E0%A4%A";
+    const cases: [string, string, unknown][] = [
+      ["GET", `/admin/users/${broken}/sessions`, undefined],
+      ["GET", "/admin/users/%FF/sessions", undefined],
+      ["POST", `/admin/users/${broken}/sessions/end`, { reason: "admin" }],
+      ["POST", `/admin/sessions/${session.id}${broken}/end`, { reason: "admin" }],
+      ["PUT", `/admin/sessions/${broken}/data`, { a: 1 }],
+      ["POST", `/admin/agents/${broken}/support-sessions/end`, { reason: "admin" }],
+    ];
+    for (const [method, path, body] of cases) {
+      const response = await admin(vars, key, method, path, body);
+      expect({ path, status: response.status, body: await response.json() }).toEqual({
+        path,
+        status: 400,
+        body: INVALID("the path must be percent-encoded UTF-8 (RFC 3986)"),
+      });
+    }
+    // The literal text, percent-encoded as it should be, is an id like any other.
+    expect(await (await admin(vars, key, "GET", `/admin/users/${encodeURIComponent(broken)}/sessions`)).json()).toEqual(
+      { sessions: [] },
+    );
+    expect(await tableSnapshot()).toEqual(before);
+    expect(await isLive(session.token)).toBe(true);
+  });
+
   it("other methods on a known path: 405 with Allow; an unknown admin path: 404", async () => {
     const { vars, key } = await adminKey();
     await expectError(await admin(vars, key, "GET", "/admin/sessions"), 405, "method_not_allowed", { allow: "POST" });

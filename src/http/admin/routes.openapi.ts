@@ -30,7 +30,7 @@ const ADMIN_CHALLENGE = {
 const INVALID = {
   "400": {
     description:
-      "A path or query parameter breaks the rule the RPC method holds it to, or the body is not a JSON object, names a member this call does not take, or has a member that breaks its rule (`detail` says which, as the RPC's TypeError or RangeError would). Nothing was written.",
+      "A path or query parameter breaks the rule the RPC method holds it to (a path that is not percent-encoded UTF-8 among them: never taken as the literal text), or the body is not a JSON object, names a member this call does not take, or has a member that breaks its rule (`detail` says which, as the RPC's TypeError or RangeError would). Nothing was written.",
     headers: { "Cache-Control": ref("headers/NoStore") },
     content: json({
       type: "object",

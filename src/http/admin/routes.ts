@@ -58,6 +58,20 @@ async function body<T>(c: Context<AdminEnv>, allowed: readonly (keyof T & string
 }
 
 /**
+ * A path parameter, decoded. A path that is not percent-encoded UTF-8 (`%E0%A4%A`) is refused:
+ * the router would take the broken sequence as literal text, so two paths would name one user.
+ */
+function param(c: Context<AdminEnv>, name: string): string {
+  try {
+    decodeURIComponent(new URL(c.req.url).pathname);
+  } catch {
+    throw invalidInput("the path must be percent-encoded UTF-8 (RFC 3986)");
+  }
+  // Always there: the route that called names it.
+  return c.req.param(name) ?? "";
+}
+
+/**
  * The call's scope, as the RPC's: no client context is judged (the login flow passes the
  * browser's own), and every event the call causes names the key as who acted.
  */
@@ -116,28 +130,28 @@ export const adminRoutes = new Hono<AdminEnv>()
     return c.json(reissued);
   })
   .get("/users/:userId/sessions", requireAdminKey("sessions:read"), async (c) => {
-    const sessions = await calling(() => listUserSessions(scopeOf(c), c.req.param("userId"), c.req.query("region")));
+    const sessions = await calling(() => listUserSessions(scopeOf(c), param(c, "userId"), c.req.query("region")));
     return c.json({ sessions });
   })
   .post("/users/:userId/sessions/end", requireAdminKey("sessions:end"), limitBody, async (c) => {
     const input = await body<EndUserSessionsInput>(c, ["reason", "exceptSessionId", "region"]);
-    const userId = c.req.param("userId");
+    const userId = param(c, "userId");
     return c.json(await calling(() => endUserSessions(scopeOf(c), { ...input, userId })));
   })
   .post("/sessions/:sessionId/end", requireAdminKey("sessions:end"), limitBody, async (c) => {
     const input = await body<EndSessionInput>(c, ["reason"]);
-    const sessionId = c.req.param("sessionId");
+    const sessionId = param(c, "sessionId");
     return c.json(await calling(() => endSession(scopeOf(c), { ...input, sessionId })));
   })
   // PUT replaces the data, PATCH merges an RFC 7396 patch into it, as `mode` says to the RPC.
   .put("/sessions/:sessionId/data", requireAdminKey("sessions:data"), limitBody, async (c) => {
     const data = await body<SessionData>(c, null);
-    const sessionId = c.req.param("sessionId");
+    const sessionId = param(c, "sessionId");
     return c.json(await calling(() => updateSessionData(scopeOf(c), { sessionId, data, mode: "replace" })));
   })
   .patch("/sessions/:sessionId/data", requireAdminKey("sessions:data"), limitBody, async (c) => {
     const data = await body<SessionData>(c, null);
-    const sessionId = c.req.param("sessionId");
+    const sessionId = param(c, "sessionId");
     return c.json(await calling(() => updateSessionData(scopeOf(c), { sessionId, data, mode: "merge" })));
   })
   .post("/support-sessions", requireAdminKey("support"), limitBody, async (c) => {
@@ -146,6 +160,6 @@ export const adminRoutes = new Hono<AdminEnv>()
   })
   .post("/agents/:agentId/support-sessions/end", requireAdminKey("support"), limitBody, async (c) => {
     const input = await body<EndSupportSessionsInput>(c, ["reason"]);
-    const agentId = c.req.param("agentId");
+    const agentId = param(c, "agentId");
     return c.json(await calling(() => endSupportSessions(scopeOf(c), { ...input, agentId })));
   });
