@@ -437,6 +437,40 @@ describe("admin API: refused keys and bad input, nothing written", () => {
     expect(await isLive(session.token)).toBe(true);
   });
 
+  it("a body not sent as application/json: 415 on every route that takes one, nothing written", async () => {
+    const { vars, key } = await adminKey();
+    const userId = newUser();
+    const session = await issue(userId);
+    const before = [await tableSnapshot(), await tableSnapshot("session_events")];
+    const sent = (method: string, path: string, contentType: string | null, body: unknown = { userId, reason: "x" }) =>
+      callWith(
+        vars,
+        method,
+        path,
+        { Authorization: `Bearer ${key}`, ...(contentType === null ? {} : { "Content-Type": contentType }) },
+        // Bytes, not a string: a string body would be given text/plain by the Request itself.
+        new TextEncoder().encode(JSON.stringify(body)),
+      );
+    const withBody = adminOperations().filter(({ method }) => method !== "GET");
+    expect(withBody).toHaveLength(8);
+    for (const { method, path } of withBody) {
+      const concrete = path
+        .replace("{userId}", encodeURIComponent(userId))
+        .replace("{sessionId}", session.id)
+        .replace("{agentId}", "agent-type");
+      for (const contentType of ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", null])
+        await expectError(await sent(method, concrete, contentType), 415, "unsupported_media_type");
+    }
+    expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
+    // The media type, in any case, with any parameter.
+    const data = await sent("PUT", `/admin/sessions/${session.id}/data`, "Application/JSON", { a: 1 });
+    expect(await data.json()).toEqual({ updated: true });
+    const end = await sent("POST", `/admin/sessions/${session.id}/end`, "application/json; charset=utf-8", {
+      reason: "admin",
+    });
+    expect(await end.json()).toEqual({ ended: true });
+  });
+
   it("other methods on a known path: 405 with Allow; an unknown admin path: 404", async () => {
     const { vars, key } = await adminKey();
     await expectError(await admin(vars, key, "GET", "/admin/sessions"), 405, "method_not_allowed", { allow: "POST" });

@@ -44,8 +44,13 @@ const INVALID = {
     }),
   },
 };
-const TOO_LARGE = {
+/** The refusals of a body: too large, or not sent as the one media type the operation lists. */
+const BODY = {
   "413": error(`The body is over ${MAX_ADMIN_BODY_BYTES / 1024} KiB; nothing was written.`, ["body_too_large"]),
+  "415": error(
+    "The body is not sent as `Content-Type: application/json` (parameters such as `charset=utf-8` are allowed; the body is read as UTF-8): a form, text/plain or no Content-Type is refused. Nothing was written.",
+    ["unsupported_media_type"],
+  ),
 };
 
 const OFF = "No admin key is configured (ADMIN_KEYS is unset): the admin API does not exist.";
@@ -93,7 +98,7 @@ function operation(
     security: [{ adminKey: [scope] }],
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(body ? { requestBody: { required: true, content: json(body) } } : {}),
-    responses: { ...guarded(scope), ...INVALID, ...(body ? TOO_LARGE : {}), ...success },
+    responses: { ...guarded(scope), ...INVALID, ...(body ? BODY : {}), ...success },
   };
 }
 

@@ -17,7 +17,7 @@ import {
 } from "../../services/user-sessions.ts";
 import { Hono } from "../hono.ts";
 import { createSession, type ReauthenticateRequest, reauthenticated, supportSession } from "../login-response.ts";
-import { bodyTooLarge, callRefused, invalidInput, sessionNotFound } from "../refusals.ts";
+import { bodyTooLarge, callRefused, invalidInput, sessionNotFound, unsupportedMediaType } from "../refusals.ts";
 import { type AdminEnv, requireAdminKey } from "./auth.ts";
 
 // The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool
@@ -39,9 +39,13 @@ const limitBody = bodyLimit({
 /**
  * The body: a JSON object of no members but `allowed` (a typo must not pass for an omission),
  * typed as the call's input. Each member is checked by the service, as the RPC's are: over
- * RPC too the input is only what the caller sent.
+ * RPC too the input is only what the caller sent. Sent as `application/json` (any parameter;
+ * read as UTF-8, RFC 8259 §8.1), the one media type the document lists: a body sent as a form,
+ * as text or untyped is refused (415), not guessed at.
  */
 async function body<T>(c: Context<AdminEnv>, allowed: readonly (keyof T & string)[] | null): Promise<T> {
+  const mediaType = c.req.header("Content-Type")?.split(";")[0]?.trim().toLowerCase();
+  if (mediaType !== "application/json") throw unsupportedMediaType();
   let parsed: unknown;
   try {
     parsed = JSON.parse(await c.req.text());
