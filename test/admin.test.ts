@@ -471,6 +471,25 @@ describe("admin API: refused keys and bad input, nothing written", () => {
     expect(await end.json()).toEqual({ ended: true });
   });
 
+  it("a session id that cannot be one, on the end and data routes: false, as over RPC; nothing written", async () => {
+    const { vars, key } = await adminKey();
+    const live = await issue(newUser());
+    const before = [await tableSnapshot(), await tableSnapshot("session_events")];
+    for (const sessionId of ["not-a-session-id", "short", encodeURIComponent(live.token)]) {
+      const ended = await admin(vars, key, "POST", `/admin/sessions/${sessionId}/end`, { reason: "admin" });
+      expect({ status: ended.status, body: await ended.json() }).toEqual({ status: 200, body: { ended: false } });
+      for (const method of ["PUT", "PATCH"]) {
+        const updated = await admin(vars, key, method, `/admin/sessions/${sessionId}/data`, { a: 1 });
+        expect({ status: updated.status, body: await updated.json() }).toEqual({
+          status: 200,
+          body: { updated: false },
+        });
+      }
+    }
+    expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
+    expect(await isLive(live.token)).toBe(true);
+  });
+
   it("other methods on a known path: 405 with Allow; an unknown admin path: 404", async () => {
     const { vars, key } = await adminKey();
     await expectError(await admin(vars, key, "GET", "/admin/sessions"), 405, "method_not_allowed", { allow: "POST" });

@@ -30,7 +30,7 @@ const ADMIN_CHALLENGE = {
 const INVALID = {
   "400": {
     description:
-      "A path or query parameter breaks the rule the RPC method holds it to (a path that is not percent-encoded UTF-8 among them: never taken as the literal text), or the body is not a JSON object, names a member this call does not take, or has a member that breaks its rule (`detail` says which, as the RPC's TypeError or RangeError would). Nothing was written.",
+      "A user or agent id in the path, or a query parameter, breaks the rule the RPC method holds it to (a session id in the path has none: see its description), the path is not percent-encoded UTF-8 (never taken as the literal text), or the body is not a JSON object, names a member this call does not take, or has a member that breaks its rule (`detail` says which, as the RPC's TypeError or RangeError would). Nothing was written.",
     headers: { "Cache-Control": ref("headers/NoStore") },
     content: json({
       type: "object",
@@ -110,6 +110,10 @@ const path = (name: string, description: string) => ({
   schema: { type: "string" },
 });
 const USER_ID = path("userId", `The user's id (URL-encoded), as every user id: ${USER_ID_RULE}.`);
+const SESSION_ID = path(
+  "sessionId",
+  "The session's id. Held to no rule, as over RPC: any text that names no live session, a malformed one included, answers `false`.",
+);
 const REASON = {
   type: "string",
   maxLength: MAX_REASON_LENGTH,
@@ -237,7 +241,7 @@ export const adminPaths = {
       "End one session (SessionService.endSession)",
       { "200": ok("Whether a live session had that id.", object(["ended"], { ended: { type: "boolean" } })) },
       object(["reason"], { reason: REASON }),
-      [path("sessionId", "The session's id.")],
+      [SESSION_ID],
     ),
     "x-other-methods": OTHER_METHODS,
   },
@@ -265,7 +269,7 @@ export const adminPaths = {
       "Replace a session's application data (SessionService.updateSessionData, mode replace)",
       UPDATED,
       { ...DATA, description: "The new data, whole; `{}` clears it." },
-      [path("sessionId", "The session's id.")],
+      [SESSION_ID],
     ),
     patch: operation(
       "sessions:data",
@@ -273,7 +277,7 @@ export const adminPaths = {
       "Merge an RFC 7396 JSON Merge Patch into a session's application data (SessionService.updateSessionData, mode merge)",
       UPDATED,
       { ...DATA, description: "The patch: each member replaces its key, a null member deletes it, objects merge." },
-      [path("sessionId", "The session's id.")],
+      [SESSION_ID],
     ),
     "x-other-methods": OTHER_METHODS,
   },
