@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { ADMIN_SCOPES, type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
 import { USER_ID_RULE } from "../src/domain/user-id.ts";
 import { app } from "../src/http/app.ts";
-import { HTTP_METHODS, openApiDocument } from "../src/http/openapi.ts";
+import { HTTP_METHODS, type Operation, openApiDocument } from "../src/http/openapi.ts";
 import { countingShards, flakyD1 } from "./d1.ts";
 import {
   bearer,
@@ -46,6 +46,11 @@ function admin(vars: Partial<Env>, key: string | null, method: string, path: str
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const sent = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
   return callWith(vars, method, path, headers, sent);
+}
+
+interface JsonSchema {
+  properties?: Record<string, unknown>;
+  additionalProperties?: boolean;
 }
 
 const INVALID = (detail: string) => ({
@@ -490,6 +495,33 @@ describe("admin API: refused keys and bad input, nothing written", () => {
     expect(await isLive(live.token)).toBe(true);
   });
 
+  it("the document says what the door does: members a call does not take are refused, and so is data nested past 8 levels, the top one counted", async () => {
+    const { vars, key } = await adminKey();
+    const session = await issue(newUser());
+    const before = await tableSnapshot();
+    for (const { method, path, operation } of adminOperations()) {
+      const body = operation.requestBody as { content: { "application/json": { schema: JsonSchema } } } | undefined;
+      const schema = body?.content["application/json"].schema;
+      // The data routes take any members: the data itself.
+      if (!schema?.properties) continue;
+      expect(schema.additionalProperties, path).toBe(false);
+      const refused = await admin(vars, key, method, path.replace(/\{\w+\}/, "x"), { surplus: 1 });
+      const { detail } = (await refused.json()) as { detail: string };
+      expect(refused.status).toBe(400);
+      // "surplus is not a member this call takes (a, b, …)": the members the document lists.
+      const taken = /^surplus is not a member this call takes \((.*)\)$/.exec(detail)?.[1]?.split(", ");
+      expect(taken?.sort()).toEqual(Object.keys(schema.properties).sort());
+    }
+    const nested = (depth: number): object => (depth === 1 ? { leaf: true } : { a: nested(depth - 1) });
+    const data = `/admin/sessions/${session.id}/data`;
+    const deep = await admin(vars, key, "PUT", data, nested(9));
+    expect(await deep.json()).toEqual(
+      INVALID("data may nest objects and arrays at most 8 deep: data.a.a.a.a.a.a.a.a is deeper"),
+    );
+    expect(await tableSnapshot()).toEqual(before);
+    expect(await (await admin(vars, key, "PUT", data, nested(8))).json()).toEqual({ updated: true });
+  });
+
   it("other methods on a known path: 405 with Allow; an unknown admin path: 404", async () => {
     const { vars, key } = await adminKey();
     await expectError(await admin(vars, key, "GET", "/admin/sessions"), 405, "method_not_allowed", { allow: "POST" });
@@ -498,7 +530,7 @@ describe("admin API: refused keys and bad input, nothing written", () => {
 });
 
 /** Each admin operation the document lists, with the scope its security requirement names. */
-function adminOperations(): { method: string; path: string; scope: AdminScope; operationId: string }[] {
+function adminOperations(): { method: string; path: string; scope: AdminScope; operation: Operation }[] {
   return Object.entries(openApiDocument.paths)
     .filter(([path]) => path.startsWith("/admin/"))
     .flatMap(([path, item]) =>
@@ -506,7 +538,7 @@ function adminOperations(): { method: string; path: string; scope: AdminScope; o
         const operation = item[method];
         if (!operation) return [];
         const [{ adminKey }] = operation.security as [{ adminKey: [AdminScope] }];
-        return [{ method: method.toUpperCase(), path, scope: adminKey[0], operationId: String(operation.operationId) }];
+        return [{ method: method.toUpperCase(), path, scope: adminKey[0], operation }];
       }),
     );
 }
@@ -534,7 +566,7 @@ describe("admin API: each route checks its own scope", () => {
     adminEndSupportSessions: () => ({ reason: "admin" }),
   };
 
-  for (const { method, path, scope, operationId } of adminOperations()) {
+  for (const { method, path, scope, operation } of adminOperations()) {
     it(`${method} ${path}: a key with every scope but ${scope} is 403 insufficient_scope, nothing written`, async () => {
       const userId = newUser();
       const session = await issue(userId);
@@ -542,7 +574,8 @@ describe("admin API: each route checks its own scope", () => {
         .replace("{userId}", encodeURIComponent(userId))
         .replace("{sessionId}", session.id)
         .replace("{agentId}", "agent-scope");
-      const body = method === "GET" ? undefined : (bodies[operationId]?.(userId, session.token) ?? {});
+      const body =
+        method === "GET" ? undefined : (bodies[String(operation.operationId)]?.(userId, session.token) ?? {});
       const others = await adminKey(ADMIN_SCOPES.filter((held) => held !== scope));
       const before = [await tableSnapshot(), await tableSnapshot("session_events")];
       await expectError(await admin(others.vars, others.key, method, concrete, body), 403, "insufficient_scope", {

@@ -119,11 +119,17 @@ const REASON = {
   maxLength: MAX_REASON_LENGTH,
   description: "Why, for the security log (e.g. `password_changed`).",
 };
-const object = (required: string[], properties: JsonObject) => ({ type: "object", required, properties });
+// No members but those listed, in a request (a member the call does not take is a 400) and in an answer.
+const object = (required: string[], properties: JsonObject) => ({
+  type: "object",
+  required,
+  properties,
+  additionalProperties: false,
+});
 
 const DATA = {
   type: "object",
-  description: `Application data: a JSON object of at most ${MAX_SESSION_DATA_BYTES} bytes, nested at most ${MAX_SESSION_DATA_DEPTH} deep; answered by authenticate and whoami, never listed.`,
+  description: `Application data: a JSON object of any members, at most ${MAX_SESSION_DATA_BYTES} bytes of JSON text (UTF-8), objects and arrays nested at most ${MAX_SESSION_DATA_DEPTH} deep, this object itself counting as the first level; answered by authenticate and whoami, never listed.`,
 };
 const UPDATED = {
   "200": ok(
