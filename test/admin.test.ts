@@ -261,6 +261,39 @@ describe("admin API: the RPC's verbs for a server holding a key", () => {
     for (const line of lines) expect(line).not.toContain(key.split(".")[1]);
   });
 
+  it("which calls are a key's use and get an admin_call line: none before the key is proven, a line from the scope check on, a use once allowed", async () => {
+    const log = vi.spyOn(console, "log");
+    const calls = () =>
+      log.mock.calls
+        .map(([line]) => JSON.parse(String(line)))
+        .filter((line) => line.event === "admin_call")
+        .map(({ route, status }) => `${status} ${route}`);
+    const used = async (id: string) =>
+      (await d1("DB").prepare("SELECT key_id FROM admin_key_uses WHERE key_id = ?").bind(id).all()).results.length > 0;
+    const reader = await adminKey(["sessions:read"]);
+    const path = `/admin/users/${newUser()}/sessions`;
+    // Refused before any key is proven (401: no key, a wrong one; 405): no key to name, no use.
+    expect((await admin(reader.vars, null, "GET", path)).status).toBe(401);
+    expect((await admin(reader.vars, `${reader.key}x`, "GET", path)).status).toBe(401);
+    expect((await admin(reader.vars, reader.key, "DELETE", path)).status).toBe(405);
+    expect(calls()).toEqual([]);
+    // Refused for its scope: the line names it, and it is no use of the key.
+    expect((await admin(reader.vars, reader.key, "POST", "/admin/sessions", { userId: newUser() })).status).toBe(403);
+    expect(calls()).toEqual(["403 /admin/sessions"]);
+    expect(await used(reader.id)).toBe(false);
+    // Allowed, then refused for its input (400, 415): a line, and a use of the key.
+    const ender = await adminKey(["sessions:end"]);
+    const end = `/admin/users/${newUser()}/sessions/end`;
+    expect((await admin(ender.vars, ender.key, "POST", end, { reason: "" })).status).toBe(400);
+    expect(calls()).toEqual(["403 /admin/sessions", "400 /admin/users/:userId/sessions/end"]);
+    expect(await used(ender.id)).toBe(true);
+    const typed = await adminKey(["sessions:end"]);
+    const plain = { Authorization: `Bearer ${typed.key}`, "Content-Type": "text/plain" };
+    expect((await callWith(typed.vars, "POST", end, plain, '{"reason":"admin"}')).status).toBe(415);
+    expect(calls().at(-1)).toBe("415 /admin/users/:userId/sessions/end");
+    expect(await used(typed.id)).toBe(true);
+  });
+
   it("the request log counts the call's own round trips: a retried transient error is a line, the key's last use after the answer is none", async () => {
     const { vars, key } = await adminKey(["sessions:read"]);
     // On DB, where the key's last use is written: on another, a second database asked would hide it.
