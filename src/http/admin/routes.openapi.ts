@@ -30,7 +30,7 @@ const ADMIN_CHALLENGE = {
 const INVALID = {
   "400": {
     description:
-      "A user or agent id in the path, or a query parameter, breaks the rule the RPC method holds it to (a session id in the path has none: see its description), the path is not percent-encoded UTF-8 (never taken as the literal text), or the body is not a JSON object, names a member this call does not take, or has a member that breaks its rule (`detail` says which, as the RPC's TypeError or RangeError would). Nothing was written.",
+      "A user or agent id in the path or a query parameter breaks the RPC method's rule, the path is not percent-encoded UTF-8, or the body is not a JSON object, names a member this call does not take, or has a member that breaks its rule (`detail` says which, as the RPC's TypeError or RangeError would). Nothing was written.",
     headers: { "Cache-Control": ref("headers/NoStore") },
     content: json({
       type: "object",
@@ -47,10 +47,9 @@ const INVALID = {
 /** The refusals of a body: too large, or not sent as the one media type the operation lists. */
 const BODY = {
   "413": error(`The body is over ${MAX_ADMIN_BODY_BYTES / 1024} KiB; nothing was written.`, ["body_too_large"]),
-  "415": error(
-    "The body is not sent as `Content-Type: application/json` (parameters such as `charset=utf-8` are allowed; the body is read as UTF-8): a form, text/plain or no Content-Type is refused. Nothing was written.",
-    ["unsupported_media_type"],
-  ),
+  "415": error("The body is not sent as `application/json` (any parameters; read as UTF-8). Nothing was written.", [
+    "unsupported_media_type",
+  ]),
 };
 
 const OFF = "No admin key is configured (ADMIN_KEYS is unset): the admin API does not exist.";
@@ -109,10 +108,10 @@ const path = (name: string, description: string) => ({
   description,
   schema: { type: "string" },
 });
-const USER_ID = path("userId", `The user's id (URL-encoded), as every user id: ${USER_ID_RULE}.`);
+const USER_ID = path("userId", `The user's id (URL-encoded): ${USER_ID_RULE}.`);
 const SESSION_ID = path(
   "sessionId",
-  "The session's id. Held to no rule, as over RPC: any text that names no live session, a malformed one included, answers `false`.",
+  "The session's id: any text, as over RPC (one naming no live session answers `false`).",
 );
 const REASON = {
   type: "string",
@@ -129,7 +128,7 @@ const object = (required: string[], properties: JsonObject) => ({
 
 const DATA = {
   type: "object",
-  description: `Application data: a JSON object of any members, at most ${MAX_SESSION_DATA_BYTES} bytes of JSON text (UTF-8), objects and arrays nested at most ${MAX_SESSION_DATA_DEPTH} deep, this object itself counting as the first level; answered by authenticate and whoami, never listed.`,
+  description: `Application data: a JSON object of at most ${MAX_SESSION_DATA_BYTES} bytes, nested at most ${MAX_SESSION_DATA_DEPTH} deep (itself the first level); answered by authenticate and whoami, never listed.`,
 };
 const UPDATED = {
   "200": ok(
@@ -302,7 +301,7 @@ export const adminPaths = {
         ),
       },
       object(["reason"], { reason: REASON }),
-      [path("agentId", `The agent's user id (URL-encoded): ${USER_ID_RULE}.`)],
+      [path("agentId", `The agent's user id: ${USER_ID_RULE}.`)],
     ),
     "x-other-methods": OTHER_METHODS,
   },
