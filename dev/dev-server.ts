@@ -52,6 +52,11 @@ export function devServerOf(env: string | undefined): DevServer | null {
   return servers[0] ?? null;
 }
 
+/** The wrangler environment the running `npm start` serves; undefined for the top level or when none runs. */
+export function servedEnv(): string | undefined {
+  return running(DEV_SERVER_FILE)?.env ?? undefined;
+}
+
 /**
  * A development key set (`npm run ssf:keys` / `token:keys` `new`) made once and kept in `file`,
  * so that verifiers' caches stay good across restarts; its text, for a secrets file.

@@ -6,10 +6,12 @@
 // the default file, read when it starts.
 //   npm run --silent admin:keys -- create --name <name> --scope <scope> [--scope <scope>…] [--file <path>]
 //   npm run --silent admin:keys -- list [--file <path>] [--env <env>]   with each key's last use on the local project
+//     (without --env: the environment the running `npm start` serves, else the top level)
 //   npm run --silent admin:keys -- revoke --id <id> [--file <path>]
 // The default file is .wrangler/admin-keys.json (or ADMIN_KEYS_FILE), the one `npm start` reads.
 import { existsSync, readFileSync } from "node:fs";
 import { ADMIN_KEYS_FILE, writeAdminKeys } from "../dev/admin-key-file.ts";
+import { servedEnv } from "../dev/dev-server.ts";
 import { answerOnLocalProject } from "../dev/local-d1.ts";
 import {
   ADMIN_SCOPES,
@@ -75,8 +77,10 @@ if (command === "create") {
   save([...keys, stored]);
   console.log(JSON.stringify({ id: stored.id, key, name, scopes: stored.scopes, createdAt: stored.createdAt, file }));
 } else if (command === "list") {
-  // Each key's last use as the local project recorded it (the one `npm start` serves).
-  await answerOnLocalProject(values.env, async (project) => {
+  // Each key's last use as the local project recorded it. Without --env, in the environment the
+  // running `npm start` serves: it serves the default key file whatever its environment, so its
+  // keys' uses are there, not in the top level's databases (which would be migrated for nothing).
+  await answerOnLocalProject(values.env ?? servedEnv(), async (project) => {
     const uses = await keyUsesOf(openScope(project.env as unknown as Env).shards);
     const listed = keys.map(({ secretHash: _, ...key }) => ({ ...key, lastUsedAt: uses.get(key.id) ?? null }));
     return { keys: listed, file };

@@ -64,15 +64,23 @@ export function commandOf(
   return command;
 }
 
-/** parseArgs on `args` (values may begin with "-"); bad arguments are refused with `usage`. */
+/**
+ * parseArgs on `args` (values may begin with "-"); bad arguments are refused with `usage`.
+ * `--help` or `-h` (not as an option's value) prints `usage` and exits 0: asked for, it is no error.
+ */
 export function parseOptions<const T extends ParseArgsOptionsConfig>(
   args: string[],
   options: T,
   usage: string,
   allowPositionals = false,
 ) {
+  const joined = valuesMayStartWithDash(args, options);
+  if (joined.includes("--help") || joined.includes("-h")) {
+    console.log(usage);
+    process.exit(0);
+  }
   try {
-    return parseArgs({ args: valuesMayStartWithDash(args, options), options, allowPositionals, strict: true });
+    return parseArgs({ args: joined, options, allowPositionals, strict: true });
   } catch (error) {
     refuse(error instanceof Error ? error.message : String(error), usage);
   }

@@ -93,6 +93,29 @@ describe("POST /auth/token: an access token for the caller's session", () => {
     }
   });
 
+  it("auth_time is the latest sign-in or re-authentication, not the minting", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const signIn = Date.UTC(2026, 10, 27, 9, 0, 0);
+    vi.setSystemTime(signIn);
+    const vars = await accessTokenVars();
+    const session = await exports.SessionService.create({ userId: newUser(), factors: ["pwd"] });
+    vi.setSystemTime(signIn + 600_000);
+    const first = await verify(vars, (await mint(vars, bearer(session.token))).access_token);
+    expect({ iat: first.iat, auth_time: first.auth_time }).toEqual({
+      iat: signIn / 1000 + 600,
+      auth_time: signIn / 1000,
+    });
+    const reauthenticatedAt = signIn + 900_000;
+    vi.setSystemTime(reauthenticatedAt);
+    const reissued = await exports.SessionService.reauthenticate({ token: session.token, factors: ["pwd", "otp"] });
+    vi.setSystemTime(signIn + 1_200_000);
+    const second = await verify(vars, (await mint(vars, bearer(reissued?.token ?? ""))).access_token);
+    expect({ iat: second.iat, auth_time: second.auth_time }).toEqual({
+      iat: signIn / 1000 + 1200,
+      auth_time: reauthenticatedAt / 1000,
+    });
+  });
+
   it("support access: act names the agent; no amr or acr when the login flow gave none", async () => {
     const vars = await accessTokenVars();
     const userId = newUser();
@@ -248,6 +271,16 @@ describe("the key set and its configuration", () => {
     const before = await accessTokenVars([keys[1] && { ...keys[1], exp: undefined }]);
     const token = (await mint(before, bearer(session.token))).access_token;
     expect(decodeProtectedHeader(token).kid).toBe("old");
+    expect((await verify(vars, token)).sid).toBe(session.id);
+  });
+
+  it("after a rotation the newest key signs: the rotated-out one is only published", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const keys = [await privateJwk("ES256", "new"), await privateJwk("ES256", "old", { exp: now + 3600 })];
+    const vars = await accessTokenVars(keys);
+    const session = await issue(newUser());
+    const token = (await mint(vars, bearer(session.token))).access_token;
+    expect(decodeProtectedHeader(token)).toEqual({ alg: "ES256", kid: "new", typ: "at+jwt" });
     expect((await verify(vars, token)).sid).toBe(session.id);
   });
 

@@ -1,6 +1,9 @@
 import { exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
+import { ADMIN_SCOPES, type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
+import { USER_ID_RULE } from "../src/domain/user-id.ts";
+import { app } from "../src/http/app.ts";
+import { HTTP_METHODS, type Operation, openApiDocument } from "../src/http/openapi.ts";
 import { countingShards, flakyD1 } from "./d1.ts";
 import {
   bearer,
@@ -43,6 +46,11 @@ function admin(vars: Partial<Env>, key: string | null, method: string, path: str
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const sent = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
   return callWith(vars, method, path, headers, sent);
+}
+
+interface JsonSchema {
+  properties?: Record<string, unknown>;
+  additionalProperties?: boolean;
 }
 
 const INVALID = (detail: string) => ({
@@ -253,6 +261,39 @@ describe("admin API: the RPC's verbs for a server holding a key", () => {
     for (const line of lines) expect(line).not.toContain(key.split(".")[1]);
   });
 
+  it("which calls are a key's use and get an admin_call line: none before the key is proven, a line from the scope check on, a use once allowed", async () => {
+    const log = vi.spyOn(console, "log");
+    const calls = () =>
+      log.mock.calls
+        .map(([line]) => JSON.parse(String(line)))
+        .filter((line) => line.event === "admin_call")
+        .map(({ route, status }) => `${status} ${route}`);
+    const used = async (id: string) =>
+      (await d1("DB").prepare("SELECT key_id FROM admin_key_uses WHERE key_id = ?").bind(id).all()).results.length > 0;
+    const reader = await adminKey(["sessions:read"]);
+    const path = `/admin/users/${newUser()}/sessions`;
+    // Refused before any key is proven (401: no key, a wrong one; 405): no key to name, no use.
+    expect((await admin(reader.vars, null, "GET", path)).status).toBe(401);
+    expect((await admin(reader.vars, `${reader.key}x`, "GET", path)).status).toBe(401);
+    expect((await admin(reader.vars, reader.key, "DELETE", path)).status).toBe(405);
+    expect(calls()).toEqual([]);
+    // Refused for its scope: the line names it, and it is no use of the key.
+    expect((await admin(reader.vars, reader.key, "POST", "/admin/sessions", { userId: newUser() })).status).toBe(403);
+    expect(calls()).toEqual(["403 /admin/sessions"]);
+    expect(await used(reader.id)).toBe(false);
+    // Allowed, then refused for its input (400, 415): a line, and a use of the key.
+    const ender = await adminKey(["sessions:end"]);
+    const end = `/admin/users/${newUser()}/sessions/end`;
+    expect((await admin(ender.vars, ender.key, "POST", end, { reason: "" })).status).toBe(400);
+    expect(calls()).toEqual(["403 /admin/sessions", "400 /admin/users/:userId/sessions/end"]);
+    expect(await used(ender.id)).toBe(true);
+    const typed = await adminKey(["sessions:end"]);
+    const plain = { Authorization: `Bearer ${typed.key}`, "Content-Type": "text/plain" };
+    expect((await callWith(typed.vars, "POST", end, plain, '{"reason":"admin"}')).status).toBe(415);
+    expect(calls().at(-1)).toBe("415 /admin/users/:userId/sessions/end");
+    expect(await used(typed.id)).toBe(true);
+  });
+
   it("the request log counts the call's own round trips: a retried transient error is a line, the key's last use after the answer is none", async () => {
     const { vars, key } = await adminKey(["sessions:read"]);
     // On DB, where the key's last use is written: on another, a second database asked would hide it.
@@ -381,9 +422,202 @@ describe("admin API: refused keys and bad input, nothing written", () => {
     expect(await isLive(live.token)).toBe(true);
   });
 
+  it("user ids . and ..: refused at creation (a path cannot name them: URL parsing removes dot segments)", async () => {
+    const { vars, key } = await adminKey();
+    const before = await tableSnapshot();
+    for (const userId of [".", ".."]) {
+      const created = await admin(vars, key, "POST", "/admin/sessions", { userId });
+      expect(created.status).toBe(400);
+      expect(((await created.json()) as { detail: string }).detail).toBe(`userId must be ${USER_ID_RULE}`);
+      const support = await admin(vars, key, "POST", "/admin/support-sessions", {
+        userId: newUser(),
+        agentId: userId,
+        reason: "T-1",
+      });
+      expect(support.status).toBe(400);
+    }
+    // What these paths are, once parsed: /admin/sessions, /admin/sessions/end, /admin/users/sessions.
+    await expectError(await admin(vars, key, "GET", "/admin/users/%2E%2E/sessions"), 405, "method_not_allowed", {
+      allow: "POST",
+    });
+    const end = await admin(vars, key, "POST", "/admin/users/%2E%2E/sessions/end", { reason: "admin" });
+    await expectError(end, 404, "not_found");
+    await expectError(await admin(vars, key, "GET", "/admin/users/%2E/sessions"), 404, "not_found");
+    expect(await tableSnapshot()).toEqual(before);
+  });
+
+  it("a path that is not percent-encoded UTF-8: 400, never taken as the literal text", async () => {
+    const { vars, key } = await adminKey();
+    const session = await issue(newUser());
+    const before = await tableSnapshot();
+    const broken = "%E0%A4%A";
+    const cases: [string, string, unknown][] = [
+      ["GET", `/admin/users/${broken}/sessions`, undefined],
+      ["GET", "/admin/users/%FF/sessions", undefined],
+      ["POST", `/admin/users/${broken}/sessions/end`, { reason: "admin" }],
+      ["POST", `/admin/sessions/${session.id}${broken}/end`, { reason: "admin" }],
+      ["PUT", `/admin/sessions/${broken}/data`, { a: 1 }],
+      ["POST", `/admin/agents/${broken}/support-sessions/end`, { reason: "admin" }],
+    ];
+    for (const [method, path, body] of cases) {
+      const response = await admin(vars, key, method, path, body);
+      expect({ path, status: response.status, body: await response.json() }).toEqual({
+        path,
+        status: 400,
+        body: INVALID("the path must be percent-encoded UTF-8 (RFC 3986)"),
+      });
+    }
+    // The literal text, percent-encoded as it should be, is an id like any other.
+    expect(await (await admin(vars, key, "GET", `/admin/users/${encodeURIComponent(broken)}/sessions`)).json()).toEqual(
+      { sessions: [] },
+    );
+    expect(await tableSnapshot()).toEqual(before);
+    expect(await isLive(session.token)).toBe(true);
+  });
+
+  it("a body not sent as application/json: 415 on every route that takes one, nothing written", async () => {
+    const { vars, key } = await adminKey();
+    const userId = newUser();
+    const session = await issue(userId);
+    const before = [await tableSnapshot(), await tableSnapshot("session_events")];
+    const sent = (method: string, path: string, contentType: string | null, body: unknown = { userId, reason: "x" }) =>
+      callWith(
+        vars,
+        method,
+        path,
+        { Authorization: `Bearer ${key}`, ...(contentType === null ? {} : { "Content-Type": contentType }) },
+        // Bytes, not a string: a string body would be given text/plain by the Request itself.
+        new TextEncoder().encode(JSON.stringify(body)),
+      );
+    const withBody = adminOperations().filter(({ method }) => method !== "GET");
+    expect(withBody).toHaveLength(8);
+    for (const { method, path } of withBody) {
+      const concrete = path
+        .replace("{userId}", encodeURIComponent(userId))
+        .replace("{sessionId}", session.id)
+        .replace("{agentId}", "agent-type");
+      for (const contentType of ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", null])
+        await expectError(await sent(method, concrete, contentType), 415, "unsupported_media_type");
+    }
+    expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
+    // The media type, in any case, with any parameter.
+    const data = await sent("PUT", `/admin/sessions/${session.id}/data`, "Application/JSON", { a: 1 });
+    expect(await data.json()).toEqual({ updated: true });
+    const end = await sent("POST", `/admin/sessions/${session.id}/end`, "application/json; charset=utf-8", {
+      reason: "admin",
+    });
+    expect(await end.json()).toEqual({ ended: true });
+  });
+
+  it("a session id that cannot be one, on the end and data routes: false, as over RPC; nothing written", async () => {
+    const { vars, key } = await adminKey();
+    const live = await issue(newUser());
+    const before = [await tableSnapshot(), await tableSnapshot("session_events")];
+    for (const sessionId of ["not-a-session-id", "short", encodeURIComponent(live.token)]) {
+      const ended = await admin(vars, key, "POST", `/admin/sessions/${sessionId}/end`, { reason: "admin" });
+      expect({ status: ended.status, body: await ended.json() }).toEqual({ status: 200, body: { ended: false } });
+      for (const method of ["PUT", "PATCH"]) {
+        const updated = await admin(vars, key, method, `/admin/sessions/${sessionId}/data`, { a: 1 });
+        expect({ status: updated.status, body: await updated.json() }).toEqual({
+          status: 200,
+          body: { updated: false },
+        });
+      }
+    }
+    expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
+    expect(await isLive(live.token)).toBe(true);
+  });
+
+  it("the document says what the door does: members a call does not take are refused, and so is data nested past 8 levels, the top one counted", async () => {
+    const { vars, key } = await adminKey();
+    const session = await issue(newUser());
+    const before = await tableSnapshot();
+    for (const { method, path, operation } of adminOperations()) {
+      const body = operation.requestBody as { content: { "application/json": { schema: JsonSchema } } } | undefined;
+      const schema = body?.content["application/json"].schema;
+      // The data routes take any members: the data itself.
+      if (!schema?.properties) continue;
+      expect(schema.additionalProperties, path).toBe(false);
+      const refused = await admin(vars, key, method, path.replace(/\{\w+\}/, "x"), { surplus: 1 });
+      const { detail } = (await refused.json()) as { detail: string };
+      expect(refused.status).toBe(400);
+      // "surplus is not a member this call takes (a, b, …)": the members the document lists.
+      const taken = /^surplus is not a member this call takes \((.*)\)$/.exec(detail)?.[1]?.split(", ");
+      expect(taken?.sort()).toEqual(Object.keys(schema.properties).sort());
+    }
+    const nested = (depth: number): object => (depth === 1 ? { leaf: true } : { a: nested(depth - 1) });
+    const data = `/admin/sessions/${session.id}/data`;
+    const deep = await admin(vars, key, "PUT", data, nested(9));
+    expect(await deep.json()).toEqual(
+      INVALID("data may nest objects and arrays at most 8 deep: data.a.a.a.a.a.a.a.a is deeper"),
+    );
+    expect(await tableSnapshot()).toEqual(before);
+    expect(await (await admin(vars, key, "PUT", data, nested(8))).json()).toEqual({ updated: true });
+  });
+
   it("other methods on a known path: 405 with Allow; an unknown admin path: 404", async () => {
     const { vars, key } = await adminKey();
     await expectError(await admin(vars, key, "GET", "/admin/sessions"), 405, "method_not_allowed", { allow: "POST" });
     await expectError(await admin(vars, key, "GET", "/admin/nothing"), 404, "not_found");
   });
+});
+
+/** Each admin operation the document lists, with the scope its security requirement names. */
+function adminOperations(): { method: string; path: string; scope: AdminScope; operation: Operation }[] {
+  return Object.entries(openApiDocument.paths)
+    .filter(([path]) => path.startsWith("/admin/"))
+    .flatMap(([path, item]) =>
+      HTTP_METHODS.flatMap((method) => {
+        const operation = item[method];
+        if (!operation) return [];
+        const [{ adminKey }] = operation.security as [{ adminKey: [AdminScope] }];
+        return [{ method: method.toUpperCase(), path, scope: adminKey[0], operation }];
+      }),
+    );
+}
+
+describe("admin API: each route checks its own scope", () => {
+  it("the document lists every admin route the worker answers, each requiring one scope", () => {
+    // The router's own list: a route added without a documented scope fails here.
+    const answered = app.routes
+      .filter((route) => route.path.startsWith("/admin/") && route.method !== "ALL")
+      .map((route) => `${route.method} ${route.path.replace(/:(\w+)/g, "{$1}")}`);
+    const operations = adminOperations();
+    expect([...new Set(answered)].sort()).toEqual(operations.map(({ method, path }) => `${method} ${path}`).sort());
+    for (const { scope } of operations) expect(ADMIN_SCOPES).toContain(scope);
+  });
+
+  // A body each call would carry out: the scope alone must stop it.
+  const bodies: Record<string, (userId: string, token: string) => unknown> = {
+    adminCreateSession: (userId) => ({ userId }),
+    adminReauthenticate: (_, token) => ({ token, factors: ["pwd"] }),
+    adminEndUserSessions: () => ({ reason: "admin" }),
+    adminEndSession: () => ({ reason: "admin" }),
+    adminOpenSupportSession: (userId) => ({ userId, agentId: "agent-scope", reason: "T-1" }),
+    adminReplaceSessionData: () => ({ tenant: "acme" }),
+    adminMergeSessionData: () => ({ tenant: "acme" }),
+    adminEndSupportSessions: () => ({ reason: "admin" }),
+  };
+
+  for (const { method, path, scope, operation } of adminOperations()) {
+    it(`${method} ${path}: a key with every scope but ${scope} is 403 insufficient_scope, nothing written`, async () => {
+      const userId = newUser();
+      const session = await issue(userId);
+      const concrete = path
+        .replace("{userId}", encodeURIComponent(userId))
+        .replace("{sessionId}", session.id)
+        .replace("{agentId}", "agent-scope");
+      const body =
+        method === "GET" ? undefined : (bodies[String(operation.operationId)]?.(userId, session.token) ?? {});
+      const others = await adminKey(ADMIN_SCOPES.filter((held) => held !== scope));
+      const before = [await tableSnapshot(), await tableSnapshot("session_events")];
+      await expectError(await admin(others.vars, others.key, method, concrete, body), 403, "insufficient_scope", {
+        wwwAuthenticate: `Bearer realm="admin", error="insufficient_scope", scope="${scope}"`,
+      });
+      expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
+      // The scope alone is enough: the same call with a key of only that scope is carried out.
+      const own = await adminKey([scope]);
+      expect((await admin(own.vars, own.key, method, concrete, body)).status).toBeLessThan(300);
+    });
+  }
 });

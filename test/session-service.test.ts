@@ -114,14 +114,17 @@ describe("SessionService (Workers RPC)", () => {
       `${userId}\u00a0`,
       `us\u0000er`,
       `us\u007fer`,
+      // Dot segments: a URL path cannot carry them (the admin API's /admin/users/{userId}/…).
+      ".",
+      "..",
     ]) {
       await expect(service.create({ userId: bad })).rejects.toThrow(
-        "userId must be a non-empty string of at most 255 characters, without leading or trailing whitespace or control characters",
+        'userId must be a non-empty string of at most 255 characters, without leading or trailing whitespace or control characters, and not "." or ".."',
       );
     }
     expect(await tableSnapshot()).toEqual(before);
     // Inner spaces and any other character are the caller's business: stored as given.
-    for (const good of ["Alice Smith", "ünïcødé-用户", "a"]) {
+    for (const good of ["Alice Smith", "ünïcødé-用户", "a", "...", ".alice"]) {
       const created = await exports.SessionService.create({ userId: good });
       expect((await exports.SessionService.authenticate(created.token))?.userId).toBe(good);
     }

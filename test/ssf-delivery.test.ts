@@ -23,7 +23,7 @@ import {
   scopeWith,
   sessionCookie,
 } from "./helpers.ts";
-import { ISSUER, newReceiver, ssfCall, transmitter } from "./ssf.ts";
+import { ISSUER, newReceiver, privateJwk, ssfCall, transmitter, transmitterVars } from "./ssf.ts";
 
 // Session events as Shared Signals: every way a session starts or ends becomes a CAEP SET for
 // the streams that asked for it, polled or pushed, after the answer.
@@ -204,6 +204,23 @@ describe("each session event becomes a SET", () => {
       reason_admin: { en: "The user signed out everywhere" },
     });
     expect(established?.txn).not.toBe(revoked?.txn);
+  });
+
+  it("after a key rotation the newest key signs every SET; the rotated-out one is only published", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const keys = [await privateJwk("ES256", "new"), await privateJwk("ES256", "old", { exp: now + 3600 })];
+    const { vars, as, stream_id, login } = await setUp(transmitterVars(keys));
+    const session = await login(newUser());
+    expect((await callWith(vars, "DELETE", "/auth/logout", bearer(session.token))).status).toBe(200);
+    const polled = await as("POST", `/ssf/streams/poll/${stream_id}`, { returnImmediately: true });
+    const { sets } = (await polled.json()) as { sets: Record<string, string> };
+    const keySet = (await (await callWith(vars, "GET", "/ssf/jwks.json")).json()) as JSONWebKeySet;
+    expect(keySet.keys.map((key) => key.kid)).toEqual(["new", "old"]);
+    expect(Object.values(sets)).toHaveLength(2);
+    for (const set of Object.values(sets)) {
+      const { protectedHeader } = await compactVerify(set, createLocalJWKSet(keySet));
+      expect(protectedHeader).toEqual({ alg: "ES256", kid: "new", typ: "secevent+jwt" });
+    }
   });
 
   it("a re-authentication that changes the assurance level is assurance-level-change (NIST-AAL); one that keeps it sends nothing", async () => {

@@ -1,4 +1,4 @@
-import { isUserId, MAX_USER_ID_LENGTH } from "./user-id.ts";
+import { isUserId, USER_ID_RULE } from "./user-id.ts";
 
 // Support access: a session opened on a user's behalf by a support agent (RFC 8693's actor),
 // with a reason, time-boxed by SESSION_SUPPORT_MAX_SECONDS, shown to the user in their list
@@ -20,10 +20,7 @@ export interface SupportActor {
 
 /** The agent and the reason of a support session's input, checked; a TypeError names the rule broken. */
 export function checkSupport(userId: string, agentId: unknown, reason: unknown): SupportActor {
-  if (!isUserId(agentId))
-    throw new TypeError(
-      `agentId must be a non-empty string of at most ${MAX_USER_ID_LENGTH} characters, without leading or trailing whitespace or control characters`,
-    );
+  if (!isUserId(agentId)) throw new TypeError(`agentId must be ${USER_ID_RULE}`);
   if (agentId === userId) throw new TypeError("agentId must not be the user: support access is by someone else");
   if (
     typeof reason !== "string" ||

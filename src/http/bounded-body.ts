@@ -1,7 +1,8 @@
 import type { Context } from "hono";
 
-// The body of a door that takes a signed token: read no further than a bound, so that a huge
-// body costs no more than the chunk that passes it.
+// A request body's media type, for every door that reads one, and the body of a door that takes
+// a signed token: read no further than a bound, so that a huge body costs no more than the chunk
+// that passes it.
 
 /** The request's media type, lowercased, without parameters; "" when it has none. */
 export function mediaTypeOf(c: Context): string {

@@ -35,6 +35,7 @@ export const MESSAGES = {
   verification_too_frequent:
     "A verification of this stream was asked for too recently. Retry after the Retry-After delay.",
   body_too_large: "The request body is too large.",
+  unsupported_media_type: "The request body must be sent as application/json.",
   invalid_input:
     "A path parameter, query parameter or body member breaks the rule this call holds it to; detail says which.",
   insufficient_scope: "This admin key does not have the scope this call requires.",

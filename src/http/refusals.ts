@@ -31,6 +31,9 @@ export const uriTooLong = () => new ApiError(414, "uri_too_long");
 /** A body past its route's bound. */
 export const bodyTooLarge = () => new ApiError(413, "body_too_large");
 
+/** A body sent as another media type than its route reads. */
+export const unsupportedMediaType = () => new ApiError(415, "unsupported_media_type");
+
 /** A cookie request from another site (src/http/csrf.ts). */
 export const crossSiteRequest = () => new ApiError(403, "cross_site_request");
 

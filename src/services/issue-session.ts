@@ -20,7 +20,7 @@ import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement } from "../domain/token.ts";
 import { checkUpstreamSignIn, type UpstreamSignInInput } from "../domain/upstream-sign-in.ts";
 import { parseDevice } from "../domain/user-agent.ts";
-import { isUserId, MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
+import { isUserId, USER_ID_RULE } from "../domain/user-id.ts";
 import { contextCheck, type Scope, write } from "./scope.ts";
 import { readSessionToken } from "./session-token.ts";
 import { linkSubject } from "./upstream-links.ts";
@@ -125,9 +125,7 @@ function truncate(text: string, max: number): string {
 /** The user id rule (src/domain/user-id.ts), refused with a TypeError that names it. */
 export function checkUserId(userId: unknown): string {
   if (!isUserId(userId)) {
-    throw new TypeError(
-      `userId must be a non-empty string of at most ${MAX_USER_ID_LENGTH} characters, without leading or trailing whitespace or control characters`,
-    );
+    throw new TypeError(`userId must be ${USER_ID_RULE}`);
   }
   return userId;
 }

@@ -3,7 +3,7 @@ import { isReason, MAX_REASON_LENGTH } from "../domain/reason.ts";
 import { type SessionView, sessionView } from "../domain/session-view.ts";
 import { placementOf } from "../domain/token.ts";
 import { type UpstreamSignInView, upstreamSignInView } from "../domain/upstream-sign-in.ts";
-import { isUserId, MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
+import { isUserId, USER_ID_RULE } from "../domain/user-id.ts";
 import { checkUserId } from "./issue-session.ts";
 import { type Scope, write } from "./scope.ts";
 
@@ -106,8 +106,7 @@ export async function endSupportSessions(
   scope: Scope,
   input: EndSupportSessionsInput,
 ): Promise<{ ended: number; moving: number }> {
-  if (!isUserId(input?.agentId))
-    throw new TypeError(`agentId must be a user id (1 to ${MAX_USER_ID_LENGTH} characters, no control characters)`);
+  if (!isUserId(input?.agentId)) throw new TypeError(`agentId must be a user id: ${USER_ID_RULE}`);
   const reason = checkReason(input.reason);
   const counts = await Promise.all(
     scope.shards

@@ -1,7 +1,7 @@
 // `npm run check:node-login`: the login flow that is not a Worker (examples/node-login/), end to
 // end, as browsers use it. It makes two admin keys in a key file of its own (ADMIN_KEYS_FILE):
 // one with sessions:create, sessions:end and sessions:data, one with sessions:create only; starts the real
-// `npm start` (its own port and state) serving them; and starts the example three times, as its
+// `npm start -- --env sharded` (its own port and state) serving them; and starts the example three times, as its
 // README says, on the full key, on the key without sessions:end, and on a wrong key. Then fetch
 // with a small cookie jar per browser, sending what a browser sends (User-Agent, Origin and
 // Sec-Fetch-Site on a form post): alice signs in in browser A and in browser B, and both pages
@@ -10,11 +10,14 @@
 // request is sent to the sign-in page while A stays signed in; B cannot sign in with the old
 // password; A signs out, and A's old cookie is refused even when sent again. The key without the
 // scope signs in but is refused 403 insufficient_scope when it would sign out everywhere, and the
-// wrong key 401 invalid_token, through the example and called directly. Last, no key and no
-// session token appears in what the example or `npm start` printed. Prints one JSON report;
+// wrong key 401 invalid_token, through the example and called directly. Then the operator's
+// key commands: `admin:keys -- --help` prints the usage and exits 0; `list`, given no --env,
+// reads the environment the running server serves (both keys last used); `revoke` removes the
+// key from the file, and `list` no longer has it. Last, no key and no session token appears in
+// what the example or `npm start` printed. Prints one JSON report;
 // exits 1 on any failure.
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -173,7 +176,8 @@ try {
 
   const port = await freePort();
   const service = `http://127.0.0.1:${port}`;
-  server = await startNpmStart(port, path.join(state, "npm-start"), [], env);
+  // Not the top level: `admin:keys list`, given no --env, must find the databases it serves.
+  server = await startNpmStart(port, path.join(state, "npm-start"), ["--env", "sharded"], env);
   const example = await startExample(service, fullKey);
   examples.push(example);
 
@@ -348,11 +352,15 @@ try {
   const wrongDirect = await direct(wrongKey, "/admin/sessions", { userId: "alice", carrier: "cookie" });
   expect("called directly: 401", wrongDirect.status === 401, { status: wrongDirect.status });
 
+  // The operator's key commands, as integrating.md writes them (the key file is this check's own).
+  const adminKeys = async (...args: string[]) =>
+    (await run("npm", ["run", "--silent", "admin:keys", "--", ...args], { cwd: ROOT, env: { ...process.env, ...env } }))
+      .stdout;
+  const help = await adminKeys("--help");
+  expect("admin:keys -- --help: the usage, exit 0", help.startsWith("usage: npm run --silent admin:keys"), help);
+
   // The operator's list: names, scopes and each key's last use as this npm start recorded it; never a secret.
-  const { stdout: listed } = await run("npm", ["run", "--silent", "admin:keys", "--", "list"], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-  });
+  const listed = await adminKeys("list");
   const keys = (JSON.parse(listed) as { keys: { name: string; lastUsedAt: string | null }[] }).keys;
   const usedAt = new Map(keys.map((key) => [key.name, key.lastUsedAt]));
   expect(
@@ -362,6 +370,20 @@ try {
       !listed.includes("secretHash") &&
       !secrets.some((secret) => listed.includes(secret.split(".")[1] as string)),
     listed,
+  );
+
+  // Revoking a key removes it from the file the secret is made of: gone from the file and the list.
+  const revokedId = createOnlyKey.slice("ssak_".length, createOnlyKey.indexOf("."));
+  const revoked = await adminKeys("revoke", "--id", revokedId);
+  const stored = (JSON.parse(readFileSync(keysFile, "utf8")) as { id: string }[]).map(({ id }) => id);
+  const left = (JSON.parse(await adminKeys("list")) as { keys: { name: string }[] }).keys.map(({ name }) => name);
+  expect(
+    "admin:keys revoke: the key is gone from the key file and the list; the other stays",
+    JSON.parse(revoked).revoked === revokedId &&
+      stored.length === 1 &&
+      !stored.includes(revokedId) &&
+      left.join() === "node-login",
+    { revoked, stored, left },
   );
 } catch (error) {
   problems.push(error instanceof Error ? error.message : String(error));

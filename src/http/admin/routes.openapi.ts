@@ -1,7 +1,7 @@
 import { ADMIN_SCOPES, type AdminScope } from "../../domain/admin-keys.ts";
 import { MAX_REASON_LENGTH } from "../../domain/reason.ts";
 import { MAX_SESSION_DATA_BYTES, MAX_SESSION_DATA_DEPTH } from "../../domain/session-data.ts";
-import { MAX_USER_ID_LENGTH } from "../../domain/user-id.ts";
+import { USER_ID_RULE } from "../../domain/user-id.ts";
 import { MESSAGES } from "../error-codes.ts";
 import {
   AUTH_ERRORS,
@@ -31,7 +31,7 @@ const ADMIN_CHALLENGE = {
 const INVALID = {
   "400": {
     description:
-      "A path or query parameter breaks the rule the RPC method holds it to, or the body is not a JSON object, names a member this call does not take, or has a member that breaks its rule (`detail` says which, as the RPC's TypeError or RangeError would). Nothing was written.",
+      "A user or agent id in the path or a query parameter breaks the RPC method's rule, the path is not percent-encoded UTF-8, or the body is not a JSON object, names a member this call does not take, or has a member that breaks its rule (`detail` says which, as the RPC's TypeError or RangeError would). Nothing was written.",
     headers: { "Cache-Control": ref("headers/NoStore") },
     content: json({
       type: "object",
@@ -45,8 +45,12 @@ const INVALID = {
     }),
   },
 };
-const TOO_LARGE = {
+/** The refusals of a body: too large, or not sent as the one media type the operation lists. */
+const BODY = {
   "413": error(`The body is over ${MAX_ADMIN_BODY_BYTES / 1024} KiB; nothing was written.`, ["body_too_large"]),
+  "415": error("The body is not sent as `application/json` (any parameters; read as UTF-8). Nothing was written.", [
+    "unsupported_media_type",
+  ]),
 };
 
 const OFF = "No admin key is configured (ADMIN_KEYS is unset): the admin API does not exist.";
@@ -90,10 +94,11 @@ function operation(
     operationId,
     summary,
     description: `Scope \`${scope}\`. One database round trip; one \`admin_call\` log line naming the key.`,
-    security: [{ adminKey: [] }],
+    // OpenAPI 3.1 lets a non-OAuth scheme name the roles an operation requires: the key's scope.
+    security: [{ adminKey: [scope] }],
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(body ? { requestBody: { required: true, content: json(body) } } : {}),
-    responses: { ...guarded(scope), ...INVALID, ...(body ? TOO_LARGE : {}), ...success },
+    responses: { ...guarded(scope), ...INVALID, ...(body ? BODY : {}), ...success },
   };
 }
 
@@ -104,20 +109,27 @@ const path = (name: string, description: string) => ({
   description,
   schema: { type: "string" },
 });
-const USER_ID = path(
-  "userId",
-  `The user's id (URL-encoded): at most ${MAX_USER_ID_LENGTH} characters, as every user id.`,
+const USER_ID = path("userId", `The user's id (URL-encoded): ${USER_ID_RULE}.`);
+const SESSION_ID = path(
+  "sessionId",
+  "The session's id: any text, as over RPC (one naming no live session answers `false`).",
 );
 const REASON = {
   type: "string",
   maxLength: MAX_REASON_LENGTH,
   description: "Why, for the security log (e.g. `password_changed`).",
 };
-const object = (required: string[], properties: JsonObject) => ({ type: "object", required, properties });
+// No members but those listed, in a request (a member the call does not take is a 400) and in an answer.
+const object = (required: string[], properties: JsonObject) => ({
+  type: "object",
+  required,
+  properties,
+  additionalProperties: false,
+});
 
 const DATA = {
   type: "object",
-  description: `Application data: a JSON object of at most ${MAX_SESSION_DATA_BYTES} bytes, nested at most ${MAX_SESSION_DATA_DEPTH} deep; answered by authenticate and whoami, never listed.`,
+  description: `Application data: a JSON object of at most ${MAX_SESSION_DATA_BYTES} bytes, nested at most ${MAX_SESSION_DATA_DEPTH} deep (itself the first level); answered by authenticate and whoami, never listed.`,
 };
 const UPDATED = {
   "200": ok(
@@ -236,7 +248,7 @@ export const adminPaths = {
       "End one session (SessionService.endSession)",
       { "200": ok("Whether a live session had that id.", object(["ended"], { ended: { type: "boolean" } })) },
       object(["reason"], { reason: REASON }),
-      [path("sessionId", "The session's id.")],
+      [SESSION_ID],
     ),
     "x-other-methods": OTHER_METHODS,
   },
@@ -264,7 +276,7 @@ export const adminPaths = {
       "Replace a session's application data (SessionService.updateSessionData, mode replace)",
       UPDATED,
       { ...DATA, description: "The new data, whole; `{}` clears it." },
-      [path("sessionId", "The session's id.")],
+      [SESSION_ID],
     ),
     patch: operation(
       "sessions:data",
@@ -272,7 +284,7 @@ export const adminPaths = {
       "Merge an RFC 7396 JSON Merge Patch into a session's application data (SessionService.updateSessionData, mode merge)",
       UPDATED,
       { ...DATA, description: "The patch: each member replaces its key, a null member deletes it, objects merge." },
-      [path("sessionId", "The session's id.")],
+      [SESSION_ID],
     ),
     "x-other-methods": OTHER_METHODS,
   },
@@ -291,7 +303,7 @@ export const adminPaths = {
         ),
       },
       object(["reason"], { reason: REASON }),
-      [path("agentId", "The agent's user id.")],
+      [path("agentId", `The agent's user id: ${USER_ID_RULE}.`)],
     ),
     "x-other-methods": OTHER_METHODS,
   },

@@ -15,9 +15,10 @@ import {
   endUserSessions,
   listUserSessions,
 } from "../../services/user-sessions.ts";
+import { mediaTypeOf } from "../bounded-body.ts";
 import { Hono } from "../hono.ts";
 import { createSession, type ReauthenticateRequest, reauthenticated, supportSession } from "../login-response.ts";
-import { bodyTooLarge, callRefused, invalidInput, sessionNotFound } from "../refusals.ts";
+import { bodyTooLarge, callRefused, invalidInput, sessionNotFound, unsupportedMediaType } from "../refusals.ts";
 import { type AdminEnv, requireAdminKey } from "./auth.ts";
 
 // The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool
@@ -39,9 +40,12 @@ const limitBody = bodyLimit({
 /**
  * The body: a JSON object of no members but `allowed` (a typo must not pass for an omission),
  * typed as the call's input. Each member is checked by the service, as the RPC's are: over
- * RPC too the input is only what the caller sent.
+ * RPC too the input is only what the caller sent. Sent as `application/json` (any parameter;
+ * read as UTF-8, RFC 8259 §8.1), the one media type the document lists: a body sent as a form,
+ * as text or untyped is refused (415), not guessed at.
  */
 async function body<T>(c: Context<AdminEnv>, allowed: readonly (keyof T & string)[] | null): Promise<T> {
+  if (mediaTypeOf(c) !== "application/json") throw unsupportedMediaType();
   let parsed: unknown;
   try {
     parsed = JSON.parse(await c.req.text());
@@ -55,6 +59,20 @@ async function body<T>(c: Context<AdminEnv>, allowed: readonly (keyof T & string
   if (allowed && unknown !== undefined)
     throw invalidInput(`${unknown} is not a member this call takes (${allowed.join(", ")})`);
   return parsed as T;
+}
+
+/**
+ * A path parameter, decoded. A path that is not percent-encoded UTF-8 (`%E0%A4%A`) is refused:
+ * the router would take the broken sequence as literal text, so two paths would name one user.
+ */
+function param(c: Context<AdminEnv>, name: string): string {
+  try {
+    decodeURIComponent(new URL(c.req.url).pathname);
+  } catch {
+    throw invalidInput("the path must be percent-encoded UTF-8 (RFC 3986)");
+  }
+  // Always there: the route that called names it.
+  return c.req.param(name) ?? "";
 }
 
 /**
@@ -117,28 +135,28 @@ export const adminRoutes = new Hono<AdminEnv>()
     return c.json(reissued);
   })
   .get("/users/:userId/sessions", requireAdminKey("sessions:read"), async (c) => {
-    const sessions = await calling(() => listUserSessions(scopeOf(c), c.req.param("userId"), c.req.query("region")));
+    const sessions = await calling(() => listUserSessions(scopeOf(c), param(c, "userId"), c.req.query("region")));
     return c.json({ sessions });
   })
   .post("/users/:userId/sessions/end", requireAdminKey("sessions:end"), limitBody, async (c) => {
     const input = await body<EndUserSessionsInput>(c, ["reason", "exceptSessionId", "region"]);
-    const userId = c.req.param("userId");
+    const userId = param(c, "userId");
     return c.json(await calling(() => endUserSessions(scopeOf(c), { ...input, userId })));
   })
   .post("/sessions/:sessionId/end", requireAdminKey("sessions:end"), limitBody, async (c) => {
     const input = await body<EndSessionInput>(c, ["reason"]);
-    const sessionId = c.req.param("sessionId");
+    const sessionId = param(c, "sessionId");
     return c.json(await calling(() => endSession(scopeOf(c), { ...input, sessionId })));
   })
   // PUT replaces the data, PATCH merges an RFC 7396 patch into it, as `mode` says to the RPC.
   .put("/sessions/:sessionId/data", requireAdminKey("sessions:data"), limitBody, async (c) => {
     const data = await body<SessionData>(c, null);
-    const sessionId = c.req.param("sessionId");
+    const sessionId = param(c, "sessionId");
     return c.json(await calling(() => updateSessionData(scopeOf(c), { sessionId, data, mode: "replace" })));
   })
   .patch("/sessions/:sessionId/data", requireAdminKey("sessions:data"), limitBody, async (c) => {
     const data = await body<SessionData>(c, null);
-    const sessionId = c.req.param("sessionId");
+    const sessionId = param(c, "sessionId");
     return c.json(await calling(() => updateSessionData(scopeOf(c), { sessionId, data, mode: "merge" })));
   })
   .post("/support-sessions", requireAdminKey("support"), limitBody, async (c) => {
@@ -147,6 +165,6 @@ export const adminRoutes = new Hono<AdminEnv>()
   })
   .post("/agents/:agentId/support-sessions/end", requireAdminKey("support"), limitBody, async (c) => {
     const input = await body<EndSupportSessionsInput>(c, ["reason"]);
-    const agentId = c.req.param("agentId");
+    const agentId = param(c, "agentId");
     return c.json(await calling(() => endSupportSessions(scopeOf(c), { ...input, agentId })));
   });
