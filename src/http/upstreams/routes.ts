@@ -37,18 +37,13 @@ async function bodyOf(c: Context<ScopedEnv>): Promise<string> {
 async function answer(
   c: Context<ScopedEnv>,
   door: Door,
-  work: (upstream: Upstream) => Promise<{ status: 200 | 204 | 404; ended: number }>,
+  work: (upstream: Upstream) => Promise<{ status: 200 | 204; ended: number }>,
 ): Promise<Response> {
   const upstream = upstreamOf(c);
   const line = { upstream: upstream.name, door };
   try {
     const done = await work(upstream);
     logLine("info", "upstream_call", { ...line, status: done.status, ended: done.ended });
-    if (done.status === 404)
-      return upstreamRefusal(
-        c,
-        new UpstreamRequestRefused("user_not_found", "No sign-in linked this subject to a user."),
-      );
     return c.body(null, done.status);
   } catch (error) {
     if (!(error instanceof UpstreamRequestRefused)) throw error;
@@ -85,6 +80,8 @@ export const upstreamRoutes = new Hono<AppEnv>()
         body = undefined;
       }
       const ended = await revokeGlobally(c.var.scope, upstream, jwt, body, c.req.url);
-      return ended === null ? { status: 404, ended: 0 } : { status: 204, ended };
+      if (ended === null)
+        throw new UpstreamRequestRefused("user_not_found", "No sign-in linked this subject to a user.");
+      return { status: 204, ended };
     }),
   );
