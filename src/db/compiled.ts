@@ -89,5 +89,7 @@ export function placeholder<T>(name: string): T {
  * template's `getTime()`, cheaper than a column's mapping), here the placeholder `name`.
  */
 export function instantAt(name: string): Date {
-  return Object.assign(new Date(Number.NaN), { getTime: () => placeholder<number>(name) });
+  const standIn = () => placeholder<number>(name);
+  // As JSON too, its placeholder: a shape made of the stand-ins (src/db/authenticated.ts) tells it from null.
+  return Object.assign(new Date(Number.NaN), { getTime: standIn, toJSON: standIn });
 }
