@@ -3,7 +3,7 @@ import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import type { Database } from "./client.ts";
 
 // Rendering a statement to SQL text is most of the CPU a request spends in drizzle (BENCHMARKS.md,
-// Cost). The statements every request by token runs (src/db/authenticated.ts) are rendered once
+// Reading). The statements every request by token runs (src/db/authenticated.ts) are rendered once
 // per isolate and shape, with a placeholder for each value, and each call only splices its
 // values into that text: the SQL D1 gets is the same, its values bound as parameters.
 // drizzle's own statement rendered once, `.prepare()` with `sql.placeholder`, cannot join a
