@@ -14,9 +14,12 @@
 //      backticked name shaped like a setting (`SESSION_TTL_SECONDS`) is one the code has;
 //   7. ARCHITECTURE.md's table of statements per operation gives what test/statements.test.ts
 //      measures (test/statement-counts.ts), with a row for each operation there;
-//   8. its table of middleware names, in order, what src/http/app.ts mounts, then `onError`.
-// 5, 7 and 8 are functions of the text (test/architecture-checks.ts), which test/docs-check.test.ts
-// also runs on a planted column, a wrong count and two middleware swapped.
+//   8. its table of middleware names, in order, what src/http/app.ts mounts, then `onError`;
+//   9. the README, ARCHITECTURE.md and BENCHMARKS.md are within their sizes, and docs/integrating.md
+//      and docs/operating.md open with a map that links each of their sections.
+// 5, 7, 8 and 9 are functions of the text (test/architecture-checks.ts), which test/docs-check.test.ts
+// also runs on a planted column, a wrong count, two middleware swapped, a grown README and a map
+// missing a section.
 //   npm run docs:check                  (all of it; the tour takes ~30 s)
 //   npm run docs:check -- --no-tour     (all but 3: no server, well under a second)
 import { execFile, execFileSync } from "node:child_process";
@@ -30,10 +33,15 @@ import { freePort, startNpmStart } from "../../dev/npm-start.ts";
 import * as schema from "../../src/db/schema.ts";
 import {
   checkDataModel,
+  checkMap,
   checkMiddleware,
+  checkSize,
   checkStatements,
   codeSpans,
+  DOCUMENT_SIZES,
   expand,
+  headingIds,
+  MAPPED,
   prose,
   schemaTables,
   sectionOf,
@@ -54,24 +62,8 @@ const repository = execFileSync("git", ["ls-files", "--cached", "--others", "--e
 const files = repository.filter((file) => file.endsWith(".md"));
 const read = (file: string) => readFileSync(path.join(ROOT, file), "utf8");
 
-/** GitHub's heading ids: lowercase, punctuation but `-` and `_` dropped, spaces to `-`, repeats `-1`, `-2`… */
-function anchors(text: string): Set<string> {
-  const seen = new Map<string, number>();
-  const ids = new Set<string>();
-  for (const { line } of prose(text)) {
-    const heading = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line)?.[1];
-    if (heading === undefined) continue;
-    const plain = heading.replace(/!?\[([^\]]*)\]\([^)]*\)/g, "$1").replace(/`/g, "");
-    const slug = plain
-      .toLowerCase()
-      .replace(/[^\p{L}\p{M}\p{N}\p{Pc}\- ]/gu, "")
-      .replace(/ /g, "-");
-    const count = seen.get(slug) ?? 0;
-    seen.set(slug, count + 1);
-    ids.add(count === 0 ? slug : `${slug}-${count}`);
-  }
-  return ids;
-}
+/** The ids of a document's headings, as anchors name them. */
+const anchors = (text: string) => new Set(headingIds(text).map(({ id }) => id));
 
 // 1. Links and anchors.
 let links = 0;
@@ -164,6 +156,10 @@ problems.push(...checkStatements(ARCHITECTURE, read(ARCHITECTURE), STATEMENTS));
 
 // 8. The middleware, in the order src/http/app.ts mounts them.
 problems.push(...checkMiddleware(ARCHITECTURE, read(ARCHITECTURE), read("src/http/app.ts")));
+
+// 9. The front doors within their sizes; the long guides open with a map of their sections.
+for (const [file, most] of Object.entries(DOCUMENT_SIZES)) problems.push(...checkSize(file, read(file), most));
+for (const file of MAPPED) problems.push(...checkMap(file, read(file)));
 
 // 6. Paths and settings named in backticks.
 // A path starts with a folder git holds (src/, test/, docs/…): generated ones (dist/, .wrangler/)
@@ -317,6 +313,6 @@ if (problems.length > 0) {
   process.exitCode = 1;
 } else {
   console.log(
-    `docs:check: ${files.length} Markdown files, ${links} relative links and anchors, ${named} npm commands, ${cited} paths and settings, the code map of ${sources.length} files, the data model of ${tables.size} tables, ${Object.keys(STATEMENTS).length} operations' statements, the middleware order${noTour ? "" : ", the README's tour"}: ok`,
+    `docs:check: ${files.length} Markdown files, ${links} relative links and anchors, ${named} npm commands, ${cited} paths and settings, the code map of ${sources.length} files, the data model of ${tables.size} tables, ${Object.keys(STATEMENTS).length} operations' statements, the middleware order, ${Object.keys(DOCUMENT_SIZES).length} sizes and ${MAPPED.length} maps${noTour ? "" : ", the README's tour"}: ok`,
   );
 }
