@@ -1,6 +1,6 @@
 // Where the admin keys live on the operator's machine (scripts/admin-keys.ts), and the one
 // that `npm start` serves: .wrangler/admin-keys.json, or the file ADMIN_KEYS_FILE names.
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 
 export const ADMIN_KEYS_FILE =
@@ -15,8 +15,12 @@ export function adminKeysSecret(file = ADMIN_KEYS_FILE): string {
   }
 }
 
-/** Writes the keys, readable only by this user (written anew: a file left behind keeps its old mode). */
+/**
+ * Writes the keys, readable only by this user (written anew: a file left behind keeps its old
+ * mode), in a directory made if missing: on a fresh clone .wrangler/ is made by `npm start` only.
+ */
 export function writeAdminKeys(file: string, text: string): void {
+  mkdirSync(path.dirname(file), { recursive: true });
   rmSync(file, { force: true });
   writeFileSync(file, text, { mode: 0o600 });
 }

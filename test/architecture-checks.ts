@@ -1,11 +1,11 @@
 import { is } from "drizzle-orm";
 import { getTableConfig, SQLiteTable } from "drizzle-orm/sqlite-core";
 
-// What `npm run docs:check` (test/checks/check-docs.ts) holds ARCHITECTURE.md to, as functions
-// of the document's text, so that test/docs-check.test.ts runs them on planted text and a
-// planted schema too: its data model against the tables of src/db/schema.ts, its table of
+// What `npm run docs:check` (test/checks/check-docs.ts) holds the documents to, as functions
+// of their text, so that test/docs-check.test.ts runs them on planted text and a planted
+// schema too: ARCHITECTURE.md's data model against the tables of src/db/schema.ts, its table of
 // statements per operation against what test/statements.test.ts measures, and its table of
-// middleware against the text of src/http/app.ts. Plain
+// middleware against the text of src/http/app.ts; the front doors' sizes; the guides' maps. Plain
 // functions: no file is read here, so they run under Node (the checker) and in the Workers
 // runtime (the test) alike. Each answers its problems, `<file>:<line>: <what is wrong>`; none: it holds.
 
@@ -207,4 +207,56 @@ export function checkStatements(
   for (const [operation, { number }] of given)
     problems.push(`${file}:${number}: statements: \`${operation}\` is not measured by test/statements.test.ts`);
   return problems;
+}
+
+/** GitHub's heading ids: lowercase, punctuation but `-` and `_` dropped, spaces to `-`, repeats `-1`, `-2`… */
+export function headingIds(text: string): { id: string; level: number; number: number }[] {
+  const seen = new Map<string, number>();
+  const ids: { id: string; level: number; number: number }[] = [];
+  for (const { line, number } of prose(text)) {
+    const [, hashes = "", heading] = /^(#{1,6})\s+(.*?)\s*#*\s*$/.exec(line) ?? [];
+    if (heading === undefined) continue;
+    const plain = heading.replace(/!?\[([^\]]*)\]\([^)]*\)/g, "$1").replace(/`/g, "");
+    const slug = plain
+      .toLowerCase()
+      .replace(/[^\p{L}\p{M}\p{N}\p{Pc}\- ]/gu, "")
+      .replace(/ /g, "-");
+    const count = seen.get(slug) ?? 0;
+    seen.set(slug, count + 1);
+    ids.push({ id: count === 0 ? slug : `${slug}-${count}`, level: hashes.length, number });
+  }
+  return ids;
+}
+
+/**
+ * The most bytes of each front door, which a reader takes in at one sitting (the README a
+ * screen's worth with its two commands): depth goes one link away, into docs/, or to git history.
+ */
+export const DOCUMENT_SIZES: Readonly<Record<string, number>> = {
+  "README.md": 12_500,
+  "ARCHITECTURE.md": 25_600,
+  "BENCHMARKS.md": 30_000,
+};
+
+/** The document within `most` bytes. */
+export function checkSize(file: string, text: string, most: number): string[] {
+  const bytes = new TextEncoder().encode(text).length;
+  return bytes <= most ? [] : [`${file}: ${bytes} bytes, over its ${most}: move depth one link away, or cut`];
+}
+
+/** The guides too long to scroll, which open with a map. */
+export const MAPPED = ["docs/integrating.md", "docs/operating.md"];
+
+/** Before its first section, the document links each of its sections (`##`), so a reader finds theirs in one screen. */
+export function checkMap(file: string, text: string): string[] {
+  const sections = headingIds(text).filter(({ level }) => level === 2);
+  const first = sections[0]?.number ?? Number.POSITIVE_INFINITY;
+  const opening = prose(text)
+    .filter(({ number }) => number < first)
+    .map(({ line }) => line)
+    .join("\n");
+  const linked = new Set([...opening.matchAll(/\]\(#([^)\s]+)\)/g)].map(([, anchor]) => anchor));
+  return sections
+    .filter(({ id }) => !linked.has(id))
+    .map(({ id, number }) => `${file}:${number}: map: the opening does not link this section (#${id})`);
 }

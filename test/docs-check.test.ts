@@ -1,16 +1,30 @@
 import { integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { describe, expect, it } from "vitest";
 import architecture from "../ARCHITECTURE.md?raw";
+import benchmarks from "../BENCHMARKS.md?raw";
+import integrating from "../docs/integrating.md?raw";
+import operating from "../docs/operating.md?raw";
+import readme from "../README.md?raw";
 import * as schema from "../src/db/schema.ts";
 import app from "../src/http/app.ts?raw";
-import { checkDataModel, checkMiddleware, checkStatements, schemaTables } from "./architecture-checks.ts";
+import {
+  checkDataModel,
+  checkMap,
+  checkMiddleware,
+  checkSize,
+  checkStatements,
+  DOCUMENT_SIZES,
+  MAPPED,
+  schemaTables,
+} from "./architecture-checks.ts";
 import { STATEMENTS } from "./statement-counts.ts";
 
 // `npm run docs:check` (test/checks/check-docs.ts) holds ARCHITECTURE.md's data model to the
 // schema, its statements table to what test/statements.test.ts measures and its middleware
 // table to src/http/app.ts, with the functions of test/architecture-checks.ts. Here they run on
 // the real document, schema and app, then on a planted column, a planted count and two
-// middleware swapped: each drift must fail, naming what drifted.
+// middleware swapped: each drift must fail, naming what drifted. So too the front doors' sizes
+// and the guides' maps, on a grown README and a map missing a section.
 
 const FILE = "ARCHITECTURE.md";
 const lineOf = (text: string, start: string) => text.split("\n").findIndex((line) => line.startsWith(start)) + 1;
@@ -72,6 +86,41 @@ describe("docs:check on ARCHITECTURE.md", () => {
     expect(planted).not.toBe(architecture);
     expect(checkStatements(FILE, planted, STATEMENTS)).toEqual([
       `${FILE}:${lineOf(architecture, row)}: statements: \`GET /auth/sessions\` says ${judged} / ${notJudged + 1}, test/statements.test.ts measures ${judged} / ${notJudged}`,
+    ]);
+  });
+});
+
+describe("docs:check on the front doors' sizes and the guides' maps", () => {
+  const documents: Record<string, string> = {
+    "README.md": readme,
+    "ARCHITECTURE.md": architecture,
+    "BENCHMARKS.md": benchmarks,
+    "docs/integrating.md": integrating,
+    "docs/operating.md": operating,
+  };
+  const text = (file: string) => documents[file] ?? "";
+
+  it("holds today: each front door within its size, each guide opening with a map of its sections", () => {
+    for (const [file, most] of Object.entries(DOCUMENT_SIZES)) expect(checkSize(file, text(file), most)).toEqual([]);
+    for (const file of MAPPED) expect(checkMap(file, text(file))).toEqual([]);
+  });
+
+  it("fails on a README grown past its size", () => {
+    const most = DOCUMENT_SIZES["README.md"] as number;
+    const grown = readme + "x".repeat(most + 1 - new TextEncoder().encode(readme).length);
+    expect(checkSize("README.md", grown, most)).toEqual([
+      `README.md: ${most + 1} bytes, over its ${most}: move depth one link away, or cut`,
+    ]);
+  });
+
+  it("fails on a map that leaves a section out", () => {
+    const unmapped = integrating
+      .split("\n")
+      .filter((line) => !line.includes("](#events-queue)"))
+      .join("\n");
+    expect(unmapped).not.toBe(integrating);
+    expect(checkMap("docs/integrating.md", unmapped)).toEqual([
+      `docs/integrating.md:${lineOf(unmapped, "## Events queue")}: map: the opening does not link this section (#events-queue)`,
     ]);
   });
 });

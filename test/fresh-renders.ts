@@ -1,5 +1,5 @@
 import { fillPlaceholders, type Query } from "drizzle-orm";
-import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core/dialect";
+import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import { reportSent } from "../src/db/compiled.ts";
 
 // Every statement rendered once per shape (src/db/compiled.ts), as each test file sends it,

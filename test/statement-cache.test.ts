@@ -21,10 +21,11 @@ import { d1, shardBindings } from "./helpers.ts";
 
 // The statements by token are rendered once per shape and each call's values spliced in
 // (src/db/compiled.ts). test/setup.ts compares every one the suite sends with a fresh render
-// of its call; here every operation by token runs from one input, then with each field of
-// it changed alone, on the cache the runs before it filled: a field that changes the SQL but
-// is not in the shape (src/db/authenticated.ts), or a value that is not a placeholder, sends
-// an earlier call's statement, which the comparison finds.
+// of its call; here every operation by token runs from one input, then with each field of it
+// changed alone, on the cache the runs before it filled: first to each other value of what
+// changes the SQL text (a shape that leaves one out sends an earlier call's statement, which
+// the comparison finds), then to other values it only binds (a value that is no placeholder
+// is found so too, and a value in the shape would add a shape per call).
 
 const binding = shardBindings()[0] as string;
 const db = openDatabase(d1(binding));
@@ -32,77 +33,98 @@ const db = openDatabase(d1(binding));
 /** What an operation by token is called with; its write (`newWrite`) is new on each call. */
 type Input = Omit<ByToken, "write"> & { bucket: string };
 
-/** Other values for each field of `T`: a field added to it is a type error here until it is varied. */
-type Others<T> = { [K in keyof Required<T>]: T[K][] };
+/**
+ * Other values for each field of `T`: those that change the SQL text (`text`), and those it
+ * only binds (`value`). A field added to `T` is a type error here until it is varied.
+ */
+type Others<T> = { [K in keyof Required<T>]: { text: T[K][]; value?: T[K][] } | { text?: T[K][]; value: T[K][] } };
 
 const NOW = new Date("2026-11-02T10:00:00.000Z");
+const BEFORE = (ms: number) => new Date(NOW.getTime() - ms);
 const ID = `AA${"a".repeat(22)}`;
 // Every policy acts: each statement of the head is there.
 const CHECK: ContextCheck = {
   context: { browser: "Chrome", os: "macOS", country: "DE", asn: 3320 },
   policies: { device: "step-up", network: "end" },
 };
+// Every field that may be absent is present: each is varied to absent, and to another value.
 const BASE: Input = {
-  proof: { id: ID, secretHash: "0".repeat(64), boundHash: null, carrier: "cookie" },
-  at: { now: NOW, idleCutoff: null, slidingMaxLifetimeMs: null, stepUpCutoff: null },
+  proof: { id: ID, secretHash: "0".repeat(64), boundHash: "2".repeat(64), carrier: "cookie" },
+  at: {
+    now: NOW,
+    idleCutoff: BEFORE(1_209_600_000),
+    slidingMaxLifetimeMs: 34_560_000_000,
+    stepUpCutoff: BEFORE(300_000),
+  },
   check: CHECK,
   writer: { sessionId: ID, ipAddress: "192.0.2.1", queued: false, adminKeyId: null },
   bucket: "AA",
 };
-const BEFORE = (ms: number) => new Date(NOW.getTime() - ms);
-/** Each field of the input varied (its context check's two parts for `check`, and none). */
-const OTHERS: Record<keyof Input, unknown> & {
+const OTHERS: {
   proof: Others<Input["proof"]>;
   at: Others<Input["at"]>;
   context: Others<ClientContext>;
   policies: Others<ContextPolicies>;
   writer: Others<Input["writer"]>;
-  check: null[];
-  bucket: string[];
+  check: Others<Pick<Input, "check">>["check"];
+  bucket: Others<Pick<Input, "bucket">>["bucket"];
 } = {
   proof: {
-    id: [`AA${"b".repeat(22)}`],
-    secretHash: ["1".repeat(64)],
-    boundHash: ["2".repeat(64), undefined, ""],
-    carrier: ["bearer", null],
+    id: { value: [`AA${"b".repeat(22)}`] },
+    secretHash: { value: ["1".repeat(64)] },
+    boundHash: { text: [undefined, null, ""], value: ["3".repeat(64)] },
+    carrier: { text: ["bearer", null] },
   },
   at: {
-    now: [new Date(NOW.getTime() + 1)],
-    idleCutoff: [BEFORE(1_209_600_000)],
-    slidingMaxLifetimeMs: [34_560_000_000],
-    stepUpCutoff: [BEFORE(300_000)],
+    now: { value: [new Date(NOW.getTime() + 1)] },
+    idleCutoff: { text: [null], value: [BEFORE(86_400_000)] },
+    slidingMaxLifetimeMs: { text: [null], value: [2_592_000_000] },
+    stepUpCutoff: { text: [null], value: [BEFORE(600_000)] },
   },
-  // Safari on macOS is one of Apple's two faces (sameDevice): its pairs are constants of the text.
-  context: { browser: ["Firefox", "Safari"], os: ["Windows"], country: [null, "FR"], asn: [null, 64_496] },
-  policies: { device: ["allow", "log", "end"], network: ["allow", "log", "step-up"] },
+  // Apple's two faces (sameDevice) are varied as pairs, below: their browser and OS are text.
+  context: {
+    browser: { value: ["Firefox"] },
+    os: { value: ["Windows"] },
+    country: { text: [null], value: ["FR"] },
+    asn: { text: [null], value: [64_496] },
+  },
+  policies: { device: { text: ["allow", "log", "end"] }, network: { text: ["allow", "log", "step-up"] } },
   writer: {
-    sessionId: [null, `AA${"c".repeat(22)}`],
-    ipAddress: [null, "2001:db8::1"],
-    queued: [true],
-    adminKeyId: ["AAAAAAAAAAAAAAAAAAAAAA"],
+    sessionId: { value: [null, `AA${"c".repeat(22)}`] },
+    ipAddress: { value: [null, "2001:db8::1"] },
+    queued: { text: [true] },
+    adminKeyId: { value: ["AAAAAAAAAAAAAAAAAAAAAA"] },
   },
-  check: [null],
-  bucket: ["AB"],
+  check: { text: [null] },
+  bucket: { value: ["AB"] },
 };
+/** Safari on macOS, then on iOS: a shape that only knew "Apple" would send the first's pair to the second. */
+const APPLE_FACES = [
+  { browser: "Safari", os: "macOS" },
+  { browser: "Mobile Safari", os: "iOS" },
+];
 
-/** `base` with one field of it changed, for each other value of each field. */
-function varied<T extends object>(base: T, others: Others<T>): T[] {
+type Kind = "text" | "value";
+
+/** `base` with one field of it changed, for each other value of `kind` of each field. */
+function varied<T extends object>(base: T, others: Others<T>, kind: Kind): T[] {
   return (Object.keys(others) as (keyof T)[]).flatMap((key) =>
-    (others[key as keyof Others<T>] as T[keyof T][]).map((value) => ({ ...base, [key]: value })),
+    ((others[key] as Partial<Record<Kind, T[keyof T][]>>)[kind] ?? []).map((value) => ({ ...base, [key]: value })),
   );
 }
 
-/** The base input, then each with one field changed: the runs before each have filled the cache. */
-function inputs(): Input[] {
+/** The base input with one field changed, to each of its other values of `kind`. */
+function inputs(kind: Kind): Input[] {
+  const withContext = (context: ClientContext) => ({ ...BASE, check: { ...CHECK, context } });
   return [
-    BASE,
-    ...varied(BASE.proof, OTHERS.proof).map((proof) => ({ ...BASE, proof })),
-    ...varied(BASE.at, OTHERS.at).map((at) => ({ ...BASE, at })),
-    ...varied(CHECK.context, OTHERS.context).map((context) => ({ ...BASE, check: { ...CHECK, context } })),
-    ...varied(CHECK.policies, OTHERS.policies).map((policies) => ({ ...BASE, check: { ...CHECK, policies } })),
-    ...varied(BASE.writer, OTHERS.writer).map((writer) => ({ ...BASE, writer })),
-    ...OTHERS.check.map((none) => ({ ...BASE, check: none })),
-    ...OTHERS.bucket.map((bucket) => ({ ...BASE, bucket })),
+    ...varied(BASE.proof, OTHERS.proof, kind).map((proof) => ({ ...BASE, proof })),
+    ...varied(BASE.at, OTHERS.at, kind).map((at) => ({ ...BASE, at })),
+    ...varied(CHECK.context, OTHERS.context, kind).map(withContext),
+    ...(kind === "text" ? APPLE_FACES.map((face) => withContext({ ...CHECK.context, ...face })) : []),
+    ...varied(CHECK.policies, OTHERS.policies, kind).map((policies) => ({ ...BASE, check: { ...CHECK, policies } })),
+    ...varied(BASE.writer, OTHERS.writer, kind).map((writer) => ({ ...BASE, writer })),
+    ...(OTHERS.check[kind] ?? []).map((check) => ({ ...BASE, check })),
+    ...(OTHERS.bucket[kind] ?? []).map((bucket) => ({ ...BASE, bucket })),
   ];
 }
 
@@ -141,15 +163,21 @@ const OPERATIONS: Record<string, (place: Place, input: Input) => Promise<unknown
 const nameOf = (shape: string) => shape.slice(0, shape.indexOf(":["));
 
 describe("the statement cache", () => {
-  // About 290 batches: longer than the default 5 s on a busy machine.
+  // About 370 batches: longer than the default 5 s on a busy machine.
   it("sends what a fresh render of each call gives, for every operation by token, with each field of its input changed", {
     timeout: 60_000,
   }, async () => {
-    for (const input of inputs()) {
+    const runAll = async (input: Input) => {
       const place: Place = { binding, db, bucket: input.bucket, elsewhere: () => null };
       for (const run of Object.values(OPERATIONS)) await run(place, input);
-    }
+    };
+    for (const input of [BASE, ...inputs("text")]) await runAll(input);
     expect(stale.map(difference)).toEqual([]);
+    const shapes = [...shapesSent];
+    for (const input of inputs("value")) await runAll(input);
+    expect(stale.map(difference)).toEqual([]);
+    // A value only bound is no part of the shape: it would render the statements anew for each call.
+    expect([...shapesSent]).toEqual(shapes);
     expect(new Set([...shapesSent].map(nameOf))).toEqual(
       new Set([
         "contextEvents",

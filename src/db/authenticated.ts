@@ -117,21 +117,10 @@ type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
 export function authenticated(db: Database, token: ByToken, activity: boolean) {
   const { proof, at, writer, write } = token;
   const check = proof.carrier === "bearer" ? null : token.check;
-  const context = check?.context;
-  // What changes the SQL text (test/statement-cache.test.ts fails on a part left out). Safari's two
-  // faces are constants in it (sameDevice).
-  const apple = context && sameDevice(context).length > 1 ? `${context.browser}/${context.os}` : "";
-  const shape = JSON.stringify([
-    activity,
-    at.idleCutoff !== null,
-    at.slidingMaxLifetimeMs !== null,
-    at.stepUpCutoff !== null,
-    Boolean(proof.boundHash),
-    proof.carrier,
-    writer.queued,
-    check && [check.policies, context?.country !== null, context?.asn !== null, apple],
-  ]);
-  // The stand-ins: every value that changes per call a placeholder, its value this call's.
+  // Safari's two faces are constants of the SQL text (sameDevice), its browser and OS with them.
+  const apple = check !== null && sameDevice(check.context).length > 1;
+  // The stand-ins: every value that changes per call a placeholder, its value this call's; what
+  // changes the SQL text a constant (or null), which the shape is made of (below).
   const values: Record<string, unknown> = {};
   const stand = <T>(name: string, value: T): T => {
     values[name] = value;
@@ -145,7 +134,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     proof: {
       id: stand("id", proof.id),
       secretHash: stand("secretHash", proof.secretHash),
-      boundHash: proof.boundHash && stand("boundHash", proof.boundHash),
+      boundHash: proof.boundHash ? stand("boundHash", proof.boundHash) : null,
       carrier: proof.carrier,
     } satisfies FieldByField<TokenProof>,
     at: {
@@ -158,7 +147,6 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
       check &&
       ({
         policies: check.policies,
-        // Safari's two faces are in the SQL text (sameDevice): its browser and OS with them.
         context: {
           browser: apple ? check.context.browser : stand("browser", check.context.browser),
           os: apple ? check.context.os : stand("os", check.context.os),
@@ -174,6 +162,9 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     } satisfies FieldByField<Writer>,
     write: { id: stand("writeId", write.id), at: standAt("writeAt", write.at) } satisfies FieldByField<Write>,
   };
+  // What changes the SQL text, by construction: the stand-ins' constants and which fields are
+  // placeholders (a placeholder is its name, an instant's too: `instantAt`), and `activity`.
+  const shape = JSON.stringify([activity, standIns]);
   const staleBefore = at.now.getTime() - ACTIVITY_WRITE_INTERVAL_MS;
   const staleBeforeStandIn = stand("staleBefore", staleBefore);
   // The same statements on the call's own values, for a fresh render to compare with (src/db/compiled.ts).

@@ -1,16 +1,16 @@
-import { fillPlaceholders, type SQL, type SQLWrapper, sql } from "drizzle-orm";
-import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core/dialect";
+import { fillPlaceholders, SQL, type SQLChunk, type SQLWrapper, StringChunk, sql } from "drizzle-orm";
+import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import type { Database } from "./client.ts";
 
 // Rendering a statement to SQL text is most of the CPU a request spends in drizzle (BENCHMARKS.md,
-// Cost). The statements every request by token runs (src/db/authenticated.ts) are rendered once
+// Reading). The statements every request by token runs (src/db/authenticated.ts) are rendered once
 // per isolate and shape, with a placeholder for each value, and each call only splices its
 // values into that text: the SQL D1 gets is the same, its values bound as parameters.
 // drizzle's own statement rendered once, `.prepare()` with `sql.placeholder`, cannot join a
 // batch (drizzle-orm#2197), and every operation is one batch.
 
 const dialect = new SQLiteAsyncDialect();
-const rendered = new Map<string, { text: string; parts: TemplateStringsArray; params: unknown[] }>();
+const rendered = new Map<string, { text: string; parts: StringChunk[]; params: unknown[] }>();
 
 /** One statement rendered once per shape. */
 export interface Compiled {
@@ -46,13 +46,15 @@ function compiled(call: Compiled) {
     const query = dialect.sqlToQuery(once().getSQL());
     // The text between parameters, to splice each call's values into: drizzle's batch takes a
     // raw statement's values only by rendering it (below). Only their order counts: D1 is sent
-    // `text` (a `?` in a literal only leaves the last part without a value, which drizzle renders as
-    // nothing).
-    const parts = query.sql.split("?");
-    entry = { text: query.sql, parts: Object.assign(parts, { raw: parts }), params: query.params };
+    // `text` (a `?` in a literal only shifts the parts and leaves the last out).
+    const parts = query.sql.split("?").map((part) => new StringChunk(part));
+    entry = { text: query.sql, parts, params: query.params };
     rendered.set(shape, entry);
   }
-  const statement: SQL = sql(entry.parts, ...fillPlaceholders(entry.params, values));
+  // The statement as drizzle's own chunks: the text's parts, each of this call's values a parameter.
+  const { parts } = entry;
+  const bound = fillPlaceholders(entry.params, values);
+  const statement = new SQL([parts[0], ...bound.flatMap((value, i): SQLChunk[] => [sql.param(value), parts[i + 1]])]);
   report?.(call, entry.text, statement);
   return { statement, text: entry.text };
 }
@@ -89,5 +91,7 @@ export function placeholder<T>(name: string): T {
  * template's `getTime()`, cheaper than a column's mapping), here the placeholder `name`.
  */
 export function instantAt(name: string): Date {
-  return Object.assign(new Date(Number.NaN), { getTime: () => placeholder<number>(name) });
+  const standIn = () => placeholder<number>(name);
+  // As JSON too, its placeholder: a shape made of the stand-ins (src/db/authenticated.ts) tells it from null.
+  return Object.assign(new Date(Number.NaN), { getTime: standIn, toJSON: standIn });
 }

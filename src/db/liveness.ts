@@ -8,7 +8,7 @@ import { sessions } from "./schema.ts";
 // The rules a statement judges a row and a token by, as SQL conditions: a token is checked
 // inside the statement that acts on it, so authentication costs no round trip of its own. The
 // conditions every request builds are flat templates: drizzle turns one into SQL for a
-// fraction of the CPU of the same condition nested of and()/eq() (BENCHMARKS.md, Cost).
+// fraction of the CPU of the same condition nested of and()/eq() (BENCHMARKS.md, Reading).
 
 /** A well-formed token, reduced to what is compared with the table. */
 export interface TokenProof {

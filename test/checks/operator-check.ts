@@ -1,5 +1,7 @@
 // `npm run check:operator`: the operator's commands, run as docs/operating.md says while
-// `npm start -- --env sharded` serves users, must never make the service fail. It starts the
+// `npm start -- --env sharded` serves users, must never make the service fail. First, before
+// any `npm start`, a newcomer's first `admin:keys -- create` and `list`, on a key file whose
+// directory does not exist yet (a fresh clone has no .wrangler/). Then it starts the
 // real `npm start` (its own state directory and port), signs users in, and while clients
 // list, delete, log out and log out everywhere over HTTP, runs `shards:move` of buckets
 // 0-127 (DB to DB_2) and the `session:*`, `db:status` and `db:migrate:local` commands. Then
@@ -373,12 +375,39 @@ async function usersWhere(count: number, wanted: (bucket: number) => boolean): P
   return users;
 }
 
+/** A newcomer's first admin key, before any `npm start`: the key file's directory is made, and the key listed. */
+async function firstAdminKey(): Promise<Record<string, unknown>> {
+  const dir = mkdtempSync(path.join(tmpdir(), "operator-check-keys-"));
+  const file = path.join(dir, "not-yet", "admin-keys.json");
+  const keys = async (args: string[]) =>
+    JSON.parse(
+      (
+        await run("npm", ["run", "--silent", "admin:keys", "--", ...args], {
+          cwd: ROOT,
+          env: { ...process.env, ADMIN_KEYS_FILE: file },
+        })
+      ).stdout,
+    );
+  try {
+    const created = await keys(["create", "--name", "first", "--scope", "sessions:read"]);
+    const { keys: listed } = await keys(["list"]);
+    if (listed.length !== 1 || listed[0].id !== created.id)
+      throw new Error(`admin:keys list gave ${JSON.stringify(listed)}, not the key just created`);
+    return { created: created.id, listed: listed.length };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const firstKey = await firstAdminKey();
+progress(`admin:keys before any npm start: ${JSON.stringify(firstKey)}`);
+
 const state = mkdtempSync(path.join(tmpdir(), "operator-check-"));
 const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
 let dev = await startServer(port, state);
 progress(`npm start serves on ${base}`);
-const report: Record<string, unknown> = {};
+const report: Record<string, unknown> = { firstAdminKey: firstKey };
 /** The logs of servers already stopped. */
 const logs: string[] = [];
 try {
