@@ -1,4 +1,5 @@
 import { ConfigError } from "../domain/config.ts";
+import { InvalidInput } from "../domain/invalid-input.ts";
 import {
   BUCKET_COUNT,
   bucketKey,
@@ -196,7 +197,7 @@ export function openShards(env: Env, wrap: (d1: D1Database, binding: string) => 
       if (typeof home !== "string" || !map.regions.has(home)) {
         const known = [...map.regions.keys()].filter((name) => name !== DEFAULT_REGION);
         const given = typeof home === "string" ? JSON.stringify(home) : `a ${typeof home}`;
-        throw new TypeError(
+        throw new InvalidInput(
           `region must be one of the configured regions (${known.join(", ") || "none besides the default"}) or absent, not ${given}`,
         );
       }

@@ -1,4 +1,5 @@
 import { BOUND_SECRET } from "./device-binding.ts";
+import { InvalidInput } from "./invalid-input.ts";
 import { hashSecret } from "./token.ts";
 
 // Reading a raw `Cookie` header, the same for both doors: the HTTP app reads its request's, the
@@ -42,9 +43,9 @@ export async function boundCookieHash(cookieHeader: string | undefined, cookieNa
   return typeof value === "string" && BOUND_SECRET.test(value) ? hashSecret(value) : null;
 }
 
-/** The `Cookie` header a login flow passed on (RPC, admin API), if any; anything but a string is a TypeError. */
+/** The `Cookie` header a login flow passed on (RPC, admin API), if any; anything but a string is InvalidInput. */
 export function checkCookieHeader(cookie: unknown): string | undefined {
   if (cookie !== undefined && typeof cookie !== "string")
-    throw new TypeError("cookie must be the request's Cookie header");
+    throw new InvalidInput("cookie must be the request's Cookie header");
   return cookie;
 }

@@ -2,8 +2,10 @@ import { WorkerEntrypoint } from "cloudflare:workers";
 import { type CompletedFactor, factorList, isMaxAge } from "../domain/auth-factors.ts";
 import { checkTokenCarrier } from "../domain/carrier.ts";
 import { type ClientContext, type ContextInput, checkContextInput } from "../domain/client-context.ts";
+import { ConfigError } from "../domain/config.ts";
 import { checkCookieHeader } from "../domain/cookie-header.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
+import { InvalidInput } from "../domain/invalid-input.ts";
 import { type CallRefusal, callRefusalSentence, isCallRefusal } from "../domain/refusal.ts";
 import type { SessionData } from "../domain/session-data.ts";
 import { supportActor } from "../domain/session-view.ts";
@@ -97,12 +99,20 @@ export interface AuthenticateOptions {
 function checkMaxAge(options: AuthenticateOptions | undefined): number | null {
   const maxAge = options?.maxAge;
   if (maxAge === undefined) return null;
-  if (!isMaxAge(maxAge)) throw new RangeError("maxAge must be a whole number of seconds");
+  if (!isMaxAge(maxAge)) throw new InvalidInput("maxAge must be a whole number of seconds", RangeError);
   return maxAge;
 }
 
-/** What a caller is told to fix or retry: thrown as is, not an operator's concern. */
-const EXPECTED = [TypeError, RangeError, BucketMoving, DatabaseUnavailable];
+/**
+ * What an RPC caller gets for a failure of the service's own (a bug, a database error it does
+ * not retry): no internal message, only the id of the log line that has it.
+ */
+export class InternalError extends Error {
+  override name = "InternalError";
+  constructor(requestId: string) {
+    super(`The session service failed; its log line has request_id ${requestId}.`);
+  }
+}
 
 /**
  * Issuing, checking, listing and ending sessions for the rest of the system (the login
@@ -119,19 +129,25 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
 
   /**
-   * Runs one method, the one place the RPC turns a service's refusal into its error (a
-   * RangeError with its sentence); an unexpected error gets its log line
-   * (src/services/failure-log.ts) and reaches the caller unchanged.
+   * Runs one method, the one place the RPC turns a service's answer into its error: invalid
+   * input into the TypeError or RangeError it names, a call refusal into a RangeError with its
+   * sentence; a retryable failure is thrown as it is. Anything else is the service's failure:
+   * its log line (src/services/failure-log.ts), and an InternalError for the caller (a refused
+   * configuration as it is, whose message names only the var).
    */
   private async run<T>(rpc: string, call: () => Promise<T | CallRefusal>): Promise<T> {
+    let result: T | CallRefusal;
     try {
-      const result = await call();
-      if (isCallRefusal(result)) throw new RangeError(callRefusalSentence(result));
-      return result;
+      result = await call();
     } catch (error) {
-      if (!EXPECTED.some((type) => error instanceof type)) logFailure(error, { rpc }, crypto.randomUUID());
-      throw error;
+      if (error instanceof InvalidInput) throw new error.thrownAs(error.message);
+      if (error instanceof BucketMoving || error instanceof DatabaseUnavailable) throw error;
+      const requestId = crypto.randomUUID();
+      logFailure(error, { rpc }, requestId);
+      throw error instanceof ConfigError ? error : new InternalError(requestId);
     }
+    if (isCallRefusal(result)) throw new RangeError(callRefusalSentence(result));
+    return result;
   }
 
   async create(input: CreateSessionInput): Promise<CreatedSession> {

@@ -13,6 +13,7 @@ import { type Instant, instant } from "../domain/clock.ts";
 import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
 import { deviceKey } from "../domain/device.ts";
 import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
+import { InvalidInput } from "../domain/invalid-input.ts";
 import { normalizeIp } from "../domain/ip.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
@@ -122,10 +123,10 @@ function truncate(text: string, max: number): string {
   return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
 }
 
-/** The user id rule (src/domain/user-id.ts), refused with a TypeError that names it. */
+/** The user id rule (src/domain/user-id.ts), refused as InvalidInput naming it. */
 export function checkUserId(userId: unknown): string {
   if (!isUserId(userId)) {
-    throw new TypeError(`userId must be ${USER_ID_RULE}`);
+    throw new InvalidInput(`userId must be ${USER_ID_RULE}`);
   }
   return userId;
 }
@@ -151,16 +152,17 @@ export async function buildSession(
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
   const carrier = checkSessionCarrier(input.carrier);
   if (input.deviceBound !== undefined && typeof input.deviceBound !== "boolean")
-    throw new TypeError("deviceBound must be a boolean");
+    throw new InvalidInput("deviceBound must be a boolean");
   // A device-bound session is proven only beside its bound cookie, which no Bearer call carries.
-  if (input.deviceBound && carrier === "bearer") throw new TypeError('deviceBound needs a carrier other than "bearer"');
+  if (input.deviceBound && carrier === "bearer")
+    throw new InvalidInput('deviceBound needs a carrier other than "bearer"');
   const data = input.data === undefined ? null : storedData(checkSessionData(input.data).data);
   const challenge = input.deviceBound ? newChallenge() : null;
   const boundSecret = input.deviceBound ? newBoundSecret() : null;
   const ttlSeconds = input.ttlSeconds ?? config.ttlSeconds;
   const maxTtl = Math.min(MAX_TTL_SECONDS, config.maxLifetimeSeconds);
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > maxTtl) {
-    throw new RangeError(`ttlSeconds must be an integer from 1 to ${maxTtl}`);
+    throw new InvalidInput(`ttlSeconds must be an integer from 1 to ${maxTtl}`, RangeError);
   }
   const { id, secret, token } = generateToken(placement);
   const createdAt = at.now;
@@ -207,7 +209,7 @@ export async function buildSession(
 
 export async function issueSession(scope: Scope, input: CreateSessionInput): Promise<IssuedSession> {
   const { config, at } = scope;
-  const place = await scope.shards.forUser(checkUserId(input.userId), input.region);
+  const place = await scope.shards.forUser(checkUserId(input?.userId), input.region);
   const signIn = checkUpstreamSignIn(input.upstream, scope.upstreams());
   const built = await buildSession(config, input, place.placement, at);
   const { issued } = built;
@@ -270,8 +272,9 @@ export async function openSupportSession(
   const support = checkSupport(userId, input.agentId, input.reason);
   const ttlSeconds = input.ttlSeconds ?? config.supportMaxSeconds;
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > config.supportMaxSeconds)
-    throw new RangeError(
+    throw new InvalidInput(
       `ttlSeconds must be an integer from 1 to ${config.supportMaxSeconds} (SESSION_SUPPORT_MAX_SECONDS)`,
+      RangeError,
     );
   const place = await scope.shards.forUser(userId, input.region);
   const base = {

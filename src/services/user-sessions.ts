@@ -1,4 +1,5 @@
 import { endSessionById, endSessionsByUserId, endSupportSessionsOf, listSessionsByUserId } from "../db/sessions.ts";
+import { InvalidInput } from "../domain/invalid-input.ts";
 import { isReason, MAX_REASON_LENGTH } from "../domain/reason.ts";
 import { type SessionView, sessionView } from "../domain/session-view.ts";
 import { placementOf } from "../domain/token.ts";
@@ -31,7 +32,7 @@ export interface EndSessionInput {
 
 export function checkReason(reason: unknown): string {
   if (!isReason(reason)) {
-    throw new TypeError(
+    throw new InvalidInput(
       `reason must be 1 to ${MAX_REASON_LENGTH} printable ASCII characters, not starting or ending with a space (e.g. ${KNOWN_REASONS.join(", ")})`,
     );
   }
@@ -39,7 +40,7 @@ export function checkReason(reason: unknown): string {
 }
 
 function checkString(name: string, value: unknown): string {
-  if (typeof value !== "string") throw new TypeError(`${name} must be a string`);
+  if (typeof value !== "string") throw new InvalidInput(`${name} must be a string`);
   return value;
 }
 
@@ -69,7 +70,7 @@ export async function endUserSessions(scope: Scope, input: EndUserSessionsInput)
   const reason = checkReason(input.reason);
   // Strict: a token or a typo passed here by mistake would otherwise end the session it meant to keep.
   const except = input.exceptSessionId == null ? null : checkString("exceptSessionId", input.exceptSessionId);
-  if (except !== null && !placementOf(except)) throw new TypeError("exceptSessionId must be a session id");
+  if (except !== null && !placementOf(except)) throw new InvalidInput("exceptSessionId must be a session id");
   const place = await scope.shards.forUser(userId, input.region);
   const ended = await write(
     scope,
@@ -106,7 +107,7 @@ export async function endSupportSessions(
   scope: Scope,
   input: EndSupportSessionsInput,
 ): Promise<{ ended: number; moving: number }> {
-  if (!isUserId(input?.agentId)) throw new TypeError(`agentId must be a user id: ${USER_ID_RULE}`);
+  if (!isUserId(input?.agentId)) throw new InvalidInput(`agentId must be a user id: ${USER_ID_RULE}`);
   const reason = checkReason(input.reason);
   const counts = await Promise.all(
     scope.shards

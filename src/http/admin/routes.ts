@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { type ClientContext, checkContextInput } from "../../domain/client-context.ts";
+import { InvalidInput } from "../../domain/invalid-input.ts";
 import { type CallRefusal, isCallRefusal } from "../../domain/refusal.ts";
 import type { SessionData } from "../../domain/session-data.ts";
 import type { CreateSessionInput, OpenSupportInput } from "../../services/issue-session.ts";
@@ -24,8 +25,8 @@ import { type AdminEnv, requireAdminKey } from "./auth.ts";
 // The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool
 // on any stack holding an admin key (./auth.ts). Each route reads a JSON object, calls the same
 // service function the RPC method calls, with the same input rules, and answers what the RPC
-// answers: one D1 round trip, as the RPC. A rule the input breaks is the RPC's TypeError or
-// RangeError, answered 400 `invalid_input` with its sentence as `detail`.
+// answers: one D1 round trip, as the RPC. A rule the input breaks (InvalidInput, the RPC's
+// TypeError or RangeError) is answered 400 `invalid_input` with its sentence as `detail`.
 
 /** A JSON body is one of these calls' inputs: a few short strings and factors. */
 export const MAX_ADMIN_BODY_BYTES = 16 * 1024;
@@ -84,15 +85,15 @@ function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Sc
 }
 
 /**
- * Runs the service call; a broken input rule (TypeError, RangeError) is the 400 that names it.
- * Anything else (a retryable 503, an unexpected failure) is answered as on every route.
+ * Runs the service call; invalid input (src/domain/invalid-input.ts) is the 400 that names the
+ * rule. Anything else (a retryable 503, a bug's TypeError) is answered as on every route.
  */
 async function calling<T>(call: () => Promise<T | CallRefusal>): Promise<T> {
   let result: T | CallRefusal;
   try {
     result = await call();
   } catch (error) {
-    if (error instanceof TypeError || error instanceof RangeError) throw invalidInput(error.message);
+    if (error instanceof InvalidInput) throw invalidInput(error.message);
     throw error;
   }
   if (isCallRefusal(result)) throw callRefused(result);
