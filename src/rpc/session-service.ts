@@ -1,5 +1,6 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
-import { type CompletedFactor, factorList, isMaxAge } from "../domain/auth-factors.ts";
+import { isMaxAge } from "../domain/auth-factors.ts";
+import { type CallerView, callerView } from "../domain/caller-view.ts";
 import { checkTokenCarrier } from "../domain/carrier.ts";
 import { type ClientContext, type ContextInput, checkContextInput } from "../domain/client-context.ts";
 import { ConfigError } from "../domain/config.ts";
@@ -7,10 +8,6 @@ import { checkCookieHeader } from "../domain/cookie-header.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
 import { InvalidInput } from "../domain/invalid-input.ts";
 import { type CallRefusal, callRefusalSentence, isCallRefusal } from "../domain/refusal.ts";
-import type { SessionData } from "../domain/session-data.ts";
-import { supportActor } from "../domain/session-view.ts";
-import type { SupportActor } from "../domain/support.ts";
-import { type UpstreamSignInView, upstreamSignInView } from "../domain/upstream-sign-in.ts";
 import {
   type CreatedSession,
   createSession,
@@ -25,7 +22,7 @@ export type { CreatedSession, ReauthenticatedSession, ReauthenticateRequest, Sup
 
 import { logFailure } from "../services/failure-log.ts";
 import type { CreateSessionInput, OpenSupportInput } from "../services/issue-session.ts";
-import { authenticateToken, isFresh } from "../services/own-sessions.ts";
+import { authenticateToken } from "../services/own-sessions.ts";
 import { openScope, type Scope } from "../services/scope.ts";
 import { type UpdateSessionDataInput, updateSessionData } from "../services/session-data.ts";
 import { readSessionToken } from "../services/session-token.ts";
@@ -40,38 +37,8 @@ import {
   listUserSessions,
 } from "../services/user-sessions.ts";
 
-export interface AuthenticatedSession {
-  sessionId: string;
-  userId: string;
-  expiresAt: string;
-  /** The latest proof of identity (the sign-in itself when the login flow gave no factors). */
-  authenticatedAt: string;
-  /** The factors proved on this session, each with when, oldest first; [] when none were given. */
-  factors: CompletedFactor[];
-  assuranceLevel: number | null;
-  /** With `maxAge`: whether `authenticatedAt` is at most that many seconds ago; never for support access. */
-  fresh?: boolean;
-  /** Present (true) only when the session is bound to its browser's key (DBSC). */
-  deviceBound?: true;
-  /**
-   * Present (true) only when the session was used from another device (or network, as
-   * SESSION_CONTEXT_* say) than last seen and is held for step-up: treat the request as not
-   * signed in, have the user prove who they are and call `reauthenticate`, which lifts the hold.
-   */
-  reauthenticationRequired?: true;
-  /**
-   * Present only on support access (RFC 8693's `act`): the agent acting on the user's behalf
-   * and why. Show the agent a banner, and refuse what only the user may do.
-   */
-  actor?: SupportActor;
-  /**
-   * Present only when the session has application data (src/domain/session-data.ts): what the
-   * login flow set at `create`, as `updateSessionData` last left it.
-   */
-  data?: SessionData;
-  /** Present only when the login flow signed the user in through an upstream identity provider: which, its `sub` and `sid`. */
-  upstream?: UpstreamSignInView;
-}
+/** What `authenticate` answers for a live session: the caller's view (src/domain/caller-view.ts). */
+export type AuthenticatedSession = CallerView;
 
 export interface AuthenticateOptions {
   /** Seconds: adds `fresh` to the answer. */
@@ -176,24 +143,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
         name: scope.config.cookieName,
       });
       const caller = session && (await authenticateToken(scope, session));
-      if (!caller) return null;
-      const authenticated: AuthenticatedSession = {
-        sessionId: caller.id,
-        userId: caller.userId,
-        expiresAt: caller.expiresAt.toISOString(),
-        authenticatedAt: caller.authenticatedAt.toISOString(),
-        factors: factorList(caller.authProofs),
-        assuranceLevel: caller.assuranceLevel,
-      };
-      const actor = supportActor(caller);
-      if (maxAge !== null) authenticated.fresh = isFresh(caller, scope.at, maxAge);
-      if (caller.dbscKeyThumbprint !== null) authenticated.deviceBound = true;
-      if (caller.contextStepUp) authenticated.reauthenticationRequired = true;
-      if (actor) authenticated.actor = actor;
-      if (caller.data !== null) authenticated.data = caller.data;
-      const upstream = upstreamSignInView(caller);
-      if (upstream) authenticated.upstream = upstream;
-      return authenticated;
+      return caller && callerView(caller, scope.at, maxAge);
     });
   }
 
