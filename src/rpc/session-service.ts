@@ -16,7 +16,7 @@ import {
   reauthenticated,
   type SupportSession,
   supportSession,
-} from "../http/login-response.ts";
+} from "../services/login-response.ts";
 
 export type { CreatedSession, ReauthenticatedSession, ReauthenticateRequest, SupportSession };
 

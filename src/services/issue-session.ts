@@ -82,8 +82,8 @@ export interface CreateSessionInput {
 }
 
 /**
- * A session as issued, in plain values. The RPC door turns them into what a login response
- * carries (src/http/login-response.ts): the Set-Cookie values and the DBSC registration header.
+ * A session as issued, in plain values, which ./login-response.ts turns into what a login
+ * response carries: the Set-Cookie values and the DBSC registration header.
  */
 export interface IssuedSession {
   id: string;
@@ -307,7 +307,7 @@ export interface ReauthenticateInput {
   assuranceLevel?: AssuranceLevel | null;
 }
 
-/** The same session with a new secret, in plain values (the RPC door adds its cookie). */
+/** The same session with a new secret, in plain values (./login-response.ts adds its cookie). */
 export interface ReissuedSession {
   sessionId: string;
   /** The new token; the old one is dead. */

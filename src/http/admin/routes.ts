@@ -5,6 +5,12 @@ import { InvalidInput } from "../../domain/invalid-input.ts";
 import { type CallRefusal, isCallRefusal } from "../../domain/refusal.ts";
 import type { SessionData } from "../../domain/session-data.ts";
 import type { CreateSessionInput, OpenSupportInput } from "../../services/issue-session.ts";
+import {
+  createSession,
+  type ReauthenticateRequest,
+  reauthenticated,
+  supportSession,
+} from "../../services/login-response.ts";
 import { asAdminKey, type Scope } from "../../services/scope.ts";
 import { updateSessionData } from "../../services/session-data.ts";
 import {
@@ -18,7 +24,6 @@ import {
 } from "../../services/user-sessions.ts";
 import { mediaTypeOf } from "../bounded-body.ts";
 import { Hono } from "../hono.ts";
-import { createSession, type ReauthenticateRequest, reauthenticated, supportSession } from "../login-response.ts";
 import { bodyTooLarge, callRefused, invalidInput, sessionNotFound, unsupportedMediaType } from "../refusals.ts";
 import { type AdminEnv, requireAdminKey } from "./auth.ts";
 
