@@ -149,7 +149,7 @@ export interface Shards {
    * Where a user's sessions live, and the placement new ones are issued with. `region` is
    * the account's home region (none: the default one); an unknown region is refused.
    */
-  forUser(userId: string, region?: string | null): Promise<Place & { placement: Placement }>;
+  forUser(userId: string, region?: unknown): Promise<Place & { placement: Placement }>;
   /** Where a session lives; null when the id names no database here (no session of ours). */
   forSession(id: string): Place | null;
   all(): Shard[];

@@ -16,6 +16,7 @@ import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
 import { InvalidInput } from "../domain/invalid-input.ts";
 import { normalizeIp } from "../domain/ip.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
+import type { Sent } from "../domain/sent.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
 import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement } from "../domain/token.ts";
@@ -105,7 +106,7 @@ export interface IssuedSession {
 export const MAX_USER_AGENT_LENGTH = 512;
 export const MAX_CITY_LENGTH = 100;
 
-function cleanCity(city: string | null | undefined): string | null {
+function cleanCity(city: unknown): string | null {
   // Control characters have no place in a label shown to users.
   const cleaned =
     typeof city === "string"
@@ -131,6 +132,13 @@ export function checkUserId(userId: unknown): string {
   return userId;
 }
 
+/** A session's lifetime in seconds: a whole number from 1 to `max`, which `limit` may name. */
+function checkTtl(ttlSeconds: unknown, max: number, limit = ""): number {
+  if (typeof ttlSeconds !== "number" || !Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > max)
+    throw new InvalidInput(`ttlSeconds must be an integer from 1 to ${max}${limit}`, RangeError);
+  return ttlSeconds;
+}
+
 /** A session as issued, before it is stored: its row, and what the caller is given. */
 export interface NewSessionRow {
   row: NewSession;
@@ -143,7 +151,7 @@ export interface NewSessionRow {
  */
 export async function buildSession(
   config: Config,
-  input: CreateSessionInput,
+  input: Sent<CreateSessionInput>,
   placement: Placement,
   at: Instant = instant(config),
 ): Promise<NewSessionRow> {
@@ -159,11 +167,10 @@ export async function buildSession(
   const data = input.data === undefined ? null : storedData(checkSessionData(input.data).data);
   const challenge = input.deviceBound ? newChallenge() : null;
   const boundSecret = input.deviceBound ? newBoundSecret() : null;
-  const ttlSeconds = input.ttlSeconds ?? config.ttlSeconds;
-  const maxTtl = Math.min(MAX_TTL_SECONDS, config.maxLifetimeSeconds);
-  if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > maxTtl) {
-    throw new InvalidInput(`ttlSeconds must be an integer from 1 to ${maxTtl}`, RangeError);
-  }
+  const ttlSeconds = checkTtl(
+    input.ttlSeconds ?? config.ttlSeconds,
+    Math.min(MAX_TTL_SECONDS, config.maxLifetimeSeconds),
+  );
   const { id, secret, token } = generateToken(placement);
   const createdAt = at.now;
   const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000);
@@ -207,7 +214,7 @@ export async function buildSession(
   };
 }
 
-export async function issueSession(scope: Scope, input: CreateSessionInput): Promise<IssuedSession> {
+export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>): Promise<IssuedSession> {
   const { config, at } = scope;
   const place = await scope.shards.forUser(checkUserId(input?.userId), input.region);
   const signIn = checkUpstreamSignIn(input.upstream, scope.upstreams());
@@ -265,17 +272,13 @@ export interface OpenSupportInput {
  */
 export async function openSupportSession(
   scope: Scope,
-  input: OpenSupportInput,
+  input: Sent<OpenSupportInput>,
 ): Promise<Omit<IssuedSession, "newDevice" | "challenge" | "boundSecret"> | SupportRefusal> {
   const { config, at } = scope;
   const userId = checkUserId(input?.userId);
   const support = checkSupport(userId, input.agentId, input.reason);
-  const ttlSeconds = input.ttlSeconds ?? config.supportMaxSeconds;
-  if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > config.supportMaxSeconds)
-    throw new InvalidInput(
-      `ttlSeconds must be an integer from 1 to ${config.supportMaxSeconds} (SESSION_SUPPORT_MAX_SECONDS)`,
-      RangeError,
-    );
+  const max = config.supportMaxSeconds;
+  const ttlSeconds = checkTtl(input.ttlSeconds ?? max, max, " (SESSION_SUPPORT_MAX_SECONDS)");
   const place = await scope.shards.forUser(userId, input.region);
   const base = {
     userId,
@@ -325,7 +328,7 @@ export interface ReissuedSession {
  */
 export async function reauthenticate(
   scope: Scope,
-  input: ReauthenticateInput,
+  input: Sent<ReauthenticateInput>,
   carrier: TokenCarrier,
   cookieHeader: string | undefined,
 ): Promise<ReissuedSession | null | "support"> {

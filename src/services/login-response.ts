@@ -4,6 +4,7 @@ import type { Config } from "../domain/config.ts";
 import { boundCookieName, checkCookieHeader, setCookie } from "../domain/cookie-header.ts";
 import { registrationHeader } from "../domain/device-binding.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
+import type { Sent } from "../domain/sent.ts";
 import {
   type CreateSessionInput,
   issueSession,
@@ -50,7 +51,7 @@ export function loginCookie(config: Config, token: string, seconds: number): str
 }
 
 /** Issues a session (./issue-session.ts) and answers as SessionService.create does. */
-export async function createSession(scope: Scope, input: CreateSessionInput): Promise<CreatedSession> {
+export async function createSession(scope: Scope, input: Sent<CreateSessionInput>): Promise<CreatedSession> {
   const { config } = scope;
   const { id, token, expiresAt, expiresIn, newDevice, challenge, boundSecret } = await issueSession(scope, input);
   const created = { id, token, expiresAt, cookie: loginCookie(config, token, expiresIn) };
@@ -88,7 +89,10 @@ export interface ReauthenticatedSession {
 }
 
 /** Opens support access (./issue-session.ts) and answers as SessionService.openSupportSession does. */
-export async function supportSession(scope: Scope, input: OpenSupportInput): Promise<SupportSession | SupportRefusal> {
+export async function supportSession(
+  scope: Scope,
+  input: Sent<OpenSupportInput>,
+): Promise<SupportSession | SupportRefusal> {
   const opened = await openSupportSession(scope, input);
   if (typeof opened === "string") return opened;
   const { expiresIn, ...session } = opened;
@@ -102,7 +106,7 @@ export async function supportSession(scope: Scope, input: OpenSupportInput): Pro
  */
 export async function reauthenticated(
   scope: Scope,
-  input: ReauthenticateRequest,
+  input: Sent<ReauthenticateRequest>,
 ): Promise<ReauthenticatedSession | null | "support"> {
   const cookie = checkCookieHeader(input?.cookie);
   const carrier = checkTokenCarrier(input?.carrier);

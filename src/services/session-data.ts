@@ -1,5 +1,6 @@
 import { updateSessionData as updateRow } from "../db/session-data.ts";
 import { InvalidInput } from "../domain/invalid-input.ts";
+import type { Sent } from "../domain/sent.ts";
 import {
   checkSessionData,
   checkSessionDataMode,
@@ -30,7 +31,10 @@ export interface UpdateSessionDataInput {
  * that id (ended, expired, idle, or never one), and nothing was written. A merge whose result
  * would exceed MAX_SESSION_DATA_BYTES is InvalidInput, and nothing is written.
  */
-export async function updateSessionData(scope: Scope, input: UpdateSessionDataInput): Promise<{ updated: boolean }> {
+export async function updateSessionData(
+  scope: Scope,
+  input: Sent<UpdateSessionDataInput>,
+): Promise<{ updated: boolean }> {
   if (typeof input?.sessionId !== "string") throw new InvalidInput("sessionId must be a string");
   const mode = checkSessionDataMode(input.mode);
   const { json } = checkSessionData(input.data);
