@@ -422,6 +422,15 @@ describe("admin API: refused keys and bad input, nothing written", () => {
     expect(await isLive(live.token)).toBe(true);
   });
 
+  it("members the service takes as they come are taken so, never a failure: an ipAddress or city of another type is unknown", async () => {
+    const { vars, key } = await adminKey();
+    const created = await admin(vars, key, "POST", "/admin/sessions", { userId: newUser(), ipAddress: 42, city: true });
+    expect(created.status).toBe(201);
+    const { token } = (await created.json()) as { token: string };
+    const listed = await callWith(vars, "GET", "/auth/sessions", bearer(token));
+    expect((await listed.json()) as object).toMatchObject({ sessions: [{ ip_address: "", location: null }] });
+  });
+
   it("user ids . and ..: refused at creation (a path cannot name them: URL parsing removes dot segments)", async () => {
     const { vars, key } = await adminKey();
     const before = await tableSnapshot();

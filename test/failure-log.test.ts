@@ -1,10 +1,12 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { newAdminKey } from "../src/domain/admin-keys.ts";
 import { DatabaseUnavailable } from "../src/domain/errors.ts";
 import { logLine } from "../src/domain/log.ts";
 import { hashSecret } from "../src/domain/token.ts";
-import { SessionService } from "../src/rpc/session-service.ts";
+import { USER_ID_RULE } from "../src/domain/user-id.ts";
+import { InternalError, SessionService } from "../src/rpc/session-service.ts";
 import { redact } from "../src/services/failure-log.ts";
 import { failingD1, faultyD1, flakyD1 } from "./d1.ts";
 import {
@@ -131,15 +133,13 @@ describe("the log line of an unexpected error", () => {
     expectNoSecret(lines, secrets);
   });
 
-  it("names the RPC method and database, and the caller still gets the error", async () => {
+  it("names the RPC method and database; the caller gets an InternalError, never the driver's message", async () => {
     const { userId, session, secrets } = await secretsOf();
     const binding = await bindingOfUser(userId);
     const lines = captureConsole();
     const failing = failingD1(await d1OfUser(userId), `D1_ERROR: disk I/O error: SQLITE_IOERR ${secrets[2]}`);
     const service = new SessionService(createExecutionContext(), { ...env, [binding]: failing } as Env);
-    await expect(service.endSession({ sessionId: session.id, reason: "admin" })).rejects.toThrow(
-      `D1_ERROR: disk I/O error: SQLITE_IOERR ${secrets[2]}`,
-    );
+    await expect(service.endSession({ sessionId: session.id, reason: "admin" })).rejects.toThrow(InternalError);
     expect(JSON.parse(lines.at(-1) as string)).toEqual({
       level: "error",
       event: "unhandled_error",
@@ -167,6 +167,77 @@ describe("the log line of an unexpected error", () => {
         "[redacted] [redacted] [redacted] 1795560770220",
     );
     expect(redact("x".repeat(1000))).toHaveLength(300);
+  });
+});
+
+describe("a bug is the service's failure, never the caller's fault", () => {
+  // A TypeError thrown under a service call, as a bug's own would be: once a 400 that blamed the
+  // caller with the bug's message; now a 500 on every door, its line in the operator's log.
+  const BUG = "Cannot read properties of undefined (reading 'x')";
+
+  /** The user's database, its first round trip failing with the bug. */
+  async function buggy(userId: string): Promise<Partial<Env>> {
+    return { [await bindingOfUser(userId)]: flakyD1(await d1OfUser(userId), 1, () => new TypeError(BUG)).db };
+  }
+
+  async function lineOf(lines: string[], userId: string, site: Record<string, string>) {
+    expect(lines.map((line) => JSON.parse(line)).filter((line) => line.event === "unhandled_error")).toEqual([
+      {
+        level: "error",
+        event: "unhandled_error",
+        name: "TypeError",
+        message: "Cannot read properties of undefined (reading [redacted])",
+        ...site,
+        binding: await bindingOfUser(userId),
+        request_id: expect.any(String),
+      },
+    ]);
+  }
+
+  it("an HTTP route: 500 internal_error and its line", async () => {
+    const { userId, session } = await secretsOf();
+    const lines = captureConsole();
+    const response = await callWith(await buggy(userId), "GET", "/auth/whoami", bearer(session.token));
+    expect(await response.clone().text()).not.toContain("Cannot read");
+    await expectError(response, 500, "internal_error");
+    await lineOf(lines, userId, { method: "GET", route: "/auth/whoami" });
+  });
+
+  it("an admin route: 500 internal_error and its line, never 400 invalid_input", async () => {
+    const userId = newUser();
+    const { stored, key } = await newAdminKey("login flow", ["sessions:create"], new Date());
+    const before = await tableSnapshot();
+    const lines = captureConsole();
+    const response = await callWith(
+      { ...(await buggy(userId)), ADMIN_KEYS: JSON.stringify([stored]) } as Partial<Env>,
+      "POST",
+      "/admin/sessions",
+      { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+      JSON.stringify({ userId }),
+    );
+    expect(await response.clone().text()).not.toContain("Cannot read");
+    await expectError(response, 500, "internal_error");
+    await lineOf(lines, userId, { method: "POST", route: "/admin/sessions" });
+    expect(await tableSnapshot()).toEqual(before);
+  });
+
+  it("the RPC: an InternalError naming its line's request_id, and the line; bad input is still the caller's TypeError", async () => {
+    const userId = newUser();
+    const lines = captureConsole();
+    const service = new SessionService(createExecutionContext(), { ...env, ...(await buggy(userId)) } as Env);
+    const failed = await service.create({ userId }).then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(failed).toBeInstanceOf(InternalError);
+    await lineOf(lines, userId, { rpc: "create" });
+    const { request_id } = JSON.parse(lines.at(-1) as string);
+    expect(String(failed)).toBe(
+      `InternalError: The session service failed; its log line has request_id ${request_id}.`,
+    );
+    await expect(service.create({ userId: "" })).rejects.toThrow(new TypeError(`userId must be ${USER_ID_RULE}`));
+    await expect(service.create({ userId, ttlSeconds: 0 })).rejects.toThrow(RangeError);
+    expect(lines).toHaveLength(1);
   });
 });
 

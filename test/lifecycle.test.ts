@@ -2,7 +2,7 @@ import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { openShards } from "../src/db/shards.ts";
 import { readConfig } from "../src/domain/config.ts";
-import { createSession as issueSession } from "../src/http/login-response.ts";
+import { createSession as issueSession } from "../src/services/login-response.ts";
 import { countingShards } from "./d1.ts";
 import {
   bearer,

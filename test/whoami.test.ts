@@ -1,5 +1,7 @@
-import { exports } from "cloudflare:workers";
+import { createExecutionContext } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { type AuthenticatedSession, SessionService } from "../src/rpc/session-service.ts";
 import {
   bearer,
   CHALLENGE,
@@ -99,6 +101,52 @@ describe("GET /auth/whoami", () => {
       fresh: false,
       actor: { sub: "agent-ada", reason: "Ticket 42" },
     });
+  });
+
+  it("says what SessionService.authenticate says, member for member, in the contract's names: one view of the caller", async () => {
+    const upstreams: Partial<Env> = {
+      SSF_UPSTREAMS: JSON.stringify([
+        { issuer: "https://corp.example", name: "corp", client_id: "app", jwks_uri: "https://corp.example/jwks" },
+      ]),
+    };
+    const service = new SessionService(createExecutionContext(), { ...env, ...upstreams });
+    const userId = newUser();
+    const own = await service.create({
+      userId,
+      factors: ["pwd", "otp"],
+      assuranceLevel: 2,
+      data: { tenant: "acme" },
+      upstream: { provider: "corp", subject: "corp-1", sid: "sid-1" },
+    });
+    const support = await service.openSupportSession({ userId, agentId: "agent-ada", reason: "Ticket 42" });
+    for (const token of [own.token, support.token]) {
+      const view = (await service.authenticate(token, { maxAge: 3600 })) as AuthenticatedSession;
+      const response = await callWith(upstreams, "GET", "/auth/whoami?max_age=3600", bearer(token));
+      expect(await response.json()).toEqual({
+        session_id: view.sessionId,
+        user_id: view.userId,
+        expires_at: view.expiresAt,
+        authenticated_at: view.authenticatedAt,
+        amr: view.factors.map((proof) => proof.factor),
+        assurance_level: view.assuranceLevel,
+        device_bound: view.deviceBound ?? false,
+        fresh: view.fresh,
+        ...(view.actor ? { actor: view.actor } : {}),
+        ...(view.data ? { data: view.data } : {}),
+        ...(view.upstream ? { upstream: view.upstream } : {}),
+      });
+    }
+    expect(Object.keys((await service.authenticate(own.token, { maxAge: 60 })) ?? {})).toEqual([
+      "sessionId",
+      "userId",
+      "expiresAt",
+      "authenticatedAt",
+      "factors",
+      "assuranceLevel",
+      "fresh",
+      "data",
+      "upstream",
+    ]);
   });
 
   it("a revocation is seen by the very next call", async () => {

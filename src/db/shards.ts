@@ -1,4 +1,5 @@
 import { ConfigError } from "../domain/config.ts";
+import { InvalidInput } from "../domain/invalid-input.ts";
 import {
   BUCKET_COUNT,
   bucketKey,
@@ -148,7 +149,7 @@ export interface Shards {
    * Where a user's sessions live, and the placement new ones are issued with. `region` is
    * the account's home region (none: the default one); an unknown region is refused.
    */
-  forUser(userId: string, region?: string | null): Promise<Place & { placement: Placement }>;
+  forUser(userId: string, region?: unknown): Promise<Place & { placement: Placement }>;
   /** Where a session lives; null when the id names no database here (no session of ours). */
   forSession(id: string): Place | null;
   all(): Shard[];
@@ -196,7 +197,7 @@ export function openShards(env: Env, wrap: (d1: D1Database, binding: string) => 
       if (typeof home !== "string" || !map.regions.has(home)) {
         const known = [...map.regions.keys()].filter((name) => name !== DEFAULT_REGION);
         const given = typeof home === "string" ? JSON.stringify(home) : `a ${typeof home}`;
-        throw new TypeError(
+        throw new InvalidInput(
           `region must be one of the configured regions (${known.join(", ") || "none besides the default"}) or absent, not ${given}`,
         );
       }

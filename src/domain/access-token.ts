@@ -1,3 +1,4 @@
+import type { CallerView } from "./caller-view.ts";
 import { ConfigError } from "./config.ts";
 import { signJws } from "./jws.ts";
 import type { SessionData } from "./session-data.ts";
@@ -154,25 +155,16 @@ export function readAccessTokenIssuer(vars: AccessTokenVars): AccessTokenIssuer 
   return issuer;
 }
 
-/** What an access token says of its session, beyond the issuer's own claims. */
-export interface AccessTokenSubject {
-  sessionId: string;
-  userId: string;
-  authenticatedAt: Date;
-  /** RFC 8176 methods, oldest proof first; omitted from the token when empty. */
-  amr: string[];
-  /** NIST SP 800-63B AAL, as `acr` `aal1`…`aal3`; omitted when the login flow gave none. */
-  assuranceLevel: number | null;
-  /** The support agent acting in the session (RFC 8693 `act.sub`). */
-  agent: string | null;
-  /** The session's application data (src/domain/session-data.ts): the issuer's `dataClaims` of it are claims. */
-  data: SessionData | null;
-}
+/** What an access token says of its session, beyond the issuer's own claims: the caller's view of it (./caller-view.ts). */
+export type AccessTokenSubject = Pick<
+  CallerView,
+  "sessionId" | "userId" | "expiresAt" | "authenticatedAt" | "factors" | "assuranceLevel" | "actor" | "data"
+>;
 
 /** The members of `data` the issuer allows as claims, those present, in the order the operator listed them. */
-function dataClaimsFor(issuer: AccessTokenIssuer, data: SessionData | null): Record<string, unknown> {
+function dataClaimsFor(issuer: AccessTokenIssuer, data: SessionData | undefined): Record<string, unknown> {
   const claims: Record<string, unknown> = {};
-  if (data === null) return claims;
+  if (data === undefined) return claims;
   for (const name of issuer.dataClaims) {
     const value = Object.hasOwn(data, name) ? data[name] : undefined;
     if (value !== undefined) claims[name] = value;
@@ -180,26 +172,24 @@ function dataClaimsFor(issuer: AccessTokenIssuer, data: SessionData | null): Rec
   return claims;
 }
 
-/** The token's `exp`, in epoch seconds: never past the session's own end. */
-function expiryOf(issuer: AccessTokenIssuer, now: Date, sessionExpiresAt: Date): number {
-  return Math.min(Math.floor(now.getTime() / 1000) + issuer.ttlSeconds, Math.floor(sessionExpiresAt.getTime() / 1000));
-}
+/** An ISO time (the view's) in epoch seconds, as JWT's NumericDate. */
+const secondsOf = (time: string | Date) => Math.floor(new Date(time).getTime() / 1000);
 
 /**
  * A signed access token (RFC 9068 §2: `typ` `at+jwt`) for the session, and its lifetime in
- * seconds. The keys of the session's data the operator allows (ACCESS_TOKEN_DATA_CLAIMS) are
- * claims too, private ones (RFC 7519 §4.3), never one of RESERVED_CLAIMS. No `client_id`: no
- * OAuth client asks for it, the session's own holder does; a verifier tells tokens of this
- * issuer apart by `iss`, `aud` and `typ`.
+ * seconds: never past the session's own end. The keys of the session's data the operator
+ * allows (ACCESS_TOKEN_DATA_CLAIMS) are claims too, private ones (RFC 7519 §4.3), never one of
+ * RESERVED_CLAIMS. No `client_id`: no OAuth client asks for it, the session's own holder does;
+ * a verifier tells tokens of this issuer apart by `iss`, `aud` and `typ`.
  */
 export async function signAccessToken(
   issuer: AccessTokenIssuer,
   subject: AccessTokenSubject,
   now: Date,
-  sessionExpiresAt: Date,
 ): Promise<{ token: string; expiresIn: number }> {
-  const iat = Math.floor(now.getTime() / 1000);
-  const exp = expiryOf(issuer, now, sessionExpiresAt);
+  const iat = secondsOf(now);
+  const exp = Math.min(iat + issuer.ttlSeconds, secondsOf(subject.expiresAt));
+  const amr = subject.factors.map((proof) => proof.factor);
   const claims = {
     // First, so the issuer's own claims come after them: the configuration never names one (RESERVED_CLAIMS).
     ...dataClaimsFor(issuer, subject.data),
@@ -210,10 +200,10 @@ export async function signAccessToken(
     iat,
     jti: base64Url(crypto.getRandomValues(new Uint8Array(16))),
     sid: subject.sessionId,
-    auth_time: Math.floor(subject.authenticatedAt.getTime() / 1000),
-    ...(subject.amr.length === 0 ? {} : { amr: subject.amr }),
+    auth_time: secondsOf(subject.authenticatedAt),
+    ...(amr.length === 0 ? {} : { amr }),
     ...(subject.assuranceLevel === null ? {} : { acr: `aal${subject.assuranceLevel}` }),
-    ...(subject.agent === null ? {} : { act: { sub: subject.agent } }),
+    ...(subject.actor ? { act: { sub: subject.actor.sub } } : {}),
   };
   return { token: await signJws(claims, issuer.signer, { typ: "at+jwt" }), expiresIn: exp - iat };
 }

@@ -3,6 +3,8 @@
 // an app can judge "fresh enough"; step-up (SESSION_STEP_UP_MAX_AGE_SECONDS) judges by the
 // latest of them.
 
+import { InvalidInput } from "./invalid-input.ts";
+
 /**
  * The one list of factor names: RFC 8176's `amr` values, and the two names login flows use
  * beyond it (`webauthn` for passkeys and security keys, `sso` for a federated sign-in).
@@ -53,14 +55,14 @@ const MAX_PROOFS = AUTH_FACTORS.length;
 /** A login flow's clock may run a little ahead of the worker's. */
 const CLOCK_SKEW_MS = 60_000;
 
-/** The one rule for factors given by the rest of the system; refused as a TypeError or RangeError. */
+/** The one rule for factors given by the rest of the system; refused as InvalidInput. */
 export function checkFactors(input: unknown, now: Date, required: boolean): StoredFactors | null {
   if (input === undefined || input === null) {
-    if (required) throw new TypeError("factors must list at least one completed authentication factor");
+    if (required) throw new InvalidInput("factors must list at least one completed authentication factor");
     return null;
   }
   if (!Array.isArray(input) || input.length > MAX_PROOFS || (required && input.length === 0)) {
-    throw new TypeError(`factors must be an array of 1 to ${MAX_PROOFS} factors`);
+    throw new InvalidInput(`factors must be an array of 1 to ${MAX_PROOFS} factors`);
   }
   const factors: StoredFactors = {};
   for (const item of input as unknown[]) {
@@ -71,11 +73,11 @@ export function checkFactors(input: unknown, now: Date, required: boolean): Stor
           ? (item as { factor?: unknown; completedAt?: unknown })
           : {};
     if (!AUTH_FACTORS.includes(factor as AuthFactor)) {
-      throw new TypeError(`each factor must be one of ${AUTH_FACTORS.join(", ")}`);
+      throw new InvalidInput(`each factor must be one of ${AUTH_FACTORS.join(", ")}`);
     }
     const at = completedAt === undefined ? now.getTime() : new Date(completedAt as string).getTime();
     if (!Number.isFinite(at) || at > now.getTime() + CLOCK_SKEW_MS || at <= 0) {
-      throw new RangeError("completedAt must be a valid time, not in the future");
+      throw new InvalidInput("completedAt must be a valid time, not in the future", RangeError);
     }
     const key = factor as AuthFactor;
     factors[key] = Math.max(factors[key] ?? 0, Math.min(at, now.getTime()));
@@ -86,7 +88,7 @@ export function checkFactors(input: unknown, now: Date, required: boolean): Stor
 export function checkAssuranceLevel(level: unknown): AssuranceLevel | null {
   if (level === undefined || level === null) return null;
   if (!ASSURANCE_LEVELS.includes(level as AssuranceLevel)) {
-    throw new RangeError("assuranceLevel must be 1, 2 or 3 (NIST SP 800-63B AAL)");
+    throw new InvalidInput("assuranceLevel must be 1, 2 or 3 (NIST SP 800-63B AAL)", RangeError);
   }
   return level as AssuranceLevel;
 }

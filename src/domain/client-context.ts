@@ -1,3 +1,4 @@
+import { InvalidInput } from "./invalid-input.ts";
 import { parseDevice } from "./user-agent.ts";
 
 // Where a session is used from, and what the service does when that changes: session context
@@ -84,11 +85,11 @@ export function clientContext(userAgent: unknown, country: unknown, asn: unknown
   };
 }
 
-/** The context a login flow passed on (RPC, admin API), if any; anything but an object is a TypeError. */
+/** The context a login flow passed on (RPC, admin API), if any; anything but an object is InvalidInput. */
 export function checkContextInput(context: unknown): ClientContext | null {
   if (context === undefined) return null;
   if (typeof context !== "object" || context === null)
-    throw new TypeError("context must be an object of userAgent, country and asn");
+    throw new InvalidInput("context must be an object of userAgent, country and asn");
   const { userAgent, country, asn } = context as ContextInput;
   return clientContext(userAgent, country, asn);
 }

@@ -1,8 +1,20 @@
 import { BOUND_SECRET } from "./device-binding.ts";
+import { InvalidInput } from "./invalid-input.ts";
 import { hashSecret } from "./token.ts";
 
-// Reading a raw `Cookie` header, the same for both doors: the HTTP app reads its request's, the
-// RPC the one a login flow passes on.
+// The session cookies, the same for every door: a raw `Cookie` header read (the HTTP app's own
+// request's, or the one a login flow passes on), and the `Set-Cookie` values that set them.
+
+/**
+ * The attributes every session cookie is set and cleared with. The `__Host-` prefix requires
+ * Secure, Path=/ and no Domain; HttpOnly keeps it from scripts; Lax, from cross-site posts.
+ */
+const ATTRIBUTES = "Path=/; HttpOnly; Secure; SameSite=Lax";
+
+/** A ready `Set-Cookie` value: the cookie `name` holding `value` for `maxAgeSeconds` (0 clears it). */
+export function setCookie(name: string, value: string, maxAgeSeconds: number): string {
+  return `${name}=${encodeURIComponent(value)}; Max-Age=${maxAgeSeconds}; ${ATTRIBUTES}`;
+}
 
 /**
  * The value sent under `name`, raw: "" when sent empty, undefined when not sent, null when
@@ -42,9 +54,9 @@ export async function boundCookieHash(cookieHeader: string | undefined, cookieNa
   return typeof value === "string" && BOUND_SECRET.test(value) ? hashSecret(value) : null;
 }
 
-/** The `Cookie` header a login flow passed on (RPC, admin API), if any; anything but a string is a TypeError. */
+/** The `Cookie` header a login flow passed on (RPC, admin API), if any; anything but a string is InvalidInput. */
 export function checkCookieHeader(cookie: unknown): string | undefined {
   if (cookie !== undefined && typeof cookie !== "string")
-    throw new TypeError("cookie must be the request's Cookie header");
+    throw new InvalidInput("cookie must be the request's Cookie header");
   return cookie;
 }

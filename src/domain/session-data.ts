@@ -1,3 +1,5 @@
+import { InvalidInput } from "./invalid-input.ts";
+
 // Application data on a session: a small JSON object the login flow sets at `create` and the
 // rest of the system replaces or patches later (SessionService.updateSessionData), answered with
 // the session by `authenticate` and `GET /auth/whoami`, and, for the keys an operator allows
@@ -67,28 +69,32 @@ function problemOf(value: unknown, at: string, depth: number): { path: string; w
  * The one rule for application data, checked before any round trip: a plain JSON object (not
  * an array, not null), its values JSON (null, booleans, finite numbers, strings, arrays,
  * plain objects; no undefined, Date, Map, BigInt, …), nesting at most MAX_SESSION_DATA_DEPTH
- * deep, and at most MAX_SESSION_DATA_BYTES bytes of JSON. A TypeError or RangeError names the
+ * deep, and at most MAX_SESSION_DATA_BYTES bytes of JSON. InvalidInput names the
  * rule broken (and where); `name` is the input's name in it. Answers the data and its JSON
  * text; an empty object stands for no data (src/db/session-data.ts stores it as none).
  */
 export function checkSessionData(input: unknown, name = "data"): { data: SessionData; json: string } {
   if (!isPlainObject(input))
-    throw new TypeError(
+    throw new InvalidInput(
       `${name} must be a JSON object (not ${describe(input)}), at most ${MAX_SESSION_DATA_BYTES} bytes`,
     );
   const problem = problemOf(input, name, 1);
   if (problem?.what === "json")
-    throw new TypeError(
+    throw new InvalidInput(
       `${name} must hold only JSON values (null, booleans, finite numbers, strings, arrays, objects): ${problem.path} is not one`,
     );
   if (problem?.what === "depth")
-    throw new RangeError(
+    throw new InvalidInput(
       `${name} may nest objects and arrays at most ${MAX_SESSION_DATA_DEPTH} deep: ${problem.path} is deeper`,
+      RangeError,
     );
   const json = JSON.stringify(input);
   const bytes = jsonBytes(json);
   if (bytes > MAX_SESSION_DATA_BYTES)
-    throw new RangeError(`${name} must be at most ${MAX_SESSION_DATA_BYTES} bytes of JSON (UTF-8); it is ${bytes}`);
+    throw new InvalidInput(
+      `${name} must be at most ${MAX_SESSION_DATA_BYTES} bytes of JSON (UTF-8); it is ${bytes}`,
+      RangeError,
+    );
   return { data: input as SessionData, json };
 }
 
@@ -100,11 +106,11 @@ function describe(input: unknown): string {
   return `a ${typeof input}`;
 }
 
-/** The mode of an update: `replace` when omitted; anything else is a TypeError. */
+/** The mode of an update: `replace` when omitted; anything else is InvalidInput. */
 export function checkSessionDataMode(mode: unknown): SessionDataMode {
   if (mode === undefined) return "replace";
   if (!(SESSION_DATA_MODES as readonly unknown[]).includes(mode))
-    throw new TypeError(`mode must be one of ${SESSION_DATA_MODES.join(", ")}`);
+    throw new InvalidInput(`mode must be one of ${SESSION_DATA_MODES.join(", ")}`);
   return mode as SessionDataMode;
 }
 

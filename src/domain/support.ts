@@ -1,3 +1,4 @@
+import { InvalidInput } from "./invalid-input.ts";
 import { isUserId, USER_ID_RULE } from "./user-id.ts";
 
 // Support access: a session opened on a user's behalf by a support agent (RFC 8693's actor),
@@ -18,17 +19,17 @@ export interface SupportActor {
   reason: string;
 }
 
-/** The agent and the reason of a support session's input, checked; a TypeError names the rule broken. */
+/** The agent and the reason of a support session's input, checked; InvalidInput names the rule broken. */
 export function checkSupport(userId: string, agentId: unknown, reason: unknown): SupportActor {
-  if (!isUserId(agentId)) throw new TypeError(`agentId must be ${USER_ID_RULE}`);
-  if (agentId === userId) throw new TypeError("agentId must not be the user: support access is by someone else");
+  if (!isUserId(agentId)) throw new InvalidInput(`agentId must be ${USER_ID_RULE}`);
+  if (agentId === userId) throw new InvalidInput("agentId must not be the user: support access is by someone else");
   if (
     typeof reason !== "string" ||
     reason.trim() === "" ||
     reason.length > MAX_SUPPORT_REASON_LENGTH ||
     /[\p{Cc}\p{Cf}]/u.test(reason)
   )
-    throw new TypeError(
+    throw new InvalidInput(
       `reason is required: a ticket or a sentence of at most ${MAX_SUPPORT_REASON_LENGTH} characters, without control or format characters`,
     );
   return { sub: agentId, reason };

@@ -1,3 +1,4 @@
+import { InvalidInput } from "./invalid-input.ts";
 import { isObject, type Upstream } from "./upstreams.ts";
 
 // Where a session came from, when the login flow signed the user in through an identity
@@ -32,7 +33,7 @@ export function isUpstreamId(value: unknown): value is string {
 
 /**
  * The sign-in checked against the configured upstreams; null when none was given. Throws a
- * TypeError naming the rule for anything else: nothing is written.
+ * InvalidInput naming the rule for anything else: nothing is written.
  */
 export function checkUpstreamSignIn(
   input: unknown,
@@ -40,14 +41,14 @@ export function checkUpstreamSignIn(
 ): { upstream: Upstream; subject: string; sid: string | null } | null {
   if (input === undefined || input === null) return null;
   if (!isObject(input) || Object.keys(input).some((member) => !MEMBERS.has(member)))
-    throw new TypeError("upstream must be an object of provider, subject and optionally sid");
+    throw new InvalidInput("upstream must be an object of provider, subject and optionally sid");
   const upstream = upstreams.find((candidate) => candidate.name === input.provider);
   if (!upstream)
-    throw new TypeError("upstream.provider must be the name of an upstream this deployment lists in SSF_UPSTREAMS");
+    throw new InvalidInput("upstream.provider must be the name of an upstream this deployment lists in SSF_UPSTREAMS");
   const rule = `of 1 to ${MAX_UPSTREAM_ID_LENGTH} characters without control characters`;
-  if (!isUpstreamId(input.subject)) throw new TypeError(`upstream.subject must be a string ${rule}`);
+  if (!isUpstreamId(input.subject)) throw new InvalidInput(`upstream.subject must be a string ${rule}`);
   const sid = input.sid ?? null;
-  if (sid !== null && !isUpstreamId(sid)) throw new TypeError(`upstream.sid, when given, must be a string ${rule}`);
+  if (sid !== null && !isUpstreamId(sid)) throw new InvalidInput(`upstream.sid, when given, must be a string ${rule}`);
   return { upstream, subject: input.subject, sid };
 }
 

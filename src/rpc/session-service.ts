@@ -1,14 +1,13 @@
 import { WorkerEntrypoint } from "cloudflare:workers";
-import { type CompletedFactor, factorList, isMaxAge } from "../domain/auth-factors.ts";
+import { isMaxAge } from "../domain/auth-factors.ts";
+import { type CallerView, callerView } from "../domain/caller-view.ts";
 import { checkTokenCarrier } from "../domain/carrier.ts";
 import { type ClientContext, type ContextInput, checkContextInput } from "../domain/client-context.ts";
+import { ConfigError } from "../domain/config.ts";
 import { checkCookieHeader } from "../domain/cookie-header.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
+import { InvalidInput } from "../domain/invalid-input.ts";
 import { type CallRefusal, callRefusalSentence, isCallRefusal } from "../domain/refusal.ts";
-import type { SessionData } from "../domain/session-data.ts";
-import { supportActor } from "../domain/session-view.ts";
-import type { SupportActor } from "../domain/support.ts";
-import { type UpstreamSignInView, upstreamSignInView } from "../domain/upstream-sign-in.ts";
 import {
   type CreatedSession,
   createSession,
@@ -17,13 +16,13 @@ import {
   reauthenticated,
   type SupportSession,
   supportSession,
-} from "../http/login-response.ts";
+} from "../services/login-response.ts";
 
 export type { CreatedSession, ReauthenticatedSession, ReauthenticateRequest, SupportSession };
 
 import { logFailure } from "../services/failure-log.ts";
 import type { CreateSessionInput, OpenSupportInput } from "../services/issue-session.ts";
-import { authenticateToken, isFresh } from "../services/own-sessions.ts";
+import { authenticateToken } from "../services/own-sessions.ts";
 import { openScope, type Scope } from "../services/scope.ts";
 import { type UpdateSessionDataInput, updateSessionData } from "../services/session-data.ts";
 import { readSessionToken } from "../services/session-token.ts";
@@ -38,38 +37,8 @@ import {
   listUserSessions,
 } from "../services/user-sessions.ts";
 
-export interface AuthenticatedSession {
-  sessionId: string;
-  userId: string;
-  expiresAt: string;
-  /** The latest proof of identity (the sign-in itself when the login flow gave no factors). */
-  authenticatedAt: string;
-  /** The factors proved on this session, each with when, oldest first; [] when none were given. */
-  factors: CompletedFactor[];
-  assuranceLevel: number | null;
-  /** With `maxAge`: whether `authenticatedAt` is at most that many seconds ago; never for support access. */
-  fresh?: boolean;
-  /** Present (true) only when the session is bound to its browser's key (DBSC). */
-  deviceBound?: true;
-  /**
-   * Present (true) only when the session was used from another device (or network, as
-   * SESSION_CONTEXT_* say) than last seen and is held for step-up: treat the request as not
-   * signed in, have the user prove who they are and call `reauthenticate`, which lifts the hold.
-   */
-  reauthenticationRequired?: true;
-  /**
-   * Present only on support access (RFC 8693's `act`): the agent acting on the user's behalf
-   * and why. Show the agent a banner, and refuse what only the user may do.
-   */
-  actor?: SupportActor;
-  /**
-   * Present only when the session has application data (src/domain/session-data.ts): what the
-   * login flow set at `create`, as `updateSessionData` last left it.
-   */
-  data?: SessionData;
-  /** Present only when the login flow signed the user in through an upstream identity provider: which, its `sub` and `sid`. */
-  upstream?: UpstreamSignInView;
-}
+/** What `authenticate` answers for a live session: the caller's view (src/domain/caller-view.ts). */
+export type AuthenticatedSession = CallerView;
 
 export interface AuthenticateOptions {
   /** Seconds: adds `fresh` to the answer. */
@@ -97,12 +66,20 @@ export interface AuthenticateOptions {
 function checkMaxAge(options: AuthenticateOptions | undefined): number | null {
   const maxAge = options?.maxAge;
   if (maxAge === undefined) return null;
-  if (!isMaxAge(maxAge)) throw new RangeError("maxAge must be a whole number of seconds");
+  if (!isMaxAge(maxAge)) throw new InvalidInput("maxAge must be a whole number of seconds", RangeError);
   return maxAge;
 }
 
-/** What a caller is told to fix or retry: thrown as is, not an operator's concern. */
-const EXPECTED = [TypeError, RangeError, BucketMoving, DatabaseUnavailable];
+/**
+ * What an RPC caller gets for a failure of the service's own (a bug, a database error it does
+ * not retry): no internal message, only the id of the log line that has it.
+ */
+export class InternalError extends Error {
+  override name = "InternalError";
+  constructor(requestId: string) {
+    super(`The session service failed; its log line has request_id ${requestId}.`);
+  }
+}
 
 /**
  * Issuing, checking, listing and ending sessions for the rest of the system (the login
@@ -119,19 +96,25 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
 
   /**
-   * Runs one method, the one place the RPC turns a service's refusal into its error (a
-   * RangeError with its sentence); an unexpected error gets its log line
-   * (src/services/failure-log.ts) and reaches the caller unchanged.
+   * Runs one method, the one place the RPC turns a service's answer into its error: invalid
+   * input into the TypeError or RangeError it names, a call refusal into a RangeError with its
+   * sentence; a retryable failure is thrown as it is. Anything else is the service's failure:
+   * its log line (src/services/failure-log.ts), and an InternalError for the caller (a refused
+   * configuration as it is, whose message names only the var).
    */
   private async run<T>(rpc: string, call: () => Promise<T | CallRefusal>): Promise<T> {
+    let result: T | CallRefusal;
     try {
-      const result = await call();
-      if (isCallRefusal(result)) throw new RangeError(callRefusalSentence(result));
-      return result;
+      result = await call();
     } catch (error) {
-      if (!EXPECTED.some((type) => error instanceof type)) logFailure(error, { rpc }, crypto.randomUUID());
-      throw error;
+      if (error instanceof InvalidInput) throw new error.thrownAs(error.message);
+      if (error instanceof BucketMoving || error instanceof DatabaseUnavailable) throw error;
+      const requestId = crypto.randomUUID();
+      logFailure(error, { rpc }, requestId);
+      throw error instanceof ConfigError ? error : new InternalError(requestId);
     }
+    if (isCallRefusal(result)) throw new RangeError(callRefusalSentence(result));
+    return result;
   }
 
   async create(input: CreateSessionInput): Promise<CreatedSession> {
@@ -160,24 +143,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
         name: scope.config.cookieName,
       });
       const caller = session && (await authenticateToken(scope, session));
-      if (!caller) return null;
-      const authenticated: AuthenticatedSession = {
-        sessionId: caller.id,
-        userId: caller.userId,
-        expiresAt: caller.expiresAt.toISOString(),
-        authenticatedAt: caller.authenticatedAt.toISOString(),
-        factors: factorList(caller.authProofs),
-        assuranceLevel: caller.assuranceLevel,
-      };
-      const actor = supportActor(caller);
-      if (maxAge !== null) authenticated.fresh = isFresh(caller, scope.at, maxAge);
-      if (caller.dbscKeyThumbprint !== null) authenticated.deviceBound = true;
-      if (caller.contextStepUp) authenticated.reauthenticationRequired = true;
-      if (actor) authenticated.actor = actor;
-      if (caller.data !== null) authenticated.data = caller.data;
-      const upstream = upstreamSignInView(caller);
-      if (upstream) authenticated.upstream = upstream;
-      return authenticated;
+      return caller && callerView(caller, scope.at, maxAge);
     });
   }
 

@@ -1,5 +1,5 @@
 import { type AccessTokenIssuer, signAccessToken } from "../domain/access-token.ts";
-import { factorList } from "../domain/auth-factors.ts";
+import { callerView } from "../domain/caller-view.ts";
 import { isRefusal, type Refusal } from "../domain/refusal.ts";
 import { ownSession } from "./own-sessions.ts";
 import type { Scope } from "./scope.ts";
@@ -18,14 +18,5 @@ export async function mintAccessToken(
 ): Promise<{ token: string; expiresIn: number } | Refusal> {
   const caller = await ownSession(scope, token);
   if (isRefusal(caller)) return caller;
-  const subject = {
-    sessionId: caller.id,
-    userId: caller.userId,
-    authenticatedAt: caller.authenticatedAt,
-    amr: factorList(caller.authProofs).map((proof) => proof.factor),
-    assuranceLevel: caller.assuranceLevel,
-    agent: caller.supportAgent,
-    data: caller.data,
-  };
-  return signAccessToken(issuer, subject, scope.at.now, caller.expiresAt);
+  return signAccessToken(issuer, callerView(caller, scope.at), scope.at.now);
 }

@@ -13,8 +13,10 @@ import { type Instant, instant } from "../domain/clock.ts";
 import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
 import { deviceKey } from "../domain/device.ts";
 import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
+import { InvalidInput } from "../domain/invalid-input.ts";
 import { normalizeIp } from "../domain/ip.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
+import type { Sent } from "../domain/sent.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
 import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
 import { generateToken, hashSecret, newSecretFor, type Placement } from "../domain/token.ts";
@@ -81,8 +83,8 @@ export interface CreateSessionInput {
 }
 
 /**
- * A session as issued, in plain values. The RPC door turns them into what a login response
- * carries (src/http/login-response.ts): the Set-Cookie values and the DBSC registration header.
+ * A session as issued, in plain values, which ./login-response.ts turns into what a login
+ * response carries: the Set-Cookie values and the DBSC registration header.
  */
 export interface IssuedSession {
   id: string;
@@ -104,7 +106,7 @@ export interface IssuedSession {
 export const MAX_USER_AGENT_LENGTH = 512;
 export const MAX_CITY_LENGTH = 100;
 
-function cleanCity(city: string | null | undefined): string | null {
+function cleanCity(city: unknown): string | null {
   // Control characters have no place in a label shown to users.
   const cleaned =
     typeof city === "string"
@@ -122,12 +124,19 @@ function truncate(text: string, max: number): string {
   return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
 }
 
-/** The user id rule (src/domain/user-id.ts), refused with a TypeError that names it. */
+/** The user id rule (src/domain/user-id.ts), refused as InvalidInput naming it. */
 export function checkUserId(userId: unknown): string {
   if (!isUserId(userId)) {
-    throw new TypeError(`userId must be ${USER_ID_RULE}`);
+    throw new InvalidInput(`userId must be ${USER_ID_RULE}`);
   }
   return userId;
+}
+
+/** A session's lifetime in seconds: a whole number from 1 to `max`, which `limit` may name. */
+function checkTtl(ttlSeconds: unknown, max: number, limit = ""): number {
+  if (typeof ttlSeconds !== "number" || !Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > max)
+    throw new InvalidInput(`ttlSeconds must be an integer from 1 to ${max}${limit}`, RangeError);
+  return ttlSeconds;
 }
 
 /** A session as issued, before it is stored: its row, and what the caller is given. */
@@ -142,7 +151,7 @@ export interface NewSessionRow {
  */
 export async function buildSession(
   config: Config,
-  input: CreateSessionInput,
+  input: Sent<CreateSessionInput>,
   placement: Placement,
   at: Instant = instant(config),
 ): Promise<NewSessionRow> {
@@ -151,17 +160,17 @@ export async function buildSession(
   const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
   const carrier = checkSessionCarrier(input.carrier);
   if (input.deviceBound !== undefined && typeof input.deviceBound !== "boolean")
-    throw new TypeError("deviceBound must be a boolean");
+    throw new InvalidInput("deviceBound must be a boolean");
   // A device-bound session is proven only beside its bound cookie, which no Bearer call carries.
-  if (input.deviceBound && carrier === "bearer") throw new TypeError('deviceBound needs a carrier other than "bearer"');
+  if (input.deviceBound && carrier === "bearer")
+    throw new InvalidInput('deviceBound needs a carrier other than "bearer"');
   const data = input.data === undefined ? null : storedData(checkSessionData(input.data).data);
   const challenge = input.deviceBound ? newChallenge() : null;
   const boundSecret = input.deviceBound ? newBoundSecret() : null;
-  const ttlSeconds = input.ttlSeconds ?? config.ttlSeconds;
-  const maxTtl = Math.min(MAX_TTL_SECONDS, config.maxLifetimeSeconds);
-  if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > maxTtl) {
-    throw new RangeError(`ttlSeconds must be an integer from 1 to ${maxTtl}`);
-  }
+  const ttlSeconds = checkTtl(
+    input.ttlSeconds ?? config.ttlSeconds,
+    Math.min(MAX_TTL_SECONDS, config.maxLifetimeSeconds),
+  );
   const { id, secret, token } = generateToken(placement);
   const createdAt = at.now;
   const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000);
@@ -205,9 +214,9 @@ export async function buildSession(
   };
 }
 
-export async function issueSession(scope: Scope, input: CreateSessionInput): Promise<IssuedSession> {
+export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>): Promise<IssuedSession> {
   const { config, at } = scope;
-  const place = await scope.shards.forUser(checkUserId(input.userId), input.region);
+  const place = await scope.shards.forUser(checkUserId(input?.userId), input.region);
   const signIn = checkUpstreamSignIn(input.upstream, scope.upstreams());
   const built = await buildSession(config, input, place.placement, at);
   const { issued } = built;
@@ -263,16 +272,13 @@ export interface OpenSupportInput {
  */
 export async function openSupportSession(
   scope: Scope,
-  input: OpenSupportInput,
+  input: Sent<OpenSupportInput>,
 ): Promise<Omit<IssuedSession, "newDevice" | "challenge" | "boundSecret"> | SupportRefusal> {
   const { config, at } = scope;
   const userId = checkUserId(input?.userId);
   const support = checkSupport(userId, input.agentId, input.reason);
-  const ttlSeconds = input.ttlSeconds ?? config.supportMaxSeconds;
-  if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds <= 0 || ttlSeconds > config.supportMaxSeconds)
-    throw new RangeError(
-      `ttlSeconds must be an integer from 1 to ${config.supportMaxSeconds} (SESSION_SUPPORT_MAX_SECONDS)`,
-    );
+  const max = config.supportMaxSeconds;
+  const ttlSeconds = checkTtl(input.ttlSeconds ?? max, max, " (SESSION_SUPPORT_MAX_SECONDS)");
   const place = await scope.shards.forUser(userId, input.region);
   const base = {
     userId,
@@ -304,7 +310,7 @@ export interface ReauthenticateInput {
   assuranceLevel?: AssuranceLevel | null;
 }
 
-/** The same session with a new secret, in plain values (the RPC door adds its cookie). */
+/** The same session with a new secret, in plain values (./login-response.ts adds its cookie). */
 export interface ReissuedSession {
   sessionId: string;
   /** The new token; the old one is dead. */
@@ -322,7 +328,7 @@ export interface ReissuedSession {
  */
 export async function reauthenticate(
   scope: Scope,
-  input: ReauthenticateInput,
+  input: Sent<ReauthenticateInput>,
   carrier: TokenCarrier,
   cookieHeader: string | undefined,
 ): Promise<ReissuedSession | null | "support"> {

@@ -9,7 +9,6 @@ import {
   endSessionByToken,
   listSessionsByToken,
 } from "../db/sessions.ts";
-import type { Instant } from "../domain/clock.ts";
 import type { Refusal } from "../domain/refusal.ts";
 import { type SessionView, sessionView } from "../domain/session-view.ts";
 import { contextCheck, type Scope, write } from "./scope.ts";
@@ -43,14 +42,6 @@ export async function ownSession(scope: Scope, token: SessionToken): Promise<Cal
   const caller = await authenticateToken(scope, token);
   if (!caller) return "not_live";
   return caller.contextStepUp ? "step-up" : caller;
-}
-
-/**
- * Whether the caller proved who they are at most `maxAgeSeconds` ago. Support access proves
- * nobody's identity: it is never a recent sign-in of the user.
- */
-export function isFresh(caller: Caller, at: Instant, maxAgeSeconds: number): boolean {
-  return caller.supportAgent === null && at.now.getTime() - caller.authenticatedAt.getTime() <= maxAgeSeconds * 1000;
 }
 
 /** The user's security log, newest first, or why it is not given. */

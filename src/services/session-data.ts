@@ -1,4 +1,6 @@
 import { updateSessionData as updateRow } from "../db/session-data.ts";
+import { InvalidInput } from "../domain/invalid-input.ts";
+import type { Sent } from "../domain/sent.ts";
 import {
   checkSessionData,
   checkSessionDataMode,
@@ -27,10 +29,13 @@ export interface UpdateSessionDataInput {
 /**
  * Replaces or patches the data of a live session. `updated: false` when no live session has
  * that id (ended, expired, idle, or never one), and nothing was written. A merge whose result
- * would exceed MAX_SESSION_DATA_BYTES is a RangeError, and nothing is written.
+ * would exceed MAX_SESSION_DATA_BYTES is InvalidInput, and nothing is written.
  */
-export async function updateSessionData(scope: Scope, input: UpdateSessionDataInput): Promise<{ updated: boolean }> {
-  if (typeof input?.sessionId !== "string") throw new TypeError("sessionId must be a string");
+export async function updateSessionData(
+  scope: Scope,
+  input: Sent<UpdateSessionDataInput>,
+): Promise<{ updated: boolean }> {
+  if (typeof input?.sessionId !== "string") throw new InvalidInput("sessionId must be a string");
   const mode = checkSessionDataMode(input.mode);
   const { json } = checkSessionData(input.data);
   // An id that cannot be a session of this deployment matches nothing: no lookup.
@@ -38,8 +43,9 @@ export async function updateSessionData(scope: Scope, input: UpdateSessionDataIn
   if (!place) return { updated: false };
   const result = await updateRow(place, input.sessionId, mode, json, scope.at);
   if (!result.updated && result.tooLarge !== null)
-    throw new RangeError(
+    throw new InvalidInput(
       `data merged into the session's would be ${result.tooLarge} bytes of JSON, over ${MAX_SESSION_DATA_BYTES}: nothing was written`,
+      RangeError,
     );
   return { updated: result.updated };
 }

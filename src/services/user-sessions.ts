@@ -1,5 +1,7 @@
 import { endSessionById, endSessionsByUserId, endSupportSessionsOf, listSessionsByUserId } from "../db/sessions.ts";
+import { InvalidInput } from "../domain/invalid-input.ts";
 import { isReason, MAX_REASON_LENGTH } from "../domain/reason.ts";
+import type { Sent } from "../domain/sent.ts";
 import { type SessionView, sessionView } from "../domain/session-view.ts";
 import { placementOf } from "../domain/token.ts";
 import { type UpstreamSignInView, upstreamSignInView } from "../domain/upstream-sign-in.ts";
@@ -31,7 +33,7 @@ export interface EndSessionInput {
 
 export function checkReason(reason: unknown): string {
   if (!isReason(reason)) {
-    throw new TypeError(
+    throw new InvalidInput(
       `reason must be 1 to ${MAX_REASON_LENGTH} printable ASCII characters, not starting or ending with a space (e.g. ${KNOWN_REASONS.join(", ")})`,
     );
   }
@@ -39,7 +41,7 @@ export function checkReason(reason: unknown): string {
 }
 
 function checkString(name: string, value: unknown): string {
-  if (typeof value !== "string") throw new TypeError(`${name} must be a string`);
+  if (typeof value !== "string") throw new InvalidInput(`${name} must be a string`);
   return value;
 }
 
@@ -64,12 +66,12 @@ export async function listUserSessions(
 }
 
 /** Ends every live session of the user (but `exceptSessionId`); returns how many ended. */
-export async function endUserSessions(scope: Scope, input: EndUserSessionsInput): Promise<{ ended: number }> {
+export async function endUserSessions(scope: Scope, input: Sent<EndUserSessionsInput>): Promise<{ ended: number }> {
   const userId = checkUserId(input?.userId);
   const reason = checkReason(input.reason);
   // Strict: a token or a typo passed here by mistake would otherwise end the session it meant to keep.
   const except = input.exceptSessionId == null ? null : checkString("exceptSessionId", input.exceptSessionId);
-  if (except !== null && !placementOf(except)) throw new TypeError("exceptSessionId must be a session id");
+  if (except !== null && !placementOf(except)) throw new InvalidInput("exceptSessionId must be a session id");
   const place = await scope.shards.forUser(userId, input.region);
   const ended = await write(
     scope,
@@ -81,7 +83,7 @@ export async function endUserSessions(scope: Scope, input: EndUserSessionsInput)
 }
 
 /** Ends one live session by its id (SessionService.endSession); `ended` is false when there was none. */
-export async function endSession(scope: Scope, input: EndSessionInput): Promise<{ ended: boolean }> {
+export async function endSession(scope: Scope, input: Sent<EndSessionInput>): Promise<{ ended: boolean }> {
   const sessionId = checkString("sessionId", input?.sessionId);
   const reason = checkReason(input.reason);
   // An id that cannot be a session of this deployment matches nothing: no lookup.
@@ -104,15 +106,16 @@ export interface EndSupportSessionsInput {
  */
 export async function endSupportSessions(
   scope: Scope,
-  input: EndSupportSessionsInput,
+  input: Sent<EndSupportSessionsInput>,
 ): Promise<{ ended: number; moving: number }> {
-  if (!isUserId(input?.agentId)) throw new TypeError(`agentId must be a user id: ${USER_ID_RULE}`);
+  const agentId = input?.agentId;
+  if (!isUserId(agentId)) throw new InvalidInput(`agentId must be a user id: ${USER_ID_RULE}`);
   const reason = checkReason(input.reason);
   const counts = await Promise.all(
     scope.shards
       .all()
       .map((shard) =>
-        write(scope, null, (writer) => endSupportSessionsOf(shard, input.agentId, reason, writer, scope.at), null),
+        write(scope, null, (writer) => endSupportSessionsOf(shard, agentId, reason, writer, scope.at), null),
       ),
   );
   return counts.reduce((sum, { ended, moving }) => ({ ended: sum.ended + ended, moving: sum.moving + moving }), {

@@ -1,9 +1,20 @@
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import type { AdminScope } from "../../domain/admin-keys.ts";
 import { type ClientContext, checkContextInput } from "../../domain/client-context.ts";
+import { InvalidInput } from "../../domain/invalid-input.ts";
+import { MAX_REASON_LENGTH } from "../../domain/reason.ts";
 import { type CallRefusal, isCallRefusal } from "../../domain/refusal.ts";
-import type { SessionData } from "../../domain/session-data.ts";
+import type { Sent } from "../../domain/sent.ts";
+import { MAX_SESSION_DATA_BYTES, MAX_SESSION_DATA_DEPTH, type SessionData } from "../../domain/session-data.ts";
+import { USER_ID_RULE } from "../../domain/user-id.ts";
 import type { CreateSessionInput, OpenSupportInput } from "../../services/issue-session.ts";
+import {
+  createSession,
+  type ReauthenticateRequest,
+  reauthenticated,
+  supportSession,
+} from "../../services/login-response.ts";
 import { asAdminKey, type Scope } from "../../services/scope.ts";
 import { updateSessionData } from "../../services/session-data.ts";
 import {
@@ -17,15 +28,18 @@ import {
 } from "../../services/user-sessions.ts";
 import { mediaTypeOf } from "../bounded-body.ts";
 import { Hono } from "../hono.ts";
-import { createSession, type ReauthenticateRequest, reauthenticated, supportSession } from "../login-response.ts";
+import { error, type JsonObject, ok, ref } from "../openapi-parts.ts";
 import { bodyTooLarge, callRefused, invalidInput, sessionNotFound, unsupportedMediaType } from "../refusals.ts";
+import { UPSTREAM_SIGN_IN_INPUT } from "../upstreams/routes.openapi.ts";
 import { type AdminEnv, requireAdminKey } from "./auth.ts";
 
 // The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool
 // on any stack holding an admin key (./auth.ts). Each route reads a JSON object, calls the same
 // service function the RPC method calls, with the same input rules, and answers what the RPC
-// answers: one D1 round trip, as the RPC. A rule the input breaks is the RPC's TypeError or
-// RangeError, answered 400 `invalid_input` with its sentence as `detail`.
+// answers: one D1 round trip, as the RPC. A rule the input breaks (InvalidInput, the RPC's
+// TypeError or RangeError) is answered 400 `invalid_input` with its sentence as `detail`.
+// Each route is declared once (ADMIN_ROUTES, below), and both the router and the document
+// (./routes.openapi.ts) are built from its declaration.
 
 /** A JSON body is one of these calls' inputs: a few short strings and factors. */
 export const MAX_ADMIN_BODY_BYTES = 16 * 1024;
@@ -39,12 +53,12 @@ const limitBody = bodyLimit({
 
 /**
  * The body: a JSON object of no members but `allowed` (a typo must not pass for an omission),
- * typed as the call's input. Each member is checked by the service, as the RPC's are: over
+ * each as sent (`Sent<T>`): each member is checked by the service, as the RPC's are, since over
  * RPC too the input is only what the caller sent. Sent as `application/json` (any parameter;
  * read as UTF-8, RFC 8259 §8.1), the one media type the document lists: a body sent as a form,
  * as text or untyped is refused (415), not guessed at.
  */
-async function body<T>(c: Context<AdminEnv>, allowed: readonly (keyof T & string)[] | null): Promise<T> {
+async function body(c: Context<AdminEnv>, allowed: readonly string[] | null): Promise<Record<string, unknown>> {
   if (mediaTypeOf(c) !== "application/json") throw unsupportedMediaType();
   let parsed: unknown;
   try {
@@ -55,10 +69,10 @@ async function body<T>(c: Context<AdminEnv>, allowed: readonly (keyof T & string
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
     throw invalidInput("the body must be a JSON object");
   // null: the body is the data itself, any members (checked by the data's own rule).
-  const unknown = allowed && Object.keys(parsed).find((member) => !(allowed as readonly string[]).includes(member));
+  const unknown = allowed && Object.keys(parsed).find((member) => !allowed.includes(member));
   if (allowed && unknown !== undefined)
     throw invalidInput(`${unknown} is not a member this call takes (${allowed.join(", ")})`);
-  return parsed as T;
+  return { ...parsed };
 }
 
 /**
@@ -84,87 +98,325 @@ function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Sc
 }
 
 /**
- * Runs the service call; a broken input rule (TypeError, RangeError) is the 400 that names it.
- * Anything else (a retryable 503, an unexpected failure) is answered as on every route.
+ * Runs the service call; invalid input (src/domain/invalid-input.ts) is the 400 that names the
+ * rule. Anything else (a retryable 503, a bug's TypeError) is answered as on every route.
  */
 async function calling<T>(call: () => Promise<T | CallRefusal>): Promise<T> {
   let result: T | CallRefusal;
   try {
     result = await call();
   } catch (error) {
-    if (error instanceof TypeError || error instanceof RangeError) throw invalidInput(error.message);
+    if (error instanceof InvalidInput) throw invalidInput(error.message);
     throw error;
   }
   if (isCallRefusal(result)) throw callRefused(result);
   return result;
 }
 
-const CREATE: (keyof CreateSessionInput)[] = [
-  "userId",
-  "ipAddress",
-  "userAgent",
-  "ttlSeconds",
-  "country",
-  "city",
-  "asn",
-  "region",
-  "factors",
-  "assuranceLevel",
-  "deviceBound",
-  "carrier",
-  "data",
-  "upstream",
+/** A body's members, each with its JSON schema: every member of the service's input, and no other. */
+type Members<Input> = { readonly [K in keyof Input]-?: JsonObject };
+
+/**
+ * One admin route, declared once: the router runs it and the document (./routes.openapi.ts)
+ * says it from this, so a member the call takes is both accepted and documented, or neither.
+ */
+interface Declaration<Input> {
+  method: "get" | "post" | "put" | "patch";
+  /** Under /admin, as the router writes it (`:name` for a parameter). */
+  path: string;
+  scope: AdminScope;
+  operationId: string;
+  summary: string;
+  /** The path's and the query's parameters, as the document lists them. */
+  parameters?: JsonObject[];
+  /**
+   * The body: its members, each with its schema, and those required; or `anyMembers`, the
+   * schema of a body that is itself the data (its own rule checks it). None: no body.
+   */
+  body?: { members: Members<Input>; required: (keyof Input & string)[] } | { anyMembers: JsonObject };
+  /** The success: its status, what it means and its schema. */
+  answer: { status: 200 | 201; description: string; schema: JsonObject };
+  /** Answers beyond the ones every admin call shares. */
+  also?: Record<string, JsonObject>;
+  /** Calls the service with the body's members as sent: invalid input is the 400, a call refusal too. */
+  run: (c: Context<AdminEnv>, input: Sent<Input>) => Promise<unknown>;
+}
+
+/** A route as the router and the document take it. */
+export interface AdminRoute {
+  method: "get" | "post" | "put" | "patch";
+  /** As the document writes it: /admin/… with `{name}` parameters. */
+  path: string;
+  routerPath: string;
+  scope: AdminScope;
+  operationId: string;
+  summary: string;
+  parameters: JsonObject[];
+  /** The request body's schema; null: none. */
+  body: JsonObject | null;
+  answers: Record<string, JsonObject>;
+  handler: (c: Context<AdminEnv>) => Promise<Response>;
+}
+
+function declare<Input>(route: Declaration<Input>): AdminRoute {
+  const { body: declared, answer } = route;
+  const members = declared && "members" in declared ? declared.members : null;
+  const schema =
+    declared && ("members" in declared ? object(declared.required, declared.members) : declared.anyMembers);
+  return {
+    method: route.method,
+    path: `/admin${route.path.replace(/:(\w+)/g, "{$1}")}`,
+    routerPath: route.path,
+    scope: route.scope,
+    operationId: route.operationId,
+    summary: route.summary,
+    parameters: route.parameters ?? [],
+    body: schema ?? null,
+    answers: { [answer.status]: ok(answer.description, answer.schema), ...route.also },
+    handler: async (c) => {
+      const input = declared === undefined ? {} : await body(c, members && Object.keys(members));
+      return c.json(await calling(() => route.run(c, input)), answer.status);
+    },
+  };
+}
+
+const pathParameter = (name: string, description: string) => ({
+  name,
+  in: "path",
+  required: true,
+  description,
+  schema: { type: "string" },
+});
+const USER_ID = pathParameter("userId", `The user's id (URL-encoded): ${USER_ID_RULE}.`);
+const SESSION_ID = pathParameter(
+  "sessionId",
+  "The session's id: any text, as over RPC (one naming no live session answers `false`).",
+);
+const REASON = {
+  type: "string",
+  maxLength: MAX_REASON_LENGTH,
+  description: "Why, for the security log (e.g. `password_changed`).",
+};
+// No members but those listed, in a request (a member the call does not take is a 400) and in an answer.
+const object = (required: readonly string[], properties: JsonObject) => ({
+  type: "object",
+  required,
+  properties,
+  additionalProperties: false,
+});
+
+const DATA = {
+  type: "object",
+  description: `Application data: a JSON object of at most ${MAX_SESSION_DATA_BYTES} bytes, nested at most ${MAX_SESSION_DATA_DEPTH} deep (itself the first level); answered by authenticate and whoami, never listed.`,
+};
+const COUNT = { type: "integer", minimum: 0 };
+const UPDATED = {
+  status: 200,
+  description: "Whether a live session had that id (nothing is written when none had).",
+  schema: object(["updated"], { updated: { type: "boolean" } }),
+} as const;
+
+const ISSUED = {
+  type: "object",
+  required: ["id", "token", "expiresAt", "cookie"],
+  properties: {
+    id: ref("schemas/SessionId"),
+    token: { type: "string" },
+    expiresAt: { type: "string", format: "date-time" },
+    cookie: { type: "string", description: "A ready `Set-Cookie` value for the login response." },
+    newDevice: { type: "boolean" },
+    secureSessionRegistration: { type: "string" },
+    boundCookie: { type: "string" },
+  },
+  additionalProperties: false,
+};
+
+/** Every admin route, in the document's order. */
+export const ADMIN_ROUTES: AdminRoute[] = [
+  declare<CreateSessionInput>({
+    method: "post",
+    path: "/sessions",
+    scope: "sessions:create",
+    operationId: "adminCreateSession",
+    summary: "Issue a session (SessionService.create)",
+    body: {
+      required: ["userId"],
+      members: {
+        userId: { type: "string" },
+        ipAddress: { type: ["string", "null"] },
+        userAgent: { type: ["string", "null"] },
+        ttlSeconds: { type: "integer" },
+        country: { type: ["string", "null"] },
+        city: { type: ["string", "null"] },
+        asn: { type: ["integer", "null"] },
+        region: { type: ["string", "null"] },
+        factors: { type: "array" },
+        assuranceLevel: { type: ["integer", "null"] },
+        deviceBound: { type: "boolean" },
+        carrier: { enum: ["cookie", "bearer", "both", null] },
+        data: DATA,
+        upstream: { ...UPSTREAM_SIGN_IN_INPUT, type: ["object", "null"] },
+      },
+    },
+    answer: { status: 201, description: "The session, its token and the login response's cookie.", schema: ISSUED },
+    run: (c, input) => createSession(scopeOf(c), input),
+  }),
+  declare<ReauthenticateRequest>({
+    method: "post",
+    path: "/sessions/reauthenticate",
+    scope: "sessions:create",
+    operationId: "adminReauthenticate",
+    summary: "Record a new sign-in on a session and give it a new token (SessionService.reauthenticate)",
+    body: {
+      required: ["token", "factors"],
+      members: {
+        token: { type: "string" },
+        factors: { type: "array" },
+        assuranceLevel: { type: ["integer", "null"] },
+        cookie: { type: "string" },
+        carrier: { enum: ["cookie", "bearer"] },
+        context: { type: "object" },
+      },
+    },
+    answer: {
+      status: 200,
+      description: "The same session with its new token; the old token is dead.",
+      schema: object(["sessionId", "token", "expiresAt", "cookie"], {
+        sessionId: ref("schemas/SessionId"),
+        token: { type: "string" },
+        expiresAt: { type: "string", format: "date-time" },
+        cookie: { type: "string", description: "A ready `Set-Cookie` value carrying the new token." },
+      }),
+    },
+    also: {
+      "404": error(
+        "The token proves no live session (SessionService.reauthenticate answers null); or no admin key is configured.",
+        ["session_not_found", "not_found"],
+      ),
+    },
+    run: async (c, input) => {
+      const reissued = await reauthenticated(scopeOf(c, checkContextInput(input.context)), input);
+      if (!reissued) throw sessionNotFound();
+      return reissued;
+    },
+  }),
+  declare<Record<string, never>>({
+    method: "get",
+    path: "/users/:userId/sessions",
+    scope: "sessions:read",
+    operationId: "adminListUserSessions",
+    summary:
+      "A user's live sessions, as the user lists them and with the upstream sign-in of each (SessionService.listUserSessions)",
+    parameters: [USER_ID, { name: "region", in: "query", required: false, schema: { type: "string" } }],
+    answer: {
+      status: 200,
+      description: "Newest first; [] for an unknown user.",
+      schema: object(["sessions"], { sessions: { type: "array", items: ref("schemas/BackendSession") } }),
+    },
+    run: async (c) => ({ sessions: await listUserSessions(scopeOf(c), param(c, "userId"), c.req.query("region")) }),
+  }),
+  declare<Omit<EndUserSessionsInput, "userId">>({
+    method: "post",
+    path: "/users/:userId/sessions/end",
+    scope: "sessions:end",
+    operationId: "adminEndUserSessions",
+    summary: "End a user's sessions, or all but one (SessionService.endUserSessions)",
+    parameters: [USER_ID],
+    body: {
+      required: ["reason"],
+      members: {
+        reason: REASON,
+        exceptSessionId: { type: ["string", "null"] },
+        region: { type: ["string", "null"] },
+      },
+    },
+    answer: { status: 200, description: "How many ended.", schema: object(["ended"], { ended: COUNT }) },
+    run: (c, input) => endUserSessions(scopeOf(c), { ...input, userId: param(c, "userId") }),
+  }),
+  declare<Omit<EndSessionInput, "sessionId">>({
+    method: "post",
+    path: "/sessions/:sessionId/end",
+    scope: "sessions:end",
+    operationId: "adminEndSession",
+    summary: "End one session (SessionService.endSession)",
+    parameters: [SESSION_ID],
+    body: { required: ["reason"], members: { reason: REASON } },
+    answer: {
+      status: 200,
+      description: "Whether a live session had that id.",
+      schema: object(["ended"], { ended: { type: "boolean" } }),
+    },
+    run: (c, input) => endSession(scopeOf(c), { ...input, sessionId: param(c, "sessionId") }),
+  }),
+  // Not the support tool's own request (ipAddress, userAgent, carrier): the RPC's alone takes those.
+  declare<Pick<OpenSupportInput, "userId" | "agentId" | "reason" | "ttlSeconds" | "region" | "data">>({
+    method: "post",
+    path: "/support-sessions",
+    scope: "support",
+    operationId: "adminOpenSupportSession",
+    summary: "Open support access to a user's account for an agent (SessionService.openSupportSession)",
+    body: {
+      required: ["userId", "agentId", "reason"],
+      members: {
+        userId: { type: "string" },
+        agentId: { type: "string" },
+        reason: { type: "string" },
+        ttlSeconds: { type: "integer" },
+        region: { type: ["string", "null"] },
+        data: DATA,
+      },
+    },
+    answer: { status: 201, description: "The support session and its token.", schema: ISSUED },
+    run: (c, input) => supportSession(scopeOf(c), input),
+  }),
+  // PUT replaces the data, PATCH merges an RFC 7396 patch into it, as `mode` says to the RPC.
+  declare<SessionData>({
+    method: "put",
+    path: "/sessions/:sessionId/data",
+    scope: "sessions:data",
+    operationId: "adminReplaceSessionData",
+    summary: "Replace a session's application data (SessionService.updateSessionData, mode replace)",
+    parameters: [SESSION_ID],
+    body: { anyMembers: { ...DATA, description: "The new data, whole; `{}` clears it." } },
+    answer: UPDATED,
+    run: (c, data) => updateSessionData(scopeOf(c), { sessionId: param(c, "sessionId"), data, mode: "replace" }),
+  }),
+  declare<SessionData>({
+    method: "patch",
+    path: "/sessions/:sessionId/data",
+    scope: "sessions:data",
+    operationId: "adminMergeSessionData",
+    summary:
+      "Merge an RFC 7396 JSON Merge Patch into a session's application data (SessionService.updateSessionData, mode merge)",
+    parameters: [SESSION_ID],
+    body: {
+      anyMembers: {
+        ...DATA,
+        description: "The patch: each member replaces its key, a null member deletes it, objects merge.",
+      },
+    },
+    answer: UPDATED,
+    run: (c, data) => updateSessionData(scopeOf(c), { sessionId: param(c, "sessionId"), data, mode: "merge" }),
+  }),
+  declare<Omit<EndSupportSessionsInput, "agentId">>({
+    method: "post",
+    path: "/agents/:agentId/support-sessions/end",
+    scope: "support",
+    operationId: "adminEndSupportSessions",
+    summary: "End every open support session of an agent (SessionService.endSupportSessions)",
+    parameters: [pathParameter("agentId", `The agent's user id: ${USER_ID_RULE}.`)],
+    body: { required: ["reason"], members: { reason: REASON } },
+    answer: {
+      status: 200,
+      description: "How many ended, and how many were in a bucket being moved (call again).",
+      schema: object(["ended", "moving"], { ended: COUNT, moving: COUNT }),
+    },
+    run: (c, input) => endSupportSessions(scopeOf(c), { ...input, agentId: param(c, "agentId") }),
+  }),
 ];
 
-export const adminRoutes = new Hono<AdminEnv>()
-  .post("/sessions", requireAdminKey("sessions:create"), limitBody, async (c) => {
-    const input = await body<CreateSessionInput>(c, CREATE);
-    return c.json(await calling(() => createSession(scopeOf(c), input)), 201);
-  })
-  .post("/sessions/reauthenticate", requireAdminKey("sessions:create"), limitBody, async (c) => {
-    const input = await body<ReauthenticateRequest>(c, [
-      "token",
-      "factors",
-      "assuranceLevel",
-      "cookie",
-      "carrier",
-      "context",
-    ]);
-    const reissued = await calling(() => reauthenticated(scopeOf(c, checkContextInput(input.context)), input));
-    if (!reissued) throw sessionNotFound();
-    return c.json(reissued);
-  })
-  .get("/users/:userId/sessions", requireAdminKey("sessions:read"), async (c) => {
-    const sessions = await calling(() => listUserSessions(scopeOf(c), param(c, "userId"), c.req.query("region")));
-    return c.json({ sessions });
-  })
-  .post("/users/:userId/sessions/end", requireAdminKey("sessions:end"), limitBody, async (c) => {
-    const input = await body<EndUserSessionsInput>(c, ["reason", "exceptSessionId", "region"]);
-    const userId = param(c, "userId");
-    return c.json(await calling(() => endUserSessions(scopeOf(c), { ...input, userId })));
-  })
-  .post("/sessions/:sessionId/end", requireAdminKey("sessions:end"), limitBody, async (c) => {
-    const input = await body<EndSessionInput>(c, ["reason"]);
-    const sessionId = param(c, "sessionId");
-    return c.json(await calling(() => endSession(scopeOf(c), { ...input, sessionId })));
-  })
-  // PUT replaces the data, PATCH merges an RFC 7396 patch into it, as `mode` says to the RPC.
-  .put("/sessions/:sessionId/data", requireAdminKey("sessions:data"), limitBody, async (c) => {
-    const data = await body<SessionData>(c, null);
-    const sessionId = param(c, "sessionId");
-    return c.json(await calling(() => updateSessionData(scopeOf(c), { sessionId, data, mode: "replace" })));
-  })
-  .patch("/sessions/:sessionId/data", requireAdminKey("sessions:data"), limitBody, async (c) => {
-    const data = await body<SessionData>(c, null);
-    const sessionId = param(c, "sessionId");
-    return c.json(await calling(() => updateSessionData(scopeOf(c), { sessionId, data, mode: "merge" })));
-  })
-  .post("/support-sessions", requireAdminKey("support"), limitBody, async (c) => {
-    const input = await body<OpenSupportInput>(c, ["userId", "agentId", "reason", "ttlSeconds", "region", "data"]);
-    return c.json(await calling(() => supportSession(scopeOf(c), input)), 201);
-  })
-  .post("/agents/:agentId/support-sessions/end", requireAdminKey("support"), limitBody, async (c) => {
-    const input = await body<EndSupportSessionsInput>(c, ["reason"]);
-    const agentId = param(c, "agentId");
-    return c.json(await calling(() => endSupportSessions(scopeOf(c), { ...input, agentId })));
-  });
+export const adminRoutes = new Hono<AdminEnv>();
+for (const route of ADMIN_ROUTES) {
+  const limits = route.body ? [limitBody] : [];
+  adminRoutes.on(route.method.toUpperCase(), route.routerPath, requireAdminKey(route.scope), ...limits, route.handler);
+}

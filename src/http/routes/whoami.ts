@@ -1,11 +1,10 @@
-import type { AuthFactor } from "../../domain/auth-factors.ts";
-import { factorList, isMaxAge } from "../../domain/auth-factors.ts";
+import { type AuthFactor, isMaxAge } from "../../domain/auth-factors.ts";
+import { type CallerView, callerView } from "../../domain/caller-view.ts";
 import { isRefusal } from "../../domain/refusal.ts";
 import type { SessionData } from "../../domain/session-data.ts";
-import { supportActor } from "../../domain/session-view.ts";
 import type { SupportActor } from "../../domain/support.ts";
-import { type UpstreamSignInView, upstreamSignInView } from "../../domain/upstream-sign-in.ts";
-import { isFresh, ownSession } from "../../services/own-sessions.ts";
+import type { UpstreamSignInView } from "../../domain/upstream-sign-in.ts";
+import { ownSession } from "../../services/own-sessions.ts";
 import type { AppEnv } from "../app-env.ts";
 import { Hono } from "../hono.ts";
 import { requireToken } from "../middleware/auth.ts";
@@ -33,6 +32,26 @@ export interface WhoamiView {
   upstream?: UpstreamSignInView;
 }
 
+/**
+ * The caller's view (src/domain/caller-view.ts) in the contract's names: the factors as RFC 8176
+ * `amr`, `device_bound` always said. Never `reauthenticationRequired`: a held session is refused.
+ */
+export function whoamiView(view: CallerView): WhoamiView {
+  return {
+    session_id: view.sessionId,
+    user_id: view.userId,
+    expires_at: view.expiresAt,
+    authenticated_at: view.authenticatedAt,
+    amr: view.factors.map((proof) => proof.factor),
+    assurance_level: view.assuranceLevel,
+    device_bound: view.deviceBound === true,
+    ...(view.fresh === undefined ? {} : { fresh: view.fresh }),
+    ...(view.actor ? { actor: view.actor } : {}),
+    ...(view.data ? { data: view.data } : {}),
+    ...(view.upstream ? { upstream: view.upstream } : {}),
+  };
+}
+
 /** `max_age` from the query: absent, or once, a whole number of seconds. */
 function maxAgeOf(values: string[] | undefined): number | null {
   if (values === undefined) return null;
@@ -52,20 +71,5 @@ export const whoamiRoutes = new Hono<AppEnv>().get("/", requireToken, async (c) 
   const { scope, token } = c.var;
   const caller = await ownSession(scope, token);
   if (isRefusal(caller)) throw refused(c, caller);
-  const actor = supportActor(caller);
-  const upstream = upstreamSignInView(caller);
-  const view: WhoamiView = {
-    session_id: caller.id,
-    user_id: caller.userId,
-    expires_at: caller.expiresAt.toISOString(),
-    authenticated_at: caller.authenticatedAt.toISOString(),
-    amr: factorList(caller.authProofs).map((proof) => proof.factor),
-    assurance_level: caller.assuranceLevel,
-    device_bound: caller.dbscKeyThumbprint !== null,
-    ...(maxAge === null ? {} : { fresh: isFresh(caller, scope.at, maxAge) }),
-    ...(actor ? { actor } : {}),
-    ...(caller.data === null ? {} : { data: caller.data }),
-    ...(upstream ? { upstream } : {}),
-  };
-  return c.json(view);
+  return c.json(whoamiView(callerView(caller, scope.at, maxAge)));
 });

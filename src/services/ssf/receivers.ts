@@ -1,5 +1,6 @@
 import type { Shards } from "../../db/shards.ts";
 import { insertReceiver, listReceivers, revokeReceiver } from "../../db/ssf/receivers.ts";
+import { InvalidInput } from "../../domain/invalid-input.ts";
 import { hashSecret, newCredential } from "../../domain/token.ts";
 
 // Shared Signals receiver credentials, issued and revoked by the operator (scripts/ssf-receivers.ts).
@@ -14,11 +15,11 @@ export async function issueReceiver(
 ): Promise<{ id: string; credential: string; audience: string }> {
   const name = input.name.trim();
   if (name === "" || name.length > MAX_NAME_LENGTH || /\p{Cc}/u.test(name))
-    throw new TypeError(`name must be 1 to ${MAX_NAME_LENGTH} characters, no control characters`);
+    throw new InvalidInput(`name must be 1 to ${MAX_NAME_LENGTH} characters, no control characters`);
   // The `aud` of every SET the receiver gets: usually its own URL or client id.
   const audience = input.audience.trim();
   if (audience === "" || audience.length > 256 || /[\p{Cc}\s]/u.test(audience))
-    throw new TypeError("audience must be 1 to 256 characters without spaces (e.g. the receiver's URL)");
+    throw new InvalidInput("audience must be 1 to 256 characters without spaces (e.g. the receiver's URL)");
   const { id, secret, token } = newCredential();
   await insertReceiver(shards.streams().db, {
     id,

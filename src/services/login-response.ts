@@ -1,9 +1,10 @@
 import { checkTokenCarrier } from "../domain/carrier.ts";
 import type { ContextInput } from "../domain/client-context.ts";
 import type { Config } from "../domain/config.ts";
-import { boundCookieName, checkCookieHeader } from "../domain/cookie-header.ts";
+import { boundCookieName, checkCookieHeader, setCookie } from "../domain/cookie-header.ts";
 import { registrationHeader } from "../domain/device-binding.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
+import type { Sent } from "../domain/sent.ts";
 import {
   type CreateSessionInput,
   issueSession,
@@ -11,12 +12,12 @@ import {
   openSupportSession,
   type ReauthenticateInput,
   reauthenticate,
-} from "../services/issue-session.ts";
-import type { Scope } from "../services/scope.ts";
-import { sessionCookie } from "./cookie.ts";
+} from "./issue-session.ts";
+import type { Scope } from "./scope.ts";
 
 // What a login flow is handed when the service issues or re-issues a session, by either door
-// that can (the RPC and the admin API): the session, its token and ready Set-Cookie values.
+// that can (the RPC and the admin API), each importing it from here rather than from the other:
+// the session, its token and ready Set-Cookie values.
 
 /** What SessionService.create answers: the session, and what the login response carries. */
 export interface CreatedSession {
@@ -46,16 +47,16 @@ export interface CreatedSession {
  * as long as the session possibly can, and the database decides before that.
  */
 export function loginCookie(config: Config, token: string, seconds: number): string {
-  return sessionCookie(config.cookieName, token, config.slidingTtl ? config.maxLifetimeSeconds : seconds);
+  return setCookie(config.cookieName, token, config.slidingTtl ? config.maxLifetimeSeconds : seconds);
 }
 
-/** Issues a session (src/services/issue-session.ts) and answers as SessionService.create does. */
-export async function createSession(scope: Scope, input: CreateSessionInput): Promise<CreatedSession> {
+/** Issues a session (./issue-session.ts) and answers as SessionService.create does. */
+export async function createSession(scope: Scope, input: Sent<CreateSessionInput>): Promise<CreatedSession> {
   const { config } = scope;
   const { id, token, expiresAt, expiresIn, newDevice, challenge, boundSecret } = await issueSession(scope, input);
   const created = { id, token, expiresAt, cookie: loginCookie(config, token, expiresIn) };
   if (!challenge || !boundSecret) return { ...created, newDevice };
-  const boundCookie = sessionCookie(boundCookieName(config.cookieName), boundSecret, config.boundCookieSeconds);
+  const boundCookie = setCookie(boundCookieName(config.cookieName), boundSecret, config.boundCookieSeconds);
   return { ...created, secureSessionRegistration: registrationHeader(challenge), boundCookie, newDevice };
 }
 
@@ -87,22 +88,25 @@ export interface ReauthenticatedSession {
   cookie: string;
 }
 
-/** Opens support access (src/services/issue-session.ts) and answers as SessionService.openSupportSession does. */
-export async function supportSession(scope: Scope, input: OpenSupportInput): Promise<SupportSession | SupportRefusal> {
+/** Opens support access (./issue-session.ts) and answers as SessionService.openSupportSession does. */
+export async function supportSession(
+  scope: Scope,
+  input: Sent<OpenSupportInput>,
+): Promise<SupportSession | SupportRefusal> {
   const opened = await openSupportSession(scope, input);
   if (typeof opened === "string") return opened;
   const { expiresIn, ...session } = opened;
   // Support access never slides: its cookie ends with it.
-  return { ...session, cookie: sessionCookie(scope.config.cookieName, session.token, expiresIn) };
+  return { ...session, cookie: setCookie(scope.config.cookieName, session.token, expiresIn) };
 }
 
 /**
- * Re-authenticates the token's session (src/services/issue-session.ts) and answers as
+ * Re-authenticates the token's session (./issue-session.ts) and answers as
  * SessionService.reauthenticate does; `scope` carries the request's context, checked by the door.
  */
 export async function reauthenticated(
   scope: Scope,
-  input: ReauthenticateRequest,
+  input: Sent<ReauthenticateRequest>,
 ): Promise<ReauthenticatedSession | null | "support"> {
   const cookie = checkCookieHeader(input?.cookie);
   const carrier = checkTokenCarrier(input?.carrier);
