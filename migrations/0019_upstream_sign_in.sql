@@ -10,4 +10,5 @@ CREATE TABLE `upstream_links` (
 CREATE INDEX `upstream_links_bucket_idx` ON `upstream_links` (`bucket`);--> statement-breakpoint
 ALTER TABLE `sessions` ADD `upstream` text;--> statement-breakpoint
 ALTER TABLE `sessions` ADD `upstream_subject` text;--> statement-breakpoint
-ALTER TABLE `sessions` ADD `upstream_sid` text;
+ALTER TABLE `sessions` ADD `upstream_sid` text;--> statement-breakpoint
+ALTER TABLE `ssf_received_sets` ADD `subject` text;

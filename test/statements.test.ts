@@ -4,7 +4,7 @@ import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { describe, expect, it } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards } from "./d1.ts";
-import { bearer, CHROME_MAC, callWith, databases, issue, newUser, sessionCookie } from "./helpers.ts";
+import { bearer, CHROME_MAC, callWith, databases, issue, newUser, ORIGIN, sessionCookie } from "./helpers.ts";
 import { accessTokenVars } from "./ssf.ts";
 import { type Operation, STATEMENTS } from "./statement-counts.ts";
 
@@ -75,7 +75,10 @@ async function upstreamRequest(
     };
   }
   return {
-    headers: { "Content-Type": "application/json", Authorization: `Bearer ${await upstreamJwt({})}` },
+    headers: {
+      "Content-Type": "application/json",
+      Authorization: `Bearer ${await upstreamJwt({ aud: `${ORIGIN}/upstreams/idp/global-token-revocation` })}`,
+    },
     body: JSON.stringify({ sub_id: { format: "iss_sub", iss: ISSUER, sub: subject } }),
     status: 204,
   };

@@ -230,12 +230,26 @@ describe("a session remembers the upstream sign-in it came from", () => {
     }
   });
 
-  it("a second sign-in of the subject as another user moves the link: the subject's logout follows it", async () => {
+  it("a sign-in of the subject as another user moves the link and ends the first user's sessions as that subject; the subject's logout then reaches the second", async () => {
     const [first, second] = [newUser(), newUser()];
     const subject = `sub-${crypto.randomUUID()}`;
-    await signIn(first, subject, "sid-1");
-    await signIn(second, subject, "sid-2");
+    const [asSubject, password] = [await signIn(first, subject, "sid-1"), await issue(first)];
+    const other = await signIn(first, `another-${subject}`, "sid-1");
+    const seconds = await signIn(second, subject, "sid-2");
     expect(await linkRows(subject)).toEqual([{ upstream: "corp", subject, user_id: second, region: "default" }]);
+    expect(await liveness(asSubject.token, password.token, other.token, seconds.token)).toEqual([
+      false,
+      true,
+      true,
+      true,
+    ]);
+    expect((await loggedFor(first, asSubject.id)).at(-1)).toEqual({
+      type: "ended",
+      reason: "upstream_relinked",
+      actor_session_id: null,
+    });
+    await expectDone(await logout(await sign(logoutClaims(subject, undefined))));
+    expect(await liveness(password.token, other.token, seconds.token)).toEqual([true, true, false]);
   });
 
   const refusals: [string, unknown, string][] = [
@@ -657,7 +671,7 @@ describe("global token revocation", () => {
 
   function jwt(overrides: JWTPayload = {}, signing: Signing = {}) {
     return sign(
-      { iss: CORP, aud: CLIENT_ID, iat: now(), exp: now() + 300, jti: crypto.randomUUID(), ...overrides },
+      { iss: CORP, aud: URL, iat: now(), exp: now() + 300, jti: crypto.randomUUID(), ...overrides },
       {
         typ: "JWT",
         ...signing,
@@ -695,12 +709,28 @@ describe("global token revocation", () => {
     });
   });
 
-  it("its JWT's aud may be this URL instead of the client id (as Okta's Universal Logout sends it)", async () => {
+  it("its JWT's aud may be an array that contains this URL, and its typ absent", async () => {
     const user = newUser();
     const subject = `sub-${crypto.randomUUID()}`;
     const session = await signIn(user, subject, null);
-    await expectDone(await revoke(subject, `Bearer ${await jwt({ aud: URL })}`), 204);
+    await expectDone(await revoke(subject, `Bearer ${await jwt({ aud: ["other", URL] }, { typ: null })}`), 204);
     expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("a copy of a JWT cannot end another user's sessions: claimed for its first subject, refused 401 for another", async () => {
+    const [victim, first] = [newUser(), newUser()];
+    const [victimSubject, firstSubject] = [`sub-${crypto.randomUUID()}`, `sub-${crypto.randomUUID()}`];
+    const victimSession = await signIn(victim, victimSubject, null);
+    await signIn(first, firstSubject, null);
+    const token = await jwt();
+    await expectDone(await revoke(firstSubject, `Bearer ${token}`), 204);
+    await expectRefused(
+      await revoke(victimSubject, `Bearer ${token}`),
+      "The JWT was used before for another subject.",
+      "invalid_token",
+      401,
+    );
+    expect(await isLive(victimSession.token)).toBe(true);
   });
 
   it("a subject no sign-in linked: 404 user_not_found", async () => {
@@ -738,9 +768,34 @@ describe("global token revocation", () => {
       "The JWT's iss is not the issuer of the upstream this URL is for.",
     ],
     [
-      "an aud of neither the client id nor this URL",
+      "an aud of another URL",
       async () => `Bearer ${await jwt({ aud: "https://sessions.example/elsewhere" })}`,
-      "The JWT's aud is neither this service's client id nor this URL.",
+      "The JWT's aud is not this URL.",
+    ],
+    [
+      "one of the upstream's ID tokens (aud the client id), as a signed-in user holds it",
+      async () => `Bearer ${await jwt({ aud: CLIENT_ID, nonce: "n-1", sub: "attacker" })}`,
+      "The JWT's aud is not this URL.",
+    ],
+    [
+      "a token of another kind with this URL as aud: a nonce",
+      async () => `Bearer ${await jwt({ nonce: "n-1" })}`,
+      "The JWT is a token of another kind (typ, nonce or events).",
+    ],
+    [
+      "a token of another kind with this URL as aud: a logout token's events",
+      async () => `Bearer ${await jwt({ events: { [BCL_EVENT]: {} } })}`,
+      "The JWT is a token of another kind (typ, nonce or events).",
+    ],
+    [
+      "a token of another kind with this URL as aud: typ at+jwt",
+      async () => `Bearer ${await jwt({}, { typ: "at+jwt" })}`,
+      "The JWT is a token of another kind (typ, nonce or events).",
+    ],
+    [
+      "an iat over 24 hours old",
+      async () => `Bearer ${await jwt({ iat: now() - 86_401 })}`,
+      "The JWT has an iat in the future or more than 24 hours old.",
     ],
     ["no exp", async () => `Bearer ${await jwt({ exp: undefined })}`, "The JWT has no exp."],
     ["an exp passed", async () => `Bearer ${await jwt({ exp: now() - 61 })}`, "The JWT has expired (exp)."],

@@ -296,6 +296,9 @@ export const ssfReceivedSets = sqliteTable(
     // The bucket of the user it named: a move takes the SET along with the user's sessions
     // (src/db/moves.ts), so that one resent after the move still ends nothing.
     bucket: text("bucket").notNull(),
+    // A global token revocation's JWT names no subject, so it is also claimed for the subject of
+    // its first request (src/db/ssf/inbound-sets.ts `claimForSubject`): null on every other row.
+    subject: text("subject"),
   },
   (table) => [primaryKey({ columns: [table.issuer, table.jti] })],
 );

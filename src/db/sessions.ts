@@ -209,6 +209,24 @@ export async function endSessionsByUserId(
   return endMatching(place, "ended", () => ending, writer, at, { reason });
 }
 
+/** Ends every live session of `userId` signed in through the upstream as the subject, logging `ended` with the reason. */
+export async function endUpstreamSubjectSessions(
+  place: Place,
+  userId: string,
+  signIn: { upstream: string; subject: string },
+  reason: string,
+  writer: Writer,
+  at: Instant,
+): Promise<Logged<number>> {
+  const ending = and(
+    eq(sessions.userId, userId),
+    eq(sessions.upstream, signIn.upstream),
+    eq(sessions.upstreamSubject, signIn.subject),
+    isLive(at),
+  );
+  return endMatching(place, "ended", () => ending, writer, at, { reason });
+}
+
 /** Ends one live session by id (no token), logging `ended` with the reason. */
 export async function endSessionById(
   place: Place,

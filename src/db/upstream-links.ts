@@ -1,4 +1,4 @@
-import { and, eq, notExists, sql } from "drizzle-orm";
+import { and, eq, isNull, notExists, sql } from "drizzle-orm";
 import { moveOf, onBucket } from "./buckets.ts";
 import { batchNamed } from "./client.ts";
 import { bucketMoves, upstreamLinks } from "./schema.ts";
@@ -17,14 +17,18 @@ export interface UpstreamLink {
 
 /**
  * Writes the link, or rewrites it when the subject's user or region changed, unless its bucket
- * is being moved (then BucketMoving, nothing written). One batch: the upsert, guarded by the
- * move state, and that state.
+ * is being moved (then BucketMoving, nothing written). One batch: the link as it was, the
+ * upsert guarded by the move state, the link as written, and that state. Answers the user the
+ * link named before when it was another one (a replay of a batch that committed reads it
+ * rewritten already, and answers null).
  */
-export function writeLink(place: Place, link: UpstreamLink): Promise<void> {
+export function writeLink(place: Place, link: UpstreamLink): Promise<{ userId: string; region: string | null } | null> {
   return onBucket(place, async (db) => {
     const moving = db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, place.bucket));
     const row = sql`SELECT ${link.upstream}, ${link.subject}, ${link.userId}, ${link.region}, ${place.bucket} WHERE ${notExists(moving)}`;
-    const { written, move } = await batchNamed(db, {
+    const key = and(eq(upstreamLinks.upstream, link.upstream), eq(upstreamLinks.subject, link.subject));
+    const { before, written, move } = await batchNamed(db, {
+      before: db.select({ userId: upstreamLinks.userId, region: upstreamLinks.region }).from(upstreamLinks).where(key),
       // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
       upsert: db
         .insert(upstreamLinks)
@@ -42,11 +46,14 @@ export function writeLink(place: Place, link: UpstreamLink): Promise<void> {
             eq(upstreamLinks.upstream, link.upstream),
             eq(upstreamLinks.subject, link.subject),
             eq(upstreamLinks.userId, link.userId),
+            link.region === null ? isNull(upstreamLinks.region) : eq(upstreamLinks.region, link.region),
           ),
         ),
       move: moveOf(db, place.bucket),
     });
-    return { answer: undefined, move: move[0], blocked: written.length === 0 };
+    const previous = before[0];
+    const other = previous !== undefined && previous.userId !== link.userId ? previous : null;
+    return { answer: other, move: move[0], blocked: written.length === 0 };
   });
 }
 

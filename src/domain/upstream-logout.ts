@@ -97,14 +97,18 @@ export function logoutOf(jws: Jws, upstream: Upstream, nowSeconds: number): Upst
 }
 
 /**
- * A revocation request's authentication JWT after its signature verified: its audience is
- * this service's client id or this door's URL, and it expires (RFC 7523 §3).
+ * A revocation request's authentication JWT after its signature verified (RFC 7523 §3): its
+ * audience is this door's URL, as Okta's Universal Logout sends it, and it expires. Not the
+ * client id: the upstream's ID tokens are audienced so, and a user holding one must not pass it
+ * here for another's subject. Nor a token of another kind: no `nonce` (an ID token), no
+ * `events` (a logout token or a SET), `typ` absent or `JWT`.
  */
-export function checkRevocationJwt(jws: Jws, upstream: Upstream, url: string, nowSeconds: number): void {
-  const { payload } = jws;
-  const audiences = audienceOf(payload.aud);
-  if (!audiences.includes(upstream.clientId) && !audiences.includes(url))
-    throw refused("invalid_token", "The JWT's aud is neither this service's client id nor this URL.");
+export function checkRevocationJwt(jws: Jws, url: string, nowSeconds: number): void {
+  const { header, payload } = jws;
+  if (!audienceOf(payload.aud).includes(url)) throw refused("invalid_token", "The JWT's aud is not this URL.");
+  const typ = typeof header.typ === "string" ? header.typ.toLowerCase() : header.typ;
+  if ((typ !== undefined && typ !== "jwt") || payload.nonce !== undefined || payload.events !== undefined)
+    throw refused("invalid_token", "The JWT is a token of another kind (typ, nonce or events).");
   if (typeof payload.exp !== "number") throw refused("invalid_token", "The JWT has no exp.");
   const fault = timesFault(payload, nowSeconds);
   if (fault) throw refused("invalid_token", `The JWT ${fault}.`);

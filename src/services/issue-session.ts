@@ -217,7 +217,8 @@ export async function buildSession(
 export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>): Promise<IssuedSession> {
   const { config, at } = scope;
   const place = await scope.shards.forUser(checkUserId(input?.userId), input.region);
-  const signIn = checkUpstreamSignIn(input.upstream, scope.upstreams());
+  // Read only when given: a mistake in SSF_UPSTREAMS must not stop the sign-ins that name no upstream.
+  const signIn = input.upstream == null ? null : checkUpstreamSignIn(input.upstream, scope.upstreams());
   const built = await buildSession(config, input, place.placement, at);
   const { issued } = built;
   let { row } = built;

@@ -1,8 +1,9 @@
+import { endUpstreamSubjectSessions } from "../db/sessions.ts";
 import type { Place } from "../db/shards.ts";
 import { readLink, writeLink } from "../db/upstream-links.ts";
 import { ConfigError } from "../domain/config.ts";
 import type { Upstream } from "../domain/upstreams.ts";
-import type { Scope } from "./scope.ts";
+import { type Scope, write } from "./scope.ts";
 
 // Which user an upstream's subject is. A logout or a revocation names the subject, not the user,
 // and the user's database follows from the user alone; so the sign-in links the two, in the
@@ -19,15 +20,41 @@ async function linkPlace(scope: Scope, upstream: Upstream, subject: string): Pro
   return scope.shards.forUser(`${upstream.name}\n${subject}`, upstream.region);
 }
 
-/** Links the upstream's subject to the user (and the region the user's sessions are in). */
+/**
+ * Links the upstream's subject to the user (and the region the user's sessions are in). A
+ * subject is one person at the upstream: linked before to another user, that user's sessions
+ * signed in as the subject end (`ended`, reason `upstream_relinked`), one round trip more, so
+ * that every live session signed in as the subject is its linked user's, and the upstream's
+ * logout reaches them all.
+ */
 export async function linkSubject(
   scope: Scope,
   upstream: Upstream,
   subject: string,
   user: { userId: string; region: string | null },
 ): Promise<void> {
-  await writeLink(await linkPlace(scope, upstream, subject), { upstream: upstream.name, subject, ...user });
+  const previous = await writeLink(await linkPlace(scope, upstream, subject), {
+    upstream: upstream.name,
+    subject,
+    ...user,
+  });
+  if (!previous) return;
+  const place = await scope.shards.forUser(previous.userId, previous.region);
+  scope.plannedRoundTrip();
+  await write(scope, null, (writer) =>
+    endUpstreamSubjectSessions(
+      place,
+      previous.userId,
+      { upstream: upstream.name, subject },
+      RELINKED,
+      writer,
+      scope.at,
+    ),
+  );
 }
+
+/** Why a user's sessions of a subject ended when the subject was linked to another user. */
+const RELINKED = "upstream_relinked";
 
 /** The user the upstream's subject was linked to by a sign-in; null when none was. */
 export async function linkedUser(scope: Scope, upstream: Upstream, subject: string) {

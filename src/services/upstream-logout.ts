@@ -1,4 +1,4 @@
-import { endSessionsForSet } from "../db/ssf/inbound-sets.ts";
+import { claimForSubject, endSessionsForSet } from "../db/ssf/inbound-sets.ts";
 import { type Jws, parseJws, verifyJws } from "../domain/jws.ts";
 import {
   checkIssuer,
@@ -17,7 +17,8 @@ import { linkedUser } from "./upstream-links.ts";
 // An upstream ends sessions here in OpenID Connect's words: a back-channel logout token ends
 // the sessions of one of its sessions or subjects; a global token revocation, every session of
 // the user its subject is. Each verified by the upstream's keys (src/services/upstream-keys.ts),
-// acted on once per `jti`, in one batch on the user's database after the subject's link is read.
+// acted on once per `jti`, in one batch on the user's database after the subject's link is read
+// (a revocation's JWT, which names no subject, claimed for its subject first).
 
 /** A compact JWS by this upstream, its signature verified; `error` is the refusal's code. */
 async function verified(upstream: Upstream, compact: string, what: string, error: UpstreamErrorCode): Promise<Jws> {
@@ -82,9 +83,14 @@ export async function revokeGlobally(
   url: string,
 ): Promise<number | null> {
   const jws = await verified(upstream, bearer, "JWT", "invalid_token");
-  const now = nowSeconds(scope);
-  checkRevocationJwt(jws, upstream, url, now);
+  checkRevocationJwt(jws, url, nowSeconds(scope));
   const subject = revokedSubjectOf(body, upstream);
   const { jti, iat } = jws.payload as { jti: string; iat: number };
+  // The JWT names no subject: claimed for this one, so a copy of it cannot end another user's sessions.
+  scope.plannedRoundTrip();
+  const claimPlace = await scope.shards.forUser(`revocation\n${upstream.name}\n${jti}`, upstream.region);
+  const token = { issuer: `revocation ${upstream.issuer}`, jti };
+  if (!(await claimForSubject(claimPlace, token, subject, scope.at.now)))
+    throw new UpstreamRequestRefused("invalid_token", "The JWT was used before for another subject.");
   return end(scope, upstream, { jti, subject, sid: null, issuedAt: new Date(iat * 1000) }, "global_revocation", true);
 }

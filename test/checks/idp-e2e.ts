@@ -7,8 +7,8 @@
 // login flow does after the provider's OIDC callback, it signs a user in three times over the
 // admin API: twice with the provider's `sub` and a `sid` each, once without. The provider sends
 // a back-channel logout for the first `sid`: that session is refused at once by whoami and,
-// within WAIT_MS, by the verifier; the others stay. Sent again, a forged one and one of another
-// sid of nobody: nothing more ends. Then a global token revocation of the subject ends the
+// within WAIT_MS, by the verifier; the others stay. Sent again after the user signed in anew with
+// that sid, and forged with a stranger's key: nothing more ends. Then a global token revocation of the subject ends the
 // user's other two sessions, seen by whoami and the verifier. Prints one JSON report with the
 // lags; exits 1 on any answer other than the one expected.
 import { execFile, spawn } from "node:child_process";
@@ -164,8 +164,11 @@ try {
     (await whoami(second.token)) === 200 && (await whoami(password.token)) === 200,
   );
 
+  // Signed in again with that sid: a resent token must not end it (acted on once per jti).
+  const again = await signIn({ provider: UPSTREAM, subject, sid: "sid-first" });
   const replay = await toProvider("logout", { target: logoutUrl, sub: subject, jti: logout.jti });
   expect("a resent logout token is answered 200", replay.status === 200, replay);
+  expect("a resent logout token ends no session signed in since", (await whoami(again.token)) === 200);
   const forged = await toProvider("logout", { target: logoutUrl, sub: subject, forged: true });
   expect("a logout token signed by a stranger's key is refused 400", forged.status === 400, forged);
   expect("nothing more ended", (await whoami(second.token)) === 200 && (await whoami(password.token)) === 200);

@@ -47,7 +47,8 @@ function notRemembered(db: Database, set: InboundSet) {
 function remember(db: Database, set: InboundSet, bucket: string, at: Date) {
   const moving = db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, bucket));
   // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
-  const row = sql`SELECT ${set.issuer}, ${set.jti}, ${at.getTime()}, ${bucket} WHERE ${notExists(moving)}`;
+  // Every column, in the table's order (an INSERT … SELECT names them all): no subject claimed.
+  const row = sql`SELECT ${set.issuer}, ${set.jti}, ${at.getTime()}, ${bucket}, NULL WHERE ${notExists(moving)}`;
   return db.insert(ssfReceivedSets).select(row).onConflictDoNothing();
 }
 
@@ -105,4 +106,28 @@ export async function purgeInboundSets(db: Database, before: Date, limit: number
     .limit(limit);
   const result = await db.delete(ssfReceivedSets).where(inArray(sql`rowid`, old)).run();
   return result.meta.changes;
+}
+
+/**
+ * Claims a token for one subject, in the bucket its id was placed in: the first request that
+ * names it writes the claim, and the answer is whether the claim is this subject's. So a token
+ * that binds no subject of its own (a global token revocation's JWT) acts for one subject
+ * only, wherever that subject's user is; a retry for the same subject goes on. Held back by a
+ * move of the bucket: BucketMoving, nothing claimed.
+ */
+export function claimForSubject(place: Place, token: InboundSet, subject: string, at: Date): Promise<boolean> {
+  return onBucket(place, async (db) => {
+    const moving = db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, place.bucket));
+    const row = sql`SELECT ${token.issuer}, ${token.jti}, ${at.getTime()}, ${place.bucket}, ${subject} WHERE ${notExists(moving)}`;
+    const { claim, move } = await batchNamed(db, {
+      // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
+      inserted: db.insert(ssfReceivedSets).select(row).onConflictDoNothing(),
+      claim: db
+        .select({ subject: ssfReceivedSets.subject })
+        .from(ssfReceivedSets)
+        .where(and(eq(ssfReceivedSets.issuer, token.issuer), eq(ssfReceivedSets.jti, token.jti))),
+      move: moveOf(db, place.bucket),
+    });
+    return { answer: claim[0]?.subject === subject, move: move[0], blocked: claim.length === 0 };
+  });
 }

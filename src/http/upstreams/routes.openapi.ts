@@ -91,6 +91,7 @@ export const upstreamPaths = {
       responses: {
         "200": {
           description: "Done (a `jti` received before ends nothing). No body.",
+          headers: NO_STORE,
         },
         [status("invalid_request")]: refusal("Refused (§2.8); nothing ended.", ["invalid_request"]),
         ...COMMON,
@@ -124,7 +125,7 @@ export const upstreamPaths = {
         }),
       },
       responses: {
-        "204": { description: "Done (a `jti` received before ends nothing). No body." },
+        "204": { description: "Done (a `jti` received before ends nothing). No body.", headers: NO_STORE },
         [status("invalid_request")]: refusal("Not a JSON `iss_sub` `sub_id`; nothing ended.", ["invalid_request"]),
         [status("invalid_token")]: refusal("No Bearer JWT of the upstream's; nothing ended.", ["invalid_token"], {
           "WWW-Authenticate": { required: true, schema: { type: "string" } },
@@ -133,7 +134,7 @@ export const upstreamPaths = {
         ...COMMON,
         "404": {
           description: "No such upstream (`not_found`), or no sign-in linked the subject (`user_not_found`).",
-          headers: NO_STORE,
+          headers: { ...NO_STORE, "Content-Language": { schema: { const: "en" } } },
           content: json({ anyOf: [errorBody("not_found"), refusalBody(["user_not_found"])] }),
         },
       },

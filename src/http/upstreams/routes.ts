@@ -46,7 +46,11 @@ async function answer(
     logLine("info", "upstream_call", { ...line, status: done.status, ended: done.ended });
     return c.body(null, done.status);
   } catch (error) {
-    if (!(error instanceof UpstreamRequestRefused)) throw error;
+    if (!(error instanceof UpstreamRequestRefused)) {
+      // Answered by onError (503 to retry, or 500 with its own line); counted here as a use.
+      logLine("info", "upstream_call", { ...line, status: null, error: error instanceof Error ? error.name : "error" });
+      throw error;
+    }
     const response = upstreamRefusal(c, error);
     logLine("info", "upstream_call", { ...line, status: response.status, error: error.error });
     return response;
@@ -79,7 +83,8 @@ export const upstreamRoutes = new Hono<AppEnv>()
       } catch {
         body = undefined;
       }
-      const ended = await revokeGlobally(c.var.scope, upstream, jwt, body, c.req.url);
+      const { origin, pathname } = new URL(c.req.url);
+      const ended = await revokeGlobally(c.var.scope, upstream, jwt, body, `${origin}${pathname}`);
       if (ended === null)
         throw new UpstreamRequestRefused("user_not_found", "No sign-in linked this subject to a user.");
       return { status: 204, ended };
