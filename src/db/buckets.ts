@@ -1,4 +1,4 @@
-import { eq, type Placeholder, type SQL, sql } from "drizzle-orm";
+import { eq, notExists, type Placeholder, type SQL, sql } from "drizzle-orm";
 import { BucketMoving } from "../domain/errors.ts";
 import { logLine } from "../domain/log.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
@@ -19,6 +19,14 @@ const NOT_MOVING = sql`NOT EXISTS (SELECT 1 FROM ${bucketMoves} WHERE ${bucketMo
 
 export function notMoving(): SQL {
   return NOT_MOVING;
+}
+
+/**
+ * The bucket is not being moved: the guard of a write whose row is no session (a new session's
+ * INSERT, an upstream's link, a token's memory or claim), which `notMoving` cannot read off.
+ */
+export function bucketNotMoving(db: Database, bucket: string): SQL {
+  return notExists(db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, bucket)));
 }
 
 /** The bucket's move state on this database: the last statement of every per-user batch. */

@@ -20,12 +20,12 @@ import type { ContextPolicy } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
 import { authenticated, tail } from "./authenticated.ts";
-import { moveOf, notMoving, onBucket } from "./buckets.ts";
+import { bucketNotMoving, moveOf, notMoving, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
 import { eventsOf } from "./events.ts";
 import { isLive, isProvenBy, type TokenProof } from "./liveness.ts";
-import { bucketMoves, sessionEvents, sessions } from "./schema.ts";
+import { sessionEvents, sessions } from "./schema.ts";
 import type { Place } from "./shards.ts";
 import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Write, type Writer } from "./writes.ts";
 
@@ -187,11 +187,7 @@ function insertUnlessDone(db: Database, bucket: string, session: NewSession, wri
   const values = Object.entries(getTableColumns(sessions)).map(
     ([key, column]) => sql`${sql.param(session[key as keyof NewSession] ?? column.default ?? null, column)}`,
   );
-  const guard = and(
-    notExists(db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, bucket))),
-    notExists(loggedBy(db, write)),
-    allowed,
-  );
+  const guard = and(bucketNotMoving(db, bucket), notExists(loggedBy(db, write)), allowed);
   return db
     .insert(sessions)
     .select(sql`SELECT ${sql.join(values, sql`, `)} WHERE ${guard}`)

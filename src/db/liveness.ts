@@ -1,8 +1,7 @@
 import { type SQL, sql } from "drizzle-orm";
-import type { StoredFactors } from "../domain/auth-factors.ts";
+import type { CallerColumns } from "../domain/caller-view.ts";
 import type { TokenCarrier } from "../domain/carrier.ts";
 import type { Instant } from "../domain/clock.ts";
-import type { SessionData } from "../domain/session-data.ts";
 import { sessions } from "./schema.ts";
 
 // The rules a statement judges a row and a token by, as SQL conditions: a token is checked
@@ -78,26 +77,8 @@ export function isLiveSessionOfCaller(proof: TokenProof, at: Instant): SQL {
   return sql`(${sessions.userId} IN ${ownerOf(proof, at)} AND ${isLive(at)})`;
 }
 
-export type Caller = {
-  id: string;
-  userId: string;
-  expiresAt: Date;
-  authenticatedAt: Date;
-  authProofs: StoredFactors | null;
-  assuranceLevel: number | null;
-  /** Held by a context change: refused everything but its own logout until `reauthenticate`. */
-  contextStepUp: boolean;
-  /** A support session's agent and reason (src/domain/support.ts); null on the user's own sessions. */
-  supportAgent: string | null;
-  supportReason: string | null;
-  /** Set when the session is bound to its browser's key (DBSC): the key's RFC 7638 thumbprint. */
-  dbscKeyThumbprint: string | null;
-  /** Its application data (src/domain/session-data.ts); null: none. */
-  data: SessionData | null;
-  /** The identity provider's sign-in behind it (src/domain/upstream-sign-in.ts); null: none. */
-  upstream: string | null;
-  upstreamSubject: string | null;
-  upstreamSid: string | null;
+/** The caller's row as the head reads it (src/domain/caller-view.ts `CallerColumns`), and one flag of the batch. */
+export type Caller = CallerColumns & {
   /** A change of its context this batch could not record: its bucket is frozen for a move. */
   contextUnrecorded: boolean;
 };

@@ -1,7 +1,7 @@
-import { and, eq, isNull, notExists, sql } from "drizzle-orm";
-import { moveOf, onBucket } from "./buckets.ts";
+import { and, eq, isNull, sql } from "drizzle-orm";
+import { bucketNotMoving, moveOf, onBucket } from "./buckets.ts";
 import { batchNamed } from "./client.ts";
-import { bucketMoves, upstreamLinks } from "./schema.ts";
+import { upstreamLinks } from "./schema.ts";
 import type { Place } from "./shards.ts";
 
 // Which user an upstream's subject is: its logout and revocation name the subject, and the
@@ -24,8 +24,7 @@ export interface UpstreamLink {
  */
 export function writeLink(place: Place, link: UpstreamLink): Promise<{ userId: string; region: string | null } | null> {
   return onBucket(place, async (db) => {
-    const moving = db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, place.bucket));
-    const row = sql`SELECT ${link.upstream}, ${link.subject}, ${link.userId}, ${link.region}, ${place.bucket} WHERE ${notExists(moving)}`;
+    const row = sql`SELECT ${link.upstream}, ${link.subject}, ${link.userId}, ${link.region}, ${place.bucket} WHERE ${bucketNotMoving(db, place.bucket)}`;
     const key = and(eq(upstreamLinks.upstream, link.upstream), eq(upstreamLinks.subject, link.subject));
     const { before, written, move } = await batchNamed(db, {
       before: db.select({ userId: upstreamLinks.userId, region: upstreamLinks.region }).from(upstreamLinks).where(key),

@@ -9,7 +9,7 @@ import { type UpstreamSignInColumns, type UpstreamSignInView, upstreamSignInView
 // answers the view as it is, GET /auth/whoami in the contract's snake_case
 // (src/http/routes/whoami.ts), and an access token carries it as claims (./access-token.ts).
 
-/** What the view reads of the caller's session: src/db/liveness.ts `Caller` is this and more. */
+/** What is read of the caller's session, the one description of that row: src/db/liveness.ts `Caller` is this and a flag of the batch. */
 export interface CallerColumns extends UpstreamSignInColumns {
   id: string;
   userId: string;
@@ -17,10 +17,14 @@ export interface CallerColumns extends UpstreamSignInColumns {
   authenticatedAt: Date;
   authProofs: StoredFactors | null;
   assuranceLevel: number | null;
+  /** Held by a context change: refused everything but its own logout until `reauthenticate`. */
   contextStepUp: boolean;
+  /** A support session's agent and reason (./support.ts); null on the user's own sessions. */
   supportAgent: string | null;
   supportReason: string | null;
+  /** Set when the session is bound to its browser's key (DBSC): the key's RFC 7638 thumbprint. */
   dbscKeyThumbprint: string | null;
+  /** Its application data (./session-data.ts); null: none. */
   data: SessionData | null;
 }
 

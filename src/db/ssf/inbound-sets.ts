@@ -1,10 +1,10 @@
 import { and, eq, inArray, lte, notExists, sql } from "drizzle-orm";
 import type { Instant } from "../../domain/clock.ts";
 import { UPSTREAM_CLOCK_SKEW_SECONDS } from "../../domain/upstreams.ts";
-import { moveOf, onBucket } from "../buckets.ts";
+import { bucketNotMoving, moveOf, onBucket } from "../buckets.ts";
 import { batchNamed, type Database } from "../client.ts";
 import { isLive } from "../liveness.ts";
-import { bucketMoves, sessions, ssfReceivedSets } from "../schema.ts";
+import { sessions, ssfReceivedSets } from "../schema.ts";
 import type { Place } from "../shards.ts";
 import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Writer } from "../writes.ts";
 
@@ -45,10 +45,9 @@ function notRemembered(db: Database, set: InboundSet) {
  * (its endings have the same guard) and the SET is answered 503, for its transmitter to resend.
  */
 function remember(db: Database, set: InboundSet, bucket: string, at: Date) {
-  const moving = db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, bucket));
   // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
   // Every column, in the table's order (an INSERT … SELECT names them all): no subject claimed.
-  const row = sql`SELECT ${set.issuer}, ${set.jti}, ${at.getTime()}, ${bucket}, NULL WHERE ${notExists(moving)}`;
+  const row = sql`SELECT ${set.issuer}, ${set.jti}, ${at.getTime()}, ${bucket}, NULL WHERE ${bucketNotMoving(db, bucket)}`;
   return db.insert(ssfReceivedSets).select(row).onConflictDoNothing();
 }
 
@@ -117,8 +116,7 @@ export async function purgeInboundSets(db: Database, before: Date, limit: number
  */
 export function claimForSubject(place: Place, token: InboundSet, subject: string, at: Date): Promise<boolean> {
   return onBucket(place, async (db) => {
-    const moving = db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, place.bucket));
-    const row = sql`SELECT ${token.issuer}, ${token.jti}, ${at.getTime()}, ${place.bucket}, ${subject} WHERE ${notExists(moving)}`;
+    const row = sql`SELECT ${token.issuer}, ${token.jti}, ${at.getTime()}, ${place.bucket}, ${subject} WHERE ${bucketNotMoving(db, place.bucket)}`;
     const { claim, move } = await batchNamed(db, {
       // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
       inserted: db.insert(ssfReceivedSets).select(row).onConflictDoNothing(),
