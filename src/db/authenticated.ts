@@ -2,7 +2,7 @@ import { getTableColumns, type Placeholder, type SQL, type SQLWrapper, sql } fro
 import { type ClientContext, sameDevice } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
 import { moveOf, moveState, moveStateOf, notMoving } from "./buckets.ts";
-import { byName, type Database, decoded } from "./client.ts";
+import { byNameDecoderOf, type Database, decoderOf } from "./client.ts";
 import {
   acts,
   type ContextCheck,
@@ -221,8 +221,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
       activity: activity || check ? compiledRun(db, statement("activity")) : null,
     },
     /** The rows `contextEvents` returned, as the table's rows. */
-    events: (rows: Record<string, unknown>[] | undefined): SessionEventRow[] =>
-      (rows ?? []).map((row) => byName<SessionEventRow>(getTableColumns(sessionEvents), row)),
+    events: (rows: Record<string, unknown>[] | undefined): SessionEventRow[] => (rows ?? []).map(eventRow),
     unrecorded: unrecordedOf(check),
     /** For an operation whose own UPDATE of the caller's row records the context instead of `activity`. */
     seen: () => (check ? seenValues(check) : {}),
@@ -250,6 +249,9 @@ export const CALLER = {
   upstreamSid: sessions.upstreamSid,
 };
 
+const callerRow = decoderOf<Omit<Caller, "contextUnrecorded">>(CALLER);
+const eventRow = byNameDecoderOf<SessionEventRow>(getTableColumns(sessionEvents));
+
 /**
  * The token's live session as the caller (null: the token proves none), as one value for a
  * column of another statement's row, read after the head of the batch (`unrecorded` from it).
@@ -264,7 +266,7 @@ export function callerOf(json: unknown): Caller | null {
   if (typeof json !== "string") return null;
   const values = JSON.parse(json) as unknown[];
   return {
-    ...decoded<Omit<Caller, "contextUnrecorded">>(CALLER, values),
+    ...callerRow(values),
     contextUnrecorded: Boolean(values.at(-1)),
   };
 }

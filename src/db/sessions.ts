@@ -5,7 +5,7 @@ import type { ListedSession } from "../domain/session-view.ts";
 import type { UpstreamSignInColumns } from "../domain/upstream-sign-in.ts";
 import { authenticated, type ByToken, callerAndMove, callerValue, tail } from "./authenticated.ts";
 import { moveOf, moveState, onBucket } from "./buckets.ts";
-import { batchNamed, type Database, decoded } from "./client.ts";
+import { batchNamed, type Database, decoderOf } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
 import {
   type Caller,
@@ -83,6 +83,14 @@ const listedForBackends = {
 type Columns = typeof listed | typeof listedForBackends;
 /** A listed row as the schema types it; the list functions' return type checks it against the view's. */
 type ListedRow<C extends Columns = typeof listed> = { [K in keyof C & keyof SessionRow]: SessionRow[K] };
+/** What a list reads, and its rows' decoder, built once. */
+interface ListShape<C extends Columns> {
+  columns: C;
+  row: (values: unknown[]) => ListedRow<C>;
+}
+const shapeOf = <C extends Columns>(columns: C): ListShape<C> => ({ columns, row: decoderOf<ListedRow<C>>(columns) });
+const OWN_LIST = shapeOf(listed);
+const BACKENDS_LIST = shapeOf(listedForBackends);
 
 /**
  * The matching sessions, newest first, as one JSON value of one row: D1 hands a list over
@@ -90,18 +98,16 @@ type ListedRow<C extends Columns = typeof listed> = { [K in keyof C & keyof Sess
  * the same row carries the caller too (a JSON value, null when the token proves no session),
  * so a list by token costs no statement of its own to prove it.
  */
-function sessionList<C extends Columns = typeof listed>(columns: C = listed as C): SQL<ListedRow<C>[]> {
+function sessionList<C extends Columns>(shape: ListShape<C>): SQL<ListedRow<C>[]> {
   const newestFirst = sql.join([desc(sessions.createdAt), desc(sessions.id)], sql`, `);
-  return sql`json_group_array(json_array(${sql.join(Object.values(columns), sql`, `)}) ORDER BY ${newestFirst})`.mapWith(
-    (json) => listOf(columns, json),
+  return sql`json_group_array(json_array(${sql.join(Object.values(shape.columns), sql`, `)}) ORDER BY ${newestFirst})`.mapWith(
+    (json) => listOf(shape, json),
   );
 }
 
 /** `sessionList`'s value as D1 answers it, decoded. */
-function listOf<C extends Columns>(columns: C, json: unknown): ListedRow<C>[] {
-  return typeof json === "string"
-    ? (JSON.parse(json) as unknown[][]).map((values) => decoded<ListedRow<C>>(columns, values))
-    : [];
+function listOf<C extends Columns>(shape: ListShape<C>, json: unknown): ListedRow<C>[] {
+  return typeof json === "string" ? (JSON.parse(json) as unknown[][]).map(shape.row) : [];
 }
 
 /**
@@ -125,7 +131,7 @@ export async function listSessionsByToken(
       listed: head.also("list", { bucket: place.bucket }, (t, unrecorded, P) =>
         db
           .select({
-            list: sessionList().as("list"),
+            list: sessionList(OWN_LIST).as("list"),
             caller: callerValue(t.proof, t.at, unrecorded).as("caller"),
             move: moveState(P("bucket")).as("move"),
           })
@@ -135,7 +141,7 @@ export async function listSessionsByToken(
     });
     const row = rows[0];
     const { caller, move } = callerAndMove(row);
-    const answer = { caller, sessions: listOf(listed, row?.list) };
+    const answer = { caller, sessions: listOf(OWN_LIST, row?.list) };
     return {
       answer: { answer, events: head.events(contextEvents), db },
       move,
@@ -153,7 +159,7 @@ export async function listSessionsByUserId(
   return onBucket(place, async (db) => {
     const { listed, move } = await batchNamed(db, {
       listed: db
-        .select({ list: sessionList(listedForBackends) })
+        .select({ list: sessionList(BACKENDS_LIST) })
         .from(sessions)
         .where(and(eq(sessions.userId, userId), isLive(at))),
       move: moveOf(db, place.bucket),
