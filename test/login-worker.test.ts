@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { WORDS } from "../examples/login-worker/src/security-log.ts";
 import {
   bearer,
   CHROME_MAC,
@@ -190,5 +191,23 @@ describe("example login worker: the support desk", () => {
       status: 400,
       body: { error: "agentId must not be the user: support access is by someone else" },
     });
+  });
+});
+
+describe("example login worker: the devices page", () => {
+  it("carries the security log's words and leaves every time to the browser", async () => {
+    const { token } = await login(CHROME_MAC, "wonderland", "carol");
+    const page = await env.LOGIN_WORKER.fetch("https://login.example/", {
+      headers: { Cookie: `__Host-session=${token}`, "User-Agent": CHROME_MAC },
+    });
+    expect(page.status).toBe(200);
+    expect(page.headers.get("Content-Type")).toBe("text/html; charset=UTF-8");
+    const html = await page.text();
+    const words = /<script type="application\/json" id="words">(.*?)<\/script>/.exec(html)?.[1];
+    expect(words).toBe(JSON.stringify(WORDS));
+    expect(JSON.parse(words as string).reasons.ended.password_changed).toBe("the password was changed");
+    expect(html).toContain('<h2>Security log</h2>\n  <ol id="security-log"></ol>');
+    // No time is written on the server: the browser says each in words, and in its own zone on hover.
+    expect(html).not.toContain("UTC");
   });
 });

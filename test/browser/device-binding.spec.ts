@@ -18,6 +18,8 @@
 //      (the session context check) and holds the session until the user signs in again;
 //   5. support access opened by an agent at the demo's support desk: marked on the customer's
 //      devices page with the agent and the ticket, and ended there.
+// On the way, the page's security log (GET /auth/events) says what ended, why and by whom, with
+// times in words and the browser's local time on hover.
 // The demo's screenshots in docs/images/ are taken here.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { createHash, X509Certificate } from "node:crypto";
@@ -151,6 +153,14 @@ async function signIn(context: BrowserContext, user = "alice"): Promise<Page> {
 
 const thisDevice = (page: Page) => page.locator("tr", { has: page.locator(".tag.current") });
 
+/** The security log's entry of this type for this session. */
+const logged = (page: Page, sessionId: string, type: string) =>
+  page.locator(`#security-log li[data-session="${sessionId}"][data-type="${type}"]`);
+
+// The laptop's browser: its local time is neither UTC nor the machine's.
+const LOCALE = "en-GB";
+const TIME_ZONE = "Asia/Tokyo";
+
 async function sessionCookieOf(context: BrowserContext) {
   return (await context.cookies()).find((cookie) => cookie.name === "__Host-session");
 }
@@ -224,7 +234,11 @@ test("a device-bound session: registered, refreshed, and worthless when copied",
     // Another of alice's devices, which the laptop will end.
     const other = await plainSignIn("alice");
     const otherId = other.split(".")[0] as string;
-    const laptop = await browser.newContext({ viewport: { width: 900, height: 640 } });
+    const laptop = await browser.newContext({
+      viewport: { width: 900, height: 800 },
+      locale: LOCALE,
+      timezoneId: TIME_ZONE,
+    });
     const binding = await watchBinding(laptop);
     const { page, sessionId } = await signInBound(laptop);
     expect(binding).toContain('"fetchResult":"Success"');
@@ -258,6 +272,33 @@ test("a device-bound session: registered, refreshed, and worthless when copied",
     await expect(otherRow).toHaveCount(0);
     await expect(thisDevice(page).locator(".tag.bound")).toBeVisible();
     expect((await plainGet("/me", `__Host-session=${other}`)).status).toBe(401);
+    // The security log has it: what ended and why, which session, by whom, when, in words; the
+    // exact time, in the browser's locale and zone, on hover.
+    const ended = logged(page, otherId, "deleted");
+    await expect(ended.locator(".what")).toHaveText("Signed out from another device");
+    await expect(ended.locator(".muted")).toHaveText(/^a device signed in from .+ · by this device$/);
+    const when = ended.locator("time");
+    await expect(when).toHaveText("just now");
+    const at = new Date((await when.getAttribute("datetime")) as string);
+    const local = new Intl.DateTimeFormat(LOCALE, { dateStyle: "medium", timeStyle: "long", timeZone: TIME_ZONE });
+    await expect(when).toHaveAttribute("title", local.format(at));
+    await expect(thisDevice(page).locator("time")).toHaveText(/^(just now|\d+ minutes? ago)$/);
+    // Older times, as the page words them.
+    const words = await page.evaluate(() => {
+      // The page's own globals (this project's types have no DOM).
+      type Time = { dateTime: string; textContent: string | null };
+      const { document, ago } = globalThis as unknown as {
+        document: { createElement(tag: "time"): Time };
+        ago(time: Time): void;
+      };
+      return [20e3, 2 * 3600e3, 26 * 3600e3].map((before) => {
+        const time = document.createElement("time");
+        time.dateTime = new Date(Date.now() - before).toISOString();
+        ago(time);
+        return time.textContent;
+      });
+    });
+    expect(words).toEqual(["just now", "2 hours ago", "yesterday"]);
 
     // A thief with the session cookie: another browser profile, and a plain HTTP client.
     const stolen = (await sessionCookieOf(laptop)) as NonNullable<Awaited<ReturnType<typeof sessionCookieOf>>>;
@@ -337,6 +378,23 @@ test("without DBSC the same flow is an ordinary session", async () => {
     await expect(page.locator("tr")).toHaveCount(1);
     await expect(thisDevice(page)).toBeVisible();
     expect((await plainGet("/me", `__Host-session=${elsewhere}`)).status).toBe(401);
+    await expect(logged(page, elsewhere.split(".")[0] as string, "logout_others").locator(".what")).toHaveText(
+      "Signed out with all other devices",
+    );
+    // A password change (to the same one, so the next tests still sign in) ends the others,
+    // and the log says why and that the product did it.
+    const another = (await plainSignIn("bob")).split(".")[0] as string;
+    const changed = await page.evaluate(async () => {
+      const body = JSON.stringify({ newPassword: "wonderland" });
+      return (
+        await fetch("/password", { method: "POST", headers: { "Content-Type": "application/json" }, body })
+      ).json();
+    });
+    expect(changed).toEqual({ passwordChanged: true, otherSessionsEnded: 1 });
+    await page.reload();
+    const ended = logged(page, another, "ended");
+    await expect(ended.locator(".what")).toHaveText("Ended: the password was changed");
+    await expect(ended.locator(".muted")).toHaveText(/ · by the service$/);
     await page.click("form[action='/sign-out'] button");
     await expect(page.locator("h1")).toHaveText("Sign in");
     expect((await plainGet("/me", `__Host-session=${cookie}`)).status).toBe(401);

@@ -1,4 +1,5 @@
-import { html } from "hono/html";
+import { html, raw } from "hono/html";
+import { WORDS } from "./security-log.ts";
 
 // The demo's two pages: the sign-in form, and the devices page, which a few lines of script
 // fill from the service's own API, as a product's account pages could.
@@ -18,6 +19,10 @@ const STYLE = html`<style>
   button.primary { background: #2a4796; color: #fff; border-color: #2a4796; }
   form { display: inline; }
   input { font: inherit; padding: 0.35rem; margin: 0 0.5rem 0.6rem 0; }
+  h2 { font-size: 1.2rem; margin-top: 2.5rem; }
+  #security-log { list-style: none; padding: 0; }
+  #security-log li { display: grid; grid-template-columns: 1fr 11rem; gap: 0 1rem; padding: 0.45rem 0.5rem; border-bottom: 1px solid #e2e5ea; }
+  #security-log time { grid-row: span 2; text-align: right; }
 </style>`;
 
 export function signInPage(users: string[]) {
@@ -51,7 +56,8 @@ export function signInPage(users: string[]) {
 /**
  * The devices page calls the service's API from the browser, with its cookies: the one way a
  * device-bound session can (its token alone is refused, its cookies, bound cookie included, are
- * not). The page is built with textContent, so nothing a session shows is read as HTML.
+ * not). The page is built with textContent, so nothing a session shows is read as HTML. Times
+ * are the browser's to say: relative in words, the exact time in its locale and zone on hover.
  */
 export function devicesPage(userId: string, supportAgent?: string) {
   return html`<!doctype html>
@@ -64,9 +70,35 @@ export function devicesPage(userId: string, supportAgent?: string) {
   <p id="error" class="muted"></p>
   <button id="sign-out-others" type="button">Sign out all other devices</button>
   <form method="post" action="/sign-out"><button class="primary" type="submit">Sign out</button></form>
+  <h2>Security log</h2>
+  <ol id="security-log"></ol>
+  <script type="application/json" id="words">${raw(JSON.stringify(WORDS).replaceAll("<", "\\u003c"))}</script>
   <script>
     const api = (path, method) => fetch(path, { method, credentials: "same-origin" });
     const error = document.getElementById("error");
+    const words = JSON.parse(document.getElementById("words").textContent);
+
+    // In the page's language, as the rest of its words; the exact time in the browser's own.
+    const relative = new Intl.RelativeTimeFormat(document.documentElement.lang, { numeric: "auto" });
+    const exact = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "long" });
+    const UNITS = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400], ["hour", 3600], ["minute", 60]];
+
+    function ago(time) {
+      const seconds = (new Date(time.dateTime).getTime() - Date.now()) / 1000;
+      const [unit, size] = UNITS.find(([, size]) => Math.abs(seconds) >= size) ?? [];
+      // Whole units, never rounded up: 59 minutes is not "1 hour".
+      time.textContent = unit ? relative.format(Math.trunc(seconds / size), unit) : "just now";
+    }
+
+    function timeOf(iso) {
+      const time = document.createElement("time");
+      time.dateTime = iso;
+      time.title = exact.format(new Date(iso));
+      ago(time);
+      return time;
+    }
+
+    const label = (device) => [device.browser || "Unknown browser", device.os].filter(Boolean).join(" on ");
 
     function element(tag, className, text) {
       const made = document.createElement(tag);
@@ -83,8 +115,9 @@ export function devicesPage(userId: string, supportAgent?: string) {
         // Support access: someone else in the account, said plainly, with why and until when.
         tr.className = "support-access";
         device.append(element("strong", "", session.actor.sub), " ", element("span", "tag support", "support access"));
-        const until = session.expires_at.slice(0, 16).replace("T", " ") + " UTC";
-        device.append(element("div", "support-reason", "“" + session.actor.reason + "” · until " + until));
+        const reason = element("div", "support-reason", "“" + session.actor.reason + "” · ends ");
+        reason.append(timeOf(session.expires_at));
+        device.append(reason);
       } else {
         device.append(element("strong", "", session.device.browser ?? "Unknown browser"));
         if (session.device.os) device.append(" on " + session.device.os);
@@ -93,16 +126,13 @@ export function devicesPage(userId: string, supportAgent?: string) {
       if (session.device_bound) device.append(" ", element("span", "tag bound", "device-bound"));
       const where = (session.location ?? "Unknown location") + " · " + (session.ip_address || "unknown IP");
       device.append(element("div", "muted", where));
-      const lastActive = element("time", "", session.last_active_at.slice(0, 16).replace("T", " ") + " UTC");
-      lastActive.dateTime = session.last_active_at;
       const activity = tr.insertCell();
       activity.className = "muted";
-      activity.append("Last active", document.createElement("br"), lastActive);
+      activity.append("Last active", document.createElement("br"), timeOf(session.last_active_at));
       // Where it was last used from, as the service judges a copied cookie (browser, OS, network).
       const seen = session.last_seen;
       if (seen) {
-        const browser = [seen.browser ?? "Unknown browser", seen.os].filter(Boolean).join(" on ");
-        const from = [browser, seen.country, seen.asn === null ? null : "AS" + seen.asn].filter(Boolean).join(" · ");
+        const from = [label(seen), seen.country, seen.asn === null ? null : "AS" + seen.asn].filter(Boolean).join(" · ");
         activity.append(document.createElement("br"), element("span", "last-seen", "from " + from));
       }
       const action = tr.insertCell();
@@ -114,8 +144,41 @@ export function devicesPage(userId: string, supportAgent?: string) {
       return tr;
     }
 
+    /**
+     * What a session is called in the log: as listed while live; once ended, what the log itself
+     * knows (events name no device: its agent, where a context change saw it, or its sign-in's IP).
+     */
+    function nameOf(id, body, events) {
+      const live = body.sessions.find((session) => session.id === id);
+      if (live) return live.actor ? "support access by " + live.actor.sub : label(live.device);
+      const known = events.find((event) => event.session_id === id && (event.actor || event.context || event.type === "created"));
+      if (known?.actor) return "support access by " + known.actor.sub;
+      if (known?.context) return label(known.context.after);
+      return known?.ip_address ? "a device signed in from " + known.ip_address : "an earlier session";
+    }
+
+    function logEntry(event, body, events) {
+      const li = document.createElement("li");
+      li.dataset.session = event.session_id;
+      li.dataset.type = event.type;
+      let what = words.events[event.type] ?? event.type;
+      if (event.type === "created" && event.new_device) what += " " + words.newDevice;
+      if (event.reason !== null) what += ": " + (words.reasons[event.type]?.[event.reason] ?? event.reason);
+      // Who did it, unless the session itself (its own sign-in, sign-out, binding).
+      const by =
+        event.admin_key_id ? "an administrator"
+        : event.type === "created" || event.actor_session_id === event.session_id ? null
+        : event.actor_session_id === null ? "the service"
+        : event.actor_session_id === body.currentSessionId ? "this device"
+        : nameOf(event.actor_session_id, body, events);
+      const session = event.session_id === body.currentSessionId ? "this device" : nameOf(event.session_id, body, events);
+      li.append(element("strong", "what", what), timeOf(event.created_at));
+      li.append(element("span", "muted", by ? session + " · by " + by : session));
+      return li;
+    }
+
     async function show() {
-      const response = await api("/auth/sessions", "GET");
+      const [response, logged] = await Promise.all([api("/auth/sessions", "GET"), api("/auth/events", "GET")]);
       // This session ended (here or on another device): back to the sign-in page.
       if (response.status === 401) return location.assign("/");
       const body = await response.json();
@@ -125,6 +188,12 @@ export function devicesPage(userId: string, supportAgent?: string) {
       }
       const rows = body.sessions.map((session) => row(session, session.id === body.currentSessionId));
       document.getElementById("devices").replaceChildren(...rows);
+      const { events, message } = await logged.json();
+      if (!logged.ok) {
+        error.textContent = message;
+        return;
+      }
+      document.getElementById("security-log").replaceChildren(...events.map((event) => logEntry(event, body, events)));
     }
 
     async function end(path) {
@@ -135,6 +204,8 @@ export function devicesPage(userId: string, supportAgent?: string) {
 
     document.getElementById("sign-out-others").addEventListener("click", () => end("/auth/logout?scope=others"));
     show();
+    // "just now" does not stay true while the page is open.
+    setInterval(() => document.querySelectorAll("time").forEach(ago), 60_000);
   </script>
 </body></html>`;
 }

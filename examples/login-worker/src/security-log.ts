@@ -1,0 +1,43 @@
+// The security log's words: what each event of GET /auth/events is, and why, in plain words.
+// Type-only imports of the service's own lists: a new event type, reason or context policy
+// without words here fails the typecheck, and nothing of the service is bundled.
+import type { ContextPolicy } from "../../../src/domain/client-context.ts";
+import type { EventType } from "../../../src/domain/events.ts";
+import type { KNOWN_REASONS } from "../../../src/services/user-sessions.ts";
+
+/** Why a session ended (`ended`): the reasons a product gives, and the service's own for a context its policy ends. */
+type EndedReason = (typeof KNOWN_REASONS)[number] | "context_changed";
+/** A context change's reason: the policy that applied (`allow` logs nothing, `end` logs `ended`). */
+type HeldOrLogged = Exclude<ContextPolicy, "allow" | "end">;
+
+export const WORDS = {
+  events: {
+    created: "Signed in",
+    logout: "Signed out",
+    deleted: "Signed out from another device",
+    logout_all: "Signed out everywhere",
+    logout_others: "Signed out with all other devices",
+    ended: "Ended",
+    evicted: "Ended: too many devices signed in",
+    reauthenticated: "Signed in again",
+    context_changed: "Used from another browser or network",
+    device_bound: "Bound to its browser's key",
+    ended_by_upstream: "Ended by your identity provider",
+  } satisfies Record<EventType, string>,
+  /** Said after a `created` event's words when no recent session of the user had its browser, OS and country. */
+  newDevice: "from a new device",
+  /** Per event type, its reasons; a reason not listed (a product's own, an upstream's `name:event`) is shown as given. */
+  reasons: {
+    ended: {
+      password_changed: "the password was changed",
+      account_disabled: "the account was disabled",
+      admin: "an administrator ended it",
+      context_changed: "it was used from another browser or network",
+    } satisfies Record<EndedReason, string>,
+    context_changed: {
+      log: "noted",
+      "step-up": "held until you sign in again",
+    } satisfies Record<HeldOrLogged, string>,
+    reauthenticated: { "step-up": "the hold is lifted" } satisfies Record<Extract<HeldOrLogged, "step-up">, string>,
+  },
+};
