@@ -339,7 +339,7 @@ describe("session context: SessionService", () => {
     // Called in-process: a rejection through the RPC stub is reported by the pool as uncaught.
     const service = new SessionService(createExecutionContext(), env);
     await expect(service.authenticate(fresh.token, { context: "Firefox" as never })).rejects.toThrow(
-      "context must be an object of userAgent, country and asn",
+      "context must be an object of userAgent, country, asn, latitude and longitude",
     );
   });
 });
