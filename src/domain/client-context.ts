@@ -11,7 +11,7 @@ import { parseDevice } from "./user-agent.ts";
 //   - the network changed: the ASN and the country both differ from the last seen, all four
 //     known (mobile networks change addresses and ASNs within a country, travel changes the country);
 //   - travel: the place (Cloudflare's latitude and longitude of the address) is farther from the
-//     last seen than TRAVEL_MIN_KM and farther than TRAVEL_MAX_KMH allows since it was seen: no
+//     last seen than SESSION_TRAVEL_MIN_KM, and than SESSION_TRAVEL_MAX_KMH covers since: no
 //     traveller gets there that fast, whatever the network (a thief on the victim's provider too).
 // A call whose context is unknown (an RPC call without one) is not checked.
 
@@ -19,7 +19,7 @@ import { parseDevice } from "./user-agent.ts";
 export const CONTEXT_POLICIES = ["allow", "log", "step-up", "end"] as const;
 export type ContextPolicy = (typeof CONTEXT_POLICIES)[number];
 
-/** The one list of kinds of change, each set by its var SESSION_CONTEXT_<KIND>: types, config and docs derive from it. */
+/** The one list of kinds of change, each set by its var SESSION_CONTEXT_<KIND>: the types and the config derive from it. */
 export const CONTEXT_KINDS = ["device", "network", "travel"] as const;
 export type ContextKind = (typeof CONTEXT_KINDS)[number];
 
@@ -122,7 +122,7 @@ function degreesOf(value: unknown, limit: number): number | null {
 }
 
 /** Both coordinates, or neither: half a place is no place. */
-export function coordinatesOf(latitude: unknown, longitude: unknown): Coordinates | null {
+function coordinatesOf(latitude: unknown, longitude: unknown): Coordinates | null {
   const place = { latitude: degreesOf(latitude, 90), longitude: degreesOf(longitude, 180) };
   return place.latitude === null || place.longitude === null ? null : (place as Coordinates);
 }
