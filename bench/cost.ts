@@ -152,13 +152,13 @@ async function recordedBatch(env: Env, caller: Seeded, run: (place: Place) => Pr
 /** `GET /auth/sessions` for the user holding `own`, as the route runs it for a load request (its browser, the dev server's `request.cf`). */
 export function listBatchOf(env: Env, config: ReturnType<typeof readConfig>, own: Seeded[]) {
   const caller = own[0] as Seeded;
-  const context = clientContext(caller.userAgent, DEV_SERVER_CF.country, DEV_SERVER_CF.asn);
+  const context = clientContext({ userAgent: caller.userAgent, ...DEV_SERVER_CF });
   return recordedBatch(env, caller, async (place) =>
     listSessionsByToken(
       place,
       await proofOf(caller.token),
       instantOf(config, new Date()),
-      { context, policies: config.contextPolicies },
+      { context, policies: config.contextPolicies, travel: config.travelLimits },
       { sessionId: caller.id, ipAddress: null, queued: false, adminKeyId: null },
     ),
   );
@@ -176,13 +176,13 @@ export function authenticateBatchOf(
   carrier: "cookie" | "bearer",
 ) {
   const caller = own[0] as Seeded;
-  const context = clientContext(caller.userAgent, DEV_SERVER_CF.country, DEV_SERVER_CF.asn);
+  const context = clientContext({ userAgent: caller.userAgent, ...DEV_SERVER_CF });
   return recordedBatch(env, caller, async (place) =>
     authenticate(
       place,
       await proofOf(caller.token, carrier),
       instantOf(config, new Date()),
-      { context, policies: config.contextPolicies },
+      { context, policies: config.contextPolicies, travel: config.travelLimits },
       { sessionId: caller.id, ipAddress: null, queued: false, adminKeyId: null },
     ),
   );
@@ -264,7 +264,11 @@ async function runOperation(
   const writer = { sessionId: caller.id, ipAddress: "203.0.113.7", queued: false, adminKeyId: null };
   // Judged as every request of a browser's session is: from its own browser, nothing changed. A
   // Bearer call passes it too, as its route does, and the batch judges nothing (src/db/authenticated.ts).
-  const check = { context: clientContext(caller.userAgent, null, null), policies: config.contextPolicies };
+  const check = {
+    context: clientContext({ userAgent: caller.userAgent }),
+    policies: config.contextPolicies,
+    travel: config.travelLimits,
+  };
   switch (key) {
     case "create": {
       // One more session for this user, who holds `own.length`: what a login costs them.

@@ -1,16 +1,23 @@
 import { exports } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { SessionCarrier } from "../src/domain/carrier.ts";
-import { CONTEXT_POLICIES, type ContextPolicy, DEFAULT_CONTEXT_POLICIES } from "../src/domain/client-context.ts";
+import {
+  CONTEXT_KINDS,
+  CONTEXT_POLICIES,
+  type ContextPolicy,
+  DEFAULT_CONTEXT_POLICIES,
+  DEFAULT_TRAVEL_LIMITS,
+} from "../src/domain/client-context.ts";
 import { bearer, callWith, d1OfUser, type Network, newUser, sessionCookie } from "./helpers.ts";
 
 // The measurement behind the context policies' defaults (BENCHMARKS.md, Session context; run
 // alone with `npm run bench:context`): ordinary journeys and thefts, each a login (saying what
 // will carry the token, as the login worker does) and then requests with a User-Agent, a
-// network (request.cf) and the session cookie or a Bearer header, replayed through the HTTP API
-// under each policy. A journey is disturbed when a step is refused (held for step-up, or
-// refused as a dead token); a theft is caught when its last step, the thief's, is refused, and
-// seen when it is logged.
+// network and place (request.cf) and the session cookie or a Bearer header, some minutes apart,
+// replayed through the HTTP API under each policy. A journey is disturbed when a step is
+// refused (held for step-up, or refused as a dead token); a theft is caught when its last step,
+// the thief's, is refused, and seen when it is logged. Places are the cities Cloudflare puts the
+// addresses in: a mobile carrier's at its gateways, a VPN's at its exit.
 
 const UA = {
   chromeMac: (major: number) =>
@@ -32,19 +39,55 @@ const UA = {
   cli: "acme-cli/2.4.0 (linux; x64)",
   script: "python-requests/2.32.3",
 };
+/** Cities, as request.cf gives their coordinates. */
+const AT = {
+  frankfurt: { latitude: "50.11090", longitude: "8.68210" },
+  berlin: { latitude: "52.52000", longitude: "13.40500" },
+  munich: { latitude: "48.13510", longitude: "11.58200" },
+  hamburg: { latitude: "53.55110", longitude: "9.99370" },
+  dusseldorf: { latitude: "51.22770", longitude: "6.77350" },
+  paris: { latitude: "48.85660", longitude: "2.35220" },
+  amsterdam: { latitude: "52.36760", longitude: "4.90410" },
+  saoPaulo: { latitude: "-23.55050", longitude: "-46.63330" },
+  ashburn: { latitude: "39.04380", longitude: "-77.48740" },
+  newYork: { latitude: "40.71280", longitude: "-74.00600" },
+  chicago: { latitude: "41.87810", longitude: "-87.62980" },
+  atlanta: { latitude: "33.74900", longitude: "-84.38800" },
+  london: { latitude: "51.50740", longitude: "-0.12780" },
+  hongKong: { latitude: "22.31930", longitude: "114.16940" },
+  losAngeles: { latitude: "34.05220", longitude: "-118.24370" },
+};
 const NET = {
-  telekomMobile: { country: "DE", asn: 3320 },
-  vodafoneHome: { country: "DE", asn: 3209 },
-  o2Mobile: { country: "DE", asn: 6805 },
-  orangeFrance: { country: "FR", asn: 3215 },
-  vpnNetherlands: { country: "NL", asn: 9009 },
-  brazil: { country: "BR", asn: 28573 },
-  awsFrankfurt: { country: "DE", asn: 16509 },
-  awsVirginia: { country: "US", asn: 14618 },
+  telekomMobile: { country: "DE", asn: 3320, ...AT.frankfurt },
+  // The same mobile network's addresses, placed at its other gateways (424 to 612 km apart).
+  telekomMobileBerlin: { country: "DE", asn: 3320, ...AT.berlin },
+  telekomMobileMunich: { country: "DE", asn: 3320, ...AT.munich },
+  telekomMobileHamburg: { country: "DE", asn: 3320, ...AT.hamburg },
+  vodafoneHome: { country: "DE", asn: 3209, ...AT.dusseldorf },
+  o2Mobile: { country: "DE", asn: 6805, ...AT.munich },
+  orangeFrance: { country: "FR", asn: 3215, ...AT.paris },
+  vpnNetherlands: { country: "NL", asn: 9009, ...AT.amsterdam },
+  vpnNewYork: { country: "US", asn: 9009, ...AT.newYork },
+  brazil: { country: "BR", asn: 28573, ...AT.saoPaulo },
+  awsFrankfurt: { country: "DE", asn: 16509, ...AT.frankfurt },
+  awsVirginia: { country: "US", asn: 14618, ...AT.ashburn },
+  // A US mobile carrier's addresses, placed at its eastern gateways (945 to 1,200 km apart).
+  tMobileNewYork: { country: "US", asn: 21928, ...AT.newYork },
+  tMobileChicago: { country: "US", asn: 21928, ...AT.chicago },
+  tMobileAtlanta: { country: "US", asn: 21928, ...AT.atlanta },
+  eeLondon: { country: "GB", asn: 12576, ...AT.london },
+  // One provider on both sides of the Pacific (Cloudflare WARP), and across one country (Comcast).
+  warpNewYork: { country: "US", asn: 13335, ...AT.newYork },
+  warpHongKong: { country: "HK", asn: 13335, ...AT.hongKong },
+  comcastNewYork: { country: "US", asn: 7922, ...AT.newYork },
+  comcastLosAngeles: { country: "US", asn: 7922, ...AT.losAngeles },
 } satisfies Record<string, Network>;
 
-/** A request: from where, and with the token as the session cookie (the default) or as Bearer. */
-type Step = { userAgent: string; network: Network; bearer?: true };
+/**
+ * A request: from where, with the token as the session cookie (the default) or as Bearer, and
+ * `after` minutes after the step before (10 unless said: a session in use).
+ */
+type Step = { userAgent: string; network: Network; bearer?: true; after?: number };
 interface Trace {
   name: string;
   theft: boolean;
@@ -60,7 +103,13 @@ const TRACES: Trace[] = [
     name: "mobile addresses churning inside one network",
     theft: false,
     carrier: "cookie",
-    steps: Array.from({ length: 4 }, () => ({ userAgent: UA.iphone, network: NET.telekomMobile })),
+    steps: [
+      NET.telekomMobile,
+      NET.telekomMobile,
+      NET.telekomMobileBerlin,
+      NET.telekomMobileMunich,
+      NET.telekomMobileHamburg,
+    ].map((network) => ({ userAgent: UA.iphone, network })),
   },
   {
     name: "home Wi-Fi to mobile data and back",
@@ -75,10 +124,30 @@ const TRACES: Trace[] = [
     name: "a flight to another country",
     theft: false,
     carrier: "cookie",
-    steps: [NET.telekomMobile, NET.telekomMobile, NET.orangeFrance, NET.orangeFrance].map((network) => ({
-      userAgent: UA.iphone,
-      network,
-    })),
+    steps: [
+      { userAgent: UA.iphone, network: NET.telekomMobile },
+      { userAgent: UA.iphone, network: NET.telekomMobile },
+      { userAgent: UA.iphone, network: NET.orangeFrance, after: 120 },
+      { userAgent: UA.iphone, network: NET.orangeFrance },
+    ],
+  },
+  {
+    name: "a long-haul flight, used at the gate in New York and on landing in London (825 km/h)",
+    theft: false,
+    carrier: "cookie",
+    steps: [
+      { userAgent: UA.iphone, network: NET.tMobileNewYork },
+      { userAgent: UA.iphone, network: NET.tMobileNewYork },
+      { userAgent: UA.iphone, network: NET.eeLondon, after: 405 },
+    ],
+  },
+  {
+    name: "a US mobile carrier's addresses placed at its gateways in three cities",
+    theft: false,
+    carrier: "cookie",
+    steps: [NET.tMobileNewYork, NET.tMobileNewYork, NET.tMobileChicago, NET.tMobileAtlanta, NET.tMobileNewYork].map(
+      (network) => ({ userAgent: UA.iphone, network }),
+    ),
   },
   {
     name: "browser updates (version changes only)",
@@ -100,6 +169,16 @@ const TRACES: Trace[] = [
     theft: false,
     carrier: "cookie",
     steps: [NET.vodafoneHome, NET.vodafoneHome, NET.vpnNetherlands].map((network) => ({ userAgent: chrome, network })),
+  },
+  {
+    name: "a VPN switched on whose exit is on another continent",
+    theft: false,
+    carrier: "cookie",
+    steps: [
+      { userAgent: chrome, network: NET.vodafoneHome },
+      { userAgent: chrome, network: NET.vodafoneHome },
+      { userAgent: chrome, network: NET.vpnNewYork, after: 2 },
+    ],
   },
   {
     name: "a backend-for-frontend calling with the user's token, between the browser's own requests",
@@ -148,7 +227,31 @@ const TRACES: Trace[] = [
     name: "the cookie replayed from another country and network, same browser",
     theft: true,
     carrier: "cookie",
-    steps: [NET.vodafoneHome, NET.vodafoneHome, NET.brazil].map((network) => ({ userAgent: chrome, network })),
+    steps: [
+      { userAgent: chrome, network: NET.vodafoneHome },
+      { userAgent: chrome, network: NET.vodafoneHome },
+      { userAgent: chrome, network: NET.brazil, after: 20 },
+    ],
+  },
+  {
+    name: "the cookie replayed across an ocean on the victim's own provider, same browser",
+    theft: true,
+    carrier: "cookie",
+    steps: [
+      { userAgent: chrome, network: NET.warpNewYork },
+      { userAgent: chrome, network: NET.warpNewYork },
+      { userAgent: chrome, network: NET.warpHongKong, after: 20 },
+    ],
+  },
+  {
+    name: "the cookie replayed across the country on the victim's own provider, same browser",
+    theft: true,
+    carrier: "cookie",
+    steps: [
+      { userAgent: chrome, network: NET.comcastNewYork },
+      { userAgent: chrome, network: NET.comcastNewYork },
+      { userAgent: chrome, network: NET.comcastLosAngeles, after: 30 },
+    ],
   },
   {
     name: "the cookie replayed from another browser family",
@@ -189,6 +292,8 @@ type Outcome = "quiet" | "logged" | "held" | "ended";
  */
 async function replay(trace: Trace, vars: Partial<Env>): Promise<Outcome> {
   const [login, ...steps] = trace.steps as [Step, ...Step[]];
+  let now = START;
+  vi.setSystemTime(now);
   const userId = newUser();
   const { id, token } = await exports.SessionService.create({
     userId,
@@ -198,6 +303,8 @@ async function replay(trace: Trace, vars: Partial<Env>): Promise<Outcome> {
   });
   for (const [index, step] of steps.entries()) {
     const { userAgent, network } = step;
+    now += (step.after ?? 10) * 60_000;
+    vi.setSystemTime(now);
     const headers = { ...(step.bearer ? bearer(token) : sessionCookie(token)), "User-Agent": userAgent };
     const response = await callWith(vars, "GET", "/auth/sessions", headers, undefined, network);
     const { code } = response.status === 200 ? { code: "ok" } : ((await response.json()) as { code: string });
@@ -211,12 +318,25 @@ async function replay(trace: Trace, vars: Partial<Env>): Promise<Outcome> {
   return logged ? "logged" : "quiet";
 }
 
+const START = Date.UTC(2026, 10, 2, 8);
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ["Date"] });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
 /**
  * One row of the table, under one pair of policies: ordinary journeys disturbed (refused at
  * some step), of them ended, and logged only; thefts refused, logged only, and missed.
  */
-async function measure(device: ContextPolicy, network: ContextPolicy): Promise<number[]> {
-  const vars = { SESSION_CONTEXT_DEVICE: device, SESSION_CONTEXT_NETWORK: network };
+async function measure(device: ContextPolicy, network: ContextPolicy, travel: ContextPolicy): Promise<number[]> {
+  const vars = { SESSION_CONTEXT_DEVICE: device, SESSION_CONTEXT_NETWORK: network, SESSION_CONTEXT_TRAVEL: travel };
+  return tally(vars);
+}
+
+/** The journeys and thefts under `vars`: journeys disturbed, ended, logged only; thefts refused, logged only, missed. */
+async function tally(vars: Partial<Env>): Promise<number[]> {
   const journeys = { disturbed: 0, ended: 0, logged: 0 };
   const thefts = { refused: 0, logged: 0, missed: 0 };
   for (const trace of TRACES) {
@@ -235,36 +355,80 @@ async function measure(device: ContextPolicy, network: ContextPolicy): Promise<n
   return [...Object.values(journeys), ...Object.values(thefts)];
 }
 
-// device, network | journeys: disturbed, ended, logged | thefts: refused, logged, missed
-const TABLE: [ContextPolicy, ContextPolicy, number, number, number, number, number, number][] = [
-  ["allow", "allow", 0, 0, 0, 1, 0, 4],
-  ["log", "allow", 0, 0, 0, 1, 3, 1],
-  ["step-up", "allow", 0, 0, 0, 4, 0, 1],
-  ["end", "allow", 0, 0, 0, 4, 0, 1],
-  ["allow", "log", 0, 0, 2, 1, 2, 2],
-  ["allow", "step-up", 2, 0, 0, 3, 0, 2],
-  ["allow", "end", 2, 2, 0, 3, 0, 2],
-  ["step-up", "log", 0, 0, 2, 4, 1, 0],
+type Policies = [device: ContextPolicy, network: ContextPolicy, travel: ContextPolicy];
+
+// device, network, travel | journeys: disturbed, ended, logged | thefts: refused, logged, missed
+const TABLE: [...Policies, number, number, number, number, number, number][] = [
+  ["allow", "allow", "allow", 0, 0, 0, 1, 0, 6],
+  ["log", "allow", "allow", 0, 0, 0, 1, 3, 3],
+  ["step-up", "allow", "allow", 0, 0, 0, 4, 0, 3],
+  ["end", "allow", "allow", 0, 0, 0, 4, 0, 3],
+  ["allow", "log", "allow", 0, 0, 4, 1, 2, 4],
+  ["allow", "step-up", "allow", 4, 0, 0, 3, 0, 4],
+  ["allow", "end", "allow", 4, 4, 0, 3, 0, 4],
+  ["allow", "allow", "log", 0, 0, 1, 1, 3, 3],
+  ["allow", "allow", "step-up", 1, 0, 0, 4, 0, 3],
+  ["allow", "allow", "end", 1, 1, 0, 4, 0, 3],
+  ["step-up", "log", "allow", 0, 0, 4, 4, 1, 2],
+  ["step-up", "log", "step-up", 1, 0, 3, 7, 0, 0],
 ];
 
-describe("session context: 9 ordinary journeys and 5 thefts under each policy", () => {
+/** The policies in force with no var set. */
+const DEFAULTS = CONTEXT_KINDS.map((kind) => DEFAULT_CONTEXT_POLICIES[kind]) as Policies;
+
+describe("session context: 12 ordinary journeys and 7 thefts under each policy", () => {
   it("the table covers every policy of each kind, and the defaults", () => {
     const count = (theft: boolean) => TRACES.filter((trace) => trace.theft === theft).length;
-    expect({ journeys: count(false), thefts: count(true) }).toEqual({ journeys: 9, thefts: 5 });
-    for (const policy of CONTEXT_POLICIES) {
-      expect(TABLE.some(([device, network]) => device === policy && network === "allow")).toBe(true);
-      expect(TABLE.some(([device, network]) => device === "allow" && network === policy)).toBe(true);
-    }
-    const [, , disturbed, , , , , missed] = TABLE.find(
-      ([device, network]) => device === DEFAULT_CONTEXT_POLICIES.device && network === DEFAULT_CONTEXT_POLICIES.network,
+    expect({ journeys: count(false), thefts: count(true) }).toEqual({ journeys: 12, thefts: 7 });
+    for (const k of CONTEXT_KINDS.keys())
+      for (const policy of CONTEXT_POLICIES)
+        expect(TABLE.some((row) => row.slice(0, 3).every((p, i) => p === (i === k ? policy : "allow")))).toBe(true);
+    const [, , , disturbed, ended, , , , missed] = TABLE.find((row) =>
+      DEFAULTS.every((policy, i) => row[i] === policy),
     )!;
-    // The goal: no ordinary journey disturbed, no theft unseen.
-    expect({ disturbed, missed }).toEqual({ disturbed: 0, missed: 0 });
+    // The goal: no ordinary journey ended, no theft unseen; the one disturbed is the VPN whose
+    // exit is on another continent, where a thief would be.
+    expect({ disturbed, ended, missed }).toEqual({ disturbed: 1, ended: 0, missed: 0 });
   });
 
-  for (const [device, network, ...expected] of TABLE) {
-    it(`device ${device}, network ${network}`, async () => {
-      expect(await measure(device, network)).toEqual(expected);
+  for (const [device, network, travel, ...expected] of TABLE) {
+    it(`device ${device}, network ${network}, travel ${travel}`, async () => {
+      expect(await measure(device, network, travel)).toEqual(expected);
+    });
+  }
+});
+
+// Travel's limits (SESSION_TRAVEL_MAX_KMH, SESSION_TRAVEL_MIN_KM), with travel logged and the
+// other kinds allowed: the journeys it flags (false positives) and the thefts (true positives).
+// max km/h, min km | journeys flagged | thefts flagged
+const LIMITS: [number, number, number, number][] = [
+  [1000, 500, 3, 3],
+  [1000, 1000, 2, 3],
+  [1000, 2000, 1, 3],
+  [1000, 3000, 1, 3],
+  [1000, 5000, 1, 2],
+  [500, 2000, 2, 3],
+  [800, 2000, 2, 3],
+  [2000, 2000, 1, 3],
+];
+
+describe("travel: the journeys and thefts each pair of limits flags", () => {
+  it("the defaults are a row", () => {
+    const { maxKmh, minKm } = DEFAULT_TRAVEL_LIMITS;
+    expect(LIMITS.some(([kmh, km]) => kmh === maxKmh && km === minKm)).toBe(true);
+  });
+
+  for (const [maxKmh, minKm, ...expected] of LIMITS) {
+    it(`${maxKmh} km/h, ${minKm} km`, async () => {
+      const vars = {
+        SESSION_CONTEXT_DEVICE: "allow",
+        SESSION_CONTEXT_NETWORK: "allow",
+        SESSION_CONTEXT_TRAVEL: "log",
+        SESSION_TRAVEL_MAX_KMH: String(maxKmh),
+        SESSION_TRAVEL_MIN_KM: String(minKm),
+      };
+      const [, , journeys, , thefts] = await tally(vars);
+      expect([journeys, thefts]).toEqual(expected);
     });
   }
 });

@@ -71,6 +71,9 @@ export function randomIp(): string {
 export interface Network {
   country: string;
   asn: number;
+  /** Where Cloudflare places the address, in degrees, as strings (request.cf.latitude, longitude). */
+  latitude?: string;
+  longitude?: string;
 }
 
 // A browser always sends a User-Agent: the one the sessions of `issue` were created with, so a

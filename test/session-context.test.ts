@@ -238,6 +238,14 @@ describe("session context: each policy", () => {
     expect(await eventsOf(session)).toEqual([created, logged(session, ABROAD)]);
   });
 
+  it("network step-up: a session that has no network recorded yet is not held by its first one (an unknown is no change)", async () => {
+    const userId = newUser();
+    const session = { ...(await issue(userId, { carrier: "cookie" })), userId };
+    expect((await list(session, { network: ABROAD, vars: network("step-up") })).status).toBe(200);
+    expect(await rowOf(session)).toEqual({ ...SEEN_HOME, ...ABROAD, held: 0 });
+    expect(await eventsOf(session)).toEqual([created]);
+  });
+
   it("network step-up: held", async () => {
     const session = await signedIn();
     await expectError(
@@ -339,7 +347,7 @@ describe("session context: SessionService", () => {
     // Called in-process: a rejection through the RPC stub is reported by the pool as uncaught.
     const service = new SessionService(createExecutionContext(), env);
     await expect(service.authenticate(fresh.token, { context: "Firefox" as never })).rejects.toThrow(
-      "context must be an object of userAgent, country and asn",
+      "context must be an object of userAgent, country, asn, latitude and longitude",
     );
   });
 });

@@ -18,6 +18,7 @@ import {
   callWith,
   d1,
   FIREFOX_LINUX,
+  type Network,
   newUser,
   newUserOn,
   scopeWith,
@@ -272,7 +273,7 @@ describe("each session event becomes a SET", () => {
   it("a context change that holds the session for step-up is risk-level-change (SESSION, HIGH); one only logged sends nothing; one that ends it is session-revoked", async () => {
     const abroad = { country: "BR", asn: 28573 };
     const { vars, login, poll } = await setUp({ SESSION_CONTEXT_DEVICE: "step-up", SESSION_CONTEXT_NETWORK: "log" });
-    const usedFrom = (token: string, userAgent: string, network?: typeof abroad, extra: Partial<Env> = {}) =>
+    const usedFrom = (token: string, userAgent: string, network?: Network, extra: Partial<Env> = {}) =>
       callWith(
         { ...vars, ...extra },
         "GET",
@@ -283,6 +284,16 @@ describe("each session event becomes a SET", () => {
       );
     const [held, logged, ended] = [await login(newUser()), await login(newUser()), await login(newUser())];
     expect((await usedFrom(held.token, FIREFOX_LINUX)).status).toBe(401);
+    // New York, then Hong Kong at once, on one provider: travel (default step-up).
+    const travelled = await login(newUser());
+    const place = (country: string, latitude: string, longitude: string) => ({
+      country,
+      asn: 13335,
+      latitude,
+      longitude,
+    });
+    expect((await usedFrom(travelled.token, CHROME_MAC, place("US", "40.71280", "-74.00600"))).status).toBe(200);
+    expect((await usedFrom(travelled.token, CHROME_MAC, place("HK", "22.31930", "114.16940"))).status).toBe(401);
     expect((await usedFrom(logged.token, CHROME_MAC, abroad)).status).toBe(200);
     expect((await usedFrom(ended.token, FIREFOX_LINUX, undefined, { SESSION_CONTEXT_DEVICE: "end" })).status).toBe(401);
     const sets = (await poll())
@@ -300,6 +311,16 @@ describe("each session event becomes a SET", () => {
           principal: "SESSION",
           current_level: "HIGH",
           risk_reason: "The session was used from another browser or operating system",
+          initiating_entity: "policy",
+        },
+      ],
+      [
+        travelled.id,
+        {
+          type: RISK,
+          principal: "SESSION",
+          current_level: "HIGH",
+          risk_reason: "The session was used from too far away to have travelled there since",
           initiating_entity: "policy",
         },
       ],

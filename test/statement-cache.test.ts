@@ -15,7 +15,7 @@ import {
   listSessionsByToken,
 } from "../src/db/sessions.ts";
 import type { Place } from "../src/db/shards.ts";
-import type { ClientContext, ContextPolicies } from "../src/domain/client-context.ts";
+import type { ClientContext, ContextPolicies, TravelLimits } from "../src/domain/client-context.ts";
 import { difference, shapesSent, stale } from "./fresh-renders.ts";
 import { d1, shardBindings } from "./helpers.ts";
 
@@ -44,8 +44,9 @@ const BEFORE = (ms: number) => new Date(NOW.getTime() - ms);
 const ID = `AA${"a".repeat(22)}`;
 // Every policy acts: each statement of the head is there.
 const CHECK: ContextCheck = {
-  context: { browser: "Chrome", os: "macOS", country: "DE", asn: 3320 },
-  policies: { device: "step-up", network: "end" },
+  context: { browser: "Chrome", os: "macOS", country: "DE", asn: 3320, latitude: 50.1109, longitude: 8.6821 },
+  policies: { device: "step-up", network: "end", travel: "log" },
+  travel: { maxKmh: 1000, minKm: 2000 },
 };
 // Every field that may be absent is present: each is varied to absent, and to another value.
 const BASE: Input = {
@@ -65,6 +66,7 @@ const OTHERS: {
   at: Others<Input["at"]>;
   context: Others<ClientContext>;
   policies: Others<ContextPolicies>;
+  travel: Others<TravelLimits>;
   writer: Others<Input["writer"]>;
   check: Others<Pick<Input, "check">>["check"];
   bucket: Others<Pick<Input, "bucket">>["bucket"];
@@ -87,8 +89,15 @@ const OTHERS: {
     os: { value: ["Windows"] },
     country: { text: [null], value: ["FR"] },
     asn: { text: [null], value: [64_496] },
+    latitude: { text: [null], value: [22.3193] },
+    longitude: { value: [114.1694] },
   },
-  policies: { device: { text: ["allow", "log", "end"] }, network: { text: ["allow", "log", "step-up"] } },
+  policies: {
+    device: { text: ["allow", "log", "end"] },
+    network: { text: ["allow", "log", "step-up"] },
+    travel: { text: ["allow", "step-up", "end"] },
+  },
+  travel: { maxKmh: { text: [500] }, minKm: { text: [0] } },
   writer: {
     sessionId: { value: [null, `AA${"c".repeat(22)}`] },
     ipAddress: { value: [null, "2001:db8::1"] },
@@ -122,6 +131,7 @@ function inputs(kind: Kind): Input[] {
     ...varied(CHECK.context, OTHERS.context, kind).map(withContext),
     ...(kind === "text" ? APPLE_FACES.map((face) => withContext({ ...CHECK.context, ...face })) : []),
     ...varied(CHECK.policies, OTHERS.policies, kind).map((policies) => ({ ...BASE, check: { ...CHECK, policies } })),
+    ...varied(CHECK.travel, OTHERS.travel, kind).map((travel) => ({ ...BASE, check: { ...CHECK, travel } })),
     ...varied(BASE.writer, OTHERS.writer, kind).map((writer) => ({ ...BASE, writer })),
     ...(OTHERS.check[kind] ?? []).map((check) => ({ ...BASE, check })),
     ...(OTHERS.bucket[kind] ?? []).map((bucket) => ({ ...BASE, bucket })),

@@ -1,10 +1,10 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards } from "./d1.ts";
-import { bearer, CHROME_MAC, callWith, databases, issue, newUser, ORIGIN, sessionCookie } from "./helpers.ts";
+import { bearer, CHROME_MAC, callWith, d1OfUser, databases, issue, newUser, ORIGIN, sessionCookie } from "./helpers.ts";
 import { accessTokenVars } from "./ssf.ts";
 import { type Operation, STATEMENTS } from "./statement-counts.ts";
 
@@ -14,7 +14,9 @@ import { type Operation, STATEMENTS } from "./statement-counts.ts";
 // the browser and network it signed in from, so the context check finds nothing changed.
 
 const HOME = { country: "DE", asn: 3320 };
-const CONTEXT = { userAgent: CHROME_MAC, ...HOME };
+// Where Cloudflare places the address: judged too (travel), in the same statements.
+const PLACE = { latitude: "50.11090", longitude: "8.68210" };
+const CONTEXT = { userAgent: CHROME_MAC, ...HOME, ...PLACE };
 
 // An upstream of SSF_UPSTREAMS (docs/shared-signals.md): its SET ends the user's sessions, with no
 // token and no context, so judged or not is the same batch.
@@ -136,7 +138,8 @@ async function measure(operation: Operation, judged: boolean, vars: Partial<Env>
   } else {
     const [method, path] = operation.split(" ") as [string, string];
     const credential = judged ? sessionCookie(caller.token) : bearer(caller.token);
-    const response = await callWith(bindings, method, path.replace(":id", other.id), credential, undefined, HOME);
+    const network = { ...HOME, ...PLACE };
+    const response = await callWith(bindings, method, path.replace(":id", other.id), credential, undefined, network);
     expect(response.status).toBe(200);
   }
   return counter.statements();
@@ -154,7 +157,37 @@ describe("statements per operation, in its one round trip", () => {
   it("a policy that can end the session adds its DELETE; one that only allows adds none", async () => {
     const [judged] = STATEMENTS["GET /auth/sessions"];
     expect(await measure("GET /auth/sessions", true, { SESSION_CONTEXT_DEVICE: "end" })).toBe(judged + 1);
-    const allow = { SESSION_CONTEXT_DEVICE: "allow", SESSION_CONTEXT_NETWORK: "allow" };
+    const allow = {
+      SESSION_CONTEXT_DEVICE: "allow",
+      SESSION_CONTEXT_NETWORK: "allow",
+      SESSION_CONTEXT_TRAVEL: "allow",
+    };
     expect(await measure("GET /auth/sessions", true, allow)).toBe(judged - 1);
+  });
+
+  it("travel adds none: a use from across the world 20 minutes after the last is judged, logged and recorded in the same statements", async () => {
+    const [judged] = STATEMENTS["GET /auth/sessions"];
+    const userId = newUser();
+    const { token } = await issue(userId, { ...HOME, carrier: "cookie" });
+    const list = (network: object, vars: Partial<Env>) =>
+      callWith(vars, "GET", "/auth/sessions", sessionCookie(token), undefined, { ...HOME, ...network });
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      vi.setSystemTime(Date.UTC(2026, 10, 2, 10));
+      expect((await list({ latitude: "40.71280", longitude: "-74.00600" }, {})).status).toBe(200);
+      vi.setSystemTime(Date.UTC(2026, 10, 2, 10, 20));
+      const counter = countingShards(databases());
+      const response = await list(
+        { latitude: "22.31930", longitude: "114.16940" },
+        { ...counter.env, SESSION_CONTEXT_TRAVEL: "log" },
+      );
+      expect(response.status).toBe(200);
+      expect(counter.statements()).toBe(judged);
+      const travel =
+        "SELECT count(*) AS n FROM session_events WHERE user_id = ? AND context ->> '$.travel' IS NOT NULL";
+      expect(await (await d1OfUser(userId)).prepare(travel).bind(userId).first("n")).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

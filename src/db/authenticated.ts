@@ -53,8 +53,9 @@ function build(db: Database, { proof, at, check, writer, write }: ByToken, activ
   const changed = check && sql`(${isBrowsers} AND ${differs(check)})`;
   const stale = activity ? sql`${sessions.lastActiveAt} <= ${staleBefore}` : null;
   const sliding = activity ? at.slidingMaxLifetimeMs : null;
-  const ending = check && acts(check, "end") ? changedUnder(check, "end") : null;
-  const judged = check && acts(check, "log", "step-up", "end") ? changedUnder(check, "log", "step-up", "end") : null;
+  const ending = check && acts(check, "end") ? changedUnder(check, at.now, "end") : null;
+  const judged =
+    check && acts(check, "log", "step-up", "end") ? changedUnder(check, at.now, "log", "step-up", "end") : null;
   const contextEvents =
     check && judged
       ? recordEvents(
@@ -65,8 +66,8 @@ function build(db: Database, { proof, at, check, writer, write }: ByToken, activ
           write,
           {
             // The policy that applied: a receiver is told of a session held for step-up (src/services/ssf/delivery.ts).
-            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN 'context_changed' ` : sql``}WHEN ${changedUnder(check, "step-up")} THEN 'step-up' ELSE 'log' END`,
-            context: contextChange(check),
+            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN 'context_changed' ` : sql``}WHEN ${changedUnder(check, at.now, "step-up")} THEN 'step-up' ELSE 'log' END`,
+            context: contextChange(check, at.now),
           },
         ).returning()
       : null;
@@ -80,10 +81,12 @@ function build(db: Database, { proof, at, check, writer, write }: ByToken, activ
           .set({
             ...(activity ? { lastActiveAt: sql`${at.now.getTime()}` } : {}),
             ...(sliding === null ? {} : { expiresAt: renewedExpiry(at, sliding) }),
-            ...(check ? seenValues(check) : {}),
+            ...(check ? seenValues(check, at.now) : {}),
             // SET reads the row as it was: the change is judged against the context before this one.
             ...(check && acts(check, "step-up")
-              ? { contextStepUp: sql`${sessions.contextStepUp} OR (${isJudged} AND ${changedUnder(check, "step-up")})` }
+              ? {
+                  contextStepUp: sql`${sessions.contextStepUp} OR (${isJudged} AND ${changedUnder(check, at.now, "step-up")})`,
+                }
               : {}),
           })
           .where(sql`${proven} AND ${due} AND ${notMoving()}`);
@@ -147,11 +150,14 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
       check &&
       ({
         policies: check.policies,
+        travel: check.travel,
         context: {
           browser: apple ? check.context.browser : stand("browser", check.context.browser),
           os: apple ? check.context.os : stand("os", check.context.os),
           country: check.context.country === null ? null : stand("country", check.context.country),
           asn: check.context.asn === null ? null : stand("asn", check.context.asn),
+          latitude: check.context.latitude === null ? null : stand("latitude", check.context.latitude),
+          longitude: check.context.longitude === null ? null : stand("longitude", check.context.longitude),
         } satisfies FieldByField<ClientContext>,
       } satisfies FieldByField<ContextCheck>),
     writer: {
@@ -224,7 +230,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     events: (rows: Record<string, unknown>[] | undefined): SessionEventRow[] => (rows ?? []).map(eventRow),
     unrecorded: unrecordedOf(check),
     /** For an operation whose own UPDATE of the caller's row records the context instead of `activity`. */
-    seen: () => (check ? seenValues(check) : {}),
+    seen: () => (check ? seenValues(check, at.now) : {}),
   };
 }
 

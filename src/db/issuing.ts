@@ -16,7 +16,7 @@ import {
   sql,
 } from "drizzle-orm";
 import type { StoredFactors } from "../domain/auth-factors.ts";
-import type { ContextPolicy } from "../domain/client-context.ts";
+import { CONTEXT_KINDS, type ContextPolicies, type ContextPolicy } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
 import { authenticated, tail } from "./authenticated.ts";
@@ -226,7 +226,7 @@ export async function reauthenticateSession(
   // The user just proved who they are: a change of context is only logged, and a hold lifted.
   const logged = check && {
     ...check,
-    policies: { device: logOnly(check.policies.device), network: logOnly(check.policies.network) },
+    policies: Object.fromEntries(CONTEXT_KINDS.map((kind) => [kind, logOnly(check.policies[kind])])) as ContextPolicies,
   };
   return onBucket(place, async (db) => {
     const proven = isProvenBy(proof, at);

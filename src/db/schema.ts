@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { index, integer, primaryKey, real, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import type { StoredFactors } from "../domain/auth-factors.ts";
 import { SESSION_CARRIERS } from "../domain/carrier.ts";
 import type { ContextChange } from "../domain/client-context.ts";
@@ -64,6 +64,11 @@ export const sessions = sqliteTable(
     seenOs: text("seen_os"),
     seenCountry: text("seen_country"),
     seenAsn: integer("seen_asn"),
+    // The place last seen (Cloudflare's latitude and longitude, degrees) and when: what travel is
+    // judged against. A use that gives no place keeps them. Null: no place seen yet, nothing judged.
+    seenLatitude: real("seen_latitude"),
+    seenLongitude: real("seen_longitude"),
+    seenPlaceAt: integer("seen_place_at", { mode: "timestamp_ms" }),
     // Its context changed under SESSION_CONTEXT_* = step-up: every operation but its own logout
     // is refused with the RFC 9470 challenge until `reauthenticate` gives it a new token.
     contextStepUp: integer("context_step_up", { mode: "boolean" }).notNull().default(false),

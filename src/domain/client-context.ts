@@ -9,44 +9,83 @@ import { parseDevice } from "./user-agent.ts";
 //     but for Apple's Safari, which on an iPad (by default) or an iPhone (on request) asks for
 //     desktop sites as Safari on macOS: the two are one device;
 //   - the network changed: the ASN and the country both differ from the last seen, all four
-//     known (mobile networks change addresses and ASNs within a country, travel changes the country).
+//     known (mobile networks change addresses and ASNs within a country, travel changes the country);
+//   - travel: the place (Cloudflare's latitude and longitude of the address) is farther from the
+//     last seen than SESSION_TRAVEL_MIN_KM, and than SESSION_TRAVEL_MAX_KMH covers since: no
+//     traveller gets there that fast, whatever the network (a thief on the victim's provider too).
 // A call whose context is unknown (an RPC call without one) is not checked.
 
 /** The one list of policies: the type, the settings' parsing and the docs derive from it. */
 export const CONTEXT_POLICIES = ["allow", "log", "step-up", "end"] as const;
 export type ContextPolicy = (typeof CONTEXT_POLICIES)[number];
 
-/** What the service does per kind of change (SESSION_CONTEXT_DEVICE, SESSION_CONTEXT_NETWORK). */
-export interface ContextPolicies {
-  device: ContextPolicy;
-  network: ContextPolicy;
+/** The one list of kinds of change, each set by its var SESSION_CONTEXT_<KIND>: the types and the config derive from it. */
+export const CONTEXT_KINDS = ["device", "network", "travel"] as const;
+export type ContextKind = (typeof CONTEXT_KINDS)[number];
+
+/** What the service does per kind of change. */
+export type ContextPolicies = Record<ContextKind, ContextPolicy>;
+
+/**
+ * Defaults measured on the journeys and thefts of test/context-trace.test.ts (BENCHMARKS.md,
+ * Session context). Travel holds the session like a device change: the trace's only journeys it
+ * disturbs are a VPN whose exit is on another continent, which looks exactly like a thief there.
+ */
+export const DEFAULT_CONTEXT_POLICIES: ContextPolicies = { device: "step-up", network: "log", travel: "step-up" };
+
+/** When a move is travel (SESSION_TRAVEL_MAX_KMH, SESSION_TRAVEL_MIN_KM). */
+export interface TravelLimits {
+  maxKmh: number;
+  minKm: number;
 }
 
-/** Defaults measured on the journeys and thefts of test/context-trace.test.ts (BENCHMARKS.md, Session context). */
-export const DEFAULT_CONTEXT_POLICIES: ContextPolicies = { device: "step-up", network: "log" };
+/**
+ * An airliner's ground speed, jet stream included, stays below about 1,000 km/h; 2,000 km is
+ * above the jitter of IP geolocation inside one provider's region (a mobile carrier's addresses
+ * placed at its gateways up to ~1,200 km apart) and below any ocean crossing (BENCHMARKS.md).
+ */
+export const DEFAULT_TRAVEL_LIMITS: TravelLimits = { maxKmh: 1000, minKm: 2000 };
 
 /**
  * A call's context as compared: browser family (no version: browsers update themselves) and
- * OS, "" when the User-Agent names none; country (ISO 3166-1 alpha-2) and ASN, null when unknown.
+ * OS, "" when the User-Agent names none; country (ISO 3166-1 alpha-2), ASN and place (degrees),
+ * null when unknown (a place is known with both its coordinates or not at all).
  */
 export interface ClientContext {
   browser: string;
   os: string;
   country: string | null;
   asn: number | null;
+  latitude: number | null;
+  longitude: number | null;
 }
 
-/** What a `context_changed` event records: the session's last seen context and the new one. */
+/** A place in degrees, as Cloudflare gives it. */
+export interface Coordinates {
+  latitude: number;
+  longitude: number;
+}
+
+/**
+ * What a `context_changed` event records: the session's last seen context and the new one; on
+ * travel also both places, the great-circle distance between them and the speed it needed.
+ */
 export interface ContextChange {
   before: { browser: string | null; os: string | null; country: string | null; asn: number | null };
   after: { browser: string | null; os: string | null; country: string | null; asn: number | null };
+  travel?: { from: Coordinates; to: Coordinates; distance_km: number; speed_kmh: number | null };
 }
 
-/** What a login flow passes for the request it serves: its User-Agent and Cloudflare's `request.cf` country and ASN. */
+/**
+ * What a login flow passes for the request it serves: its User-Agent and Cloudflare's
+ * `request.cf` country, ASN, latitude and longitude (strings there; numbers accepted too).
+ */
 export interface ContextInput {
   userAgent?: string | null;
   country?: string | null;
   asn?: number | null;
+  latitude?: string | number | null;
+  longitude?: string | number | null;
 }
 
 /** Safari on iOS and iPadOS, as itself and as it asks for desktop sites. */
@@ -74,14 +113,40 @@ export function asnOf(value: unknown): number | null {
     : null;
 }
 
+const DEGREES = /^-?\d{1,3}(\.\d{1,10})?$/;
+
+/** A coordinate in degrees within ±`limit`, from Cloudflare's string or a number; null otherwise. */
+function degreesOf(value: unknown, limit: number): number | null {
+  const degrees = typeof value === "string" && DEGREES.test(value) ? Number(value) : value;
+  return typeof degrees === "number" && Number.isFinite(degrees) && Math.abs(degrees) <= limit ? degrees : null;
+}
+
+/** Both coordinates, or neither: half a place is no place. */
+function coordinatesOf(latitude: unknown, longitude: unknown): Coordinates | null {
+  const place = { latitude: degreesOf(latitude, 90), longitude: degreesOf(longitude, 180) };
+  return place.latitude === null || place.longitude === null ? null : (place as Coordinates);
+}
+
+/** What a door knows of a call: its User-Agent and Cloudflare's `request.cf` fields (or the login flow's copy of them). */
+export interface CallFrom {
+  userAgent?: unknown;
+  country?: unknown;
+  asn?: unknown;
+  latitude?: unknown;
+  longitude?: unknown;
+}
+
 /** A call's context from what its door knows: anything not of the expected form counts as unknown. */
-export function clientContext(userAgent: unknown, country: unknown, asn: unknown): ClientContext {
+export function clientContext({ userAgent, country, asn, latitude, longitude }: CallFrom): ClientContext {
   const device = parseDevice(typeof userAgent === "string" ? userAgent : "");
+  const place = coordinatesOf(latitude, longitude);
   return {
     browser: device.browser?.replace(/ \d+$/, "") ?? "",
     os: device.os ?? "",
     country: countryOf(country),
     asn: asnOf(asn),
+    latitude: place?.latitude ?? null,
+    longitude: place?.longitude ?? null,
   };
 }
 
@@ -89,7 +154,6 @@ export function clientContext(userAgent: unknown, country: unknown, asn: unknown
 export function checkContextInput(context: unknown): ClientContext | null {
   if (context === undefined) return null;
   if (typeof context !== "object" || context === null)
-    throw new InvalidInput("context must be an object of userAgent, country and asn");
-  const { userAgent, country, asn } = context as ContextInput;
-  return clientContext(userAgent, country, asn);
+    throw new InvalidInput("context must be an object of userAgent, country, asn, latitude and longitude");
+  return clientContext(context as CallFrom);
 }

@@ -1,8 +1,12 @@
 import {
+  CONTEXT_KINDS,
   CONTEXT_POLICIES,
+  type ContextKind,
   type ContextPolicies,
   type ContextPolicy,
   DEFAULT_CONTEXT_POLICIES,
+  DEFAULT_TRAVEL_LIMITS,
+  type TravelLimits,
 } from "./client-context.ts";
 
 // Every var the worker reads, parsed from the bindings once per bindings object: the runtime hands
@@ -28,8 +32,10 @@ export interface Config {
   stepUpMaxAgeSeconds: number;
   /** How long a device-bound session's bound cookie lives; the browser renews it with a proof. */
   boundCookieSeconds: number;
-  /** What a change of device or network does to a session that is not device-bound (src/domain/client-context.ts). */
+  /** What a change of device, network or place does to a session that is not device-bound (src/domain/client-context.ts). */
   contextPolicies: ContextPolicies;
+  /** How fast and how far a move must be to be travel. */
+  travelLimits: TravelLimits;
   /** The longest a support session may live (src/domain/support.ts); it never slides. */
   supportMaxSeconds: number;
 }
@@ -46,8 +52,9 @@ export type ConfigVars = Pick<
   | "SESSION_MAX_LIFETIME_SECONDS"
   | "SESSION_STEP_UP_MAX_AGE_SECONDS"
   | "SESSION_BOUND_COOKIE_SECONDS"
-  | "SESSION_CONTEXT_DEVICE"
-  | "SESSION_CONTEXT_NETWORK"
+  | `SESSION_CONTEXT_${Uppercase<ContextKind>}`
+  | "SESSION_TRAVEL_MAX_KMH"
+  | "SESSION_TRAVEL_MIN_KM"
   | "SESSION_SUPPORT_MAX_SECONDS"
 >;
 
@@ -139,9 +146,15 @@ function parseConfig(vars: ConfigVars): Config {
     boundCookieSeconds: wholeNumber("SESSION_BOUND_COOKIE_SECONDS", vars.SESSION_BOUND_COOKIE_SECONDS, 600, 10),
     // Never past the lifetime every session is held to: a short SESSION_MAX_LIFETIME_SECONDS caps it.
     supportMaxSeconds: Math.min(supportMaxSeconds, maxLifetimeSeconds),
-    contextPolicies: {
-      device: policy("SESSION_CONTEXT_DEVICE", vars.SESSION_CONTEXT_DEVICE, DEFAULT_CONTEXT_POLICIES.device),
-      network: policy("SESSION_CONTEXT_NETWORK", vars.SESSION_CONTEXT_NETWORK, DEFAULT_CONTEXT_POLICIES.network),
+    contextPolicies: Object.fromEntries(
+      CONTEXT_KINDS.map((kind) => {
+        const name = `SESSION_CONTEXT_${kind.toUpperCase() as Uppercase<ContextKind>}` as const;
+        return [kind, policy(name, vars[name], DEFAULT_CONTEXT_POLICIES[kind])];
+      }),
+    ) as ContextPolicies,
+    travelLimits: {
+      maxKmh: wholeNumber("SESSION_TRAVEL_MAX_KMH", vars.SESSION_TRAVEL_MAX_KMH, DEFAULT_TRAVEL_LIMITS.maxKmh, 1),
+      minKm: wholeNumber("SESSION_TRAVEL_MIN_KM", vars.SESSION_TRAVEL_MIN_KM, DEFAULT_TRAVEL_LIMITS.minKm, 0),
     },
     allowedOrigins: new Set(
       (vars.ALLOWED_ORIGINS ?? "")

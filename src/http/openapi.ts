@@ -314,6 +314,12 @@ export const openApiDocument: OpenApiDocument = {
         },
         additionalProperties: false,
       },
+      Coordinates: {
+        type: "object",
+        required: ["latitude", "longitude"],
+        properties: { latitude: { type: "number" }, longitude: { type: "number" } },
+        additionalProperties: false,
+      },
       SessionList: {
         type: "object",
         required: ["sessions", "currentSessionId"],
@@ -358,7 +364,23 @@ export const openApiDocument: OpenApiDocument = {
             description:
               "Present only on `context_changed`, and on `ended` with reason `context_changed`: where the session was last seen and where it was used from then.",
             required: ["before", "after"],
-            properties: { before: ref("schemas/ClientContext"), after: ref("schemas/ClientContext") },
+            properties: {
+              before: ref("schemas/ClientContext"),
+              after: ref("schemas/ClientContext"),
+              travel: {
+                type: "object",
+                description:
+                  "Only on travel (SESSION_CONTEXT_TRAVEL): both places (degrees), the great-circle distance and the speed it needed (null: no time passed).",
+                required: ["from", "to", "distance_km", "speed_kmh"],
+                properties: {
+                  from: ref("schemas/Coordinates"),
+                  to: ref("schemas/Coordinates"),
+                  distance_km: { type: "integer" },
+                  speed_kmh: { type: ["integer", "null"] },
+                },
+                additionalProperties: false,
+              },
+            },
             additionalProperties: false,
           },
           actor: {

@@ -56,8 +56,8 @@ export interface AuthenticateOptions {
    */
   carrier?: "cookie" | "bearer";
   /**
-   * Where the browser's request comes from: its `User-Agent` header and `request.cf.country`
-   * and `request.cf.asn`. Judged against where a browser's session (issued with `carrier`
+   * Where the browser's request comes from: its `User-Agent` header and `request.cf.country`,
+   * `.asn`, `.latitude` and `.longitude`. Judged against where a browser's session (issued with `carrier`
    * `cookie` or `both`) was last used (docs/integrating.md, "Session context"); omitted: not judged.
    */
   context?: ContextInput;

@@ -178,7 +178,7 @@ export async function buildSession(
   const device = parseDevice(userAgent);
   const country = countryOf(input.country);
   // Where the session starts: its first use elsewhere is a change (src/domain/client-context.ts).
-  const seen = clientContext(userAgent, country, input.asn);
+  const seen = clientContext({ userAgent, country, asn: input.asn });
   const row: NewSession = {
     id,
     secretHash: await hashSecret(secret),

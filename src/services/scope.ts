@@ -104,7 +104,8 @@ export function asAdminKey(scope: Scope, adminKeyId: string, context: ClientCont
 
 /** The scope's context check (src/db/client-context.ts): its context under the configured policies. */
 export function contextCheck(scope: Scope): ContextCheck | null {
-  return scope.context && { context: scope.context, policies: scope.config.contextPolicies };
+  const { contextPolicies: policies, travelLimits: travel } = scope.config;
+  return scope.context && { context: scope.context, policies, travel };
 }
 
 /**

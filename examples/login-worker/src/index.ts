@@ -34,7 +34,7 @@ const passwords = new Map<string, string>([
 const supportAgents = new Set(["carol"]);
 
 /** Cloudflare's view of the request: where the edge saw it come from (absent outside Cloudflare). */
-type Edge = { country?: string; city?: string; asn?: number } | undefined;
+type Edge = { country?: string; city?: string; asn?: number; latitude?: string; longitude?: string } | undefined;
 
 /**
  * The signed-in session, or null (also when it is held after a use from another browser or OS:
@@ -47,7 +47,13 @@ async function sessionOf(
 ) {
   if (!token) return null;
   const cf = c.req.raw.cf as Edge;
-  const context = { userAgent: c.req.header("User-Agent"), country: cf?.country, asn: cf?.asn };
+  const context = {
+    userAgent: c.req.header("User-Agent"),
+    country: cf?.country,
+    asn: cf?.asn,
+    latitude: cf?.latitude,
+    longitude: cf?.longitude,
+  };
   const session = await c.env.SESSIONS.authenticate(token, {
     cookie: c.req.header("Cookie"),
     carrier: "cookie",

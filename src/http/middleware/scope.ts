@@ -13,7 +13,7 @@ export type ScopedEnv = AppEnv & { Variables: ScopeVariables };
 /**
  * Opens the request's scope (src/services/scope.ts): config, the instant, the client's IP, the
  * deployment's databases (each metered, with one retry on transient errors), the outbox,
- * which sends after the response, and the client's context (browser, OS, country, ASN). Which database a request uses is known only once its
+ * which sends after the response, and the client's context (browser, OS, country, ASN, place). Which database a request uses is known only once its
  * credential is read (src/http/credentials.ts).
  */
 export const withScope = createMiddleware<ScopedEnv>(async (c, next) => {
@@ -24,8 +24,8 @@ export const withScope = createMiddleware<ScopedEnv>(async (c, next) => {
     openScope(c.env, {
       waitUntil: (promise) => c.executionCtx.waitUntil(promise),
       clientIp: normalizeIp(c.req.header("CF-Connecting-IP")),
-      // Cloudflare's view of the client's network (request.cf); absent outside Cloudflare's edge.
-      context: clientContext(c.req.header("User-Agent"), cf?.country, cf?.asn),
+      // Cloudflare's view of the client's network and place (request.cf); absent outside Cloudflare's edge.
+      context: clientContext({ userAgent: c.req.header("User-Agent"), ...cf }),
     }),
   );
   await next();

@@ -81,14 +81,16 @@ function riskChangeOf({ type, reason, context }: SessionEventRow) {
       risk_reason: "The user signed in again",
     };
   if (context === null) return null;
-  const { before, after } = context;
+  const { before, after, travel } = context;
   const device = before.browser !== after.browser || before.os !== after.os;
   return {
     principal: "SESSION",
     current_level: "HIGH",
     risk_reason: device
       ? "The session was used from another browser or operating system"
-      : "The session was used from another network (country and ASN)",
+      : travel
+        ? "The session was used from too far away to have travelled there since"
+        : "The session was used from another network (country and ASN)",
   };
 }
 
