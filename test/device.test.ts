@@ -1,8 +1,9 @@
+import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { sessionName } from "../src/domain/device.ts";
 import { parseDevice } from "../src/domain/user-agent.ts";
+import { issue, newUser } from "./helpers.ts";
 
-describe("session name labels", () => {
+describe("session name labels, as the list shows them", () => {
   const cases: [string, string | null, string][] = [
     [
       "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
@@ -34,8 +35,11 @@ describe("session name labels", () => {
     ["definitely not a browser", null, "Unknown browser"],
   ];
   for (const [userAgent, ip, expected] of cases) {
-    it(expected, () => {
-      expect(sessionName(parseDevice(userAgent), ip)).toBe(expected);
+    it(expected, async () => {
+      const userId = newUser();
+      await issue(userId, { userAgent, ipAddress: ip ?? undefined });
+      const [session] = await exports.SessionService.listUserSessions(userId);
+      expect(session?.name).toBe(expected);
     });
   }
 });

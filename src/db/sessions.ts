@@ -1,11 +1,10 @@
-import { and, desc, eq, ne, type Placeholder, type SQL, sql } from "drizzle-orm";
+import { and, eq, ne, type Placeholder, type SQL, sql } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
 import type { EventType } from "../domain/events.ts";
-import type { ListedSession } from "../domain/session-view.ts";
-import type { UpstreamSignInColumns } from "../domain/upstream-sign-in.ts";
+import type { BackendSessionView, JsonText, SessionView } from "../domain/session-view.ts";
 import { authenticated, type ByToken, callerAndMove, callerValue, tail } from "./authenticated.ts";
 import { moveOf, moveState, onBucket } from "./buckets.ts";
-import { batchNamed, type Database, decoderOf } from "./client.ts";
+import { batchNamed, type Database } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
 import {
   type Caller,
@@ -16,7 +15,8 @@ import {
   isUsersOwn,
   type TokenProof,
 } from "./liveness.ts";
-import { type SessionRow, sessions } from "./schema.ts";
+import { sessions } from "./schema.ts";
+import { BACKEND_SESSION_VIEW, SESSION_VIEW, sessionListJson } from "./session-view.ts";
 import type { Place, Shard } from "./shards.ts";
 import {
   type EventDetails,
@@ -52,62 +52,15 @@ export async function authenticate(
   });
 }
 
-/** What a list reads of a session: the columns of `ListedSession`. */
-const listed = {
-  id: sessions.id,
-  ipAddress: sessions.ipAddress,
-  userAgent: sessions.userAgent,
-  browser: sessions.browser,
-  os: sessions.os,
-  deviceType: sessions.deviceType,
-  country: sessions.country,
-  city: sessions.city,
-  createdAt: sessions.createdAt,
-  expiresAt: sessions.expiresAt,
-  lastActiveAt: sessions.lastActiveAt,
-  dbscKeyThumbprint: sessions.dbscKeyThumbprint,
-  seenBrowser: sessions.seenBrowser,
-  seenOs: sessions.seenOs,
-  seenCountry: sessions.seenCountry,
-  seenAsn: sessions.seenAsn,
-  supportAgent: sessions.supportAgent,
-  supportReason: sessions.supportReason,
-};
-/** What a list without a token (for a backend) reads besides: the upstream sign-in, never the user's own list. */
-const listedForBackends = {
-  ...listed,
-  upstream: sessions.upstream,
-  upstreamSubject: sessions.upstreamSubject,
-  upstreamSid: sessions.upstreamSid,
-};
-type Columns = typeof listed | typeof listedForBackends;
-/** A listed row as the schema types it; the list functions' return type checks it against the view's. */
-type ListedRow<C extends Columns = typeof listed> = { [K in keyof C & keyof SessionRow]: SessionRow[K] };
-/** What a list reads, and its rows' decoder, built once. */
-interface ListShape<C extends Columns> {
-  columns: C;
-  row: (values: unknown[]) => ListedRow<C>;
-}
-const shapeOf = <C extends Columns>(columns: C): ListShape<C> => ({ columns, row: decoderOf<ListedRow<C>>(columns) });
-const OWN_LIST = shapeOf(listed);
-const BACKENDS_LIST = shapeOf(listedForBackends);
-
 /**
- * The matching sessions, newest first, as one JSON value of one row: D1 hands a list over
- * for less CPU per request than as a row per session (BENCHMARKS.md, Reading). With `caller`,
- * the same row carries the caller too (a JSON value, null when the token proves no session),
- * so a list by token costs no statement of its own to prove it.
+ * The matching sessions as the list shows them, newest first, as one JSON value of one row
+ * (src/db/session-view.ts). With `caller`, the same row carries the caller too (a JSON value,
+ * null when the token proves no session), so a list by token costs no statement of its own to prove it.
  */
-function sessionList<C extends Columns>(shape: ListShape<C>): SQL<ListedRow<C>[]> {
-  const newestFirst = sql.join([desc(sessions.createdAt), desc(sessions.id)], sql`, `);
-  return sql`json_group_array(json_array(${sql.join(Object.values(shape.columns), sql`, `)}) ORDER BY ${newestFirst})`.mapWith(
-    (json) => listOf(shape, json),
-  );
-}
-
-/** `sessionList`'s value as D1 answers it, decoded. */
-function listOf<C extends Columns>(shape: ListShape<C>, json: unknown): ListedRow<C>[] {
-  return typeof json === "string" ? (JSON.parse(json) as unknown[][]).map(shape.row) : [];
+function listText(value: unknown): JsonText<SessionView[]> {
+  // An aggregate over no row is still one row, `[]`: only a bug leaves it out.
+  if (typeof value !== "string") throw new Error("the list's row has no list");
+  return value as JsonText<SessionView[]>;
 }
 
 /**
@@ -120,7 +73,7 @@ export async function listSessionsByToken(
   at: Instant,
   check: ContextCheck | null,
   writer: Writer,
-): Promise<Logged<{ caller: Caller | null; sessions: ListedSession[] }>> {
+): Promise<Logged<{ caller: Caller | null; sessions: JsonText<SessionView[]> }>> {
   const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
     const head = authenticated(db, token, true);
@@ -131,7 +84,7 @@ export async function listSessionsByToken(
       listed: head.also("list", { bucket: place.bucket }, (t, unrecorded, P) =>
         db
           .select({
-            list: sessionList(OWN_LIST).as("list"),
+            list: sessionListJson(SESSION_VIEW).as("list"),
             caller: callerValue(t.proof, t.at, unrecorded).as("caller"),
             move: moveState(P("bucket")).as("move"),
           })
@@ -141,7 +94,7 @@ export async function listSessionsByToken(
     });
     const row = rows[0];
     const { caller, move } = callerAndMove(row);
-    const answer = { caller, sessions: listOf(OWN_LIST, row?.list) };
+    const answer = { caller, sessions: listText(row?.list) };
     return {
       answer: { answer, events: head.events(contextEvents), db },
       move,
@@ -155,16 +108,16 @@ export async function listSessionsByUserId(
   place: Place,
   userId: string,
   at: Instant,
-): Promise<(ListedSession & UpstreamSignInColumns)[]> {
+): Promise<JsonText<BackendSessionView[]>> {
   return onBucket(place, async (db) => {
     const { listed, move } = await batchNamed(db, {
       listed: db
-        .select({ list: sessionList(BACKENDS_LIST) })
+        .select({ list: sessionListJson<BackendSessionView>(BACKEND_SESSION_VIEW) })
         .from(sessions)
         .where(and(eq(sessions.userId, userId), isLive(at))),
       move: moveOf(db, place.bucket),
     });
-    return { answer: listed[0]?.list ?? [], move: move[0], blocked: false };
+    return { answer: listText(listed[0]?.list), move: move[0], blocked: false };
   });
 }
 

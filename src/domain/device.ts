@@ -1,4 +1,4 @@
-// What a session's device is: the types a device can have, its label, and what "the same
+// What a session's device is: the types a device can have and what "the same
 // device" means. Parsing a user agent into one is src/domain/user-agent.ts, kept apart so that
 // what needs only the types (the schema, drizzle-kit) does not load the parser.
 
@@ -10,12 +10,6 @@ export interface Device {
   browser: string | null;
   os: string | null;
   type: DeviceType;
-}
-
-/** The list's `name`: e.g. `Chrome 131 on macOS · 203.0.113.7`. */
-export function sessionName(device: Pick<Device, "browser" | "os">, ipAddress: string | null): string {
-  const label = `${device.browser ?? "Unknown browser"}${device.os ? ` on ${device.os}` : ""}`;
-  return ipAddress ? `${label} · ${ipAddress}` : label;
 }
 
 /**

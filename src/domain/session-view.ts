@@ -1,31 +1,15 @@
-import { type DeviceType, sessionName } from "./device.ts";
-import { type SupportActor, supportSessionName } from "./support.ts";
+import type { DeviceType } from "./device.ts";
+import type { SupportActor } from "./support.ts";
+import type { UpstreamSignInView } from "./upstream-sign-in.ts";
 
 /**
- * What the view reads of a listed session. The database's list statements return their rows
- * as this type, so TypeScript holds the tables (src/db/schema.ts) and the view together.
+ * JSON text of a `T`, as SQLite wrote it: handed on as it is, parsed only where an object is
+ * needed (the RPC).
  */
-export interface ListedSession {
-  id: string;
-  ipAddress: string | null;
-  userAgent: string;
-  browser: string | null;
-  os: string | null;
-  deviceType: DeviceType;
-  country: string | null;
-  city: string | null;
-  createdAt: Date;
-  expiresAt: Date;
-  lastActiveAt: Date;
-  dbscKeyThumbprint: string | null;
-  seenBrowser: string | null;
-  seenOs: string | null;
-  seenCountry: string | null;
-  seenAsn: number | null;
-  supportAgent: string | null;
-  supportReason: string | null;
-}
+export type JsonText<T> = string & { readonly [json]: T };
+declare const json: unique symbol;
 
+/** A listed session: GET /auth/sessions and SessionService.listUserSessions, written by src/db/session-view.ts. */
 export interface SessionView {
   id: string;
   name: string;
@@ -60,25 +44,5 @@ export function supportActor(row: {
   return row.supportAgent === null ? undefined : { sub: row.supportAgent, reason: row.supportReason ?? "" };
 }
 
-/** What a listed session shows: GET /auth/sessions and SessionService.listUserSessions. */
-export function sessionView(row: ListedSession): SessionView {
-  const actor = supportActor(row);
-  return {
-    id: row.id,
-    name: actor ? supportSessionName(actor.sub) : sessionName(row, row.ipAddress),
-    ip_address: row.ipAddress ?? "",
-    user_agent: row.userAgent,
-    created_at: row.createdAt.toISOString(),
-    expires_at: row.expiresAt.toISOString(),
-    last_active_at: row.lastActiveAt.toISOString(),
-    location: [row.city, row.country].filter(Boolean).join(", ") || null,
-    device: { browser: row.browser, os: row.os, type: row.deviceType },
-    // Absent rather than false, so that a list of unbound sessions reads exactly as before binding existed.
-    ...(row.dbscKeyThumbprint === null ? {} : { device_bound: true as const }),
-    last_seen:
-      row.seenBrowser === null
-        ? null
-        : { browser: row.seenBrowser || null, os: row.seenOs || null, country: row.seenCountry, asn: row.seenAsn },
-    ...(actor ? { actor } : {}),
-  };
-}
+/** A session as a backend sees it: as the user's list shows it, and the upstream sign-in behind it. */
+export type BackendSessionView = SessionView & { upstream?: UpstreamSignInView };

@@ -34,8 +34,3 @@ export function checkSupport(userId: string, agentId: unknown, reason: unknown):
     );
   return { sub: agentId, reason };
 }
-
-/** The name a support session is listed by, in place of a browser's. */
-export function supportSessionName(agentId: string): string {
-  return `Support access by ${agentId}`;
-}

@@ -8,6 +8,7 @@ import { checkCookieHeader } from "../domain/cookie-header.ts";
 import { BucketMoving, DatabaseUnavailable } from "../domain/errors.ts";
 import { InvalidInput } from "../domain/invalid-input.ts";
 import { type CallRefusal, callRefusalSentence, isCallRefusal } from "../domain/refusal.ts";
+import type { BackendSessionView } from "../domain/session-view.ts";
 import {
   type CreatedSession,
   createSession,
@@ -27,7 +28,6 @@ import { openScope, type Scope } from "../services/scope.ts";
 import { type UpdateSessionDataInput, updateSessionData } from "../services/session-data.ts";
 import { readSessionToken } from "../services/session-token.ts";
 import {
-  type BackendSessionView,
   type EndSessionInput,
   type EndSupportSessionsInput,
   type EndUserSessionsInput,

@@ -10,7 +10,7 @@ import {
   listSessionsByToken,
 } from "../db/sessions.ts";
 import type { Refusal } from "../domain/refusal.ts";
-import { type SessionView, sessionView } from "../domain/session-view.ts";
+import type { JsonText, SessionView } from "../domain/session-view.ts";
 import { contextCheck, type Scope, write } from "./scope.ts";
 import type { SessionToken } from "./session-token.ts";
 
@@ -29,12 +29,15 @@ export function authenticateToken(scope: Scope, { place, proof }: SessionToken):
 }
 
 /** The user's live sessions (the caller's own always among them), or why none are listed. */
-export async function listOwnSessions(scope: Scope, { place, proof }: SessionToken): Promise<SessionView[] | Refusal> {
+export async function listOwnSessions(
+  scope: Scope,
+  { place, proof }: SessionToken,
+): Promise<JsonText<SessionView[]> | Refusal> {
   const { caller, sessions } = await write(scope, proof.id, (writer) =>
     listSessionsByToken(place, proof, scope.at, contextCheck(scope), writer),
   );
   if (!caller) return "not_live";
-  return caller.contextStepUp ? "step-up" : sessions.map(sessionView);
+  return caller.contextStepUp ? "step-up" : sessions;
 }
 
 /** The token's session if it is live and free to act (its activity recorded, its context judged), or why not. */

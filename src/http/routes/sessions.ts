@@ -1,8 +1,10 @@
 import type { Context } from "hono";
 import { isRefusal } from "../../domain/refusal.ts";
+import type { SessionView } from "../../domain/session-view.ts";
 import { deleteOwnSession, listOwnSessions } from "../../services/own-sessions.ts";
 import { clearSessionCookie } from "../cookie.ts";
 import { Hono } from "../hono.ts";
+import { jsonOfText, jsonText } from "../json-text.ts";
 import { requireToken, type TokenEnv } from "../middleware/auth.ts";
 import type { ScopedEnv } from "../middleware/scope.ts";
 import { refused } from "../refusals.ts";
@@ -23,7 +25,10 @@ export const sessionsRoutes = new Hono<ScopedEnv>()
   .get("/", requireToken, async (c) => {
     const sessions = await listOwnSessions(c.var.scope, c.var.token);
     if (isRefusal(sessions)) throw refused(c, sessions);
-    return c.json({ sessions, currentSessionId: c.var.token.proof.id });
+    return jsonOfText<{ sessions: SessionView[]; currentSessionId: string }>(c, {
+      sessions,
+      currentSessionId: jsonText(c.var.token.proof.id),
+    });
   })
   .delete("/", requireToken, (c) => deleteById(c, ""))
   .delete(ID, requireToken, (c) => deleteById(c, c.req.param("id")));

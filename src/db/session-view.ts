@@ -1,0 +1,83 @@
+import { type SQL, sql } from "drizzle-orm";
+import type { AnySQLiteColumn } from "drizzle-orm/sqlite-core";
+import type { JsonText, SessionView } from "../domain/session-view.ts";
+import { sessions } from "./schema.ts";
+
+// A listed session as the list shows it (`SessionView`), written by SQLite as JSON text in the
+// list's own statement: the worker hands D1's answer on as it is, and spends nothing per session
+// on decoding rows, building objects, formatting times and serializing them again, which was
+// most of a long list's CPU (BENCHMARKS.md, Reading). Each member is written as the view's
+// documentation says; test/list-answer.test.ts holds the answer byte for byte to the renderer
+// the worker used before.
+
+/** `column` (milliseconds since the epoch) as `Date.prototype.toISOString` writes it, in integers only. */
+function isoTime(column: AnySQLiteColumn): SQL<string> {
+  return sql`strftime('%Y-%m-%dT%H:%M:%S', ${column} / 1000, 'unixepoch') || printf('.%03dZ', ${column} % 1000)`;
+}
+
+/** Text that is absent when empty, as JavaScript's truthiness reads a string. */
+const present = (column: AnySQLiteColumn) => sql`nullif(${column}, '')`;
+
+/** `Chrome 131 on macOS · 203.0.113.7`; on support access, `Support access by <agent>`. */
+const name = sql`CASE WHEN ${sessions.supportAgent} IS NOT NULL THEN 'Support access by ' || ${sessions.supportAgent}
+  ELSE coalesce(${sessions.browser}, 'Unknown browser')
+    || coalesce(' on ' || ${present(sessions.os)}, '')
+    || coalesce(' · ' || ${present(sessions.ipAddress)}, '') END`;
+
+/** `City, CC`, either alone, or null. */
+const location = sql`coalesce(${present(sessions.city)} || ', ' || ${present(sessions.country)}, ${present(sessions.city)}, ${present(sessions.country)})`;
+
+/** Where the session was last used from; null before anything was recorded. */
+const lastSeen = sql`CASE WHEN ${sessions.seenBrowser} IS NOT NULL THEN json_object(
+  'browser', ${present(sessions.seenBrowser)}, 'os', ${present(sessions.seenOs)},
+  'country', ${sessions.seenCountry}, 'asn', ${sessions.seenAsn}) END`;
+
+/**
+ * Every member, in the view's order, then the ones this session does not have removed: a member
+ * that is only sometimes there is absent, never null, and the others keep their places.
+ */
+function rendered(members: SQL, optional: [member: string, presentWhen: SQL][]): SQL {
+  // The paths are this file's own constants, written into the SQL rather than bound.
+  const removed = optional.map(
+    ([member, when]) => sql`CASE WHEN ${when} THEN '$.none' ELSE ${sql.raw(`'$.${member}'`)} END`,
+  );
+  return sql`json_remove(json_object(${members}), ${sql.join(removed, sql`, `)})`;
+}
+
+const viewMembers = sql`'id', ${sessions.id},
+  'name', ${name},
+  'ip_address', coalesce(${sessions.ipAddress}, ''),
+  'user_agent', ${sessions.userAgent},
+  'created_at', ${isoTime(sessions.createdAt)},
+  'expires_at', ${isoTime(sessions.expiresAt)},
+  'last_active_at', ${isoTime(sessions.lastActiveAt)},
+  'location', ${location},
+  'device', json_object('browser', ${sessions.browser}, 'os', ${sessions.os}, 'type', ${sessions.deviceType}),
+  'device_bound', json('true'),
+  'last_seen', json(${lastSeen}),
+  'actor', json_object('sub', ${sessions.supportAgent}, 'reason', coalesce(${sessions.supportReason}, ''))`;
+const bound = sql`${sessions.dbscKeyThumbprint} IS NOT NULL`;
+const support = sql`${sessions.supportAgent} IS NOT NULL`;
+
+/** The user's own list: `SessionView`. */
+export const SESSION_VIEW = rendered(viewMembers, [
+  ["device_bound", bound],
+  ["actor", support],
+]);
+
+/** A backend's list (SessionService.listUserSessions): the view and the upstream sign-in behind it. */
+export const BACKEND_SESSION_VIEW = rendered(
+  sql`${viewMembers}, 'upstream', json_object('provider', ${sessions.upstream}, 'subject', coalesce(${sessions.upstreamSubject}, ''), 'sid', ${sessions.upstreamSid})`,
+  [
+    ["device_bound", bound],
+    ["actor", support],
+    ["upstream", sql`${sessions.upstream} IS NOT NULL`],
+  ],
+);
+
+/** The rendered sessions matching the statement's WHERE, newest first, as one JSON array. */
+export function sessionListJson<V extends SessionView>(view: SQL): SQL<JsonText<V[]>> {
+  return sql`json_group_array(json(${view}) ORDER BY ${sessions.createdAt} DESC, ${sessions.id} DESC)`.mapWith(
+    (json: string) => json as JsonText<V[]>,
+  );
+}

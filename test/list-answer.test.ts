@@ -1,0 +1,137 @@
+import { exports } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { CHROME_MAC, call, d1OfUser, issue, newUser, sessionCookie } from "./helpers.ts";
+
+// The list's answer is written by SQLite (src/db/session-view.ts). This holds it byte for byte
+// to the renderer the worker used before: rows read from the table as they are, decoded and
+// rendered here in JavaScript, serialized by JSON.stringify, for every branch of every member.
+
+interface Row {
+  id: string;
+  ip_address: string | null;
+  user_agent: string;
+  browser: string | null;
+  os: string | null;
+  device_type: string;
+  country: string | null;
+  city: string | null;
+  created_at: number;
+  expires_at: number;
+  last_active_at: number;
+  dbsc_key_thumbprint: string | null;
+  seen_browser: string | null;
+  seen_os: string | null;
+  seen_country: string | null;
+  seen_asn: number | null;
+  support_agent: string | null;
+  support_reason: string | null;
+  upstream: string | null;
+  upstream_subject: string | null;
+  upstream_sid: string | null;
+}
+
+/** The worker's renderer before the list was written by SQLite, as it was. */
+function renderedBefore(row: Row, backend: boolean) {
+  const actor = row.support_agent === null ? undefined : { sub: row.support_agent, reason: row.support_reason ?? "" };
+  const label = `${row.browser ?? "Unknown browser"}${row.os ? ` on ${row.os}` : ""}`;
+  const view = {
+    id: row.id,
+    name: actor ? `Support access by ${actor.sub}` : row.ip_address ? `${label} · ${row.ip_address}` : label,
+    ip_address: row.ip_address ?? "",
+    user_agent: row.user_agent,
+    created_at: new Date(row.created_at).toISOString(),
+    expires_at: new Date(row.expires_at).toISOString(),
+    last_active_at: new Date(row.last_active_at).toISOString(),
+    location: [row.city, row.country].filter(Boolean).join(", ") || null,
+    device: { browser: row.browser, os: row.os, type: row.device_type },
+    ...(row.dbsc_key_thumbprint === null ? {} : { device_bound: true as const }),
+    last_seen:
+      row.seen_browser === null
+        ? null
+        : { browser: row.seen_browser || null, os: row.seen_os || null, country: row.seen_country, asn: row.seen_asn },
+    ...(actor ? { actor } : {}),
+  };
+  if (!backend || row.upstream === null) return view;
+  return { ...view, upstream: { provider: row.upstream, subject: row.upstream_subject ?? "", sid: row.upstream_sid } };
+}
+
+async function rowsOf(userId: string): Promise<Row[]> {
+  const { results } = await (await d1OfUser(userId))
+    .prepare("SELECT * FROM sessions WHERE user_id = ? ORDER BY created_at DESC, id DESC")
+    .bind(userId)
+    .all<Row>();
+  return results;
+}
+
+/** Sets columns no public call sets to these values (a bound key, odd times, empty seen values). */
+async function setColumns(userId: string, id: string, values: Record<string, string | number | null>): Promise<void> {
+  const columns = Object.keys(values);
+  await (await d1OfUser(userId))
+    .prepare(`UPDATE sessions SET ${columns.map((c) => `${c} = ?`).join(", ")} WHERE id = ?`)
+    .bind(...Object.values(values), id)
+    .run();
+}
+
+describe("the list's answer, byte for byte as the worker rendered it", () => {
+  it("every member's every branch, over HTTP and over RPC", async () => {
+    const userId = newUser();
+    const odd = 'Mozilla/5.0 "quoted" \\ back/slash é ü 中文 😀 \u2028 <script>';
+    const caller = await issue(userId, { country: "DE", city: "Berlin", asn: 3320 });
+    const sessions = [
+      await issue(userId, { userAgent: odd, ipAddress: "2001:db8::1", country: "JP" }),
+      await issue(userId, { userAgent: "", ipAddress: undefined, city: "Lagos" }),
+      await issue(userId, { userAgent: "curl/8.5.0", country: "", city: "" }),
+      await exports.SessionService.openSupportSession({ userId, agentId: "agent-7", reason: 'ticket "#42" — ü' }),
+    ];
+    const [odd1, none, curl, support] = sessions.map((s) => s.id) as [string, string, string, string];
+    // The caller is used from its browser (last_seen recorded), and the others get what no call sets.
+    expect(
+      (await call("GET", "/auth/whoami", { ...sessionCookie(caller.token), "User-Agent": CHROME_MAC })).status,
+    ).toBe(200);
+    await setColumns(userId, odd1, {
+      dbsc_key_thumbprint: "thumb",
+      seen_browser: "",
+      seen_os: "",
+      seen_country: null,
+      seen_asn: null,
+    });
+    await setColumns(userId, none, { created_at: 1_830_297_599_999, last_active_at: 1_830_297_599_007 });
+    await setColumns(userId, curl, {
+      created_at: 951_782_400_070,
+      expires_at: 4_102_444_800_000,
+      seen_browser: "Curl",
+      seen_os: "Linux",
+      seen_asn: 0,
+    });
+    await setColumns(userId, support, { created_at: 1_000_000_000_000 });
+    await setColumns(userId, none, { upstream: "okta", upstream_subject: 'sub "x"', upstream_sid: null });
+
+    const response = await call("GET", "/auth/sessions", { ...sessionCookie(caller.token), "User-Agent": CHROME_MAC });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("Content-Type")).toBe("application/json");
+    const rows = await rowsOf(userId);
+    expect(rows).toHaveLength(5);
+    const expected = JSON.stringify({
+      sessions: rows.map((row) => renderedBefore(row, false)),
+      currentSessionId: caller.id,
+    });
+    expect(await response.text()).toBe(expected);
+
+    const listed = await exports.SessionService.listUserSessions(userId);
+    expect(JSON.stringify(listed)).toBe(JSON.stringify(rows.map((row) => renderedBefore(row, true))));
+  });
+
+  it("a user with no other session: the caller alone", async () => {
+    const userId = newUser();
+    const caller = await issue(userId, { ipAddress: undefined });
+    const response = await call("GET", "/auth/sessions", { ...sessionCookie(caller.token), "User-Agent": CHROME_MAC });
+    const rows = await rowsOf(userId);
+    expect(await response.text()).toBe(
+      JSON.stringify({ sessions: rows.map((row) => renderedBefore(row, false)), currentSessionId: caller.id }),
+    );
+  });
+
+  it("a user with none: an empty list over RPC", async () => {
+    expect(await exports.SessionService.listUserSessions(newUser())).toEqual([]);
+  });
+});
