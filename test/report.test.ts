@@ -300,3 +300,16 @@ describe("the events queue", () => {
     expect(log).not.toContain((created.reportToken as string).split("~")[1]);
   });
 });
+
+describe("SESSION_REPORT_TTL_SECONDS", () => {
+  it("a day by default; under a minute or past the events retention is refused", () => {
+    expect(readConfig({ ...env, SESSION_REPORT_TTL_SECONDS: "" }).reportTtlSeconds).toBe(86_400);
+    expect(readConfig({ ...env, SESSION_REPORT_TTL_SECONDS: "3600" }).reportTtlSeconds).toBe(3600);
+    expect(() => readConfig({ ...env, SESSION_REPORT_TTL_SECONDS: "59" })).toThrow(
+      "SESSION_REPORT_TTL_SECONDS must be an integer >= 60",
+    );
+    expect(() =>
+      readConfig({ ...env, SESSION_EVENTS_RETENTION_DAYS: "1", SESSION_REPORT_TTL_SECONDS: "86401" }),
+    ).toThrow("SESSION_REPORT_TTL_SECONDS must be <= SESSION_EVENTS_RETENTION_DAYS in seconds");
+  });
+});
