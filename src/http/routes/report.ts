@@ -1,3 +1,4 @@
+import type { Context } from "hono";
 import { sessionName } from "../../domain/device.ts";
 import { endReportedSession, type ReportedSession, reportedSignIn } from "../../services/report.ts";
 import { bearerToken } from "../credentials.ts";
@@ -24,7 +25,7 @@ export const NEXT_STEPS = ["change_password", "review_devices"] as const;
  * The report token, from `Authorization: Bearer` only: never the URL (the message's link
  * carries it in the fragment, which no server sees), never the session cookie.
  */
-function reportToken(c: Parameters<typeof bearerToken>[0]): string {
+function reportToken(c: Context): string {
   const token = bearerToken(c);
   if (!token) throw unauthorized("token_required", false);
   return token;
