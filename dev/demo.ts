@@ -12,7 +12,9 @@
 // (dev/dev-worker.ts), the first worker passes /__operator/* to it
 // (dev/demo-worker.ts), and .wrangler/demo/dev-server.json says where, with its token and,
 // over https, the certificate to trust. The token reaches the service in a file only this
-// user can read, never on a command line.
+// user can read, never on a command line. DEMO_STATE=<dir> runs it on a fresh database of its
+// own there instead, which no operator command finds (test/browser/report.spec.ts needs a user
+// with no device history).
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -21,7 +23,7 @@ import { announceDevServer, DEMO_SERVER_FILE, devKeySet, localVarsFiles, writePr
 import { applyMigrations } from "./migrations.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
-const STATE = path.dirname(DEMO_SERVER_FILE);
+const STATE = process.env.DEMO_STATE ?? path.dirname(DEMO_SERVER_FILE);
 /** Wrangler reads a second worker's local secrets from the .dev.vars beside its config. */
 const SECRETS = path.join(STATE, ".dev.vars");
 
@@ -63,7 +65,7 @@ function serviceConfig(origin: string): string {
 const args = process.argv.slice(2);
 const { server, wranglerEnv, forget } = await announceDevServer({
   name: "npm run demo",
-  file: DEMO_SERVER_FILE,
+  file: path.join(STATE, path.basename(DEMO_SERVER_FILE)),
   args,
   env: undefined,
   httpsDir: path.join(STATE, "https"),

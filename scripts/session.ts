@@ -118,7 +118,7 @@ await answerOnLocalProject(values.env, async (project) => {
   // Operator actions are "admin" unless told otherwise.
   const reason = values.reason ?? "admin";
   if (command === "create") {
-    const { id, token, expiresAt } = await issueSession(scope, {
+    const { id, token, expiresAt, newDevice, reportToken } = await issueSession(scope, {
       userId: values.user as string,
       ipAddress: values.ip ?? "127.0.0.1",
       userAgent: values["user-agent"] ?? "",
@@ -138,7 +138,9 @@ await answerOnLocalProject(values.env, async (project) => {
             },
           }),
     });
-    return { id, token, expiresAt };
+    // A new device's report token is printed for the operator's own message: the queue's copy
+    // is sent by the cron, which never has it in clear.
+    return { id, token, expiresAt, newDevice, ...(reportToken === undefined ? {} : { reportToken }) };
   }
   if (command === "support") {
     const opened = await openSupportSession(scope, {

@@ -128,7 +128,8 @@ describe("device-bound sessions: issuing", () => {
     // Not bound yet: the token alone still works, as for any session.
     expect(await exports.SessionService.authenticate(bindable.token)).not.toBeNull();
     const plain = { ...(await exports.SessionService.create({ userId: newUser() })) };
-    expect(Object.keys(plain).sort()).toEqual(["cookie", "expiresAt", "id", "newDevice", "token"]);
+    // A new user's first sign-in is a new device: its report token (test/report.test.ts) too.
+    expect(Object.keys(plain).sort()).toEqual(["cookie", "expiresAt", "id", "newDevice", "reportToken", "token"]);
     const declined = await exports.SessionService.create({ userId: newUser(), deviceBound: false });
     expect(declined.secureSessionRegistration).toBeUndefined();
     expect(declined.boundCookie).toBeUndefined();

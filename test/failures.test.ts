@@ -114,6 +114,30 @@ describe("a batch that committed but whose answer was lost", () => {
     ]);
   });
 
+  it("POST /auth/report: 200 ended (the session ended once), and the token is used", async () => {
+    const userId = newUser();
+    const session = await issue(userId);
+    const reportToken = session.reportToken as string;
+    const { response, roundTrips } = await callFaulty(
+      await bindingOfUser(userId),
+      ["after"],
+      "POST",
+      "/auth/report",
+      bearer(reportToken),
+    );
+    expect({ status: response.status, body: await response.json() }).toEqual({
+      status: 200,
+      body: { ended: true, next_steps: ["change_password", "review_devices"] },
+    });
+    expect(roundTrips).toBe(2);
+    expect(await isLive(session.token)).toBe(false);
+    expect(await eventsOf(userId)).toEqual([
+      ["created", session.id, null],
+      ["ended", session.id, null],
+    ]);
+    await expectError(await callWith({}, "POST", "/auth/report", bearer(reportToken)), 410, "report_used");
+  });
+
   it("DELETE /auth/sessions/:id of another of mine: 200 Session deleted", async () => {
     const userId = newUser();
     const mine = await issue(userId);
@@ -272,6 +296,8 @@ describe("overload: 503 service_unavailable with Retry-After, never 500", () => 
       ["POST", "/auth/logout", sessionCookie(session.token)],
       ["DELETE", "/auth/logout", sessionCookie(session.token)],
       ["DELETE", "/auth/logout?scope=others", sessionCookie(session.token)],
+      ["GET", "/auth/report", bearer(session.reportToken as string)],
+      ["POST", "/auth/report", bearer(session.reportToken as string)],
     ];
     for (const [method, path, headers] of requests) {
       const { response, roundTrips } = await callFaulty(

@@ -34,6 +34,8 @@ export interface Issued {
   expiresAt: string;
   cookie: string;
   newDevice: boolean;
+  /** Only for a new device: its report token (GET, POST /auth/report). */
+  reportToken?: string;
 }
 
 /** Issues a session through the public RPC entrypoint, as the login worker would. */

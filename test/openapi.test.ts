@@ -14,6 +14,7 @@ const PATHS = [
   "/.well-known/jwks.json",
   "/auth/dbsc/registration",
   "/auth/dbsc/refresh",
+  "/auth/report",
   "/.well-known/ssf-configuration",
   "/ssf/jwks.json",
   "/ssf/streams",
@@ -52,6 +53,7 @@ describe("GET /openapi.json", () => {
       adminKey: expect.objectContaining({ type: "http", scheme: "bearer" }),
       receiver: expect.objectContaining({ type: "http", scheme: "bearer" }),
       bearer: expect.objectContaining({ type: "http", scheme: "bearer" }),
+      reportToken: expect.objectContaining({ type: "http", scheme: "bearer" }),
       sessionCookie: expect.objectContaining({ type: "apiKey", in: "cookie", name: "__Host-session" }),
     });
   });

@@ -5,6 +5,7 @@ import { listEvents } from "../src/db/events.ts";
 import { insertSession } from "../src/db/issuing.ts";
 import { markDelivered, pendingEvents } from "../src/db/outbox.ts";
 import { purgeEvents, purgeSessions } from "../src/db/purge.ts";
+import { confirmReport, readReport } from "../src/db/report.ts";
 import {
   authenticate,
   deleteSession,
@@ -58,6 +59,7 @@ const newSession = (id: string) => ({
   ttlSeconds: 60,
   deviceKey: "||",
   authenticatedAt: at.now,
+  reportHash: "1".repeat(64),
 });
 
 /** A bucket of the first database, as the worker's routes get it (src/db/shards.ts). */
@@ -81,6 +83,8 @@ const operations: Record<string, (db: Database) => Promise<unknown>> = {
   listEvents: (db) => listEvents(on(db), proof, at, check, writer),
   purgeSessions: (db) => purgeSessions(db, at, 10),
   purgeEvents: (db) => purgeEvents(db, at.now, 10),
+  readReport: (db) => readReport(on(db), proof, at),
+  confirmReport: (db) => confirmReport(on(db), proof, at.now, writer, at),
 };
 
 describe("query plans", () => {

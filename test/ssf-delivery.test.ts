@@ -186,6 +186,20 @@ describe("each session event becomes a SET", () => {
     });
   });
 
+  it("a sign-in the user reported from the new-device message is session-revoked by the user, and the SETs carry no report token", async () => {
+    const { vars, login, poll } = await setUp();
+    const stranger = await login(newUser());
+    const reportToken = stranger.reportToken as string;
+    expect((await callWith(vars, "POST", "/auth/report", bearer(reportToken))).status).toBe(200);
+    const sets = await poll();
+    expect(eventOf(sets.at(-1) as Record<string, unknown>)).toMatchObject({
+      type: REVOKED,
+      initiating_entity: "user",
+      reason_admin: { en: "reported_by_user" },
+    });
+    expect(JSON.stringify(sets)).not.toContain(reportToken.split("~")[1]);
+  });
+
   it("a SET carries iss, aud, iat, jti, txn (the request) and event_timestamp, and no sub or exp", async () => {
     const { vars, login, poll } = await setUp();
     const userId = newUser();

@@ -22,6 +22,8 @@ export const STATEMENTS = {
   "SessionService.create, upstream sign-in": [11, 11],
   "SessionService.openSupportSession": [6, 6],
   "SessionService.updateSessionData": [2, 2],
+  "GET /auth/report": [3, 3],
+  "POST /auth/report": [6, 6],
 } as const satisfies Record<string, readonly [number, number]>;
 
 export type Operation = keyof typeof STATEMENTS;

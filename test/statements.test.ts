@@ -125,7 +125,12 @@ async function measure(operation: Operation, judged: boolean, vars: Partial<Env>
     expect(await service.updateSessionData({ sessionId: caller.id, data: { tenant: "acme" }, mode: "merge" })).toEqual({
       updated: true,
     });
-  else if (operation === "POST /ssf/inbound") {
+  else if (operation.endsWith(" /auth/report")) {
+    // No session token, no context: the report token alone, judged or not the same batch.
+    const method = operation.split(" ")[0] as string;
+    const response = await callWith(bindings, method, "/auth/report", bearer(caller.reportToken as string));
+    expect(response.status).toBe(200);
+  } else if (operation === "POST /ssf/inbound") {
     const headers = { "Content-Type": "application/secevent+jwt" };
     const response = await callWith(
       { ...bindings, ...UPSTREAM },

@@ -84,7 +84,7 @@ function seenOnDevice(db: Database, bucket: string, session: NewSession, since: 
  */
 export async function insertSession(
   place: Place,
-  session: NewSession,
+  session: NewSession & { reportHash: string },
   writer: Writer,
   policy: IssuePolicy,
   at: Instant,
@@ -113,10 +113,14 @@ export async function insertSession(
         .limit(Number.MAX_SAFE_INTEGER)
         .offset(policy.maxPerUser - 1),
     );
+    // A new device keeps its report hash; a known one stores none. Judged once, by the INSERT:
+    // the event reads it off the row.
+    const reportHash = sql`CASE WHEN ${not(seenOnDevice(db, place.bucket, session, policy.seenSince))} THEN ${session.reportHash} END`;
     const { stored, logged, move } = await batchNamed(db, {
-      inserted: insertUnlessDone(db, place.bucket, session, write),
+      inserted: insertUnlessDone(db, place.bucket, session, write, undefined, { reportHash }),
       recorded: recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), writer, write, {
-        newDevice: sql<boolean>`${not(seenOnDevice(db, place.bucket, session, policy.seenSince))}`,
+        newDevice: sql<boolean>`${sessions.reportHash} IS NOT NULL`,
+        reportHash: sql`${sessions.reportHash}`,
       }),
       stored: db.select({ id: sessions.id }).from(sessions).where(ours),
       evictions: recordEvents(db, "evicted", overCap, evictor, write),
@@ -181,11 +185,20 @@ export async function insertSupportSession(
  * by `write` having logged nothing yet (else the first attempt of this batch committed, and
  * the session may since have been ended by another request: a replay must not bring it
  * back), and by `allowed` when given. `ON CONFLICT (id) DO NOTHING`: nothing either on an id
- * that exists (a collision).
+ * that exists (a collision). `judged`: columns whose value the statement itself decides.
  */
-function insertUnlessDone(db: Database, bucket: string, session: NewSession, write: Write, allowed?: SQL) {
+function insertUnlessDone(
+  db: Database,
+  bucket: string,
+  session: NewSession,
+  write: Write,
+  allowed?: SQL,
+  judged: Partial<Record<keyof NewSession, SQL>> = {},
+) {
   const values = Object.entries(getTableColumns(sessions)).map(
-    ([key, column]) => sql`${sql.param(session[key as keyof NewSession] ?? column.default ?? null, column)}`,
+    ([key, column]) =>
+      judged[key as keyof NewSession] ??
+      sql`${sql.param(session[key as keyof NewSession] ?? column.default ?? null, column)}`,
   );
   const guard = and(bucketNotMoving(db, bucket), notExists(loggedBy(db, write)), allowed);
   return db

@@ -89,6 +89,10 @@ export const sessions = sqliteTable(
     upstream: text("upstream"),
     upstreamSubject: text("upstream_subject"),
     upstreamSid: text("upstream_sid"),
+    // SHA-256 (hex) of the report token's secret (src/services/report.ts): set only when the
+    // session was created from a new device, so null says "not a new device" as well. The
+    // token works until created_at + SESSION_REPORT_TTL_SECONDS, and once: confirming ends the row.
+    reportHash: text("report_hash"),
   },
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.
@@ -165,6 +169,10 @@ export const sessionEvents = sqliteTable(
     // The admin key whose call caused the event (src/domain/admin-keys.ts, its id); null for
     // every other door.
     adminKeyId: text("admin_key_id"),
+    // Type `created` from a new device: its session's report_hash, kept after the row is gone,
+    // so a report token that was used, or whose session ended otherwise, is still told from an
+    // unknown one. Never listed, sent or signalled.
+    reportHash: text("report_hash"),
   },
   (table) => [
     // The one index: a user's log newest first (and "seen on this device") under its bucket,

@@ -72,6 +72,8 @@ export interface EventDetails {
   assuranceLevel?: number | null;
   /** A context change (src/db/client-context.ts): the JSON of the `context` column. */
   context?: SQL;
+  /** A creation: the session's report hash, kept in its event (src/db/schema.ts). */
+  reportHash?: SQL;
 }
 
 /**
@@ -108,6 +110,7 @@ export function recordEvents(
     supportAgent: sessions.supportAgent,
     pendingDelivery: sql`${writer.queued ? 1 : 0}`,
     adminKeyId: sql`${writer.adminKeyId}`,
+    reportHash: details.reportHash ?? sql`NULL`,
   };
   const where = matching ? sql`${matching} AND ${notMoving()}` : notMoving();
   return db

@@ -38,6 +38,8 @@ export interface Config {
   travelLimits: TravelLimits;
   /** The longest a support session may live (src/domain/support.ts); it never slides. */
   supportMaxSeconds: number;
+  /** How long a new device's report token (src/services/report.ts) works after its sign-in. */
+  reportTtlSeconds: number;
 }
 
 export type ConfigVars = Pick<
@@ -56,6 +58,7 @@ export type ConfigVars = Pick<
   | "SESSION_TRAVEL_MAX_KMH"
   | "SESSION_TRAVEL_MIN_KM"
   | "SESSION_SUPPORT_MAX_SECONDS"
+  | "SESSION_REPORT_TTL_SECONDS"
 >;
 
 /**
@@ -134,6 +137,11 @@ function parseConfig(vars: ConfigVars): Config {
   const supportMaxSeconds = wholeNumber("SESSION_SUPPORT_MAX_SECONDS", vars.SESSION_SUPPORT_MAX_SECONDS, 3600, 60);
   if (supportMaxSeconds > MAX_SUPPORT_SECONDS)
     throw new ConfigError(`SESSION_SUPPORT_MAX_SECONDS must be <= ${MAX_SUPPORT_SECONDS}`);
+  const eventRetentionDays = wholeNumber("SESSION_EVENTS_RETENTION_DAYS", vars.SESSION_EVENTS_RETENTION_DAYS, 90, 1);
+  const reportTtlSeconds = wholeNumber("SESSION_REPORT_TTL_SECONDS", vars.SESSION_REPORT_TTL_SECONDS, 86_400, 60);
+  // A used token is told apart from an unknown one by its sign-in's `created` event: it must outlive the token.
+  if (reportTtlSeconds > eventRetentionDays * 86_400)
+    throw new ConfigError("SESSION_REPORT_TTL_SECONDS must be <= SESSION_EVENTS_RETENTION_DAYS in seconds");
   return {
     cookieName,
     ttlSeconds,
@@ -141,7 +149,8 @@ function parseConfig(vars: ConfigVars): Config {
     maxPerUser: wholeNumber("SESSION_MAX_PER_USER", vars.SESSION_MAX_PER_USER, 50, 1),
     slidingTtl: flag("SESSION_SLIDING_TTL", vars.SESSION_SLIDING_TTL),
     idleTimeoutSeconds: wholeNumber("SESSION_IDLE_TIMEOUT_SECONDS", vars.SESSION_IDLE_TIMEOUT_SECONDS, 1_209_600, 0),
-    eventRetentionDays: wholeNumber("SESSION_EVENTS_RETENTION_DAYS", vars.SESSION_EVENTS_RETENTION_DAYS, 90, 1),
+    eventRetentionDays,
+    reportTtlSeconds,
     stepUpMaxAgeSeconds: wholeNumber("SESSION_STEP_UP_MAX_AGE_SECONDS", vars.SESSION_STEP_UP_MAX_AGE_SECONDS, 0, 0),
     boundCookieSeconds: wholeNumber("SESSION_BOUND_COOKIE_SECONDS", vars.SESSION_BOUND_COOKIE_SECONDS, 600, 10),
     // Never past the lifetime every session is held to: a short SESSION_MAX_LIFETIME_SECONDS caps it.

@@ -1,6 +1,6 @@
 // The one rule for the reason the security log records with an ending: given by the rest of
 // the system (SessionService, the operator's `session:end`), or an upstream's name and event
-// (src/domain/ssf/inbound.ts).
+// (src/domain/ssf/inbound.ts), or one of the service's own below.
 
 export const MAX_REASON_LENGTH = 64;
 // Printable ASCII, no leading or trailing space: safe to show in a log, a UI or a query.
@@ -9,3 +9,9 @@ const REASON = new RegExp(`^(?! )[\\x20-\\x7E]{1,${MAX_REASON_LENGTH}}(?<! )$`);
 export function isReason(value: unknown): value is string {
   return typeof value === "string" && REASON.test(value);
 }
+
+/** The reasons the service itself gives an `ended` event. */
+export const SERVICE_REASONS = {
+  /** The user confirmed "this wasn't me" with the sign-in's report token (src/services/report.ts). */
+  reportedByUser: "reported_by_user",
+} as const;

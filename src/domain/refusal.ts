@@ -28,6 +28,7 @@ export function isRefusal(value: unknown): value is Refusal {
 // - RefreshOutcome (src/db/device-binding.ts): what a DBSC refresh did; its `not_live` is this vocabulary's.
 // - StreamRequestRefused (src/domain/ssf/streams.ts): a stream management request refused, 400 with its code.
 // - SetRefused (src/domain/ssf/inbound.ts): an inbound SET refused, RFC 8935's `{err, description}`.
+// - ReportRefusal (src/services/report.ts): a report token that ends nothing, 404 or 410 with its code.
 // - MoveRefused (src/services/moves.ts): an operator's bucket move refused (`npm run shards:move`), no door's.
 
 /** Why a support session was not opened, when it was not. */

@@ -8,6 +8,10 @@
 //
 // A Shared Signals receiver's credential (src/services/ssf/receivers.ts) has the same form, its id
 // the random part alone: receivers live in one database, which the id need not name.
+//
+// A report token (src/services/report.ts) is `<session id>~<secret>`: it names its session, so
+// its database too, and `~` is in no session token (base64url and one `.`), nor `.` in a report
+// token, so neither is ever read as the other.
 
 const RANDOM_BYTES = 16;
 const SECRET_BYTES = 32;
@@ -92,21 +96,38 @@ export function placementOf(id: string): Placement | null {
 }
 
 /**
- * `<id>.<secret>` reduced to what is compared with the table, or null when `isId` refuses the
- * id or the rest cannot be what this service issued (the contract's "malformed").
+ * `<id><separator><secret>` reduced to what is compared with the table, or null when `isId`
+ * refuses the id or the rest cannot be what this service issued (the contract's "malformed").
  */
-async function prove(token: string, isId: (id: string) => unknown): Promise<{ id: string; secretHash: string } | null> {
+async function prove(
+  token: string,
+  isId: (id: string) => unknown,
+  separator = ".",
+): Promise<{ id: string; secretHash: string } | null> {
   if (token.length > TOKEN_LENGTH) return null;
-  const dot = token.indexOf(".");
-  const id = token.slice(0, dot);
-  const secret = token.slice(dot + 1);
-  if (dot === -1 || !isId(id) || !SECRET_PATTERN.test(secret)) return null;
+  const at = token.indexOf(separator);
+  const id = token.slice(0, at);
+  const secret = token.slice(at + 1);
+  if (at === -1 || !isId(id) || !SECRET_PATTERN.test(secret)) return null;
   return { id, secretHash: await hashSecret(secret) };
 }
 
 /** A session token reduced to what is compared with the table, or null when it is malformed. */
 export function proveToken(token: string) {
   return prove(token, placementOf);
+}
+
+const REPORT_SEPARATOR = "~";
+
+/** A new report token for the session `id`, with a secret of its own. */
+export function newReportToken(id: string): { secret: string; token: string } {
+  const secret = randomBase64Url(SECRET_BYTES);
+  return { secret, token: `${id}${REPORT_SEPARATOR}${secret}` };
+}
+
+/** A report token reduced to its session id and secret hash, or null when it is malformed. */
+export function proveReportToken(token: string) {
+  return prove(token, placementOf, REPORT_SEPARATOR);
 }
 
 /** The same for a receiver's credential (`newCredential`). */

@@ -22,6 +22,7 @@ import { accessTokenJwksRoutes, tokenRoutes } from "./routes/access-tokens.ts";
 import { deviceBindingRoutes } from "./routes/device-binding.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { logoutRoutes } from "./routes/logout.ts";
+import { reportRoutes } from "./routes/report.ts";
 import { sessionsRoutes } from "./routes/sessions.ts";
 import { whoamiRoutes } from "./routes/whoami.ts";
 import { configurationRoutes, jwksRoutes } from "./ssf/discovery.ts";
@@ -90,6 +91,7 @@ export const app = routes
   .route("/auth/whoami", whoamiRoutes)
   .route("/auth/token", tokenRoutes)
   .route("/auth/dbsc", deviceBindingRoutes)
+  .route("/auth/report", reportRoutes)
   .route(CONFIGURATION_PATH, configurationRoutes)
   .route(JWKS_PATH, jwksRoutes)
   .route(ACCESS_TOKEN_JWKS_PATH, accessTokenJwksRoutes)

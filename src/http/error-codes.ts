@@ -40,6 +40,10 @@ export const MESSAGES = {
     "A path parameter, query parameter or body member breaks the rule this call holds it to; detail says which.",
   insufficient_scope: "This admin key does not have the scope this call requires.",
   session_not_found: "No live session matches: the token or id is unknown, or its session ended.",
+  report_not_found: "No such report link.",
+  report_used: "This report link was used already: that sign-in was ended then.",
+  report_expired: "This report link has expired; sign in to review your devices.",
+  session_ended: "That sign-in has already ended: there is nothing left to end.",
   support_session_refused:
     "A support session cannot do this: only the user ends their other sessions, and support access is never re-authenticated or bound to a device.",
 } as const satisfies Record<StreamRequestCode, string> & Record<string, string>;

@@ -14,6 +14,7 @@ import { accessTokenSchema, accessTokensPaths } from "./routes/access-tokens.ope
 import { deviceBindingPaths } from "./routes/device-binding.openapi.ts";
 import { eventsPaths } from "./routes/events.openapi.ts";
 import { logoutPaths } from "./routes/logout.openapi.ts";
+import { reportedSignInSchema, reportPaths } from "./routes/report.openapi.ts";
 import { sessionsPaths } from "./routes/sessions.openapi.ts";
 import { whoamiPaths, whoamiSchema } from "./routes/whoami.openapi.ts";
 import { discoveryPaths } from "./ssf/discovery.openapi.ts";
@@ -118,6 +119,7 @@ export const openApiDocument: OpenApiDocument = {
     ...whoamiPaths,
     ...accessTokensPaths,
     ...deviceBindingPaths,
+    ...reportPaths,
     ...discoveryPaths,
     ...streamsPaths,
     ...inboundPaths,
@@ -163,6 +165,12 @@ export const openApiDocument: OpenApiDocument = {
         type: "http",
         scheme: "bearer",
         description: `\`Authorization: Bearer <id>.<secret>\` (an opaque id of 24 or 26 URL-safe characters, a dot, a 43-character secret: at most ${TOKEN_LENGTH} characters; scheme case-insensitive). When an Authorization header is present it alone decides: a refused Bearer token never falls back to the cookie. A token whose session was issued for the cookie only (a browser's) is refused as Bearer, as an invalid token.`,
+      },
+      reportToken: {
+        type: "http",
+        scheme: "bearer",
+        description:
+          "A new device's report token (`create`'s `reportToken`): `<session id>~<secret>`, only for /auth/report.",
       },
       sessionCookie: {
         type: "apiKey",
@@ -438,6 +446,7 @@ export const openApiDocument: OpenApiDocument = {
         additionalProperties: false,
       },
       Whoami: whoamiSchema,
+      ReportedSignIn: reportedSignInSchema,
       AccessToken: accessTokenSchema,
       JwkSet: {
         type: "object",

@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { type CallRefusal, callRefusalSentence, type Refusal } from "../domain/refusal.ts";
 import type { SetRefused } from "../domain/ssf/inbound.ts";
 import { UPSTREAM_ERRORS, type UpstreamRequestRefused } from "../domain/upstream-logout.ts";
+import type { ReportRefusal } from "../services/report.ts";
 import type { Answer } from "../services/ssf/streams.ts";
 import type { AppEnv } from "./app-env.ts";
 import { ApiError, reauthenticationRequired, sessionInvalid, supportRefused, unauthorized } from "./errors.ts";
@@ -106,6 +107,19 @@ export const insufficientScope = (scope: string) =>
   new ApiError(403, "insufficient_scope", {
     headers: { "WWW-Authenticate": `Bearer realm="admin", error="insufficient_scope", scope="${scope}"` },
   });
+
+const REPORT_REFUSED = {
+  unknown: [404, "report_not_found"],
+  used: [410, "report_used"],
+  expired: [410, "report_expired"],
+  session_ended: [410, "session_ended"],
+} as const;
+
+/** A report token that does nothing (src/services/report.ts): a refused credential, counted as one. */
+export function reportRefused(refusal: ReportRefusal): ApiError {
+  const [status, code] = REPORT_REFUSED[refusal];
+  return new ApiError(status, code, { authFailure: true });
+}
 
 /** The one place a service's refusal becomes the HTTP answer (RFC 9470's challenge for step-up). */
 export function refused<E extends ScopedEnv>(

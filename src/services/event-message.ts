@@ -1,4 +1,5 @@
 import type { SessionEventRow } from "../db/schema.ts";
+import type { Logged } from "../db/writes.ts";
 import type { ContextChange } from "../domain/client-context.ts";
 import type { EventType } from "../domain/events.ts";
 
@@ -21,6 +22,24 @@ export interface SessionEventMessage {
   context?: ContextChange;
   /** Present only when the event's session is support access: the agent acting in it (RFC 8693 `act.sub`). */
   actor?: { sub: string };
+  /**
+   * Present only on `created` from a new device, as `create` sends it: the report token for
+   * the "new sign-in" message (src/services/report.ts). It exists in clear only in `create`'s
+   * memory, so a message the cron sends again (the first send failed) has none.
+   */
+  reportToken?: string;
+}
+
+/** An event as a write hands it to the outbox: a new device's `created` carries its report token. */
+export type OutgoingEvent = SessionEventRow & { reportToken?: string };
+
+/** `create`'s write, its new device's `created` event carrying the report token. */
+export function withReportToken<T>(logged: Logged<T>, reportToken: string): Logged<T> {
+  const events = logged.events.map(
+    (event): OutgoingEvent =>
+      event.type === "created" && event.reportHash !== null ? { ...event, reportToken } : event,
+  );
+  return { ...logged, events };
 }
 
 /**
@@ -33,7 +52,7 @@ function messageId(event: Pick<SessionEventRow, "requestId" | "sessionId">): str
   return `${event.requestId}:${event.sessionId}`;
 }
 
-export function toMessage(event: SessionEventRow): SessionEventMessage {
+export function toMessage(event: OutgoingEvent): SessionEventMessage {
   return {
     id: messageId(event),
     type: event.type,
@@ -46,5 +65,6 @@ export function toMessage(event: SessionEventRow): SessionEventMessage {
     createdAt: event.createdAt.toISOString(),
     ...(event.context === null ? {} : { context: event.context }),
     ...(event.supportAgent === null ? {} : { actor: { sub: event.supportAgent } }),
+    ...(event.reportToken === undefined ? {} : { reportToken: event.reportToken }),
   };
 }

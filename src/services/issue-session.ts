@@ -19,10 +19,11 @@ import type { SupportRefusal } from "../domain/refusal.ts";
 import type { Sent } from "../domain/sent.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
 import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
-import { generateToken, hashSecret, newSecretFor, type Placement } from "../domain/token.ts";
+import { generateToken, hashSecret, newReportToken, newSecretFor, type Placement } from "../domain/token.ts";
 import { checkUpstreamSignIn, type UpstreamSignInInput } from "../domain/upstream-sign-in.ts";
 import { parseDevice } from "../domain/user-agent.ts";
 import { isUserId, USER_ID_RULE } from "../domain/user-id.ts";
+import { withReportToken } from "./event-message.ts";
 import { contextCheck, type Scope, write } from "./scope.ts";
 import { readSessionToken } from "./session-token.ts";
 import { linkSubject } from "./upstream-links.ts";
@@ -101,6 +102,8 @@ export interface IssuedSession {
   challenge: string | null;
   /** With `deviceBound: true`, else null: the first bound cookie's value. */
   boundSecret: string | null;
+  /** Only when `newDevice`: the sign-in's report token (src/services/report.ts), for the "new sign-in" message. */
+  reportToken?: string;
 }
 
 export const MAX_USER_AGENT_LENGTH = 512;
@@ -231,15 +234,18 @@ export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>
     maxPerUser: config.maxPerUser,
     seenSince: new Date(row.createdAt.getTime() - config.eventRetentionDays * 86_400_000),
   };
+  // Drawn for every sign-in, kept (hashed) only by a new device's: the batch judges which.
+  const report = newReportToken(row.id);
+  const session = { ...row, reportHash: await hashSecret(report.secret) };
   const { stored, newDevice } = await write(
     scope,
     null,
-    (writer) => insertSession(place, row, writer, policy, at),
+    async (writer) => withReportToken(await insertSession(place, session, writer, policy, at), report.token),
     row.ipAddress ?? null,
   );
   // Only if 128 random bits collided with a live session's id; the caller can simply retry.
   if (!stored) throw new Error("A session with this id already exists. Retry.");
-  return { ...issued, newDevice };
+  return newDevice ? { ...issued, newDevice, reportToken: report.token } : { ...issued, newDevice };
 }
 
 /** A support session (src/domain/support.ts): who it is for, who acts in it and why. */

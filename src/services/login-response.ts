@@ -39,6 +39,11 @@ export interface CreatedSession {
    * that moment carry it, so none is refused while the browser finishes registering.
    */
   boundCookie?: string;
+  /**
+   * Only when `newDevice`: the report token (src/services/report.ts) for the "new sign-in"
+   * message, whose link lets the user end this session with "this wasn't me". Never log it.
+   */
+  reportToken?: string;
 }
 
 /**
@@ -53,11 +58,21 @@ export function loginCookie(config: Config, token: string, seconds: number): str
 /** Issues a session (./issue-session.ts) and answers as SessionService.create does. */
 export async function createSession(scope: Scope, input: Sent<CreateSessionInput>): Promise<CreatedSession> {
   const { config } = scope;
-  const { id, token, expiresAt, expiresIn, newDevice, challenge, boundSecret } = await issueSession(scope, input);
-  const created = { id, token, expiresAt, cookie: loginCookie(config, token, expiresIn) };
-  if (!challenge || !boundSecret) return { ...created, newDevice };
+  const { id, token, expiresAt, expiresIn, newDevice, challenge, boundSecret, reportToken } = await issueSession(
+    scope,
+    input,
+  );
+  const created = {
+    id,
+    token,
+    expiresAt,
+    cookie: loginCookie(config, token, expiresIn),
+    newDevice,
+    ...(reportToken === undefined ? {} : { reportToken }),
+  };
+  if (!challenge || !boundSecret) return created;
   const boundCookie = setCookie(boundCookieName(config.cookieName), boundSecret, config.boundCookieSeconds);
-  return { ...created, secureSessionRegistration: registrationHeader(challenge), boundCookie, newDevice };
+  return { ...created, secureSessionRegistration: registrationHeader(challenge), boundCookie };
 }
 
 /** What SessionService.openSupportSession answers: the session and its token, as `create` does. */

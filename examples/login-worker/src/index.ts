@@ -4,16 +4,18 @@ import { createMiddleware } from "hono/factory";
 import { validator } from "hono/validator";
 // Type-only: the binding's methods and answers, checked at compile time, nothing bundled.
 import type { AuthenticatedSession, SessionService } from "../../../src/rpc/session-service.ts";
-import { devicesPage, signInPage } from "./pages.ts";
+import { devicesPage, mailboxPage, type Notice, reportPage, signInPage } from "./pages.ts";
 
 // A minimal login worker showing how the rest of a product uses the session service: sign in
 // a browser (create, cookie-only, + the ready cookie, offering device binding) or an API client
 // (create, Bearer-only, the token in the JSON answer), protect a route (authenticate, given the
 // request's cookies), and on a password change end every other session of the user
-// (endUserSessions), and let a support agent into a customer's account the customer can see
-// (openSupportSession). The service's own routes (/auth/*, device binding included) are served on
-// this origin through SESSION_API, as a route would in production: the session cookie is
-// host-only, and the devices page lists and ends sessions by calling them from the browser.
+// (endUserSessions), let a support agent into a customer's account the customer can see
+// (openSupportSession), and send a new device's "Was this you?" message, whose link ends that
+// sign-in (the report token `create` answers with; /mailbox stands in for e-mail). The
+// service's own routes (/auth/*, device binding included) are served on this origin through
+// SESSION_API, as a route would in production: the session cookie is host-only, and the
+// devices page lists and ends sessions by calling them from the browser.
 
 interface Env {
   SESSIONS: Service<SessionService>;
@@ -32,6 +34,20 @@ const passwords = new Map<string, string>([
 ]);
 // Who may open support access: a real product asks its own roles.
 const supportAgents = new Set(["carol"]);
+
+// Stand-in for e-mail: the "new sign-in" messages this product sends, newest first, which the
+// demo's /mailbox shows for every user (a real product mails each to its user).
+const mailbox: Notice[] = [];
+
+/**
+ * A new device's sign-in: its "Was this you?" message. The link carries the report token in its
+ * fragment, which the browser never sends to any server; the report page hands it to the API.
+ */
+function sendNewSignInNotice(request: Request, to: string, reportToken: string | undefined) {
+  if (!reportToken) return;
+  const link = `${new URL(request.url).origin}/report#${reportToken}`;
+  mailbox.unshift({ to, at: new Date().toISOString(), ip: request.headers.get("CF-Connecting-IP"), link });
+}
 
 /** Cloudflare's view of the request: where the edge saw it come from (absent outside Cloudflare). */
 type Edge = { country?: string; city?: string; asn?: number; latitude?: string; longitude?: string } | undefined;
@@ -110,7 +126,7 @@ const app = new Hono<AppEnv>()
       // they hold, the others ignore the header.
       deviceBound: c.req.header("Sec-Fetch-Site") !== undefined,
     });
-    // A real product would send its "new sign-in" message here when session.newDevice is true.
+    sendNewSignInNotice(c.req.raw, user, session.reportToken);
     c.header("Set-Cookie", session.cookie);
     if (session.secureSessionRegistration && session.boundCookie) {
       c.header("Set-Cookie", session.boundCookie, { append: true });
@@ -123,12 +139,17 @@ const app = new Hono<AppEnv>()
   .post("/api/login", jsonStrings("user", "password"), async (c) => {
     const { user, password } = c.req.valid("json");
     if (passwords.get(user) !== password) return c.json({ error: "wrong user or password" }, 401);
-    const { token, expiresAt, newDevice } = await c.env.SESSIONS.create({
+    const { token, expiresAt, newDevice, reportToken } = await c.env.SESSIONS.create({
       ...signIn(c.req.raw, user),
       carrier: "bearer",
     });
+    sendNewSignInNotice(c.req.raw, user, reportToken);
     return c.json({ signedIn: user, token, expiresAt, newDevice });
   })
+  .get("/mailbox", (c) => c.html(mailboxPage(mailbox)))
+  // "Was this you?": the page reads the sign-in and ends it through the service's API, with the
+  // report token from its own fragment; no session needed, the message is the proof.
+  .get("/report", (c) => c.html(reportPage()))
   .get("/me", requireSession, (c) => {
     const { userId, sessionId, actor } = c.var.session;
     return c.json({ userId, sessionId, ...(actor ? { actor } : {}) });

@@ -209,3 +209,91 @@ export function devicesPage(userId: string, supportAgent?: string) {
   </script>
 </body></html>`;
 }
+
+/** A "new sign-in" message as the demo's mailbox keeps it. */
+export interface Notice {
+  to: string;
+  at: string;
+  ip: string | null;
+  link: string;
+}
+
+/**
+ * The demo's stand-in for e-mail: every "Was this you?" message sent, newest first. A real
+ * product mails each to its user; the link is the same.
+ */
+export function mailboxPage(notices: Notice[]) {
+  return html`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Mailbox</title>${STYLE}</head>
+<body>
+  <h1>Mailbox</h1>
+  <p class="muted">The demo's stand-in for e-mail: the messages the product sends when an account is signed in to from a new device.</p>
+  ${notices.length === 0 ? html`<p class="muted" id="empty">No messages yet.</p>` : ""}
+  ${notices.map(
+    (notice) => html`<div class="notice">
+    <p class="muted">To: ${notice.to} · <time datetime="${notice.at}">${notice.at.slice(0, 16).replace("T", " ")} UTC</time></p>
+    <p><strong>New sign-in to your account</strong></p>
+    <p>Your account was just signed in to from a device you have not used before${notice.ip ? ` (IP ${notice.ip})` : ""}. If this was you, there is nothing to do.</p>
+    <p><a class="report-link" href="${notice.link}">This wasn't me</a></p>
+  </div>`,
+  )}
+  <style>.notice { border: 1px solid #e2e5ea; border-radius: 0.5rem; padding: 0 1rem; margin: 1rem 0; }</style>
+</body></html>`;
+}
+
+/**
+ * "Was this you?": the page the message links to. The report token is in the URL's fragment,
+ * which the browser never sends; the script takes it out of the address bar and history, reads
+ * the sign-in (GET /auth/report, which ends nothing: a mail scanner may fetch it) and ends it on
+ * the user's click (POST /auth/report), the token as Bearer.
+ */
+export function reportPage() {
+  return html`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Was this you?</title>${STYLE}</head>
+<body>
+  <h1>Was this you?</h1>
+  <div id="sign-in" hidden>
+    <p>Your account was signed in to from:</p>
+    <table><tbody>
+      <tr><th>Device</th><td id="device"></td></tr>
+      <tr><th>Where</th><td id="where"></td></tr>
+      <tr><th>When</th><td id="when"></td></tr>
+    </tbody></table>
+    <p>If it was you, close this page. If not, sign that device out now:</p>
+    <button id="confirm" class="primary" type="button">This wasn't me: sign it out</button>
+  </div>
+  <div id="done" hidden>
+    <p><strong>That sign-in is signed out.</strong> Whoever used it has lost access.</p>
+    <p>Next: <a href="/" id="change-password">change your password</a> (it signs out every other device too), and <a href="/" id="review-devices">review your devices</a>.</p>
+  </div>
+  <p id="error" class="muted"></p>
+  <script>
+    const token = location.hash.slice(1);
+    history.replaceState(null, "", location.pathname);
+    const headers = { Authorization: "Bearer " + token };
+    const show = (id) => (document.getElementById(id).hidden = false);
+    const refused = (body) => (document.getElementById("error").textContent = body.message);
+
+    async function read() {
+      if (!token) return refused({ message: "This page opens from the link in a new-sign-in message." });
+      const response = await fetch("/auth/report", { headers });
+      const body = await response.json();
+      if (!response.ok) return refused(body);
+      document.getElementById("device").textContent = body.name;
+      document.getElementById("where").textContent = body.location ?? "Unknown location";
+      const when = new Date(body.created_at);
+      document.getElementById("when").textContent = when.toLocaleString();
+      show("sign-in");
+    }
+
+    document.getElementById("confirm").addEventListener("click", async () => {
+      const response = await fetch("/auth/report", { method: "POST", headers });
+      const body = await response.json();
+      document.getElementById("sign-in").hidden = true;
+      if (!response.ok) return refused(body);
+      show("done");
+    });
+    read();
+  </script>
+</body></html>`;
+}

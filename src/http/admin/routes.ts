@@ -227,6 +227,7 @@ const ISSUED = {
     newDevice: { type: "boolean" },
     secureSessionRegistration: { type: "string" },
     boundCookie: { type: "string" },
+    reportToken: { type: "string", description: "Only when `newDevice`: for /auth/report." },
   },
   additionalProperties: false,
 };

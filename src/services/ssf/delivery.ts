@@ -3,6 +3,7 @@ import type { SessionEventRow } from "../../db/schema.ts";
 import { claimDuePushes, queueSessionSets, recordPushes, type SessionSet } from "../../db/ssf/queue.ts";
 import type { EventType } from "../../domain/events.ts";
 import { logLine } from "../../domain/log.ts";
+import { SERVICE_REASONS } from "../../domain/reason.ts";
 import {
   ASSURANCE_LEVEL_CHANGE,
   jtiOf,
@@ -42,8 +43,12 @@ const AS_CAEP: Record<EventType, { type: string; by?: Initiator; reason?: string
   context_changed: { type: RISK_LEVEL_CHANGE, by: "policy" },
 };
 
-/** An `ended` event's initiator: the operator's default reason is the administrator's act. */
+/**
+ * An `ended` event's initiator: the operator's default reason is the administrator's act, a
+ * report from the new-sign-in message the user's.
+ */
 function endedBy(reason: string | null): Initiator {
+  if (reason === SERVICE_REASONS.reportedByUser) return "user";
   return reason === "admin" ? "admin" : "system";
 }
 

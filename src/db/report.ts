@@ -1,0 +1,113 @@
+import { and, eq, notExists, type SQL, sql } from "drizzle-orm";
+import type { Instant } from "../domain/clock.ts";
+import { SERVICE_REASONS } from "../domain/reason.ts";
+import type { SessionView } from "../domain/session-view.ts";
+import { tail } from "./authenticated.ts";
+import { moveOf, onBucket } from "./buckets.ts";
+import { batchNamed, type Database } from "./client.ts";
+import { isLive } from "./liveness.ts";
+import { type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
+import { SESSION_VIEW } from "./session-view.ts";
+import type { Place } from "./shards.ts";
+import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Write, type Writer } from "./writes.ts";
+
+// A new device's report token (src/services/report.ts), read and confirmed: one batch each.
+// While the session's row is there the token is proven against it; once it is gone (ended),
+// against the hash its `created` event kept, whose session's later events say how it ended.
+
+/** A well-formed report token, reduced to what is compared with the table. */
+export interface ReportProof {
+  id: string;
+  secretHash: string;
+}
+
+/** What a report shows of its sign-in, while its row is there: the session as the list shows it. */
+const REPORTED = {
+  view: sql`json(${SESSION_VIEW})`.mapWith((json: string) => JSON.parse(json) as SessionView),
+  createdAt: sessions.createdAt,
+};
+
+/** The token's sign-in as its row says, or, the row gone, its session's events. */
+export interface ReportState {
+  session: ReportedSession | null;
+  history: ReportHistory[];
+}
+
+export type ReportedSession = { view: SessionView; createdAt: Date; live: boolean };
+
+export type ReportHistory = Pick<SessionEventRow, "type" | "reason" | "createdAt"> & {
+  /** A `created` event that kept this token's hash: the token was issued. */
+  proves: boolean;
+};
+
+function isReportOf(proof: ReportProof): SQL {
+  return sql`(${sessions.id} = ${proof.id} AND ${sessions.reportHash} = ${proof.secretHash})`;
+}
+
+/**
+ * The state's two statements. `write`: a confirmation's, whose own ending makes reading the
+ * events needless. The events are read only when the row is gone: by the bucket the id names
+ * (the index's first column; the user is not known without the row), the few of one session.
+ */
+function stateOf(db: Database, place: Place, proof: ReportProof, at: Instant, write: Write | null) {
+  return {
+    session: db
+      .select({ ...REPORTED, live: sql<boolean>`${isLive(at)}`.mapWith(Boolean) })
+      .from(sessions)
+      .where(isReportOf(proof)),
+    history: db
+      .select({
+        type: sessionEvents.type,
+        reason: sessionEvents.reason,
+        createdAt: sessionEvents.createdAt,
+        proves: sql<boolean>`coalesce(${sessionEvents.reportHash} = ${proof.secretHash}, 0)`.mapWith(Boolean),
+      })
+      .from(sessionEvents)
+      .where(
+        and(
+          notExists(db.select({ one: sql`1` }).from(sessions).where(isReportOf(proof))),
+          write ? notExists(loggedBy(db, write)) : undefined,
+          eq(sessionEvents.bucket, place.bucket),
+          eq(sessionEvents.sessionId, proof.id),
+        ),
+      ),
+  };
+}
+
+/** What the token's sign-in is now; changes nothing. */
+export function readReport(place: Place, proof: ReportProof, at: Instant): Promise<ReportState> {
+  return onBucket(place, async (db) => {
+    const { session, history, move } = await batchNamed(db, {
+      ...stateOf(db, place, proof, at, null),
+      move: moveOf(db, place.bucket),
+    });
+    return { answer: { session: session[0] ?? null, history }, move: move[0], blocked: false };
+  });
+}
+
+/**
+ * Ends the token's session if it is live and the token issued after `issuedAfter`, logged
+ * `ended` (`reported_by_user`), in one batch; else the state, for why not. `ended` is read from
+ * this write's events, so a replay answers what the first attempt did.
+ */
+export function confirmReport(
+  place: Place,
+  proof: ReportProof,
+  issuedAfter: Date,
+  writer: Writer,
+  at: Instant,
+): Promise<Logged<{ ended: boolean; state: ReportState }>> {
+  const write = newWrite(at.now);
+  const ending = and(isReportOf(proof), isLive(at), sql`${sessions.createdAt} > ${issuedAfter.getTime()}`);
+  return onBucket(place, async (db) => {
+    const { session, history, logged, move } = await batchNamed(db, {
+      recorded: recordEvents(db, "ended", ending, writer, write, { reason: SERVICE_REASONS.reportedByUser }),
+      ended: endSessions(db, ending),
+      ...stateOf(db, place, proof, at, write),
+      ...tail(db, write, place.bucket),
+    });
+    const ended = logged.length > 0;
+    const answer = { ended, state: { session: session[0] ?? null, history } };
+    return { answer: { answer, events: logged, db }, move: move[0], blocked: !ended };
+  });
+}

@@ -1,0 +1,315 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { newAdminKey } from "../src/domain/admin-keys.ts";
+import { readConfig } from "../src/domain/config.ts";
+import { SessionService } from "../src/rpc/session-service.ts";
+import type { SessionEventMessage } from "../src/services/event-message.ts";
+import { countingShards } from "./d1.ts";
+import {
+  bearer,
+  CHALLENGE,
+  CHROME_MAC,
+  call,
+  callWith,
+  databases,
+  expectError,
+  expectSecurityHeaders,
+  FIREFOX_WINDOWS,
+  isLive,
+  issue,
+  newUser,
+  REJECTED_CHALLENGE,
+  sessionCookie,
+  sessionIdsOf,
+  tableSnapshot,
+} from "./helpers.ts";
+
+// "Was this you?": a new device's sign-in comes with a report token; with it alone the user sees
+// the sign-in (GET /auth/report, which changes nothing) and ends it (POST, once).
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+/** A user signed in on their Mac, then a stranger on Windows from Nigeria: a new device. */
+async function strangerSignIn() {
+  const userId = newUser();
+  const own = await issue(userId, { country: "DE", city: "Berlin" });
+  const stranger = await issue(userId, {
+    userAgent: FIREFOX_WINDOWS,
+    ipAddress: "198.51.100.9",
+    country: "NG",
+    city: "Lagos",
+  });
+  expect(stranger.newDevice).toBe(true);
+  return { userId, own, stranger, reportToken: stranger.reportToken as string };
+}
+
+/** Every session row and event, to assert that a refusal changed nothing. */
+async function everything(): Promise<unknown[][]> {
+  return [await tableSnapshot("sessions"), await tableSnapshot("session_events")];
+}
+
+describe("create", () => {
+  it("gives a report token only to a new device's sign-in, naming its session, never a session token", async () => {
+    const userId = newUser();
+    const first = await issue(userId);
+    expect(first.newDevice).toBe(true);
+    expect(first.reportToken).toMatch(new RegExp(`^${first.id}~[A-Za-z0-9_-]{43}$`));
+    const again = await issue(userId);
+    expect(again.newDevice).toBe(false);
+    expect(again).not.toHaveProperty("reportToken");
+    // Stored only as its hash: the row and the event never hold the secret.
+    const secret = (first.reportToken as string).split("~")[1] as string;
+    expect(JSON.stringify(await everything())).not.toContain(secret);
+  });
+
+  it("the admin API answers it too, for a new device only", async () => {
+    const { stored, key } = await newAdminKey("login flow", ["sessions:create"], new Date());
+    const vars = { ADMIN_KEYS: JSON.stringify([stored]) } as Partial<Env>;
+    const userId = newUser();
+    const create = () =>
+      callWith(
+        vars,
+        "POST",
+        "/admin/sessions",
+        { ...bearer(key), "Content-Type": "application/json" },
+        JSON.stringify({ userId }),
+      );
+    const first = (await (await create()).json()) as { id: string; newDevice: boolean; reportToken?: string };
+    expect(first.newDevice).toBe(true);
+    expect(first.reportToken).toMatch(new RegExp(`^${first.id}~`));
+    const again = (await (await create()).json()) as Record<string, unknown>;
+    expect(again.newDevice).toBe(false);
+    expect(again).not.toHaveProperty("reportToken");
+  });
+});
+
+describe("GET /auth/report", () => {
+  it("shows the sign-in, and changes nothing however often it is fetched (a mail scanner)", async () => {
+    const { stranger, reportToken } = await strangerSignIn();
+    const before = await everything();
+    for (let i = 0; i < 5; i++) {
+      const response = await call("GET", "/auth/report", bearer(reportToken));
+      expect(response.status).toBe(200);
+      expect(response.headers.get("Cache-Control")).toBe("no-store");
+      expectSecurityHeaders(response);
+      expect(await response.json()).toEqual({
+        session_id: stranger.id,
+        name: "Firefox 133 on Windows · 198.51.100.9",
+        ip_address: "198.51.100.9",
+        location: "Lagos, NG",
+        device: { browser: "Firefox 133", os: "Windows", type: "desktop" },
+        created_at: expect.any(String),
+        last_active_at: expect.any(String),
+      });
+    }
+    expect(await everything()).toEqual(before);
+    expect(await isLive(stranger.token)).toBe(true);
+  });
+});
+
+describe("POST /auth/report", () => {
+  it("ends that session at once, logged ended reported_by_user; the user's own stays; a second click is 410", async () => {
+    const { userId, own, stranger, reportToken } = await strangerSignIn();
+    const response = await call("POST", "/auth/report", bearer(reportToken));
+    expect({ status: response.status, body: await response.json() }).toEqual({
+      status: 200,
+      body: { ended: true, next_steps: ["change_password", "review_devices"] },
+    });
+    expect(response.headers.get("Cache-Control")).toBe("no-store");
+    // The dead-token answer on the stranger's next request.
+    await expectError(await call("GET", "/auth/whoami", bearer(stranger.token)), 401, "invalid_token", {
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
+    expect(await sessionIdsOf(userId)).toEqual([own.id]);
+    const log = (await (await call("GET", "/auth/events", bearer(own.token))).json()) as {
+      events: Record<string, unknown>[];
+    };
+    expect(log.events[0]).toMatchObject({
+      type: "ended",
+      session_id: stranger.id,
+      reason: "reported_by_user",
+      actor_session_id: null,
+    });
+    // The security log never shows the report token or its hash.
+    expect(JSON.stringify(log)).not.toContain(reportToken.split("~")[1]);
+    expect(JSON.stringify(log)).not.toContain("report_hash");
+
+    const before = await everything();
+    await expectError(await call("POST", "/auth/report", bearer(reportToken)), 410, "report_used");
+    await expectError(await call("GET", "/auth/report", bearer(reportToken)), 410, "report_used");
+    expect(await everything()).toEqual(before);
+  });
+
+  it("a session that ended some other way: 410 session_ended, nothing ended", async () => {
+    const { own, stranger, reportToken } = await strangerSignIn();
+    // The user found it on their devices page first.
+    expect((await call("DELETE", `/auth/sessions/${stranger.id}`, bearer(own.token))).status).toBe(200);
+    const before = await everything();
+    await expectError(await call("GET", "/auth/report", bearer(reportToken)), 410, "session_ended");
+    await expectError(await call("POST", "/auth/report", bearer(reportToken)), 410, "session_ended");
+    expect(await everything()).toEqual(before);
+    expect(await isLive(own.token)).toBe(true);
+  });
+
+  it("a token older than SESSION_REPORT_TTL_SECONDS: 410 report_expired, live session or not, nothing ended", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const start = Date.now();
+    vi.setSystemTime(start);
+    const { stranger, reportToken } = await strangerSignIn();
+    vi.setSystemTime(start + readConfig(env).reportTtlSeconds * 1000);
+    const before = await everything();
+    await expectError(await call("GET", "/auth/report", bearer(reportToken)), 410, "report_expired");
+    await expectError(await call("POST", "/auth/report", bearer(reportToken)), 410, "report_expired");
+    expect(await everything()).toEqual(before);
+    expect(await isLive(stranger.token)).toBe(true);
+    // Once the session is gone too, the token still reads as expired, from its created event.
+    await exports.SessionService.endSession({ sessionId: stranger.id, reason: "admin" });
+    await expectError(await call("POST", "/auth/report", bearer(reportToken)), 410, "report_expired");
+  });
+});
+
+describe("refused tokens: nothing read, nothing ended", () => {
+  it("no token 401; malformed, unknown, forged or a session token 404; a cookie is never read", async () => {
+    const { stranger, reportToken } = await strangerSignIn();
+    const [id, secret] = reportToken.split("~") as [string, string];
+    const before = await everything();
+    for (const method of ["GET", "POST"]) {
+      await expectError(await call(method, "/auth/report"), 401, "token_required", { wwwAuthenticate: CHALLENGE });
+      await expectError(await call(method, "/auth/report", sessionCookie(stranger.token)), 401, "token_required", {
+        wwwAuthenticate: CHALLENGE,
+      });
+      await expectError(
+        await call(method, "/auth/report", { Authorization: `Basic ${reportToken}` }),
+        401,
+        "token_required",
+        {
+          wwwAuthenticate: CHALLENGE,
+        },
+      );
+      for (const token of [
+        "x",
+        `${id}~`,
+        `${id}~${secret}x`,
+        `${id}.${secret}`,
+        // Another secret for the same session: forged.
+        `${id}~${"A".repeat(43)}`,
+        // The session's own token is no report token.
+        stranger.token,
+        // A report token naming a session that never was.
+        `${id.slice(0, -4)}AAAA~${secret}`,
+      ]) {
+        await expectError(await call(method, "/auth/report", bearer(token)), 404, "report_not_found");
+      }
+    }
+    expect(await everything()).toEqual(before);
+    expect(await isLive(stranger.token)).toBe(true);
+  });
+
+  it("a forged token for a session that ended is still 404, not 410", async () => {
+    const { stranger, reportToken } = await strangerSignIn();
+    expect((await call("POST", "/auth/report", bearer(reportToken))).status).toBe(200);
+    const forged = `${stranger.id}~${"A".repeat(43)}`;
+    await expectError(await call("POST", "/auth/report", bearer(forged)), 404, "report_not_found");
+  });
+
+  it("a report token is no session token: refused by authenticate, /auth/whoami, /auth/sessions", async () => {
+    const { stranger, reportToken } = await strangerSignIn();
+    expect(await exports.SessionService.authenticate(reportToken)).toBeNull();
+    for (const path of ["/auth/whoami", "/auth/sessions", "/auth/events"])
+      await expectError(await call("GET", path, bearer(reportToken)), 401, "invalid_token", {
+        wwwAuthenticate: REJECTED_CHALLENGE,
+      });
+    await expectError(await call("GET", "/auth/whoami", sessionCookie(reportToken)), 401, "invalid_token", {
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
+    expect(await isLive(stranger.token)).toBe(true);
+  });
+
+  it("each refusal counts against the client's failure limit, as every refused credential does", async () => {
+    const counted: string[] = [];
+    const limiter = {
+      limit: async ({ key }: { key: string }) => {
+        counted.push(key);
+        return { success: false };
+      },
+    } as unknown as RateLimit;
+    const headers = { ...bearer("not-a-report-token"), "CF-Connecting-IP": "192.0.2.77" };
+    await expectError(await callWith({ AUTH_FAILURES: limiter }, "GET", "/auth/report", headers), 429, "rate_limited", {
+      retryAfter: "60",
+    });
+    expect(counted).toEqual(["192.0.2.77"]);
+  });
+});
+
+describe("cost and logs", () => {
+  it("reading and confirming cost one round trip each, on the user's database", async () => {
+    const { reportToken } = await strangerSignIn();
+    for (const method of ["GET", "POST"]) {
+      const counter = countingShards(databases());
+      expect((await callWith(counter.env, method, "/auth/report", bearer(reportToken))).status).toBe(200);
+      expect(Object.values(counter.roundTrips())).toEqual([1]);
+    }
+  });
+
+  it("every use writes one line, never the token", async () => {
+    const lines: string[] = [];
+    vi.spyOn(console, "log").mockImplementation((...args: unknown[]) => void lines.push(args.map(String).join(" ")));
+    const { stranger, reportToken } = await strangerSignIn();
+    await call("GET", "/auth/report", bearer(reportToken));
+    await call("POST", "/auth/report", bearer(reportToken));
+    await call("POST", "/auth/report", bearer(reportToken));
+    await call("GET", "/auth/report", bearer("garbage"));
+    vi.restoreAllMocks();
+    const uses = lines.map((line) => JSON.parse(line)).filter((line) => line.event === "session_report");
+    expect(uses).toEqual([
+      { level: "info", event: "session_report", action: "read", outcome: "shown", sessionId: stranger.id },
+      { level: "info", event: "session_report", action: "confirm", outcome: "ended", sessionId: stranger.id },
+      { level: "info", event: "session_report", action: "confirm", outcome: "used", sessionId: stranger.id },
+      { level: "info", event: "session_report", action: "read", outcome: "unknown", sessionId: null },
+    ]);
+    expect(lines.join("\n")).not.toContain(reportToken.split("~")[1]);
+  });
+});
+
+describe("the events queue", () => {
+  it("the created message of a new device carries the report token; GET /auth/events never does", async () => {
+    const userId = newUser();
+    const ctx = createExecutionContext();
+    const service = new SessionService(ctx, { ...env, SESSION_EVENTS: env.TEST_EVENTS_QUEUE } as Env);
+    const created = await service.create({ userId, userAgent: CHROME_MAC });
+    const again = await service.create({ userId, userAgent: CHROME_MAC });
+    await waitOnExecutionContext(ctx);
+    const messages = await vi.waitUntil(
+      async () => {
+        const list = (await (await env.EVENTS_CONSUMER.fetch("https://consumer/")).json()) as {
+          body: SessionEventMessage;
+        }[];
+        const mine = list.map((m) => m.body).filter((m) => m.userId === userId);
+        return mine.length >= 2 ? mine : undefined;
+      },
+      { timeout: 5000, interval: 20 },
+    );
+    const bySession = Object.fromEntries(messages.map((m) => [m.sessionId, m]));
+    expect(bySession[created.id]).toMatchObject({ type: "created", newDevice: true, reportToken: created.reportToken });
+    expect(bySession[again.id]).toMatchObject({ type: "created", newDevice: false });
+    expect(bySession[again.id]).not.toHaveProperty("reportToken");
+    const log = await (await call("GET", "/auth/events", bearer(created.token))).text();
+    expect(log).not.toContain((created.reportToken as string).split("~")[1]);
+  });
+});
+
+describe("SESSION_REPORT_TTL_SECONDS", () => {
+  it("a day by default; under a minute or past the events retention is refused", () => {
+    expect(readConfig({ ...env, SESSION_REPORT_TTL_SECONDS: "" }).reportTtlSeconds).toBe(86_400);
+    expect(readConfig({ ...env, SESSION_REPORT_TTL_SECONDS: "3600" }).reportTtlSeconds).toBe(3600);
+    expect(() => readConfig({ ...env, SESSION_REPORT_TTL_SECONDS: "59" })).toThrow(
+      "SESSION_REPORT_TTL_SECONDS must be an integer >= 60",
+    );
+    expect(() =>
+      readConfig({ ...env, SESSION_EVENTS_RETENTION_DAYS: "1", SESSION_REPORT_TTL_SECONDS: "86401" }),
+    ).toThrow("SESSION_REPORT_TTL_SECONDS must be <= SESSION_EVENTS_RETENTION_DAYS in seconds");
+  });
+});
