@@ -1,8 +1,19 @@
 import { exports } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
-import { CHROME_MAC, call, d1OfUser, issue, newUser, sessionCookie } from "./helpers.ts";
+import { describe, expect, it, vi } from "vitest";
+import {
+  CHROME_MAC,
+  call,
+  callWith,
+  d1OfUser,
+  FIREFOX_WINDOWS,
+  issue,
+  type Network,
+  newUser,
+  sessionCookie,
+} from "./helpers.ts";
 
-// The list's answer is written by SQLite (src/db/session-view.ts). This holds it byte for byte
+// The list's and the security log's answers are written by SQLite (src/db/session-view.ts,
+// src/db/event-view.ts). This holds them byte for byte
 // to the renderer the worker used before: rows read from the table as they are, decoded and
 // rendered here in JavaScript, serialized by JSON.stringify, for every branch of every member.
 
@@ -133,5 +144,78 @@ describe("the list's answer, byte for byte as the worker rendered it", () => {
 
   it("a user with none: an empty list over RPC", async () => {
     expect(await exports.SessionService.listUserSessions(newUser())).toEqual([]);
+  });
+});
+
+interface EventRow {
+  id: number;
+  type: string;
+  session_id: string;
+  actor_session_id: string | null;
+  ip_address: string | null;
+  created_at: number;
+  reason: string | null;
+  new_device: number | null;
+  context: string | null;
+  support_agent: string | null;
+  admin_key_id: string | null;
+}
+
+/** The worker's renderer of an event before the log was written by SQLite, as it was. */
+function eventRenderedBefore(row: EventRow) {
+  return {
+    id: row.id,
+    type: row.type,
+    session_id: row.session_id,
+    actor_session_id: row.actor_session_id,
+    ip_address: row.ip_address,
+    created_at: new Date(row.created_at).toISOString(),
+    reason: row.reason,
+    new_device: row.new_device === null ? null : Boolean(row.new_device),
+    ...(row.context === null ? {} : { context: JSON.parse(row.context) }),
+    ...(row.support_agent === null ? {} : { actor: { sub: row.support_agent } }),
+    ...(row.admin_key_id === null ? {} : { admin_key_id: row.admin_key_id }),
+  };
+}
+
+describe("the security log's answer, byte for byte as the worker rendered it", () => {
+  it("created, ended, context changes with travel (whole-degree places), support access, an admin key's", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.UTC(2026, 10, 2, 10));
+    const userId = newUser();
+    const caller = await issue(userId, { country: "US", asn: 13335, carrier: "cookie" });
+    const other = await issue(userId, { userAgent: FIREFOX_WINDOWS, ipAddress: "198.51.100.9" });
+    await exports.SessionService.openSupportSession({ userId, agentId: "agent-7", reason: "ticket 42" });
+    const vars = { SESSION_CONTEXT_TRAVEL: "log", SESSION_CONTEXT_NETWORK: "log" };
+    const from = (network: Network) =>
+      callWith(
+        vars,
+        "GET",
+        "/auth/whoami",
+        { ...sessionCookie(caller.token), "User-Agent": CHROME_MAC },
+        undefined,
+        network,
+      );
+    vi.setSystemTime(Date.UTC(2026, 10, 2, 10, 1));
+    expect((await from({ country: "US", asn: 13335, latitude: "40.00000", longitude: "-74.00000" })).status).toBe(200);
+    vi.setSystemTime(Date.UTC(2026, 10, 2, 10, 21));
+    expect((await from({ country: "HK", asn: 4760, latitude: "22.50000", longitude: "114.00000" })).status).toBe(200);
+    vi.setSystemTime(Date.UTC(2026, 10, 2, 10, 22));
+    expect((await call("DELETE", `/auth/sessions/${other.id}`, sessionCookie(caller.token))).status).toBe(200);
+    const db = await d1OfUser(userId);
+    await db.prepare("UPDATE session_events SET admin_key_id = 'key-1' WHERE session_id = ?").bind(other.id).run();
+
+    const response = await call("GET", "/auth/events", sessionCookie(caller.token));
+    expect(response.status).toBe(200);
+    expect(response.headers.get("Content-Type")).toBe("application/json");
+    const { results } = await db
+      .prepare("SELECT * FROM session_events WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT 100")
+      .bind(userId)
+      .all<EventRow>();
+    expect(results.map((row) => row.type).sort()).toEqual(
+      ["context_changed", "created", "created", "created", "deleted"].sort(),
+    );
+    expect(await response.text()).toBe(JSON.stringify({ events: results.map(eventRenderedBefore) }));
+    vi.useRealTimers();
   });
 });

@@ -17,7 +17,13 @@ import bare from "../bare/index.ts";
 
 export type Operation =
   | { kind: "http"; method: string; path: string; headers: Record<string, string>; batches: unknown[] }
-  | { kind: "rpc"; method: "create" | "authenticate"; arg: unknown; options?: unknown; batches: unknown[] };
+  | {
+      kind: "rpc";
+      method: "create" | "authenticate" | "listUserSessions";
+      arg: unknown;
+      options?: unknown;
+      batches: unknown[];
+    };
 
 /** A D1 binding that answers every batch with the next recorded answer, in a cycle. */
 function replayingD1(batches: unknown[]): D1Database {
@@ -43,7 +49,9 @@ async function runOperation(operation: Operation, n: number, env: Env, ctx: Exec
       const answer =
         operation.method === "create"
           ? await service.create(operation.arg as Parameters<SessionService["create"]>[0])
-          : await service.authenticate(operation.arg as string, operation.options as AuthenticateOptions);
+          : operation.method === "listUserSessions"
+            ? await service.listUserSessions(operation.arg as string)
+            : await service.authenticate(operation.arg as string, operation.options as AuthenticateOptions);
       statuses.add(answer ? 200 : 401);
     }
   }

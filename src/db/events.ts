@@ -1,12 +1,15 @@
-import { and, desc, eq, type SQL, type SQLWrapper } from "drizzle-orm";
+import { and, desc, eq, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
+import type { EventView } from "../domain/event-view.ts";
 import { EVENTS_LISTED } from "../domain/events.ts";
+import type { JsonText } from "../domain/session-view.ts";
 import { authenticated, type ByToken, callerAndMove } from "./authenticated.ts";
 import { onBucket } from "./buckets.ts";
 import { batchNamed } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
+import { EVENT_VIEW } from "./event-view.ts";
 import { type Caller, ownerOf, type TokenProof } from "./liveness.ts";
-import { type SessionEventRow, sessionEvents } from "./schema.ts";
+import { sessionEvents } from "./schema.ts";
 import type { Place } from "./shards.ts";
 import { type Logged, newWrite, type Writer } from "./writes.ts";
 
@@ -25,22 +28,36 @@ export async function listEvents(
   at: Instant,
   check: ContextCheck | null,
   writer: Writer,
-): Promise<Logged<{ caller: Caller | null; events: SessionEventRow[] }>> {
+): Promise<Logged<{ caller: Caller | null; events: JsonText<EventView[]> }>> {
   const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
     const head = authenticated(db, token, true);
+    // The newest events, each written as the log shows it (./event-view.ts), then gathered in one value.
+    const recent = db
+      .select({
+        view: sql<string>`json(${EVENT_VIEW})`.as("view"),
+        createdAt: sessionEvents.createdAt,
+        id: sessionEvents.id,
+      })
+      .from(sessionEvents)
+      .where(eventsOf(place.bucket, ownerOf(proof, at)))
+      .orderBy(desc(sessionEvents.createdAt), desc(sessionEvents.id))
+      .limit(EVENTS_LISTED)
+      .as("recent");
     const { contextEvents, read, events } = await batchNamed(db, {
       ...head.statements,
       read: head.callerRow("events", place.bucket),
       events: db
-        .select()
-        .from(sessionEvents)
-        .where(eventsOf(place.bucket, ownerOf(proof, at)))
-        .orderBy(desc(sessionEvents.createdAt), desc(sessionEvents.id))
-        .limit(EVENTS_LISTED),
+        .select({
+          list: sql<
+            JsonText<EventView[]>
+          >`json_group_array(json(${recent.view}) ORDER BY ${recent.createdAt} DESC, ${recent.id} DESC)`,
+        })
+        .from(recent),
     });
     const { caller, move } = callerAndMove(read[0]);
-    const answer = { caller, events };
+    // An aggregate over no row is still one row, `[]`.
+    const answer = { caller, events: events[0]?.list ?? ("[]" as JsonText<EventView[]>) };
     return {
       answer: { answer, events: head.events(contextEvents), db },
       move,

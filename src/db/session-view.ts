@@ -11,7 +11,7 @@ import { sessions } from "./schema.ts";
 // the worker used before.
 
 /** `column` (milliseconds since the epoch) as `Date.prototype.toISOString` writes it, in integers only. */
-function isoTime(column: AnySQLiteColumn): SQL<string> {
+export function isoTime(column: AnySQLiteColumn): SQL<string> {
   return sql`strftime('%Y-%m-%dT%H:%M:%S', ${column} / 1000, 'unixepoch') || printf('.%03dZ', ${column} % 1000)`;
 }
 
@@ -36,7 +36,7 @@ const lastSeen = sql`CASE WHEN ${sessions.seenBrowser} IS NOT NULL THEN json_obj
  * Every member, in the view's order, then the ones this session does not have removed: a member
  * that is only sometimes there is absent, never null, and the others keep their places.
  */
-function rendered(members: SQL, optional: [member: string, presentWhen: SQL][]): SQL {
+export function rendered(members: SQL, optional: [member: string, presentWhen: SQL][]): SQL {
   // The paths are this file's own constants, written into the SQL rather than bound.
   const removed = optional.map(
     ([member, when]) => sql`CASE WHEN ${when} THEN '$.none' ELSE ${sql.raw(`'$.${member}'`)} END`,

@@ -9,6 +9,11 @@ import type { UpstreamSignInView } from "./upstream-sign-in.ts";
 export type JsonText<T> = string & { readonly [json]: T };
 declare const json: unique symbol;
 
+/** The `T` that JSON text holds. */
+export function parsedText<T>(text: JsonText<T>): T {
+  return JSON.parse(text) as T;
+}
+
 /** A listed session: GET /auth/sessions and SessionService.listUserSessions, written by src/db/session-view.ts. */
 export interface SessionView {
   id: string;

@@ -1,6 +1,5 @@
 import { listEvents } from "../db/events.ts";
 import { type Caller, isStale } from "../db/liveness.ts";
-import type { SessionEventRow } from "../db/schema.ts";
 import {
   authenticate,
   deleteSession,
@@ -9,6 +8,7 @@ import {
   endSessionByToken,
   listSessionsByToken,
 } from "../db/sessions.ts";
+import type { EventView } from "../domain/event-view.ts";
 import type { Refusal } from "../domain/refusal.ts";
 import type { JsonText, SessionView } from "../domain/session-view.ts";
 import { contextCheck, type Scope, write } from "./scope.ts";
@@ -51,7 +51,7 @@ export async function ownSession(scope: Scope, token: SessionToken): Promise<Cal
 export async function listOwnEvents(
   scope: Scope,
   { place, proof }: SessionToken,
-): Promise<SessionEventRow[] | Refusal> {
+): Promise<JsonText<EventView[]> | Refusal> {
   const { caller, events } = await write(scope, proof.id, (writer) =>
     listEvents(place, proof, scope.at, contextCheck(scope), writer),
   );

@@ -2,7 +2,7 @@ import { endSessionById, endSessionsByUserId, endSupportSessionsOf, listSessions
 import { InvalidInput } from "../domain/invalid-input.ts";
 import { isReason, MAX_REASON_LENGTH } from "../domain/reason.ts";
 import type { Sent } from "../domain/sent.ts";
-import type { BackendSessionView } from "../domain/session-view.ts";
+import { type BackendSessionView, parsedText } from "../domain/session-view.ts";
 import { placementOf } from "../domain/token.ts";
 import { isUserId, USER_ID_RULE } from "../domain/user-id.ts";
 import { checkUserId } from "./issue-session.ts";
@@ -55,7 +55,7 @@ export async function listUserSessions(
 ): Promise<BackendSessionView[]> {
   const place = await shards.forUser(checkUserId(userId), region);
   // An object for the RPC to hand over: its one parse, where the HTTP list hands the text on.
-  return JSON.parse(await listSessionsByUserId(place, userId, at));
+  return parsedText(await listSessionsByUserId(place, userId, at));
 }
 
 /** Ends every live session of the user (but `exceptSessionId`); returns how many ended. */
