@@ -12,23 +12,25 @@ export function countingD1(d1: D1Database): CountingD1 {
   return flakyD1(d1, 0, () => new Error("never thrown"));
 }
 
-/** Rows D1 says a round trip's answer wrote (`meta.rows_written`, index entries included), whatever its shape. */
-function rowsWrittenBy(answer: unknown): number {
-  if (Array.isArray(answer)) return answer.reduce((sum: number, part) => sum + rowsWrittenBy(part), 0);
-  const meta = (answer as { meta?: { rows_written?: number } } | null)?.meta;
-  return meta?.rows_written ?? 0;
+/** Rows D1 says a round trip's answer wrote or read (`meta.rows_written`, index entries included; `meta.rows_read`), whatever its shape. */
+function rowsBy(answer: unknown, key: "rows_written" | "rows_read"): number {
+  if (Array.isArray(answer)) return answer.reduce((sum: number, part) => sum + rowsBy(part, key), 0);
+  const meta = (answer as { meta?: Partial<Record<typeof key, number>> } | null)?.meta;
+  return meta?.[key] ?? 0;
 }
 
 /** A counting wrapper around each database, for `callWith`; counts are per binding. */
 export function countingShards(bindings: Record<string, D1Database>) {
   let written = 0;
+  let read = 0;
   let statements = 0;
   const counters = Object.fromEntries(
     Object.entries(bindings).map(([name, d1]) => {
       const counter = countingD1(
         wrapD1(d1, async (call) => {
           const answer = await call();
-          written += rowsWrittenBy(answer);
+          written += rowsBy(answer, "rows_written");
+          read += rowsBy(answer, "rows_read");
           // A batch answers one result (with its meta) per statement; `raw()` of one statement, an array of rows.
           const batch = Array.isArray(answer) && answer.every((part) => (part as { meta?: unknown } | null)?.meta);
           statements += batch ? answer.length : 1;
@@ -42,6 +44,8 @@ export function countingShards(bindings: Record<string, D1Database>) {
     env: Object.fromEntries(Object.entries(counters).map(([name, counter]) => [name, counter.db])) as Partial<Env>,
     /** Rows written over every round trip so far, as D1 reports them. */
     rowsWritten: () => written,
+    /** Rows read over every round trip so far, as D1 reports them. */
+    rowsRead: () => read,
     /** Statements run over every round trip so far. */
     statements: () => statements,
     /** Round trips per binding, leaving out bindings that had none. */

@@ -146,6 +146,19 @@ describe("query plans", () => {
     expect(details.purgeSessions).toMatch(/SEARCH sessions USING INDEX sessions_expires_at_idx \(expires_at<\?\)/);
   });
 
+  it("a report token's events: its created event by the partial report index, then its user's by the main index", async () => {
+    for (const name of ["readReport", "confirmReport"]) {
+      const { db, statements } = recordingD1(database);
+      await operations[name]!(openDatabase(db));
+      const history = statements.find((s) => s.sql.includes('"created"'))!;
+      const detail = await plan(history.sql, history.params);
+      expect(detail).toMatch(/SEARCH created USING INDEX session_events_report_idx \(session_id=\?\)/);
+      expect(detail).toMatch(
+        /SEARCH session_events USING INDEX session_events_bucket_user_id_created_at_idx \(bucket=\? AND user_id=\? AND created_at>\?\)/,
+      );
+    }
+  });
+
   it.skipIf(shardBindings().length < 2)(
     "a move finds a bucket's sessions by primary key and its events by the bucket index",
     async () => {

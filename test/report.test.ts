@@ -1,8 +1,10 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { firstEventId } from "../src/db/schema.ts";
 import { newAdminKey } from "../src/domain/admin-keys.ts";
 import { readConfig } from "../src/domain/config.ts";
+import { RANDOM_LENGTH } from "../src/domain/token.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import type { SessionEventMessage } from "../src/services/event-message.ts";
 import { countingShards } from "./d1.ts";
@@ -12,6 +14,7 @@ import {
   CHROME_MAC,
   call,
   callWith,
+  d1OfUser,
   databases,
   expectError,
   expectSecurityHeaders,
@@ -252,6 +255,46 @@ describe("cost and logs", () => {
       expect((await callWith(counter.env, method, "/auth/report", bearer(reportToken))).status).toBe(200);
       expect(Object.values(counter.roundTrips())).toEqual([1]);
     }
+  });
+
+  it("a used or forged token reads its one user's events, however many other users' events its bucket holds", async () => {
+    const { userId, stranger, reportToken } = await strangerSignIn();
+    expect((await call("POST", "/auth/report", bearer(reportToken))).status).toBe(200);
+    const unused = `${stranger.id.slice(0, -RANDOM_LENGTH)}${"A".repeat(RANDOM_LENGTH)}~${"A".repeat(43)}`;
+    const uses = [
+      ["POST", reportToken],
+      ["GET", reportToken],
+      ["POST", `${stranger.id}~${"A".repeat(43)}`],
+      ["GET", unused],
+    ] as const;
+    const rowsRead = async () => {
+      const rows: number[] = [];
+      for (const [method, token] of uses) {
+        const counter = countingShards(databases());
+        expect((await callWith(counter.env, method, "/auth/report", bearer(token))).status).toBeGreaterThan(400);
+        rows.push(counter.rowsRead());
+      }
+      return rows;
+    };
+    const few = await rowsRead();
+    // A thousand events of other users in the same bucket, on the same database, a day old
+    // (their ids, as eventIds gives them, below every write's of this test).
+    const dayAgo = Date.now() - 86_400_000;
+    await (await d1OfUser(userId))
+      .prepare(
+        `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)
+         INSERT INTO session_events (id, user_id, type, session_id, created_at, request_id, device_key)
+         SELECT ? + i, 'crowd-' || i, 'created', ? || substr(? || i, -?), ?, 'crowd', '||' FROM n`,
+      )
+      .bind(
+        firstEventId(dayAgo),
+        stranger.id.slice(0, -RANDOM_LENGTH),
+        "0".repeat(RANDOM_LENGTH),
+        RANDOM_LENGTH,
+        dayAgo,
+      )
+      .run();
+    expect(await rowsRead()).toEqual(few);
   });
 
   it("every use writes one line, never the token", async () => {

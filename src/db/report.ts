@@ -1,4 +1,5 @@
-import { and, eq, notExists, type SQL, sql } from "drizzle-orm";
+import { and, notExists, type SQL, sql } from "drizzle-orm";
+import { alias } from "drizzle-orm/sqlite-core";
 import type { Instant } from "../domain/clock.ts";
 import { SERVICE_REASONS } from "../domain/reason.ts";
 import type { SessionView } from "../domain/session-view.ts";
@@ -46,10 +47,13 @@ function isReportOf(proof: ReportProof): SQL {
 
 /**
  * The state's two statements. `write`: a confirmation's, whose own ending makes reading the
- * events needless. The events are read only when the row is gone: by the bucket the id names
- * (the index's first column; the user is not known without the row), the few of one session.
+ * events needless. The events are read only when the row is gone, never by the bucket alone
+ * (the user is not known without the row; a forged id would read every user's events): the
+ * token's `created` event by the partial report index, then that user's events since, of this
+ * session, by the main index. So the rows read are that one user's, however full the bucket.
  */
 function stateOf(db: Database, place: Place, proof: ReportProof, at: Instant, write: Write | null) {
+  const created = alias(sessionEvents, "created");
   return {
     session: db
       .select({ ...REPORTED, live: sql<boolean>`${isLive(at)}`.mapWith(Boolean) })
@@ -62,13 +66,16 @@ function stateOf(db: Database, place: Place, proof: ReportProof, at: Instant, wr
         createdAt: sessionEvents.createdAt,
         proves: sql<boolean>`coalesce(${sessionEvents.reportHash} = ${proof.secretHash}, 0)`.mapWith(Boolean),
       })
-      .from(sessionEvents)
+      .from(created)
+      .innerJoin(
+        sessionEvents,
+        sql`${sessionEvents.bucket} = ${place.bucket} AND ${sessionEvents.userId} = ${created.userId} AND ${sessionEvents.createdAt} >= ${created.createdAt} AND ${sessionEvents.sessionId} = ${created.sessionId}`,
+      )
       .where(
         and(
           notExists(db.select({ one: sql`1` }).from(sessions).where(isReportOf(proof))),
           write ? notExists(loggedBy(db, write)) : undefined,
-          eq(sessionEvents.bucket, place.bucket),
-          eq(sessionEvents.sessionId, proof.id),
+          sql`${created.sessionId} = ${proof.id} AND ${created.reportHash} IS NOT NULL`,
         ),
       ),
   };

@@ -119,7 +119,7 @@ export function firstEventId(at: Date | number): number {
 /**
  * The security log: every session created or ended, and by what. Also the outbox of the
  * optional events queue: rows with `pending_delivery` still have to be sent. An event costs
- * two rows written: itself and its entry in the one index.
+ * two rows written: itself and its entry in the main index (a partial index's entry: one more).
  */
 export const sessionEvents = sqliteTable(
   "session_events",
@@ -175,12 +175,15 @@ export const sessionEvents = sqliteTable(
     reportHash: text("report_hash"),
   },
   (table) => [
-    // The one index: a user's log newest first (and "seen on this device") under its bucket,
+    // The main index: a user's log newest first (and "seen on this device") under its bucket,
     // and a bucket's events for a move (src/db/moves.ts). Session ids start with their bucket.
     index("session_events_bucket_user_id_created_at_idx").on(table.bucket, table.userId, table.createdAt),
     // The cron's resend finds the (few) undelivered rows without reading the log. Only
     // events written with the queue configured have an entry, until the queue accepts them.
     index("session_events_pending_idx").on(table.id).where(sql`${table.pendingDelivery} = 1`),
+    // A report token's `created` event by its session id (src/db/report.ts), once the row is
+    // gone: only a new device's `created` has an entry, so other events write no more rows.
+    index("session_events_report_idx").on(table.sessionId).where(sql`${table.reportHash} IS NOT NULL`),
   ],
 );
 

@@ -1,0 +1,1 @@
+CREATE INDEX `session_events_report_idx` ON `session_events` (`session_id`) WHERE "session_events"."report_hash" IS NOT NULL;
