@@ -3,6 +3,7 @@ import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { openDatabase } from "../src/db/client.ts";
 import { bucketOf, parseShardMap, readShardMap } from "../src/db/shards.ts";
+import { readConfig } from "../src/domain/config.ts";
 import type { SessionData } from "../src/domain/session-data.ts";
 import { bucketKey, RANDOM_LENGTH } from "../src/domain/token.ts";
 import { MESSAGES } from "../src/http/error-codes.ts";
@@ -14,6 +15,7 @@ import {
   callWith,
   d1,
   expectError,
+  FIREFOX_WINDOWS,
   type Issued,
   isLive,
   issue,
@@ -459,6 +461,48 @@ describe.skipIf(shardBindings().length < 2)("moving buckets between databases", 
     await moveBuckets(planFor(bucket, bucket), tools());
     expect((await call("POST", "/auth/logout", bearer(session.token))).status).toBe(200);
     expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("a frozen bucket: a report token's refusals answer as ever, only a reportable session's confirmation is 503 moving", async () => {
+    const bucket = 240;
+    const strangers = [];
+    for (const user of await usersIn(bucket, bucket, 3)) {
+      const own = await issue(user);
+      strangers.push({ own, stranger: await issue(user, { userAgent: FIREFOX_WINDOWS, ipAddress: "198.51.100.9" }) });
+    }
+    const [used, endedOtherwise, live] = strangers as [
+      (typeof strangers)[0],
+      (typeof strangers)[0],
+      (typeof strangers)[0],
+    ];
+    const report = (method: string, issued: Issued, token = issued.reportToken as string) =>
+      call(method, "/auth/report", bearer(token));
+    expect((await report("POST", used.stranger)).status).toBe(200);
+    const own = endedOtherwise.own;
+    expect((await call("DELETE", `/auth/sessions/${endedOtherwise.stranger.id}`, bearer(own.token))).status).toBe(200);
+    const stop = (_: number, step: MoveStep) => {
+      if (step === "freeze") throw new Error("stopped");
+    };
+    await expect(moveBuckets(planFor(bucket, bucket), tools(stop))).rejects.toThrow("stopped");
+    const frozen = await rowsOf(SOURCE, bucket, bucket);
+    await expectError(await report("POST", used.stranger), 410, "report_used");
+    await expectError(await report("POST", endedOtherwise.stranger), 410, "session_ended");
+    await expectError(
+      await report("POST", live.stranger, `${live.stranger.id}~${"A".repeat(43)}`),
+      404,
+      "report_not_found",
+    );
+    await expectError(await report("POST", live.stranger), 503, "moving", { retryAfter: "1" });
+    expect((await report("GET", live.stranger)).status).toBe(200);
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now() + readConfig(env).reportTtlSeconds * 1000);
+    await expectError(await report("POST", live.stranger), 410, "report_expired");
+    vi.useRealTimers();
+    expect(await rowsOf(SOURCE, bucket, bucket)).toEqual(frozen);
+    // Once moved, the confirmation goes through on the target.
+    await moveBuckets(planFor(bucket, bucket), tools());
+    expect((await report("POST", live.stranger)).status).toBe(200);
+    expect(await isLive(live.stranger.token)).toBe(false);
   });
 
   it("a session's application data moves with it; an update while frozen is BucketMoving, writing nothing; after, it follows the move", async () => {

@@ -83,7 +83,7 @@ const operations: Record<string, (db: Database) => Promise<unknown>> = {
   listEvents: (db) => listEvents(on(db), proof, at, check, writer),
   purgeSessions: (db) => purgeSessions(db, at, 10),
   purgeEvents: (db) => purgeEvents(db, at.now, 10),
-  readReport: (db) => readReport(on(db), proof, at),
+  readReport: (db) => readReport(on(db), proof, at.now, at),
   confirmReport: (db) => confirmReport(on(db), proof, at.now, writer, at),
 };
 

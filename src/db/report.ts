@@ -34,7 +34,7 @@ export interface ReportState {
   history: ReportHistory[];
 }
 
-export type ReportedSession = { view: SessionView; createdAt: Date; live: boolean };
+export type ReportedSession = { view: SessionView; createdAt: Date; live: boolean; reportable: boolean };
 
 export type ReportHistory = Pick<SessionEventRow, "type" | "reason" | "createdAt"> & {
   /** A `created` event that kept this token's hash: the token was issued. */
@@ -45,6 +45,11 @@ function isReportOf(proof: ReportProof): SQL {
   return sql`(${sessions.id} = ${proof.id} AND ${sessions.reportHash} = ${proof.secretHash})`;
 }
 
+/** The one rule for "the token may end this row": its own, live, the token issued after `issuedAfter`. */
+function isReportable(proof: ReportProof, at: Instant, issuedAfter: Date): SQL {
+  return sql`(${isReportOf(proof)} AND ${isLive(at)} AND ${sessions.createdAt} > ${issuedAfter.getTime()})`;
+}
+
 /**
  * The state's two statements. `write`: a confirmation's, whose own ending makes reading the
  * events needless. The events are read only when the row is gone, never by the bucket alone
@@ -52,11 +57,15 @@ function isReportOf(proof: ReportProof): SQL {
  * token's `created` event by the partial report index, then that user's events since, of this
  * session, by the main index. So the rows read are that one user's, however full the bucket.
  */
-function stateOf(db: Database, place: Place, proof: ReportProof, at: Instant, write: Write | null) {
+function stateOf(db: Database, place: Place, proof: ReportProof, at: Instant, issuedAfter: Date, write: Write | null) {
   const created = alias(sessionEvents, "created");
   return {
     session: db
-      .select({ ...REPORTED, live: sql<boolean>`${isLive(at)}`.mapWith(Boolean) })
+      .select({
+        ...REPORTED,
+        live: sql<boolean>`${isLive(at)}`.mapWith(Boolean),
+        reportable: sql<boolean>`${isReportable(proof, at, issuedAfter)}`.mapWith(Boolean),
+      })
       .from(sessions)
       .where(isReportOf(proof)),
     history: db
@@ -82,10 +91,10 @@ function stateOf(db: Database, place: Place, proof: ReportProof, at: Instant, wr
 }
 
 /** What the token's sign-in is now; changes nothing. */
-export function readReport(place: Place, proof: ReportProof, at: Instant): Promise<ReportState> {
+export function readReport(place: Place, proof: ReportProof, issuedAfter: Date, at: Instant): Promise<ReportState> {
   return onBucket(place, async (db) => {
     const { session, history, move } = await batchNamed(db, {
-      ...stateOf(db, place, proof, at, null),
+      ...stateOf(db, place, proof, at, issuedAfter, null),
       move: moveOf(db, place.bucket),
     });
     return { answer: { session: session[0] ?? null, history }, move: move[0], blocked: false };
@@ -105,16 +114,21 @@ export function confirmReport(
   at: Instant,
 ): Promise<Logged<{ ended: boolean; state: ReportState }>> {
   const write = newWrite(at.now);
-  const ending = and(isReportOf(proof), isLive(at), sql`${sessions.createdAt} > ${issuedAfter.getTime()}`);
+  const ending = isReportable(proof, at, issuedAfter);
   return onBucket(place, async (db) => {
     const { session, history, logged, move } = await batchNamed(db, {
       recorded: recordEvents(db, "ended", ending, writer, write, { reason: SERVICE_REASONS.reportedByUser }),
       ended: endSessions(db, ending),
-      ...stateOf(db, place, proof, at, write),
+      ...stateOf(db, place, proof, at, issuedAfter, write),
       ...tail(db, write, place.bucket),
     });
     const ended = logged.length > 0;
     const answer = { ended, state: { session: session[0] ?? null, history } };
-    return { answer: { answer, events: logged, db }, move: move[0], blocked: !ended };
+    // Only a reportable row the freeze kept from ending waits for the move; a refusal stands.
+    return {
+      answer: { answer, events: logged, db },
+      move: move[0],
+      blocked: !ended && answer.state.session?.reportable === true,
+    };
   });
 }

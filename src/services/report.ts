@@ -63,7 +63,7 @@ export async function reportedSignIn(
     logUse("read", "unknown", null);
     return "unknown";
   }
-  const answer = judged(await readReport(read.place, read.proof, scope.at), issuedAfter(scope));
+  const answer = judged(await readReport(read.place, read.proof, issuedAfter(scope), scope.at), issuedAfter(scope));
   logUse("read", typeof answer === "string" ? answer : "shown", read.proof.id);
   return answer;
 }
