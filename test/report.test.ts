@@ -157,6 +157,21 @@ describe("POST /auth/report", () => {
     expect(await isLive(own.token)).toBe(true);
   });
 
+  it("a session whose row is still there but expired by time: 410 session_ended, nothing ended", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const start = Date.now();
+    vi.setSystemTime(start);
+    const userId = newUser();
+    await issue(userId);
+    const stranger = await issue(userId, { userAgent: FIREFOX_WINDOWS, ttlSeconds: 300 });
+    vi.setSystemTime(start + 301_000);
+    const before = await everything();
+    expect(JSON.stringify(before)).toContain(stranger.id);
+    await expectError(await call("GET", "/auth/report", bearer(stranger.reportToken as string)), 410, "session_ended");
+    await expectError(await call("POST", "/auth/report", bearer(stranger.reportToken as string)), 410, "session_ended");
+    expect(await everything()).toEqual(before);
+  });
+
   it("a token older than SESSION_REPORT_TTL_SECONDS: 410 report_expired, live session or not, nothing ended", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     const start = Date.now();

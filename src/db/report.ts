@@ -34,7 +34,8 @@ export interface ReportState {
   history: ReportHistory[];
 }
 
-export type ReportedSession = { view: SessionView; createdAt: Date; live: boolean; reportable: boolean };
+/** `reportable`: the token may end it now (`isReportable`, the ending's own condition). */
+export type ReportedSession = { view: SessionView; createdAt: Date; reportable: boolean };
 
 export type ReportHistory = Pick<SessionEventRow, "type" | "reason" | "createdAt"> & {
   /** A `created` event that kept this token's hash: the token was issued. */
@@ -63,7 +64,6 @@ function stateOf(db: Database, place: Place, proof: ReportProof, at: Instant, is
     session: db
       .select({
         ...REPORTED,
-        live: sql<boolean>`${isLive(at)}`.mapWith(Boolean),
         reportable: sql<boolean>`${isReportable(proof, at, issuedAfter)}`.mapWith(Boolean),
       })
       .from(sessions)
@@ -102,9 +102,10 @@ export function readReport(place: Place, proof: ReportProof, issuedAfter: Date, 
 }
 
 /**
- * Ends the token's session if it is live and the token issued after `issuedAfter`, logged
- * `ended` (`reported_by_user`), in one batch; else the state, for why not. `ended` is read from
- * this write's events, so a replay answers what the first attempt did.
+ * Ends the token's session if it is reportable, logged `ended` (`reported_by_user`), in one
+ * batch, whose state is read before the ending: a reportable row is the one the ending takes,
+ * in the same transaction. `ended` is read from this write's events, so a replay (the row gone)
+ * answers what the first attempt did.
  */
 export function confirmReport(
   place: Place,
@@ -117,9 +118,9 @@ export function confirmReport(
   const ending = isReportable(proof, at, issuedAfter);
   return onBucket(place, async (db) => {
     const { session, history, logged, move } = await batchNamed(db, {
+      ...stateOf(db, place, proof, at, issuedAfter, write),
       recorded: recordEvents(db, "ended", ending, writer, write, { reason: SERVICE_REASONS.reportedByUser }),
       ended: endSessions(db, ending),
-      ...stateOf(db, place, proof, at, issuedAfter, write),
       ...tail(db, write, place.bucket),
     });
     const ended = logged.length > 0;
@@ -128,7 +129,7 @@ export function confirmReport(
     return {
       answer: { answer, events: logged, db },
       move: move[0],
-      blocked: !ended && answer.state.session?.reportable === true,
+      blocked: !ended && session[0]?.reportable === true,
     };
   });
 }

@@ -36,12 +36,10 @@ function issuedAfter(scope: Scope): Date {
   return new Date(scope.at.now.getTime() - scope.config.reportTtlSeconds * 1000);
 }
 
-/** The sign-in, live and reportable, or why the token does nothing. */
+/** The sign-in, if the token may end it (the SQL's `reportable`), or why the token does nothing. */
 function judged({ session, history }: ReportState, after: Date): ReportedSession | ReportRefusal {
-  if (session) {
-    if (session.createdAt <= after) return "expired";
-    return session.live ? session : "session_ended";
-  }
+  if (session?.reportable) return session;
+  if (session) return session.createdAt <= after ? "expired" : "session_ended";
   const created = history.find((event) => event.type === "created" && event.proves);
   if (!created) return "unknown";
   if (history.some((event) => event.type === "ended" && event.reason === SERVICE_REASONS.reportedByUser)) return "used";
@@ -79,9 +77,10 @@ export async function endReportedSession(scope: Scope, token: string | undefined
   const { ended, state } = await write(scope, null, (writer) =>
     confirmReport(read.place, read.proof, after, writer, scope.at),
   );
-  const answer = ended ? "ended" : judged(state, after);
-  // The batch ends exactly what `judged` calls reportable, in the same transaction.
-  if (typeof answer !== "string") throw new Error("A reportable session was not ended");
+  // A reportable state, read before the batch's ending, is the row that ending took (a
+  // freeze that held it back answered BucketMoving).
+  const judgement = ended ? "ended" : judged(state, after);
+  const answer = typeof judgement === "string" ? judgement : "ended";
   logUse("confirm", answer, read.proof.id);
   return answer;
 }
