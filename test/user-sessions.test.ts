@@ -2,6 +2,7 @@ import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { openShards } from "../src/db/shards.ts";
 import { readConfig } from "../src/domain/config.ts";
+import { SERVICE_REASONS } from "../src/domain/reason.ts";
 import {
   endSession as endOneSession,
   endUserSessions as endSessionsOfUser,
@@ -128,6 +129,31 @@ describe("bad input: a clear error, nothing changed, no round trip", () => {
     null,
     undefined,
   ];
+
+  it("refuses the service's own reasons: the log's reason must say who ended the session", async () => {
+    const userId = newUser();
+    const session = await issue(userId);
+    const before = await tableSnapshot("session_events");
+    for (const reason of Object.values(SERVICE_REASONS)) {
+      const refusals = [];
+      for (const rpc of [
+        () => exports.SessionService.endSession({ sessionId: session.id, reason }),
+        () => exports.SessionService.endUserSessions({ userId, reason }),
+      ]) {
+        // Caught in a try: the pool reports an RPC rejection handed to `expect().rejects` as unhandled.
+        try {
+          await rpc();
+          refusals.push("no error");
+        } catch (error) {
+          refusals.push(String(error));
+        }
+      }
+      const refusal = `TypeError: reason ${reason} is the service's own, never a caller's`;
+      expect(refusals).toEqual([refusal, refusal]);
+    }
+    expect(await tableSnapshot("session_events")).toEqual(before);
+    expect(await isLive(session.token)).toBe(true);
+  });
 
   it("refuses a blank, long or non-printable reason, and a bad userId or sessionId", async () => {
     const userId = newUser();

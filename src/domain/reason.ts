@@ -15,3 +15,8 @@ export const SERVICE_REASONS = {
   /** The user confirmed "this wasn't me" with the sign-in's report token (src/services/report.ts). */
   reportedByUser: "reported_by_user",
 } as const;
+
+/** One of the service's own reasons: never taken from a caller, so the log's reason says who ended it. */
+export function isServiceReason(reason: string): boolean {
+  return (Object.values(SERVICE_REASONS) as string[]).includes(reason);
+}

@@ -1,6 +1,6 @@
 import { endSessionById, endSessionsByUserId, endSupportSessionsOf, listSessionsByUserId } from "../db/sessions.ts";
 import { InvalidInput } from "../domain/invalid-input.ts";
-import { isReason, MAX_REASON_LENGTH } from "../domain/reason.ts";
+import { isReason, isServiceReason, MAX_REASON_LENGTH } from "../domain/reason.ts";
 import type { Sent } from "../domain/sent.ts";
 import { type BackendSessionView, parsedText } from "../domain/session-view.ts";
 import { placementOf } from "../domain/token.ts";
@@ -36,6 +36,7 @@ export function checkReason(reason: unknown): string {
       `reason must be 1 to ${MAX_REASON_LENGTH} printable ASCII characters, not starting or ending with a space (e.g. ${KNOWN_REASONS.join(", ")})`,
     );
   }
+  if (isServiceReason(reason)) throw new InvalidInput(`reason ${reason} is the service's own, never a caller's`);
   return reason;
 }
 
