@@ -1,6 +1,7 @@
 import { getTableColumns, type Placeholder, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import { type ClientContext, sameDevice } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
+import { SERVICE_REASONS } from "../domain/reason.ts";
 import { moveOf, moveState, moveStateOf, notMoving } from "./buckets.ts";
 import { byNameDecoderOf, type Database, decoderOf } from "./client.ts";
 import {
@@ -66,7 +67,7 @@ function build(db: Database, { proof, at, check, writer, write }: ByToken, activ
           write,
           {
             // The policy that applied: a receiver is told of a session held for step-up (src/services/ssf/delivery.ts).
-            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN 'context_changed' ` : sql``}WHEN ${changedUnder(check, at.now, "step-up")} THEN 'step-up' ELSE 'log' END`,
+            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, at.now, "step-up")} THEN 'step-up' ELSE 'log' END`,
             context: contextChange(check, at.now),
           },
         ).returning()

@@ -10,8 +10,10 @@ export function isReason(value: unknown): value is string {
   return typeof value === "string" && REASON.test(value);
 }
 
-/** The reasons the service itself gives an `ended` event. */
+/** The reasons the service itself gives an `ended` event; the demo's security log words each. */
 export const SERVICE_REASONS = {
+  /** The session context policy ended a session used from elsewhere (src/db/client-context.ts). */
+  contextChanged: "context_changed",
   /** The user confirmed "this wasn't me" with the sign-in's report token (src/services/report.ts). */
   reportedByUser: "reported_by_user",
 } as const;

@@ -105,6 +105,10 @@ test("a stranger's sign-in, ended from the new-sign-in message alone", async () 
   await devices.reload();
   await expect(devices.locator(`tr[data-session="${laptopId}"]`)).toBeVisible();
   await expect(devices.locator(`tr[data-session="${strangerId}"]`)).toHaveCount(0);
+  // The security log says why, and who: the user, from the message.
+  const ending = devices.locator(`li[data-session="${strangerId}"][data-type="ended"]`);
+  await expect(ending.locator(".what")).toHaveText("Ended: you reported it wasn't you");
+  await expect(ending).toContainText("· by you, from the new-sign-in message");
 
   // The same link again, from the message: refused, nothing more ended.
   await mail.goto(`${ORIGIN}/mailbox`);

@@ -168,7 +168,7 @@ export function devicesPage(userId: string, supportAgent?: string) {
       const by =
         event.admin_key_id ? "an administrator"
         : event.type === "created" || event.actor_session_id === event.session_id ? null
-        : event.actor_session_id === null ? "the service"
+        : event.actor_session_id === null ? (words.endedBy[event.reason] ?? "the service")
         : event.actor_session_id === body.currentSessionId ? "this device"
         : nameOf(event.actor_session_id, body, events);
       const session = event.session_id === body.currentSessionId ? "this device" : nameOf(event.session_id, body, events);

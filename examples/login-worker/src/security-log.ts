@@ -3,10 +3,13 @@
 // without words here fails the typecheck, and nothing of the service is bundled.
 import type { ContextPolicy } from "../../../src/domain/client-context.ts";
 import type { EventType } from "../../../src/domain/events.ts";
+import type { SERVICE_REASONS } from "../../../src/domain/reason.ts";
 import type { KNOWN_REASONS } from "../../../src/services/user-sessions.ts";
 
-/** Why a session ended (`ended`): the reasons a product gives, and the service's own for a context its policy ends. */
-type EndedReason = (typeof KNOWN_REASONS)[number] | "context_changed";
+/** The reasons the service itself gives (a context its policy ends, a report of a stranger's sign-in). */
+type ServiceReason = (typeof SERVICE_REASONS)[keyof typeof SERVICE_REASONS];
+/** Why a session ended (`ended`): the reasons a product gives, and the service's own. */
+type EndedReason = (typeof KNOWN_REASONS)[number] | ServiceReason;
 /** A context change's reason: the policy that applied (`allow` logs nothing, `end` logs `ended`). */
 type HeldOrLogged = Exclude<ContextPolicy, "allow" | "end">;
 
@@ -20,7 +23,7 @@ export const WORDS = {
     ended: "Ended",
     evicted: "Ended: too many devices signed in",
     reauthenticated: "Signed in again",
-    context_changed: "Used from another browser or network",
+    context_changed: "Used from another browser, network or place",
     device_bound: "Bound to its browser's key",
     ended_by_upstream: "Ended by your identity provider",
   } satisfies Record<EventType, string>,
@@ -32,7 +35,8 @@ export const WORDS = {
       password_changed: "the password was changed",
       account_disabled: "the account was disabled",
       admin: "an administrator ended it",
-      context_changed: "it was used from another browser or network",
+      context_changed: "it was used from another browser, network, or a place too far to travel to in time",
+      reported_by_user: "you reported it wasn't you",
     } satisfies Record<EndedReason, string>,
     context_changed: {
       log: "noted",
@@ -40,4 +44,9 @@ export const WORDS = {
     } satisfies Record<HeldOrLogged, string>,
     reauthenticated: { "step-up": "the hold is lifted" } satisfies Record<Extract<HeldOrLogged, "step-up">, string>,
   },
+  /** Who ended a session when no session did, by the service's reason; any other: the service. */
+  endedBy: {
+    context_changed: "the service",
+    reported_by_user: "you, from the new-sign-in message",
+  } satisfies Record<ServiceReason, string>,
 };
