@@ -359,6 +359,26 @@ describe("the events queue", () => {
   });
 });
 
+describe("the report token in the outbox", () => {
+  it("a send that fails logs its line, never the token, even when the queue's error quotes the message", async () => {
+    const lines: string[] = [];
+    for (const method of ["log", "warn", "error"] as const)
+      vi.spyOn(console, method).mockImplementation((...args: unknown[]) => void lines.push(args.map(String).join(" ")));
+    const queue = {
+      sendBatch: async (batch: unknown) => {
+        throw new Error(`queue refused ${JSON.stringify(batch)}`);
+      },
+    } as unknown as Queue;
+    const ctx = createExecutionContext();
+    const service = new SessionService(ctx, { ...env, SESSION_EVENTS: queue } as Env);
+    const created = await service.create({ userId: newUser(), userAgent: CHROME_MAC });
+    await waitOnExecutionContext(ctx);
+    vi.restoreAllMocks();
+    expect(lines.map((line) => JSON.parse(line).event)).toContain("outbox_send_failed");
+    expect(lines.join("\n")).not.toContain((created.reportToken as string).split("~")[1]);
+  });
+});
+
 describe("SESSION_REPORT_TTL_SECONDS", () => {
   it("a day by default; under a minute or past the events retention is refused", () => {
     expect(readConfig({ ...env, SESSION_REPORT_TTL_SECONDS: "" }).reportTtlSeconds).toBe(86_400);

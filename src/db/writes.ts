@@ -26,13 +26,20 @@ export interface Writer {
 }
 
 /**
+ * An event as a write hands it to the outbox. `reportToken`: only on a new device's `created`
+ * from `create` (src/services/issue-session.ts), the report token in clear, for the events
+ * queue's message; it is in no row and never in a log.
+ */
+export type OutgoingEvent = SessionEventRow & { reportToken?: string };
+
+/**
  * What a write answers, and the events it logged: the caller hands them to the events queue
  * (src/services/outbox.ts) once the batch committed. `db` is the database they are on, where
  * they are marked delivered: the one the write ended up running on.
  */
 export interface Logged<T> {
   answer: T;
-  events: SessionEventRow[];
+  events: OutgoingEvent[];
   db: Database;
 }
 

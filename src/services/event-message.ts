@@ -1,5 +1,5 @@
 import type { SessionEventRow } from "../db/schema.ts";
-import type { Logged } from "../db/writes.ts";
+import type { Logged, OutgoingEvent } from "../db/writes.ts";
 import type { ContextChange } from "../domain/client-context.ts";
 import type { EventType } from "../domain/events.ts";
 
@@ -29,9 +29,6 @@ export interface SessionEventMessage {
    */
   reportToken?: string;
 }
-
-/** An event as a write hands it to the outbox: a new device's `created` carries its report token. */
-export type OutgoingEvent = SessionEventRow & { reportToken?: string };
 
 /** `create`'s write, its new device's `created` event carrying the report token. */
 export function withReportToken<T>(logged: Logged<T>, reportToken: string): Logged<T> {

@@ -1,8 +1,7 @@
 import { chunks, type Database } from "../db/client.ts";
 import { markDelivered } from "../db/outbox.ts";
-import type { SessionEventRow } from "../db/schema.ts";
 import type { Shards } from "../db/shards.ts";
-import type { Logged } from "../db/writes.ts";
+import type { Logged, OutgoingEvent } from "../db/writes.ts";
 import { readTransmitter, type Transmitter } from "../domain/ssf/transmitter.ts";
 import { type SessionEventMessage, toMessage } from "./event-message.ts";
 import { logOutboxFailure } from "./failure-log.ts";
@@ -31,7 +30,7 @@ export interface Outbox {
    * Called once the batch that wrote `events` to `db` committed; never delays the answer.
    * `db` is where they are marked delivered: the database of the user they belong to.
    */
-  publish(db: Database, events: SessionEventRow[]): void;
+  publish(db: Database, events: OutgoingEvent[]): void;
 }
 
 /** Whether a write through `outbox` logs its events pending delivery (`Writer.queued`). */
@@ -71,7 +70,7 @@ function writesPending({ queue, ssf }: Outlets): boolean {
  * Sends the events to the queue and queues their SETs, then marks the pending ones delivered (a
  * round trip to each database). Throws if any of it fails: the events stay pending, for the cron.
  */
-export async function deliver({ queue, ssf }: Outlets, db: Database, events: SessionEventRow[]): Promise<void> {
+export async function deliver({ queue, ssf }: Outlets, db: Database, events: OutgoingEvent[]): Promise<void> {
   if (queue) {
     for (const part of chunks(events, SEND_CHUNK))
       await queue.sendBatch(part.map((event) => ({ body: toMessage(event), contentType: "json" })));
