@@ -254,11 +254,23 @@ describe("refused tokens: nothing read, nothing ended", () => {
         return { success: false };
       },
     } as unknown as RateLimit;
-    const headers = { ...bearer("not-a-report-token"), "CF-Connecting-IP": "192.0.2.77" };
-    await expectError(await callWith({ AUTH_FAILURES: limiter }, "GET", "/auth/report", headers), 429, "rate_limited", {
-      retryAfter: "60",
-    });
-    expect(counted).toEqual(["192.0.2.77"]);
+    const { stranger } = await strangerSignIn();
+    const before = await everything();
+    const ip = { "CF-Connecting-IP": "192.0.2.77" };
+    for (const [method, token] of [
+      ["GET", "not-a-report-token"],
+      ["POST", `${stranger.id}~${"A".repeat(43)}`],
+    ] as const) {
+      await expectError(
+        await callWith({ AUTH_FAILURES: limiter }, method, "/auth/report", { ...bearer(token), ...ip }),
+        429,
+        "rate_limited",
+        { retryAfter: "60" },
+      );
+    }
+    expect(counted).toEqual(["192.0.2.77", "192.0.2.77"]);
+    expect(await everything()).toEqual(before);
+    expect(await isLive(stranger.token)).toBe(true);
   });
 });
 

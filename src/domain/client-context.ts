@@ -128,13 +128,7 @@ function coordinatesOf(latitude: unknown, longitude: unknown): Coordinates | nul
 }
 
 /** What a door knows of a call: its User-Agent and Cloudflare's `request.cf` fields (or the login flow's copy of them). */
-export interface CallFrom {
-  userAgent?: unknown;
-  country?: unknown;
-  asn?: unknown;
-  latitude?: unknown;
-  longitude?: unknown;
-}
+export type CallFrom = { [K in keyof ContextInput]?: unknown };
 
 /** A call's context from what its door knows: anything not of the expected form counts as unknown. */
 export function clientContext({ userAgent, country, asn, latitude, longitude }: CallFrom): ClientContext {

@@ -72,10 +72,10 @@ export function generateToken(placement: Placement): ParsedToken & { token: stri
   return newSecretFor(`${bucketKey(placement)}${randomBase64Url(RANDOM_BYTES)}`);
 }
 
-/** A token of `id` with a fresh secret: a new session's, a re-authenticated one's, a receiver's. */
-export function newSecretFor(id: string): ParsedToken & { token: string } {
+/** A token of `id` with a fresh secret: a new session's, a re-authenticated one's, a receiver's, a report's. */
+export function newSecretFor(id: string, separator = "."): ParsedToken & { token: string } {
   const secret = randomBase64Url(SECRET_BYTES);
-  return { id, secret, token: `${id}.${secret}` };
+  return { id, secret, token: `${id}${separator}${secret}` };
 }
 
 /** A receiver's credential: its id is the random part alone. */
@@ -120,9 +120,8 @@ export function proveToken(token: string) {
 const REPORT_SEPARATOR = "~";
 
 /** A new report token for the session `id`, with a secret of its own. */
-export function newReportToken(id: string): { secret: string; token: string } {
-  const secret = randomBase64Url(SECRET_BYTES);
-  return { secret, token: `${id}${REPORT_SEPARATOR}${secret}` };
+export function newReportToken(id: string): ParsedToken & { token: string } {
+  return newSecretFor(id, REPORT_SEPARATOR);
 }
 
 /** A report token reduced to its session id and secret hash, or null when it is malformed. */

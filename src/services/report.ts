@@ -12,8 +12,6 @@ import { type Scope, write } from "./scope.ts";
 // SESSION_REPORT_TTL_SECONDS. It proves only that its holder read the message, so it ends that
 // one session and nothing else: the user's other sessions are theirs to end once signed in.
 
-export type { ReportedSession } from "../db/report.ts";
-
 /**
  * Why a report token did nothing: `unknown` (malformed, or never issued), `used` (it ended its
  * session already), `expired` (issued more than SESSION_REPORT_TTL_SECONDS ago), or

@@ -8,7 +8,7 @@ import type { ScopedEnv } from "../middleware/scope.ts";
 import { reportRefused } from "../refusals.ts";
 
 /** What GET /auth/report shows of the sign-in its token names (a live session): as the list shows it. */
-export type ReportView = { session_id: string } & Pick<
+type ReportView = { session_id: string } & Pick<
   SessionView,
   "name" | "ip_address" | "location" | "device" | "created_at" | "last_active_at"
 >;
