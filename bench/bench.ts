@@ -16,7 +16,8 @@
 //    row, REPETITIONS interleaved repetitions; medians. Each destructive request has its own
 //    session; a logout-all its own user holding exactly N.
 // 4. The worker's own time: bench/own/ runs the bare worker's and the service's
-//    `fetch` in a loop inside workerd, on the no-database paths, with no dev server per call.
+//    `fetch` in a loop inside workerd, on the no-database paths, with no dev server per call;
+//    then each operation, its D1 answers replayed, and the lists' layers one by one.
 // 5. The report (bench/report.ts): Markdown on stdout, and into BENCHMARKS.md with --write.
 // Each phase is a file of bench/: seed.ts and cost.ts (2), load.ts (3), own-time.ts (4),
 // report.ts (5); harness.ts holds what they share; this file runs them in order.
@@ -33,7 +34,7 @@ import { measureBundle } from "../test/checks/bundle-size.ts";
 import { COST_TABLE_SIZES, type Cost, measureCosts } from "./cost.ts";
 import { fmt, log, PROJECT, problems } from "./harness.ts";
 import { fire, loadRows, REPETITIONS, type Row, type Run, WARMUP_AMOUNT } from "./load.ts";
-import { type OwnTime, operationTimes, ownTimes } from "./own-time.ts";
+import { type OwnTime, operationTimes, ownTimes, partTimes } from "./own-time.ts";
 import { markdownOf, writeIntoBenchmarksMd } from "./report.ts";
 import { BIG_TABLE, seedUsers } from "./seed.ts";
 
@@ -111,6 +112,7 @@ async function main(): Promise<void> {
     const urls = { bare: bare.url, service: service.url };
     let own: OwnTime[] = [];
     let cpu = new Map<string, number>();
+    let parts = new Map<string, number>();
     const runs: Run[][] = [];
     const loadStartTime = performance.now();
     try {
@@ -128,10 +130,10 @@ async function main(): Promise<void> {
       log("the worker's own time per request, inside workerd");
       own = await ownTimes(ownLoop.url);
       log("the worker's CPU per operation, its D1 answers replayed");
-      cpu = await operationTimes(
-        ownLoop.url,
-        costs.large.filter((c) => COST_TABLE_SIZES.includes(c.n)),
-      );
+      const tabled = costs.large.filter((c) => COST_TABLE_SIZES.includes(c.n));
+      cpu = await operationTimes(ownLoop.url, tabled);
+      log("where a list's CPU goes, layer by layer");
+      parts = await partTimes(ownLoop.url, tabled);
     } finally {
       await Promise.all([service.stop(), bare.stop(), ownLoop.stop()]);
     }
@@ -151,6 +153,7 @@ async function main(): Promise<void> {
       runs,
       own,
       cpu,
+      parts,
       costs,
       bundle,
     });

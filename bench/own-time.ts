@@ -90,3 +90,31 @@ export async function ownTimes(base: URL): Promise<OwnTime[]> {
     ratio: row.target === "sign" ? null : fastest(0) / fastest(i),
   }));
 }
+
+/** The lists whose parts are measured, and their layers (bench/own/ `part`). */
+export const PART_KEYS = ["list", "events", "userList"] as const;
+const PARTS = ["db", "service"] as const;
+
+/** µs per call by `${key} ${n} ${part}`: the first layers of each list operation, as `operationTimes` times the whole. */
+export async function partTimes(base: URL, costs: Cost[]): Promise<Map<string, number>> {
+  const times = new Map<string, number>();
+  const lists = costs.filter((cost) => (PART_KEYS as readonly string[]).includes(cost.key));
+  for (let r = 0; r < OWN_OPERATION_REPETITIONS; r++) {
+    for (const cost of lists) {
+      for (const part of PARTS) {
+        const started = performance.now();
+        const response = await fetch(new URL(`/?n=${OWN_OPERATION_LOOP}&part=${part}`, base), {
+          method: "POST",
+          body: JSON.stringify(cost.operation),
+        });
+        const statuses = await response.text();
+        if (statuses !== "[200]")
+          problems.push(`own time of ${cost.key} at ${cost.n}, ${part}: statuses ${statuses}, expected [200]`);
+        const micros = ((performance.now() - started) * 1000) / OWN_OPERATION_LOOP;
+        const key = `${cost.key} ${cost.n} ${part}`;
+        times.set(key, Math.min(micros, times.get(key) ?? Number.POSITIVE_INFINITY));
+      }
+    }
+  }
+  return times;
+}

@@ -9,7 +9,14 @@ import { GZIP_BUDGET_BYTES, type measureBundle } from "../test/checks/bundle-siz
 import { COST_LABELS, COST_TABLE_SIZES, type Cost } from "./cost.ts";
 import { fmt, median, PROJECT, problems } from "./harness.ts";
 import { AMOUNT, CONNECTIONS, REPETITIONS, type Row, type Run } from "./load.ts";
-import { OWN_LOOP, OWN_OPERATION_LOOP, OWN_OPERATION_REPETITIONS, OWN_REPETITIONS, type OwnTime } from "./own-time.ts";
+import {
+  OWN_LOOP,
+  OWN_OPERATION_LOOP,
+  OWN_OPERATION_REPETITIONS,
+  OWN_REPETITIONS,
+  type OwnTime,
+  PART_KEYS,
+} from "./own-time.ts";
 
 const BENCHMARKS_MD = join(PROJECT, "BENCHMARKS.md");
 const START_MARKER = "<!-- bench:results:start -->";
@@ -27,6 +34,8 @@ export interface Measured {
   own: OwnTime[];
   /** The worker's CPU per operation, µs by `${key} ${n}`. */
   cpu: Map<string, number>;
+  /** The first layers of the lists, µs by `${key} ${n} ${part}` (own-time.ts `partTimes`). */
+  parts: Map<string, number>;
   costs: { small: Cost[]; large: Cost[]; tableRows: number };
   bundle: Awaited<ReturnType<typeof measureBundle>>;
 }
@@ -120,6 +129,43 @@ function loadTable(rows: Row[], runs: Run[][], costs: Cost[]): string {
   return lines.join("\n");
 }
 
+/**
+ * Where a list's CPU goes, layer by layer, at 1 session and at 50, and what each layer costs per
+ * session more: its time at 50 less its time at 1, over 49.
+ */
+function partsTable(cpu: Map<string, number>, parts: Map<string, number>): string {
+  const layers = [
+    [
+      "the database function: its statements, D1's answer replayed and decoded",
+      (k: string, n: number) => parts.get(`${k} ${n} db`),
+    ],
+    ["the service: the view", (k: string, n: number) => sub(parts.get(`${k} ${n} service`), parts.get(`${k} ${n} db`))],
+    [
+      "the door: middleware, the token's proof, JSON, the response",
+      (k: string, n: number) => sub(cpu.get(`${k} ${n}`), parts.get(`${k} ${n} service`)),
+    ],
+    ["the whole operation", (k: string, n: number) => cpu.get(`${k} ${n}`)],
+  ] as const;
+  const lines = ["| Operation | Layer | µs at 1 | µs at 50 | µs per session more |", "|---|---|--:|--:|--:|"];
+  for (const key of PART_KEYS) {
+    for (const [layer, time] of layers) {
+      const one = time(key, 1);
+      const fifty = time(key, 50);
+      const per = one === undefined || fifty === undefined ? undefined : (fifty - one) / 49;
+      lines.push(`| ${COST_LABELS[key]} | ${layer} | ${show(one)} | ${show(fifty)} | ${show(per, 2)} |`);
+    }
+  }
+  return lines.join("\n");
+}
+
+function sub(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined || b === undefined ? undefined : a - b;
+}
+
+function show(micros: number | undefined, digits = 0): string {
+  return micros === undefined ? "–" : fmt(micros, digits);
+}
+
 /** The report of a run, with the problems found so far. */
 export function markdownOf(run: Measured): string {
   return [
@@ -145,6 +191,10 @@ export function markdownOf(run: Measured): string {
       "on the table of the fourth column before last):",
     "",
     costTable(run.costs.small, run.costs.large, run.costs.tableRows, run.cpu),
+    "",
+    `**Where a list's CPU goes** (the same loop, ${fmt(OWN_OPERATION_LOOP)} times, stopped after each layer: \`part\` in bench/own/; a layer is the one above less the one below it):`,
+    "",
+    partsTable(run.cpu, run.parts),
     "",
     `**Bundle** (\`npm run size\`): ${fmt(run.bundle.minifiedBytes)} B minified, ${fmt(run.bundle.gzipBytes)} B gzip -9 ` +
       `(budget ${fmt(GZIP_BUDGET_BYTES)} B${run.bundle.gzipBytes > GZIP_BUDGET_BYTES ? ", EXCEEDED" : ""}).`,

@@ -10,9 +10,21 @@
 // POST /?n=<n> with an `Operation`: an operation with a database, whose D1 answers are the
 //      ones the benchmark recorded for it on the real database (`batches`), replayed: the
 //      CPU the worker spends on the operation (token, SQL, results, JSON), without D1's.
+// POST /?n=<n>&part=db|service with a list's `Operation` (`GET /auth/sessions`, `GET /auth/events`,
+//      `listUserSessions`): only its first layers, the token proven once before the loop: `db`,
+//      the database function (its statements, D1's answer replayed and decoded); `service`, with
+//      the service's work on it. The whole operation less `service` is the door's: the request's
+//      middleware, the token's proof, the JSON and the response.
+import { listEvents } from "../../src/db/events.ts";
+import { listSessionsByToken, listSessionsByUserId } from "../../src/db/sessions.ts";
 import { readAccessTokenIssuer, signAccessToken } from "../../src/domain/access-token.ts";
+import { clientContext } from "../../src/domain/client-context.ts";
 import { app } from "../../src/http/app.ts";
 import { type AuthenticateOptions, SessionService } from "../../src/rpc/session-service.ts";
+import { listOwnEvents, listOwnSessions } from "../../src/services/own-sessions.ts";
+import { contextCheck, openScope } from "../../src/services/scope.ts";
+import { readSessionToken } from "../../src/services/session-token.ts";
+import { listUserSessions } from "../../src/services/user-sessions.ts";
 import bare from "../bare/index.ts";
 
 export type Operation =
@@ -58,6 +70,43 @@ async function runOperation(operation: Operation, n: number, env: Env, ctx: Exec
   return [...statuses];
 }
 
+export type Part = "db" | "service";
+
+/** The first layers of a list operation `n` times, its D1 answers replayed (see the header). */
+async function runPart(operation: Operation, part: Part, n: number, env: Env): Promise<number[]> {
+  const replayed = { ...env, DB: replayingD1(operation.batches) };
+  const headers = new Headers(operation.kind === "http" ? operation.headers : {});
+  const scope = openScope(replayed, { context: clientContext({ userAgent: headers.get("User-Agent") }) });
+  const cookieHeader = headers.get("Cookie") ?? undefined;
+  const cookie = /=([^;]*)/.exec(cookieHeader ?? "")?.[1];
+  const token = await readSessionToken(scope.shards, cookie, "cookie", {
+    header: cookieHeader,
+    name: scope.config.cookieName,
+  });
+  const writer = { sessionId: token?.proof.id ?? null, ipAddress: null, queued: false, adminKeyId: null };
+  const kind = operation.kind === "rpc" ? operation.method : operation.path;
+  const run = async (): Promise<unknown> => {
+    if (kind === "listUserSessions") {
+      const userId = (operation as { arg: string }).arg;
+      if (part === "service") return listUserSessions(scope, userId);
+      return listSessionsByUserId(await scope.shards.forUser(userId), userId, scope.at);
+    }
+    if (!token) return null;
+    if (kind === "/auth/sessions")
+      return part === "service"
+        ? listOwnSessions(scope, token)
+        : listSessionsByToken(token.place, token.proof, scope.at, contextCheck(scope), writer);
+    if (kind === "/auth/events")
+      return part === "service"
+        ? listOwnEvents(scope, token)
+        : listEvents(token.place, token.proof, scope.at, contextCheck(scope), writer);
+    return null;
+  };
+  const statuses = new Set<number>();
+  for (let i = 0; i < n; i++) statuses.add((await run()) ? 200 : 500);
+  return [...statuses];
+}
+
 /** `signAccessToken` `n` times for one session, as `POST /auth/token` calls it once its batch proved the session: [200], or [404] when access tokens are off. */
 async function sign(n: number, env: Env): Promise<number[]> {
   const issuer = readAccessTokenIssuer(env);
@@ -79,6 +128,8 @@ export default {
   async fetch(request, env, ctx): Promise<Response> {
     const url = new URL(request.url);
     const n = Number(url.searchParams.get("n") ?? 1);
+    const part = url.searchParams.get("part") as Part | null;
+    if (request.method === "POST" && part) return Response.json(await runPart(await request.json(), part, n, env));
     if (request.method === "POST") return Response.json(await runOperation(await request.json(), n, env, ctx));
     if (url.searchParams.get("target") === "sign") return Response.json(await sign(n, env));
     const target = url.searchParams.get("target") === "service" ? app : bare;
