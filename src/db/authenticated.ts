@@ -7,10 +7,12 @@ import {
   acts,
   type ContextCheck,
   changedUnder,
+  changedUnderOf,
   contextChange,
   differs,
   isBrowsers,
   isJudged,
+  judgement as judgementOf,
   seenValues,
 } from "./client-context.ts";
 import { type Compiled, compiledAll, compiledRun, instantAt, placeholder } from "./compiled.ts";
@@ -53,11 +55,11 @@ function build(db: Database, { proof, at, check, writer, write }: ByToken, activ
   const changed = check && sql`(${isBrowsers} AND ${differs(check)})`;
   const stale = activity ? sql`${sessions.lastActiveAt} <= ${staleBefore}` : null;
   const sliding = activity ? at.slidingMaxLifetimeMs : null;
-  const ending = check && acts(check, "end") ? changedUnder(check, at.now, "end") : null;
-  const judged =
-    check && acts(check, "log", "step-up", "end") ? changedUnder(check, at.now, "log", "step-up", "end") : null;
+  const judgement = check && judgementOf(check, at.now, proof.id);
+  const ending = check && acts(check, "end") ? changedUnder(check, "end") : null;
+  const judged = check && acts(check, "log", "step-up", "end") ? changedUnder(check, "log", "step-up", "end") : null;
   const contextEvents =
-    check && judged
+    check && judgement && judged
       ? recordEvents(
           db,
           ending ? sql`CASE WHEN ${ending} THEN 'ended' ELSE 'context_changed' END` : "context_changed",
@@ -66,12 +68,16 @@ function build(db: Database, { proof, at, check, writer, write }: ByToken, activ
           write,
           {
             // The policy that applied: a receiver is told of a session held for step-up (src/services/ssf/delivery.ts).
-            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN 'context_changed' ` : sql``}WHEN ${changedUnder(check, at.now, "step-up")} THEN 'step-up' ELSE 'log' END`,
-            context: contextChange(check, at.now),
+            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN 'context_changed' ` : sql``}WHEN ${changedUnder(check, "step-up")} THEN 'step-up' ELSE 'log' END`,
+            context: contextChange(check),
           },
+          judgement,
         ).returning()
       : null;
-  const contextEnded = ending ? endSessions(db, sql`${proven} AND ${isJudged} AND ${ending}`) : null;
+  const contextEnded =
+    check && judgement && acts(check, "end")
+      ? endSessions(db, sql`${proven} AND ${isJudged} AND ${changedUnderOf(judgement, check, "end")}`)
+      : null;
   const due = stale && changed ? sql`(${stale} OR ${changed})` : (stale ?? changed);
   const update =
     due === null
@@ -83,9 +89,9 @@ function build(db: Database, { proof, at, check, writer, write }: ByToken, activ
             ...(sliding === null ? {} : { expiresAt: renewedExpiry(at, sliding) }),
             ...(check ? seenValues(check, at.now) : {}),
             // SET reads the row as it was: the change is judged against the context before this one.
-            ...(check && acts(check, "step-up")
+            ...(check && judgement && acts(check, "step-up")
               ? {
-                  contextStepUp: sql`${sessions.contextStepUp} OR (${isJudged} AND ${changedUnder(check, at.now, "step-up")})`,
+                  contextStepUp: sql`${sessions.contextStepUp} OR (${isJudged} AND ${changedUnderOf(judgement, check, "step-up")})`,
                 }
               : {}),
           })
