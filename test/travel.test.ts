@@ -205,6 +205,22 @@ describe("travel: New York, then Hong Kong 20 minutes later, on the same provide
   });
 });
 
+describe("travel: measured from the last use", () => {
+  it("a `both` session polled as Bearer: a cookie replayed 20 minutes after the last cookie use is judged from that use", async () => {
+    const session = await signedIn("both");
+    expect((await listAt(session, 0, NEW_YORK)).status).toBe(200);
+    // The app's Bearer calls keep its activity fresh; the browser is used from New York 8 hours later.
+    expect((await listAt(session, 478, NEW_YORK, {}, "bearer")).status).toBe(200);
+    expect((await listAt(session, 480, NEW_YORK)).status).toBe(200);
+    expect(await placeOf(session)).toEqual({ latitude: 40.7128, longitude: -74.006, at: at(480), held: 0 });
+    // 5,570 km in 20 minutes; from the place time of minute 0 it would be 668 km/h, a flight.
+    await expectError(await listAt(session, 500, LONDON), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
+    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "step-up", travel: true }]);
+  });
+});
+
 describe("travel: what is not", () => {
   it("jitter inside a city, and a provider's gateway in another city below the minimum distance", async () => {
     const session = await signedIn();
@@ -266,7 +282,8 @@ describe("travel: what is not", () => {
     expect((await listAt(browser, 0, NEW_YORK)).status).toBe(200);
     expect((await listAt(browser, 20, HONG_KONG, {}, "bearer")).status).toBe(200);
     expect((await listAt(browser, 21, NEW_YORK)).status).toBe(200);
-    expect(await placeOf(browser)).toEqual({ latitude: 40.7128, longitude: -74.006, at: at(0), held: 0 });
+    // The cookie's use at minute 21 is the place's time: the Bearer call wrote the activity, not the place.
+    expect(await placeOf(browser)).toEqual({ latitude: 40.7128, longitude: -74.006, at: at(21), held: 0 });
     expect(await eventsOf(browser)).toEqual([created]);
   });
 });

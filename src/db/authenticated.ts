@@ -78,7 +78,14 @@ function build(db: Database, { proof, at, check, writer, write }: ByToken, activ
     check && judgement && acts(check, "end")
       ? endSessions(db, sql`${proven} AND ${isJudged} AND ${changedUnderOf(judgement, check, "end")}`)
       : null;
-  const due = stale && changed ? sql`(${stale} OR ${changed})` : (stale ?? changed);
+  // Travel is measured from the last use: a placed use refreshes a place time gone stale, even
+  // when the activity was written since (a `both` session's Bearer calls, RPC without a context).
+  const placeStale =
+    check && check.context.latitude !== null
+      ? sql`(${isBrowsers} AND ${sessions.seenPlaceAt} <= ${staleBefore})`
+      : null;
+  const reasons = [stale, changed, placeStale].filter((reason) => reason !== null);
+  const due = reasons.length === 0 ? null : sql`(${sql.join(reasons, sql` OR `)})`;
   const update =
     due === null
       ? null
@@ -115,8 +122,9 @@ type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
  *     decodes them), for a read that reads no other event of its write;
  *   - `contextEnded`: a change under `end` ends the session;
  *   - `activity`: one UPDATE of the caller's row, when its activity is due (`activity`: every
- *     few minutes, renewing a sliding expiry) or its context differs: records where a
- *     browser's cookie was used, and holds the session for a change under `step-up`.
+ *     few minutes, renewing a sliding expiry), its context differs or its place's time is as
+ *     old: records where and when a browser's cookie was used, and holds the session for a
+ *     change under `step-up`.
  * Rendered once per shape (src/db/compiled.ts): they are most of a request's CPU otherwise.
  * `unrecorded`, as a column of a later read: a change is still not recorded, which only a
  * frozen bucket makes so (its writes are held back); the operation must not answer as if it
