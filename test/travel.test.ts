@@ -221,6 +221,19 @@ describe("travel: measured from the last use", () => {
   });
 });
 
+describe("travel: allowed", () => {
+  it("another kind's event leaves travel out, so a receiver is told the change that applied (the network)", async () => {
+    const session = await signedIn();
+    const vars = { SESSION_CONTEXT_TRAVEL: "allow", SESSION_CONTEXT_NETWORK: "step-up" };
+    expect((await listAt(session, 0, NEW_YORK, vars)).status).toBe(200);
+    const elsewhere = { ...HONG_KONG, asn: 4760 };
+    await expectError(await listAt(session, 20, elsewhere, vars), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
+    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "step-up", travel: false }]);
+  });
+});
+
 describe("travel: what is not", () => {
   it("jitter inside a city, and a provider's gateway in another city below the minimum distance", async () => {
     const session = await signedIn();

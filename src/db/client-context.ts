@@ -145,10 +145,11 @@ export function seenValues({ context }: ContextCheck, now: Date) {
 
 /**
  * The event's context, on `judgement`'s row: on travel also both places, the distance and the
- * speed (null: no time passed).
+ * speed (null: no time passed), unless travel is allowed: the event of another kind must not
+ * name it (a receiver's risk reason reads it, src/services/ssf/delivery.ts).
  */
 export function contextChange(check: ContextCheck): SQL {
-  if (!told(check).includes("travel")) return judged("change");
+  if (check.policies.travel === "allow" || !told(check).includes("travel")) return judged("change");
   const { latitude, longitude } = check.context;
   const { seenLatitude, seenLongitude } = sessions;
   return sql`CASE WHEN ${judged("travel")} THEN json_insert(${judged("change")}, '$.travel', json_object('from', json_object('latitude', ${seenLatitude}, 'longitude', ${seenLongitude}), 'to', json_object('latitude', ${latitude}, 'longitude', ${longitude}), 'distance_km', CAST(round(${judged("km")}) AS INTEGER), 'speed_kmh', CAST(round(${judged("kmh")}) AS INTEGER))) ELSE ${judged("change")} END`;
