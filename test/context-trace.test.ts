@@ -8,7 +8,8 @@ import {
   DEFAULT_CONTEXT_POLICIES,
   DEFAULT_TRAVEL_LIMITS,
 } from "../src/domain/client-context.ts";
-import { bearer, callWith, d1OfUser, type Network, newUser, sessionCookie } from "./helpers.ts";
+import { countingShards } from "./d1.ts";
+import { bearer, callWith, d1OfUser, databases, type Network, newUser, sessionCookie } from "./helpers.ts";
 
 // The measurement behind the context policies' defaults (BENCHMARKS.md, Session context; run
 // alone with `npm run bench:context`): ordinary journeys and thefts, each a login (saying what
@@ -431,4 +432,34 @@ describe("travel: the journeys and thefts each pair of limits flags", () => {
       expect([journeys, thefts]).toEqual(expected);
     });
   }
+});
+
+describe("recording the place: a mobile carrier's gateways do not write the row on every request", () => {
+  it("rows written by the mobile journeys' requests a minute apart (the first records the place)", async () => {
+    const written: Record<string, number> = {};
+    const mobile = [
+      "mobile addresses churning inside one network",
+      "a US mobile carrier's addresses placed at its gateways in three cities",
+    ];
+    for (const trace of TRACES.filter(({ name }) => mobile.includes(name))) {
+      const [login, ...steps] = trace.steps as [Step, ...Step[]];
+      vi.setSystemTime(START);
+      const { token } = await exports.SessionService.create({
+        userId: newUser(),
+        userAgent: login.userAgent,
+        ...login.network,
+        carrier: trace.carrier,
+      });
+      const counter = countingShards(databases());
+      for (const [minute, { userAgent, network }] of steps.entries()) {
+        vi.setSystemTime(START + (minute + 1) * 60_000);
+        const headers = { ...sessionCookie(token), "User-Agent": userAgent };
+        expect((await callWith(counter.env, "GET", "/auth/sessions", headers, undefined, network)).status).toBe(200);
+      }
+      written[trace.name] = counter.rowsWritten();
+    }
+    // Inside Germany every gateway is within SESSION_TRAVEL_MIN_KM / 4 (500 km) of Frankfurt, the
+    // place recorded; the US carrier's are 945 to 1,200 km apart, each a new place.
+    expect(written).toEqual({ [mobile[0] as string]: 1, [mobile[1] as string]: 4 });
+  });
 });

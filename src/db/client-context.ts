@@ -109,14 +109,26 @@ export function changedUnderOf(judgement: SQL, check: ContextCheck, ...policies:
   return sql`(SELECT ${changedUnder(check, ...policies)} FROM ${judgement})`;
 }
 
-/** Anything recorded of the context differs from the caller's (what it does not tell is kept). */
-export function differs({ context }: ContextCheck): SQL {
+/**
+ * A place is recorded anew only farther than this fraction of SESSION_TRAVEL_MIN_KM from the last
+ * one (500 km by default): a mobile carrier's addresses, placed at its gateways a few hundred km
+ * apart, would otherwise write the row on nearly every request (test/context-trace.test.ts).
+ * Travel is then judged from a place at most a quarter of the minimum off, and a placed use
+ * refreshes a stale place anyway (src/db/authenticated.ts).
+ */
+const PLACE_MOVE_OF_MIN_KM = 0.25;
+
+/**
+ * Anything recorded of the context differs from the caller's (what it does not tell is kept):
+ * the place only once it moved far enough.
+ */
+export function differs({ context, travel }: ContextCheck): SQL {
   const country = context.country === null ? sql`` : sql` OR ${sessions.seenCountry} IS NOT ${context.country}`;
   const asn = context.asn === null ? sql`` : sql` OR ${sessions.seenAsn} IS NOT ${context.asn}`;
   const place =
     context.latitude === null
       ? sql``
-      : sql` OR ${sessions.seenLatitude} IS NOT ${context.latitude} OR ${sessions.seenLongitude} IS NOT ${context.longitude}`;
+      : sql` OR coalesce(${distanceKm(context)} > ${travel.minKm * PLACE_MOVE_OF_MIN_KM}, 1)`;
   return sql`(${sessions.seenBrowser} IS NOT ${context.browser} OR ${sessions.seenOs} IS NOT ${context.os}${country}${asn}${place})`;
 }
 
