@@ -221,6 +221,34 @@ describe("travel: measured from the last use", () => {
   });
 });
 
+describe("travel: from the sign-in's place", () => {
+  it("create records the place (request.cf's): a cookie from Hong Kong 20 minutes after a sign-in in New York is caught at its first use", async () => {
+    const userId = newUser();
+    const session = {
+      ...(await exports.SessionService.create({ userId, userAgent: CHROME_MAC, carrier: "cookie", ...NEW_YORK })),
+      userId,
+    };
+    expect(await placeOf(session)).toEqual({ latitude: 40.7128, longitude: -74.006, at: at(0), held: 0 });
+    await expectError(await listAt(session, 20, HONG_KONG), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
+    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "step-up", travel: true }]);
+  });
+
+  it("a malformed or half place at sign-in is none: the first use records its own", async () => {
+    for (const place of [{ latitude: "north", longitude: "-74.00600" }, { latitude: "40.71280" }]) {
+      const userId = newUser();
+      const session = {
+        ...(await exports.SessionService.create({ userId, userAgent: CHROME_MAC, carrier: "cookie", ...place })),
+        userId,
+      };
+      expect(await placeOf(session)).toEqual({ latitude: null, longitude: null, at: null, held: 0 });
+      expect((await listAt(session, 20, HONG_KONG)).status).toBe(200);
+      expect(await placeOf(session)).toEqual({ latitude: 22.3193, longitude: 114.1694, at: at(20), held: 0 });
+    }
+  });
+});
+
 describe("travel: allowed", () => {
   it("another kind's event leaves travel out, so a receiver is told the change that applied (the network)", async () => {
     const session = await signedIn();
