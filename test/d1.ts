@@ -137,3 +137,36 @@ export function recordingD1(d1: D1Database): { db: D1Database; statements: Recor
   });
   return { db, statements };
 }
+
+/** D1 refuses a statement that binds more than this many values (Cloudflare's D1 limits). */
+export const D1_MAX_BOUND_PARAMETERS = 100;
+
+/** A statement that bound more values than D1 takes: its text and how many. */
+export interface Overbound {
+  sql: string;
+  count: number;
+}
+
+const LIMITED = Symbol.for("session-service.limitBoundParameters");
+
+/**
+ * From now on, every statement bound on `d1`'s kind of binding, in the whole isolate (the tests'
+ * own and the worker's, drizzle's and compiled ones), fails as D1 would refuse it when it binds
+ * more than D1 takes; each is also pushed to `into`, for a file to fail on even when a caller
+ * swallowed the error. Called again (the next file, in the same isolate), only `into` changes.
+ */
+export function limitBoundParameters(d1: D1Database, into: Overbound[]): void {
+  type Bind = (this: { statement?: unknown }, ...values: unknown[]) => unknown;
+  const prototype = Object.getPrototypeOf(d1.prepare("SELECT 1")) as { bind: Bind; [LIMITED]?: Overbound[] };
+  const limited = prototype[LIMITED] !== undefined;
+  prototype[LIMITED] = into;
+  if (limited) return;
+  const bind = prototype.bind;
+  prototype.bind = function (...values) {
+    if (values.length > D1_MAX_BOUND_PARAMETERS) {
+      prototype[LIMITED]?.push({ sql: String(this.statement).slice(0, 300), count: values.length });
+      throw new Error(`D1_ERROR: too many SQL variables (${values.length} bound, D1 takes ${D1_MAX_BOUND_PARAMETERS})`);
+    }
+    return bind.apply(this, values);
+  };
+}

@@ -2,7 +2,7 @@ import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
-import { countingShards } from "./d1.ts";
+import { countingShards, D1_MAX_BOUND_PARAMETERS, type RecordedStatement, recordingD1 } from "./d1.ts";
 import { challengeIn, deviceKey, signProof } from "./device-keys.ts";
 import {
   bearer,
@@ -22,6 +22,7 @@ import {
   REJECTED_CHALLENGE,
   sessionCookie,
   tableSnapshot,
+  wrapShards,
 } from "./helpers.ts";
 
 // Session context checks (src/domain/client-context.ts): a browser's session (issued with carrier
@@ -317,6 +318,45 @@ describe("session context: each policy", () => {
     const session = { ...issued, userId };
     expect(await rowOf(session)).toEqual({ browser: "Firefox", os: "Windows", ...ABROAD, held: 0 });
     expect((await eventsOf(session)).map((event) => event.type)).toEqual(["created", "device_bound"]);
+  });
+
+  it("D1's 100 bound values hold at the worst case: every kind under `end`, Safari's two faces, a bound cookie, a place", async () => {
+    const safari =
+      "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15";
+    const userId = newUser();
+    const issued = (await exports.SessionService.create({
+      userId,
+      userAgent: safari,
+      deviceBound: true,
+    })) as Issued & { secureSessionRegistration: string; boundCookie: string };
+    const key = await deviceKey();
+    const registered = await call("POST", "/auth/dbsc/registration", {
+      Cookie: `${COOKIE_NAME}=${issued.token}`,
+      "User-Agent": safari,
+      "Secure-Session-Response": `"${await signProof(key, challengeIn(issued.secureSessionRegistration), { withKey: true })}"`,
+    });
+    expect(registered.status).toBe(200);
+    const bound = /=([^;]+);/.exec(issued.boundCookie)?.[1];
+    const headers = { Cookie: `${COOKIE_NAME}=${issued.token}; ${COOKIE_NAME}-bound=${bound}`, "User-Agent": safari };
+    const vars = { SESSION_CONTEXT_DEVICE: "end", SESSION_CONTEXT_NETWORK: "end", SESSION_CONTEXT_TRAVEL: "end" };
+    const placed = { ...ABROAD, latitude: "-23.55050", longitude: "-46.63330" };
+    const recorded: RecordedStatement[][] = [];
+    const recording = wrapShards((d1) => {
+      const { db, statements } = recordingD1(d1);
+      recorded.push(statements);
+      return db;
+    });
+    // The head of each operation by token, and each one's own statements (nothing is ended: a bound session is not judged).
+    for (const [method, path] of [
+      ["GET", "/auth/whoami"],
+      ["GET", "/auth/events"],
+      ["DELETE", "/auth/logout?scope=others"],
+      ["GET", "/auth/sessions"],
+    ] as const) {
+      expect((await callWith({ ...vars, ...recording }, method, path, headers, undefined, placed)).status).toBe(200);
+    }
+    const most = Math.max(...recorded.flat().map(({ params }) => params.length));
+    expect(most).toBeLessThanOrEqual(D1_MAX_BOUND_PARAMETERS);
   });
 
   it("a setting that is not a policy is refused like any bad setting", async () => {

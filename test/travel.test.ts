@@ -205,6 +205,63 @@ describe("travel: New York, then Hong Kong 20 minutes later, on the same provide
   });
 });
 
+describe("travel: measured from the last use", () => {
+  it("a `both` session polled as Bearer: a cookie replayed 20 minutes after the last cookie use is judged from that use", async () => {
+    const session = await signedIn("both");
+    expect((await listAt(session, 0, NEW_YORK)).status).toBe(200);
+    // The app's Bearer calls keep its activity fresh; the browser is used from New York 8 hours later.
+    expect((await listAt(session, 478, NEW_YORK, {}, "bearer")).status).toBe(200);
+    expect((await listAt(session, 480, NEW_YORK)).status).toBe(200);
+    expect(await placeOf(session)).toEqual({ latitude: 40.7128, longitude: -74.006, at: at(480), held: 0 });
+    // 5,570 km in 20 minutes; from the place time of minute 0 it would be 668 km/h, a flight.
+    await expectError(await listAt(session, 500, LONDON), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
+    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "step-up", travel: true }]);
+  });
+});
+
+describe("travel: from the sign-in's place", () => {
+  it("create records the place (request.cf's): a cookie from Hong Kong 20 minutes after a sign-in in New York is caught at its first use", async () => {
+    const userId = newUser();
+    const session = {
+      ...(await exports.SessionService.create({ userId, userAgent: CHROME_MAC, carrier: "cookie", ...NEW_YORK })),
+      userId,
+    };
+    expect(await placeOf(session)).toEqual({ latitude: 40.7128, longitude: -74.006, at: at(0), held: 0 });
+    await expectError(await listAt(session, 20, HONG_KONG), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
+    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "step-up", travel: true }]);
+  });
+
+  it("a malformed or half place at sign-in is none: the first use records its own", async () => {
+    for (const place of [{ latitude: "north", longitude: "-74.00600" }, { latitude: "40.71280" }]) {
+      const userId = newUser();
+      const session = {
+        ...(await exports.SessionService.create({ userId, userAgent: CHROME_MAC, carrier: "cookie", ...place })),
+        userId,
+      };
+      expect(await placeOf(session)).toEqual({ latitude: null, longitude: null, at: null, held: 0 });
+      expect((await listAt(session, 20, HONG_KONG)).status).toBe(200);
+      expect(await placeOf(session)).toEqual({ latitude: 22.3193, longitude: 114.1694, at: at(20), held: 0 });
+    }
+  });
+});
+
+describe("travel: allowed", () => {
+  it("another kind's event leaves travel out, so a receiver is told the change that applied (the network)", async () => {
+    const session = await signedIn();
+    const vars = { SESSION_CONTEXT_TRAVEL: "allow", SESSION_CONTEXT_NETWORK: "step-up" };
+    expect((await listAt(session, 0, NEW_YORK, vars)).status).toBe(200);
+    const elsewhere = { ...HONG_KONG, asn: 4760 };
+    await expectError(await listAt(session, 20, elsewhere, vars), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
+    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "step-up", travel: false }]);
+  });
+});
+
 describe("travel: what is not", () => {
   it("jitter inside a city, and a provider's gateway in another city below the minimum distance", async () => {
     const session = await signedIn();
@@ -266,7 +323,8 @@ describe("travel: what is not", () => {
     expect((await listAt(browser, 0, NEW_YORK)).status).toBe(200);
     expect((await listAt(browser, 20, HONG_KONG, {}, "bearer")).status).toBe(200);
     expect((await listAt(browser, 21, NEW_YORK)).status).toBe(200);
-    expect(await placeOf(browser)).toEqual({ latitude: 40.7128, longitude: -74.006, at: at(0), held: 0 });
+    // The cookie's use at minute 21 is the place's time: the Bearer call wrote the activity, not the place.
+    expect(await placeOf(browser)).toEqual({ latitude: 40.7128, longitude: -74.006, at: at(21), held: 0 });
     expect(await eventsOf(browser)).toEqual([created]);
   });
 });

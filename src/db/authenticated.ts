@@ -8,10 +8,12 @@ import {
   acts,
   type ContextCheck,
   changedUnder,
+  changedUnderOf,
   contextChange,
   differs,
   isBrowsers,
   isJudged,
+  judgement as judgementOf,
   seenValues,
 } from "./client-context.ts";
 import { type Compiled, compiledAll, compiledRun, instantAt, placeholder } from "./compiled.ts";
@@ -54,11 +56,11 @@ function build(db: Database, { proof, at, check, writer, write }: ByToken, activ
   const changed = check && sql`(${isBrowsers} AND ${differs(check)})`;
   const stale = activity ? sql`${sessions.lastActiveAt} <= ${staleBefore}` : null;
   const sliding = activity ? at.slidingMaxLifetimeMs : null;
-  const ending = check && acts(check, "end") ? changedUnder(check, at.now, "end") : null;
-  const judged =
-    check && acts(check, "log", "step-up", "end") ? changedUnder(check, at.now, "log", "step-up", "end") : null;
+  const judgement = check && judgementOf(check, at.now, proof.id);
+  const ending = check && acts(check, "end") ? changedUnder(check, "end") : null;
+  const judged = check && acts(check, "log", "step-up", "end") ? changedUnder(check, "log", "step-up", "end") : null;
   const contextEvents =
-    check && judged
+    check && judgement && judged
       ? recordEvents(
           db,
           ending ? sql`CASE WHEN ${ending} THEN 'ended' ELSE 'context_changed' END` : "context_changed",
@@ -67,13 +69,24 @@ function build(db: Database, { proof, at, check, writer, write }: ByToken, activ
           write,
           {
             // The policy that applied: a receiver is told of a session held for step-up (src/services/ssf/delivery.ts).
-            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, at.now, "step-up")} THEN 'step-up' ELSE 'log' END`,
-            context: contextChange(check, at.now),
+            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, "step-up")} THEN 'step-up' ELSE 'log' END`,
+            context: contextChange(check),
           },
+          judgement,
         ).returning()
       : null;
-  const contextEnded = ending ? endSessions(db, sql`${proven} AND ${isJudged} AND ${ending}`) : null;
-  const due = stale && changed ? sql`(${stale} OR ${changed})` : (stale ?? changed);
+  const contextEnded =
+    check && judgement && acts(check, "end")
+      ? endSessions(db, sql`${proven} AND ${isJudged} AND ${changedUnderOf(judgement, check, "end")}`)
+      : null;
+  // Travel is measured from the last use: a placed use refreshes a place time gone stale, even
+  // when the activity was written since (a `both` session's Bearer calls, RPC without a context).
+  const placeStale =
+    check && check.context.latitude !== null
+      ? sql`(${isBrowsers} AND ${sessions.seenPlaceAt} <= ${staleBefore})`
+      : null;
+  const reasons = [stale, changed, placeStale].filter((reason) => reason !== null);
+  const due = reasons.length === 0 ? null : sql`(${sql.join(reasons, sql` OR `)})`;
   const update =
     due === null
       ? null
@@ -84,9 +97,9 @@ function build(db: Database, { proof, at, check, writer, write }: ByToken, activ
             ...(sliding === null ? {} : { expiresAt: renewedExpiry(at, sliding) }),
             ...(check ? seenValues(check, at.now) : {}),
             // SET reads the row as it was: the change is judged against the context before this one.
-            ...(check && acts(check, "step-up")
+            ...(check && judgement && acts(check, "step-up")
               ? {
-                  contextStepUp: sql`${sessions.contextStepUp} OR (${isJudged} AND ${changedUnder(check, at.now, "step-up")})`,
+                  contextStepUp: sql`${sessions.contextStepUp} OR (${isJudged} AND ${changedUnderOf(judgement, check, "step-up")})`,
                 }
               : {}),
           })
@@ -110,8 +123,9 @@ type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
  *     decodes them), for a read that reads no other event of its write;
  *   - `contextEnded`: a change under `end` ends the session;
  *   - `activity`: one UPDATE of the caller's row, when its activity is due (`activity`: every
- *     few minutes, renewing a sliding expiry) or its context differs: records where a
- *     browser's cookie was used, and holds the session for a change under `step-up`.
+ *     few minutes, renewing a sliding expiry), its context differs or its place's time is as
+ *     old: records where and when a browser's cookie was used, and holds the session for a
+ *     change under `step-up`.
  * Rendered once per shape (src/db/compiled.ts): they are most of a request's CPU otherwise.
  * `unrecorded`, as a column of a later read: a change is still not recorded, which only a
  * frozen bucket makes so (its writes are held back); the operation must not answer as if it

@@ -50,8 +50,8 @@ function networkChanged({ country, asn }: ClientContext): SQL | null {
   return sql`(${sessions.seenCountry} != ${country} AND ${sessions.seenAsn} != ${asn})`;
 }
 
-/** Mean Earth radius (IUGG), km. */
-const EARTH_KM = 6371.0088;
+/** Mean Earth radius (IUGG), km: a constant of the SQL text. */
+const EARTH_KM = sql.raw("6371.0088");
 
 /** The great-circle distance in km from the place last seen to the caller's (haversine); null when either is unknown. */
 function distanceKm({ latitude, longitude }: ClientContext): SQL<number | null> {
@@ -61,48 +61,74 @@ function distanceKm({ latitude, longitude }: ClientContext): SQL<number | null> 
   return sql`(2 * ${EARTH_KM} * asin(min(1, sqrt(${h}))))`;
 }
 
-/** Milliseconds since the place last seen was seen. */
-function sinceSeen(now: Date): SQL<number | null> {
-  return sql`(${now.getTime()} - ${sessions.seenPlaceAt})`;
+/** The session's last seen context and the caller's (the after keeps what the caller did not tell), as the event's JSON. */
+function changeOf({ browser, os, country, asn }: ClientContext): SQL {
+  const { seenBrowser, seenOs, seenCountry, seenAsn } = sessions;
+  return sql`json_object('before', json_object('browser', nullif(${seenBrowser}, ''), 'os', nullif(${seenOs}, ''), 'country', ${seenCountry}, 'asn', ${seenAsn}), 'after', json_object('browser', nullif(${browser}, ''), 'os', nullif(${os}, ''), 'country', coalesce(${country}, ${seenCountry}), 'asn', coalesce(${asn}, ${seenAsn})))`;
+}
+
+/** A column of `judgement`'s row. */
+const judged = (column: "device" | "network" | "travel" | "km" | "kmh" | "change") => sql.raw(`"judged"."${column}"`);
+
+/**
+ * The caller's context judged once against the session's row `id` (as it was before the batch's
+ * UPDATE), as a one-row table `judged`: whether each kind changed (null: the context cannot tell),
+ * the distance from the place last seen (km), the speed it needed (kmh; null: no time passed)
+ * and the event's before and after (change). Every statement of the head reads its kinds from
+ * here, so each of the caller's values is bound once per statement: D1 binds at most 100.
+ * Travel: farther than the minimum, and than the top speed covers since; no time passed counts
+ * as too fast.
+ */
+export function judgement(check: ContextCheck, now: Date, id: string): SQL {
+  const { context, travel } = check;
+  const placed = context.latitude !== null;
+  const measured = sql`SELECT ${deviceChanged(context)} AS "device", ${networkChanged(context) ?? sql`NULL`} AS "network", ${placed ? distanceKm(context) : sql`NULL`} AS "km", ${placed ? sql`${now.getTime()} - ${sessions.seenPlaceAt}` : sql`NULL`} AS "since", ${changeOf(context)} AS "change" FROM ${sessions} WHERE ${sessions.id} = ${id}`;
+  return sql`(SELECT "device", "network", ("km" > ${travel.minKm} AND "km" * 3600000 > ${travel.maxKmh} * "since") AS "travel", "km", "km" * 3600000 / nullif(max("since", 0), 0) AS "kmh", "change" FROM (${measured})) AS "judged"`;
+}
+
+/** The kinds the caller's context can tell: a network needs its country and ASN, travel its place. */
+function told({ context }: ContextCheck): ContextKind[] {
+  return CONTEXT_KINDS.filter(
+    (kind) =>
+      (kind !== "network" || (context.country !== null && context.asn !== null)) &&
+      (kind !== "travel" || context.latitude !== null),
+  );
 }
 
 /**
- * The caller is farther from the place last seen than the minimum, and farther than the top
- * speed covers since; null: it cannot be, a place is unknown. No time passed counts as too fast.
+ * A change of a kind whose policy is one of `policies`, on `judgement`'s row (0, never null: an
+ * unknown column judges nothing).
  */
-function travelled(check: ContextCheck, now: Date): SQL | null {
-  if (check.context.latitude === null) return null;
-  const distance = distanceKm(check.context);
-  const { minKm, maxKmh } = check.travel;
-  return sql`(${distance} > ${minKm} AND ${distance} * 3600000 > ${maxKmh} * ${sinceSeen(now)})`;
+export function changedUnder(check: ContextCheck, ...policies: ContextPolicy[]): SQL {
+  const kinds = told(check).filter((kind) => policies.includes(check.policies[kind]));
+  return kinds.length === 0 ? NOTHING : sql`coalesce(${sql.join(kinds.map(judged), sql` OR `)}, 0)`;
 }
 
-/** Each kind of change, as SQL: null when the caller's context cannot tell it. */
-function changes(check: ContextCheck, now: Date): Record<ContextKind, SQL | null> {
-  return {
-    device: deviceChanged(check.context),
-    network: networkChanged(check.context),
-    travel: travelled(check, now),
-  };
+/** `changedUnder` as a value for a statement that reads the session's row alone (a DELETE's, an UPDATE's). */
+export function changedUnderOf(judgement: SQL, check: ContextCheck, ...policies: ContextPolicy[]): SQL {
+  return sql`(SELECT ${changedUnder(check, ...policies)} FROM ${judgement})`;
 }
 
-/** A change of a kind whose policy is one of `policies` (0, never null: an unknown column judges nothing). */
-export function changedUnder(check: ContextCheck, now: Date, ...policies: ContextPolicy[]): SQL {
-  const all = changes(check, now);
-  const kinds = CONTEXT_KINDS.filter((kind) => policies.includes(check.policies[kind]))
-    .map((kind) => all[kind])
-    .filter((kind) => kind !== null);
-  return kinds.length === 0 ? NOTHING : sql`coalesce(${sql.join(kinds, sql` OR `)}, 0)`;
-}
+/**
+ * A place is recorded anew only farther than this fraction of SESSION_TRAVEL_MIN_KM from the last
+ * one (500 km by default): a mobile carrier's addresses, placed at its gateways a few hundred km
+ * apart, would otherwise write the row on nearly every request (test/context-trace.test.ts).
+ * Travel is then judged from a place at most a quarter of the minimum off, and a placed use
+ * refreshes a stale place anyway (src/db/authenticated.ts).
+ */
+const PLACE_MOVE_OF_MIN_KM = 0.25;
 
-/** Anything recorded of the context differs from the caller's (what it does not tell is kept). */
-export function differs({ context }: ContextCheck): SQL {
+/**
+ * Anything recorded of the context differs from the caller's (what it does not tell is kept):
+ * the place only once it moved far enough.
+ */
+export function differs({ context, travel }: ContextCheck): SQL {
   const country = context.country === null ? sql`` : sql` OR ${sessions.seenCountry} IS NOT ${context.country}`;
   const asn = context.asn === null ? sql`` : sql` OR ${sessions.seenAsn} IS NOT ${context.asn}`;
   const place =
     context.latitude === null
       ? sql``
-      : sql` OR ${sessions.seenLatitude} IS NOT ${context.latitude} OR ${sessions.seenLongitude} IS NOT ${context.longitude}`;
+      : sql` OR coalesce(${distanceKm(context)} > ${travel.minKm * PLACE_MOVE_OF_MIN_KM}, 1)`;
   return sql`(${sessions.seenBrowser} IS NOT ${context.browser} OR ${sessions.seenOs} IS NOT ${context.os}${country}${asn}${place})`;
 }
 
@@ -130,16 +156,13 @@ export function seenValues({ context }: ContextCheck, now: Date) {
 }
 
 /**
- * The session's last seen context and the caller's, for the event (the after keeps what the
- * caller did not tell); on travel also both places, the distance and the speed (null: no time passed).
+ * The event's context, on `judgement`'s row: on travel also both places, the distance and the
+ * speed (null: no time passed), unless travel is allowed: the event of another kind must not
+ * name it (a receiver's risk reason reads it, src/services/ssf/delivery.ts).
  */
-export function contextChange(check: ContextCheck, now: Date): SQL {
-  const { browser, os, country, asn, latitude, longitude } = check.context;
-  const { seenBrowser, seenOs, seenCountry, seenAsn, seenLatitude, seenLongitude } = sessions;
-  const change = sql`json_object('before', json_object('browser', nullif(${seenBrowser}, ''), 'os', nullif(${seenOs}, ''), 'country', ${seenCountry}, 'asn', ${seenAsn}), 'after', json_object('browser', nullif(${browser}, ''), 'os', nullif(${os}, ''), 'country', coalesce(${country}, ${seenCountry}), 'asn', coalesce(${asn}, ${seenAsn})))`;
-  const travel = travelled(check, now);
-  if (travel === null) return change;
-  const distance = distanceKm(check.context);
-  const speed = sql`${distance} * 3600000 / nullif(max(${sinceSeen(now)}, 0), 0)`;
-  return sql`CASE WHEN ${travel} THEN json_insert(${change}, '$.travel', json_object('from', json_object('latitude', ${seenLatitude}, 'longitude', ${seenLongitude}), 'to', json_object('latitude', ${latitude}, 'longitude', ${longitude}), 'distance_km', CAST(round(${distance}) AS INTEGER), 'speed_kmh', CAST(round(${speed}) AS INTEGER))) ELSE ${change} END`;
+export function contextChange(check: ContextCheck): SQL {
+  if (check.policies.travel === "allow" || !told(check).includes("travel")) return judged("change");
+  const { latitude, longitude } = check.context;
+  const { seenLatitude, seenLongitude } = sessions;
+  return sql`CASE WHEN ${judged("travel")} THEN json_insert(${judged("change")}, '$.travel', json_object('from', json_object('latitude', ${seenLatitude}, 'longitude', ${seenLongitude}), 'to', json_object('latitude', ${latitude}, 'longitude', ${longitude}), 'distance_km', CAST(round(${judged("km")}) AS INTEGER), 'speed_kmh', CAST(round(${judged("kmh")}) AS INTEGER))) ELSE ${judged("change")} END`;
 }

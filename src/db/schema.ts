@@ -64,8 +64,9 @@ export const sessions = sqliteTable(
     seenOs: text("seen_os"),
     seenCountry: text("seen_country"),
     seenAsn: integer("seen_asn"),
-    // The place last seen (Cloudflare's latitude and longitude, degrees) and when: what travel is
-    // judged against. A use that gives no place keeps them. Null: no place seen yet, nothing judged.
+    // The place last seen (Cloudflare's latitude and longitude, degrees) and when it was last used
+    // from (to within the activity's 5 minutes): what travel is judged against. A use that gives no
+    // place keeps them. Null: no place seen yet, nothing judged.
     seenLatitude: real("seen_latitude"),
     seenLongitude: real("seen_longitude"),
     seenPlaceAt: integer("seen_place_at", { mode: "timestamp_ms" }),

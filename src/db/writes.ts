@@ -84,7 +84,8 @@ export interface EventDetails {
 }
 
 /**
- * Logs an event of `type` for every session matching `matching`. An ending runs in the same
+ * Logs an event of `type` for every session matching `matching`; `joined`, a one-row table its
+ * details and `matching` read too (src/db/client-context.ts `judgement`). An ending runs in the same
  * batch just before the DELETE with the same condition, so the log and the change cannot
  * disagree.
  */
@@ -95,6 +96,7 @@ export function recordEvents(
   writer: Writer,
   write: Write,
   details: EventDetails = {},
+  joined?: SQL,
 ) {
   // Every column the insert writes, in the table's order (drizzle names them, leaving out the
   // computed `bucket`), as one flat template: it is built on every write.
@@ -122,7 +124,9 @@ export function recordEvents(
   const where = matching ? sql`${matching} AND ${notMoving()}` : notMoving();
   return db
     .insert(sessionEvents)
-    .select(sql`SELECT ${sql.join(Object.values(row), sql`, `)} FROM ${sessions} WHERE ${where}`);
+    .select(
+      sql`SELECT ${sql.join(Object.values(row), sql`, `)} FROM ${sessions}${joined ? sql`, ${joined}` : sql``} WHERE ${where}`,
+    );
 }
 
 /** The DELETE that follows `recordEvents` in an ending's batch: the same condition, the same guard. */

@@ -42,6 +42,9 @@ export interface CreateSessionInput {
   city?: string | null;
   /** The login request's `request.cf.asn`: with the country, the network the session starts on. */
   asn?: number | null;
+  /** The login request's `request.cf.latitude` and `.longitude`: where travel is first judged from (both, or none). */
+  latitude?: string | number | null;
+  longitude?: string | number | null;
   /**
    * The account's home region (e.g. `eu`), one the deployment configures: the session is
    * placed only on that region's databases. Omitted: the default region. The login flow
@@ -181,7 +184,8 @@ export async function buildSession(
   const device = parseDevice(userAgent);
   const country = countryOf(input.country);
   // Where the session starts: its first use elsewhere is a change (src/domain/client-context.ts).
-  const seen = clientContext({ userAgent, country, asn: input.asn });
+  const { latitude, longitude } = input;
+  const seen = clientContext({ userAgent, country, asn: input.asn, latitude, longitude });
   const row: NewSession = {
     id,
     secretHash: await hashSecret(secret),
@@ -208,6 +212,9 @@ export async function buildSession(
     seenOs: seen.os,
     seenCountry: seen.country,
     seenAsn: seen.asn,
+    seenLatitude: seen.latitude,
+    seenLongitude: seen.longitude,
+    seenPlaceAt: seen.latitude === null ? null : createdAt,
     carrier,
     data,
   };

@@ -95,6 +95,8 @@ function signIn(request: Request, userId: string) {
     country: cf?.country,
     city: cf?.city,
     asn: cf?.asn,
+    latitude: cf?.latitude,
+    longitude: cf?.longitude,
     factors: ["pwd" as const],
   };
 }

@@ -250,6 +250,8 @@ export const ADMIN_ROUTES: AdminRoute[] = [
         country: { type: ["string", "null"] },
         city: { type: ["string", "null"] },
         asn: { type: ["integer", "null"] },
+        latitude: { type: ["string", "number", "null"] },
+        longitude: { type: ["string", "number", "null"] },
         region: { type: ["string", "null"] },
         factors: { type: "array" },
         assuranceLevel: { type: ["integer", "null"] },
