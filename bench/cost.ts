@@ -118,8 +118,11 @@ function instantOf(config: ReturnType<typeof readConfig>, now: Date): Instant {
   };
 }
 
-/** What wrangler's dev server puts in `request.cf` without a network (miniflare's placeholder). */
-const DEV_SERVER_CF = { country: "US", asn: 395747 };
+/**
+ * What wrangler's dev server puts in `request.cf` without a network (miniflare's placeholder,
+ * Austin): its place too, so that a replayed batch judges travel as the load's requests do.
+ */
+const DEV_SERVER_CF = { country: "US", asn: 395747, latitude: "30.27130", longitude: "-97.74260" };
 
 /** One statement of a batch as D1 gets it. */
 export interface Statement {
