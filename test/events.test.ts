@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import type { EventView } from "../src/domain/event-view.ts";
 import { purge } from "../src/services/purge.ts";
 import { bearer, CHALLENGE, call, expectError, issue, newUser, REJECTED_CHALLENGE, sessionCookie } from "./helpers.ts";
 import { deadTokens, tokenExpiringNow } from "./tokens.ts";
@@ -7,17 +8,6 @@ import { deadTokens, tokenExpiringNow } from "./tokens.ts";
 afterEach(() => {
   vi.useRealTimers();
 });
-
-interface EventView {
-  id: number;
-  type: string;
-  session_id: string;
-  actor_session_id: string | null;
-  ip_address: string | null;
-  created_at: string;
-  reason: string | null;
-  new_device: boolean | null;
-}
 
 async function eventsOf(token: string): Promise<EventView[]> {
   const response = await call("GET", "/auth/events", bearer(token));
