@@ -21,12 +21,12 @@ export const stale: Comparison[] = [];
 const asOne = ({ sql, params }: Query) => JSON.stringify([sql, params]);
 
 export function compareEveryStatement(): void {
-  reportSent(({ shape, values, fresh }, text, statement) => {
+  reportSent(({ shape, values, fresh }, sent) => {
     shapesSent.add(shape);
     const made = dialect.sqlToQuery(fresh().getSQL());
     const comparison = {
       shape,
-      sent: { sql: text, params: dialect.sqlToQuery(statement).params },
+      sent: { sql: sent.sql, params: sent.params },
       // The operation's own placeholders (the bucket, a target id) are the call's in both.
       fresh: { sql: made.sql, params: fillPlaceholders(made.params, values) },
     };

@@ -243,7 +243,8 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     },
     /** The rows `contextEvents` returned, as the table's rows. */
     events: (rows: Record<string, unknown>[] | undefined): SessionEventRow[] => (rows ?? []).map(eventRow),
-    unrecorded: unrecordedOf(check),
+    /** For a builder's own statement, whether the context went unrecorded: built only when asked, as most requests never do. */
+    unrecorded: () => unrecordedOf(check),
     /** For an operation whose own UPDATE of the caller's row records the context instead of `activity`. */
     seen: () => (check ? seenValues(check, at.now) : {}),
   };

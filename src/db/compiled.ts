@@ -1,16 +1,17 @@
-import { fillPlaceholders, SQL, type SQLChunk, type SQLWrapper, StringChunk, sql } from "drizzle-orm";
+import { fillPlaceholders, type Query, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import type { Database } from "./client.ts";
 
 // Rendering a statement to SQL text is most of the CPU a request spends in drizzle (BENCHMARKS.md,
 // Reading). The statements every request by token runs (src/db/authenticated.ts) are rendered once
-// per isolate and shape, with a placeholder for each value, and each call only splices its
-// values into that text: the SQL D1 gets is the same, its values bound as parameters.
+// per isolate and shape, with a placeholder for each value, and each call only fills in its
+// values: the SQL D1 gets is the same, its values bound as parameters.
 // drizzle's own statement rendered once, `.prepare()` with `sql.placeholder`, cannot join a
 // batch (drizzle-orm#2197), and every operation is one batch.
 
 const dialect = new SQLiteAsyncDialect();
-const rendered = new Map<string, { text: string; parts: StringChunk[]; params: unknown[] }>();
+/** Each shape's text and parameters (placeholders among them), and its text as a statement for drizzle's batch to carry. */
+const rendered = new Map<string, Query & { raw: SQL }>();
 
 /** One statement rendered once per shape. */
 export interface Compiled {
@@ -24,8 +25,8 @@ export interface Compiled {
   fresh: () => SQLWrapper;
 }
 
-/** Told of a compiled statement as sent: what it was compiled from, its text, the SQL its values are bound from. */
-export type Report = (compiled: Compiled, text: string, statement: SQL) => void;
+/** Told of a compiled statement as sent: what it was compiled from, and its text and values as D1 gets them. */
+export type Report = (compiled: Compiled, sent: Query) => void;
 
 let report: Report | null = null;
 
@@ -39,42 +40,39 @@ export function reportSent(to: Report | null): void {
   report = to;
 }
 
-function compiled(call: Compiled) {
+function compiled(call: Compiled): Query & { raw: SQL } {
   const { shape, once, values } = call;
   let entry = rendered.get(shape);
   if (!entry) {
     const query = dialect.sqlToQuery(once().getSQL());
-    // The text between parameters, to splice each call's values into: drizzle's batch takes a
-    // raw statement's values only by rendering it (below). Only their order counts: D1 is sent
-    // `text` (a `?` in a literal only shifts the parts and leaves the last out).
-    const parts = query.sql.split("?").map((part) => new StringChunk(part));
-    entry = { text: query.sql, parts, params: query.params };
+    entry = { ...query, raw: sql.raw(query.sql) };
     rendered.set(shape, entry);
   }
-  // The statement as drizzle's own chunks: the text's parts, each of this call's values a parameter.
-  const { parts } = entry;
-  const bound = fillPlaceholders(entry.params, values);
-  const statement = new SQL([parts[0], ...bound.flatMap((value, i): SQLChunk[] => [sql.param(value), parts[i + 1]])]);
-  report?.(call, entry.text, statement);
-  return { statement, text: entry.text };
+  const sent = { sql: entry.sql, params: fillPlaceholders(entry.params, values), raw: entry.raw };
+  report?.(call, sent);
+  return sent;
 }
 
 // drizzle 0.45 batches a raw query with parameters only if it carries the D1 statement to bind
-// (`stmt`, @internal), which its builders set and `db.run` / `db.all` do not (drizzle-orm#2277).
-function batchable<Q extends object>(db: Database, query: Q, text: string): Q {
-  return Object.assign(query, { stmt: db.$client.prepare(text) });
+// (`stmt`, @internal), which its builders set and `db.run` / `db.all` do not (drizzle-orm#2277),
+// and it takes the values to bind from `getQuery()`, which renders the query's SQL anew: handed
+// the text and values already made, a request renders nothing (walking a head of 40 parameters
+// chunk by chunk was a third of whoami's CPU, BENCHMARKS.md, Reading).
+function batchable<Q extends object>(db: Database, query: Q, sent: Query, method: "run" | "all"): Q {
+  const made = { sql: sent.sql, params: sent.params, method };
+  return Object.assign(query, { stmt: db.$client.prepare(sent.sql), getQuery: () => made });
 }
 
 /** A compiled statement that answers nothing (UPDATE, DELETE), for a batch. */
 export function compiledRun(db: Database, statement: Compiled) {
-  const { statement: query, text } = compiled(statement);
-  return batchable(db, db.run(query), text);
+  const sent = compiled(statement);
+  return batchable(db, db.run(sent.raw), sent, "run");
 }
 
 /** A compiled statement that answers rows (RETURNING), each an object by column name, for a batch. */
 export function compiledAll(db: Database, statement: Compiled) {
-  const { statement: query, text } = compiled(statement);
-  return batchable(db, db.all<Record<string, unknown>>(query), text);
+  const sent = compiled(statement);
+  return batchable(db, db.all<Record<string, unknown>>(sent.raw), sent, "all");
 }
 
 /**

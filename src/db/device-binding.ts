@@ -69,7 +69,7 @@ export async function registerBinding(
           thumbprint: sessions.dbscKeyThumbprint,
           held: sessions.contextStepUp,
           support: sessions.supportAgent,
-          unrecorded: head.unrecorded.mapWith(Boolean).as("context_unrecorded"),
+          unrecorded: head.unrecorded().mapWith(Boolean).as("context_unrecorded"),
         })
         .from(sessions)
         .where(isTokenOf(proof, at)),
