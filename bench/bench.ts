@@ -33,7 +33,7 @@ import { readConfig } from "../src/domain/config.ts";
 import { measureBundle } from "../test/checks/bundle-size.ts";
 import { COST_TABLE_SIZES, type Cost, measureCosts } from "./cost.ts";
 import { fmt, log, PROJECT, problems } from "./harness.ts";
-import { fire, loadRows, REPETITIONS, type Row, type Run, WARMUP_AMOUNT } from "./load.ts";
+import { fire, loadRows, REPETITIONS, type Row, type Run, sizeAnswers, WARMUP_AMOUNT } from "./load.ts";
 import { type OwnTime, operationTimes, ownTimes, partTimes } from "./own-time.ts";
 import { markdownOf, writeIntoBenchmarksMd } from "./report.ts";
 import { BIG_TABLE, seedUsers } from "./seed.ts";
@@ -117,6 +117,7 @@ async function main(): Promise<void> {
     const loadStartTime = performance.now();
     try {
       await checkServed(service.url);
+      await sizeAnswers(urls, rows);
       log("warming up");
       for (const row of rows.filter((row) => !row.destructive)) await fire(urls[row.server], row, WARMUP_AMOUNT);
       for (let r = 0; r < REPETITIONS; r++) {

@@ -54,10 +54,19 @@ export interface Row {
   destructive?: true;
   /** The operation it runs, whose rows written (at `n`) the table shows. */
   cost?: CostKey;
-  /** A service row whose own batch a replay row replays: the same name on both (its share of the replay is shown). */
+  /**
+   * A service row whose own batch a replay row replays: the same name on both (its share of the
+   * replay is shown); or a replay row that also answers as that service row (`answersAs`).
+   */
   batch?: string;
   /** A replay row: the `batch` of the service row whose batch it replays. */
   replays?: string;
+  /**
+   * A replay row that also answers as many bytes as this service row (its `batch`) does; `bytes`
+   * is that size, read from one request once the servers are up (`sizeAnswers`).
+   */
+  answersAs?: string;
+  bytes?: number;
   /** One request each: distinct tokens for the destructive operations. */
   requests: () => CannonRequest[];
 }
@@ -149,13 +158,36 @@ export function fire(base: URL, row: Row, amount = AMOUNT): Promise<Run> {
 /** A row of the bare worker replaying `what` (`POST /batch`: its statements as one batch, from a JSON body). */
 function replayRow(n: number, what: string, batch: Statement[]): Row {
   const body = JSON.stringify(batch);
-  return {
+  const row: Row = {
     label: `bare Hono worker replaying ${what}, from a JSON body`,
     n,
     server: "bare",
     status: 200,
-    requests: () => [{ method: "POST", path: "/batch", headers: { "content-type": "application/json" }, body }],
+    requests: () => [
+      {
+        method: "POST",
+        path: row.bytes === undefined ? "/batch" : `/batch?bytes=${row.bytes}`,
+        headers: { "content-type": "application/json" },
+        body,
+      },
+    ],
   };
+  return row;
+}
+
+/**
+ * Each row that answers as another does (`answersAs`) gets that row's answer size, from one
+ * request of it: the bytes the service writes, and the harness carries, for every request.
+ */
+export async function sizeAnswers(urls: Record<Row["server"], URL>, rows: Row[]): Promise<void> {
+  for (const row of rows.filter((row) => row.answersAs !== undefined)) {
+    const like = rows.find((other) => other.batch === row.answersAs) as Row;
+    const { method, path, headers } = like.requests()[0] as CannonRequest;
+    const response = await fetch(new URL(path as string, urls[like.server]), { method, headers });
+    row.bytes = (await response.arrayBuffer()).byteLength;
+    if (response.status !== like.status) problems.push(`${like.label} (${like.n}): ${response.status} when sized`);
+    row.label = row.label.replace("{bytes}", row.bytes.toLocaleString("en-US"));
+  }
 }
 
 /** The sessions a whoami or token row's user holds: the size of the load's smaller list (its rows do not depend on it). */
@@ -254,11 +286,21 @@ export async function loadRows(env: Env, config: ReturnType<typeof readConfig>):
     });
     // The same batch (statements and values) replayed by the bare worker: what the list's SQL
     // costs on this harness without the service's own work around it.
+    const listBatch = await listBatchOf(env, config, reader);
     rows.push({
-      ...replayRow(n, "the list's batch (its statements and values)", await listBatchOf(env, config, reader)),
+      ...replayRow(n, "the list's batch (its statements and values)", listBatch),
       cost: "list",
       replays: `list ${n}`,
     });
+    // ...answering as many bytes as the list: what the answer's size alone costs on this harness,
+    // its share of the replay above.
+    rows.push(
+      Object.assign(replayRow(n, "the list's batch and answering as many bytes ({bytes} B)", listBatch), {
+        cost: "list" as const,
+        batch: `list ${n}`,
+        answersAs: `list ${n}`,
+      }),
+    );
     // The floor under any list: the same user's sessions read with nothing to prove, judge or record.
     rows.push(
       replayRow(

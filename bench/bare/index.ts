@@ -2,8 +2,21 @@
 // baseline every row is divided by; `GET /d1` adds one D1 round trip that reads no table, the
 // floor of any answer that needs the database, to tell the service's costs from the platform's;
 // `POST /batch` runs the statements it is sent as one batch (the service's list, replayed), to
-// tell an operation's SQL from the service's work around it.
+// tell an operation's SQL from the service's work around it; `POST /batch?bytes=N` answers N bytes
+// as well, made once: what an answer's size alone costs on this harness.
 import { Hono } from "hono";
+
+const answers = new Map<number, string>();
+
+/** A JSON string of exactly `bytes` bytes, made once per size. */
+function answerOf(bytes: number): string {
+  let answer = answers.get(bytes);
+  if (answer === undefined) {
+    answer = JSON.stringify("x".repeat(bytes - 2));
+    answers.set(bytes, answer);
+  }
+  return answer;
+}
 
 export default new Hono<{ Bindings: { DB: D1Database } }>()
   .get("/", (c) => c.text("ok"))
@@ -11,5 +24,6 @@ export default new Hono<{ Bindings: { DB: D1Database } }>()
   .post("/batch", async (c) => {
     const statements = await c.req.json<{ sql: string; params: unknown[] }[]>();
     const results = await c.env.DB.batch(statements.map(({ sql, params }) => c.env.DB.prepare(sql).bind(...params)));
-    return c.json(results.length);
+    const bytes = Number(c.req.query("bytes") ?? 0);
+    return bytes > 0 ? c.body(answerOf(bytes), 200, { "Content-Type": "application/json" }) : c.json(results.length);
   });
