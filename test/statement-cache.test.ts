@@ -196,6 +196,7 @@ describe("the statement cache", () => {
         "list",
         "authenticate:caller",
         "events:caller",
+        "events",
         ...["delete-own", "delete-other", "logout-all", "logout-others"].flatMap((operation) =>
           ["caller", "recorded", "ended", "logged"].map((statement) => `${operation}:${statement}`),
         ),

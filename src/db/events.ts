@@ -10,11 +10,12 @@ import type { ContextCheck } from "./client-context.ts";
 import { EVENT_VIEW } from "./event-view.ts";
 import { type Caller, ownerOf, type TokenProof } from "./liveness.ts";
 import { sessionEvents } from "./schema.ts";
+import { arrayText } from "./session-view.ts";
 import type { Place } from "./shards.ts";
 import { type Logged, newWrite, type Writer } from "./writes.ts";
 
 /** A user's events, through the one index: under the user's bucket (src/db/schema.ts `bucket`). */
-export function eventsOf(bucket: string, userId: string | SQLWrapper): SQL | undefined {
+export function eventsOf(bucket: string | SQLWrapper, userId: string | SQLWrapper): SQL | undefined {
   return and(eq(sessionEvents.bucket, bucket), eq(sessionEvents.userId, userId));
 }
 
@@ -32,32 +33,34 @@ export async function listEvents(
   const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
     const head = authenticated(db, token, true);
-    // The newest events, each written as the log shows it (./event-view.ts), then gathered in one value.
-    const recent = db
-      .select({
-        view: sql<string>`json(${EVENT_VIEW})`.as("view"),
-        createdAt: sessionEvents.createdAt,
-        id: sessionEvents.id,
-      })
-      .from(sessionEvents)
-      .where(eventsOf(place.bucket, ownerOf(proof, at)))
-      .orderBy(desc(sessionEvents.createdAt), desc(sessionEvents.id))
-      .limit(EVENTS_LISTED)
-      .as("recent");
     const { contextEvents, read, events } = await batchNamed(db, {
       ...head.statements,
       read: head.callerRow("events", place.bucket),
-      events: db
-        .select({
-          list: sql<
-            JsonText<EventView[]>
-          >`json_group_array(json(${recent.view}) ORDER BY ${recent.createdAt} DESC, ${recent.id} DESC)`,
-        })
-        .from(recent),
+      // Rendered once per shape, as the head is: the newest events, each written as the log
+      // shows it (./event-view.ts), then gathered in one value.
+      events: head.also("events", { bucket: place.bucket }, (t, _unrecorded, P) => {
+        const recent = db
+          .select({
+            view: sql<string>`json(${EVENT_VIEW})`.as("view"),
+            createdAt: sessionEvents.createdAt,
+            id: sessionEvents.id,
+          })
+          .from(sessionEvents)
+          .where(eventsOf(P("bucket"), ownerOf(t.proof, t.at)))
+          .orderBy(desc(sessionEvents.createdAt), desc(sessionEvents.id))
+          .limit(EVENTS_LISTED)
+          .as("recent");
+        return db
+          .select({
+            list: sql`json_group_array(json(${recent.view}) ORDER BY ${recent.createdAt} DESC, ${recent.id} DESC)`.as(
+              "list",
+            ),
+          })
+          .from(recent);
+      }),
     });
     const { caller, move } = callerAndMove(read[0]);
-    // An aggregate over no row is still one row, `[]`.
-    const answer = { caller, events: events[0]?.list ?? ("[]" as JsonText<EventView[]>) };
+    const answer = { caller, events: arrayText<EventView>(events[0]?.list) };
     return {
       answer: { answer, events: head.events(contextEvents), db },
       move,

@@ -3,9 +3,10 @@ import type { Instant } from "../domain/clock.ts";
 import type { EventType } from "../domain/events.ts";
 import type { BackendSessionView, JsonText, SessionView } from "../domain/session-view.ts";
 import { authenticated, type ByToken, callerAndMove, callerValue, tail } from "./authenticated.ts";
-import { moveOf, moveState, onBucket } from "./buckets.ts";
+import { moveState, moveStateOf, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
+import { compiledAll, instantAt, placeholder } from "./compiled.ts";
 import {
   type Caller,
   isFreshCaller,
@@ -16,7 +17,7 @@ import {
   type TokenProof,
 } from "./liveness.ts";
 import { sessions } from "./schema.ts";
-import { BACKEND_SESSION_VIEW, SESSION_VIEW, sessionListJson } from "./session-view.ts";
+import { arrayText, BACKEND_SESSION_VIEW, SESSION_VIEW, sessionListJson } from "./session-view.ts";
 import type { Place, Shard } from "./shards.ts";
 import {
   type EventDetails,
@@ -53,19 +54,10 @@ export async function authenticate(
 }
 
 /**
- * The matching sessions as the list shows them, newest first, as one JSON value of one row
- * (src/db/session-view.ts). With `caller`, the same row carries the caller too (a JSON value,
- * null when the token proves no session), so a list by token costs no statement of its own to prove it.
- */
-function listText(value: unknown): JsonText<SessionView[]> {
-  // An aggregate over no row is still one row, `[]`: only a bug leaves it out.
-  if (typeof value !== "string") throw new Error("the list's row has no list");
-  return value as JsonText<SessionView[]>;
-}
-
-/**
  * The caller (null when the token is not live) and its user's live sessions, newest first
- * (none when the caller is held for step-up).
+ * (none when the caller is held for step-up), as the list shows them: one JSON value of one row
+ * (src/db/session-view.ts), which carries the caller too, so a list by token costs no statement
+ * of its own to prove it.
  */
 export async function listSessionsByToken(
   place: Place,
@@ -94,7 +86,7 @@ export async function listSessionsByToken(
     });
     const row = rows[0];
     const { caller, move } = callerAndMove(row);
-    const answer = { caller, sessions: listText(row?.list) };
+    const answer = { caller, sessions: arrayText<SessionView>(row?.list) };
     return {
       answer: { answer, events: head.events(contextEvents), db },
       move,
@@ -103,21 +95,40 @@ export async function listSessionsByToken(
   });
 }
 
-/** A user's live sessions in the list's order, for the rest of the system (no token, no touch). */
+/**
+ * A user's live sessions in the list's order, for the rest of the system (no token, no touch):
+ * one statement, its one row carrying the bucket's move state too, rendered once per shape as
+ * the statements by token are (src/db/compiled.ts).
+ */
 export async function listSessionsByUserId(
   place: Place,
   userId: string,
   at: Instant,
 ): Promise<JsonText<BackendSessionView[]>> {
   return onBucket(place, async (db) => {
-    const { listed, move } = await batchNamed(db, {
-      listed: db
-        .select({ list: sessionListJson<BackendSessionView>(BACKEND_SESSION_VIEW) })
+    const build = (user: string, on: Instant, bucket: string | Placeholder) =>
+      db
+        .select({
+          list: sessionListJson<BackendSessionView>(BACKEND_SESSION_VIEW).as("list"),
+          move: moveState(bucket).as("move"),
+        })
         .from(sessions)
-        .where(and(eq(sessions.userId, userId), isLive(at))),
-      move: moveOf(db, place.bucket),
+        .where(and(eq(sessions.userId, user), isLive(on)));
+    const { listed } = await batchNamed(db, {
+      listed: compiledAll(db, {
+        shape: `userList:${at.idleCutoff !== null}`,
+        once: () =>
+          build(
+            placeholder("userId"),
+            { ...at, now: instantAt("now"), idleCutoff: at.idleCutoff && instantAt("idleCutoff") },
+            placeholder("bucket"),
+          ),
+        values: { userId, bucket: place.bucket, now: at.now.getTime(), idleCutoff: at.idleCutoff?.getTime() },
+        fresh: () => build(userId, at, place.bucket),
+      }),
     });
-    return { answer: listText(listed[0]?.list), move: move[0], blocked: false };
+    const row = listed[0];
+    return { answer: arrayText<BackendSessionView>(row?.list), move: moveStateOf(row?.move), blocked: false };
   });
 }
 
