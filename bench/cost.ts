@@ -155,12 +155,20 @@ async function recordedBatch(env: Env, caller: Seeded, run: (place: Place) => Pr
   return batch;
 }
 
-/** `GET /auth/sessions` for the user holding `own`, as the route runs it for a load request (its browser, the dev server's `request.cf`). */
-export function listBatchOf(env: Env, config: ReturnType<typeof readConfig>, own: Seeded[]) {
+/**
+ * `GET /auth/sessions` (or, given `listEvents`, `GET /auth/events`) for the user holding `own`, as
+ * the route runs it for a load request (its browser, the dev server's `request.cf`).
+ */
+export function listBatchOf(
+  env: Env,
+  config: ReturnType<typeof readConfig>,
+  own: Seeded[],
+  list: typeof listSessionsByToken | typeof listEvents = listSessionsByToken,
+) {
   const caller = own[0] as Seeded;
   const context = clientContext({ userAgent: caller.userAgent, ...DEV_SERVER_CF });
   return recordedBatch(env, caller, async (place) =>
-    listSessionsByToken(
+    list(
       place,
       await proofOf(caller.token),
       instantOf(config, new Date()),

@@ -2,6 +2,7 @@
 // worker on wrangler's dev server, each destructive request on a session of its own.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { listEvents } from "../src/db/events.ts";
 import type { readConfig } from "../src/domain/config.ts";
 import { authenticateBatchOf, type CostKey, listBatchOf, type Statement, userListBatchOf } from "./cost.ts";
 import { problems } from "./harness.ts";
@@ -301,6 +302,26 @@ export async function loadRows(env: Env, config: ReturnType<typeof readConfig>):
         answersAs: `list ${n}`,
       }),
     );
+    // The same user's security log, one `created` event per session, beside its own batch replayed.
+    rows.push({
+      label: "`GET /auth/events`",
+      n,
+      server: "service",
+      against: "ceiling",
+      cost: "events",
+      batch: `events ${n}`,
+      status: 200,
+      requests: () => [{ method: "GET", path: "/auth/events", headers: browser(reader[0] as Seeded) }],
+    });
+    rows.push({
+      ...replayRow(
+        n,
+        "the log's batch (its statements and values)",
+        await listBatchOf(env, config, reader, listEvents),
+      ),
+      cost: "events",
+      replays: `events ${n}`,
+    });
     // The floor under any list: the same user's sessions read with nothing to prove, judge or record.
     rows.push(
       replayRow(
