@@ -37,6 +37,18 @@ export {
   type Responses,
 } from "./openapi-parts.ts";
 
+/** The device a session signed in from, as the list and the report page show it. */
+const DEVICE = {
+  type: "object",
+  required: ["browser", "os", "type"],
+  properties: {
+    browser: { type: ["string", "null"] },
+    os: { type: ["string", "null"] },
+    type: { type: "string", enum: DEVICE_TYPES },
+  },
+  additionalProperties: false,
+} as const;
+
 /** A listed session, as its user sees it. */
 const SESSION = {
   type: "object",
@@ -64,16 +76,7 @@ const SESSION = {
     expires_at: ref("schemas/Timestamp"),
     last_active_at: ref("schemas/Timestamp"),
     location: { type: ["string", "null"], description: "`City, CC` where the edge saw the login, when known." },
-    device: {
-      type: "object",
-      required: ["browser", "os", "type"],
-      properties: {
-        browser: { type: ["string", "null"] },
-        os: { type: ["string", "null"] },
-        type: { type: "string", enum: DEVICE_TYPES },
-      },
-      additionalProperties: false,
-    },
+    device: ref("schemas/Device"),
     device_bound: {
       const: true,
       description:
@@ -257,6 +260,7 @@ export const openApiDocument: OpenApiDocument = {
       },
     },
     schemas: {
+      Device: DEVICE,
       Delivery: {
         oneOf: [
           {

@@ -1,4 +1,3 @@
-import { DEVICE_TYPES } from "../../domain/device.ts";
 import {
   AUTH_ERRORS,
   CHALLENGE,
@@ -69,16 +68,7 @@ export const reportedSignInSchema = {
     name: { type: "string" },
     ip_address: { type: "string" },
     location: { type: ["string", "null"] },
-    device: {
-      type: "object",
-      required: ["browser", "os", "type"],
-      properties: {
-        browser: { type: ["string", "null"] },
-        os: { type: ["string", "null"] },
-        type: { type: "string", enum: DEVICE_TYPES },
-      },
-      additionalProperties: false,
-    },
+    device: ref("schemas/Device"),
     created_at: ref("schemas/Timestamp"),
     last_active_at: ref("schemas/Timestamp"),
   },
