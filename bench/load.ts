@@ -182,7 +182,7 @@ function replayRow(n: number, what: string, batch: Statement[]): Row {
  */
 export async function sizeAnswers(urls: Record<Row["server"], URL>, rows: Row[]): Promise<void> {
   for (const row of rows.filter((row) => row.answersAs !== undefined)) {
-    const like = rows.find((other) => other.batch === row.answersAs) as Row;
+    const like = rows.find((other) => other.server === "service" && other.batch === row.answersAs) as Row;
     const { method, path, headers } = like.requests()[0] as CannonRequest;
     const response = await fetch(new URL(path as string, urls[like.server]), { method, headers });
     row.bytes = (await response.arrayBuffer()).byteLength;

@@ -13,14 +13,15 @@ import {
   endAllSessionsByToken,
   endOtherSessionsByToken,
   listSessionsByToken,
+  listSessionsByUserId,
 } from "../src/db/sessions.ts";
 import type { Place } from "../src/db/shards.ts";
 import type { ClientContext, ContextPolicies, TravelLimits } from "../src/domain/client-context.ts";
 import { difference, shapesSent, stale } from "./fresh-renders.ts";
 import { d1, shardBindings } from "./helpers.ts";
 
-// The statements by token are rendered once per shape and each call's values spliced in
-// (src/db/compiled.ts). test/setup.ts compares every one the suite sends with a fresh render
+// The statements by token and the lists' are rendered once per shape and each call's values
+// filled in (src/db/compiled.ts). test/setup.ts compares every one the suite sends with a fresh render
 // of its call; here every operation by token runs from one input, then with each field of it
 // changed alone, on the cache the runs before it filled: first to each other value of what
 // changes the SQL text (a shape that leaves one out sends an earlier call's statement, which
@@ -219,5 +220,23 @@ describe("the statement cache", () => {
       { shape: "step-up left out", sent: "SELECT 1", fresh: "SELECT 1 WHERE 1" },
       { shape: "id frozen", sentParams: ["first"], freshParams: ["second"] },
     ]);
+  });
+
+  it("sends what a fresh render gives for a backend's list (listUserSessions), an idle timeout or none each its own shape", async () => {
+    const place: Place = { binding, db, bucket: BASE.bucket, elsewhere: () => null };
+    for (const idleCutoff of [BEFORE(1_209_600_000), null, BEFORE(60_000), null])
+      await listSessionsByUserId(place, "someone", { ...BASE.at, idleCutoff });
+    expect(stale.map(difference)).toEqual([]);
+    expect([...shapesSent].filter((shape) => shape.startsWith("userList:"))).toEqual([
+      "userList:true",
+      "userList:false",
+    ]);
+  });
+
+  it("runs a compiled statement only in a batch: awaited alone it is refused, never sent without its values", async () => {
+    const build = () => sql`SELECT ${1}`;
+    await expect(compiledRun(db, { shape: "alone", once: build, values: {}, fresh: build })).rejects.toThrow(
+      "compiled statement outside a batch",
+    );
   });
 });

@@ -68,7 +68,8 @@ interface BucketAnswer<T> {
 }
 
 /**
- * Runs one operation (`run`: one batch ending with `moveOf`) on the place's bucket. No move:
+ * Runs one operation (`run`: one batch that reads the bucket's move state, `moveOf` or
+ * `moveState`) on the place's bucket. No move:
  * the answer. `frozen` (being copied away): a read's answer stands, since the rows here stay
  * the truth until the move's last step (its activity touch was skipped); a write that did
  * something before the freeze answers that, any other was held back: BucketMoving. `moved`:

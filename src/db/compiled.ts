@@ -3,8 +3,8 @@ import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import type { Database } from "./client.ts";
 
 // Rendering a statement to SQL text is most of the CPU a request spends in drizzle (BENCHMARKS.md,
-// Reading). The statements every request by token runs (src/db/authenticated.ts) are rendered once
-// per isolate and shape, with a placeholder for each value, and each call only fills in its
+// Reading). The statements every request by token runs (src/db/authenticated.ts) and the lists'
+// are rendered once per isolate and shape, with a placeholder for each value, and each call only fills in its
 // values: the SQL D1 gets is the same, its values bound as parameters.
 // drizzle's own statement rendered once, `.prepare()` with `sql.placeholder`, cannot join a
 // batch (drizzle-orm#2197), and every operation is one batch.
@@ -58,9 +58,14 @@ function compiled(call: Compiled): Query & { raw: SQL } {
 // and it takes the values to bind from `getQuery()`, which renders the query's SQL anew: handed
 // the text and values already made, a request renders nothing (walking a head of 40 parameters
 // chunk by chunk was a third of whoami's CPU, BENCHMARKS.md, Reading).
+// Awaited alone, drizzle would run the text without its values: a caller that does is a bug.
 function batchable<Q extends object>(db: Database, query: Q, sent: Query, method: "run" | "all"): Q {
   const made = { sql: sent.sql, params: sent.params, method };
-  return Object.assign(query, { stmt: db.$client.prepare(sent.sql), getQuery: () => made });
+  return Object.assign(query, {
+    stmt: db.$client.prepare(sent.sql),
+    getQuery: () => made,
+    execute: () => Promise.reject(new Error("compiled statement outside a batch")),
+  });
 }
 
 /** A compiled statement that answers nothing (UPDATE, DELETE), for a batch. */
