@@ -57,16 +57,16 @@ export interface Row {
   cost?: CostKey;
   /**
    * A service row whose own batch a replay row replays: the same name on both (its share of the
-   * replay is shown); or a replay row that also answers as that service row (`answersAs`).
+   * replay is shown); or a `sized` replay row, which answers as that service row does.
    */
   batch?: string;
   /** A replay row: the `batch` of the service row whose batch it replays. */
   replays?: string;
   /**
-   * A replay row that also answers as many bytes as this service row (its `batch`) does; `bytes`
+   * A replay row that also answers as many bytes as the service row of its `batch` does; `bytes`
    * is that size, read from one request once the servers are up (`sizeAnswers`).
    */
-  answersAs?: string;
+  sized?: true;
   bytes?: number;
   /** One request each: distinct tokens for the destructive operations. */
   requests: () => CannonRequest[];
@@ -177,12 +177,12 @@ function replayRow(n: number, what: string, batch: Statement[]): Row {
 }
 
 /**
- * Each row that answers as another does (`answersAs`) gets that row's answer size, from one
- * request of it: the bytes the service writes, and the harness carries, for every request.
+ * Each `sized` row gets the answer size of the service row of its `batch`, from one request of
+ * it: the bytes the service writes, and the harness carries, for every request.
  */
 export async function sizeAnswers(urls: Record<Row["server"], URL>, rows: Row[]): Promise<void> {
-  for (const row of rows.filter((row) => row.answersAs !== undefined)) {
-    const like = rows.find((other) => other.server === "service" && other.batch === row.answersAs) as Row;
+  for (const row of rows.filter((row) => row.sized)) {
+    const like = rows.find((other) => other.server === "service" && other.batch === row.batch) as Row;
     const { method, path, headers } = like.requests()[0] as CannonRequest;
     const response = await fetch(new URL(path as string, urls[like.server]), { method, headers });
     row.bytes = (await response.arrayBuffer()).byteLength;
@@ -299,7 +299,7 @@ export async function loadRows(env: Env, config: ReturnType<typeof readConfig>):
       Object.assign(replayRow(n, "the list's batch and answering as many bytes ({bytes} B)", listBatch), {
         cost: "list" as const,
         batch: `list ${n}`,
-        answersAs: `list ${n}`,
+        sized: true as const,
       }),
     );
     // The same user's security log, one `created` event per session, beside its own batch replayed.

@@ -4,8 +4,8 @@ import type { Database } from "./client.ts";
 
 // Rendering a statement to SQL text is most of the CPU a request spends in drizzle (BENCHMARKS.md,
 // Reading). The statements every request by token runs (src/db/authenticated.ts) and the lists'
-// are rendered once per isolate and shape, with a placeholder for each value, and each call only fills in its
-// values: the SQL D1 gets is the same, its values bound as parameters.
+// are rendered once per isolate and shape, with a placeholder for each value, and each call only
+// fills in its values: the SQL D1 gets is the same, its values bound as parameters.
 // drizzle's own statement rendered once, `.prepare()` with `sql.placeholder`, cannot join a
 // batch (drizzle-orm#2197), and every operation is one batch.
 
