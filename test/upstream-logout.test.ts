@@ -709,6 +709,18 @@ describe("global token revocation", () => {
     });
   });
 
+  it("three round trips: its JWT's claim, the subject's link, then one batch on the user's database", async () => {
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(user, subject, "sid-A");
+    const counter = countingShards(databases());
+    await expectDone(await revoke(subject, `Bearer ${await jwt()}`, { bindings: { ...VARS, ...counter.env } }), 204);
+    const trips = Object.values(counter.roundTrips()).reduce((sum, count) => sum + count, 0);
+    expect(trips).toBe(3);
+    expect(counter.roundTrips()[await bindingOfUser(user)]).toBeGreaterThanOrEqual(1);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
   it("its JWT's aud may be an array that contains this URL, and its typ absent", async () => {
     const user = newUser();
     const subject = `sub-${crypto.randomUUID()}`;
