@@ -45,8 +45,9 @@ export interface Logged<T> {
 }
 
 /**
- * One write operation: a random id and its instant, stamped on every event it logs. Events
- * are found again by `created_at` (indexed) and then the id, so the id needs no index.
+ * One write operation: a random id and its instant (a placeholder in a statement rendered
+ * once, src/db/compiled.ts), stamped on every event it logs. Events are found again by
+ * `created_at` (indexed) and then the id, so the id needs no index.
  */
 export interface Write {
   id: string;
