@@ -16,8 +16,8 @@ import {
   judgement as judgementOf,
   seenValues,
 } from "./client-context.ts";
-import { type Compiled, compiledAll, compiledRun, instantAt, placeholder } from "./compiled.ts";
-import { ACTIVITY_WRITE_INTERVAL_MS, type Caller, isProvenBy, type TokenProof } from "./liveness.ts";
+import { type Compiled, compiledAll, compiledRun, millis, placeholders } from "./compiled.ts";
+import { ACTIVITY_WRITE_INTERVAL_MS, type At, type Caller, isProvenBy, type TokenProof } from "./liveness.ts";
 import { type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 import { endSessions, loggedBy, recordEvents, type Write, type Writer } from "./writes.ts";
 
@@ -30,28 +30,42 @@ import { endSessions, loggedBy, recordEvents, type Write, type Writer } from "./
 // activity, and a call that cannot be judged (no context, a Bearer call, a policy that only
 // allows) adds none.
 
-/** An operation by token: the token's proof, the call's instant and context check, who acts, the write. */
-export interface ByToken {
+/**
+ * An operation by token as its statements read it: the token's proof, the call's instant and
+ * context check, who acts, the write; each instant a `When` (src/db/compiled.ts).
+ */
+export interface TokenOperation {
   proof: TokenProof;
-  at: Instant;
+  at: At;
   check: ContextCheck | null;
   writer: Writer;
   write: Write;
+}
+
+/** An operation by token, as it is called: its instants are dates. */
+export interface ByToken extends TokenOperation {
+  at: Instant;
+  write: Write & { at: Date };
 }
 
 /**
  * With a sliding lifetime: now + the session's own TTL, never past creation + the maximum
  * lifetime. A support session keeps the end it was opened with.
  */
-function renewedExpiry(at: Instant, maxLifetimeMs: unknown): SQL<Date> {
-  return sql`CASE WHEN ${sessions.supportAgent} IS NULL THEN min(${at.now.getTime()} + ${sessions.ttlSeconds} * 1000, ${sessions.createdAt} + ${maxLifetimeMs}) ELSE ${sessions.expiresAt} END`;
+function renewedExpiry(at: At, maxLifetimeMs: unknown): SQL<Date> {
+  return sql`CASE WHEN ${sessions.supportAgent} IS NULL THEN min(${millis(at.now)} + ${sessions.ttlSeconds} * 1000, ${sessions.createdAt} + ${maxLifetimeMs}) ELSE ${sessions.expiresAt} END`;
 }
 
 /**
  * The head's statements as drizzle builds them, from what `headOf` hands over: the call's values
  * or, while the statements are rendered once (src/db/compiled.ts), placeholders for them.
  */
-function build(db: Database, { proof, at, check, writer, write }: ByToken, activity: boolean, staleBefore: unknown) {
+function build(
+  db: Database,
+  { proof, at, check, writer, write }: TokenOperation,
+  activity: boolean,
+  staleBefore: unknown,
+) {
   const proven = isProvenBy(proof, at);
   const changed = check && sql`(${isBrowsers} AND ${differs(check)})`;
   const stale = activity ? sql`${sessions.lastActiveAt} <= ${staleBefore}` : null;
@@ -93,7 +107,7 @@ function build(db: Database, { proof, at, check, writer, write }: ByToken, activ
       : db
           .update(sessions)
           .set({
-            ...(activity ? { lastActiveAt: sql`${at.now.getTime()}` } : {}),
+            ...(activity ? { lastActiveAt: sql`${millis(at.now)}` } : {}),
             ...(sliding === null ? {} : { expiresAt: renewedExpiry(at, sliding) }),
             ...(check ? seenValues(check, at.now) : {}),
             // SET reads the row as it was: the change is judged against the context before this one.
@@ -110,7 +124,7 @@ function build(db: Database, { proof, at, check, writer, write }: ByToken, activ
 const P = sql.placeholder;
 
 /** An operation's own statement, built on the head's stand-ins (`authenticated(…).also`). */
-type Build = (token: ByToken, unrecorded: SQL<number>, placeholder: (name: string) => Placeholder) => SQLWrapper;
+type Build = (token: TokenOperation, unrecorded: SQL<number>, placeholder: (name: string) => Placeholder) => SQLWrapper;
 
 /** Every field of `T`, optional ones too: a stand-in built of it places each field, a new one a type error until placed. */
 type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
@@ -139,16 +153,8 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
   const apple = check !== null && sameDevice(check.context).length > 1;
   // The stand-ins: every value that changes per call a placeholder, its value this call's; what
   // changes the SQL text a constant (or null), which the shape is made of (below).
-  const values: Record<string, unknown> = {};
-  const stand = <T>(name: string, value: T): T => {
-    values[name] = value;
-    return placeholder<T>(name);
-  };
-  const standAt = (name: string, value: Date): Date => {
-    values[name] = value.getTime();
-    return instantAt(name);
-  };
-  const standIns: FieldByField<ByToken> = {
+  const { values, value: stand, instant: standAt } = placeholders();
+  const standIns: FieldByField<TokenOperation> = {
     proof: {
       id: stand("id", proof.id),
       secretHash: stand("secretHash", proof.secretHash),
@@ -160,7 +166,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
       idleCutoff: at.idleCutoff && standAt("idleCutoff", at.idleCutoff),
       slidingMaxLifetimeMs: at.slidingMaxLifetimeMs === null ? null : stand("sliding", at.slidingMaxLifetimeMs),
       stepUpCutoff: at.stepUpCutoff && standAt("stepUpCutoff", at.stepUpCutoff),
-    } satisfies FieldByField<Instant>,
+    } satisfies FieldByField<At>,
     check:
       check &&
       ({
@@ -184,12 +190,12 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     write: { id: stand("writeId", write.id), at: standAt("writeAt", write.at) } satisfies FieldByField<Write>,
   };
   // What changes the SQL text, by construction: the stand-ins' constants and which fields are
-  // placeholders (a placeholder is its name, an instant's too: `instantAt`), and `activity`.
+  // placeholders (as JSON, a placeholder is its name), and `activity`.
   const shape = JSON.stringify([activity, standIns]);
   const staleBefore = at.now.getTime() - ACTIVITY_WRITE_INTERVAL_MS;
   const staleBeforeStandIn = stand("staleBefore", staleBefore);
   // The same statements on the call's own values, for a fresh render to compare with (src/db/compiled.ts).
-  const called: ByToken = { proof, at, check, writer, write };
+  const called: TokenOperation = { proof, at, check, writer, write };
   let built: ReturnType<typeof build> | undefined;
   const statement = (name: keyof ReturnType<typeof build>): Compiled => ({
     shape: `${name}:${shape}`,
@@ -201,7 +207,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     // Only the tests render it (src/db/compiled.ts `reportSent`): built anew for each statement.
     fresh: () => build(db, called, activity, staleBefore)[name] as SQLWrapper,
   });
-  const unrecordedOf = (on: ByToken["check"]) =>
+  const unrecordedOf = (on: TokenOperation["check"]) =>
     on ? sql<number>`coalesce((${isBrowsers} AND ${differs(on)}), 0)` : sql<number>`0`;
   const own = (name: string, more: Record<string, unknown>, build: Build): Compiled => ({
     shape: `${name}:${shape}`,
@@ -216,16 +222,15 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
      * a target id). `name` must tell apart every statement an operation builds. Rows come as D1
      * answers them, by column name: alias each column.
      */
-    also: (name: string, more: Record<string, unknown>, build: Build) => compiledAll(db, own(name, more, build)),
+    also: (name: string, more: Record<string, unknown>, build: Build) => compiledAll(own(name, more, build)),
     /** The same, for a statement that answers nothing (INSERT, DELETE). */
-    alsoRun: (name: string, more: Record<string, unknown>, build: Build) => compiledRun(db, own(name, more, build)),
+    alsoRun: (name: string, more: Record<string, unknown>, build: Build) => compiledRun(own(name, more, build)),
     /**
      * Exactly one row, whatever the tables hold: the caller and the bucket's move state
      * (`callerAndMove` decodes it). `name` as for `also`.
      */
     callerRow: (name: string, bucket: string) =>
       compiledAll(
-        db,
         own(`${name}:caller`, { bucket }, (t, unrecorded, P) =>
           db
             .select({
@@ -235,12 +240,18 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
             .from(sql`(SELECT 1)`),
         ),
       ),
-    // Which exist follows from the shape, as in `build`.
-    statements: {
-      contextEvents: check && acts(check, "log", "step-up", "end") ? compiledAll(db, statement("contextEvents")) : null,
-      contextEnded: check && acts(check, "end") ? compiledRun(db, statement("contextEnded")) : null,
-      activity: activity || check ? compiledRun(db, statement("activity")) : null,
-    },
+    /** For D1's batch (src/db/compiled.ts `batchCompiled`); which exist follows from the shape, as in `build`. */
+    statements: () => ({
+      contextEvents: check && acts(check, "log", "step-up", "end") ? compiledAll(statement("contextEvents")) : null,
+      contextEnded: check && acts(check, "end") ? compiledRun(statement("contextEnded")) : null,
+      activity: activity || check ? compiledRun(statement("activity")) : null,
+    }),
+    /**
+     * The same statements as drizzle's builders, rendered on each call, for a batch of builders
+     * (src/db/client.ts `batchNamed`): an operation that runs few times a session (a
+     * re-authentication, a DBSC registration) and whose own statements are builders.
+     */
+    builders: () => build(db, called, activity, staleBefore),
     /** The rows `contextEvents` returned, as the table's rows. */
     events: (rows: Record<string, unknown>[] | undefined): SessionEventRow[] => (rows ?? []).map(eventRow),
     /** For a builder's own statement, whether the context went unrecorded: built only when asked, as most requests never do. */
@@ -278,7 +289,7 @@ const eventRow = byNameDecoderOf<SessionEventRow>(getTableColumns(sessionEvents)
  * The token's live session as the caller (null: the token proves none), as one value for a
  * column of another statement's row, read after the head of the batch (`unrecorded` from it).
  */
-export function callerValue(proof: TokenProof, at: Instant, unrecorded: SQL<number>): SQL<Caller | null> {
+export function callerValue(proof: TokenProof, at: At, unrecorded: SQL<number>): SQL<Caller | null> {
   const columns = sql.join([...Object.values(CALLER), unrecorded], sql`, `);
   return sql`(SELECT json_array(${columns}) FROM ${sessions} WHERE ${isProvenBy(proof, at)})`.mapWith(callerOf);
 }

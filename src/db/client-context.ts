@@ -9,6 +9,7 @@ import {
   sameDevice,
   type TravelLimits,
 } from "../domain/client-context.ts";
+import { millis, type When } from "./compiled.ts";
 import { sessions } from "./schema.ts";
 
 // The session context check (src/domain/client-context.ts) as SQL conditions and values, for the
@@ -79,10 +80,10 @@ const judged = (column: "device" | "network" | "travel" | "km" | "kmh" | "change
  * Travel: farther than the minimum, and than the top speed covers since; no time passed counts
  * as too fast.
  */
-export function judgement(check: ContextCheck, now: Date, id: string): SQL {
+export function judgement(check: ContextCheck, now: When, id: string): SQL {
   const { context, travel } = check;
   const placed = context.latitude !== null;
-  const measured = sql`SELECT ${deviceChanged(context)} AS "device", ${networkChanged(context) ?? sql`NULL`} AS "network", ${placed ? distanceKm(context) : sql`NULL`} AS "km", ${placed ? sql`${now.getTime()} - ${sessions.seenPlaceAt}` : sql`NULL`} AS "since", ${changeOf(context)} AS "change" FROM ${sessions} WHERE ${sessions.id} = ${id}`;
+  const measured = sql`SELECT ${deviceChanged(context)} AS "device", ${networkChanged(context) ?? sql`NULL`} AS "network", ${placed ? distanceKm(context) : sql`NULL`} AS "km", ${placed ? sql`${millis(now)} - ${sessions.seenPlaceAt}` : sql`NULL`} AS "since", ${changeOf(context)} AS "change" FROM ${sessions} WHERE ${sessions.id} = ${id}`;
   return sql`(SELECT "device", "network", ("km" > ${travel.minKm} AND "km" * 3600000 > ${travel.maxKmh} * "since") AS "travel", "km", "km" * 3600000 / nullif(max("since", 0), 0) AS "kmh", "change" FROM (${measured})) AS "judged"`;
 }
 
@@ -137,7 +138,7 @@ export function differs({ context, travel }: ContextCheck): SQL {
  * row as it was). A call that gives no place keeps the last one and its time: a request
  * Cloudflare could not place must not wipe what the next one is judged against.
  */
-export function seenValues({ context }: ContextCheck, now: Date) {
+export function seenValues({ context }: ContextCheck, now: When) {
   const ifBrowsers = (value: unknown, column: AnySQLiteColumn) =>
     sql`CASE WHEN ${isBrowsers} THEN ${value} ELSE ${column} END`;
   return {
@@ -150,7 +151,7 @@ export function seenValues({ context }: ContextCheck, now: Date) {
       : {
           seenLatitude: ifBrowsers(context.latitude, sessions.seenLatitude),
           seenLongitude: ifBrowsers(context.longitude, sessions.seenLongitude),
-          seenPlaceAt: ifBrowsers(now.getTime(), sessions.seenPlaceAt),
+          seenPlaceAt: ifBrowsers(millis(now), sessions.seenPlaceAt),
         }),
   };
 }

@@ -1,23 +1,23 @@
-import { fillPlaceholders, type Query, type SQL, type SQLWrapper, sql } from "drizzle-orm";
+import { fillPlaceholders, type Placeholder, type Query, type SQLWrapper, sql } from "drizzle-orm";
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
 import type { Database } from "./client.ts";
 
 // Rendering a statement to SQL text is most of the CPU a request spends in drizzle (BENCHMARKS.md,
 // Reading). The statements every request by token runs (src/db/authenticated.ts) and the lists'
-// are rendered once per isolate and shape, with a placeholder for each value, and each call only
-// fills in its values: the SQL D1 gets is the same, its values bound as parameters.
-// drizzle's own statement rendered once, `.prepare()` with `sql.placeholder`, cannot join a
-// batch (drizzle-orm#2197), and every operation is one batch.
+// are rendered once per isolate and shape by drizzle's dialect, with a placeholder for each
+// value, and each call only fills in its values (`fillPlaceholders`). drizzle's batch takes only
+// its own query builders, each rendered anew (a prepared statement cannot join it,
+// drizzle-orm#2197), so these run through D1's own batch: `prepare(text).bind(...values)`.
 
 const dialect = new SQLiteAsyncDialect();
-/** Each shape's text and parameters (placeholders among them), and its text as a statement for drizzle's batch to carry. */
-const rendered = new Map<string, Query & { raw: SQL }>();
+/** Each shape's text and parameters, placeholders among them. */
+const rendered = new Map<string, Query>();
 
 /** One statement rendered once per shape. */
 export interface Compiled {
   /** Everything that changes the SQL text: a statement of another shape is rendered anew. */
   shape: string;
-  /** The statement on placeholders for every value that changes per call (`placeholder`, `instantAt`). */
+  /** The statement on placeholders for every value that changes per call (`placeholders`). */
   once: () => SQLWrapper;
   /** This call's value of each placeholder. */
   values: Record<string, unknown>;
@@ -40,61 +40,80 @@ export function reportSent(to: Report | null): void {
   report = to;
 }
 
-function compiled(call: Compiled): Query & { raw: SQL } {
+function compiled(call: Compiled): Query {
   const { shape, once, values } = call;
-  let entry = rendered.get(shape);
-  if (!entry) {
-    const query = dialect.sqlToQuery(once().getSQL());
-    entry = { ...query, raw: sql.raw(query.sql) };
-    rendered.set(shape, entry);
+  let query = rendered.get(shape);
+  if (!query) {
+    query = dialect.sqlToQuery(once().getSQL());
+    rendered.set(shape, query);
   }
-  const sent = { sql: entry.sql, params: fillPlaceholders(entry.params, values), raw: entry.raw };
+  const sent = { sql: query.sql, params: fillPlaceholders(query.params, values) };
   report?.(call, sent);
   return sent;
 }
 
-// drizzle 0.45 batches a raw query with parameters only if it carries the D1 statement to bind
-// (`stmt`, @internal), which its builders set and `db.run` / `db.all` do not (drizzle-orm#2277),
-// and it takes the values to bind from `getQuery()`, which renders the query's SQL anew: handed
-// the text and values already made, a request renders nothing (walking a head of 40 parameters
-// chunk by chunk was a third of whoami's CPU, BENCHMARKS.md, Reading).
-// Awaited alone, drizzle would run the text without its values: a caller that does is a bug.
-function batchable<Q extends object>(db: Database, query: Q, sent: Query, method: "run" | "all"): Q {
-  const made = { sql: sent.sql, params: sent.params, method };
-  return Object.assign(query, {
-    stmt: db.$client.prepare(sent.sql),
-    getQuery: () => made,
-    execute: () => Promise.reject(new Error("compiled statement outside a batch")),
-  });
+/** A statement for `batchCompiled`: its text and values, and what it answers of D1's result. */
+export interface Statement<R> {
+  query: Query;
+  answer: (result: D1Result<Record<string, unknown>>) => R;
 }
 
-/** A compiled statement that answers nothing (UPDATE, DELETE), for a batch. */
-export function compiledRun(db: Database, statement: Compiled) {
-  const sent = compiled(statement);
-  return batchable(db, db.run(sent.raw), sent, "run");
+/** A compiled statement that answers nothing (UPDATE, DELETE): D1's result. */
+export function compiledRun(statement: Compiled): Statement<D1Result> {
+  return { query: compiled(statement), answer: (result) => result };
 }
 
-/** A compiled statement that answers rows (RETURNING), each an object by column name, for a batch. */
-export function compiledAll(db: Database, statement: Compiled) {
-  const sent = compiled(statement);
-  return batchable(db, db.all<Record<string, unknown>>(sent.raw), sent, "all");
+/** A compiled statement that answers rows (RETURNING), each an object by column name, as D1 gives them. */
+export function compiledAll(statement: Compiled): Statement<Record<string, unknown>[]> {
+  return { query: compiled(statement), answer: (result) => result.results };
+}
+
+/** What each statement of a batch answers, under its name; undefined when it was left out. */
+type Answers<T> = { [K in keyof T]: T[K] extends Statement<infer R> ? R : undefined };
+
+/**
+ * Runs the statements given (in the record's order; null: left out) as one D1 batch (one
+ * round trip, one transaction), and answers each one's result under its name, as `batchNamed`
+ * does for drizzle's builders.
+ */
+export async function batchCompiled<T extends Record<string, Statement<unknown> | null>>(
+  db: Database,
+  statements: T,
+): Promise<Answers<T>> {
+  const named = Object.entries(statements).filter((entry): entry is [string, Statement<unknown>] => entry[1] !== null);
+  const d1 = db.$client;
+  const prepared = named.map(([, { query }]) => d1.prepare(query.sql).bind(...query.params));
+  const results = prepared.length === 0 ? [] : await d1.batch<Record<string, unknown>>(prepared);
+  return Object.fromEntries(
+    named.map(([name, { answer }], i) => [name, answer(results[i] as D1Result<Record<string, unknown>>)]),
+  ) as Answers<T>;
 }
 
 /**
- * A placeholder where a statement's builders take a `T`: they only put it into the SQL, where
- * drizzle renders it as a parameter, filled with the call's value. The one cast of the stand-ins
- * (src/db/authenticated.ts): a drizzle placeholder has no type of the value it stands for.
+ * The placeholders of statements rendered once, and this call's value of each (`values`):
+ * `value` stands where the builders take a `T`, which they only put into the SQL, where drizzle
+ * renders a placeholder as a parameter (the one cast: a placeholder has no type of the value
+ * it stands for); `instant` stands for an instant (`When`), its value the epoch milliseconds.
  */
-export function placeholder<T>(name: string): T {
-  return sql.placeholder(name) as T;
+export function placeholders() {
+  const values: Record<string, unknown> = {};
+  return {
+    values,
+    value<T>(name: string, value: T): T {
+      values[name] = value;
+      return sql.placeholder(name) as T;
+    },
+    instant(name: string, value: Date): Placeholder {
+      values[name] = value.getTime();
+      return sql.placeholder(name);
+    },
+  };
 }
 
-/**
- * A stand-in for an instant: the statements read one only as its epoch milliseconds (a flat
- * template's `getTime()`, cheaper than a column's mapping), here the placeholder `name`.
- */
-export function instantAt(name: string): Date {
-  const standIn = () => placeholder<number>(name);
-  // As JSON too, its placeholder: a shape made of the stand-ins (src/db/authenticated.ts) tells it from null.
-  return Object.assign(new Date(Number.NaN), { getTime: standIn, toJSON: standIn });
+/** An instant as a statement compares it with a column: a `Date`, or a placeholder for its epoch milliseconds. */
+export type When = Date | Placeholder;
+
+/** What a statement puts in its SQL for `when`: its epoch milliseconds, or the placeholder. */
+export function millis(when: When): number | Placeholder {
+  return when instanceof Date ? when.getTime() : when;
 }

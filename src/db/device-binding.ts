@@ -58,7 +58,7 @@ export async function registerBinding(
     );
     const head = authenticated(db, { proof, at, check, writer, write }, false);
     const { row, logged, move } = await batchNamed(db, {
-      ...head.statements,
+      ...head.builders(),
       recorded: recordEvents(db, "device_bound", eligible, writer, write),
       bound: db
         .update(sessions)

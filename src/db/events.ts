@@ -5,8 +5,8 @@ import { EVENTS_LISTED } from "../domain/events.ts";
 import type { JsonText } from "../domain/session-view.ts";
 import { authenticated, type ByToken, callerAndMove } from "./authenticated.ts";
 import { onBucket } from "./buckets.ts";
-import { batchNamed } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
+import { batchCompiled } from "./compiled.ts";
 import { EVENT_VIEW } from "./event-view.ts";
 import { type Caller, ownerOf, type TokenProof } from "./liveness.ts";
 import { sessionEvents } from "./schema.ts";
@@ -33,8 +33,8 @@ export async function listEvents(
   const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
     const head = authenticated(db, token, true);
-    const { contextEvents, read, events } = await batchNamed(db, {
-      ...head.statements,
+    const { contextEvents, read, events } = await batchCompiled(db, {
+      ...head.statements(),
       read: head.callerRow("events", place.bucket),
       // Rendered once per shape, as the head is: the newest events, each written as the log
       // shows it (./event-view.ts), then gathered in one value.

@@ -248,7 +248,7 @@ export async function reauthenticateSession(
     // Its own UPDATE records the context: the head's would change the same row a statement earlier.
     const head = authenticated(db, { proof, at, check: logged, writer, write }, false);
     const { row, events, move } = await batchNamed(db, {
-      contextEvents: head.statements.contextEvents,
+      contextEvents: head.builders().contextEvents,
       recorded: recordEvents(db, "reauthenticated", eligible, writer, write, {
         assuranceLevel: change.assuranceLevel,
         // Read before the batch's UPDATE clears it: this re-authentication lifts a context hold.

@@ -2,12 +2,13 @@ import { and, eq, ne, type Placeholder, type SQL, sql } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
 import type { EventType } from "../domain/events.ts";
 import type { BackendSessionView, JsonText, SessionView } from "../domain/session-view.ts";
-import { authenticated, type ByToken, callerAndMove, callerValue, tail } from "./authenticated.ts";
+import { authenticated, type ByToken, callerAndMove, callerValue, type TokenOperation, tail } from "./authenticated.ts";
 import { moveState, moveStateOf, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
-import { compiledAll, instantAt, placeholder } from "./compiled.ts";
+import { batchCompiled, compiledAll, placeholders } from "./compiled.ts";
 import {
+  type At,
   type Caller,
   isFreshCaller,
   isLive,
@@ -43,8 +44,8 @@ export async function authenticate(
   const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
     const head = authenticated(db, token, true);
-    const { contextEvents, read } = await batchNamed(db, {
-      ...head.statements,
+    const { contextEvents, read } = await batchCompiled(db, {
+      ...head.statements(),
       read: head.callerRow("authenticate", place.bucket),
     });
     const { caller, move } = callerAndMove(read[0]);
@@ -69,8 +70,8 @@ export async function listSessionsByToken(
   const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   return onBucket(place, async (db) => {
     const head = authenticated(db, token, true);
-    const { contextEvents, listed: rows } = await batchNamed(db, {
-      ...head.statements,
+    const { contextEvents, listed: rows } = await batchCompiled(db, {
+      ...head.statements(),
       // An aggregate: exactly one row, so it carries the caller and the move state too.
       // Rendered once per shape, as the head is: it is most of a list's CPU otherwise.
       listed: head.also("list", { bucket: place.bucket }, (t, unrecorded, P) =>
@@ -106,25 +107,28 @@ export async function listSessionsByUserId(
   at: Instant,
 ): Promise<JsonText<BackendSessionView[]>> {
   return onBucket(place, async (db) => {
-    const build = (user: string, on: Instant, bucket: string | Placeholder) =>
+    type Input = { userId: string; at: Pick<At, "now" | "idleCutoff">; bucket: string };
+    const build = ({ userId, at, bucket }: Input) =>
       db
         .select({
           list: sessionListJson<BackendSessionView>(BACKEND_SESSION_VIEW).as("list"),
           move: moveState(bucket).as("move"),
         })
         .from(sessions)
-        .where(and(eq(sessions.userId, user), isLive(on)));
-    const { listed } = await batchNamed(db, {
-      listed: compiledAll(db, {
-        shape: `userList:${at.idleCutoff !== null}`,
-        once: () =>
-          build(
-            placeholder("userId"),
-            { ...at, now: instantAt("now"), idleCutoff: at.idleCutoff && instantAt("idleCutoff") },
-            placeholder("bucket"),
-          ),
-        values: { userId, bucket: place.bucket, now: at.now.getTime(), idleCutoff: at.idleCutoff?.getTime() },
-        fresh: () => build(userId, at, place.bucket),
+        .where(and(eq(sessions.userId, userId), isLive(at)));
+    // As the head's (src/db/authenticated.ts): the shape is the stand-ins, what changes the text.
+    const { values, value, instant } = placeholders();
+    const input: Input = {
+      userId: value("userId", userId),
+      at: { now: instant("now", at.now), idleCutoff: at.idleCutoff && instant("idleCutoff", at.idleCutoff) },
+      bucket: value("bucket", place.bucket),
+    };
+    const { listed } = await batchCompiled(db, {
+      listed: compiledAll({
+        shape: `userList:${JSON.stringify(input)}`,
+        once: () => build(input),
+        values,
+        fresh: () => build({ userId, at, bucket: place.bucket }),
       }),
     });
     const row = listed[0];
@@ -213,7 +217,7 @@ export async function endSessionById(
  * What an operation by token ends, built on the token it is given (the head's stand-ins, so
  * the statements are rendered once per shape), `target` a placeholder for a target id.
  */
-type Ending = (token: ByToken, target: Placeholder) => SQL | undefined;
+type Ending = (token: TokenOperation, target: Placeholder) => SQL | undefined;
 
 /**
  * Ends the sessions `ending` matches, logged as `type`, in a batch that first judges the
@@ -232,8 +236,8 @@ function endForCaller(
   const more = { bucket: place.bucket, target: targetId };
   return onBucket(place, async (db) => {
     const head = authenticated(db, token, true);
-    const { read, logged } = await batchNamed(db, {
-      ...head.statements,
+    const { read, logged } = await batchCompiled(db, {
+      ...head.statements(),
       read: head.callerRow(name, place.bucket),
       recorded: head.alsoRun(`${name}:recorded`, more, (t, _, P) =>
         recordEvents(db, type, ending(t, P("target")), t.writer, t.write),

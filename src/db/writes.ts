@@ -2,6 +2,7 @@ import { and, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import type { EventType } from "../domain/events.ts";
 import { notMoving } from "./buckets.ts";
 import type { Database } from "./client.ts";
+import { millis, type When } from "./compiled.ts";
 import { EVENT_IDS_PER_MS, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 
 // How every write is built. Each exported operation of the statements (sessions.ts,
@@ -44,15 +45,16 @@ export interface Logged<T> {
 }
 
 /**
- * One write operation: a random id and its instant, stamped on every event it logs. Events
- * are found again by `created_at` (indexed) and then the id, so the id needs no index.
+ * One write operation: a random id and its instant (a placeholder in a statement rendered
+ * once, src/db/compiled.ts), stamped on every event it logs. Events are found again by
+ * `created_at` (indexed) and then the id, so the id needs no index.
  */
 export interface Write {
   id: string;
-  at: Date;
+  at: When;
 }
 
-export function newWrite(at: Date): Write {
+export function newWrite(at: Date): Write & { at: Date } {
   return { id: crypto.randomUUID(), at };
 }
 
@@ -61,9 +63,9 @@ export function newWrite(at: Date): Write {
  * + 1 when one is already there (another event of that millisecond, or a clock ahead of this
  * one), one per row. So the table stays in time order and a write's events are found by id.
  */
-function eventIds(at: Date): SQL<number> {
+function eventIds(at: When): SQL<number> {
   // firstEventId(at), in SQL: the instant may be a placeholder (src/db/compiled.ts).
-  const floor = sql`${at.getTime()} * ${EVENT_IDS_PER_MS}`;
+  const floor = sql`${millis(at)} * ${EVENT_IDS_PER_MS}`;
   return sql<number>`coalesce((SELECT max(${sessionEvents.id}) FROM ${sessionEvents} WHERE ${sessionEvents.id} >= ${floor}) + 1, ${floor}) + row_number() OVER () - 1`;
 }
 
@@ -107,7 +109,7 @@ export function recordEvents(
     sessionId: sessions.id,
     actorSessionId: sql`${writer.sessionId}`,
     ipAddress: sql`${writer.ipAddress}`,
-    createdAt: sql`${write.at.getTime()}`,
+    createdAt: sql`${millis(write.at)}`,
     requestId: sql`${write.id}`,
     reason: sql`${details.reason ?? null}`,
     deviceKey: sessions.deviceKey,
@@ -141,7 +143,7 @@ export function endSessions(db: Database, ending: SQL | undefined) {
  */
 export function loggedBy(db: Database, write: Write) {
   // firstEventId(write.at), in SQL: the instant may be a placeholder (src/db/compiled.ts).
-  const at = write.at.getTime();
+  const at = millis(write.at);
   return db
     .select()
     .from(sessionEvents)
