@@ -186,6 +186,9 @@ describe("SESSION_SLIDING_TTL", () => {
     expect(() => readConfig({ ...env, SESSION_MAX_LIFETIME_SECONDS: String(400 * 86_400 + 1) })).toThrow(
       "SESSION_MAX_LIFETIME_SECONDS must be <= 34560000",
     );
+    expect(() => readConfig({ ...env, SESSION_BOUND_COOKIE_SECONDS: String(400 * 86_400 + 1) })).toThrow(
+      "SESSION_BOUND_COOKIE_SECONDS must be <= 34560000",
+    );
   });
 });
 
