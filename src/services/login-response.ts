@@ -29,7 +29,7 @@ export interface CreatedSession {
   cookie: string;
   /**
    * No session of this user seen within the events retention period (live or ended) had
-   * the same browser family, OS and country: time for a "new sign-in" message.
+   * the same device (browser family and OS, Safari's two faces one) and country: time for a "new sign-in" message.
    */
   newDevice: boolean;
   /** With `deviceBound: true`: the login response's `Secure-Session-Registration` header value. */
