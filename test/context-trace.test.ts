@@ -1,13 +1,18 @@
 import { exports } from "cloudflare:workers";
+import { sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { sameDeviceAs, sameDeviceKey } from "../src/db/device.ts";
 import type { SessionCarrier } from "../src/domain/carrier.ts";
 import {
   CONTEXT_KINDS,
   CONTEXT_POLICIES,
   type ContextPolicy,
+  clientContext,
   DEFAULT_CONTEXT_POLICIES,
   DEFAULT_TRAVEL_LIMITS,
 } from "../src/domain/client-context.ts";
+import { deviceKey, isSameDevice } from "../src/domain/device.ts";
 import { countingShards } from "./d1.ts";
 import { bearer, callWith, d1OfUser, databases, type Network, newUser, sessionCookie } from "./helpers.ts";
 
@@ -461,5 +466,56 @@ describe("recording the place: a mobile carrier's gateways do not write the row 
     // Inside Germany every gateway is within SESSION_TRAVEL_MIN_KM / 4 (500 km) of Frankfurt, the
     // place recorded; the US carrier's are 945 to 1,200 km apart, each a new place.
     expect(written).toEqual({ [mobile[0] as string]: 0, [mobile[1] as string]: 3 });
+  });
+});
+
+describe("the same device: one rule, the SQL answering as the TypeScript", () => {
+  it("on every pair of consecutive uses of the trace, for the context check and the new-device notice", async () => {
+    const db = drizzle(Object.values(databases())[0] as D1Database);
+    const changed: string[] = [];
+    const abroad: string[] = [];
+    for (const trace of TRACES) {
+      const uses = trace.steps.map(({ userAgent, network }) => clientContext({ userAgent, ...network }));
+      for (const [index, after] of uses.slice(1).entries()) {
+        const before = uses[index] as (typeof uses)[number];
+        // The context check compares the columns last seen, the notice the stored device_key.
+        const row = await db.get<{ device: number; key: number }>(
+          sql`SELECT ${sameDeviceAs(before, sql`${after.browser}`, sql`${after.os}`)} AS device, ${sameDeviceKey(sql`${deviceKey(after, after.country)}`, before, before.country)} AS key`,
+        );
+        const same = isSameDevice(before, after);
+        expect({ trace: trace.name, index, device: row?.device === 1, key: row?.key === 1 }).toEqual({
+          trace: trace.name,
+          index,
+          device: same,
+          key: same && before.country === after.country,
+        });
+        const face = ({ browser, os }: typeof before) => (browser || os ? `${browser} on ${os}` : "no browser, no OS");
+        if (!same) changed.push(`${face(before)} → ${face(after)}`);
+        else if (before.country !== after.country) abroad.push(`${face(before)}, ${before.country} → ${after.country}`);
+      }
+    }
+    // An update and Safari's two faces (the iPad's) are the same device; an app's call is none.
+    expect(changed).toEqual([
+      "Chrome on macOS → no browser, no OS",
+      "no browser, no OS → Chrome on macOS",
+      "Chrome on macOS → no browser, no OS",
+      "Mobile Safari on iOS → no browser, no OS",
+      "Chrome on macOS → no browser, no OS",
+      "Chrome on macOS → Firefox on macOS",
+      "Chrome on macOS → Chrome on Windows",
+      "Chrome on macOS → Edge on Windows",
+    ]);
+    // The same device in another country: a known device for the context check, a new one for the notice.
+    expect(abroad).toEqual([
+      "Mobile Safari on iOS, DE → FR",
+      "Mobile Safari on iOS, US → GB",
+      "Chrome on macOS, DE → NL",
+      "Chrome on macOS, DE → US",
+      "no browser, no OS, DE → FR",
+      "no browser, no OS, FR → BR",
+      "no browser, no OS, DE → NL",
+      "Chrome on macOS, DE → BR",
+      "Chrome on macOS, US → HK",
+    ]);
   });
 });

@@ -1,7 +1,11 @@
 import { exports } from "cloudflare:workers";
+import { sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
 import { describe, expect, it } from "vitest";
+import { sessionNameOf } from "../src/db/session-view.ts";
+import { type NamedSession, sessionName } from "../src/domain/session-view.ts";
 import { parseDevice } from "../src/domain/user-agent.ts";
-import { issue, newUser } from "./helpers.ts";
+import { databases, issue, newUser } from "./helpers.ts";
 
 describe("session name labels, as the list shows them", () => {
   const cases: [string, string | null, string][] = [
@@ -40,6 +44,34 @@ describe("session name labels, as the list shows them", () => {
       await issue(userId, { userAgent, ipAddress: ip ?? undefined });
       const [session] = await exports.SessionService.listUserSessions(userId);
       expect(session?.name).toBe(expected);
+    });
+  }
+});
+
+describe("a session's name: the list's SQL writes what sessionName does", () => {
+  const rows: [NamedSession, string][] = [
+    [
+      { browser: "Chrome 131", os: "macOS", ipAddress: "203.0.113.7", supportAgent: null },
+      "Chrome 131 on macOS · 203.0.113.7",
+    ],
+    [{ browser: "Firefox 133", os: "Linux", ipAddress: null, supportAgent: null }, "Firefox 133 on Linux"],
+    [{ browser: "Curl", os: "", ipAddress: "", supportAgent: null }, "Curl"],
+    [{ browser: null, os: null, ipAddress: "2001:db8::1", supportAgent: null }, "Unknown browser · 2001:db8::1"],
+    [{ browser: "", os: "iOS", ipAddress: null, supportAgent: null }, " on iOS"],
+    [
+      { browser: "Chrome 131", os: "macOS", ipAddress: "192.0.2.1", supportAgent: "agent-7" },
+      "Support access by agent-7",
+    ],
+    [{ browser: null, os: null, ipAddress: null, supportAgent: "" }, "Support access by "],
+  ];
+  for (const [row, expected] of rows) {
+    it(JSON.stringify(expected), async () => {
+      const db = drizzle(Object.values(databases())[0] as D1Database);
+      const bound = Object.fromEntries(Object.entries(row).map(([key, value]) => [key, sql`${value}`]));
+      const answer = await db.get<{ name: string }>(
+        sql`SELECT ${sessionNameOf(bound as Record<keyof NamedSession, ReturnType<typeof sql>>)} AS name`,
+      );
+      expect({ sql: answer?.name, ts: sessionName(row) }).toEqual({ sql: expected, ts: expected });
     });
   }
 });

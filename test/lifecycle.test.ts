@@ -186,13 +186,20 @@ describe("SESSION_SLIDING_TTL", () => {
     expect(() => readConfig({ ...env, SESSION_MAX_LIFETIME_SECONDS: String(400 * 86_400 + 1) })).toThrow(
       "SESSION_MAX_LIFETIME_SECONDS must be <= 34560000",
     );
+    expect(() => readConfig({ ...env, SESSION_BOUND_COOKIE_SECONDS: String(400 * 86_400 + 1) })).toThrow(
+      "SESSION_BOUND_COOKIE_SECONDS must be <= 34560000",
+    );
   });
 });
 
 describe("newDevice", () => {
   const CHROME_MAC_NEXT = CHROME_MAC.replace("Chrome/131", "Chrome/132");
+  const IPHONE_SAFARI =
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
+  const SAFARI_AS_DESKTOP =
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15";
 
-  it("is true for a browser, OS or country the user was not seen with, false otherwise; the created event says the same", async () => {
+  it("is true for a device (browser family and OS, Safari's two faces one) or country the user was not seen with, false otherwise; the created event says the same", async () => {
     const userId = newUser();
     const cases: [Record<string, string>, boolean][] = [
       [{ userAgent: CHROME_MAC, country: "DE" }, true],
@@ -202,6 +209,9 @@ describe("newDevice", () => {
       [{ userAgent: CHROME_MAC, country: "FR" }, true],
       [{ userAgent: FIREFOX_LINUX, country: "DE" }, true],
       [{ userAgent: CHROME_MAC }, true],
+      // Safari's two faces are one device, as for the context check: an iPhone's, then asking for desktop sites.
+      [{ userAgent: IPHONE_SAFARI, country: "DE" }, true],
+      [{ userAgent: SAFARI_AS_DESKTOP, country: "DE" }, false],
     ];
     const created: Awaited<ReturnType<typeof exports.SessionService.create>>[] = [];
     for (const [options, expected] of cases) {

@@ -342,6 +342,27 @@ describe("each session event becomes a SET", () => {
     ]);
   });
 
+  it("a hold for travel by Safari's other face names travel: the device is the same one, by the check's own rule", async () => {
+    const { vars, rpc, poll } = await setUp();
+    const iphone =
+      "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
+    const asDesktop =
+      "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15";
+    const newYork = { country: "US", asn: 13335, latitude: "40.71280", longitude: "-74.00600" };
+    const session = await rpc((service) =>
+      service.create({ userId: newUser(), userAgent: iphone, carrier: "cookie", ...newYork }),
+    );
+    const hongKong = { country: "HK", asn: 13335, latitude: "22.31930", longitude: "114.16940" };
+    const headers = { ...sessionCookie(session.token), "User-Agent": asDesktop };
+    expect((await callWith(vars, "GET", "/auth/sessions", headers, undefined, hongKong)).status).toBe(401);
+    const risks = (await poll()).filter((claims) => eventOf(claims).type === RISK).map((claims) => eventOf(claims));
+    expect(risks).toEqual([
+      expect.objectContaining({
+        risk_reason: "The session was used from too far away to have travelled there since",
+      }),
+    ]);
+  });
+
   it("a re-authentication that lifts a step-up hold says the risk fell: risk-level-change LOW from HIGH; one without a hold says nothing of risk", async () => {
     const { vars, rpc, login, poll } = await setUp();
     const [held, plain] = [await login(newUser()), await login(newUser())];

@@ -84,7 +84,7 @@ const OTHERS: {
     slidingMaxLifetimeMs: { text: [null], value: [2_592_000_000] },
     stepUpCutoff: { text: [null], value: [BEFORE(600_000)] },
   },
-  // Apple's two faces (sameDevice) are varied as pairs, below: their browser and OS are text.
+  // Apple's two faces (facesOf) are varied as pairs, below: their browser and OS are text.
   context: {
     browser: { value: ["Firefox"] },
     os: { value: ["Windows"] },

@@ -1,6 +1,7 @@
 import { getTableColumns, type Placeholder, type SQL, type SQLWrapper, sql } from "drizzle-orm";
-import { type ClientContext, sameDevice } from "../domain/client-context.ts";
+import type { ClientContext } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
+import { facesOf } from "../domain/device.ts";
 import { SERVICE_REASONS } from "../domain/reason.ts";
 import { moveOf, moveState, moveStateOf, notMoving } from "./buckets.ts";
 import { byNameDecoderOf, type Database, decoderOf } from "./client.ts";
@@ -149,8 +150,8 @@ type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
 export function authenticated(db: Database, token: ByToken, activity: boolean) {
   const { proof, at, writer, write } = token;
   const check = proof.carrier === "bearer" ? null : token.check;
-  // Safari's two faces are constants of the SQL text (sameDevice), its browser and OS with them.
-  const apple = check !== null && sameDevice(check.context).length > 1;
+  // Safari's two faces are constants of the SQL text (facesOf), its browser and OS with them.
+  const apple = check !== null && facesOf(check.context).length > 1;
   // The stand-ins: every value that changes per call a placeholder, its value this call's; what
   // changes the SQL text a constant (or null), which the shape is made of (below).
   const { values, value: stand, instant: standAt } = placeholders();

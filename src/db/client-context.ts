@@ -6,10 +6,10 @@ import {
   type ContextKind,
   type ContextPolicies,
   type ContextPolicy,
-  sameDevice,
   type TravelLimits,
 } from "../domain/client-context.ts";
 import { millis, type When } from "./compiled.ts";
+import { sameDeviceAs } from "./device.ts";
 import { sessions } from "./schema.ts";
 
 // The session context check (src/domain/client-context.ts) as SQL conditions and values, for the
@@ -39,10 +39,7 @@ export function acts({ policies }: ContextCheck, ...policy: ContextPolicy[]): bo
 
 /** The browser family and OS last seen are not the caller's device (unknown on a session that has none recorded). */
 function deviceChanged(context: ClientContext): SQL {
-  const same = sameDevice(context).map(
-    ([browser, os]) => sql`(${sessions.seenBrowser} = ${browser} AND ${sessions.seenOs} = ${os})`,
-  );
-  return sql`(${sessions.seenBrowser} IS NOT NULL AND NOT (${sql.join(same, sql` OR `)}))`;
+  return sql`(${sessions.seenBrowser} IS NOT NULL AND NOT ${sameDeviceAs(context, sessions.seenBrowser, sessions.seenOs)})`;
 }
 
 /** The ASN and the country both differ from the last seen, all four known; null: it cannot, one is unknown. */

@@ -23,6 +23,7 @@ import { authenticated, tail } from "./authenticated.ts";
 import { bucketNotMoving, moveOf, notMoving, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
+import { sameDeviceKey } from "./device.ts";
 import { eventsOf } from "./events.ts";
 import { isLive, isProvenBy, type TokenProof } from "./liveness.ts";
 import { sessionEvents, sessions } from "./schema.ts";
@@ -42,11 +43,15 @@ export interface IssuePolicy {
 }
 
 /**
- * Whether any other session of the user seen since `since`, live or ended, had this device.
- * The new session itself is left out, so the answer is the same before and after its row exists.
+ * Whether any other session of the user seen since `since`, live or ended, had this device
+ * (src/domain/device.ts, the context check's rule) in this country: its face is where the
+ * session starts, its last seen. The new session itself is left out, so the answer is the same
+ * before and after its row exists.
  */
 function seenOnDevice(db: Database, bucket: string, session: NewSession, since: Date): SQL<boolean> {
-  const { userId, deviceKey, id } = session;
+  const { userId, id } = session;
+  const face = { browser: session.seenBrowser ?? "", os: session.seenOs ?? "" };
+  const country = session.country ?? null;
   return sql<boolean>`(${exists(
     db
       .select({ one: sql`1` })
@@ -54,7 +59,7 @@ function seenOnDevice(db: Database, bucket: string, session: NewSession, since: 
       .where(
         and(
           eq(sessions.userId, userId),
-          eq(sessions.deviceKey, deviceKey),
+          sameDeviceKey(sessions.deviceKey, face, country),
           gt(sessions.lastActiveAt, since),
           ne(sessions.id, id),
         ),
@@ -66,7 +71,7 @@ function seenOnDevice(db: Database, bucket: string, session: NewSession, since: 
       .where(
         and(
           eventsOf(bucket, userId),
-          eq(sessionEvents.deviceKey, deviceKey),
+          sameDeviceKey(sessionEvents.deviceKey, face, country),
           gt(sessionEvents.createdAt, since),
           ne(sessionEvents.sessionId, id),
         ),

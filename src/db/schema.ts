@@ -35,7 +35,7 @@ export const sessions = sqliteTable(
     lastActiveAt: integer("last_active_at", { mode: "timestamp_ms" }).notNull(),
     // The lifetime the session was issued with, which a sliding renewal grants again.
     ttlSeconds: integer("ttl_seconds").notNull(),
-    // Browser family, OS and country (src/domain/device.ts `deviceKey`): what "a new device" compares.
+    // Browser family, OS and country (src/domain/device.ts `deviceKey`): what "a new device" compares, by `facesOf`.
     deviceKey: text("device_key").notNull(),
     // What the login flow verified (src/domain/auth-factors.ts): {factor: completion time in ms}, null
     // when it said nothing; merged with the new factors on re-authentication.

@@ -1,6 +1,6 @@
-import { type SQL, sql } from "drizzle-orm";
+import { type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import type { AnySQLiteColumn } from "drizzle-orm/sqlite-core";
-import type { JsonText, SessionView } from "../domain/session-view.ts";
+import { type JsonText, type NamedSession, SESSION_NAME, type SessionView } from "../domain/session-view.ts";
 import { sessions } from "./schema.ts";
 
 // A listed session as the list shows it (`SessionView`), written by SQLite as JSON text in the
@@ -16,13 +16,26 @@ export function isoTime(column: AnySQLiteColumn): SQL<string> {
 }
 
 /** Text that is absent when empty, as JavaScript's truthiness reads a string. */
-const present = (column: AnySQLiteColumn) => sql`nullif(${column}, '')`;
+const present = (column: SQLWrapper) => sql`nullif(${column}, '')`;
 
-/** `Chrome 131 on macOS · 203.0.113.7`; on support access, `Support access by <agent>`. */
-const name = sql`CASE WHEN ${sessions.supportAgent} IS NOT NULL THEN 'Support access by ' || ${sessions.supportAgent}
-  ELSE coalesce(${sessions.browser}, 'Unknown browser')
-    || coalesce(' on ' || ${present(sessions.os)}, '')
-    || coalesce(' · ' || ${present(sessions.ipAddress)}, '') END`;
+/** One of the name's words, a constant of the SQL text. */
+const word = (text: string) => sql.raw(`'${text.replaceAll("'", "''")}'`);
+
+/**
+ * `sessionName` (src/domain/session-view.ts) in SQL, of a session's columns or values bound: an
+ * OS and an IP only when not empty, as JavaScript's truthiness reads a string.
+ */
+export function sessionNameOf({
+  browser,
+  os,
+  ipAddress,
+  supportAgent,
+}: Record<keyof NamedSession, SQLWrapper>): SQL<string> {
+  return sql`CASE WHEN ${supportAgent} IS NOT NULL THEN ${word(SESSION_NAME.support)} || ${supportAgent}
+  ELSE coalesce(${browser}, ${word(SESSION_NAME.unknownBrowser)})
+    || coalesce(${word(SESSION_NAME.os)} || ${present(os)}, '')
+    || coalesce(${word(SESSION_NAME.ip)} || ${present(ipAddress)}, '') END`;
+}
 
 /** `City, CC`, either alone, or null. */
 const location = sql`coalesce(${present(sessions.city)} || ', ' || ${present(sessions.country)}, ${present(sessions.city)}, ${present(sessions.country)})`;
@@ -45,7 +58,7 @@ export function rendered(members: SQL, optional: [member: string, presentWhen: S
 }
 
 const viewMembers = sql`'id', ${sessions.id},
-  'name', ${name},
+  'name', ${sessionNameOf(sessions)},
   'ip_address', coalesce(${sessions.ipAddress}, ''),
   'user_agent', ${sessions.userAgent},
   'created_at', ${isoTime(sessions.createdAt)},

@@ -1,13 +1,13 @@
+import { type DeviceFace, faceOf } from "./device.ts";
 import { InvalidInput } from "./invalid-input.ts";
 import { parseDevice } from "./user-agent.ts";
 
 // Where a session is used from, and what the service does when that changes: session context
 // checks for browsers without device binding (DBSC), so that a copied cookie fails elsewhere.
 // The rules themselves run in SQL, in each operation's one batch (src/db/client-context.ts):
-//   - the device changed: the browser family or the OS differs from the last seen (a missing
-//     User-Agent is what it parses to, no browser and no OS: stripping it changes the device),
-//     but for Apple's Safari, which on an iPad (by default) or an iPhone (on request) asks for
-//     desktop sites as Safari on macOS: the two are one device;
+//   - the device changed: the last seen is not the same device (src/domain/device.ts `facesOf`,
+//     the new-device notice's rule too: browser family and OS, Safari's two faces one device; a
+//     missing User-Agent is what it parses to, no browser and no OS: stripping it changes the device);
 //   - the network changed: the ASN and the country both differ from the last seen, all four
 //     known (mobile networks change addresses and ASNs within a country, travel changes the country);
 //   - travel: the place (Cloudflare's latitude and longitude of the address) is farther from the
@@ -51,9 +51,7 @@ export const DEFAULT_TRAVEL_LIMITS: TravelLimits = { maxKmh: 1000, minKm: 2000 }
  * OS, "" when the User-Agent names none; country (ISO 3166-1 alpha-2), ASN and place (degrees),
  * null when unknown (a place is known with both its coordinates or not at all).
  */
-export interface ClientContext {
-  browser: string;
-  os: string;
+export interface ClientContext extends DeviceFace {
   country: string | null;
   asn: number | null;
   latitude: number | null;
@@ -86,17 +84,6 @@ export interface ContextInput {
   asn?: number | null;
   latitude?: string | number | null;
   longitude?: string | number | null;
-}
-
-/** Safari on iOS and iPadOS, as itself and as it asks for desktop sites. */
-const APPLE_SAFARI: readonly (readonly [browser: string, os: string])[] = [
-  ["Mobile Safari", "iOS"],
-  ["Safari", "macOS"],
-];
-
-/** The browser families and OSes, in pairs, that are the caller's device: itself, or both faces of Apple's Safari. */
-export function sameDevice({ browser, os }: ClientContext): readonly (readonly [browser: string, os: string])[] {
-  return APPLE_SAFARI.some(([b, o]) => b === browser && o === os) ? APPLE_SAFARI : [[browser, os]];
 }
 
 const COUNTRY = /^[A-Z0-9]{2}$/;
@@ -132,11 +119,9 @@ export type CallFrom = { [K in keyof ContextInput]?: unknown };
 
 /** A call's context from what its door knows: anything not of the expected form counts as unknown. */
 export function clientContext({ userAgent, country, asn, latitude, longitude }: CallFrom): ClientContext {
-  const device = parseDevice(typeof userAgent === "string" ? userAgent : "");
   const place = coordinatesOf(latitude, longitude);
   return {
-    browser: device.browser?.replace(/ \d+$/, "") ?? "",
-    os: device.os ?? "",
+    ...faceOf(parseDevice(typeof userAgent === "string" ? userAgent : "")),
     country: countryOf(country),
     asn: asnOf(asn),
     latitude: place?.latitude ?? null,

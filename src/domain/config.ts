@@ -134,6 +134,10 @@ function parseConfig(vars: ConfigVars): Config {
     throw new ConfigError(`SESSION_MAX_LIFETIME_SECONDS must be <= ${MAX_TTL_SECONDS}`);
   if (ttlSeconds > maxLifetimeSeconds)
     throw new ConfigError("SESSION_TTL_SECONDS must be <= SESSION_MAX_LIFETIME_SECONDS");
+  const boundCookieSeconds = wholeNumber("SESSION_BOUND_COOKIE_SECONDS", vars.SESSION_BOUND_COOKIE_SECONDS, 600, 10);
+  // A cookie's Max-Age is capped as a session is: hono's cookie helpers refuse to write more.
+  if (boundCookieSeconds > MAX_TTL_SECONDS)
+    throw new ConfigError(`SESSION_BOUND_COOKIE_SECONDS must be <= ${MAX_TTL_SECONDS}`);
   const supportMaxSeconds = wholeNumber("SESSION_SUPPORT_MAX_SECONDS", vars.SESSION_SUPPORT_MAX_SECONDS, 3600, 60);
   if (supportMaxSeconds > MAX_SUPPORT_SECONDS)
     throw new ConfigError(`SESSION_SUPPORT_MAX_SECONDS must be <= ${MAX_SUPPORT_SECONDS}`);
@@ -152,7 +156,7 @@ function parseConfig(vars: ConfigVars): Config {
     eventRetentionDays,
     reportTtlSeconds,
     stepUpMaxAgeSeconds: wholeNumber("SESSION_STEP_UP_MAX_AGE_SECONDS", vars.SESSION_STEP_UP_MAX_AGE_SECONDS, 0, 0),
-    boundCookieSeconds: wholeNumber("SESSION_BOUND_COOKIE_SECONDS", vars.SESSION_BOUND_COOKIE_SECONDS, 600, 10),
+    boundCookieSeconds,
     // Never past the lifetime every session is held to: a short SESSION_MAX_LIFETIME_SECONDS caps it.
     supportMaxSeconds: Math.min(supportMaxSeconds, maxLifetimeSeconds),
     contextPolicies: Object.fromEntries(

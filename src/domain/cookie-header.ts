@@ -3,18 +3,8 @@ import { InvalidInput } from "./invalid-input.ts";
 import { hashSecret } from "./token.ts";
 
 // The session cookies, the same for every door: a raw `Cookie` header read (the HTTP app's own
-// request's, or the one a login flow passes on), and the `Set-Cookie` values that set them.
-
-/**
- * The attributes every session cookie is set and cleared with. The `__Host-` prefix requires
- * Secure, Path=/ and no Domain; HttpOnly keeps it from scripts; Lax, from cross-site posts.
- */
-const ATTRIBUTES = "Path=/; HttpOnly; Secure; SameSite=Lax";
-
-/** A ready `Set-Cookie` value: the cookie `name` holding `value` for `maxAgeSeconds` (0 clears it). */
-export function setCookie(name: string, value: string, maxAgeSeconds: number): string {
-  return `${name}=${encodeURIComponent(value)}; Max-Age=${maxAgeSeconds}; ${ATTRIBUTES}`;
-}
+// request's, or the one a login flow passes on). Hono's cookie helpers write them
+// (src/services/session-cookie.ts).
 
 /**
  * The value sent under `name`, raw: "" when sent empty, undefined when not sent, null when

@@ -41,6 +41,39 @@ export interface SessionView {
   actor?: SupportActor;
 }
 
+/** What makes a listed session's name (`SessionView.name`), each word once: the list's SQL and `sessionName` are made of them. */
+export const SESSION_NAME = {
+  support: "Support access by ",
+  unknownBrowser: "Unknown browser",
+  os: " on ",
+  ip: " · ",
+} as const;
+
+/** The columns a session's name is made of. */
+export interface NamedSession {
+  browser: string | null;
+  os: string | null;
+  ipAddress: string | null;
+  supportAgent: string | null;
+}
+
+/**
+ * A session's name, `Chrome 131 on macOS · 203.0.113.7` (an OS and an IP only when not empty),
+ * `Support access by <agent>` on support access: src/db/session-view.ts `sessionNameOf` writes
+ * the same in SQL (test/device.test.ts holds them together).
+ */
+export function sessionName({ browser, os, ipAddress, supportAgent }: NamedSession): string {
+  if (supportAgent !== null) return SESSION_NAME.support + supportAgent;
+  return (
+    (browser ?? SESSION_NAME.unknownBrowser) +
+    (os ? SESSION_NAME.os + os : "") +
+    (ipAddress ? SESSION_NAME.ip + ipAddress : "")
+  );
+}
+
+/** `SessionView.name` as the OpenAPI document describes it. */
+export const SESSION_NAME_RULE = `Browser and OS parsed from the user agent (\`${SESSION_NAME.unknownBrowser}\` when it says nothing useful), then \`${SESSION_NAME.ip}\` and the IP when known; \`${sessionName({ browser: null, os: null, ipAddress: null, supportAgent: "<agent>" })}\` for support access (see \`actor\`).`;
+
 /** A support session's actor, from its agent and reason columns; undefined on the user's own. */
 export function supportActor(row: {
   supportAgent: string | null;

@@ -1,21 +1,23 @@
 import type { Context } from "hono";
-import { boundCookieName, cookieValue, setCookie } from "../domain/cookie-header.ts";
+import { deleteCookie, setCookie } from "hono/cookie";
+import { boundCookieName, cookieValue } from "../domain/cookie-header.ts";
+import { hostCookieName, SESSION_COOKIE_ATTRIBUTES } from "../services/session-cookie.ts";
 import type { ScopedEnv } from "./middleware/scope.ts";
 
 // The session cookie as the HTTP app deals in it: read from its request, set and cleared on its
-// answer, with the one Set-Cookie value of src/domain/cookie-header.ts.
+// answer by hono's cookie helpers, with the attributes of src/services/session-cookie.ts.
 
 /** The session cookie's value, by src/domain/cookie-header.ts `cookieValue`'s rule. */
 export function readSessionCookie(c: Context, name: string): string | null | undefined {
   return cookieValue(c.req.header("Cookie"), name);
 }
 
-function appendSetCookie(c: Context, name: string, value: string, maxAgeSeconds: number): void {
-  c.header("Set-Cookie", setCookie(name, value, maxAgeSeconds), { append: true });
+function clearCookie(c: Context, name: string): void {
+  deleteCookie(c, hostCookieName(name), SESSION_COOKIE_ATTRIBUTES);
 }
 
 export function clearSessionCookie<E extends ScopedEnv>(c: Context<E>): void {
-  appendSetCookie(c, c.var.scope.config.cookieName, "", 0);
+  clearCookie(c, c.var.scope.config.cookieName);
 }
 
 /**
@@ -24,11 +26,14 @@ export function clearSessionCookie<E extends ScopedEnv>(c: Context<E>): void {
  */
 export function setBoundCookie<E extends ScopedEnv>(c: Context<E>, secret: string): void {
   const { cookieName, boundCookieSeconds } = c.var.scope.config;
-  appendSetCookie(c, boundCookieName(cookieName), secret, boundCookieSeconds);
+  setCookie(c, hostCookieName(boundCookieName(cookieName)), secret, {
+    ...SESSION_COOKIE_ATTRIBUTES,
+    maxAge: boundCookieSeconds,
+  });
 }
 
 export function clearBoundCookie<E extends ScopedEnv>(c: Context<E>): void {
-  appendSetCookie(c, boundCookieName(c.var.scope.config.cookieName), "", 0);
+  clearCookie(c, boundCookieName(c.var.scope.config.cookieName));
 }
 
 /**

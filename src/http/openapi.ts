@@ -3,6 +3,7 @@ import { REFRESH_PATH } from "../domain/device-binding.ts";
 import { EVENT_TYPES, EVENTS_LISTED } from "../domain/events.ts";
 import { JWS_ALGORITHMS } from "../domain/jws.ts";
 import { MAX_REASON_LENGTH } from "../domain/reason.ts";
+import { SESSION_NAME_RULE } from "../domain/session-view.ts";
 import { DELIVERY_URNS, EVENTS_SUPPORTED, MIN_VERIFICATION_INTERVAL_SECONDS } from "../domain/ssf/streams.ts";
 import { MAX_SUPPORT_REASON_LENGTH } from "../domain/support.ts";
 import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
@@ -67,8 +68,7 @@ const SESSION = {
     id: ref("schemas/SessionId"),
     name: {
       type: "string",
-      description:
-        "Browser and OS parsed from the user agent (`Unknown browser` when it says nothing useful), then ` · ` and the IP when known; `Support access by <agent>` for support access (see `actor`).",
+      description: SESSION_NAME_RULE,
     },
     ip_address: { type: "string", description: '`""` when the address was unknown or not an IP.' },
     user_agent: { type: "string", maxLength: MAX_USER_AGENT_LENGTH },

@@ -98,7 +98,7 @@ export interface IssuedSession {
   expiresIn: number;
   /**
    * No session of this user seen within the events retention period (live or ended) had
-   * the same browser family, OS and country: time for a "new sign-in" message.
+   * the same device (src/domain/device.ts) and country: time for a "new sign-in" message.
    */
   newDevice: boolean;
   /** With `deviceBound: true`, else null: the challenge the browser's registration must sign. */
@@ -201,7 +201,7 @@ export async function buildSession(
     expiresAt,
     lastActiveAt: createdAt,
     ttlSeconds,
-    deviceKey: deviceKey(device, country),
+    deviceKey: deviceKey(seen, country),
     authProofs: factors,
     assuranceLevel,
     authenticatedAt: new Date(latestFactor(factors) ?? createdAt.getTime()),

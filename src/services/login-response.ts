@@ -1,7 +1,7 @@
 import { checkTokenCarrier } from "../domain/carrier.ts";
 import type { ContextInput } from "../domain/client-context.ts";
 import type { Config } from "../domain/config.ts";
-import { boundCookieName, checkCookieHeader, setCookie } from "../domain/cookie-header.ts";
+import { boundCookieName, checkCookieHeader } from "../domain/cookie-header.ts";
 import { registrationHeader } from "../domain/device-binding.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
 import type { Sent } from "../domain/sent.ts";
@@ -14,10 +14,11 @@ import {
   reauthenticate,
 } from "./issue-session.ts";
 import type { Scope } from "./scope.ts";
+import { sessionSetCookie } from "./session-cookie.ts";
 
 // What a login flow is handed when the service issues or re-issues a session, by either door
 // that can (the RPC and the admin API), each importing it from here rather than from the other:
-// the session, its token and ready Set-Cookie values.
+// the session, its token and ready Set-Cookie values (./session-cookie.ts).
 
 /** What SessionService.create answers: the session, and what the login response carries. */
 export interface CreatedSession {
@@ -28,7 +29,7 @@ export interface CreatedSession {
   cookie: string;
   /**
    * No session of this user seen within the events retention period (live or ended) had
-   * the same browser family, OS and country: time for a "new sign-in" message.
+   * the same device (browser family and OS, Safari's two faces one) and country: time for a "new sign-in" message.
    */
   newDevice: boolean;
   /** With `deviceBound: true`: the login response's `Secure-Session-Registration` header value. */
@@ -52,7 +53,7 @@ export interface CreatedSession {
  * as long as the session possibly can, and the database decides before that.
  */
 export function loginCookie(config: Config, token: string, seconds: number): string {
-  return setCookie(config.cookieName, token, config.slidingTtl ? config.maxLifetimeSeconds : seconds);
+  return sessionSetCookie(config.cookieName, token, config.slidingTtl ? config.maxLifetimeSeconds : seconds);
 }
 
 /** Issues a session (./issue-session.ts) and answers as SessionService.create does. */
@@ -71,7 +72,7 @@ export async function createSession(scope: Scope, input: Sent<CreateSessionInput
     ...(reportToken === undefined ? {} : { reportToken }),
   };
   if (!challenge || !boundSecret) return created;
-  const boundCookie = setCookie(boundCookieName(config.cookieName), boundSecret, config.boundCookieSeconds);
+  const boundCookie = sessionSetCookie(boundCookieName(config.cookieName), boundSecret, config.boundCookieSeconds);
   return { ...created, secureSessionRegistration: registrationHeader(challenge), boundCookie };
 }
 
@@ -112,7 +113,7 @@ export async function supportSession(
   if (typeof opened === "string") return opened;
   const { expiresIn, ...session } = opened;
   // Support access never slides: its cookie ends with it.
-  return { ...session, cookie: setCookie(scope.config.cookieName, session.token, expiresIn) };
+  return { ...session, cookie: sessionSetCookie(scope.config.cookieName, session.token, expiresIn) };
 }
 
 /**

@@ -20,7 +20,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { promisify } from "node:util";
 import { type Browser, type BrowserContext, expect, test } from "@playwright/test";
-import { setCookie } from "../../src/domain/cookie-header.ts";
+import { sessionSetCookie } from "../../src/services/session-cookie.ts";
 import { COOKIE, describe, info, Recorder, within } from "./recorder.ts";
 
 const PAGE_MS = 15_000;
@@ -116,7 +116,7 @@ async function jarCookie(context: BrowserContext, api: string) {
 
 /**
  * Hands the browser the session the way the login worker would: a `Set-Cookie` from the API
- * origin carrying exactly what `setCookie()` (src/domain/cookie-header.ts) builds. The response is
+ * origin carrying exactly what `sessionSetCookie()` (src/services/session-cookie.ts) builds. The response is
  * fulfilled by Playwright on a throwaway page (no login route exists over HTTP), but the
  * cookie goes through Chromium's own Set-Cookie parsing for http://localhost:<port>.
  *
@@ -134,7 +134,7 @@ async function giveCookie(context: BrowserContext, api: string, session: IssuedS
     await page.route(`${api}/__browser-test/login`, (route) =>
       route.fulfill({
         status: 204,
-        headers: { "Set-Cookie": setCookie(COOKIE, session.token, maxAge), "Cache-Control": "no-store" },
+        headers: { "Set-Cookie": sessionSetCookie(COOKIE, session.token, maxAge), "Cache-Control": "no-store" },
       }),
     );
     // A 204 is not a document: navigate to a page that fetches it instead.

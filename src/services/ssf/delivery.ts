@@ -1,6 +1,7 @@
 import type { Database } from "../../db/client.ts";
 import type { SessionEventRow } from "../../db/schema.ts";
 import { claimDuePushes, queueSessionSets, recordPushes, type SessionSet } from "../../db/ssf/queue.ts";
+import { isSameDevice } from "../../domain/device.ts";
 import type { EventType } from "../../domain/events.ts";
 import { logLine } from "../../domain/log.ts";
 import { SERVICE_REASONS } from "../../domain/reason.ts";
@@ -87,7 +88,12 @@ function riskChangeOf({ type, reason, context }: SessionEventRow) {
     };
   if (context === null) return null;
   const { before, after, travel } = context;
-  const device = before.browser !== after.browser || before.os !== after.os;
+  // The event writes "" (no browser, no OS) as null; the check judged the device by its rule.
+  const face = (seen: { browser: string | null; os: string | null }) => ({
+    browser: seen.browser ?? "",
+    os: seen.os ?? "",
+  });
+  const device = !isSameDevice(face(before), face(after));
   return {
     principal: "SESSION",
     current_level: "HIGH",
