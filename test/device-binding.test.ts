@@ -215,6 +215,9 @@ describe("device-bound sessions: registration", () => {
       "alg none": await signProof(key, challenge, { withKey: true, header: { alg: "none" } }),
       "RS256 claimed for an EC key": await signProof(key, challenge, { withKey: true, header: { alg: "RS256" } }),
       "no jwk": await signProof(key, challenge),
+      "a jwk off the curve": await signProof(key, challenge, {
+        header: { jwk: { kty: "EC", crv: "P-256", x: "A".repeat(43), y: "A".repeat(43) } },
+      }),
       "no jti": await signProof(key, challenge, { withKey: true, payload: { jti: undefined } }),
       "a challenge never issued": await signProof(key, "A".repeat(22), { withKey: true }),
       "tampered payload": `${h}.${btoa(JSON.stringify({ jti: challenge, x: 1 })).replace(/=+$/, "")}.${sig}`,
