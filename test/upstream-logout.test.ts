@@ -691,6 +691,24 @@ describe("back-channel logout", () => {
     expect(await isLive(second.token)).toBe(true);
   });
 
+  it("a fault while verifying that is not the token's (a key import that throws) is a 500 with its log line, never a refusal", async () => {
+    // Its own entry: a key set this isolate has not imported a key of yet.
+    const bindings = vars(corp({ jwks: { keys: [ES_PUBLIC] } }));
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await service(bindings).create({ userId: newUser(), upstream: { provider: "corp", subject } });
+    const lines = vi.spyOn(console, "error").mockImplementation(() => {});
+    vi.spyOn(crypto.subtle, "importKey").mockRejectedValue(new Error("planted"));
+    await expectError(await logout(await sign(logoutClaims(subject, undefined)), { bindings }), 500, "internal_error");
+    expect(lines.mock.calls.map(([line]) => JSON.parse(String(line)))).toContainEqual(
+      expect.objectContaining({
+        event: "unhandled_error",
+        name: "Error",
+        route: "/upstreams/:name/backchannel-logout",
+      }),
+    );
+    expect(await isLive(session.token)).toBe(true);
+  });
+
   it("keys from jwks_uri are the set's only: a header's jku or x5u is never fetched, its jwk never used", async () => {
     const jwksUri = `https://corp.example/certs/${crypto.randomUUID()}`;
     const fetched: string[] = [];
