@@ -95,10 +95,15 @@ async function signWithHeader(payload: JWTPayload, header: Record<string, unknow
   return `${signed}.${base64url.encode(new Uint8Array(signature))}`;
 }
 
-/** A SET signed by another key than the issuer's, which its header carries as a key would be: `jwk`, `jku`, `x5u`. */
+/** A SET signed by another key than the issuer's, which its header carries as a key would be: `jwk`, `jku`, `x5u`, `x5c`. */
 async function signCarrying(payload: JWTPayload, kid: string): Promise<string> {
   const jwk = { ...(await exportJWK(other.publicKey)), kid };
-  const carried = { jwk, jku: "https://evil.example/jwks", x5u: "https://evil.example/cert.pem" };
+  const carried = {
+    jwk,
+    jku: "https://evil.example/jwks",
+    x5u: "https://evil.example/cert.pem",
+    x5c: [btoa("the attacker's certificate")],
+  };
   return new SignJWT(payload)
     .setProtectedHeader({ alg: "ES256", typ: "secevent+jwt", kid, ...carried })
     .sign(other.privateKey);
@@ -433,7 +438,7 @@ describe("refused: 400 {err, description}, Content-Language: en, nothing ends", 
       "The SET's signature does not verify with its issuer's key.",
     ],
     [
-      "signed by the key its header carries (jwk, jku, x5u), under the issuer's kid",
+      "signed by the key its header carries (jwk, jku, x5u, x5c), under the issuer's kid",
       async () => push(await signCarrying(claims(USER), "es1")),
       "authentication_failed",
       "The SET's signature does not verify with its issuer's key.",

@@ -48,6 +48,7 @@ const CARRIED_KEY = {
   jwk: ATTACKER_JWK,
   jku: "https://evil.example/jwks",
   x5u: "https://evil.example/cert.pem",
+  x5c: [btoa("the attacker's certificate")],
 };
 const ES_PUBLIC = { ...(await exportJWK(es256.publicKey)), kid: "es1", alg: "ES256", use: "sig" };
 const CORP_KEYS = [ES_PUBLIC, { ...(await exportJWK(rs256.publicKey)), kid: "rs1" }];
@@ -584,7 +585,7 @@ describe("back-channel logout", () => {
         'The logout token\'s typ is neither "logout+jwt" nor "JWT".',
       ],
       [
-        "signed by the key its header carries (jwk, jku, x5u), under the upstream's kid",
+        "signed by the key its header carries (jwk, jku, x5u, x5c), under the upstream's kid",
         async (subject) => sign(logoutClaims(subject, "sid-A"), { key: attackerKeys.privateKey, more: CARRIED_KEY }),
         "The logout token's signature does not verify with its issuer's key.",
       ],
@@ -924,7 +925,7 @@ describe("global token revocation", () => {
     ["an exp passed", async () => `Bearer ${await jwt({ exp: now() - 61 })}`, "The JWT has expired (exp)."],
     ["no jti", async () => `Bearer ${await jwt({ jti: undefined })}`, "The JWT has no jti of 1 to 256 characters."],
     [
-      "signed by the key its header carries (jwk, jku, x5u), under the upstream's kid",
+      "signed by the key its header carries (jwk, jku, x5u, x5c), under the upstream's kid",
       async () => `Bearer ${await jwt({}, { key: attackerKeys.privateKey, more: CARRIED_KEY })}`,
       "The JWT's signature does not verify with its issuer's key.",
     ],
