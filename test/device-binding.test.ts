@@ -38,7 +38,10 @@ const BOUND = `${COOKIE_NAME}-bound`;
 const CLEARED_BOUND = `${BOUND}=; Max-Age=0; Path=/; HttpOnly; Secure; SameSite=Lax`;
 const REGISTRATION = /^\(ES256 RS256\);path="\/auth\/dbsc\/registration";challenge="[A-Za-z0-9_-]{22}"$/;
 
-afterEach(() => vi.useRealTimers());
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
 
 const total = (perBinding: Record<string, number>) => Object.values(perBinding).reduce((sum, n) => sum + n, 0);
 
@@ -215,6 +218,9 @@ describe("device-bound sessions: registration", () => {
       "alg none": await signProof(key, challenge, { withKey: true, header: { alg: "none" } }),
       "RS256 claimed for an EC key": await signProof(key, challenge, { withKey: true, header: { alg: "RS256" } }),
       "no jwk": await signProof(key, challenge),
+      "a jwk off the curve": await signProof(key, challenge, {
+        header: { jwk: { kty: "EC", crv: "P-256", x: "A".repeat(43), y: "A".repeat(43) } },
+      }),
       "no jti": await signProof(key, challenge, { withKey: true, payload: { jti: undefined } }),
       "a challenge never issued": await signProof(key, "A".repeat(22), { withKey: true }),
       "tampered payload": `${h}.${btoa(JSON.stringify({ jti: challenge, x: 1 })).replace(/=+$/, "")}.${sig}`,
@@ -230,6 +236,18 @@ describe("device-bound sessions: registration", () => {
     expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
     // Still bindable with the good proof afterwards: the challenge was not used up by refusals.
     expect((await register(issued.token, valid)).status).toBe(200);
+  });
+
+  it("a fault while verifying that is not the proof's (a key import that throws) is a 500 with its log line, never a 400", async () => {
+    const issued = await issueBindable();
+    const key = await deviceKey();
+    const proof = await signProof(key, challengeIn(issued.secureSessionRegistration), { withKey: true });
+    const lines = vi.spyOn(console, "error").mockImplementation(() => {});
+    vi.spyOn(crypto.subtle, "importKey").mockRejectedValue(new Error("planted"));
+    await expectError(await register(issued.token, proof), 500, "internal_error");
+    expect(lines.mock.calls.map(([line]) => JSON.parse(String(line)))).toContainEqual(
+      expect.objectContaining({ event: "unhandled_error", name: "Error", route: "/auth/dbsc/registration" }),
+    );
   });
 
   it("a challenge binds once: the same proof again is 409, another session's challenge is 400", async () => {

@@ -23,7 +23,7 @@ import {
 import { newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
 // Inbound SETs (POST /ssf/inbound), pushed by the upstreams of SSF_UPSTREAMS and signed here
-// with `jose` (not the worker's verifier), end sessions.
+// with `jose` (or by hand, for what jose would refuse to sign), end sessions.
 
 const ISSUER = "https://idp.example";
 const AUDIENCE = "https://sessions.example/ssf";
@@ -93,6 +93,20 @@ async function signWithHeader(payload: JWTPayload, header: Record<string, unknow
     new TextEncoder().encode(signed),
   );
   return `${signed}.${base64url.encode(new Uint8Array(signature))}`;
+}
+
+/** A SET signed by another key than the issuer's, which its header carries as a key would be: `jwk`, `jku`, `x5u`, `x5c`. */
+async function signCarrying(payload: JWTPayload, kid: string): Promise<string> {
+  const jwk = { ...(await exportJWK(other.publicKey)), kid };
+  const carried = {
+    jwk,
+    jku: "https://evil.example/jwks",
+    x5u: "https://evil.example/cert.pem",
+    x5c: [btoa("the attacker's certificate")],
+  };
+  return new SignJWT(payload)
+    .setProtectedHeader({ alg: "ES256", typ: "secevent+jwt", kid, ...carried })
+    .sign(other.privateKey);
 }
 
 function push(body: BodyInit, bindings = vars(), contentType = "application/secevent+jwt"): Promise<Response> {
@@ -422,6 +436,18 @@ describe("refused: 400 {err, description}, Content-Language: en, nothing ends", 
       async () => push(await sign(claims(USER), { key: other.privateKey })),
       "authentication_failed",
       "The SET's signature does not verify with its issuer's key.",
+    ],
+    [
+      "signed by the key its header carries (jwk, jku, x5u, x5c), under the issuer's kid",
+      async () => push(await signCarrying(claims(USER), "es1")),
+      "authentication_failed",
+      "The SET's signature does not verify with its issuer's key.",
+    ],
+    [
+      "signed by the key its header carries, under a kid the issuer does not have",
+      async () => push(await signCarrying(claims(USER), "attacker")),
+      "invalid_key",
+      "The SET's kid names no key of its issuer.",
     ],
     [
       "a wrong audience",

@@ -23,8 +23,8 @@ import {
 
 // An upstream identity provider ends sessions here in OpenID Connect's words: back-channel
 // logout (POST /upstreams/<name>/backchannel-logout) and global token revocation (POST
-// /upstreams/<name>/global-token-revocation). Tokens are signed here with `jose`, not with the
-// worker's own JWS code, so each side is checked against an outside implementation.
+// /upstreams/<name>/global-token-revocation). Tokens are signed here with `jose`; some are
+// written by hand, for what jose would refuse to sign.
 
 afterEach(() => {
   vi.useRealTimers();
@@ -39,6 +39,17 @@ const BCL_EVENT = "http://schemas.openid.net/event/backchannel-logout";
 const es256 = await generateKeyPair("ES256", { extractable: true });
 const rs256 = await generateKeyPair("RS256", { extractable: true });
 const otherKeys = await generateKeyPair("ES256", { extractable: true });
+// An attacker's keys, which a token may carry in its own header; and the key corp rotates es1 to.
+const attackerKeys = await generateKeyPair("ES256", { extractable: true });
+const ATTACKER_JWK = await exportJWK(attackerKeys.publicKey);
+const rotatedKeys = await generateKeyPair("ES256", { extractable: true });
+/** Header members that would hand the verifier the attacker's key, were it to read them. */
+const CARRIED_KEY = {
+  jwk: ATTACKER_JWK,
+  jku: "https://evil.example/jwks",
+  x5u: "https://evil.example/cert.pem",
+  x5c: [btoa("the attacker's certificate")],
+};
 const ES_PUBLIC = { ...(await exportJWK(es256.publicKey)), kid: "es1", alg: "ES256", use: "sig" };
 const CORP_KEYS = [ES_PUBLIC, { ...(await exportJWK(rs256.publicKey)), kid: "rs1" }];
 
@@ -97,10 +108,12 @@ interface Signing {
   kid?: string;
   typ?: string | null;
   key?: CryptoKey;
+  /** More header members. */
+  more?: Record<string, unknown>;
 }
 
-function sign(payload: JWTPayload, { alg = "ES256", kid, typ = "logout+jwt", key }: Signing = {}) {
-  const header = { alg, kid: kid ?? (alg === "ES256" ? "es1" : "rs1"), ...(typ === null ? {} : { typ }) };
+function sign(payload: JWTPayload, { alg = "ES256", kid, typ = "logout+jwt", key, more }: Signing = {}) {
+  const header = { alg, kid: kid ?? (alg === "ES256" ? "es1" : "rs1"), ...(typ === null ? {} : { typ }), ...more };
   return new SignJWT(payload).setProtectedHeader(header).sign(key ?? (alg === "ES256" ? es256 : rs256).privateKey);
 }
 
@@ -571,6 +584,21 @@ describe("back-channel logout", () => {
         async (subject) => sign(logoutClaims(subject, "sid-A"), { typ: "secevent+jwt" }),
         'The logout token\'s typ is neither "logout+jwt" nor "JWT".',
       ],
+      [
+        "signed by the key its header carries (jwk, jku, x5u, x5c), under the upstream's kid",
+        async (subject) => sign(logoutClaims(subject, "sid-A"), { key: attackerKeys.privateKey, more: CARRIED_KEY }),
+        "The logout token's signature does not verify with its issuer's key.",
+      ],
+      [
+        "signed by the key its header carries, under a kid the upstream does not have",
+        async (subject) =>
+          sign(logoutClaims(subject, "sid-A"), {
+            key: attackerKeys.privateKey,
+            kid: "attacker",
+            more: { ...CARRIED_KEY, jwk: { ...ATTACKER_JWK, kid: "attacker" } },
+          }),
+        "The logout token's kid names no key of its issuer.",
+      ],
     ];
 
     it.each(cases)("%s", async (_, token, description) => {
@@ -662,6 +690,102 @@ describe("back-channel logout", () => {
       },
     );
     expect(await isLive(second.token)).toBe(true);
+  });
+
+  it("a fault while verifying that is not the token's (a key import that throws) is a 500 with its log line, never a refusal", async () => {
+    // Its own entry: a key set this isolate has not imported a key of yet.
+    const bindings = vars(corp({ jwks: { keys: [ES_PUBLIC] } }));
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await service(bindings).create({ userId: newUser(), upstream: { provider: "corp", subject } });
+    const lines = vi.spyOn(console, "error").mockImplementation(() => {});
+    vi.spyOn(crypto.subtle, "importKey").mockRejectedValue(new Error("planted"));
+    await expectError(await logout(await sign(logoutClaims(subject, undefined)), { bindings }), 500, "internal_error");
+    expect(lines.mock.calls.map(([line]) => JSON.parse(String(line)))).toContainEqual(
+      expect.objectContaining({
+        event: "unhandled_error",
+        name: "Error",
+        route: "/upstreams/:name/backchannel-logout",
+      }),
+    );
+    expect(await isLive(session.token)).toBe(true);
+  });
+
+  it("keys from jwks_uri are the set's only: a header's jku or x5u is never fetched, its jwk never used", async () => {
+    const jwksUri = `https://corp.example/certs/${crypto.randomUUID()}`;
+    const fetched: string[] = [];
+    vi.spyOn(globalThis, "fetch").mockImplementation(async (input) => {
+      fetched.push(String(input instanceof Request ? input.url : input));
+      return Response.json({ keys: CORP_KEYS });
+    });
+    const bindings = vars(corp({ jwks: undefined, jwks_uri: jwksUri }));
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await service(bindings).create({ userId: newUser(), upstream: { provider: "corp", subject } });
+    const carried = (kid: string) =>
+      sign(logoutClaims(subject, undefined), { key: attackerKeys.privateKey, kid, more: CARRIED_KEY });
+    await expectRefused(
+      await logout(await carried("es1"), { bindings }),
+      "The logout token's signature does not verify with its issuer's key.",
+    );
+    await expectRefused(
+      await logout(await carried("attacker"), { bindings }),
+      "The logout token's kid names no key of its issuer.",
+    );
+    expect(fetched).toEqual([jwksUri]);
+    expect(await isLive(session.token)).toBe(true);
+  });
+
+  it("a fetched key set is kept 5 minutes and no longer: a key the upstream replaced stops verifying once its set is that old", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const jwksUri = `https://corp.example/certs/${crypto.randomUUID()}`;
+    let served: unknown[] = [ES_PUBLIC];
+    const fetches = vi.spyOn(globalThis, "fetch").mockImplementation(async () => Response.json({ keys: served }));
+    const bindings = vars(corp({ jwks: undefined, jwks_uri: jwksUri }));
+    const subject = `sub-${crypto.randomUUID()}`;
+    const withOldKey = () => sign(logoutClaims(subject, undefined));
+    await expectDone(await logout(await withOldKey(), { bindings }));
+    expect(fetches).toHaveBeenCalledTimes(1);
+    // The upstream replaces the key es1 names (a compromise, say), under the same kid.
+    served = [{ ...(await exportJWK(rotatedKeys.publicKey)), kid: "es1", alg: "ES256", use: "sig" }];
+    vi.setSystemTime(Date.now() + 4 * 60_000);
+    await expectDone(await logout(await withOldKey(), { bindings }));
+    expect(fetches).toHaveBeenCalledTimes(1);
+    vi.setSystemTime(Date.now() + 61_000);
+    await expectRefused(
+      await logout(await withOldKey(), { bindings }),
+      "The logout token's signature does not verify with its issuer's key.",
+    );
+    expect(fetches).toHaveBeenCalledTimes(2);
+    await expectDone(
+      await logout(await sign(logoutClaims(subject, undefined), { key: rotatedKeys.privateKey }), { bindings }),
+    );
+    expect(fetches).toHaveBeenCalledTimes(2);
+  });
+
+  it("forged kids refetch the upstream's key set once a minute at most, and its real logouts are still answered", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const jwksUri = `https://corp.example/certs/${crypto.randomUUID()}`;
+    const fetches = vi.spyOn(globalThis, "fetch").mockImplementation(async () => Response.json({ keys: CORP_KEYS }));
+    const bindings = vars(corp({ jwks: undefined, jwks_uri: jwksUri }));
+    const subject = `sub-${crypto.randomUUID()}`;
+    const forged = async (kid: string) =>
+      expectRefused(
+        await logout(await sign(logoutClaims(subject, undefined), { kid }), { bindings }),
+        "The logout token's kid names no key of its issuer.",
+      );
+    await expectDone(await logout(await sign(logoutClaims(subject, undefined)), { bindings }));
+    await forged("forged-1");
+    await forged("forged-2");
+    // Within the minute after the set was fetched, no forged kid fetches it again.
+    expect(fetches).toHaveBeenCalledTimes(1);
+    vi.setSystemTime(Date.now() + 61_000);
+    await forged("forged-3");
+    vi.setSystemTime(Date.now() + 30_000);
+    await forged("forged-4");
+    await forged("forged-5");
+    // The first forged kid after the minute fetched it once; the others, within the minute after, did not.
+    expect(fetches).toHaveBeenCalledTimes(2);
+    await expectDone(await logout(await sign(logoutClaims(subject, undefined)), { bindings }));
+    expect(fetches).toHaveBeenCalledTimes(2);
   });
 });
 
@@ -812,6 +936,16 @@ describe("global token revocation", () => {
     ["no exp", async () => `Bearer ${await jwt({ exp: undefined })}`, "The JWT has no exp."],
     ["an exp passed", async () => `Bearer ${await jwt({ exp: now() - 61 })}`, "The JWT has expired (exp)."],
     ["no jti", async () => `Bearer ${await jwt({ jti: undefined })}`, "The JWT has no jti of 1 to 256 characters."],
+    [
+      "signed by the key its header carries (jwk, jku, x5u, x5c), under the upstream's kid",
+      async () => `Bearer ${await jwt({}, { key: attackerKeys.privateKey, more: CARRIED_KEY })}`,
+      "The JWT's signature does not verify with its issuer's key.",
+    ],
+    [
+      "signed by the key its header carries, under a kid the upstream does not have",
+      async () => `Bearer ${await jwt({}, { key: attackerKeys.privateKey, kid: "attacker", more: CARRIED_KEY })}`,
+      "The JWT's kid names no key of its issuer.",
+    ],
   ];
 
   it.each(unauthenticated)("401 invalid_token, nothing ended: %s", async (_, authorization, description) => {

@@ -1,4 +1,4 @@
-import { base64UrlJson, JWS_ALGORITHMS, type PublicKey, parseJws, publicKeyOf, verifyJws } from "./jws.ts";
+import { JWS_ALGORITHMS, type PublicKey, publicKeyOf, tokenFault, verifyJws } from "./jws.ts";
 import { base64Url, randomBase64Url } from "./token.ts";
 
 // Device Bound Session Credentials (W3C WebAppSec DBSC): the browser holds a private key the
@@ -53,6 +53,16 @@ export function sessionIdentifier(sessionId: string, key: PublicKey): string {
   return `${sessionId}.${base64Url(new TextEncoder().encode(JSON.stringify(key)))}`;
 }
 
+/** The JSON a base64url text encodes; null when it is not. */
+function base64UrlJson(text: string): unknown {
+  if (!/^[A-Za-z0-9_-]+$/.test(text)) return null;
+  try {
+    return JSON.parse(atob(text.replaceAll("-", "+").replaceAll("_", "/")));
+  } catch {
+    return null;
+  }
+}
+
 /** `Sec-Secure-Session-Id` read back; null when it is not one this service gave out. */
 export function parseSessionIdentifier(identifier: string): { sessionId: string; key: PublicKey } | null {
   const dot = identifier.indexOf(".");
@@ -70,6 +80,14 @@ export interface VerifiedDeviceProof {
 }
 
 /**
+ * Whether WebCrypto refused to import a key's material (a point off the curve: workerd says
+ * OperationError where the spec says DataError). The key came with the request: that is the
+ * caller's mistake, not this service's.
+ */
+const isRefusedKey = (error: unknown) =>
+  error instanceof DOMException && (error.name === "DataError" || error.name === "OperationError");
+
+/**
  * Verifies a DBSC proof (the `Secure-Session-Response` value): a compact JWS with `typ`
  * `dbsc+jwt`, ES256 or RS256, and a string `jti`. At registration (`key` null) the key is
  * the one in its header, at refresh the session's. Only `jti` is required of the payload:
@@ -79,12 +97,21 @@ export async function verifyDeviceProof(
   response: string | null,
   key: PublicKey | null,
 ): Promise<VerifiedDeviceProof | null> {
-  const jws = parseJws(response);
-  if (jws?.header.typ !== "dbsc+jwt") return null;
-  const { jti } = jws.payload;
-  if (typeof jti !== "string" || jti === "") return null;
-  const publicKey = key ?? publicKeyOf(jws.header.jwk, jws.alg);
-  return publicKey !== null && (await verifyJws(jws, publicKey)) ? { challenge: jti, key: publicKey } : null;
+  if (response === null) return null;
+  let publicKey = key;
+  try {
+    const proof = await verifyJws(response, async ({ header, payload, alg }) => {
+      // The spec's one exception to "never the header's key": registration registers that key.
+      publicKey ??= publicKeyOf(header.jwk, alg);
+      const { jti } = payload;
+      const acceptable = header.typ === "dbsc+jwt" && typeof jti === "string" && jti !== "";
+      return acceptable ? publicKey : null;
+    });
+    return proof && publicKey && { challenge: proof.payload.jti as string, key: publicKey };
+  } catch (error) {
+    if (tokenFault(error) || isRefusedKey(error)) return null;
+    throw error;
+  }
 }
 
 /** The JSON session instructions: what the browser keeps bound, and where it refreshes. */

@@ -1,10 +1,19 @@
-import { base64Url } from "./token.ts";
+import {
+  type CompactJWSHeaderParameters,
+  CompactSign,
+  compactVerify,
+  decodeJwt,
+  errors,
+  type FlattenedJWSInput,
+  type JWK,
+  type JWTPayload,
+} from "jose";
 
-// Compact JWS (RFC 7515) with the two algorithms this service accepts, ES256 and RS256, by
-// WebCrypto: the one place that reads and verifies a signed token, for the browser's DBSC
-// proofs and the identity provider's Security Event Tokens. Hand-written rather than `jose`:
-// the same WebCrypto calls for several KB more of the bundle (BENCHMARKS.md, "Bundle budget").
-// The tests sign and verify with jose, so each side is checked against it.
+// Every signed token this service reads or writes goes through `jose`, by its public API: the
+// browser's DBSC proofs and the upstreams' SETs, logout tokens and revocation JWTs are verified
+// here, access tokens and SETs signed. Two algorithms, ES256 and RS256. The key is always the
+// caller's choice (`keyFor`): a registered key, an upstream's key set; never one the token's
+// header carries (`jwk`, `jku`, `x5u`, `x5c`), which jose does not read unless asked to.
 
 export const JWS_ALGORITHMS = ["ES256", "RS256"] as const;
 export type JwsAlgorithm = (typeof JWS_ALGORITHMS)[number];
@@ -14,28 +23,8 @@ export type PublicKey = { crv: "P-256"; kty: "EC"; x: string; y: string } | { e:
 
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 
-function base64UrlBytes(text: string): Uint8Array<ArrayBuffer> | null {
-  if (!BASE64URL.test(text)) return null;
-  try {
-    return Uint8Array.from(atob(text.replaceAll("-", "+").replaceAll("_", "/")), (char) => char.charCodeAt(0));
-  } catch {
-    return null;
-  }
-}
-
-/** The JSON a base64url text encodes; null when it is not. */
-export function base64UrlJson(text: string): unknown {
-  const bytes = base64UrlBytes(text);
-  if (!bytes) return null;
-  try {
-    return JSON.parse(new TextDecoder().decode(bytes));
-  } catch {
-    return null;
-  }
-}
-
 /** The key's required members, checked against the algorithm; null for any other key. */
-export function publicKeyOf(jwk: unknown, alg: JwsAlgorithm): PublicKey | null {
+export function publicKeyOf(jwk: unknown, alg: unknown): PublicKey | null {
   if (typeof jwk !== "object" || jwk === null) return null;
   const { kty, crv, x, y, e, n } = jwk as Record<string, unknown>;
   const b64 = (value: unknown, length?: [number, number]): value is string =>
@@ -49,84 +38,77 @@ export function publicKeyOf(jwk: unknown, alg: JwsAlgorithm): PublicKey | null {
   return null;
 }
 
-/** RFC 7638 thumbprint (SHA-256, base64url). */
-export async function thumbprint(key: PublicKey): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(JSON.stringify(key)));
-  return base64Url(new Uint8Array(digest));
-}
-
-const VERIFY = {
-  ES256: { import: { name: "ECDSA", namedCurve: "P-256" }, verify: { name: "ECDSA", hash: "SHA-256" } },
-  RS256: { import: { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256" }, verify: { name: "RSASSA-PKCS1-v1_5" } },
-} as const;
-
+/** A compact JWS read by jose: its protected header and its payload, a JSON object. */
 export interface Jws {
-  header: Record<string, unknown>;
-  payload: Record<string, unknown>;
+  header: CompactJWSHeaderParameters;
+  payload: JWTPayload;
   alg: JwsAlgorithm;
-  /** What was signed and its signature, for `verifyJws`. */
-  signed: Uint8Array;
-  signature: Uint8Array<ArrayBuffer>;
 }
 
 /**
- * A compact JWS read but not verified: JSON header and payload, one of the two algorithms, no
- * `crit`. RFC 7515 §4.1.11: a JWS whose `crit` names an extension the reader does not
- * understand is invalid, and one with a malformed `crit` too; this reader understands none.
+ * What names the key, given the token read but not verified yet (`token` is what jose's key
+ * sets take with the header): a key jose imported, or a public JWK for jose to import; null: none.
  */
-export function parseJws(compact: string | null | undefined): Jws | null {
-  const parts = compact?.split(".");
-  if (parts?.length !== 3) return null;
-  const [encodedHeader, encodedPayload, encodedSignature] = parts as [string, string, string];
-  const header = base64UrlJson(encodedHeader);
-  const payload = base64UrlJson(encodedPayload);
-  const signature = base64UrlBytes(encodedSignature);
-  if (typeof header !== "object" || header === null || typeof payload !== "object" || payload === null) return null;
-  const alg = JWS_ALGORITHMS.find((name) => name === (header as Record<string, unknown>).alg);
-  if (!alg || !signature || Array.isArray(payload) || "crit" in header) return null;
-  const signed = new TextEncoder().encode(`${encodedHeader}.${encodedPayload}`);
-  return {
-    header: header as Record<string, unknown>,
-    payload: payload as Record<string, unknown>,
-    alg,
-    signed,
-    signature,
-  };
-}
+export type KeyFor = (jws: Jws, token: FlattenedJWSInput) => Promise<CryptoKey | PublicKey | null>;
 
-/** Whether `key` signed `jws`; the key decides the algorithm, so an RS256 JWS cannot pass for an EC key. */
-export async function verifyJws(jws: Jws, key: PublicKey): Promise<boolean> {
-  if ((key.kty === "EC") !== (jws.alg === "ES256")) return false;
+// Thrown through jose's key resolver when `keyFor` names no key, and caught right back.
+class NoKey extends Error {}
+
+/**
+ * The compact JWS verified by jose with the key `keyFor` names: ES256 or RS256, a JSON object
+ * payload, no `crit`. Null when `keyFor` names none. A token that is not such a JWS, or whose
+ * signature does not verify, throws jose's error (`tokenFault` tells which); `keyFor`'s throws
+ * pass through.
+ */
+export async function verifyJws(compact: string, keyFor: KeyFor): Promise<Jws | null> {
+  const verified: { jws: Jws | null } = { jws: null };
   try {
-    const cryptoKey = await crypto.subtle.importKey("jwk", key, VERIFY[jws.alg].import, false, ["verify"]);
-    return await crypto.subtle.verify(VERIFY[jws.alg].verify, cryptoKey, jws.signature, jws.signed);
-  } catch {
-    return false;
+    await compactVerify(
+      compact,
+      async (header, token) => {
+        // RFC 7515 §4.1.11: a JWS whose `crit` names an extension its reader does not understand
+        // is invalid. This reader understands none, not even jose's `b64`: a JWT's payload is encoded.
+        if (header.crit !== undefined) throw new errors.JWSInvalid("crit is not understood");
+        verified.jws = { header, payload: decodeJwt(compact), alg: header.alg as JwsAlgorithm };
+        const key = await keyFor(verified.jws, token);
+        if (key === null) throw new NoKey();
+        return key;
+      },
+      { algorithms: [...JWS_ALGORITHMS] },
+    );
+  } catch (error) {
+    if (error instanceof NoKey) return null;
+    throw error;
   }
+  return verified.jws;
 }
 
-const signingKeys = new Map<string, Promise<CryptoKey>>();
+/**
+ * What a verification's error says of the token: not a compact JWS of the two algorithms
+ * ("malformed"), or signed by another key ("forged"). Null for any other error, a bug's
+ * included, which the caller throws on.
+ */
+export function tokenFault(error: unknown): "malformed" | "forged" | null {
+  if (error instanceof errors.JWSSignatureVerificationFailed) return "forged";
+  const malformed =
+    error instanceof errors.JWSInvalid ||
+    error instanceof errors.JWTInvalid ||
+    error instanceof errors.JOSEAlgNotAllowed ||
+    error instanceof errors.JOSENotSupported;
+  return malformed ? "malformed" : null;
+}
 
 /**
  * A compact JWS of `payload` signed with a private JWK (`kid` names it; the algorithm follows
- * the key's type). The imported key is kept per isolate: importing costs more than signing.
+ * the key's type). jose imports a key object once and keeps it: keep passing the same object.
  */
-export async function signJws(
-  payload: Record<string, unknown>,
+export function signJws(
+  payload: JWTPayload,
   privateKey: JsonWebKey & { kid: string },
   header: Record<string, unknown> = {},
 ): Promise<string> {
   const alg: JwsAlgorithm = privateKey.kty === "EC" ? "ES256" : "RS256";
-  // By the private member itself: a kid alone could name two keys (a test, a careless rotation).
-  const cacheKey = `${privateKey.kid}:${privateKey.d}`;
-  let key = signingKeys.get(cacheKey);
-  if (!key) {
-    const { kid: _, ...jwk } = privateKey;
-    key = crypto.subtle.importKey("jwk", jwk, VERIFY[alg].import, false, ["sign"]);
-    signingKeys.set(cacheKey, key);
-  }
-  const encode = (value: unknown) => base64Url(new TextEncoder().encode(JSON.stringify(value)));
-  const signed = `${encode({ alg, kid: privateKey.kid, ...header })}.${encode(payload)}`;
-  const signature = await crypto.subtle.sign(VERIFY[alg].verify, await key, new TextEncoder().encode(signed));
-  return `${signed}.${base64Url(new Uint8Array(signature))}`;
+  return new CompactSign(new TextEncoder().encode(JSON.stringify(payload)))
+    .setProtectedHeader({ alg, kid: privateKey.kid, ...header })
+    .sign(privateKey as JWK);
 }

@@ -1,6 +1,7 @@
+import { calculateJwkThumbprint } from "jose";
 import { ConfigError } from "./config.ts";
 import { isLoopback } from "./ip.ts";
-import { type JwsAlgorithm, type PublicKey, publicKeyOf, thumbprint } from "./jws.ts";
+import { type JwsAlgorithm, type PublicKey, publicKeyOf } from "./jws.ts";
 
 // A key set this service signs with, as an operator configures it in a secret (the Shared Signals
 // transmitter's SSF_SIGNING_KEYS, the access tokens' ACCESS_TOKEN_KEYS): a JSON array of private
@@ -98,5 +99,5 @@ export function publishedKeys(keySet: KeySet, nowSeconds: number): PublishedKey[
 export async function keyId(jwk: Record<string, unknown>): Promise<string> {
   const half = publicHalf(jwk);
   if (!half) throw new Error("not an ES256 or RS256 private key");
-  return thumbprint(half.key);
+  return calculateJwkThumbprint(half.key);
 }

@@ -1,6 +1,4 @@
 import { ConfigError } from "./config.ts";
-import type { Jws, PublicKey } from "./jws.ts";
-import { publicKeyOf } from "./jws.ts";
 import { MAX_REASON_LENGTH } from "./reason.ts";
 
 // The upstreams: identity providers the operator trusts to end sessions here, listed in the var
@@ -140,26 +138,6 @@ export function readUpstreams(vars: UpstreamVars): Upstream[] {
 
 export const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value);
-
-/**
- * The key of `keys` (a JWK Set's members) that the JWS's `kid` names, or the only key when it
- * names none: undefined when there is no such key, "unusable" when it is there but cannot
- * verify this algorithm (another type, a weak RSA modulus, meant for encryption).
- */
-export function keyOf(keys: readonly unknown[], jws: Jws): PublicKey | "unusable" | undefined {
-  const { kid } = jws.header;
-  const jwk =
-    kid === undefined
-      ? keys.length === 1
-        ? keys[0]
-        : undefined
-      : keys.find((key) => isObject(key) && key.kid === kid);
-  if (!isObject(jwk)) return undefined;
-  const { alg, use } = jwk;
-  const key =
-    (alg === undefined || alg === jws.alg) && (use === undefined || use === "sig") && publicKeyOf(jwk, jws.alg);
-  return key || "unusable";
-}
 
 /** A token's `aud`, a string or an array of them, as the array. */
 export function audienceOf(aud: unknown): unknown[] {

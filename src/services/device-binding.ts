@@ -1,3 +1,4 @@
+import { calculateJwkThumbprint } from "jose";
 import {
   type RefreshOutcome,
   type RegistrationOutcome,
@@ -5,7 +6,7 @@ import {
   registerBinding,
 } from "../db/device-binding.ts";
 import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
-import { type PublicKey, thumbprint } from "../domain/jws.ts";
+import type { PublicKey } from "../domain/jws.ts";
 import { hashSecret } from "../domain/token.ts";
 import { contextCheck, type Scope, write } from "./scope.ts";
 import type { SessionToken } from "./session-token.ts";
@@ -31,7 +32,7 @@ export async function registerDevice(
 ): Promise<{ outcome: RegistrationOutcome; nextChallenge: string }> {
   const binding = {
     challenge: verified.challenge,
-    thumbprint: await thumbprint(verified.key),
+    thumbprint: await calculateJwkThumbprint(verified.key),
     nextChallenge: newChallenge(),
   };
   const outcome = await write(scope, proof.id, (writer) =>
@@ -52,7 +53,7 @@ export async function refreshDevice(
   const secret = newBoundSecret();
   const renewal = {
     challenge: verified.challenge,
-    thumbprint: await thumbprint(verified.key),
+    thumbprint: await calculateJwkThumbprint(verified.key),
     nextChallenge: newChallenge(),
     boundHash: await hashSecret(secret),
     boundExpiresAt: new Date(at.now.getTime() + config.boundCookieSeconds * 1000),

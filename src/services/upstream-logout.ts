@@ -1,5 +1,5 @@
 import { claimForSubject, endSessionsForSet } from "../db/ssf/inbound-sets.ts";
-import { type Jws, parseJws, verifyJws } from "../domain/jws.ts";
+import { type Jws, tokenFault, verifyJws } from "../domain/jws.ts";
 import {
   checkIssuer,
   checkRevocationJwt,
@@ -22,16 +22,22 @@ import { linkedUser } from "./upstream-links.ts";
 
 /** A compact JWS by this upstream, its signature verified; `error` is the refusal's code. */
 async function verified(upstream: Upstream, compact: string, what: string, error: UpstreamErrorCode): Promise<Jws> {
-  const jws = parseJws(compact);
-  if (!jws) throw new UpstreamRequestRefused(error, `The ${what} is not a compact JWS signed with ES256 or RS256.`);
-  checkIssuer(jws, upstream, what, error);
-  const key = await upstreamKey(upstream, jws);
-  if (key === "unusable")
-    throw new UpstreamRequestRefused(error, `The key the ${what} names cannot verify ${jws.alg} signatures.`);
-  if (!key) throw new UpstreamRequestRefused(error, `The ${what}'s kid names no key of its issuer.`);
-  if (!(await verifyJws(jws, key)))
-    throw new UpstreamRequestRefused(error, `The ${what}'s signature does not verify with its issuer's key.`);
-  return jws;
+  const refused = (description: string) => new UpstreamRequestRefused(error, description);
+  try {
+    const jws = await verifyJws(compact, async (read, token) => {
+      checkIssuer(read, upstream, what, error);
+      const key = await upstreamKey(upstream, read, token);
+      if (key === "unusable") throw refused(`The key the ${what} names cannot verify ${read.alg} signatures.`);
+      if (key === "unknown") throw refused(`The ${what}'s kid names no key of its issuer.`);
+      return key;
+    });
+    return jws as Jws;
+  } catch (caught) {
+    const fault = tokenFault(caught);
+    if (fault === "malformed") throw refused(`The ${what} is not a compact JWS signed with ES256 or RS256.`);
+    if (fault === "forged") throw refused(`The ${what}'s signature does not verify with its issuer's key.`);
+    throw caught;
+  }
 }
 
 /**

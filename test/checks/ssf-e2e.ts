@@ -1,6 +1,6 @@
 // `npm run check:ssf`: Shared Signals end to end, as a receiver sees them. It starts the real
 // `npm start` (its own port and state), and in this process a small receiver (node:http) that
-// verifies every pushed SET with `jose` (not the worker's own WebCrypto code) against the key set
+// verifies every pushed SET with `jose`, in another runtime than the worker's, against the key set
 // the transmitter publishes, its issuer as discovered, and its audience. It issues a receiver
 // credential and creates a push stream with the operator's and receiver's own calls, then ends
 // sessions every way an HTTP request can and waits for each one's `session-revoked`. (The

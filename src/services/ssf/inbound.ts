@@ -1,6 +1,6 @@
 import { endSessionsForSet } from "../../db/ssf/inbound-sets.ts";
 import { ConfigError } from "../../domain/config.ts";
-import { type Jws, type PublicKey, parseJws, verifyJws } from "../../domain/jws.ts";
+import { type Jws, tokenFault, verifyJws } from "../../domain/jws.ts";
 import { actionOf, SetRefused, senderOf } from "../../domain/ssf/inbound.ts";
 import type { Upstream } from "../../domain/upstreams.ts";
 import { isUserId } from "../../domain/user-id.ts";
@@ -11,13 +11,30 @@ import { upstreamKey } from "../upstream-keys.ts";
 // on in one D1 round trip on the database of the user it names. A SET that is refused
 // (SetRefused) ends nothing.
 
-/** The key the SET names, from the upstream's key set. */
-async function keyFor(upstream: Upstream, jws: Jws): Promise<PublicKey> {
-  const key = await upstreamKey(upstream, jws);
-  if (key === "unusable")
-    throw new SetRefused("invalid_key", `The key the SET names cannot verify ${jws.alg} signatures.`);
-  if (!key) throw new SetRefused("invalid_key", "The SET's kid names no key of its issuer.");
-  return key;
+/**
+ * The SET verified: its sender is the upstream its `iss` names (a SetRefused otherwise), and
+ * its signature that upstream's key's.
+ */
+async function verifiedSet(upstreams: readonly Upstream[], compact: string): Promise<{ jws: Jws; upstream: Upstream }> {
+  let upstream: Upstream | undefined;
+  try {
+    const jws = await verifyJws(compact, async (read, token) => {
+      upstream = senderOf(read, upstreams);
+      const key = await upstreamKey(upstream, read, token);
+      if (key === "unusable")
+        throw new SetRefused("invalid_key", `The key the SET names cannot verify ${read.alg} signatures.`);
+      if (key === "unknown") throw new SetRefused("invalid_key", "The SET's kid names no key of its issuer.");
+      return key;
+    });
+    return { jws: jws as Jws, upstream: upstream as Upstream };
+  } catch (error) {
+    const fault = tokenFault(error);
+    if (fault === "malformed")
+      throw new SetRefused("invalid_request", "The body is not a compact JWS signed with ES256 or RS256.");
+    if (fault === "forged")
+      throw new SetRefused("authentication_failed", "The SET's signature does not verify with its issuer's key.");
+    throw error;
+  }
 }
 
 /**
@@ -29,11 +46,7 @@ export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream
   const { shards, at } = scope;
   if (upstreams.some((upstream) => upstream.region !== null && !shards.map.regions.has(upstream.region)))
     throw new ConfigError("SSF_UPSTREAMS: a region must be one of the regions of SHARDS");
-  const jws = parseJws(compact);
-  if (!jws) throw new SetRefused("invalid_request", "The body is not a compact JWS signed with ES256 or RS256.");
-  const upstream = senderOf(jws, upstreams);
-  if (!(await verifyJws(jws, await keyFor(upstream, jws))))
-    throw new SetRefused("authentication_failed", "The SET's signature does not verify with its issuer's key.");
+  const { jws, upstream } = await verifiedSet(upstreams, compact);
   const action = actionOf(jws.payload, upstream, Math.floor(at.now.getTime() / 1000));
   if (!action) return 0;
   if (action.userId !== null && !isUserId(action.userId))
