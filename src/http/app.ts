@@ -85,10 +85,10 @@ export const app = routes
     documentJson ??= JSON.stringify(openApiDocument);
     return c.body(documentJson, 200, { "Content-Type": "application/json" });
   })
-  .route("/auth/sessions", sessionsRoutes)
-  .route("/auth/logout", logoutRoutes)
-  .route("/auth/events", eventsRoutes)
-  .route("/auth/whoami", whoamiRoutes)
+  .route("/", sessionsRoutes)
+  .route("/", logoutRoutes)
+  .route("/", eventsRoutes)
+  .route("/", whoamiRoutes)
   .route("/auth/token", tokenRoutes)
   .route("/auth/dbsc", deviceBindingRoutes)
   .route("/auth/report", reportRoutes)
