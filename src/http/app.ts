@@ -18,7 +18,7 @@ import { securityHeaders } from "./middleware/security-headers.ts";
 import { openApiDocument } from "./openapi.ts";
 import { limitFailedAuthentication } from "./rate-limit.ts";
 import { notFound, wrongMethod } from "./refusals.ts";
-import { accessTokenJwksRoutes, tokenRoutes } from "./routes/access-tokens.ts";
+import { accessTokenRoutes } from "./routes/access-tokens.ts";
 import { deviceBindingRoutes } from "./routes/device-binding.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { logoutRoutes } from "./routes/logout.ts";
@@ -89,12 +89,11 @@ export const app = routes
   .route("/", logoutRoutes)
   .route("/", eventsRoutes)
   .route("/", whoamiRoutes)
-  .route("/auth/token", tokenRoutes)
-  .route("/auth/dbsc", deviceBindingRoutes)
-  .route("/auth/report", reportRoutes)
+  .route("/", accessTokenRoutes)
+  .route("/", deviceBindingRoutes)
+  .route("/", reportRoutes)
   .route(CONFIGURATION_PATH, configurationRoutes)
   .route(JWKS_PATH, jwksRoutes)
-  .route(ACCESS_TOKEN_JWKS_PATH, accessTokenJwksRoutes)
   .route(STREAMS_PATH, streamRoutes)
   .route("/admin", adminRoutes)
   .route(INBOUND_PATH, inboundRoutes)

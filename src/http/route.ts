@@ -1,9 +1,12 @@
 import type { Context, Env, MiddlewareHandler } from "hono";
 import type { BlankInput, BlankSchema, HandlerResponse, ToSchema, TypedResponse } from "hono/types";
+import type { AppEnv } from "./app-env.ts";
 import { Hono } from "./hono.ts";
 import { requireBearerOrCookie, requireToken, type TokenEnv } from "./middleware/auth.ts";
 import {
+  ALLOW_HEADER,
   AUTH_ERRORS,
+  anyRequest,
   BEARER_OR_COOKIE,
   CHALLENGE,
   CROSS_SITE,
@@ -28,12 +31,13 @@ import {
 
 export type Method = "get" | "post" | "put" | "patch" | "delete";
 
-/** What a route takes to be called, and what that costs it in answers. */
+/** What a route takes to be called, and what that costs it in answers; E: what its handler then finds in `c.var`. */
+// biome-ignore lint/correctness/noUnusedVariables: E is for `declare`, which types a route's handler by its credential's.
 export interface Credential<E extends Env> {
   /** The operation's OpenAPI security requirement. */
   security: Json;
-  /** Run before the handler, in order: each reads or checks what the handler then finds in `c.var` (E). */
-  use: readonly MiddlewareHandler<E>[];
+  /** Run before the handler, in order: each checks a part of the request or sets a part of E. */
+  use: readonly MiddlewareHandler[];
   /** The answers every route taking it can give; a route's own answer of the same status replaces one. */
   answers: Responses;
   /** The path's answer to a method it does not list (`x-other-methods`). */
@@ -121,4 +125,14 @@ export const LOGOUT_TOKEN: Credential<TokenEnv> = {
   use: [requireBearerOrCookie],
   answers: { ...CROSS_SITE, ...LOGOUT_RATE_LIMITED, ...AUTH_ERRORS },
   otherMethods: METHOD_NOT_ALLOWED,
+};
+
+/** None: a public document (a key set, discovery), cacheable, so not no-store. */
+export const PUBLIC: Credential<AppEnv> = {
+  security: [],
+  use: [],
+  answers: anyRequest(false),
+  otherMethods: {
+    "405": error("A method this path does not answer.", ["method_not_allowed"], { Allow: ALLOW_HEADER }, false),
+  },
 };
