@@ -25,7 +25,7 @@ import { logoutRoutes } from "./routes/logout.ts";
 import { reportRoutes } from "./routes/report.ts";
 import { sessionsRoutes } from "./routes/sessions.ts";
 import { whoamiRoutes } from "./routes/whoami.ts";
-import { configurationRoutes, jwksRoutes } from "./ssf/discovery.ts";
+import { discoveryRoutes } from "./ssf/discovery.ts";
 import { inboundRoutes } from "./ssf/inbound.ts";
 import { streamRoutes } from "./ssf/streams.ts";
 import { upstreamRoutes } from "./upstreams/routes.ts";
@@ -92,11 +92,10 @@ export const app = routes
   .route("/", accessTokenRoutes)
   .route("/", deviceBindingRoutes)
   .route("/", reportRoutes)
-  .route(CONFIGURATION_PATH, configurationRoutes)
-  .route(JWKS_PATH, jwksRoutes)
-  .route(STREAMS_PATH, streamRoutes)
+  .route("/", discoveryRoutes)
+  .route("/", streamRoutes)
   .route("/admin", adminRoutes)
-  .route(INBOUND_PATH, inboundRoutes)
+  .route("/", inboundRoutes)
   .route(UPSTREAMS_PATH, upstreamRoutes)
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, notFound()))

@@ -17,9 +17,9 @@ import { logoutPaths } from "./routes/logout.ts";
 import { reportedSignInSchema, reportPaths } from "./routes/report.ts";
 import { sessionsPaths } from "./routes/sessions.ts";
 import { whoamiPaths, whoamiSchema } from "./routes/whoami.ts";
-import { discoveryPaths } from "./ssf/discovery.openapi.ts";
-import { inboundPaths } from "./ssf/inbound.openapi.ts";
-import { STREAM_ID, streamsPaths } from "./ssf/streams.openapi.ts";
+import { discoveryPaths } from "./ssf/discovery.ts";
+import { inboundPaths } from "./ssf/inbound.ts";
+import { STREAM_ID, streamsPaths } from "./ssf/streams.ts";
 import { UPSTREAM_SIGN_IN, upstreamPaths } from "./upstreams/routes.openapi.ts";
 
 // The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json: each route file
