@@ -96,7 +96,7 @@ export const app = routes
   .route("/", streamRoutes)
   .route("/admin", adminRoutes)
   .route("/", inboundRoutes)
-  .route(UPSTREAMS_PATH, upstreamRoutes)
+  .route("/", upstreamRoutes)
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, notFound()))
   .onError(async (error, c) => writeError(c, await limitFailedAuthentication(c, error)));

@@ -20,7 +20,7 @@ import { whoamiPaths, whoamiSchema } from "./routes/whoami.ts";
 import { discoveryPaths } from "./ssf/discovery.ts";
 import { inboundPaths } from "./ssf/inbound.ts";
 import { STREAM_ID, streamsPaths } from "./ssf/streams.ts";
-import { UPSTREAM_SIGN_IN, upstreamPaths } from "./upstreams/routes.openapi.ts";
+import { UPSTREAM_SIGN_IN, upstreamPaths } from "./upstreams/routes.ts";
 
 // The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json: each route file
 // describes its own paths beside its handlers (its \`...Paths\`), built from src/http/openapi-parts.ts;

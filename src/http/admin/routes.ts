@@ -30,7 +30,7 @@ import { mediaTypeOf } from "../bounded-body.ts";
 import { Hono } from "../hono.ts";
 import { error, type JsonObject, ok, ref } from "../openapi-parts.ts";
 import { bodyTooLarge, callRefused, invalidInput, sessionNotFound, unsupportedMediaType } from "../refusals.ts";
-import { UPSTREAM_SIGN_IN_INPUT } from "../upstreams/routes.openapi.ts";
+import { UPSTREAM_SIGN_IN_INPUT } from "../upstreams/routes.ts";
 import { type AdminEnv, requireAdminKey } from "./auth.ts";
 
 // The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool

@@ -9,7 +9,7 @@ import { ownSession } from "../../services/own-sessions.ts";
 import { error, ok, ref } from "../openapi-parts.ts";
 import { invalidMaxAge, refused } from "../refusals.ts";
 import { declare, pathsOf, router, TOKEN } from "../route.ts";
-import { UPSTREAM_SIGN_IN } from "../upstreams/routes.openapi.ts";
+import { UPSTREAM_SIGN_IN } from "../upstreams/routes.ts";
 
 /** Who the caller's session is, for a backend on any stack: GET /auth/whoami. */
 export interface WhoamiView {
