@@ -94,7 +94,7 @@ export const app = routes
   .route("/", reportRoutes)
   .route("/", discoveryRoutes)
   .route("/", streamRoutes)
-  .route("/admin", adminRoutes)
+  .route("/", adminRoutes)
   .route("/", inboundRoutes)
   .route("/", upstreamRoutes)
   // Returned, not thrown: a throw here would skip the middleware above on its way out.

@@ -8,7 +8,7 @@ import { MAX_SUPPORT_REASON_LENGTH } from "../domain/support.ts";
 import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
 import { MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
-import { adminKeyScheme, adminPaths } from "./admin/routes.openapi.ts";
+import { adminKeyScheme, adminPaths } from "./admin/routes.ts";
 import { ALLOW_HEADER, anyRequest, error, json, type OpenApiDocument, ref } from "./openapi-parts.ts";
 import { accessTokenSchema, accessTokensPaths } from "./routes/access-tokens.ts";
 import { deviceBindingPaths } from "./routes/device-binding.ts";
