@@ -22,9 +22,9 @@ import { inboundPaths } from "./ssf/inbound.ts";
 import { STREAM_ID, streamsPaths } from "./ssf/streams.ts";
 import { UPSTREAM_SIGN_IN, upstreamPaths } from "./upstreams/routes.ts";
 
-// The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json: each route file
-// describes its own paths beside its handlers (its \`...Paths\`), built from src/http/openapi-parts.ts;
-// here they are put together with the shared components. Every response the test suite receives
+// The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json: each route file's
+// paths (its `...Paths`) are built from the declarations its router is built from
+// (src/http/route.ts); here they are put together with the shared components. Every response the test suite receives
 // is validated against it (test/openapi.ts), so it cannot drift.
 
 export {
