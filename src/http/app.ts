@@ -18,14 +18,14 @@ import { securityHeaders } from "./middleware/security-headers.ts";
 import { openApiDocument } from "./openapi.ts";
 import { limitFailedAuthentication } from "./rate-limit.ts";
 import { notFound, wrongMethod } from "./refusals.ts";
-import { accessTokenJwksRoutes, tokenRoutes } from "./routes/access-tokens.ts";
+import { accessTokenRoutes } from "./routes/access-tokens.ts";
 import { deviceBindingRoutes } from "./routes/device-binding.ts";
 import { eventsRoutes } from "./routes/events.ts";
 import { logoutRoutes } from "./routes/logout.ts";
 import { reportRoutes } from "./routes/report.ts";
 import { sessionsRoutes } from "./routes/sessions.ts";
 import { whoamiRoutes } from "./routes/whoami.ts";
-import { configurationRoutes, jwksRoutes } from "./ssf/discovery.ts";
+import { discoveryRoutes } from "./ssf/discovery.ts";
 import { inboundRoutes } from "./ssf/inbound.ts";
 import { streamRoutes } from "./ssf/streams.ts";
 import { upstreamRoutes } from "./upstreams/routes.ts";
@@ -85,20 +85,18 @@ export const app = routes
     documentJson ??= JSON.stringify(openApiDocument);
     return c.body(documentJson, 200, { "Content-Type": "application/json" });
   })
-  .route("/auth/sessions", sessionsRoutes)
-  .route("/auth/logout", logoutRoutes)
-  .route("/auth/events", eventsRoutes)
-  .route("/auth/whoami", whoamiRoutes)
-  .route("/auth/token", tokenRoutes)
-  .route("/auth/dbsc", deviceBindingRoutes)
-  .route("/auth/report", reportRoutes)
-  .route(CONFIGURATION_PATH, configurationRoutes)
-  .route(JWKS_PATH, jwksRoutes)
-  .route(ACCESS_TOKEN_JWKS_PATH, accessTokenJwksRoutes)
-  .route(STREAMS_PATH, streamRoutes)
-  .route("/admin", adminRoutes)
-  .route(INBOUND_PATH, inboundRoutes)
-  .route(UPSTREAMS_PATH, upstreamRoutes)
+  .route("/", sessionsRoutes)
+  .route("/", logoutRoutes)
+  .route("/", eventsRoutes)
+  .route("/", whoamiRoutes)
+  .route("/", accessTokenRoutes)
+  .route("/", deviceBindingRoutes)
+  .route("/", reportRoutes)
+  .route("/", discoveryRoutes)
+  .route("/", streamRoutes)
+  .route("/", adminRoutes)
+  .route("/", inboundRoutes)
+  .route("/", upstreamRoutes)
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, notFound()))
   .onError(async (error, c) => writeError(c, await limitFailedAuthentication(c, error)));

@@ -2,8 +2,8 @@ import { DISCOVERY_MAX_AGE_SECONDS } from "../domain/ssf/transmitter.ts";
 import { type ErrorCode, MESSAGES } from "./error-codes.ts";
 import { MAX_PATH_LENGTH } from "./middleware/input-bounds.ts";
 
-// The pieces every fragment of the OpenAPI document (src/http/openapi.ts) is built from:
-// its types, references, error and success responses, and the errors many operations share.
+// The pieces the OpenAPI document (src/http/openapi.ts) and the routes' declarations are built
+// from: its types, references, error and success responses, and the errors many operations share.
 export type Json = string | number | boolean | null | readonly Json[] | { readonly [key: string]: Json };
 export type JsonObject = { readonly [key: string]: Json };
 /** Status code → Response Object (or a `$ref` to one). */

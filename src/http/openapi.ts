@@ -9,23 +9,23 @@ import { MAX_SUPPORT_REASON_LENGTH } from "../domain/support.ts";
 import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
 import { MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
-import { adminKeyScheme, adminPaths } from "./admin/routes.openapi.ts";
+import { adminKeyScheme, adminPaths } from "./admin/routes.ts";
 import { ALLOW_HEADER, anyRequest, error, json, type OpenApiDocument, ref } from "./openapi-parts.ts";
-import { accessTokenSchema, accessTokensPaths } from "./routes/access-tokens.openapi.ts";
-import { deviceBindingPaths } from "./routes/device-binding.openapi.ts";
-import { eventsPaths } from "./routes/events.openapi.ts";
-import { logoutPaths } from "./routes/logout.openapi.ts";
-import { reportedSignInSchema, reportPaths } from "./routes/report.openapi.ts";
-import { sessionsPaths } from "./routes/sessions.openapi.ts";
-import { whoamiPaths, whoamiSchema } from "./routes/whoami.openapi.ts";
-import { discoveryPaths } from "./ssf/discovery.openapi.ts";
-import { inboundPaths } from "./ssf/inbound.openapi.ts";
-import { STREAM_ID, streamsPaths } from "./ssf/streams.openapi.ts";
-import { UPSTREAM_SIGN_IN, upstreamPaths } from "./upstreams/routes.openapi.ts";
+import { accessTokenSchema, accessTokensPaths } from "./routes/access-tokens.ts";
+import { deviceBindingPaths } from "./routes/device-binding.ts";
+import { eventsPaths } from "./routes/events.ts";
+import { logoutPaths } from "./routes/logout.ts";
+import { reportedSignInSchema, reportPaths } from "./routes/report.ts";
+import { sessionsPaths } from "./routes/sessions.ts";
+import { whoamiPaths, whoamiSchema } from "./routes/whoami.ts";
+import { discoveryPaths } from "./ssf/discovery.ts";
+import { inboundPaths } from "./ssf/inbound.ts";
+import { STREAM_ID, streamsPaths } from "./ssf/streams.ts";
+import { UPSTREAM_SIGN_IN, upstreamPaths } from "./upstreams/routes.ts";
 
-// The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json: each route file
-// describes its own paths beside its handlers (its \`...Paths\`), built from src/http/openapi-parts.ts;
-// here they are put together with the shared components. Every response the test suite receives
+// The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json: each route file's
+// paths (its `...Paths`) are built from the declarations its router is built from
+// (src/http/route.ts); here they are put together with the shared components. Every response the test suite receives
 // is validated against it (test/openapi.ts), so it cannot drift.
 
 export {

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import type { AdminScope } from "../../domain/admin-keys.ts";
+import { ADMIN_SCOPES, type AdminScope } from "../../domain/admin-keys.ts";
 import { type ClientContext, checkContextInput } from "../../domain/client-context.ts";
 import { InvalidInput } from "../../domain/invalid-input.ts";
 import { MAX_REASON_LENGTH } from "../../domain/reason.ts";
@@ -27,10 +27,11 @@ import {
   listUserSessions,
 } from "../../services/user-sessions.ts";
 import { mediaTypeOf } from "../bounded-body.ts";
-import { Hono } from "../hono.ts";
-import { error, type JsonObject, ok, ref } from "../openapi-parts.ts";
+import { MESSAGES } from "../error-codes.ts";
+import { AUTH_ERRORS, error, type JsonObject, json, METHOD_NOT_ALLOWED, ok, ref } from "../openapi-parts.ts";
 import { bodyTooLarge, callRefused, invalidInput, sessionNotFound, unsupportedMediaType } from "../refusals.ts";
-import { UPSTREAM_SIGN_IN_INPUT } from "../upstreams/routes.openapi.ts";
+import { type AnyRoute, type Credential, pathsOf, router } from "../route.ts";
+import { UPSTREAM_SIGN_IN_INPUT } from "../upstreams/routes.ts";
 import { type AdminEnv, requireAdminKey } from "./auth.ts";
 
 // The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool
@@ -39,7 +40,7 @@ import { type AdminEnv, requireAdminKey } from "./auth.ts";
 // answers: one D1 round trip, as the RPC. A rule the input breaks (InvalidInput, the RPC's
 // TypeError or RangeError) is answered 400 `invalid_input` with its sentence as `detail`.
 // Each route is declared once (ADMIN_ROUTES, below), and both the router and the document
-// (./routes.openapi.ts) are built from its declaration.
+// are built from its declaration (src/http/route.ts).
 
 /** A JSON body is one of these calls' inputs: a few short strings and factors. */
 export const MAX_ADMIN_BODY_BYTES = 16 * 1024;
@@ -117,8 +118,8 @@ async function calling<T>(call: () => Promise<T | CallRefusal>): Promise<T> {
 type Members<Input> = { readonly [K in keyof Input]-?: JsonObject };
 
 /**
- * One admin route, declared once: the router runs it and the document (./routes.openapi.ts)
- * says it from this, so a member the call takes is both accepted and documented, or neither.
+ * One admin route, declared once: the router runs it and the document says it from this, so a
+ * member the call takes is both accepted and documented, or neither.
  */
 interface Declaration<Input> {
   method: "get" | "post" | "put" | "patch";
@@ -142,41 +143,99 @@ interface Declaration<Input> {
   run: (c: Context<AdminEnv>, input: Sent<Input>) => Promise<unknown>;
 }
 
-/** A route as the router and the document take it. */
-export interface AdminRoute {
-  method: "get" | "post" | "put" | "patch";
-  /** As the document writes it: /admin/… with `{name}` parameters. */
-  path: string;
-  routerPath: string;
-  scope: AdminScope;
-  operationId: string;
-  summary: string;
-  parameters: JsonObject[];
-  /** The request body's schema; null: none. */
-  body: JsonObject | null;
-  answers: Record<string, JsonObject>;
-  handler: (c: Context<AdminEnv>) => Promise<Response>;
+/** An admin key with `scope`, and a body within its bound when the call reads one: what every admin call answers. */
+function adminKey(scope: AdminScope, body: boolean): Credential<AdminEnv> {
+  return {
+    // OpenAPI 3.1 lets a non-OAuth scheme name the roles an operation requires: the key's scope.
+    security: [{ adminKey: [scope] }],
+    use: body ? [requireAdminKey(scope), limitBody] : [requireAdminKey(scope)],
+    answers: { ...guarded(scope), ...INVALID, ...(body ? BODY : {}) },
+    otherMethods: OTHER_METHODS,
+  };
 }
 
-function declare<Input>(route: Declaration<Input>): AdminRoute {
-  const { body: declared, answer } = route;
+function declare<Input>(route: Declaration<Input>): AnyRoute {
+  const { body: declared, answer, scope } = route;
   const members = declared && "members" in declared ? declared.members : null;
   const schema =
     declared && ("members" in declared ? object(declared.required, declared.members) : declared.anyMembers);
   return {
     method: route.method,
-    path: `/admin${route.path.replace(/:(\w+)/g, "{$1}")}`,
-    routerPath: route.path,
-    scope: route.scope,
+    path: `/admin${route.path}`,
+    credential: adminKey(scope, schema !== undefined),
     operationId: route.operationId,
     summary: route.summary,
-    parameters: route.parameters ?? [],
-    body: schema ?? null,
+    description: `Scope \`${scope}\`. One database round trip; one \`admin_call\` log line naming the key.`,
+    ...(route.parameters ? { parameters: route.parameters } : {}),
+    ...(schema ? { requestBody: { required: true, content: json(schema) } } : {}),
     answers: { [answer.status]: ok(answer.description, answer.schema), ...route.also },
-    handler: async (c) => {
+    handler: async (c: Context<AdminEnv>) => {
       const input = declared === undefined ? {} : await body(c, members && Object.keys(members));
       return c.json(await calling(() => route.run(c, input)), answer.status);
     },
+  };
+}
+
+const ADMIN_CHALLENGE = {
+  "WWW-Authenticate": {
+    required: true,
+    description: 'RFC 6750, realm `admin`: `error="invalid_token"` when a key was presented and refused.',
+    schema: { type: "string", pattern: '^Bearer realm="admin"(, error="invalid_token")?$' },
+  },
+};
+
+/** The 400 of a broken input rule: the contract's body, and the rule as the RPC's error states it. */
+const INVALID = {
+  "400": {
+    description:
+      "A user or agent id in the path or a query parameter breaks the RPC method's rule, the path is not percent-encoded UTF-8, or the body is not a JSON object, names a member this call does not take, or has a member that breaks its rule (`detail` says which, as the RPC's TypeError or RangeError would). Nothing was written.",
+    headers: { "Cache-Control": ref("headers/NoStore") },
+    content: json({
+      type: "object",
+      required: ["code", "message", "detail"],
+      properties: {
+        code: { const: "invalid_input" },
+        message: { const: MESSAGES.invalid_input },
+        detail: { type: "string" },
+      },
+      additionalProperties: false,
+    }),
+  },
+};
+/** The refusals of a body: too large, or not sent as the one media type the operation lists. */
+const BODY = {
+  "413": error(`The body is over ${MAX_ADMIN_BODY_BYTES / 1024} KiB; nothing was written.`, ["body_too_large"]),
+  "415": error("The body is not sent as `application/json` (any parameters; read as UTF-8). Nothing was written.", [
+    "unsupported_media_type",
+  ]),
+};
+
+const OFF = "No admin key is configured (ADMIN_KEYS is unset): the admin API does not exist.";
+const OTHER_METHODS = { ...METHOD_NOT_ALLOWED, "404": error(OFF, ["not_found"]) };
+
+/** The answers every admin call shares, for a key that needs `scope`. */
+function guarded(scope: AdminScope) {
+  return {
+    "401": error(
+      "No admin key, or one that is malformed, unknown or revoked. Counted against the client's failed-authentication limit.",
+      ["invalid_token"],
+      ADMIN_CHALLENGE,
+    ),
+    "403": error(
+      `The key does not have the \`${scope}\` scope (RFC 6750 \`insufficient_scope\`).`,
+      ["insufficient_scope"],
+      {
+        "WWW-Authenticate": {
+          required: true,
+          schema: { const: `Bearer realm="admin", error="insufficient_scope", scope="${scope}"` },
+        },
+      },
+    ),
+    "404": error(OFF, ["not_found"]),
+    "429": error("Too many refused keys from this client IP.", ["rate_limited"], {
+      "Retry-After": ref("headers/RetryAfter"),
+    }),
+    ...AUTH_ERRORS,
   };
 }
 
@@ -233,7 +292,7 @@ const ISSUED = {
 };
 
 /** Every admin route, in the document's order. */
-export const ADMIN_ROUTES: AdminRoute[] = [
+const ADMIN_ROUTES = [
   declare<CreateSessionInput>({
     method: "post",
     path: "/sessions",
@@ -418,8 +477,11 @@ export const ADMIN_ROUTES: AdminRoute[] = [
   }),
 ];
 
-export const adminRoutes = new Hono<AdminEnv>();
-for (const route of ADMIN_ROUTES) {
-  const limits = route.body ? [limitBody] : [];
-  adminRoutes.on(route.method.toUpperCase(), route.routerPath, requireAdminKey(route.scope), ...limits, route.handler);
-}
+export const adminRoutes = router(ADMIN_ROUTES);
+export const adminPaths = pathsOf(ADMIN_ROUTES);
+
+export const adminKeyScheme = {
+  type: "http",
+  scheme: "bearer",
+  description: `An admin key (\`ssak_<id>.<secret>\`, from \`npm run admin:keys -- create\`), for servers only: never in a browser. Scopes: ${ADMIN_SCOPES.map((scope) => `\`${scope}\``).join(", ")}.`,
+};

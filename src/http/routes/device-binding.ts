@@ -12,10 +12,23 @@ import type { PublicKey } from "../../domain/jws.ts";
 import { refreshDevice, registerDevice } from "../../services/device-binding.ts";
 import { clearBoundCookie, clearCarriedCookie, setBoundCookie } from "../cookie.ts";
 import { readCookieCredential } from "../credentials.ts";
-import { Hono } from "../hono.ts";
-import { requireSessionCookie, type TokenVariables } from "../middleware/auth.ts";
+import { requireSessionCookie, type TokenEnv, type TokenVariables } from "../middleware/auth.ts";
 import type { ScopedEnv } from "../middleware/scope.ts";
+import {
+  AUTH_ERRORS,
+  CHALLENGE,
+  CROSS_SITE_OR_SUPPORT,
+  error,
+  HELD,
+  METHOD_NOT_ALLOWED,
+  ok,
+  RATE_LIMITED,
+  ref,
+} from "../openapi-parts.ts";
 import { deviceProofRequired, invalidDeviceProof, refused } from "../refusals.ts";
+import { type Credential, declare, pathsOf, router } from "../route.ts";
+
+const SESSION_COOKIE = [{ sessionCookie: [] }];
 
 // The two endpoints a DBSC browser calls on its own (src/domain/device-binding.ts): registration,
 // right after a device-bound login (whose response set the first bound cookie), and refresh,
@@ -47,36 +60,109 @@ function discontinue<E extends ScopedEnv>(c: Context<E>, identifier: string, cle
   return c.json({ session_identifier: identifier, continue: false });
 }
 
-// Registration takes the session cookie alone (`requireSessionCookie`); refresh reads it itself,
-// since no cookie or a dead one ends the browser's session rather than refusing, and sets the
-// token once it has a live one, for the request log.
-export const deviceBindingRoutes = new Hono<ScopedEnv & { Variables: Partial<TokenVariables> }>()
-  .post("/registration", requireSessionCookie, async (c) => {
-    const credential = c.var.token;
-    const proof = await verifyDeviceProof(fieldString(c.req.header("Secure-Session-Response")), null);
-    if (!proof) throw invalidDeviceProof();
-    const { outcome, nextChallenge } = await registerDevice(c.var.scope, credential, proof);
-    if (outcome !== "bound") throw refused(c, outcome);
-    return bound(c, credential.proof.id, proof.key, nextChallenge, null);
-  })
-  .post("/refresh", async (c) => {
-    // Only the browser's own refresh carries it (a page cannot set a Sec- header): no other
-    // site can make this endpoint reveal whether its visitor is signed in.
-    const identifier = fieldString(c.req.header("Sec-Secure-Session-Id"));
-    if (identifier === null) throw invalidDeviceProof();
-    const credential = await readCookieCredential(c);
-    if (credential.kind !== "token") return discontinue(c, identifier, true);
-    const named = parseSessionIdentifier(identifier);
-    // Another session's binding (this browser has since signed in again): end that one only.
-    if (!named || named.sessionId !== credential.proof.id) return discontinue(c, identifier, false);
-    const proof = await verifyDeviceProof(fieldString(c.req.header("Secure-Session-Response")), named.key);
-    const { outcome, nextChallenge, secret } = await refreshDevice(c.var.scope, credential, {
-      challenge: proof?.challenge ?? null,
-      key: named.key,
-    });
-    if (outcome === "not_live") return discontinue(c, identifier, true);
-    if (outcome === "not_bound") return discontinue(c, identifier, false);
-    c.set("token", credential);
-    if (outcome === "refreshed") return bound(c, credential.proof.id, named.key, nextChallenge, secret);
-    throw deviceProofRequired(challengeHeader(nextChallenge, identifier));
-  });
+/** Registration: the session cookie alone (`requireSessionCookie`), from the same site. */
+const REGISTRATION: Credential<TokenEnv> = {
+  security: SESSION_COOKIE,
+  use: [requireSessionCookie],
+  answers: { ...CROSS_SITE_OR_SUPPORT, ...RATE_LIMITED, ...AUTH_ERRORS },
+  otherMethods: METHOD_NOT_ALLOWED,
+};
+
+/**
+ * Refresh reads the cookie itself, since no cookie or a dead one ends the browser's session
+ * rather than refusing, and sets the token once it has a live one, for the request log.
+ */
+const REFRESH: Credential<ScopedEnv & { Variables: Partial<TokenVariables> }> = {
+  security: SESSION_COOKIE,
+  use: [],
+  answers: AUTH_ERRORS,
+  otherMethods: METHOD_NOT_ALLOWED,
+};
+
+const DEVICE_BINDING_ROUTES = [
+  declare({
+    method: "post",
+    path: "/auth/dbsc/registration",
+    credential: REGISTRATION,
+    operationId: "registerDeviceBinding",
+    summary: "Binds the session to the browser's key (DBSC registration; the browser calls it, not a page)",
+    description:
+      "Called by a DBSC browser after a login response carrying `Secure-Session-Registration` (SessionService.create with `deviceBound: true`). `Secure-Session-Response` is the browser's proof: a JWT with `typ` `dbsc+jwt`, ES256 or RS256, its public key in the `jwk` header, and `jti` the challenge the login issued. From then on the session's token proves it only together with the live bound cookie. One D1 round trip; logged `device_bound`.",
+    parameters: [ref("parameters/SecureSessionResponse")],
+    answers: {
+      "200": ok(
+        "Bound: the session instructions and the next challenge. The bound cookie is the one the login response set (`boundCookie` of SessionService.create); the browser renews it at refresh.",
+        ref("schemas/DeviceSessionInstructions"),
+        { "Secure-Session-Challenge": ref("headers/SecureSessionChallenge") },
+      ),
+      "400": error(
+        "The proof is missing or malformed, its signature does not verify with its key, or its `jti` is not the challenge this session was issued (or that challenge was already used). Nothing changed.",
+        ["device_proof_invalid"],
+      ),
+      "401": error(
+        `No session cookie (token_required), or one that is malformed, unknown, expired or revoked (invalid_token). ${HELD}`,
+        ["token_required", "invalid_token", "reauthentication_required"],
+        CHALLENGE,
+      ),
+      "409": error("The session is already bound to a key; nothing changed.", ["device_already_bound"]),
+    },
+    handler: async (c) => {
+      const credential = c.var.token;
+      const proof = await verifyDeviceProof(fieldString(c.req.header("Secure-Session-Response")), null);
+      if (!proof) throw invalidDeviceProof();
+      const { outcome, nextChallenge } = await registerDevice(c.var.scope, credential, proof);
+      if (outcome !== "bound") throw refused(c, outcome);
+      return bound(c, credential.proof.id, proof.key, nextChallenge, null);
+    },
+  }),
+  declare({
+    method: "post",
+    path: "/auth/dbsc/refresh",
+    credential: REFRESH,
+    operationId: "refreshDeviceBinding",
+    summary: "Renews a device-bound session's bound cookie against a fresh proof (DBSC refresh)",
+    description:
+      "Called by the browser whenever the bound cookie is missing. Without a proof, or with one over a stale challenge or signed by another key: 403 with a new challenge. With a proof by the session's key over its current challenge: a new bound cookie; the challenge is then used up. Not activity: `last_active_at` and the expiry do not change. One D1 round trip.",
+    parameters: [ref("parameters/SecSecureSessionId"), ref("parameters/SecureSessionResponse")],
+    answers: {
+      "200": ok(
+        'Either the session instructions with a new bound cookie (and the next challenge), or `{"continue": false}`: the session ended, expired or idled out (both cookies cleared), or this browser\'s binding belongs to another or an unbound session (the bound cookie cleared). The browser then stops refreshing.',
+        { oneOf: [ref("schemas/DeviceSessionInstructions"), ref("schemas/DeviceSessionEnded")] },
+        {
+          "Set-Cookie": ref("headers/BoundCookie"),
+          "Secure-Session-Challenge": ref("headers/NextChallenge"),
+        },
+      ),
+      "400": error("No `Sec-Secure-Session-Id`: not a browser's refresh.", ["device_proof_invalid"]),
+      "403": error(
+        "Prove possession: sign the challenge in `Secure-Session-Challenge` with the session's key. Nothing else changed.",
+        ["device_proof_required"],
+        { "Secure-Session-Challenge": ref("headers/SecureSessionChallenge") },
+      ),
+    },
+    handler: async (c) => {
+      // Only the browser's own refresh carries it (a page cannot set a Sec- header): no other
+      // site can make this endpoint reveal whether its visitor is signed in.
+      const identifier = fieldString(c.req.header("Sec-Secure-Session-Id"));
+      if (identifier === null) throw invalidDeviceProof();
+      const credential = await readCookieCredential(c);
+      if (credential.kind !== "token") return discontinue(c, identifier, true);
+      const named = parseSessionIdentifier(identifier);
+      // Another session's binding (this browser has since signed in again): end that one only.
+      if (!named || named.sessionId !== credential.proof.id) return discontinue(c, identifier, false);
+      const proof = await verifyDeviceProof(fieldString(c.req.header("Secure-Session-Response")), named.key);
+      const { outcome, nextChallenge, secret } = await refreshDevice(c.var.scope, credential, {
+        challenge: proof?.challenge ?? null,
+        key: named.key,
+      });
+      if (outcome === "not_live") return discontinue(c, identifier, true);
+      if (outcome === "not_bound") return discontinue(c, identifier, false);
+      c.set("token", credential);
+      if (outcome === "refreshed") return bound(c, credential.proof.id, named.key, nextChallenge, secret);
+      throw deviceProofRequired(challengeHeader(nextChallenge, identifier));
+    },
+  }),
+] as const;
+
+export const deviceBindingRoutes = router(DEVICE_BINDING_ROUTES);
+export const deviceBindingPaths = pathsOf(DEVICE_BINDING_ROUTES);

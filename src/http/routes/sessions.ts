@@ -3,11 +3,21 @@ import { isRefusal } from "../../domain/refusal.ts";
 import type { SessionView } from "../../domain/session-view.ts";
 import { deleteOwnSession, listOwnSessions } from "../../services/own-sessions.ts";
 import { clearSessionCookie } from "../cookie.ts";
-import { Hono } from "../hono.ts";
 import { jsonOfText, jsonText } from "../json-text.ts";
-import { requireToken, type TokenEnv } from "../middleware/auth.ts";
-import type { ScopedEnv } from "../middleware/scope.ts";
+import type { TokenEnv } from "../middleware/auth.ts";
+import {
+  CHALLENGE,
+  CLEARS_COOKIE,
+  CROSS_SITE_OR_SUPPORT,
+  error,
+  HELD,
+  message,
+  NO_TOKEN,
+  ok,
+  ref,
+} from "../openapi-parts.ts";
 import { refused } from "../refusals.ts";
+import { declare, pathsOf, router, TOKEN } from "../route.ts";
 
 async function deleteById<E extends TokenEnv>(c: Context<E>, id: string) {
   const { scope, token } = c.var;
@@ -17,18 +27,64 @@ async function deleteById<E extends TokenEnv>(c: Context<E>, id: string) {
   return c.json({ message: "Session deleted" });
 }
 
-// `/auth/sessions/` (empty id) must reach the handler for its 400, and a regex without a
-// literal "/" keeps Hono's typed client (hc) able to fill the parameter in.
-const ID = "/:id{[^\\x2F]*}";
+/** GET /auth/sessions and DELETE /auth/sessions/{id}. */
+const SESSIONS_ROUTES = [
+  declare({
+    method: "get",
+    path: "/auth/sessions",
+    credential: TOKEN,
+    operationId: "listSessions",
+    summary: "The caller's live sessions, newest first",
+    answers: {
+      "200": ok(
+        "Live sessions (`expires_at` in the future), newest `created_at` first, ties by `id` descending.",
+        ref("schemas/SessionList"),
+      ),
+    },
+    handler: async (c) => {
+      const sessions = await listOwnSessions(c.var.scope, c.var.token);
+      if (isRefusal(sessions)) throw refused(c, sessions);
+      return jsonOfText<{ sessions: SessionView[]; currentSessionId: string }>(c, {
+        sessions,
+        currentSessionId: jsonText(c.var.token.proof.id),
+      });
+    },
+  }),
+  declare({
+    method: "delete",
+    path: "/auth/sessions",
+    credential: TOKEN,
+    operationId: "deleteSessionWithoutId",
+    summary: "Always refused: the session id is missing (after authentication)",
+    answers: { "400": error("Authenticated, but no session id was given.", ["session_id_required"]) },
+    handler: (c) => deleteById(c, ""),
+  }),
+  // `/auth/sessions/` (empty id) must reach the handler for its 400, and a regex without a
+  // literal "/" keeps Hono's typed client (hc) able to fill the parameter in.
+  declare({
+    method: "delete",
+    path: "/auth/sessions/:id{[^\\x2F]*}",
+    credential: TOKEN,
+    operationId: "deleteSession",
+    summary: "Ends one of the caller's sessions",
+    parameters: [ref("parameters/SessionId")],
+    answers: {
+      "200": ok(
+        "The session ended. Clears the cookie when it was the caller's own session.",
+        message({ const: "Session deleted" }),
+        CLEARS_COOKIE,
+      ),
+      "400": error("Authenticated, but the id is empty or blank.", ["session_id_required"]),
+      "401": error(
+        `${NO_TOKEN} Or (not_authorized) the id is unknown, expired, or another user's session. Or (reauthentication_required, only with SESSION_STEP_UP_MAX_AGE_SECONDS set) the id is another session and the caller's last authentication is older than that: nothing ended, sign in again (RFC 9470 challenge with max_age). ${HELD} Deleting its own session is never held back.`,
+        ["invalid_token", "not_authorized", "reauthentication_required"],
+        CHALLENGE,
+      ),
+      ...CROSS_SITE_OR_SUPPORT,
+    },
+    handler: (c) => deleteById(c, c.req.param("id")),
+  }),
+] as const;
 
-export const sessionsRoutes = new Hono<ScopedEnv>()
-  .get("/", requireToken, async (c) => {
-    const sessions = await listOwnSessions(c.var.scope, c.var.token);
-    if (isRefusal(sessions)) throw refused(c, sessions);
-    return jsonOfText<{ sessions: SessionView[]; currentSessionId: string }>(c, {
-      sessions,
-      currentSessionId: jsonText(c.var.token.proof.id),
-    });
-  })
-  .delete("/", requireToken, (c) => deleteById(c, ""))
-  .delete(ID, requireToken, (c) => deleteById(c, c.req.param("id")));
+export const sessionsRoutes = router(SESSIONS_ROUTES);
+export const sessionsPaths = pathsOf(SESSIONS_ROUTES);

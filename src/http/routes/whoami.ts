@@ -1,14 +1,15 @@
-import { type AuthFactor, isMaxAge } from "../../domain/auth-factors.ts";
+import { ASSURANCE_LEVELS, AUTH_FACTORS, type AuthFactor, isMaxAge } from "../../domain/auth-factors.ts";
 import { type CallerView, callerView } from "../../domain/caller-view.ts";
 import { isRefusal } from "../../domain/refusal.ts";
-import type { SessionData } from "../../domain/session-data.ts";
-import type { SupportActor } from "../../domain/support.ts";
+import { MAX_SESSION_DATA_BYTES, type SessionData } from "../../domain/session-data.ts";
+import { MAX_SUPPORT_REASON_LENGTH, type SupportActor } from "../../domain/support.ts";
 import type { UpstreamSignInView } from "../../domain/upstream-sign-in.ts";
+import { MAX_USER_ID_LENGTH } from "../../domain/user-id.ts";
 import { ownSession } from "../../services/own-sessions.ts";
-import type { AppEnv } from "../app-env.ts";
-import { Hono } from "../hono.ts";
-import { requireToken } from "../middleware/auth.ts";
+import { error, ok, ref } from "../openapi-parts.ts";
 import { invalidMaxAge, refused } from "../refusals.ts";
+import { declare, pathsOf, router, TOKEN } from "../route.ts";
+import { UPSTREAM_SIGN_IN } from "../upstreams/routes.ts";
 
 /** Who the caller's session is, for a backend on any stack: GET /auth/whoami. */
 export interface WhoamiView {
@@ -65,11 +66,91 @@ function maxAgeOf(values: string[] | undefined): number | null {
 // whose answer is the user's device list. A read: never cached (no-store under /auth/), so a
 // revocation is seen by the very next call, and it writes only the activity every request by
 // token records when due.
-export const whoamiRoutes = new Hono<AppEnv>().get("/", requireToken, async (c) => {
-  // Before the round trip: a query it would refuse costs the database nothing.
-  const maxAge = maxAgeOf(c.req.queries("max_age"));
-  const { scope, token } = c.var;
-  const caller = await ownSession(scope, token);
-  if (isRefusal(caller)) throw refused(c, caller);
-  return c.json(whoamiView(callerView(caller, scope.at, maxAge)));
-});
+const WHOAMI_ROUTES = [
+  declare({
+    method: "get",
+    path: "/auth/whoami",
+    credential: TOKEN,
+    operationId: "whoami",
+    summary: "Who the caller's session is: the user, the session, how and when it authenticated",
+    description:
+      "For a backend on any stack: pass on the request's `Authorization` header or its session cookie (with its `Cookie` header whole, for a device-bound session's bound cookie). The same credentials and rules as every /auth/ operation; one database round trip, never cached: a session that ended anywhere is refused by the very next call.",
+    parameters: [
+      {
+        name: "max_age",
+        in: "query",
+        required: false,
+        description:
+          "Seconds: adds `fresh`, whether `authenticated_at` is at most this old (as OIDC's `max_age`). A whole number, 0 or more, given once; anything else is 400 invalid_max_age, before the session is looked up (but after the credential's form: no credential, or a malformed one, is the 401 first).",
+        schema: { type: "integer", minimum: 0, maximum: 9_999_999_999 },
+      },
+    ],
+    answers: {
+      "200": ok("The caller's live session.", ref("schemas/Whoami")),
+      "400": error("`max_age` is not one whole number of seconds, 0 or more.", ["invalid_max_age"]),
+    },
+    handler: async (c) => {
+      // Before the round trip: a query it would refuse costs the database nothing.
+      const maxAge = maxAgeOf(c.req.queries("max_age"));
+      const { scope, token } = c.var;
+      const caller = await ownSession(scope, token);
+      if (isRefusal(caller)) throw refused(c, caller);
+      return c.json(whoamiView(callerView(caller, scope.at, maxAge)));
+    },
+  }),
+] as const;
+
+export const whoamiRoutes = router(WHOAMI_ROUTES);
+export const whoamiPaths = pathsOf(WHOAMI_ROUTES);
+
+/** The answer's schema, a component so that generated clients name its type. */
+export const whoamiSchema = {
+  type: "object",
+  required: ["session_id", "user_id", "expires_at", "authenticated_at", "amr", "assurance_level", "device_bound"],
+  properties: {
+    session_id: ref("schemas/SessionId"),
+    user_id: { type: "string", maxLength: MAX_USER_ID_LENGTH },
+    expires_at: ref("schemas/Timestamp"),
+    authenticated_at: {
+      ...ref("schemas/Timestamp"),
+      description: "The latest proof of identity; the sign-in itself when the login flow gave no factors.",
+    },
+    amr: {
+      type: "array",
+      items: { enum: [...AUTH_FACTORS] },
+      description:
+        "The factors proved on this session (RFC 8176 methods), oldest proof first; [] when none were given.",
+    },
+    assurance_level: {
+      enum: [...ASSURANCE_LEVELS, null],
+      description: "NIST SP 800-63B authenticator assurance level, when the login flow gave one.",
+    },
+    device_bound: {
+      type: "boolean",
+      description: "Bound to its browser's key (DBSC): its token works only beside the live bound cookie.",
+    },
+    fresh: {
+      type: "boolean",
+      description: "Only with `max_age`: `authenticated_at` is at most that old. Never true for support access.",
+    },
+    actor: {
+      type: "object",
+      description:
+        "Present only on support access: the agent acting on the user's behalf (RFC 8693 `act.sub`), and why.",
+      required: ["sub", "reason"],
+      properties: {
+        sub: { type: "string", maxLength: MAX_USER_ID_LENGTH },
+        reason: { type: "string", maxLength: MAX_SUPPORT_REASON_LENGTH },
+      },
+      additionalProperties: false,
+    },
+    data: {
+      type: "object",
+      minProperties: 1,
+      additionalProperties: true,
+      description: `Present only when the session has application data: the JSON object (at most ${MAX_SESSION_DATA_BYTES} bytes) the login flow set and the system last replaced or patched (RPC or admin API). Written by servers only, never by the session's holder.`,
+    },
+    upstream: UPSTREAM_SIGN_IN,
+  },
+  additionalProperties: false,
+} as const;

@@ -1,12 +1,12 @@
 import type { Context } from "hono";
-import { MAX_SET_BYTES, SET_MEDIA_TYPE, SetRefused } from "../../domain/ssf/inbound.ts";
+import { INBOUND_PATH, MAX_SET_BYTES, SET_ERROR_CODES, SET_MEDIA_TYPE, SetRefused } from "../../domain/ssf/inbound.ts";
 import { readUpstreams } from "../../domain/upstreams.ts";
 import { actOnInboundSet } from "../../services/ssf/inbound.ts";
-import type { AppEnv } from "../app-env.ts";
 import { boundedText, mediaTypeOf } from "../bounded-body.ts";
-import { Hono } from "../hono.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
+import { error, json, ref } from "../openapi-parts.ts";
 import { notFound, setRefusal } from "../refusals.ts";
+import { type Credential, declare, PUBLIC, pathsOf, router } from "../route.ts";
 
 // The push endpoint of inbound SETs (RFC 8935): upstreams POST their Security Event Tokens
 // here, one endpoint for all of them (the SET's `iss` says whose).
@@ -20,15 +20,64 @@ async function actOn<E extends ScopedEnv>(c: Context<E>): Promise<void> {
   await actOnInboundSet(c.var.scope, readUpstreams(c.env), body.trim());
 }
 
-export const inboundRoutes = new Hono<AppEnv>().post("/", withScope, async (c) => {
-  // Without an upstream that sends SETs the endpoint does not exist.
-  if (!readUpstreams(c.env).some((upstream) => upstream.sets !== null)) throw notFound();
-  try {
-    await actOn(c);
-  } catch (error) {
-    if (error instanceof SetRefused) return setRefusal(c, error);
-    throw error;
-  }
-  // Accepted, acted on or not (an event it ignores, a SET received before): RFC 8935 §2.2.
-  return c.body(null, 202);
-});
+/** No credential (the SET is signed), but the user's database: a scope. */
+const SIGNED_SET: Credential<ScopedEnv> = { ...PUBLIC, use: [withScope] };
+
+const INBOUND_ROUTES = [
+  declare({
+    method: "post",
+    path: INBOUND_PATH,
+    credential: SIGNED_SET,
+    operationId: "receiveSecurityEvent",
+    summary: "Shared Signals receiver: an upstream transmitter pushes a Security Event Token (RFC 8935)",
+    description:
+      "The SET's `iss` must be an upstream of SSF_UPSTREAMS; it is verified (ES256 or RS256, `typ` `secevent+jwt`, `aud`, `iat` within the past 24 hours, 60 s of skew) and acted on once per `jti`. CAEP `session-revoked` ends the user's sessions, or only the one its complex subject's `session` names; RISC `account-disabled`, `account-purged`, `credential-compromise` and `sessions-revoked` end every session of the user. Each ending is logged `ended_by_upstream`, reason `<upstream name>:<event>`. One D1 round trip.",
+    requestBody: {
+      required: true,
+      content: {
+        [SET_MEDIA_TYPE]: {
+          schema: { type: "string", maxLength: MAX_SET_BYTES, description: "The SET as a compact JWS." },
+        },
+      },
+    },
+    answers: {
+      "202": {
+        description:
+          "Accepted: acted on, or an event this receiver ignores, or a `jti` received before (answered as the first time, acted on once). No body.",
+      },
+      "400": {
+        description:
+          "Refused (RFC 8935 §2.3); nothing is acted on. `invalid_request`: not `application/secevent+jwt`, longer than the bound, not a SET, a wrong `typ`, `iat`, `jti`, events or subject; `invalid_issuer`: `iss` is no upstream; `invalid_key`: `kid` names no key of the issuer, or one that cannot verify the algorithm; `authentication_failed`: the signature does not verify; `invalid_audience`: `aud` does not name this receiver; `access_denied`: an `iss_sub` subject of another issuer.",
+        headers: { "Content-Language": { required: true, schema: { const: "en" } } },
+        content: json({
+          type: "object",
+          required: ["err", "description"],
+          properties: { err: { enum: [...SET_ERROR_CODES] }, description: { type: "string" } },
+          additionalProperties: false,
+        }),
+      },
+      "404": error("No upstream is configured (SSF_UPSTREAMS is empty).", ["not_found"], {}, false),
+      "503": error(
+        "The user's database is unavailable, or their sessions are being moved; nothing was acted on. The transmitter resends.",
+        ["service_unavailable", "moving"],
+        { "Retry-After": ref("headers/RetryAfter") },
+        false,
+      ),
+    },
+    handler: async (c) => {
+      // Without an upstream that sends SETs the endpoint does not exist.
+      if (!readUpstreams(c.env).some((upstream) => upstream.sets !== null)) throw notFound();
+      try {
+        await actOn(c);
+      } catch (error) {
+        if (error instanceof SetRefused) return setRefusal(c, error);
+        throw error;
+      }
+      // Accepted, acted on or not (an event it ignores, a SET received before): RFC 8935 §2.2.
+      return c.body(null, 202);
+    },
+  }),
+] as const;
+
+export const inboundRoutes = router(INBOUND_ROUTES);
+export const inboundPaths = pathsOf(INBOUND_ROUTES);

@@ -1,19 +1,72 @@
 import type { Context } from "hono";
 import { logLine } from "../../domain/log.ts";
-import { MAX_UPSTREAM_TOKEN_BYTES, UpstreamRequestRefused } from "../../domain/upstream-logout.ts";
+import {
+  MAX_UPSTREAM_TOKEN_BYTES,
+  UPSTREAM_ERRORS,
+  UPSTREAMS_PATH,
+  type UpstreamErrorCode,
+  UpstreamRequestRefused,
+} from "../../domain/upstream-logout.ts";
+import { MAX_UPSTREAM_ID_LENGTH } from "../../domain/upstream-sign-in.ts";
 import { readUpstreams, type Upstream } from "../../domain/upstreams.ts";
 import { backchannelLogout, revokeGlobally } from "../../services/upstream-logout.ts";
 import type { AppEnv } from "../app-env.ts";
 import { boundedText, mediaTypeOf } from "../bounded-body.ts";
-import { Hono } from "../hono.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
+import { ALLOW_HEADER, anyRequest, error, errorBody, json, NO_STORE, ref } from "../openapi-parts.ts";
 import { notFound, upstreamRefusal } from "../refusals.ts";
+import { type Credential, declare, pathsOf, router } from "../route.ts";
 
 // An upstream's OpenID Connect doors, one URL per upstream (its name in SSF_UPSTREAMS), so that
 // a token of one upstream is refused at another's: back-channel logout and global token
 // revocation (src/services/upstream-logout.ts). An upstream without `client_id` has neither
 // (404). Every use is one `upstream_call` log line: the upstream, the door, the answer's
 // status, the sessions ended or the refusal's code; never a token or a subject.
+
+const ID = { type: "string", minLength: 1, maxLength: MAX_UPSTREAM_ID_LENGTH };
+
+/** `create`'s `upstream` member: the identity provider the user signed in through. */
+export const UPSTREAM_SIGN_IN_INPUT = {
+  type: "object",
+  required: ["provider", "subject"],
+  properties: {
+    provider: { type: "string", description: "The upstream's `name` in SSF_UPSTREAMS." },
+    subject: { ...ID, description: "The ID token's `sub`." },
+    sid: { ...ID, type: ["string", "null"], description: "The ID token's `sid`, when the provider gives one." },
+  },
+  additionalProperties: false,
+  description: "The identity provider the user signed in through: its logout then ends this session.",
+};
+
+/** The stored sign-in, as whoami, `authenticate` and the admin API's list show it. */
+export const UPSTREAM_SIGN_IN = {
+  type: "object",
+  required: ["provider", "subject", "sid"],
+  properties: { provider: { type: "string" }, subject: ID, sid: { ...ID, type: ["string", "null"] } },
+  additionalProperties: false,
+  description: "Present only on a session signed in through an upstream identity provider.",
+};
+
+const refusalBody = (codes: UpstreamErrorCode[]) => ({
+  type: "object",
+  required: ["error", "error_description"],
+  properties: { error: { enum: codes }, error_description: { type: "string" } },
+  additionalProperties: false,
+});
+
+const refusal = (description: string, codes: UpstreamErrorCode[], headers: Record<string, unknown> = {}) => ({
+  description,
+  headers: { ...NO_STORE, "Content-Language": { required: true, schema: { const: "en" } }, ...headers },
+  content: json(refusalBody(codes)),
+});
+
+const NAME = {
+  name: "name",
+  in: "path",
+  required: true,
+  schema: { type: "string" },
+  description: "The upstream's `name` in SSF_UPSTREAMS; it must have a `client_id`.",
+};
 
 type Door = "backchannel_logout" | "global_revocation";
 
@@ -57,36 +110,127 @@ async function answer(
   }
 }
 
-export const upstreamRoutes = new Hono<AppEnv>()
+/** No credential of ours (each route checks the upstream's own token), but the user's database: a scope. */
+const UPSTREAM: Credential<ScopedEnv> = {
+  security: [],
+  use: [withScope],
+  answers: {
+    "404": error("No upstream of that name has a `client_id`.", ["not_found"], {}, true),
+    ...anyRequest(true),
+    "503": error(
+      "Keys or database unavailable, or the user's sessions moving; nothing ended. Send it again.",
+      ["service_unavailable", "moving"],
+      { "Retry-After": ref("headers/RetryAfter") },
+      true,
+    ),
+  },
+  otherMethods: {
+    "405": error("A method this path does not answer.", ["method_not_allowed"], { Allow: ALLOW_HEADER }, true),
+  },
+};
+
+const status = (code: UpstreamErrorCode) => String(UPSTREAM_ERRORS[code]);
+
+const UPSTREAM_ROUTES = [
   // OpenID Connect Back-Channel Logout 1.0 §2.5 and §2.8: a form with one logout_token; 200 once done.
-  .post("/:name/backchannel-logout", withScope, (c) =>
-    answer(c, "backchannel_logout", async (upstream) => {
-      if (mediaTypeOf(c) !== "application/x-www-form-urlencoded")
-        throw refuse("The Content-Type is not application/x-www-form-urlencoded.");
-      const tokens = new URLSearchParams(await bodyOf(c)).getAll("logout_token");
-      if (tokens.length !== 1 || tokens[0] === "") throw refuse("The body has not exactly one logout_token.");
-      const ended = await backchannelLogout(c.var.scope, upstream, tokens[0] as string);
-      return { status: 200, ended };
-    }),
-  )
+  declare({
+    method: "post",
+    path: `${UPSTREAMS_PATH}/:name/backchannel-logout`,
+    credential: UPSTREAM,
+    operationId: "upstreamBackchannelLogout",
+    summary:
+      "OpenID Connect Back-Channel Logout 1.0: the upstream ends the sessions of one of its sessions or subjects",
+    description:
+      "The rules of OpenID Connect Back-Channel Logout 1.0 §2.6, checked as docs/identity-providers.md says. With a `sid`, the sessions signed in with that upstream, subject and sid end; with `sub` alone, every session of that subject; acted on once per `jti`. Two D1 round trips.",
+    parameters: [NAME],
+    requestBody: {
+      required: true,
+      content: {
+        "application/x-www-form-urlencoded": {
+          schema: {
+            type: "object",
+            required: ["logout_token"],
+            properties: { logout_token: { type: "string", maxLength: MAX_UPSTREAM_TOKEN_BYTES } },
+          },
+        },
+      },
+    },
+    answers: {
+      "200": {
+        description: "Done (a `jti` received before ends nothing). No body.",
+        headers: NO_STORE,
+      },
+      [status("invalid_request")]: refusal("Refused (§2.8); nothing ended.", ["invalid_request"]),
+    },
+    handler: (c) =>
+      answer(c, "backchannel_logout", async (upstream) => {
+        if (mediaTypeOf(c) !== "application/x-www-form-urlencoded")
+          throw refuse("The Content-Type is not application/x-www-form-urlencoded.");
+        const tokens = new URLSearchParams(await bodyOf(c)).getAll("logout_token");
+        if (tokens.length !== 1 || tokens[0] === "") throw refuse("The body has not exactly one logout_token.");
+        const ended = await backchannelLogout(c.var.scope, upstream, tokens[0] as string);
+        return { status: 200, ended };
+      }),
+  }),
   // Global token revocation (draft -06): a JSON body with sub_id, authenticated by the upstream's JWT; 204 once done.
-  .post("/:name/global-token-revocation", withScope, (c) =>
-    answer(c, "global_revocation", async (upstream) => {
-      const [scheme, jwt, ...rest] = (c.req.header("Authorization") ?? "").split(" ");
-      if (scheme?.toLowerCase() !== "bearer" || !jwt || rest.length > 0)
-        throw new UpstreamRequestRefused("invalid_token", "The request has no Authorization: Bearer JWT.");
-      if (mediaTypeOf(c) !== "application/json") throw refuse("The Content-Type is not application/json.");
-      const text = await bodyOf(c);
-      let body: unknown;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        body = undefined;
-      }
-      const { origin, pathname } = new URL(c.req.url);
-      const ended = await revokeGlobally(c.var.scope, upstream, jwt, body, `${origin}${pathname}`);
-      if (ended === null)
-        throw new UpstreamRequestRefused("user_not_found", "No sign-in linked this subject to a user.");
-      return { status: 204, ended };
-    }),
-  );
+  declare({
+    method: "post",
+    path: `${UPSTREAMS_PATH}/:name/global-token-revocation`,
+    credential: UPSTREAM,
+    operationId: "upstreamGlobalTokenRevocation",
+    summary:
+      "Global Token Revocation (draft-parecki-oauth-global-token-revocation-06): the upstream ends every session of a user",
+    description:
+      "draft-parecki-oauth-global-token-revocation-06, authenticated by a JWT the upstream signs (RFC 7523) as docs/identity-providers.md says. Ends every session of the user the `iss_sub` subject is linked to. Two D1 round trips.",
+    parameters: [NAME],
+    requestBody: {
+      required: true,
+      content: json({
+        type: "object",
+        required: ["sub_id"],
+        properties: {
+          sub_id: {
+            type: "object",
+            required: ["format", "iss", "sub"],
+            properties: { format: { const: "iss_sub" }, iss: { type: "string" }, sub: ID },
+          },
+        },
+      }),
+    },
+    answers: {
+      "204": { description: "Done (a `jti` received before ends nothing). No body.", headers: NO_STORE },
+      [status("invalid_request")]: refusal("Not a JSON `iss_sub` `sub_id`; nothing ended.", ["invalid_request"]),
+      [status("invalid_token")]: refusal("No Bearer JWT of the upstream's; nothing ended.", ["invalid_token"], {
+        "WWW-Authenticate": { required: true, schema: { type: "string" } },
+      }),
+      [status("access_denied")]: refusal("A `sub_id` of another issuer; nothing ended.", ["access_denied"]),
+      "404": {
+        description: "No such upstream (`not_found`), or no sign-in linked the subject (`user_not_found`).",
+        headers: { ...NO_STORE, "Content-Language": { schema: { const: "en" } } },
+        content: json({ anyOf: [errorBody("not_found"), refusalBody(["user_not_found"])] }),
+      },
+    },
+    handler: (c) =>
+      answer(c, "global_revocation", async (upstream) => {
+        const [scheme, jwt, ...rest] = (c.req.header("Authorization") ?? "").split(" ");
+        if (scheme?.toLowerCase() !== "bearer" || !jwt || rest.length > 0)
+          throw new UpstreamRequestRefused("invalid_token", "The request has no Authorization: Bearer JWT.");
+        if (mediaTypeOf(c) !== "application/json") throw refuse("The Content-Type is not application/json.");
+        const text = await bodyOf(c);
+        let body: unknown;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          body = undefined;
+        }
+        const { origin, pathname } = new URL(c.req.url);
+        const ended = await revokeGlobally(c.var.scope, upstream, jwt, body, `${origin}${pathname}`);
+        if (ended === null)
+          throw new UpstreamRequestRefused("user_not_found", "No sign-in linked this subject to a user.");
+        return { status: 204, ended };
+      }),
+  }),
+] as const;
+
+export const upstreamRoutes = router(UPSTREAM_ROUTES);
+export const upstreamPaths = pathsOf(UPSTREAM_ROUTES);

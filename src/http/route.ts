@@ -1,0 +1,138 @@
+import type { Context, Env, MiddlewareHandler } from "hono";
+import type { BlankInput, BlankSchema, HandlerResponse, ToSchema, TypedResponse } from "hono/types";
+import type { AppEnv } from "./app-env.ts";
+import { Hono } from "./hono.ts";
+import { requireBearerOrCookie, requireToken, type TokenEnv } from "./middleware/auth.ts";
+import {
+  ALLOW_HEADER,
+  AUTH_ERRORS,
+  anyRequest,
+  BEARER_OR_COOKIE,
+  CHALLENGE,
+  CROSS_SITE,
+  error,
+  HELD,
+  type Json,
+  type JsonObject,
+  LOGOUT_RATE_LIMITED,
+  METHOD_NOT_ALLOWED,
+  NO_TOKEN,
+  type Operation,
+  type PathItem,
+  RATE_LIMITED,
+  type Responses,
+} from "./openapi-parts.ts";
+
+// One route, declared once: its method and path, the credential it takes, what the document
+// says of its parameters, body and answers, and its handler. Each group's router (`router`)
+// and its part of the OpenAPI document (`pathsOf`) are both built from its declarations, so a
+// route is served and described, or neither, and a credential's middleware and its answers
+// (401, 403, 429) go together.
+
+export type Method = "get" | "post" | "put" | "patch" | "delete";
+
+/** What a route takes to be called, and what that costs it in answers; E: what its handler then finds in `c.var`. */
+// biome-ignore lint/correctness/noUnusedVariables: E is for `declare`, which types a route's handler by its credential's.
+export interface Credential<E extends Env> {
+  /** The operation's OpenAPI security requirement. */
+  security: Json;
+  /** Run before the handler, in order: each checks a part of the request or sets a part of E. */
+  use: readonly MiddlewareHandler[];
+  /** The answers every route taking it can give; a route's own answer of the same status replaces one. */
+  answers: Responses;
+  /** The path's answer to a method it does not list (`x-other-methods`). */
+  otherMethods: Responses;
+}
+
+export interface Route<E extends Env, M extends Method, P extends string, R extends HandlerResponse<unknown>> {
+  method: M;
+  /** From the origin, as the router writes it: `:name` for a parameter, with its pattern when it needs one. */
+  path: P;
+  credential: Credential<E>;
+  operationId: string;
+  summary: string;
+  description?: string;
+  /** The path's, the query's and the headers' parameters, as the document lists them. */
+  parameters?: readonly Json[];
+  requestBody?: JsonObject;
+  /** Beyond the credential's. */
+  answers: Responses;
+  handler: (c: Context<E, P>) => R;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a list holds routes of every env; each was checked against its own when declared.
+export type AnyRoute = Route<any, Method, string, HandlerResponse<unknown>>;
+
+/** A route, its handler's context typed by its credential and its path. */
+export const declare = <E extends Env, M extends Method, P extends string, R extends HandlerResponse<unknown>>(
+  route: Route<E, M, P, R>,
+) => route;
+
+/** A handler's answer as the typed client reads it: a typed JSON answer as it is, any other as untyped. */
+type Typed<T> = T extends TypedResponse ? T : TypedResponse;
+
+/** The routes as Hono's typed client (`hc`) sees them: each path's methods and their answers. */
+type SchemaOf<Routes> = Routes extends readonly [infer First extends AnyRoute, ...infer Rest]
+  ? ToSchema<First["method"], First["path"], BlankInput, Typed<Awaited<ReturnType<First["handler"]>>>> & SchemaOf<Rest>
+  : BlankSchema;
+
+/** A router serving these routes, mounted at the origin's root: each runs its credential's middleware, then its handler. */
+export function router<const Routes extends readonly AnyRoute[]>(routes: Routes) {
+  const served = new Hono<Env, SchemaOf<Routes>>();
+  for (const route of routes) served.on(route.method, [route.path], ...route.credential.use, route.handler);
+  return served;
+}
+
+function operation({ operationId, summary, description, credential, parameters, requestBody, answers }: AnyRoute) {
+  return {
+    operationId,
+    summary,
+    ...(description === undefined ? {} : { description }),
+    security: credential.security,
+    ...(parameters === undefined ? {} : { parameters }),
+    ...(requestBody === undefined ? {} : { requestBody }),
+    responses: { ...credential.answers, ...answers },
+  };
+}
+
+/** The document's paths of these routes: each path's operations in the order declared, then its answer to other methods. */
+export function pathsOf(routes: readonly AnyRoute[]): Record<string, PathItem> {
+  const items: Record<string, { [M in Method]?: Operation } & { "x-other-methods"?: Responses }> = {};
+  for (const route of routes) {
+    const path = route.path.replace(/:(\w+)(\{[^}]*\})?/g, "{$1}");
+    const { "x-other-methods": _, ...item } = items[path] ?? {};
+    items[path] = { ...item, [route.method]: operation(route), "x-other-methods": route.credential.otherMethods };
+  }
+  return items;
+}
+
+/** Bearer, or the session cookie from the same site (src/http/middleware/auth.ts's `requireToken`). */
+export const TOKEN: Credential<TokenEnv> = {
+  security: BEARER_OR_COOKIE,
+  use: [requireToken],
+  answers: {
+    "401": error(`${NO_TOKEN} ${HELD}`, ["invalid_token", "reauthentication_required"], CHALLENGE),
+    ...CROSS_SITE,
+    ...RATE_LIMITED,
+    ...AUTH_ERRORS,
+  },
+  otherMethods: METHOD_NOT_ALLOWED,
+};
+
+/** The logouts' (`requireBearerOrCookie`): each says its own 400 and 401, which clear a carried cookie. */
+export const LOGOUT_TOKEN: Credential<TokenEnv> = {
+  security: BEARER_OR_COOKIE,
+  use: [requireBearerOrCookie],
+  answers: { ...CROSS_SITE, ...LOGOUT_RATE_LIMITED, ...AUTH_ERRORS },
+  otherMethods: METHOD_NOT_ALLOWED,
+};
+
+/** None: a public document (a key set, discovery), cacheable, so not no-store. */
+export const PUBLIC: Credential<AppEnv> = {
+  security: [],
+  use: [],
+  answers: anyRequest(false),
+  otherMethods: {
+    "405": error("A method this path does not answer.", ["method_not_allowed"], { Allow: ALLOW_HEADER }, false),
+  },
+};
