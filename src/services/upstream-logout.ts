@@ -7,7 +7,7 @@ import {
   revokedSubjectOf,
   type UpstreamEnding,
   type UpstreamErrorCode,
-  UpstreamRequestRefused,
+  upstreamRefused,
 } from "../domain/upstream-logout.ts";
 import { type Upstream, type UpstreamAction, upstreamReason } from "../domain/upstreams.ts";
 import { type Scope, write } from "./scope.ts";
@@ -23,14 +23,14 @@ import { linkedUser } from "./upstream-links.ts";
 /** A compact JWS by this upstream, its signature verified; `error` is the refusal's code. */
 async function verified(upstream: Upstream, compact: string, what: string, error: UpstreamErrorCode): Promise<Jws> {
   const jws = parseJws(compact);
-  if (!jws) throw new UpstreamRequestRefused(error, `The ${what} is not a compact JWS signed with ES256 or RS256.`);
+  if (!jws) throw upstreamRefused(error, `The ${what} is not a compact JWS signed with ES256 or RS256.`);
   checkIssuer(jws, upstream, what, error);
   const key = await upstreamKey(upstream, jws);
   if (key === "unusable")
-    throw new UpstreamRequestRefused(error, `The key the ${what} names cannot verify ${jws.alg} signatures.`);
-  if (!key) throw new UpstreamRequestRefused(error, `The ${what}'s kid names no key of its issuer.`);
+    throw upstreamRefused(error, `The key the ${what} names cannot verify ${jws.alg} signatures.`);
+  if (!key) throw upstreamRefused(error, `The ${what}'s kid names no key of its issuer.`);
   if (!(await verifyJws(jws, key)))
-    throw new UpstreamRequestRefused(error, `The ${what}'s signature does not verify with its issuer's key.`);
+    throw upstreamRefused(error, `The ${what}'s signature does not verify with its issuer's key.`);
   return jws;
 }
 
@@ -91,6 +91,6 @@ export async function revokeGlobally(
   const claimPlace = await scope.shards.forUser(`revocation\n${upstream.name}\n${jti}`, upstream.region);
   const token = { issuer: `revocation ${upstream.issuer}`, jti };
   if (!(await claimForSubject(claimPlace, token, subject, scope.at.now)))
-    throw new UpstreamRequestRefused("invalid_token", "The JWT was used before for another subject.");
+    throw upstreamRefused("invalid_token", "The JWT was used before for another subject.");
   return end(scope, upstream, { jti, subject, sid: null, issuedAt: new Date(iat * 1000) }, "global_revocation", true);
 }

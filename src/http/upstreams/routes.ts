@@ -1,13 +1,14 @@
 import type { Context } from "hono";
 import { logLine } from "../../domain/log.ts";
-import { MAX_UPSTREAM_TOKEN_BYTES, UpstreamRequestRefused } from "../../domain/upstream-logout.ts";
+import { Refused } from "../../domain/refusal.ts";
+import { MAX_UPSTREAM_TOKEN_BYTES, upstreamRefused } from "../../domain/upstream-logout.ts";
 import { readUpstreams, type Upstream } from "../../domain/upstreams.ts";
 import { backchannelLogout, revokeGlobally } from "../../services/upstream-logout.ts";
 import type { AppEnv } from "../app-env.ts";
 import { boundedText, mediaTypeOf } from "../bounded-body.ts";
 import { Hono } from "../hono.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
-import { notFound, upstreamRefusal } from "../refusals.ts";
+import { notFound } from "../refusals.ts";
 
 // An upstream's OpenID Connect doors, one URL per upstream (its name in SSF_UPSTREAMS), so that
 // a token of one upstream is refused at another's: back-channel logout and global token
@@ -24,7 +25,7 @@ function upstreamOf<E extends AppEnv>(c: Context<E>): Upstream {
   return upstream;
 }
 
-const refuse = (description: string) => new UpstreamRequestRefused("invalid_request", description);
+const refuse = (description: string) => upstreamRefused("invalid_request", description);
 
 /** The body within the bound, or a refusal. */
 async function bodyOf(c: Context<ScopedEnv>): Promise<string> {
@@ -33,7 +34,11 @@ async function bodyOf(c: Context<ScopedEnv>): Promise<string> {
   return body;
 }
 
-/** Runs a door's work: its answer, or its refusal, with the door's log line either way. */
+/**
+ * Runs a door's work and writes its line: the answer's status and the sessions ended, or what
+ * stopped it (a refusal's code and status; a failure's name, its status onError's, 503 to
+ * retry or 500 with its own line). The error goes on to onError, which answers it.
+ */
 async function answer(
   c: Context<ScopedEnv>,
   door: Door,
@@ -41,20 +46,19 @@ async function answer(
 ): Promise<Response> {
   const upstream = upstreamOf(c);
   const line = { upstream: upstream.name, door };
+  let done: { status: 200 | 204; ended: number };
   try {
-    const done = await work(upstream);
-    logLine("info", "upstream_call", { ...line, status: done.status, ended: done.ended });
-    return c.body(null, done.status);
+    done = await work(upstream);
   } catch (error) {
-    if (!(error instanceof UpstreamRequestRefused)) {
-      // Answered by onError (503 to retry, or 500 with its own line); counted here as a use.
-      logLine("info", "upstream_call", { ...line, status: null, error: error instanceof Error ? error.name : "error" });
-      throw error;
-    }
-    const response = upstreamRefusal(c, error);
-    logLine("info", "upstream_call", { ...line, status: response.status, error: error.error });
-    return response;
+    const stopped =
+      error instanceof Refused
+        ? { status: error.status, error: error.body.error }
+        : { status: null, error: error instanceof Error ? error.name : "error" };
+    logLine("info", "upstream_call", { ...line, ...stopped });
+    throw error;
   }
+  logLine("info", "upstream_call", { ...line, status: done.status, ended: done.ended });
+  return c.body(null, done.status);
 }
 
 export const upstreamRoutes = new Hono<AppEnv>()
@@ -74,7 +78,7 @@ export const upstreamRoutes = new Hono<AppEnv>()
     answer(c, "global_revocation", async (upstream) => {
       const [scheme, jwt, ...rest] = (c.req.header("Authorization") ?? "").split(" ");
       if (scheme?.toLowerCase() !== "bearer" || !jwt || rest.length > 0)
-        throw new UpstreamRequestRefused("invalid_token", "The request has no Authorization: Bearer JWT.");
+        throw upstreamRefused("invalid_token", "The request has no Authorization: Bearer JWT.");
       if (mediaTypeOf(c) !== "application/json") throw refuse("The Content-Type is not application/json.");
       const text = await bodyOf(c);
       let body: unknown;
@@ -85,8 +89,7 @@ export const upstreamRoutes = new Hono<AppEnv>()
       }
       const { origin, pathname } = new URL(c.req.url);
       const ended = await revokeGlobally(c.var.scope, upstream, jwt, body, `${origin}${pathname}`);
-      if (ended === null)
-        throw new UpstreamRequestRefused("user_not_found", "No sign-in linked this subject to a user.");
+      if (ended === null) throw upstreamRefused("user_not_found", "No sign-in linked this subject to a user.");
       return { status: 204, ended };
     }),
   );

@@ -1,7 +1,7 @@
 import { endSessionsForSet } from "../../db/ssf/inbound-sets.ts";
 import { ConfigError } from "../../domain/config.ts";
 import { type Jws, type PublicKey, parseJws, verifyJws } from "../../domain/jws.ts";
-import { actionOf, SetRefused, senderOf } from "../../domain/ssf/inbound.ts";
+import { actionOf, senderOf, setRefused } from "../../domain/ssf/inbound.ts";
 import type { Upstream } from "../../domain/upstreams.ts";
 import { isUserId } from "../../domain/user-id.ts";
 import { type Scope, write } from "../scope.ts";
@@ -9,35 +9,34 @@ import { upstreamKey } from "../upstream-keys.ts";
 
 // An inbound Security Event Token, pushed by an upstream (RFC 8935): read, verified, and acted
 // on in one D1 round trip on the database of the user it names. A SET that is refused
-// (SetRefused) ends nothing.
+// (setRefused) ends nothing.
 
 /** The key the SET names, from the upstream's key set. */
 async function keyFor(upstream: Upstream, jws: Jws): Promise<PublicKey> {
   const key = await upstreamKey(upstream, jws);
-  if (key === "unusable")
-    throw new SetRefused("invalid_key", `The key the SET names cannot verify ${jws.alg} signatures.`);
-  if (!key) throw new SetRefused("invalid_key", "The SET's kid names no key of its issuer.");
+  if (key === "unusable") throw setRefused("invalid_key", `The key the SET names cannot verify ${jws.alg} signatures.`);
+  if (!key) throw setRefused("invalid_key", "The SET's kid names no key of its issuer.");
   return key;
 }
 
 /**
  * Verifies a compact JWS as a SET of one of the upstreams and does what it asks; returns how
- * many sessions it ended (0 for an event not acted on, or a SET received before). Throws
- * SetRefused for a SET that is not acceptable.
+ * many sessions it ended (0 for an event not acted on, or a SET received before). Throws its
+ * refusal (setRefused) for a SET that is not acceptable.
  */
 export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream[], compact: string): Promise<number> {
   const { shards, at } = scope;
   if (upstreams.some((upstream) => upstream.region !== null && !shards.map.regions.has(upstream.region)))
     throw new ConfigError("SSF_UPSTREAMS: a region must be one of the regions of SHARDS");
   const jws = parseJws(compact);
-  if (!jws) throw new SetRefused("invalid_request", "The body is not a compact JWS signed with ES256 or RS256.");
+  if (!jws) throw setRefused("invalid_request", "The body is not a compact JWS signed with ES256 or RS256.");
   const upstream = senderOf(jws, upstreams);
   if (!(await verifyJws(jws, await keyFor(upstream, jws))))
-    throw new SetRefused("authentication_failed", "The SET's signature does not verify with its issuer's key.");
+    throw setRefused("authentication_failed", "The SET's signature does not verify with its issuer's key.");
   const action = actionOf(jws.payload, upstream, Math.floor(at.now.getTime() / 1000));
   if (!action) return 0;
   if (action.userId !== null && !isUserId(action.userId))
-    throw new SetRefused("invalid_request", "The subject's user id is not one this service can hold.");
+    throw setRefused("invalid_request", "The subject's user id is not one this service can hold.");
   const place =
     action.userId !== null
       ? await shards.forUser(action.userId, upstream.region)
