@@ -56,7 +56,10 @@ export async function resendEach<T extends { db: Database }>(
   return sent;
 }
 
-/** The minute cron: events still pending on any database, then the pushes now due. */
+/**
+ * The minute cron: events still pending on any database (one that fails has its line, and the
+ * others go on), then the pushes now due (a failure is thrown, for the cron's line).
+ */
 export async function deliverPending(outlets: Outlets | null, databases: Database[], now: Date): Promise<void> {
   if (!outlets) return;
   await resendEach(
