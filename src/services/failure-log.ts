@@ -32,11 +32,14 @@ function rootOf(error: unknown): unknown {
 
 const nameOf = (error: unknown) => (error instanceof Error ? error.name : typeof error);
 
-/** What an error says, with nothing secret: its class, its innermost message redacted, the D1 binding that failed. */
+/**
+ * What an error says, with nothing secret: the innermost cause's class and message, redacted
+ * (a bug's TypeError, not Drizzle's wrapper), and the D1 binding that failed.
+ */
 function described(error: unknown) {
   const root = rootOf(error);
   return {
-    name: nameOf(error),
+    name: nameOf(root),
     message: redact(root instanceof Error ? root.message : String(root)),
     binding: d1BindingOfFailure(error),
   };
