@@ -57,7 +57,7 @@ export class Refused extends Error {
     headers: Readonly<Record<string, string>> = {},
     authFailure = false,
   ) {
-    super(`refused with ${status}`);
+    super(`refused ${status}`);
     this.status = status;
     this.body = body;
     this.headers = headers;
