@@ -36,8 +36,8 @@ async function bodyOf(c: Context<ScopedEnv>): Promise<string> {
 
 /**
  * Runs a door's work and writes its line: the answer's status and the sessions ended, or what
- * stopped it (a refusal's code and status; a failure's name, its status onError's, 503 to
- * retry or 500 with its own line). The error goes on to onError, which answers it.
+ * stopped it, a refusal's status and code or a failure's class. Either is thrown on, for
+ * onError to answer (a failure: 503 to retry, or 500 with its own line).
  */
 async function answer(
   c: Context<ScopedEnv>,
