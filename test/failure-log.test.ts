@@ -1,11 +1,13 @@
-import { createExecutionContext } from "cloudflare:test";
+import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { decodeJwt, exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { newAdminKey } from "../src/domain/admin-keys.ts";
 import { DatabaseUnavailable } from "../src/domain/errors.ts";
 import { logLine } from "../src/domain/log.ts";
 import { hashSecret } from "../src/domain/token.ts";
 import { USER_ID_RULE } from "../src/domain/user-id.ts";
+import worker from "../src/index.ts";
 import { InternalError, SessionService } from "../src/rpc/session-service.ts";
 import { redact } from "../src/services/failure-log.ts";
 import { failingD1, faultyD1, flakyD1 } from "./d1.ts";
@@ -23,8 +25,11 @@ import {
   issue,
   newUser,
   sessionCookie,
+  shardBindings,
   tableSnapshot,
+  wrapShards,
 } from "./helpers.ts";
+import { ISSUER, newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
 // A locked database is a retryable answer, never a 500; and every 5xx leaves one log line an
 // operator can act on (what, where, which database, which request) with nothing secret in it.
@@ -238,6 +243,248 @@ describe("a bug is the service's failure, never the caller's fault", () => {
     await expect(service.create({ userId: "" })).rejects.toThrow(new TypeError(`userId must be ${USER_ID_RULE}`));
     await expect(service.create({ userId, ttlSeconds: 0 })).rejects.toThrow(RangeError);
     expect(lines).toHaveLength(1);
+  });
+});
+
+// An identity provider that both pushes SETs and signs logouts, its key inline.
+const idp = await generateKeyPair("ES256");
+const IDP = "https://idp.example";
+const upstream = {
+  issuer: IDP,
+  name: "idp",
+  audience: ISSUER,
+  subject: "iss_sub",
+  client_id: "sessions-app",
+  jwks: { keys: [{ ...(await exportJWK(idp.publicKey)), kid: "idp1" }] },
+};
+const UPSTREAMS = { SSF_UPSTREAMS: JSON.stringify([upstream]) } as Partial<Env>;
+describe("a bug on the identity providers', report, Shared Signals, cron and queue doors", () => {
+  // The same planted bug (a TypeError from every database call), on the doors the suite above
+  // does not reach: never a 4xx, never a silent retry, never the bug's message in an answer.
+  const BUG = "Cannot read properties of undefined (reading 'x')";
+  const INTERNAL_ERROR = { code: "internal_error", message: "Something went wrong on our side. Please try again." };
+  const LINE = {
+    level: "error",
+    event: "unhandled_error",
+    name: "TypeError",
+    message: "Cannot read properties of undefined (reading [redacted])",
+  };
+  const buggyDatabases = () => wrapShards((db) => flakyD1(db, Number.POSITIVE_INFINITY, () => new TypeError(BUG)).db);
+  const failures = (lines: string[]) =>
+    lines.map((line) => JSON.parse(line)).filter((line) => line.event === "unhandled_error");
+
+  async function expectInternalError(response: Response): Promise<void> {
+    const text = await response.text();
+    expect(text).not.toContain("Cannot read");
+    expect({ status: response.status, body: JSON.parse(text) }).toEqual({ status: 500, body: INTERNAL_ERROR });
+    expect(response.headers.get("Content-Type")).toBe("application/json");
+  }
+
+  const signed = (claims: Record<string, unknown>, typ: string) =>
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: "ES256", kid: "idp1", typ })
+      .setIssuer(IDP)
+      .setIssuedAt()
+      .setJti(crypto.randomUUID())
+      .sign(idp.privateKey);
+
+  it("POST /upstreams/:name/backchannel-logout: 500 and its line, the provider's line naming the failure", async () => {
+    const subject = `sub-${crypto.randomUUID()}`;
+    const token = await signed(
+      { sub: subject, aud: "sessions-app", events: { "http://schemas.openid.net/event/backchannel-logout": {} } },
+      "logout+jwt",
+    );
+    const lines = captureConsole();
+    const response = await callWith(
+      { ...UPSTREAMS, ...buggyDatabases() },
+      "POST",
+      "/upstreams/idp/backchannel-logout",
+      { "Content-Type": "application/x-www-form-urlencoded" },
+      new URLSearchParams({ logout_token: token }).toString(),
+    );
+    await expectInternalError(response);
+    expect(failures(lines)).toEqual([
+      {
+        ...LINE,
+        method: "POST",
+        route: "/upstreams/:name/backchannel-logout",
+        // The subject's link is read first, on its own database.
+        binding: await bindingOfUser(`idp\n${subject}`),
+        request_id: expect.any(String),
+      },
+    ]);
+    expect(lines.map((line) => JSON.parse(line)).filter((line) => line.event === "upstream_call")).toEqual([
+      {
+        level: "info",
+        event: "upstream_call",
+        upstream: "idp",
+        door: "backchannel_logout",
+        status: null,
+        error: "TypeError",
+      },
+    ]);
+  });
+
+  it("POST /upstreams/:name/global-token-revocation: 500 and its line", async () => {
+    const jwt = await signed(
+      { aud: `${ISSUER}/upstreams/idp/global-token-revocation`, exp: Math.floor(Date.now() / 1000) + 300 },
+      "JWT",
+    );
+    const lines = captureConsole();
+    const response = await callWith(
+      { ...UPSTREAMS, ...buggyDatabases() },
+      "POST",
+      "/upstreams/idp/global-token-revocation",
+      { Authorization: `Bearer ${jwt}`, "Content-Type": "application/json" },
+      JSON.stringify({ sub_id: { format: "iss_sub", iss: IDP, sub: "someone" } }),
+    );
+    await expectInternalError(response);
+    expect(failures(lines)).toEqual([
+      {
+        ...LINE,
+        method: "POST",
+        route: "/upstreams/:name/global-token-revocation",
+        // The JWT is claimed for its subject first, on its own database.
+        binding: await bindingOfUser(`revocation\nidp\n${decodeJwt(jwt).jti}`),
+        request_id: expect.any(String),
+      },
+    ]);
+  });
+
+  it("POST /ssf/inbound: 500 and its line, never RFC 8935's 400", async () => {
+    const userId = newUser();
+    const set = await signed(
+      {
+        aud: ISSUER,
+        sub_id: { format: "iss_sub", iss: IDP, sub: userId },
+        events: { "https://schemas.openid.net/secevent/risc/event-type/account-disabled": {} },
+      },
+      "secevent+jwt",
+    );
+    const lines = captureConsole();
+    const response = await callWith(
+      { ...UPSTREAMS, ...buggyDatabases() },
+      "POST",
+      "/ssf/inbound",
+      { "Content-Type": "application/secevent+jwt" },
+      set,
+    );
+    await expectInternalError(response);
+    expect(failures(lines)).toEqual([
+      {
+        ...LINE,
+        method: "POST",
+        route: "/ssf/inbound",
+        binding: await bindingOfUser(userId),
+        request_id: expect.any(String),
+      },
+    ]);
+  });
+
+  it("/ssf/streams: 500 and its line, never the receiver's 401", async () => {
+    const { vars } = await transmitter();
+    const receiver = await newReceiver();
+    const lines = captureConsole();
+    const response = await ssfCall({ ...vars, ...buggyDatabases() }, receiver.credential, "GET", "/ssf/streams");
+    await expectInternalError(response);
+    expect(failures(lines)).toEqual([
+      { ...LINE, method: "GET", route: "/ssf/streams", binding: "DB", request_id: expect.any(String) },
+    ]);
+  });
+
+  it("GET and POST /auth/report: 500 and its line, never a refused report token's 404 or 410", async () => {
+    const userId = newUser();
+    const { reportToken } = await issue(userId);
+    expect(reportToken).toEqual(expect.any(String));
+    const lines = captureConsole();
+    for (const method of ["GET", "POST"]) {
+      const response = await callWith(buggyDatabases(), method, "/auth/report", bearer(reportToken as string));
+      await expectInternalError(response);
+    }
+    const site = { binding: await bindingOfUser(userId), request_id: expect.any(String) };
+    expect(failures(lines)).toEqual([
+      { ...LINE, method: "GET", route: "/auth/report", ...site },
+      { ...LINE, method: "POST", route: "/auth/report", ...site },
+    ]);
+  });
+
+  /** Runs the worker's scheduled handler for `cron` with `bindings`, and what it leaves running. */
+  async function runCron(cron: string, bindings: Partial<Env>, scheduledTime = Date.now()): Promise<void> {
+    const ctx = createExecutionContext();
+    try {
+      await worker.scheduled(createScheduledController({ scheduledTime, cron }), { ...env, ...bindings } as Env, ctx);
+    } finally {
+      await waitOnExecutionContext(ctx);
+    }
+  }
+
+  it("the minute cron: each database's line, the pushes' line, then the invocation fails", async () => {
+    const { vars } = await transmitter();
+    const lines = captureConsole();
+    await expect(runCron("* * * * *", { ...vars, ...buggyDatabases() })).rejects.toThrow(new TypeError(BUG));
+    const site = { cron: "delivery", request_id: expect.any(String) };
+    expect(failures(lines)).toEqual([
+      // What is pending, on every database in turn; then the pushes due, on the streams' database.
+      ...shardBindings().map((binding) => ({ ...LINE, ...site, binding })),
+      { ...LINE, ...site, binding: "DB" },
+    ]);
+  });
+
+  it("the hourly purge: a line for each database and table it failed on; the others go on, and its line names them", async () => {
+    const lines = captureConsole();
+    await runCron("17 * * * *", buggyDatabases());
+    const logged = lines.map((line) => JSON.parse(line));
+    const failed = failures(lines);
+    // Sessions, events and remembered inbound SETs: three tables on every database.
+    expect(failed).toHaveLength(3 * shardBindings().length);
+    for (const line of failed)
+      expect(line).toEqual({ ...LINE, cron: "purge", binding: expect.any(String), request_id: expect.any(String) });
+    expect([...new Set(failed.map((line) => line.binding))].sort()).toEqual([...shardBindings()].sort());
+    const purged = logged.find((line) => line.event === "purge");
+    expect({ level: purged.level, complete: purged.complete, failed: [...purged.failed].sort() }).toEqual({
+      level: "warn",
+      complete: false,
+      failed: [...shardBindings()].sort(),
+    });
+  });
+
+  it("the events queue: a send that throws is logged with its error, and the cron sends it again", async () => {
+    const userId = newUser();
+    const session = await issue(userId);
+    const broken = {
+      send: () => Promise.reject(new TypeError(BUG)),
+      sendBatch: () => Promise.reject(new TypeError(BUG)),
+    } as unknown as Queue;
+    const lines = captureConsole();
+    const response = await callWith({ SESSION_EVENTS: broken }, "POST", "/auth/logout", sessionCookie(session.token));
+    expect(response.status).toBe(200);
+    const sendFailed = {
+      level: "warn",
+      event: "outbox_send_failed",
+      name: "TypeError",
+      message: "Cannot read properties of undefined (reading [redacted])",
+      binding: null,
+    };
+    const logged = () => lines.map((line) => JSON.parse(line)).filter((line) => line.event === "outbox_send_failed");
+    expect(logged()).toEqual([sendFailed]);
+    const pending = async () =>
+      (
+        await (
+          await d1OfUser(userId)
+        )
+          .prepare("SELECT count(*) AS n FROM session_events WHERE user_id = ? AND pending_delivery = 1")
+          .bind(userId)
+          .first<{ n: number }>()
+      )?.n;
+    expect(await pending()).toBe(1);
+    // The cron, a few minutes on: the queue still throws, logged again; then it takes them.
+    const later = Date.now() + 5 * 60_000;
+    await runCron("* * * * *", { SESSION_EVENTS: broken }, later);
+    expect(logged()).toEqual([sendFailed, sendFailed]);
+    expect(await pending()).toBe(1);
+    await runCron("* * * * *", { SESSION_EVENTS: env.TEST_EVENTS_QUEUE } as Partial<Env>, later);
+    expect(await pending()).toBe(0);
+    expect(failures(lines)).toEqual([]);
   });
 });
 

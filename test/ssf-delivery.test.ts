@@ -710,6 +710,25 @@ describe("overlapping push rounds", () => {
     expect(again?.next_attempt_at).toBeGreaterThanOrEqual(next_attempt_at + 60_000);
   });
 
+  it("a SET that cannot be signed (a broken key, a bug) fails its round: nothing sent, not put off as a receiver's failure, pushed by the round after the lease", async () => {
+    const { endpoint, stream_id, signer, streams, jti, at } = await oneWaiting();
+    const receiver = slowReceiver(endpoint);
+    receiver.answer(202);
+    // The public half only: importing it to sign throws, as a bug under the signing would.
+    const broken = { ...signer, signer: { ...signer.signer, d: undefined } };
+    await expect(pushDue(streams, broken, at(0), receiver.send)).rejects.toThrow();
+    expect(receiver.arrived).toEqual([]);
+    // Held by the failed round's claim until its lease ends: no attempt counted, no backoff.
+    expect(await rowOf(stream_id, jti)).toEqual({
+      attempts: 0,
+      next_attempt_at: at(PUSH_LEASE_MS).getTime(),
+      leased_by: expect.any(String),
+    });
+    await pushDue(streams, signer, at(PUSH_LEASE_MS), receiver.send);
+    expect(receiver.arrived).toEqual([jti]);
+    expect(await waitingFor(stream_id)).toBe(0);
+  });
+
   it("two rounds started at the same moment push a SET once", async () => {
     const { endpoint, stream_id, signer, streams, jti, at } = await oneWaiting();
     const receiver = slowReceiver(endpoint);

@@ -26,10 +26,44 @@ export function isRefusal(value: unknown): value is Refusal {
 // Beside it, each named for what it refuses and never a bare "refusal", with its own door:
 // - SupportRefusal (below): why a support session was not opened (the RPC's RangeError, the admin API's 400).
 // - RefreshOutcome (src/db/device-binding.ts): what a DBSC refresh did; its `not_live` is this vocabulary's.
-// - StreamRequestRefused (src/domain/ssf/streams.ts): a stream management request refused, 400 with its code.
-// - SetRefused (src/domain/ssf/inbound.ts): an inbound SET refused, RFC 8935's `{err, description}`.
 // - ReportRefusal (src/services/report.ts): a report token that ends nothing, 404 or 410 with its code.
 // - MoveRefused (src/services/moves.ts): an operator's bucket move refused (`npm run shards:move`), no door's.
+// A refusal decided where its answer is known is thrown as `Refused` (below), carrying it: a
+// stream management request's (src/domain/ssf/streams.ts), an inbound SET's (RFC 8935,
+// src/domain/ssf/inbound.ts), an upstream logout's (src/domain/upstream-logout.ts), and every
+// refusal of the HTTP API (src/http/refusals.ts).
+
+/** The statuses a request is refused with: the caller's to fix, never the service's failure. */
+export type RefusedStatus = 400 | 401 | 403 | 404 | 405 | 409 | 410 | 413 | 414 | 415 | 429;
+
+/**
+ * A request refused, thrown where the rule it breaks is decided, carrying its whole answer:
+ * the status, the JSON body in its contract's shape (the API's `{code, message}`, RFC 8935's
+ * `{err, description}`, OpenID's `{error, error_description}`), the headers, and whether a
+ * presented credential was refused (counted by the failure limiter). The HTTP app's one
+ * `onError` writes it as it is; any other error is the service's failure. Plain TypeScript,
+ * not Hono's HTTPException: the domain throws it, and the domain has no Hono.
+ */
+export class Refused extends Error {
+  override name = "Refused";
+  readonly status: RefusedStatus;
+  readonly body: Readonly<Record<string, string>>;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly authFailure: boolean;
+
+  constructor(
+    status: RefusedStatus,
+    body: Readonly<Record<string, string>>,
+    headers: Readonly<Record<string, string>> = {},
+    authFailure = false,
+  ) {
+    super(`refused ${status}`);
+    this.status = status;
+    this.body = body;
+    this.headers = headers;
+    this.authFailure = authFailure;
+  }
+}
 
 /** Why a support session was not opened, when it was not. */
 export type SupportRefusal = "unknown_user" | "too_many_open";

@@ -1,4 +1,5 @@
 import type { Jws } from "./jws.ts";
+import { Refused } from "./refusal.ts";
 import { isUpstreamId } from "./upstream-sign-in.ts";
 import { audienceOf, isObject, timesFault, type Upstream } from "./upstreams.ts";
 
@@ -22,20 +23,17 @@ export const UPSTREAM_ERRORS = {
 } as const;
 export type UpstreamErrorCode = keyof typeof UPSTREAM_ERRORS;
 
-/** A request refused: answered `{error, error_description}`; nothing is ended. */
-export class UpstreamRequestRefused extends Error {
-  override name = "UpstreamRequestRefused";
-  readonly error: UpstreamErrorCode;
-  readonly description: string;
-
-  constructor(error: UpstreamErrorCode, description: string) {
-    super(description);
-    this.error = error;
-    this.description = description;
-  }
+/**
+ * A request refused (OpenID Connect Back-Channel Logout §2.8, the global token revocation
+ * draft's statuses): `{error, error_description}` in English, nothing ended; a 401 with its
+ * challenge. The description is fixed text, never the token.
+ */
+export function upstreamRefused(error: UpstreamErrorCode, description: string): Refused {
+  const status = UPSTREAM_ERRORS[error];
+  const headers: Record<string, string> = { "Content-Language": "en" };
+  if (status === 401) headers["WWW-Authenticate"] = 'Bearer error="invalid_token"';
+  return new Refused(status, { error, error_description: description }, headers);
 }
-
-const refused = (error: UpstreamErrorCode, description: string) => new UpstreamRequestRefused(error, description);
 
 /** What a verified logout token or revocation asks: end the subject's sessions (or its `sid`'s only). */
 export interface UpstreamEnding {
@@ -63,13 +61,13 @@ function isLogoutTyp(jws: Jws): boolean {
 /** Checks that hold before the signature is: the issuer is this door's upstream. */
 export function checkIssuer(jws: Jws, upstream: Upstream, what: string, error: UpstreamErrorCode): void {
   if (jws.payload.iss !== upstream.issuer)
-    throw refused(error, `The ${what}'s iss is not the issuer of the upstream this URL is for.`);
+    throw upstreamRefused(error, `The ${what}'s iss is not the issuer of the upstream this URL is for.`);
 }
 
 /** A logout token's claims after its signature verified (§2.6, steps 3 to 6 and 8). */
 export function logoutOf(jws: Jws, upstream: Upstream, nowSeconds: number): UpstreamEnding {
   const { payload } = jws;
-  const fail = (description: string) => refused("invalid_request", description);
+  const fail = (description: string) => upstreamRefused("invalid_request", description);
   if (!isLogoutTyp(jws)) throw fail('The logout token\'s typ is neither "logout+jwt" nor "JWT".');
   if (!audienceOf(payload.aud).includes(upstream.clientId))
     throw fail("The logout token's aud does not contain this service's client id.");
@@ -105,13 +103,13 @@ export function logoutOf(jws: Jws, upstream: Upstream, nowSeconds: number): Upst
  */
 export function checkRevocationJwt(jws: Jws, url: string, nowSeconds: number): void {
   const { header, payload } = jws;
-  if (!audienceOf(payload.aud).includes(url)) throw refused("invalid_token", "The JWT's aud is not this URL.");
+  if (!audienceOf(payload.aud).includes(url)) throw upstreamRefused("invalid_token", "The JWT's aud is not this URL.");
   const typ = typeof header.typ === "string" ? header.typ.toLowerCase() : header.typ;
   if ((typ !== undefined && typ !== "jwt") || payload.nonce !== undefined || payload.events !== undefined)
-    throw refused("invalid_token", "The JWT is a token of another kind (typ, nonce or events).");
-  if (typeof payload.exp !== "number") throw refused("invalid_token", "The JWT has no exp.");
+    throw upstreamRefused("invalid_token", "The JWT is a token of another kind (typ, nonce or events).");
+  if (typeof payload.exp !== "number") throw upstreamRefused("invalid_token", "The JWT has no exp.");
   const fault = timesFault(payload, nowSeconds);
-  if (fault) throw refused("invalid_token", `The JWT ${fault}.`);
+  if (fault) throw upstreamRefused("invalid_token", `The JWT ${fault}.`);
 }
 
 /**
@@ -122,18 +120,21 @@ export function checkRevocationJwt(jws: Jws, url: string, nowSeconds: number): v
 export function revokedSubjectOf(body: unknown, upstream: Upstream): string {
   const subId = isObject(body) ? body.sub_id : undefined;
   if (!isObject(subId) || typeof subId.format !== "string")
-    throw refused("invalid_request", "The body is not a JSON object with a sub_id subject identifier (RFC 9493).");
+    throw upstreamRefused(
+      "invalid_request",
+      "The body is not a JSON object with a sub_id subject identifier (RFC 9493).",
+    );
   if (subId.format !== "iss_sub")
-    throw refused(
+    throw upstreamRefused(
       "invalid_request",
       `The sub_id format ${JSON.stringify(subId.format).slice(0, 40)} is not supported: use iss_sub.`,
     );
   if (subId.iss !== upstream.issuer)
-    throw refused(
+    throw upstreamRefused(
       "access_denied",
       "The sub_id's iss is not this upstream's issuer: an upstream revokes its own users only.",
     );
   if (!isUpstreamId(subId.sub))
-    throw refused("invalid_request", "The sub_id's sub is not a subject this service holds.");
+    throw upstreamRefused("invalid_request", "The sub_id's sub is not a subject this service holds.");
   return subId.sub;
 }

@@ -1,4 +1,4 @@
-import type { StreamRequestCode } from "../domain/ssf/streams.ts";
+import { STREAM_REQUEST_MESSAGES } from "../domain/ssf/streams.ts";
 
 // Every error the API can answer, with its one message. Clients branch on `code`. The one
 // list of error codes: the type and the OpenAPI document derive from it.
@@ -24,11 +24,8 @@ export const MESSAGES = {
     "The device-binding proof is missing, malformed, not signed by its key, or not over a challenge this session was given.",
   device_proof_required: "Sign the challenge in Secure-Session-Challenge with this session's device key.",
   device_already_bound: "This session is already bound to a device key.",
-  invalid_request_body: "The request body must be a JSON object whose members this endpoint takes, each valid.",
-  invalid_delivery:
-    "delivery must be poll (urn:ietf:rfc:8936), or push (urn:ietf:rfc:8935) to an https endpoint_url on a public host.",
-  invalid_subject:
-    "subject must name a user: iss_sub issued by this transmitter, opaque, or complex with such a user member.",
+  // Thrown by the domain's checks of a stream request, which carry their answer.
+  ...STREAM_REQUEST_MESSAGES,
   stream_id_required: "The stream_id query parameter is required.",
   stream_not_found: "No stream with this id belongs to this receiver.",
   stream_limit_reached: "This receiver has as many streams as it may; delete one first.",
@@ -46,6 +43,6 @@ export const MESSAGES = {
   session_ended: "That sign-in has already ended: there is nothing left to end.",
   support_session_refused:
     "A support session cannot do this: only the user ends their other sessions, and support access is never re-authenticated or bound to a device.",
-} as const satisfies Record<StreamRequestCode, string> & Record<string, string>;
+} as const satisfies Record<string, string>;
 
 export type ErrorCode = keyof typeof MESSAGES;

@@ -1,7 +1,5 @@
 import type { Context } from "hono";
-import { HTTPException } from "hono/http-exception";
 import { routePath } from "hono/route";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ConfigError } from "../domain/config.ts";
 import {
   BucketMoving,
@@ -10,19 +8,20 @@ import {
   UpstreamKeysUnavailable,
 } from "../domain/errors.ts";
 import { logLine } from "../domain/log.ts";
-import { StreamRequestRefused } from "../domain/ssf/streams.ts";
+import { Refused, type RefusedStatus } from "../domain/refusal.ts";
 import { logFailure } from "../services/failure-log.ts";
 import { type ErrorCode, MESSAGES } from "./error-codes.ts";
 
-// How an error is answered: `ApiError` and its helpers, thrown anywhere in a request, and
-// `writeError`, which writes every failure once (the codes and messages: ./error-codes.ts).
+// How an error is answered: the API's refusals (`apiError` and its helpers), thrown anywhere in
+// a request, and `writeError`, which writes every error once (the codes and messages:
+// ./error-codes.ts).
 
-export interface ErrorBody {
+export type ErrorBody = {
   code: ErrorCode;
   message: string;
   /** Only on the admin API's 400: which input rule was broken, as the RPC's TypeError or RangeError says it. */
   detail?: string;
-}
+};
 
 interface ApiErrorOptions {
   headers?: Record<string, string>;
@@ -31,26 +30,17 @@ interface ApiErrorOptions {
   detail?: string;
 }
 
-/** Thrown anywhere in a request; written once, by `writeError`. */
-export class ApiError extends HTTPException {
-  readonly code: ErrorCode;
-  readonly responseHeaders: Record<string, string>;
-  readonly authFailure: boolean;
-  readonly detail: string | undefined;
-
-  constructor(status: ContentfulStatusCode, code: ErrorCode, options: ApiErrorOptions = {}) {
-    super(status, { message: MESSAGES[code] });
-    this.code = code;
-    this.responseHeaders = options.headers ?? {};
-    this.authFailure = options.authFailure ?? false;
-    this.detail = options.detail;
-  }
+/** A refusal of the API, in its `{code, message}` shape: thrown anywhere in a request, written by `writeError`. */
+export function apiError(status: RefusedStatus, code: ErrorCode, options: ApiErrorOptions = {}): Refused {
+  const body: ErrorBody = { code, message: MESSAGES[code] };
+  if (options.detail !== undefined) body.detail = options.detail;
+  return new Refused(status, body, options.headers, options.authFailure);
 }
 
 /** 401 with the RFC 6750 challenge; `error="invalid_token"` only when a token was presented. */
-export function unauthorized(code: ErrorCode, tokenPresented: boolean, realm: "auth" | "admin" = "auth"): ApiError {
+export function unauthorized(code: ErrorCode, tokenPresented: boolean, realm: "auth" | "admin" = "auth"): Refused {
   const challenge = `Bearer realm="${realm}"${tokenPresented ? ', error="invalid_token"' : ""}`;
-  return new ApiError(401, code, {
+  return apiError(401, code, {
     headers: { "WWW-Authenticate": challenge },
     // not_authorized follows a successful authentication: the token was fine.
     authFailure: tokenPresented && code !== "not_authorized",
@@ -61,8 +51,8 @@ export function unauthorized(code: ErrorCode, tokenPresented: boolean, realm: "a
  * Step-up refused (RFC 9470): the token is fine, its authentication too old for this act.
  * Not a failed authentication, so never counted by the limiter.
  */
-export function reauthenticationRequired(maxAgeSeconds: number): ApiError {
-  return new ApiError(401, "reauthentication_required", {
+export function reauthenticationRequired(maxAgeSeconds: number): Refused {
+  return apiError(401, "reauthentication_required", {
     headers: {
       "WWW-Authenticate": `Bearer realm="auth", error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age="${maxAgeSeconds}"`,
     },
@@ -70,13 +60,13 @@ export function reauthenticationRequired(maxAgeSeconds: number): ApiError {
 }
 
 /** A support session asked for what only the user may do (src/domain/support.ts); the token is fine. */
-export function supportRefused(): ApiError {
-  return new ApiError(403, "support_session_refused");
+export function supportRefused(): Refused {
+  return apiError(403, "support_session_refused");
 }
 
 /** The logouts' 400 for a token that is malformed or no longer live. */
-export function sessionInvalid(): ApiError {
-  return new ApiError(400, "session_invalid", { authFailure: true });
+export function sessionInvalid(): Refused {
+  return apiError(400, "session_invalid", { authFailure: true });
 }
 
 /** Seconds a client waits before retrying after a 503: D1's queues drain, and a bucket moves, in milliseconds to seconds. */
@@ -96,13 +86,13 @@ function requestIdOf(c: Context): string {
   return c.req.header("cf-ray") ?? crypto.randomUUID();
 }
 
+/**
+ * The one place an error becomes the HTTP answer (the app's `onError` and `notFound`): a
+ * refusal with the answer it carries; a failure to retry, a bare 503; anything else, a bug
+ * included, a bare 500 and its log line.
+ */
 export function writeError(c: Context, error: unknown): Response {
-  if (error instanceof StreamRequestRefused) return writeError(c, new ApiError(400, error.code));
-  if (error instanceof ApiError) {
-    const body: ErrorBody = { code: error.code, message: error.message };
-    if (error.detail !== undefined) body.detail = error.detail;
-    return c.json(body, error.status, error.responseHeaders);
-  }
+  if (error instanceof Refused) return c.json(error.body, error.status, error.headers);
   if (error instanceof DatabaseUnavailable) {
     logLine("warn", "database_unavailable");
     return bare(503, "service_unavailable", { "Retry-After": String(RETRY_AFTER_SECONDS) });

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
+import { Refused } from "../domain/refusal.ts";
 import type { AppEnv } from "./app-env.ts";
-import { ApiError } from "./errors.ts";
 import type { ScopeVariables } from "./middleware/scope.ts";
 import { rateLimited } from "./refusals.ts";
 
@@ -18,7 +18,7 @@ export async function limitFailedAuthentication<E extends AppEnv & { Variables: 
   c: Context<E>,
   error: unknown,
 ): Promise<unknown> {
-  if (!(error instanceof ApiError) || !error.authFailure) return error;
+  if (!(error instanceof Refused) || !error.authFailure) return error;
   try {
     const { success } = await c.env.AUTH_FAILURES.limit({ key: c.var.scope?.clientIp ?? "unknown" });
     if (success) return error;

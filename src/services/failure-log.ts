@@ -1,9 +1,9 @@
 import { d1BindingOfFailure } from "../db/d1.ts";
 import { logLine } from "../domain/log.ts";
 
-// The log lines of failures, with nothing secret in them: an error nobody expected (a 500, or
-// an RPC call that threw one), enough for an operator to tell a lock from a bug from a bad
-// deploy; and an outbox send that failed, which the cron makes good.
+// The log lines of failures, with nothing secret in them: an error nobody expected (a 500, an
+// RPC call that threw one, a cron's job that failed), enough for an operator to tell a lock from
+// a bug from a bad deploy; and an outbox send that failed, which the cron makes good.
 
 /**
  * Anything token-, secret- or hash-like: a run of 16+ token characters with a digit or both
@@ -32,24 +32,31 @@ function rootOf(error: unknown): unknown {
 
 const nameOf = (error: unknown) => (error instanceof Error ? error.name : typeof error);
 
-/** Where it happened: `{ method, route }` for HTTP, `{ rpc }` for SessionService. */
-export type FailureSite = { method: string; route: string | null } | { rpc: string };
+/**
+ * What an error says, with nothing secret: the innermost cause's class and message, redacted
+ * (a bug's TypeError, not Drizzle's wrapper), and the D1 binding that failed.
+ */
+function described(error: unknown) {
+  const root = rootOf(error);
+  return {
+    name: nameOf(root),
+    message: redact(root instanceof Error ? root.message : String(root)),
+    binding: d1BindingOfFailure(error),
+  };
+}
+
+/** Where it happened: `{ method, route }` for HTTP, `{ rpc }` for SessionService, `{ cron }` for a cron's job. */
+export type FailureSite = { method: string; route: string | null } | { rpc: string } | { cron: "delivery" | "purge" };
 
 export function logFailure(error: unknown, site: FailureSite, requestId: string): void {
-  const root = rootOf(error);
-  logLine("error", "unhandled_error", {
-    name: nameOf(error),
-    message: redact(root instanceof Error ? root.message : String(root)),
-    ...site,
-    binding: d1BindingOfFailure(error),
-    request_id: requestId,
-  });
+  const { name, message, binding } = described(error);
+  logLine("error", "unhandled_error", { name, message, ...site, binding, request_id: requestId });
 }
 
 /**
- * Only the class name, as for any failure: the events stay pending, and the cron sends them
- * again. A warning written through console.error, as this line has always been.
+ * An outbox send that failed, described as any failure: the events stay pending, and the cron
+ * sends them again. A warning written through console.error, as this line has always been.
  */
 export function logOutboxFailure(error: unknown): void {
-  logLine("warn", "outbox_send_failed", { name: nameOf(error) }, "error");
+  logLine("warn", "outbox_send_failed", described(error), "error");
 }

@@ -82,9 +82,12 @@ export async function deliver({ queue, ssf }: Outlets, db: Database, events: Out
   );
 }
 
-/** Pushes what is due to push streams; a failure leaves the SETs queued for the next round. */
+/**
+ * Pushes what is due to push streams. A failure (the streams' database, a SET that cannot be
+ * signed) leaves the SETs queued for the next round and is thrown, for its caller's line.
+ */
 export async function push({ ssf }: Outlets, now: Date): Promise<void> {
-  if (ssf) await pushDue(ssf.streams, ssf.transmitter, now).catch(logOutboxFailure);
+  if (ssf) await pushDue(ssf.streams, ssf.transmitter, now);
 }
 
 /**

@@ -6,6 +6,7 @@ import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";
 import { logLine } from "../domain/log.ts";
 import { UPSTREAM_CLOCK_SKEW_SECONDS, UPSTREAM_TOKEN_MAX_AGE_SECONDS } from "../domain/upstreams.ts";
+import { logFailure } from "./failure-log.ts";
 import { outletsOf } from "./outbox.ts";
 import { resendEach } from "./resend.ts";
 import { expireSets } from "./ssf/set-expiry.ts";
@@ -78,8 +79,11 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
     complete: true,
     failed: [],
   };
-  // One database that fails (overloaded, unreachable) must not stop the run for the others.
-  const failed = (binding: string) => {
+  // One database that fails (overloaded, unreachable) must not stop the run for the others;
+  // each failure has its line, as any failure's, and the run's line names the databases.
+  const run = crypto.randomUUID();
+  const failed = (binding: string, error: unknown) => {
+    logFailure(error, { cron: "purge" }, run);
     result.complete = false;
     if (!result.failed.includes(binding)) result.failed.push(binding);
   };
@@ -93,12 +97,12 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
     shards,
     at.now,
     () => room() >= 2,
-    ({ binding }) => failed(binding),
+    ({ binding }, error) => failed(binding, error),
   );
   try {
     result.expiredSets = await expireSets(outlets, at.now);
-  } catch {
-    failed(metered.streams().binding);
+  } catch (error) {
+    failed(metered.streams().binding, error);
   }
   // Round robin, one batch per table per database per round, so a budget that runs out
   // leaves every database equally far along rather than one untouched.
@@ -122,7 +126,7 @@ export async function purge(env: Env, budget: PurgeBudget = PURGE_BUDGET, first 
     for (const [index, task] of round.entries()) {
       const outcome = deleted[index] as PromiseSettledResult<number>;
       if (outcome.status === "rejected") {
-        failed(task.binding);
+        failed(task.binding, outcome.reason);
         continue;
       }
       result[task.table] += outcome.value;

@@ -1,6 +1,6 @@
 import type { Database } from "../db/client.ts";
 import { pendingEvents } from "../db/outbox.ts";
-import { logOutboxFailure } from "./failure-log.ts";
+import { logFailure, logOutboxFailure } from "./failure-log.ts";
 import { deliver, type Outlets, push } from "./outbox.ts";
 
 // What the outbox left pending (a write whose sending failed, or an operator's command, which
@@ -56,15 +56,19 @@ export async function resendEach<T extends { db: Database }>(
   return sent;
 }
 
-/** The minute cron: events still pending on any database, then the pushes now due. */
+/**
+ * The minute cron: events still pending on any database (one that fails has its failure's line,
+ * and the others go on), then the pushes now due (a failure is thrown, for the cron's line).
+ */
 export async function deliverPending(outlets: Outlets | null, databases: Database[], now: Date): Promise<void> {
   if (!outlets) return;
+  const run = crypto.randomUUID();
   await resendEach(
     outlets,
     databases.map((db) => ({ db })),
     now,
     () => true,
-    (_, error) => logOutboxFailure(error),
+    (_, error) => logFailure(error, { cron: "delivery" }, run),
   );
   await push(outlets, now);
 }

@@ -7,7 +7,7 @@ import {
   revokedSubjectOf,
   type UpstreamEnding,
   type UpstreamErrorCode,
-  UpstreamRequestRefused,
+  upstreamRefused,
 } from "../domain/upstream-logout.ts";
 import { type Upstream, type UpstreamAction, upstreamReason } from "../domain/upstreams.ts";
 import { type Scope, write } from "./scope.ts";
@@ -22,7 +22,7 @@ import { linkedUser } from "./upstream-links.ts";
 
 /** A compact JWS by this upstream, its signature verified; `error` is the refusal's code. */
 async function verified(upstream: Upstream, compact: string, what: string, error: UpstreamErrorCode): Promise<Jws> {
-  const refused = (description: string) => new UpstreamRequestRefused(error, description);
+  const refused = (description: string) => upstreamRefused(error, description);
   try {
     const jws = await verifyJws(compact, async (read, token) => {
       checkIssuer(read, upstream, what, error);
@@ -97,6 +97,6 @@ export async function revokeGlobally(
   const claimPlace = await scope.shards.forUser(`revocation\n${upstream.name}\n${jti}`, upstream.region);
   const token = { issuer: `revocation ${upstream.issuer}`, jti };
   if (!(await claimForSubject(claimPlace, token, subject, scope.at.now)))
-    throw new UpstreamRequestRefused("invalid_token", "The JWT was used before for another subject.");
+    throw upstreamRefused("invalid_token", "The JWT was used before for another subject.");
   return end(scope, upstream, { jti, subject, sid: null, issuedAt: new Date(iat * 1000) }, "global_revocation", true);
 }

@@ -1,4 +1,5 @@
 import type { Jws } from "../jws.ts";
+import { Refused } from "../refusal.ts";
 import { placementOf } from "../token.ts";
 import {
   audienceOf,
@@ -34,17 +35,12 @@ export const SET_ERROR_CODES = [
 ] as const;
 export type SetErrorCode = (typeof SET_ERROR_CODES)[number];
 
-/** A SET refused: answered 400 `{err, description}` (RFC 8935 §2.3); nothing is acted on. */
-export class SetRefused extends Error {
-  override name = "SetRefused";
-  readonly err: SetErrorCode;
-  readonly description: string;
-
-  constructor(err: SetErrorCode, description: string) {
-    super(description);
-    this.err = err;
-    this.description = description;
-  }
+/**
+ * A SET refused: answered 400 `{err, description}` (RFC 8935 §2.3), in English, not the API's
+ * `{code, message}`; nothing is acted on. The description is fixed text, never the SET.
+ */
+export function setRefused(err: SetErrorCode, description: string): Refused {
+  return new Refused(400, { err, description }, { "Content-Language": "en" });
 }
 
 const RISC = "https://schemas.openid.net/secevent/risc/event-type/";
@@ -62,16 +58,14 @@ const ACTING_EVENTS: ReadonlyMap<string, { name: UpstreamAction; oneSession: boo
   [`${RISC}sessions-revoked`, { name: "sessions-revoked", oneSession: false }],
 ]);
 
-const refused = (err: SetErrorCode, description: string) => new SetRefused(err, description);
-
 /** The JWS's `typ` (RFC 8417 §2.3; a media type may drop its `application/`) and the upstream its `iss` names. */
 export function senderOf(jws: Jws, upstreams: readonly Upstream[]): Upstream {
   const typ = typeof jws.header.typ === "string" ? jws.header.typ.toLowerCase() : "";
   if (typ !== "secevent+jwt" && typ !== SET_MEDIA_TYPE)
-    throw refused("invalid_request", 'The JWS header typ is not "secevent+jwt".');
+    throw setRefused("invalid_request", 'The JWS header typ is not "secevent+jwt".');
   const upstream = upstreams.find((candidate) => candidate.sets !== null && candidate.issuer === jws.payload.iss);
   // "this receiver" is this service, in RFC 8935's word; the description is the contract's.
-  if (!upstream) throw refused("invalid_issuer", "The SET's iss is not an issuer this receiver trusts.");
+  if (!upstream) throw setRefused("invalid_issuer", "The SET's iss is not an issuer this receiver trusts.");
   return upstream;
 }
 
@@ -90,7 +84,7 @@ export interface SetAction {
 function userOf(subject: unknown, upstream: Upstream, sets: UpstreamSets): string | null {
   if (!isObject(subject) || subject.format !== sets.subject) return null;
   if (subject.format === "iss_sub" && subject.iss !== upstream.issuer)
-    throw refused(
+    throw setRefused(
       "access_denied",
       "The subject's iss is not the SET's issuer: an upstream speaks for its own users only.",
     );
@@ -113,25 +107,25 @@ export function actionOf(payload: Record<string, unknown>, upstream: Upstream, n
   const { sets } = upstream;
   // The audience this service is known by to the upstream (its `audience`).
   if (sets === null || !audienceOf(aud).includes(sets.audience))
-    throw refused("invalid_audience", "The SET's aud does not name this receiver.");
+    throw setRefused("invalid_audience", "The SET's aud does not name this receiver.");
   const fault = timesFault(payload, nowSeconds);
-  if (fault) throw refused("invalid_request", `The SET ${fault}.`);
+  if (fault) throw setRefused("invalid_request", `The SET ${fault}.`);
   const jti = payload.jti as string;
   if (!isObject(events) || Object.keys(events).length === 0)
-    throw refused("invalid_request", "The SET has no events object.");
+    throw setRefused("invalid_request", "The SET has no events object.");
   // SSF 1.0: one event per SET; more members are other names of the same event. The first acted on decides.
   const uri = Object.keys(events).find((type) => ACTING_EVENTS.has(type));
   if (uri === undefined) return null;
   const event = ACTING_EVENTS.get(uri) as { name: UpstreamAction; oneSession: boolean };
   const body = events[uri];
-  if (!isObject(body)) throw refused("invalid_request", "The event's payload is not an object.");
+  if (!isObject(body)) throw setRefused("invalid_request", "The event's payload is not an object.");
   // SSF 1.0 puts the subject in `sub_id`; transmitters before it, in the event.
   const subject = payload.sub_id ?? body.subject;
   const complex = isObject(subject) && subject.format === "complex";
   const userId = userOf(complex ? subject.user : subject, upstream, sets);
   const sessionId = complex && event.oneSession ? sessionOf(subject.session) : null;
   if (userId === null && sessionId === null)
-    throw refused(
+    throw setRefused(
       "invalid_request",
       `The subject names no user in this issuer's format (${sets.subject}) and no session of this service.`,
     );

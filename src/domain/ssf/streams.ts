@@ -3,6 +3,7 @@
 // in src/db/ssf/, the routes in src/http/ssf/streams.ts.
 
 import { isPublicHost } from "../ip.ts";
+import { Refused } from "../refusal.ts";
 import { isUserId } from "../user-id.ts";
 
 const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
@@ -51,17 +52,15 @@ export const MAX_AUTHORIZATION_LENGTH = 1024;
 export const MAX_STATE_LENGTH = 256;
 export const MAX_STATUS_REASON_LENGTH = 256;
 
-/** Why a request to the stream management API is refused: each is an error code of the API (400). */
-export type StreamRequestCode = "invalid_request_body" | "invalid_delivery" | "invalid_subject";
-
-export class StreamRequestRefused extends Error {
-  override name = "StreamRequestRefused";
-  readonly code: StreamRequestCode;
-  constructor(code: StreamRequestCode) {
-    super(code);
-    this.code = code;
-  }
-}
+/** Why a request to the stream management API is refused: each an error code of the API (400), with its message. */
+export const STREAM_REQUEST_MESSAGES = {
+  invalid_request_body: "The request body must be a JSON object whose members this endpoint takes, each valid.",
+  invalid_delivery:
+    "delivery must be poll (urn:ietf:rfc:8936), or push (urn:ietf:rfc:8935) to an https endpoint_url on a public host.",
+  invalid_subject:
+    "subject must name a user: iss_sub issued by this transmitter, opaque, or complex with such a user member.",
+} as const;
+export type StreamRequestCode = keyof typeof STREAM_REQUEST_MESSAGES;
 
 /** What the receiver chooses of a stream (SSF's receiver-supplied properties). */
 export interface StreamRequest {
@@ -84,7 +83,7 @@ export interface StoredStream extends StreamRequest {
 type Json = Record<string, unknown>;
 
 function refuse(code: StreamRequestCode = "invalid_request_body"): never {
-  throw new StreamRequestRefused(code);
+  throw new Refused(400, { code, message: STREAM_REQUEST_MESSAGES[code] });
 }
 
 const isText = (value: unknown, max: number): value is string =>

@@ -1,11 +1,12 @@
 import type { Context } from "hono";
 import { logLine } from "../../domain/log.ts";
+import { Refused } from "../../domain/refusal.ts";
 import {
   MAX_UPSTREAM_TOKEN_BYTES,
   UPSTREAM_ERRORS,
   UPSTREAMS_PATH,
   type UpstreamErrorCode,
-  UpstreamRequestRefused,
+  upstreamRefused,
 } from "../../domain/upstream-logout.ts";
 import { MAX_UPSTREAM_ID_LENGTH } from "../../domain/upstream-sign-in.ts";
 import { readUpstreams, type Upstream } from "../../domain/upstreams.ts";
@@ -14,7 +15,7 @@ import type { AppEnv } from "../app-env.ts";
 import { boundedText, mediaTypeOf } from "../bounded-body.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
 import { ALLOW_HEADER, anyRequest, error, errorBody, json, NO_STORE, ref } from "../openapi-parts.ts";
-import { notFound, upstreamRefusal } from "../refusals.ts";
+import { notFound } from "../refusals.ts";
 import { type Credential, declare, pathsOf, router } from "../route.ts";
 
 // An upstream's OpenID Connect doors, one URL per upstream (its name in SSF_UPSTREAMS), so that
@@ -77,7 +78,7 @@ function upstreamOf<E extends AppEnv>(c: Context<E>): Upstream {
   return upstream;
 }
 
-const refuse = (description: string) => new UpstreamRequestRefused("invalid_request", description);
+const refuse = (description: string) => upstreamRefused("invalid_request", description);
 
 /** The body within the bound, or a refusal. */
 async function bodyOf(c: Context<ScopedEnv>): Promise<string> {
@@ -86,7 +87,11 @@ async function bodyOf(c: Context<ScopedEnv>): Promise<string> {
   return body;
 }
 
-/** Runs a door's work: its answer, or its refusal, with the door's log line either way. */
+/**
+ * Runs a door's work and writes its line: the answer's status and the sessions ended, or what
+ * stopped it, a refusal's status and code or a failure's class. Either is thrown on, for
+ * onError to answer (a failure: 503 to retry, or 500 with its own line).
+ */
 async function answer(
   c: Context<ScopedEnv>,
   door: Door,
@@ -94,20 +99,19 @@ async function answer(
 ): Promise<Response> {
   const upstream = upstreamOf(c);
   const line = { upstream: upstream.name, door };
+  let done: { status: 200 | 204; ended: number };
   try {
-    const done = await work(upstream);
-    logLine("info", "upstream_call", { ...line, status: done.status, ended: done.ended });
-    return c.body(null, done.status);
+    done = await work(upstream);
   } catch (error) {
-    if (!(error instanceof UpstreamRequestRefused)) {
-      // Answered by onError (503 to retry, or 500 with its own line); counted here as a use.
-      logLine("info", "upstream_call", { ...line, status: null, error: error instanceof Error ? error.name : "error" });
-      throw error;
-    }
-    const response = upstreamRefusal(c, error);
-    logLine("info", "upstream_call", { ...line, status: response.status, error: error.error });
-    return response;
+    const stopped =
+      error instanceof Refused
+        ? { status: error.status, error: error.body.error }
+        : { status: null, error: error instanceof Error ? error.name : "error" };
+    logLine("info", "upstream_call", { ...line, ...stopped });
+    throw error;
   }
+  logLine("info", "upstream_call", { ...line, status: done.status, ended: done.ended });
+  return c.body(null, done.status);
 }
 
 /** No credential of ours (each route checks the upstream's own token), but the user's database: a scope. */
@@ -181,7 +185,7 @@ const UPSTREAM_ROUTES = [
     summary:
       "Global Token Revocation (draft-parecki-oauth-global-token-revocation-06): the upstream ends every session of a user",
     description:
-      "draft-parecki-oauth-global-token-revocation-06, authenticated by a JWT the upstream signs (RFC 7523) as docs/identity-providers.md says. Ends every session of the user the `iss_sub` subject is linked to. Two D1 round trips.",
+      "draft-parecki-oauth-global-token-revocation-06, authenticated by a JWT the upstream signs (RFC 7523) as docs/identity-providers.md says. Ends every session of the user the `iss_sub` subject is linked to. Three D1 round trips.",
     parameters: [NAME],
     requestBody: {
       required: true,
@@ -214,7 +218,7 @@ const UPSTREAM_ROUTES = [
       answer(c, "global_revocation", async (upstream) => {
         const [scheme, jwt, ...rest] = (c.req.header("Authorization") ?? "").split(" ");
         if (scheme?.toLowerCase() !== "bearer" || !jwt || rest.length > 0)
-          throw new UpstreamRequestRefused("invalid_token", "The request has no Authorization: Bearer JWT.");
+          throw upstreamRefused("invalid_token", "The request has no Authorization: Bearer JWT.");
         if (mediaTypeOf(c) !== "application/json") throw refuse("The Content-Type is not application/json.");
         const text = await bodyOf(c);
         let body: unknown;
@@ -225,8 +229,7 @@ const UPSTREAM_ROUTES = [
         }
         const { origin, pathname } = new URL(c.req.url);
         const ended = await revokeGlobally(c.var.scope, upstream, jwt, body, `${origin}${pathname}`);
-        if (ended === null)
-          throw new UpstreamRequestRefused("user_not_found", "No sign-in linked this subject to a user.");
+        if (ended === null) throw upstreamRefused("user_not_found", "No sign-in linked this subject to a user.");
         return { status: 204, ended };
       }),
   }),

@@ -216,9 +216,9 @@ export interface PushResult {
 }
 
 /**
- * Pushes the due SETs of enabled push streams (RFC 8935), each signed as it leaves: accepted
- * (2xx) or refused for good (4xx but 429) they are forgotten, otherwise tried again after the
- * backoff, counted from the answer. The round claims its SETs as it reads them, so rounds that
+ * Pushes the due SETs of enabled push streams (RFC 8935), all signed before any is sent:
+ * accepted (2xx) or refused for good (4xx but 429) they are forgotten, otherwise (the network,
+ * 408, 429, 5xx) tried again after the backoff, counted from the answer. The round claims its SETs as it reads them, so rounds that
  * overlap never push one SET twice. Two round trips to the streams' database, whatever the
  * number of SETs.
  */
@@ -235,8 +235,12 @@ export async function pushDue(
   if (due.length === 0) return result;
   const done: { streamId: string; jti: string }[] = [];
   const retry: { streamId: string; jti: string; nextAttemptAt: Date }[] = [];
+  // Signed before any is sent, outside the catch below: signing fails only by a bug or a broken
+  // key, never by the network, so it throws out of the round (the caller logs it) and nothing
+  // is sent; the SETs come back when the claim lapses, for the next round.
+  const signed = await Promise.all(due.map((set) => signSet(transmitter, set.audience, set.claims, now)));
   await Promise.all(
-    due.map(async (set) => {
+    due.map(async (set, index) => {
       let status = 0;
       try {
         const response = await send(set.endpointUrl, {
@@ -246,7 +250,7 @@ export async function pushDue(
             Accept: "application/json",
             ...(set.authorizationHeader === null ? {} : { Authorization: set.authorizationHeader }),
           },
-          body: await signSet(transmitter, set.audience, set.claims, now),
+          body: signed[index],
           // A redirect could point anywhere, a private address included: never followed.
           redirect: "manual",
           signal: AbortSignal.timeout(PUSH_TIMEOUT_MS),
@@ -254,6 +258,7 @@ export async function pushDue(
         status = response.status;
         await response.body?.cancel();
       } catch {
+        // The network or the receiver (unreachable, timed out, reset): retried after the backoff.
         status = 0;
       }
       const accepted = status >= 200 && status < 300;

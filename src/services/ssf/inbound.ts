@@ -1,7 +1,7 @@
 import { endSessionsForSet } from "../../db/ssf/inbound-sets.ts";
 import { ConfigError } from "../../domain/config.ts";
 import { type Jws, tokenFault, verifyJws } from "../../domain/jws.ts";
-import { actionOf, SetRefused, senderOf } from "../../domain/ssf/inbound.ts";
+import { actionOf, senderOf, setRefused } from "../../domain/ssf/inbound.ts";
 import type { Upstream } from "../../domain/upstreams.ts";
 import { isUserId } from "../../domain/user-id.ts";
 import { type Scope, write } from "../scope.ts";
@@ -9,10 +9,10 @@ import { upstreamKey } from "../upstream-keys.ts";
 
 // An inbound Security Event Token, pushed by an upstream (RFC 8935): read, verified, and acted
 // on in one D1 round trip on the database of the user it names. A SET that is refused
-// (SetRefused) ends nothing.
+// (setRefused) ends nothing.
 
 /**
- * The SET verified: its sender is the upstream its `iss` names (a SetRefused otherwise), and
+ * The SET verified: its sender is the upstream its `iss` names (refused otherwise), and
  * its signature that upstream's key's.
  */
 async function verifiedSet(upstreams: readonly Upstream[], compact: string): Promise<{ jws: Jws; upstream: Upstream }> {
@@ -22,25 +22,25 @@ async function verifiedSet(upstreams: readonly Upstream[], compact: string): Pro
       upstream = senderOf(read, upstreams);
       const key = await upstreamKey(upstream, read, token);
       if (key === "unusable")
-        throw new SetRefused("invalid_key", `The key the SET names cannot verify ${read.alg} signatures.`);
-      if (key === "unknown") throw new SetRefused("invalid_key", "The SET's kid names no key of its issuer.");
+        throw setRefused("invalid_key", `The key the SET names cannot verify ${read.alg} signatures.`);
+      if (key === "unknown") throw setRefused("invalid_key", "The SET's kid names no key of its issuer.");
       return key;
     });
     return { jws: jws as Jws, upstream: upstream as Upstream };
   } catch (error) {
     const fault = tokenFault(error);
     if (fault === "malformed")
-      throw new SetRefused("invalid_request", "The body is not a compact JWS signed with ES256 or RS256.");
+      throw setRefused("invalid_request", "The body is not a compact JWS signed with ES256 or RS256.");
     if (fault === "forged")
-      throw new SetRefused("authentication_failed", "The SET's signature does not verify with its issuer's key.");
+      throw setRefused("authentication_failed", "The SET's signature does not verify with its issuer's key.");
     throw error;
   }
 }
 
 /**
  * Verifies a compact JWS as a SET of one of the upstreams and does what it asks; returns how
- * many sessions it ended (0 for an event not acted on, or a SET received before). Throws
- * SetRefused for a SET that is not acceptable.
+ * many sessions it ended (0 for an event not acted on, or a SET received before). Throws its
+ * refusal (setRefused) for a SET that is not acceptable.
  */
 export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream[], compact: string): Promise<number> {
   const { shards, at } = scope;
@@ -50,7 +50,7 @@ export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream
   const action = actionOf(jws.payload, upstream, Math.floor(at.now.getTime() / 1000));
   if (!action) return 0;
   if (action.userId !== null && !isUserId(action.userId))
-    throw new SetRefused("invalid_request", "The subject's user id is not one this service can hold.");
+    throw setRefused("invalid_request", "The subject's user id is not one this service can hold.");
   const place =
     action.userId !== null
       ? await shards.forUser(action.userId, upstream.region)
