@@ -12,7 +12,7 @@ import {
   listSessionsByToken,
   listSessionsByUserId,
 } from "../src/db/sessions.ts";
-import { openShards, type Place } from "../src/db/shards.ts";
+import { type BucketShard, openShards } from "../src/db/shards.ts";
 import { clientContext } from "../src/domain/client-context.ts";
 import type { Instant } from "../src/domain/clock.ts";
 import type { readConfig } from "../src/domain/config.ts";
@@ -135,7 +135,7 @@ export interface Statement {
  * bare worker to replay (bench/bare/, `POST /batch`). Only noted, never run (its answer has no
  * rows): a recording costs no round trip.
  */
-async function recordedBatch(env: Env, caller: Seeded, run: (place: Place) => Promise<unknown>) {
+async function recordedBatch(env: Env, caller: Seeded, run: (shard: BucketShard) => Promise<unknown>) {
   let batch: Statement[] = [];
   const statement = (sql: string, params: unknown[]) => ({
     sql,
@@ -150,7 +150,7 @@ async function recordedBatch(env: Env, caller: Seeded, run: (place: Place) => Pr
     },
   } as unknown as D1Database;
   // Decoding an answer with no rows may fail (a list's aggregate always has one): the batch is noted by then.
-  await run(openShards({ ...env, DB: noting }).forSession(caller.id) as Place).catch(() => undefined);
+  await run(openShards({ ...env, DB: noting }).forSession(caller.id) as BucketShard).catch(() => undefined);
   if (batch.length === 0) problems.push("a batch could not be recorded for a replay row");
   return batch;
 }
@@ -167,9 +167,9 @@ export function listBatchOf(
 ) {
   const caller = own[0] as Seeded;
   const context = clientContext({ userAgent: caller.userAgent, ...DEV_SERVER_CF });
-  return recordedBatch(env, caller, async (place) =>
+  return recordedBatch(env, caller, async (shard) =>
     list(
-      place,
+      shard,
       await proofOf(caller.token),
       instantOf(config, new Date()),
       { context, policies: config.contextPolicies, travel: config.travelLimits },
@@ -191,9 +191,9 @@ export function authenticateBatchOf(
 ) {
   const caller = own[0] as Seeded;
   const context = clientContext({ userAgent: caller.userAgent, ...DEV_SERVER_CF });
-  return recordedBatch(env, caller, async (place) =>
+  return recordedBatch(env, caller, async (shard) =>
     authenticate(
-      place,
+      shard,
       await proofOf(caller.token, carrier),
       instantOf(config, new Date()),
       { context, policies: config.contextPolicies, travel: config.travelLimits },
@@ -205,8 +205,8 @@ export function authenticateBatchOf(
 /** The same user's list with no token to prove, nothing judged and no activity: `SessionService.listUserSessions`. */
 export function userListBatchOf(env: Env, config: ReturnType<typeof readConfig>, own: Seeded[]) {
   const caller = own[0] as Seeded;
-  return recordedBatch(env, caller, (place) =>
-    listSessionsByUserId(place, caller.userId, instantOf(config, new Date())),
+  return recordedBatch(env, caller, (shard) =>
+    listSessionsByUserId(shard, caller.userId, instantOf(config, new Date())),
   );
 }
 
@@ -273,7 +273,7 @@ async function runOperation(
   const { db: metered, total, answers } = meteredD1(env.DB);
   const caller = own[0] as Seeded;
   // The caller's bucket on the metered database, as the routes get it from the token.
-  const db = openShards({ ...env, DB: metered }).forSession(caller.id) as Place;
+  const db = openShards({ ...env, DB: metered }).forSession(caller.id) as BucketShard;
   const proof = await proofOf(caller.token, carrierOf(key));
   const now = new Date();
   const at = (offsetMs: number) => instantOf(config, new Date(now.getTime() + offsetMs));

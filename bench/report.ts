@@ -141,7 +141,7 @@ function partsTable(cpu: Map<string, number>, parts: Map<string, number>): strin
     ],
     ["the service: the view", (k: string, n: number) => sub(parts.get(`${k} ${n} service`), parts.get(`${k} ${n} db`))],
     [
-      "the door: middleware, the token's proof, JSON, the response",
+      "the entry point: middleware, the token's proof, JSON, the response",
       (k: string, n: number) => sub(cpu.get(`${k} ${n}`), parts.get(`${k} ${n} service`)),
     ],
     ["the whole operation", (k: string, n: number) => cpu.get(`${k} ${n}`)],

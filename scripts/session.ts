@@ -113,7 +113,7 @@ try {
 }
 
 await answerOnLocalProject(values.env, async (project) => {
-  // Written pending, for the worker's minute cron to deliver (src/services/scope.ts `Door`).
+  // Written pending, for the worker's minute cron to deliver (src/services/scope.ts `EntryPoint`).
   const scope = openScope(project.env as unknown as Env);
   // Operator actions are "admin" unless told otherwise.
   const reason = values.reason ?? "admin";
@@ -151,7 +151,7 @@ await answerOnLocalProject(values.env, async (project) => {
       ipAddress: "127.0.0.1",
       ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
     });
-    // This door's answer to a refusal: the RPC's error, with its sentence.
+    // This entry point's answer to a refusal: the RPC's error, with its sentence.
     if (typeof opened === "string") throw new RangeError(callRefusalSentence(opened));
     const { id, token, expiresAt } = opened;
     return { id, token, expiresAt };

@@ -542,7 +542,7 @@ describe("admin API: refused keys and bad input, nothing written", () => {
     expect(await isLive(live.token)).toBe(true);
   });
 
-  it("the document says what the door does: members a call does not take are refused, and so is data nested past 8 levels, the top one counted", async () => {
+  it("the document says what the entry point does: members a call does not take are refused, and so is data nested past 8 levels, the top one counted", async () => {
     const { vars, key } = await adminKey();
     const session = await issue(newUser());
     const before = await tableSnapshot();

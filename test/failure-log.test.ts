@@ -177,7 +177,7 @@ describe("the log line of an unexpected error", () => {
 
 describe("a bug is the service's failure, never the caller's fault", () => {
   // A TypeError thrown under a service call, as a bug's own would be: once a 400 that blamed the
-  // caller with the bug's message; now a 500 on every door, its line in the operator's log.
+  // caller with the bug's message; now a 500 on every entry point, its line in the operator's log.
   const BUG = "Cannot read properties of undefined (reading 'x')";
 
   /** The user's database, its first round trip failing with the bug. */
@@ -258,8 +258,8 @@ const upstream = {
   jwks: { keys: [{ ...(await exportJWK(idp.publicKey)), kid: "idp1" }] },
 };
 const UPSTREAMS = { SSF_UPSTREAMS: JSON.stringify([upstream]) } as Partial<Env>;
-describe("a bug on the identity providers', report, Shared Signals, cron and queue doors", () => {
-  // The same planted bug (a TypeError from every database call), on the doors the suite above
+describe("a bug on the identity providers', report, Shared Signals, cron and queue entry points", () => {
+  // The same planted bug (a TypeError from every database call), on the entry points the suite above
   // does not reach: never a 4xx, never a silent retry, never the bug's message in an answer.
   const BUG = "Cannot read properties of undefined (reading 'x')";
   const INTERNAL_ERROR = { code: "internal_error", message: "Something went wrong on our side. Please try again." };
@@ -318,7 +318,7 @@ describe("a bug on the identity providers', report, Shared Signals, cron and que
         level: "info",
         event: "upstream_call",
         upstream: "idp",
-        door: "backchannel_logout",
+        route: "backchannel_logout",
         status: null,
         error: "TypeError",
       },

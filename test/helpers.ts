@@ -268,7 +268,7 @@ export async function insideOneLimiterWindow(ms: number): Promise<void> {
 }
 
 /**
- * A scope over `shards` for calling a service directly, as a door would open one: `outbox`
+ * A scope over `shards` for calling a service directly, as an entry point would open one: `outbox`
  * null writes events not pending, as without outlets.
  */
 export function scopeWith(shards: Shards, config: Config = readConfig(env), outbox: Outbox | null = null): Scope {

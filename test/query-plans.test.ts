@@ -17,7 +17,7 @@ import {
   listSessionsByToken,
   listSessionsByUserId,
 } from "../src/db/sessions.ts";
-import { type Place, readShardMap } from "../src/db/shards.ts";
+import { type BucketShard, readShardMap } from "../src/db/shards.ts";
 import { instant } from "../src/domain/clock.ts";
 import { moveBuckets } from "../src/services/moves.ts";
 import { recordingD1 } from "./d1.ts";
@@ -63,7 +63,7 @@ const newSession = (id: string) => ({
 });
 
 /** A bucket of the first database, as the worker's routes get it (src/db/shards.ts). */
-const on = (db: Database): Place => ({ binding: "DB", db, bucket: "AA", elsewhere: () => null });
+const on = (db: Database): BucketShard => ({ binding: "DB", db, bucket: "AA", elsewhere: () => null });
 
 const operations: Record<string, (db: Database) => Promise<unknown>> = {
   authenticate: (db) => authenticate(on(db), proof, at, check, writer),

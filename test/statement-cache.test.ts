@@ -15,7 +15,7 @@ import {
   listSessionsByToken,
   listSessionsByUserId,
 } from "../src/db/sessions.ts";
-import type { Place } from "../src/db/shards.ts";
+import type { BucketShard } from "../src/db/shards.ts";
 import type { ClientContext, ContextPolicies, TravelLimits } from "../src/domain/client-context.ts";
 import { difference, shapesSent, stale } from "./fresh-renders.ts";
 import { d1, shardBindings } from "./helpers.ts";
@@ -142,26 +142,26 @@ function inputs(kind: Kind): Input[] {
 const otherId = () => `AA${crypto.randomUUID().replaceAll("-", "").slice(0, 22)}`;
 
 /** Every operation whose batch starts with the head (src/db/authenticated.ts). */
-const OPERATIONS: Record<string, (place: Place, input: Input) => Promise<unknown>> = {
-  authenticate: (place, { proof, at, check, writer }) => authenticate(place, proof, at, check, writer),
-  list: (place, { proof, at, check, writer }) => listSessionsByToken(place, proof, at, check, writer),
-  events: (place, { proof, at, check, writer }) => listEvents(place, proof, at, check, writer),
-  "delete own": (place, { proof, at, check, writer }) => deleteSession(place, proof, proof.id, writer, at, check),
-  "delete other": (place, { proof, at, check, writer }) => deleteSession(place, proof, otherId(), writer, at, check),
-  "logout everywhere": (place, { proof, at, check, writer }) => endAllSessionsByToken(place, proof, writer, at, check),
-  "logout others": (place, { proof, at, check, writer }) => endOtherSessionsByToken(place, proof, writer, at, check),
-  reauthenticate: (place, { proof, at, check, writer }) =>
+const OPERATIONS: Record<string, (shard: BucketShard, input: Input) => Promise<unknown>> = {
+  authenticate: (shard, { proof, at, check, writer }) => authenticate(shard, proof, at, check, writer),
+  list: (shard, { proof, at, check, writer }) => listSessionsByToken(shard, proof, at, check, writer),
+  events: (shard, { proof, at, check, writer }) => listEvents(shard, proof, at, check, writer),
+  "delete own": (shard, { proof, at, check, writer }) => deleteSession(shard, proof, proof.id, writer, at, check),
+  "delete other": (shard, { proof, at, check, writer }) => deleteSession(shard, proof, otherId(), writer, at, check),
+  "logout everywhere": (shard, { proof, at, check, writer }) => endAllSessionsByToken(shard, proof, writer, at, check),
+  "logout others": (shard, { proof, at, check, writer }) => endOtherSessionsByToken(shard, proof, writer, at, check),
+  reauthenticate: (shard, { proof, at, check, writer }) =>
     reauthenticateSession(
-      place,
+      shard,
       proof,
       { secretHash: "3".repeat(64), factors: { pwd: at.now.getTime() }, assuranceLevel: 1 },
       writer,
       at,
       check,
     ),
-  "bind a device": (place, { proof, at, check, writer }) =>
+  "bind a device": (shard, { proof, at, check, writer }) =>
     registerBinding(
-      place,
+      shard,
       proof,
       { challenge: "challenge", thumbprint: "key", nextChallenge: "next" },
       writer,
@@ -179,8 +179,8 @@ describe("the statement cache", () => {
     timeout: 60_000,
   }, async () => {
     const runAll = async (input: Input) => {
-      const place: Place = { binding, db, bucket: input.bucket, elsewhere: () => null };
-      for (const run of Object.values(OPERATIONS)) await run(place, input);
+      const shard: BucketShard = { binding, db, bucket: input.bucket, elsewhere: () => null };
+      for (const run of Object.values(OPERATIONS)) await run(shard, input);
     };
     for (const input of [BASE, ...inputs("text")]) await runAll(input);
     expect(stale.map(difference)).toEqual([]);
@@ -223,9 +223,9 @@ describe("the statement cache", () => {
   });
 
   it("sends what a fresh render gives for a backend's list (listUserSessions), an idle timeout or none each its own shape", async () => {
-    const place: Place = { binding, db, bucket: BASE.bucket, elsewhere: () => null };
+    const shard: BucketShard = { binding, db, bucket: BASE.bucket, elsewhere: () => null };
     for (const idleCutoff of [BEFORE(1_209_600_000), null, BEFORE(60_000), null])
-      await listSessionsByUserId(place, "someone", { ...BASE.at, idleCutoff });
+      await listSessionsByUserId(shard, "someone", { ...BASE.at, idleCutoff });
     expect(stale.map(difference)).toEqual([]);
     // Two shapes, told apart by the idle cutoff alone: a placeholder, or none.
     const shapes = [...shapesSent].filter((shape) => shape.startsWith("userList:"));

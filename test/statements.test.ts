@@ -60,7 +60,7 @@ function upstreamJwt(claims: Record<string, unknown>): Promise<string> {
     .sign(upstreamKey.privateKey);
 }
 
-/** What an upstream's door is sent: the request's headers and body, for `subject`. */
+/** What an upstream's route is sent: the request's headers and body, for `subject`. */
 async function upstreamRequest(
   operation: Operation,
   subject: string,
@@ -112,7 +112,7 @@ async function measure(operation: Operation, judged: boolean, vars: Partial<Env>
   } else if (operation.startsWith("POST /upstreams/")) {
     const subject = `sub-${userId}`;
     const upstream = { provider: "idp", subject, sid: "sid-1" };
-    // Signed in uncounted: only the door's own statements are measured.
+    // Signed in uncounted: only the entry point's own statements are measured.
     await new SessionService(createExecutionContext(), { ...env, ...UPSTREAM }).create({ userId, upstream });
     const { headers, body, status } = await upstreamRequest(operation, subject);
     const path = operation.split(" ")[1]?.replace(":name", "idp") as string;

@@ -67,7 +67,7 @@ const other: UpstreamConfig = {
   client_id: CLIENT_ID,
   jwks: { keys: [{ ...(await exportJWK(otherKeys.publicKey)), kid: "o1" }] },
 };
-// An upstream that sends SETs only: it has no OpenID Connect doors.
+// An upstream that sends SETs only: it has no OpenID Connect routes.
 const setsOnly: UpstreamConfig = {
   issuer: "https://sets.example",
   name: "sets",
@@ -454,12 +454,12 @@ describe("back-channel logout", () => {
     await expectRefused(await logout("nope"), "The logout token is not a compact JWS signed with ES256 or RS256.");
     const logged = lines.mock.calls.map(([line]) => String(line));
     expect(logged.map((line) => JSON.parse(line))).toEqual([
-      { level: "info", event: "upstream_call", upstream: "corp", door: "backchannel_logout", status: 200, ended: 1 },
+      { level: "info", event: "upstream_call", upstream: "corp", route: "backchannel_logout", status: 200, ended: 1 },
       {
         level: "info",
         event: "upstream_call",
         upstream: "corp",
-        door: "backchannel_logout",
+        route: "backchannel_logout",
         status: 400,
         error: "invalid_request",
       },
@@ -503,7 +503,7 @@ describe("back-channel logout", () => {
         "The logout token's signature does not verify with its issuer's key.",
       ],
       [
-        "another upstream's token, at this upstream's door",
+        "another upstream's token, at this upstream's route",
         async (subject) =>
           sign(logoutClaims(subject, "sid-A", { iss: OTHER }), { kid: "o1", key: otherKeys.privateKey }),
         "The logout token's iss is not the issuer of the upstream this URL is for.",
@@ -635,7 +635,7 @@ describe("back-channel logout", () => {
     });
   });
 
-  it("no such door: an unknown upstream, one without client_id, or none configured: 404; another method: 405", async () => {
+  it("no such route: an unknown upstream, one without client_id, or none configured: 404; another method: 405", async () => {
     const token = await sign(logoutClaims("s", "sid-A"));
     for (const name of ["nobody", "sets"]) await expectError(await logout(token, { name }), 404, "not_found");
     await expectError(

@@ -13,7 +13,7 @@
 // POST /?n=<n>&part=db|service with a list's `Operation` (`GET /auth/sessions`, `GET /auth/events`,
 //      `listUserSessions`): only its first layers, the token proven once before the loop: `db`,
 //      the database function (its statements, D1's answer replayed and decoded); `service`, with
-//      the service's work on it. The whole operation less `service` is the door's: the request's
+//      the service's work on it. The whole operation less `service` is the entry point's: the request's
 //      middleware, the token's proof, the JSON and the response.
 import { listEvents } from "../../src/db/events.ts";
 import { listSessionsByToken, listSessionsByUserId } from "../../src/db/sessions.ts";
@@ -95,11 +95,11 @@ async function runPart(operation: Operation, part: Part, n: number, env: Env): P
     if (kind === "/auth/sessions")
       return part === "service"
         ? listOwnSessions(scope, token)
-        : listSessionsByToken(token.place, token.proof, scope.at, contextCheck(scope), writer);
+        : listSessionsByToken(token.shard, token.proof, scope.at, contextCheck(scope), writer);
     if (kind === "/auth/events")
       return part === "service"
         ? listOwnEvents(scope, token)
-        : listEvents(token.place, token.proof, scope.at, contextCheck(scope), writer);
+        : listEvents(token.shard, token.proof, scope.at, contextCheck(scope), writer);
     return null;
   };
   const statuses = new Set<number>();

@@ -124,10 +124,10 @@ function build(
 
 const P = sql.placeholder;
 
-/** An operation's own statement, built on the head's stand-ins (`authenticated(…).also`). */
+/** An operation's own statement, built on the head's placeholders (`authenticated(…).also`). */
 type Build = (token: TokenOperation, unrecorded: SQL<number>, placeholder: (name: string) => Placeholder) => SQLWrapper;
 
-/** Every field of `T`, optional ones too: a stand-in built of it places each field, a new one a type error until placed. */
+/** Every field of `T`, optional ones too: the placeholders built of it cover each field, a new one a type error until covered. */
 type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
 
 /**
@@ -152,7 +152,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
   const check = proof.carrier === "bearer" ? null : token.check;
   // Safari's two faces are constants of the SQL text (facesOf), its browser and OS with them.
   const apple = check !== null && facesOf(check.context).length > 1;
-  // The stand-ins: every value that changes per call a placeholder, its value this call's; what
+  // The placeholders: every value that changes per call a placeholder, its value this call's; what
   // changes the SQL text a constant (or null), which the shape is made of (below).
   const { values, value: stand, instant: standAt } = placeholders();
   const standIns: FieldByField<TokenOperation> = {
@@ -190,7 +190,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     } satisfies FieldByField<Writer>,
     write: { id: stand("writeId", write.id), at: standAt("writeAt", write.at) } satisfies FieldByField<Write>,
   };
-  // What changes the SQL text, by construction: the stand-ins' constants and which fields are
+  // What changes the SQL text, by construction: the placeholders' constants and which fields are
   // placeholders (as JSON, a placeholder is its name), and `activity`.
   const shape = JSON.stringify([activity, standIns]);
   const staleBefore = at.now.getTime() - ACTIVITY_WRITE_INTERVAL_MS;
@@ -219,7 +219,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
   return {
     /**
      * The operation's own statements, rendered once per shape like the head's: `build` gets the
-     * stand-ins, `unrecorded` on them and a placeholder for each of `more`'s values (the bucket,
+     * placeholders, `unrecorded` on them and a placeholder for each of `more`'s values (the bucket,
      * a target id). `name` must tell apart every statement an operation builds. Rows come as D1
      * answers them, by column name: alias each column.
      */

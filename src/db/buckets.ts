@@ -4,7 +4,7 @@ import { logLine } from "../domain/log.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 import type { Database } from "./client.ts";
 import { type BucketMoveRow, bucketMoves, sessions } from "./schema.ts";
-import type { Place } from "./shards.ts";
+import type { BucketShard } from "./shards.ts";
 
 // A bucket can be moved to another database while the service runs (src/services/moves.ts). Every
 // per-user batch also reads its bucket's move state, and every write is guarded by the
@@ -69,15 +69,15 @@ interface BucketAnswer<T> {
 
 /**
  * Runs one operation (`run`: one batch that reads the bucket's move state, `moveOf` or
- * `moveState`) on the place's bucket. No move:
+ * `moveState`) on the shard's bucket. No move:
  * the answer. `frozen` (being copied away): a read's answer stands, since the rows here stay
  * the truth until the move's last step (its activity touch was skipped); a write that did
  * something before the freeze answers that, any other was held back: BucketMoving. `moved`:
  * nothing of the bucket is here, so the same operation runs where it went: one more round
  * trip, until SHARDS names that database. A loop or a chain too long: BucketMoving.
  */
-export async function onBucket<T>(place: Place, run: (db: Database) => Promise<BucketAnswer<T>>): Promise<T> {
-  let current = place;
+export async function onBucket<T>(shard: BucketShard, run: (db: Database) => Promise<BucketAnswer<T>>): Promise<T> {
+  let current = shard;
   for (let forwards = 0; ; forwards++) {
     const { answer, move, blocked } = await run(current.db);
     if (!move || (move.state === "frozen" && !blocked)) return answer;

@@ -7,7 +7,7 @@ import { batchNamed } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
 import { isTokenOf, type TokenProof } from "./liveness.ts";
 import { sessions } from "./schema.ts";
-import type { Place } from "./shards.ts";
+import type { BucketShard } from "./shards.ts";
 import { type Logged, newWrite, recordEvents, type Writer } from "./writes.ts";
 
 /** What a verified registration proof lets the batch write: the key, and the challenge replacing the one it signed. */
@@ -38,7 +38,7 @@ export type RegistrationOutcome =
  * answers "bound", from the event). The challenge is consumed: it never binds twice.
  */
 export async function registerBinding(
-  place: Place,
+  shard: BucketShard,
   proof: TokenProof,
   binding: Binding,
   writer: Writer,
@@ -46,7 +46,7 @@ export async function registerBinding(
   check: ContextCheck | null,
 ): Promise<Logged<RegistrationOutcome>> {
   const write = newWrite(at.now);
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     // Judged first, as every use of the token: a copied cookie must not bind the copier's key.
     const eligible = and(
       isTokenOf(proof, at),
@@ -73,7 +73,7 @@ export async function registerBinding(
         })
         .from(sessions)
         .where(isTokenOf(proof, at)),
-      ...tail(db, write, place.bucket),
+      ...tail(db, write, shard.bucket),
     });
     const answer = registrationOutcome(logged, row[0]);
     return {
@@ -105,12 +105,12 @@ export type RefreshOutcome = "refreshed" | "challenged" | "not_bound" | "not_liv
  * activity, so `last_active_at` and the expiry stay as they are.
  */
 export async function refreshBinding(
-  place: Place,
+  shard: BucketShard,
   proof: TokenProof,
   binding: Renewal,
   at: Instant,
 ): Promise<RefreshOutcome> {
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     const bound = and(isTokenOf(proof, at), eq(sessions.dbscKeyThumbprint, binding.thumbprint));
     const renew = db
       .update(sessions)
@@ -137,7 +137,7 @@ export async function refreshBinding(
         .select({ thumbprint: sessions.dbscKeyThumbprint, boundHash: sessions.boundCookieHash })
         .from(sessions)
         .where(isTokenOf(proof, at)),
-      move: moveOf(db, place.bucket),
+      move: moveOf(db, shard.bucket),
     });
     const row = rows[0];
     const answer: RefreshOutcome = !row

@@ -11,7 +11,7 @@ import { EVENT_VIEW } from "./event-view.ts";
 import { type Caller, ownerOf, type TokenProof } from "./liveness.ts";
 import { sessionEvents } from "./schema.ts";
 import { arrayText } from "./session-view.ts";
-import type { Place } from "./shards.ts";
+import type { BucketShard } from "./shards.ts";
 import { type Logged, newWrite, type Writer } from "./writes.ts";
 
 /** A user's events, through the one index: under the user's bucket (src/db/schema.ts `bucket`). */
@@ -24,21 +24,21 @@ export function eventsOf(bucket: string | SQLWrapper, userId: string | SQLWrappe
  * null when the token is not live, no event when it is held for step-up.
  */
 export async function listEvents(
-  place: Place,
+  shard: BucketShard,
   proof: TokenProof,
   at: Instant,
   check: ContextCheck | null,
   writer: Writer,
 ): Promise<Logged<{ caller: Caller | null; events: JsonText<EventView[]> }>> {
   const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     const head = authenticated(db, token, true);
     const { contextEvents, read, events } = await batchCompiled(db, {
       ...head.statements(),
-      read: head.callerRow("events", place.bucket),
+      read: head.callerRow("events", shard.bucket),
       // Rendered once per shape, as the head is: the newest events, each written as the log
       // shows it (./event-view.ts), then gathered in one value.
-      events: head.also("events", { bucket: place.bucket }, (t, _unrecorded, P) => {
+      events: head.also("events", { bucket: shard.bucket }, (t, _unrecorded, P) => {
         const recent = db
           .select({
             view: sql<string>`json(${EVENT_VIEW})`.as("view"),

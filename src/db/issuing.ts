@@ -27,7 +27,7 @@ import { sameDeviceKey } from "./device.ts";
 import { eventsOf } from "./events.ts";
 import { isLive, isProvenBy, type TokenProof } from "./liveness.ts";
 import { sessionEvents, sessions } from "./schema.ts";
-import type { Place } from "./shards.ts";
+import type { BucketShard } from "./shards.ts";
 import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Write, type Writer } from "./writes.ts";
 
 // The two statements that hand out a secret: a new session's row, and a new secret for a live
@@ -88,7 +88,7 @@ function seenOnDevice(db: Database, bucket: string, session: NewSession, since: 
  * created, by this attempt or the first (its row, or this write's `created` event, exists).
  */
 export async function insertSession(
-  place: Place,
+  shard: BucketShard,
   session: NewSession & { reportHash: string },
   writer: Writer,
   policy: IssuePolicy,
@@ -97,7 +97,7 @@ export async function insertSession(
   const write = newWrite(session.createdAt);
   const ours = and(eq(sessions.id, session.id), eq(sessions.secretHash, session.secretHash));
   const evictor = { ...writer, sessionId: session.id };
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     // Keep the maxPerUser - 1 most recently active others; the new one makes maxPerUser.
     const overCap = inArray(
       sessions.id,
@@ -120,9 +120,9 @@ export async function insertSession(
     );
     // A new device keeps its report hash; a known one stores none. Judged once, by the INSERT:
     // the event reads it off the row.
-    const reportHash = sql`CASE WHEN ${not(seenOnDevice(db, place.bucket, session, policy.seenSince))} THEN ${session.reportHash} END`;
+    const reportHash = sql`CASE WHEN ${not(seenOnDevice(db, shard.bucket, session, policy.seenSince))} THEN ${session.reportHash} END`;
     const { stored, logged, move } = await batchNamed(db, {
-      inserted: insertUnlessDone(db, place.bucket, session, write, undefined, { reportHash }),
+      inserted: insertUnlessDone(db, shard.bucket, session, write, undefined, { reportHash }),
       recorded: recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), writer, write, {
         newDevice: sql<boolean>`${sessions.reportHash} IS NOT NULL`,
         reportHash: sql`${sessions.reportHash}`,
@@ -130,7 +130,7 @@ export async function insertSession(
       stored: db.select({ id: sessions.id }).from(sessions).where(ours),
       evictions: recordEvents(db, "evicted", overCap, evictor, write),
       evicted: endSessions(db, overCap),
-      ...tail(db, write, place.bucket),
+      ...tail(db, write, shard.bucket),
     });
     const created = logged.find((event) => event.type === "created");
     const answer = { stored: stored.length > 0 || created !== undefined, newDevice: created?.newDevice === true };
@@ -145,7 +145,7 @@ export async function insertSession(
  * own sessions. Replay-safe as insertSession.
  */
 export async function insertSupportSession(
-  place: Place,
+  shard: BucketShard,
   session: NewSession,
   writer: Writer,
   perUser: number,
@@ -153,13 +153,13 @@ export async function insertSupportSession(
 ): Promise<Logged<{ stored: boolean; refused: SupportRefusal | null }>> {
   const write = newWrite(session.createdAt);
   const ours = and(eq(sessions.id, session.id), eq(sessions.secretHash, session.secretHash));
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     const known = sql<boolean>`(${exists(
       db
         .select({ one: sql`1` })
         .from(sessions)
         .where(and(eq(sessions.userId, session.userId), ne(sessions.id, session.id))),
-    )} OR ${exists(db.select({ one: sql`1` }).from(sessionEvents).where(eventsOf(place.bucket, session.userId)))})`;
+    )} OR ${exists(db.select({ one: sql`1` }).from(sessionEvents).where(eventsOf(shard.bucket, session.userId)))})`;
     const open = sql<number>`(SELECT count(*) FROM ${sessions} WHERE ${and(
       eq(sessions.userId, session.userId),
       isLive(at),
@@ -167,13 +167,13 @@ export async function insertSupportSession(
       ne(sessions.id, session.id),
     )})`;
     const { stored, why, logged, move } = await batchNamed(db, {
-      inserted: insertUnlessDone(db, place.bucket, session, write, sql`${known} AND ${open} < ${perUser}`),
+      inserted: insertUnlessDone(db, shard.bucket, session, write, sql`${known} AND ${open} < ${perUser}`),
       recorded: recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), writer, write),
       stored: db.select({ id: sessions.id }).from(sessions).where(ours),
       why: db
         .select({ known: known.mapWith(Boolean).as("known"), open: open.mapWith(Number).as("open") })
         .from(sql`(SELECT 1)`),
-      ...tail(db, write, place.bucket),
+      ...tail(db, write, shard.bucket),
     });
     const created = stored.length > 0 || logged.some((event) => event.type === "created");
     const reasons = why[0] ?? { known: false, open: 0 };
@@ -232,7 +232,7 @@ export interface Reauthentication {
  * did not prove a live session: nothing changed.
  */
 export async function reauthenticateSession(
-  place: Place,
+  shard: BucketShard,
   proof: TokenProof,
   change: Reauthentication,
   writer: Writer,
@@ -246,7 +246,7 @@ export async function reauthenticateSession(
     ...check,
     policies: Object.fromEntries(CONTEXT_KINDS.map((kind) => [kind, logOnly(check.policies[kind])])) as ContextPolicies,
   };
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     const proven = isProvenBy(proof, at);
     // Support access is time-boxed: it is never given a new secret (src/domain/support.ts).
     const eligible = and(proven, isNull(sessions.supportAgent));
@@ -282,7 +282,7 @@ export async function reauthenticateSession(
           ),
         ),
       events: loggedBy(db, write),
-      move: moveOf(db, place.bucket),
+      move: moveOf(db, shard.bucket),
     });
     const reauthenticated = events.some((event) => event.type === "reauthenticated");
     const found = row[0];

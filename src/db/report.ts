@@ -9,7 +9,7 @@ import { batchNamed, type Database } from "./client.ts";
 import { isLive } from "./liveness.ts";
 import { type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 import { SESSION_VIEW } from "./session-view.ts";
-import type { Place } from "./shards.ts";
+import type { BucketShard } from "./shards.ts";
 import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Write, type Writer } from "./writes.ts";
 
 // A new device's report token (src/services/report.ts), read and confirmed: one batch each.
@@ -58,7 +58,14 @@ function isReportable(proof: ReportProof, at: Instant, issuedAfter: Date): SQL {
  * token's `created` event by the partial report index, then that user's events since, of this
  * session, by the main index. So the rows read are that one user's, however full the bucket.
  */
-function stateOf(db: Database, place: Place, proof: ReportProof, at: Instant, issuedAfter: Date, write: Write | null) {
+function stateOf(
+  db: Database,
+  shard: BucketShard,
+  proof: ReportProof,
+  at: Instant,
+  issuedAfter: Date,
+  write: Write | null,
+) {
   const created = alias(sessionEvents, "created");
   return {
     session: db
@@ -78,7 +85,7 @@ function stateOf(db: Database, place: Place, proof: ReportProof, at: Instant, is
       .from(created)
       .innerJoin(
         sessionEvents,
-        sql`${sessionEvents.bucket} = ${place.bucket} AND ${sessionEvents.userId} = ${created.userId} AND ${sessionEvents.createdAt} >= ${created.createdAt} AND ${sessionEvents.sessionId} = ${created.sessionId}`,
+        sql`${sessionEvents.bucket} = ${shard.bucket} AND ${sessionEvents.userId} = ${created.userId} AND ${sessionEvents.createdAt} >= ${created.createdAt} AND ${sessionEvents.sessionId} = ${created.sessionId}`,
       )
       .where(
         and(
@@ -91,11 +98,16 @@ function stateOf(db: Database, place: Place, proof: ReportProof, at: Instant, is
 }
 
 /** What the token's sign-in is now; changes nothing. */
-export function readReport(place: Place, proof: ReportProof, issuedAfter: Date, at: Instant): Promise<ReportState> {
-  return onBucket(place, async (db) => {
+export function readReport(
+  shard: BucketShard,
+  proof: ReportProof,
+  issuedAfter: Date,
+  at: Instant,
+): Promise<ReportState> {
+  return onBucket(shard, async (db) => {
     const { session, history, move } = await batchNamed(db, {
-      ...stateOf(db, place, proof, at, issuedAfter, null),
-      move: moveOf(db, place.bucket),
+      ...stateOf(db, shard, proof, at, issuedAfter, null),
+      move: moveOf(db, shard.bucket),
     });
     return { answer: { session: session[0] ?? null, history }, move: move[0], blocked: false };
   });
@@ -108,7 +120,7 @@ export function readReport(place: Place, proof: ReportProof, issuedAfter: Date, 
  * answers what the first attempt did.
  */
 export function confirmReport(
-  place: Place,
+  shard: BucketShard,
   proof: ReportProof,
   issuedAfter: Date,
   writer: Writer,
@@ -116,12 +128,12 @@ export function confirmReport(
 ): Promise<Logged<{ ended: boolean; state: ReportState }>> {
   const write = newWrite(at.now);
   const ending = isReportable(proof, at, issuedAfter);
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     const { session, history, logged, move } = await batchNamed(db, {
-      ...stateOf(db, place, proof, at, issuedAfter, write),
+      ...stateOf(db, shard, proof, at, issuedAfter, write),
       recorded: recordEvents(db, "ended", ending, writer, write, { reason: SERVICE_REASONS.reportedByUser }),
       ended: endSessions(db, ending),
-      ...tail(db, write, place.bucket),
+      ...tail(db, write, shard.bucket),
     });
     const ended = logged.length > 0;
     const answer = { ended, state: { session: session[0] ?? null, history } };

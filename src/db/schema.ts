@@ -168,7 +168,7 @@ export const sessionEvents = sqliteTable(
     // Written true only when the events queue is configured; false once the queue accepted it.
     pendingDelivery: integer("pending_delivery", { mode: "boolean" }).notNull().default(false),
     // The admin key whose call caused the event (src/domain/admin-keys.ts, its id); null for
-    // every other door.
+    // every other entry point.
     adminKeyId: text("admin_key_id"),
     // Type `created` from a new device: its session's report_hash, kept after the row is gone,
     // so a report token that was used, or whose session ended otherwise, is still told from an

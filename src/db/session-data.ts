@@ -5,7 +5,7 @@ import { moveState, notMoving, onBucket } from "./buckets.ts";
 import { batchNamed } from "./client.ts";
 import { isLive } from "./liveness.ts";
 import { sessions } from "./schema.ts";
-import type { Place } from "./shards.ts";
+import type { BucketShard } from "./shards.ts";
 
 // A session's application data (src/domain/session-data.ts) replaced or patched by its id, in
 // one round trip that writes one row: the UPDATE of the live session's row, with the patch
@@ -39,7 +39,7 @@ const bytesOf = (value: SQL) => sql<number>`coalesce(length(CAST(${value} AS BLO
  * patch applied twice gives what it gave once (RFC 7396), so it answers truly either way.
  */
 export async function updateSessionData(
-  place: Place,
+  shard: BucketShard,
   sessionId: string,
   mode: SessionDataMode,
   json: string,
@@ -47,7 +47,7 @@ export async function updateSessionData(
 ): Promise<DataUpdate> {
   const live = and(eq(sessions.id, sessionId), isLive(at));
   const next = changed(mode, json);
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     const { written, read } = await batchNamed(db, {
       written: db
         .update(sessions)
@@ -58,7 +58,7 @@ export async function updateSessionData(
       read: db
         .select({
           size: sql<number | null>`(SELECT ${bytesOf(next)} FROM ${sessions} WHERE ${live})`,
-          move: moveState(place.bucket),
+          move: moveState(shard.bucket),
         })
         .from(sql`(SELECT 1)`),
     });

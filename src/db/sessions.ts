@@ -19,7 +19,7 @@ import {
 } from "./liveness.ts";
 import { sessions } from "./schema.ts";
 import { arrayText, BACKEND_SESSION_VIEW, SESSION_VIEW, sessionListJson } from "./session-view.ts";
-import type { Place, Shard } from "./shards.ts";
+import type { BucketShard, Shard } from "./shards.ts";
 import {
   type EventDetails,
   endSessions,
@@ -35,18 +35,18 @@ import {
 
 /** The token's live session (refreshing its activity, judging its context), or null. */
 export async function authenticate(
-  place: Place,
+  shard: BucketShard,
   proof: TokenProof,
   at: Instant,
   check: ContextCheck | null,
   writer: Writer,
 ): Promise<Logged<Caller | null>> {
   const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     const head = authenticated(db, token, true);
     const { contextEvents, read } = await batchCompiled(db, {
       ...head.statements(),
-      read: head.callerRow("authenticate", place.bucket),
+      read: head.callerRow("authenticate", shard.bucket),
     });
     const { caller, move } = callerAndMove(read[0]);
     const answer = { answer: caller, events: head.events(contextEvents), db };
@@ -61,20 +61,20 @@ export async function authenticate(
  * of its own to prove it.
  */
 export async function listSessionsByToken(
-  place: Place,
+  shard: BucketShard,
   proof: TokenProof,
   at: Instant,
   check: ContextCheck | null,
   writer: Writer,
 ): Promise<Logged<{ caller: Caller | null; sessions: JsonText<SessionView[]> }>> {
   const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     const head = authenticated(db, token, true);
     const { contextEvents, listed: rows } = await batchCompiled(db, {
       ...head.statements(),
       // An aggregate: exactly one row, so it carries the caller and the move state too.
       // Rendered once per shape, as the head is: it is most of a list's CPU otherwise.
-      listed: head.also("list", { bucket: place.bucket }, (t, unrecorded, P) =>
+      listed: head.also("list", { bucket: shard.bucket }, (t, unrecorded, P) =>
         db
           .select({
             list: sessionListJson(SESSION_VIEW).as("list"),
@@ -102,11 +102,11 @@ export async function listSessionsByToken(
  * the statements by token are (src/db/compiled.ts).
  */
 export async function listSessionsByUserId(
-  place: Place,
+  shard: BucketShard,
   userId: string,
   at: Instant,
 ): Promise<JsonText<BackendSessionView[]>> {
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     type Input = { userId: string; at: Pick<At, "now" | "idleCutoff">; bucket: string };
     const build = ({ userId, at, bucket }: Input) =>
       db
@@ -116,19 +116,19 @@ export async function listSessionsByUserId(
         })
         .from(sessions)
         .where(and(eq(sessions.userId, userId), isLive(at)));
-    // As the head's (src/db/authenticated.ts): the shape is the stand-ins, what changes the text.
+    // As the head's (src/db/authenticated.ts): the shape is the placeholders, what changes the text.
     const { values, value, instant } = placeholders();
     const input: Input = {
       userId: value("userId", userId),
       at: { now: instant("now", at.now), idleCutoff: at.idleCutoff && instant("idleCutoff", at.idleCutoff) },
-      bucket: value("bucket", place.bucket),
+      bucket: value("bucket", shard.bucket),
     };
     const { listed } = await batchCompiled(db, {
       listed: compiledAll({
         shape: `userList:${JSON.stringify(input)}`,
         once: () => build(input),
         values,
-        fresh: () => build({ userId, at, bucket: place.bucket }),
+        fresh: () => build({ userId, at, bucket: shard.bucket }),
       }),
     });
     const row = listed[0];
@@ -142,7 +142,7 @@ export async function listSessionsByUserId(
  * write logged by either attempt of the batch: one per ended session.
  */
 function endMatching(
-  place: Place,
+  shard: BucketShard,
   type: EventType,
   ending: (db: Database) => SQL | undefined,
   writer: Writer,
@@ -150,12 +150,12 @@ function endMatching(
   details: EventDetails = {},
 ): Promise<Logged<number>> {
   const write = newWrite(at.now);
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     const matching = ending(db);
     const { logged, move } = await batchNamed(db, {
       recorded: recordEvents(db, type, matching, writer, write, details),
       ended: endSessions(db, matching),
-      ...tail(db, write, place.bucket),
+      ...tail(db, write, shard.bucket),
     });
     return { answer: { answer: logged.length, events: logged, db }, move: move[0], blocked: logged.length === 0 };
   });
@@ -168,7 +168,7 @@ function endedAny({ answer, ...logged }: Logged<number>): Logged<boolean> {
 
 /** Ends every live session of `userId` but `exceptSessionId`, logging `ended` with the reason. */
 export async function endSessionsByUserId(
-  place: Place,
+  shard: BucketShard,
   userId: string,
   exceptSessionId: string | null,
   reason: string,
@@ -180,12 +180,12 @@ export async function endSessionsByUserId(
     isLive(at),
     exceptSessionId === null ? undefined : ne(sessions.id, exceptSessionId),
   );
-  return endMatching(place, "ended", () => ending, writer, at, { reason });
+  return endMatching(shard, "ended", () => ending, writer, at, { reason });
 }
 
 /** Ends every live session of `userId` signed in through the upstream as the subject, logging `ended` with the reason. */
 export async function endUpstreamSubjectSessions(
-  place: Place,
+  shard: BucketShard,
   userId: string,
   signIn: { upstream: string; subject: string },
   reason: string,
@@ -198,23 +198,23 @@ export async function endUpstreamSubjectSessions(
     eq(sessions.upstreamSubject, signIn.subject),
     isLive(at),
   );
-  return endMatching(place, "ended", () => ending, writer, at, { reason });
+  return endMatching(shard, "ended", () => ending, writer, at, { reason });
 }
 
 /** Ends one live session by id (no token), logging `ended` with the reason. */
 export async function endSessionById(
-  place: Place,
+  shard: BucketShard,
   sessionId: string,
   reason: string,
   writer: Writer,
   at: Instant,
 ): Promise<Logged<boolean>> {
   const ending = and(eq(sessions.id, sessionId), isLive(at));
-  return endedAny(await endMatching(place, "ended", () => ending, writer, at, { reason }));
+  return endedAny(await endMatching(shard, "ended", () => ending, writer, at, { reason }));
 }
 
 /**
- * What an operation by token ends, built on the token it is given (the head's stand-ins, so
+ * What an operation by token ends, built on the token it is given (the head's placeholders, so
  * the statements are rendered once per shape), `target` a placeholder for a target id.
  */
 type Ending = (token: TokenOperation, target: Placeholder) => SQL | undefined;
@@ -226,19 +226,19 @@ type Ending = (token: TokenOperation, target: Placeholder) => SQL | undefined;
  * may be among those ended, by this operation, not by the context check).
  */
 function endForCaller(
-  place: Place,
+  shard: BucketShard,
   token: ByToken,
   type: EventType,
   name: string,
   ending: Ending,
   targetId: string | null = null,
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
-  const more = { bucket: place.bucket, target: targetId };
-  return onBucket(place, async (db) => {
+  const more = { bucket: shard.bucket, target: targetId };
+  return onBucket(shard, async (db) => {
     const head = authenticated(db, token, true);
     const { read, logged } = await batchCompiled(db, {
       ...head.statements(),
-      read: head.callerRow(name, place.bucket),
+      read: head.callerRow(name, shard.bucket),
       recorded: head.alsoRun(`${name}:recorded`, more, (t, _, P) =>
         recordEvents(db, type, ending(t, P("target")), t.writer, t.write),
       ),
@@ -259,7 +259,7 @@ function endForCaller(
 
 /** Deletes `targetId` if it is a live session of the caller's user; `proven` as for endForCaller. */
 export async function deleteSession(
-  place: Place,
+  shard: BucketShard,
   proof: TokenProof,
   targetId: string,
   writer: Writer,
@@ -281,24 +281,24 @@ export async function deleteSession(
   };
   const ownOne = targetId === proof.id;
   const { answer, ...logged } = ownOne
-    ? await endForCaller(place, token, "deleted", "delete-own", own)
-    : await endForCaller(place, token, "deleted", "delete-other", other, targetId);
+    ? await endForCaller(shard, token, "deleted", "delete-own", own)
+    : await endForCaller(shard, token, "deleted", "delete-other", other, targetId);
   return { answer: { proven: answer.proven, deleted: answer.ended > 0, caller: answer.caller }, ...logged };
 }
 
 /** Ends the token's own session; false when it was not live. */
 export async function endSessionByToken(
-  place: Place,
+  shard: BucketShard,
   proof: TokenProof,
   writer: Writer,
   at: Instant,
 ): Promise<Logged<boolean>> {
-  return endedAny(await endMatching(place, "logout", () => isProvenBy(proof, at), writer, at));
+  return endedAny(await endMatching(shard, "logout", () => isProvenBy(proof, at), writer, at));
 }
 
 /** Ends every live session of the token's user; `proven` as for endForCaller. */
 export async function endAllSessionsByToken(
-  place: Place,
+  shard: BucketShard,
   proof: TokenProof,
   writer: Writer,
   at: Instant,
@@ -306,12 +306,12 @@ export async function endAllSessionsByToken(
 ): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
   const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   const all: Ending = (t) => and(isLiveSessionOfCaller(t.proof, t.at), isUsersOwn(t.proof));
-  return endForCaller(place, token, "logout_all", "logout-all", all);
+  return endForCaller(shard, token, "logout_all", "logout-all", all);
 }
 
 /** Ends every live session of the token's user but the token's own; `proven` as for endForCaller. */
 export async function endOtherSessionsByToken(
-  place: Place,
+  shard: BucketShard,
   proof: TokenProof,
   writer: Writer,
   at: Instant,
@@ -325,7 +325,7 @@ export async function endOtherSessionsByToken(
       isUsersOwn(t.proof),
       isFreshCaller(t.proof, t.at),
     );
-  return endForCaller(place, token, "logout_others", "logout-others", others);
+  return endForCaller(shard, token, "logout_others", "logout-others", others);
 }
 
 /**

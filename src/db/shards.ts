@@ -122,7 +122,7 @@ export function bucketOfDigest(digest: Uint8Array): number {
   return (((digest[0] as number) << 8) | (digest[1] as number)) >> 4;
 }
 
-/** The binding that holds a placement, or null when this deployment has no such place. */
+/** The binding that holds a placement, or null when this deployment has no such database. */
 export function bindingOf(map: ShardMap, placement: Placement): string | null {
   return map.regions.get(placement.region)?.[placement.bucket] ?? null;
 }
@@ -136,11 +136,11 @@ export interface Shard {
  * One bucket on the database SHARDS maps it to: where a user's operation runs. A bucket
  * being moved may send it on to another database (src/db/buckets.ts `onBucket`).
  */
-export interface Place extends Shard {
+export interface BucketShard extends Shard {
   /** The bucket as its session ids' prefix (src/domain/token.ts `bucketKey`). */
   bucket: string;
   /** The same bucket on another database of this worker, where a move took it; null if not bound here. */
-  elsewhere(binding: string): Place | null;
+  elsewhere(binding: string): BucketShard | null;
 }
 
 export interface Shards {
@@ -149,14 +149,14 @@ export interface Shards {
    * Where a user's sessions live, and the placement new ones are issued with. `region` is
    * the account's home region (none: the default one); an unknown region is refused.
    */
-  forUser(userId: string, region?: unknown): Promise<Place & { placement: Placement }>;
+  forUser(userId: string, region?: unknown): Promise<BucketShard & { placement: Placement }>;
   /** Where a session lives; null when the id names no database here (no session of ours). */
-  forSession(id: string): Place | null;
+  forSession(id: string): BucketShard | null;
   all(): Shard[];
   /** Where Shared Signals receivers and streams live: the database bound as STREAMS_BINDING. */
   streams(): Shard;
   /**
-   * Moves followed so far (`Place.elsewhere`), for the request log: by the answer, since no
+   * Moves followed so far (`BucketShard.elsewhere`), for the request log: by the answer, since no
    * work after it (the outbox, a key's last use) runs an operation on a bucket.
    */
   forwards(): number;
@@ -181,13 +181,13 @@ export function openShards(env: Env, wrap: (d1: D1Database, binding: string) => 
     return found;
   };
   let forwards = 0;
-  const place = (binding: string, bucket: string): Place => ({
+  const bucketShard = (binding: string, bucket: string): BucketShard => ({
     ...shard(binding),
     bucket,
     elsewhere: (other) => {
       if (!boundD1(env, other)) return null;
       forwards++;
-      return place(other, bucket);
+      return bucketShard(other, bucket);
     },
   });
   return {
@@ -202,12 +202,12 @@ export function openShards(env: Env, wrap: (d1: D1Database, binding: string) => 
         );
       }
       const placement = { region: home, bucket: await bucketOf(userId) };
-      return { ...place(bindingOf(map, placement) as string, bucketKey(placement)), placement };
+      return { ...bucketShard(bindingOf(map, placement) as string, bucketKey(placement)), placement };
     },
     forSession(id) {
       const placement = placementOf(id);
       const binding = placement && bindingOf(map, placement);
-      return binding ? place(binding, id.slice(0, id.length - RANDOM_LENGTH)) : null;
+      return binding ? bucketShard(binding, id.slice(0, id.length - RANDOM_LENGTH)) : null;
     },
     all: () => map.bindings.map(shard),
     streams: () => shard(STREAMS_BINDING),

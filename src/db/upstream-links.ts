@@ -2,7 +2,7 @@ import { and, eq, isNull, sql } from "drizzle-orm";
 import { bucketNotMoving, moveOf, onBucket } from "./buckets.ts";
 import { batchNamed } from "./client.ts";
 import { upstreamLinks } from "./schema.ts";
-import type { Place } from "./shards.ts";
+import type { BucketShard } from "./shards.ts";
 
 // Which user an upstream's subject is: its logout and revocation name the subject, and the
 // user's database follows from the user. One row per (upstream, subject), in the bucket that
@@ -22,9 +22,12 @@ export interface UpstreamLink {
  * link named before when it was another one (a replay of a batch that committed reads it
  * rewritten already, and answers null).
  */
-export function writeLink(place: Place, link: UpstreamLink): Promise<{ userId: string; region: string | null } | null> {
-  return onBucket(place, async (db) => {
-    const row = sql`SELECT ${link.upstream}, ${link.subject}, ${link.userId}, ${link.region}, ${place.bucket} WHERE ${bucketNotMoving(db, place.bucket)}`;
+export function writeLink(
+  shard: BucketShard,
+  link: UpstreamLink,
+): Promise<{ userId: string; region: string | null } | null> {
+  return onBucket(shard, async (db) => {
+    const row = sql`SELECT ${link.upstream}, ${link.subject}, ${link.userId}, ${link.region}, ${shard.bucket} WHERE ${bucketNotMoving(db, shard.bucket)}`;
     const key = and(eq(upstreamLinks.upstream, link.upstream), eq(upstreamLinks.subject, link.subject));
     const { before, written, move } = await batchNamed(db, {
       before: db.select({ userId: upstreamLinks.userId, region: upstreamLinks.region }).from(upstreamLinks).where(key),
@@ -48,7 +51,7 @@ export function writeLink(place: Place, link: UpstreamLink): Promise<{ userId: s
             link.region === null ? isNull(upstreamLinks.region) : eq(upstreamLinks.region, link.region),
           ),
         ),
-      move: moveOf(db, place.bucket),
+      move: moveOf(db, shard.bucket),
     });
     const previous = before[0];
     const other = previous !== undefined && previous.userId !== link.userId ? previous : null;
@@ -58,17 +61,17 @@ export function writeLink(place: Place, link: UpstreamLink): Promise<{ userId: s
 
 /** The user (and home region) the upstream's subject is; null when no sign-in linked it. */
 export function readLink(
-  place: Place,
+  shard: BucketShard,
   upstream: string,
   subject: string,
 ): Promise<{ userId: string; region: string | null } | null> {
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     const { link, move } = await batchNamed(db, {
       link: db
         .select({ userId: upstreamLinks.userId, region: upstreamLinks.region })
         .from(upstreamLinks)
         .where(and(eq(upstreamLinks.upstream, upstream), eq(upstreamLinks.subject, subject))),
-      move: moveOf(db, place.bucket),
+      move: moveOf(db, shard.bucket),
     });
     return { answer: link[0] ?? null, move: move[0], blocked: false };
   });

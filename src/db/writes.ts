@@ -22,7 +22,7 @@ export interface Writer {
   ipAddress: string | null;
   /** The events queue is configured: events are written pending delivery, for the outbox to send. */
   queued: boolean;
-  /** The admin key whose call this is (its id, src/domain/admin-keys.ts); null for every other door. */
+  /** The admin key whose call this is (its id, src/domain/admin-keys.ts); null for every other entry point. */
   adminKeyId: string | null;
 }
 

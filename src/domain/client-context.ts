@@ -114,10 +114,10 @@ function coordinatesOf(latitude: unknown, longitude: unknown): Coordinates | nul
   return place.latitude === null || place.longitude === null ? null : (place as Coordinates);
 }
 
-/** What a door knows of a call: its User-Agent and Cloudflare's `request.cf` fields (or the login flow's copy of them). */
+/** What an entry point knows of a call: its User-Agent and Cloudflare's `request.cf` fields (or the login flow's copy of them). */
 export type CallFrom = { [K in keyof ContextInput]?: unknown };
 
-/** A call's context from what its door knows: anything not of the expected form counts as unknown. */
+/** A call's context from what its entry point knows: anything not of the expected form counts as unknown. */
 export function clientContext({ userAgent, country, asn, latitude, longitude }: CallFrom): ClientContext {
   const place = coordinatesOf(latitude, longitude);
   return {

@@ -2,7 +2,7 @@ import { BOUND_SECRET } from "./device-binding.ts";
 import { InvalidInput } from "./invalid-input.ts";
 import { hashSecret } from "./token.ts";
 
-// The session cookies, the same for every door: a raw `Cookie` header read (the HTTP app's own
+// The session cookies, the same for every entry point: a raw `Cookie` header read (the HTTP app's own
 // request's, or the one a login flow passes on). Hono's cookie helpers write them
 // (src/services/session-cookie.ts).
 

@@ -1,4 +1,4 @@
-// The failures a caller is told to retry: written as 503s by the HTTP door, thrown as they are
+// The failures a caller is told to retry: written as 503s by the HTTP entry point, thrown as they are
 // to RPC callers. Each carries a fixed message, so no driver message reaches a caller.
 
 /**

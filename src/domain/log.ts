@@ -1,5 +1,5 @@
 // Every log line the service writes: one JSON object, `level` and `event` first, then the
-// event's fields, for Workers Logs to index. On the ground floor so that every floor that
+// event's fields, for Workers Logs to index. In the bottom layer so that every layer that
 // logs (src/db/ included) writes its lines the same way. Nothing secret goes in a field:
 // each caller says what it puts there (src/services/failure-log.ts redacts messages).
 

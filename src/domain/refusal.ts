@@ -1,7 +1,7 @@
 import { SUPPORT_SESSIONS_PER_USER } from "./support.ts";
 
 // Why an operation by a session's token did nothing: the one vocabulary every service answers
-// with, and each door turns into its own answer (src/http/refusals.ts for the HTTP API).
+// with, and each entry point turns into its own answer (src/http/refusals.ts for the HTTP API).
 export const REFUSALS = [
   // The token proves no live session (unknown, ended, expired, idle, or without its bound cookie).
   "not_live",
@@ -23,11 +23,11 @@ export function isRefusal(value: unknown): value is Refusal {
   return typeof value === "string" && (REFUSALS as readonly string[]).includes(value);
 }
 
-// Beside it, each named for what it refuses and never a bare "refusal", with its own door:
+// Beside it, each named for what it refuses and never a bare "refusal", with its own entry point:
 // - SupportRefusal (below): why a support session was not opened (the RPC's RangeError, the admin API's 400).
 // - RefreshOutcome (src/db/device-binding.ts): what a DBSC refresh did; its `not_live` is this vocabulary's.
 // - ReportRefusal (src/services/report.ts): a report token that ends nothing, 404 or 410 with its code.
-// - MoveRefused (src/services/moves.ts): an operator's bucket move refused (`npm run shards:move`), no door's.
+// - MoveRefused (src/services/moves.ts): an operator's bucket move refused (`npm run shards:move`), no entry point's.
 // A refusal decided where its answer is known is thrown as `Refused` (below), carrying it: a
 // stream management request's (src/domain/ssf/streams.ts), an inbound SET's (RFC 8935,
 // src/domain/ssf/inbound.ts), an upstream logout's (src/domain/upstream-logout.ts), and every
@@ -81,7 +81,7 @@ export function isCallRefusal(value: unknown): value is CallRefusal {
   return typeof value === "string" && Object.hasOwn(CALL_REFUSALS, value);
 }
 
-/** The sentence a door answers a call refusal with (the RPC's RangeError message, the admin API's `detail`). */
+/** The sentence an entry point answers a call refusal with (the RPC's RangeError message, the admin API's `detail`). */
 export function callRefusalSentence(refusal: CallRefusal): string {
   return CALL_REFUSALS[refusal];
 }

@@ -3,18 +3,18 @@ import { Refused } from "./refusal.ts";
 import { isUpstreamId } from "./upstream-sign-in.ts";
 import { audienceOf, isObject, timesFault, type Upstream } from "./upstreams.ts";
 
-// What an upstream's OpenID Connect doors accept, checked claim by claim (the signature is
+// What an upstream's OpenID Connect routes accept, checked claim by claim (the signature is
 // src/services/upstream-logout.ts's): a back-channel logout token (OpenID Connect Back-Channel
 // Logout 1.0, §2.4 and §2.6) and a global token revocation request (draft-parecki-oauth-global-
 // token-revocation-06), authenticated by a JWT the upstream signs (RFC 7523, as Okta's Universal
-// Logout does). Each door is per upstream: /upstreams/<name>/…
+// Logout does). Each route is per upstream: /upstreams/<name>/…
 
 export const UPSTREAMS_PATH = "/upstreams";
 const BACKCHANNEL_LOGOUT_EVENT = "http://schemas.openid.net/event/backchannel-logout";
 /** A logout token or a revocation JWT is a few hundred bytes to a few KB: far more is not one. */
 export const MAX_UPSTREAM_TOKEN_BYTES = 16_384;
 
-/** The answers these doors give besides success, each with its status. */
+/** The answers these routes give besides success, each with its status. */
 export const UPSTREAM_ERRORS = {
   invalid_request: 400,
   invalid_token: 401,
@@ -58,7 +58,7 @@ function isLogoutTyp(jws: Jws): boolean {
   return lower === "logout+jwt" || lower === "application/logout+jwt" || lower === "jwt";
 }
 
-/** Checks that hold before the signature is: the issuer is this door's upstream. */
+/** Checks that hold before the signature is: the issuer is this route's upstream. */
 export function checkIssuer(jws: Jws, upstream: Upstream, what: string, error: UpstreamErrorCode): void {
   if (jws.payload.iss !== upstream.issuer)
     throw upstreamRefused(error, `The ${what}'s iss is not the issuer of the upstream this URL is for.`);
@@ -96,7 +96,7 @@ export function logoutOf(jws: Jws, upstream: Upstream, nowSeconds: number): Upst
 
 /**
  * A revocation request's authentication JWT after its signature verified (RFC 7523 §3): its
- * audience is this door's URL, as Okta's Universal Logout sends it, and it expires. Not the
+ * audience is this route's URL, as Okta's Universal Logout sends it, and it expires. Not the
  * client id: the upstream's ID tokens are audienced so, and a user holding one must not pass it
  * here for another's subject. Nor a token of another kind: no `nonce` (an ID token), no
  * `events` (a logout token or a SET), `typ` absent or `JWT`.

@@ -4,12 +4,12 @@ import { MAX_REASON_LENGTH } from "./reason.ts";
 // The upstreams: identity providers the operator trusts to end sessions here, listed in the var
 // SSF_UPSTREAMS. One list for every way they speak, so that one name, one issuer and one key set
 // serve them all: Shared Signals SETs (src/domain/ssf/inbound.ts), OpenID Connect back-channel
-// logout and global token revocation (src/domain/upstream-logout.ts). Empty, every such door is
+// logout and global token revocation (src/domain/upstream-logout.ts). Empty, every such route is
 // off (404).
 
 /**
  * What an upstream can ask, by the name the security log's reason records (`<name>:<action>`):
- * the SET events acted on, then the OIDC doors'.
+ * the SET events acted on, then the OIDC routes'.
  */
 export const UPSTREAM_ACTIONS = [
   "session-revoked",
@@ -41,7 +41,7 @@ export interface Upstream {
   sets: UpstreamSets | null;
   /**
    * With OpenID Connect: this service's client id at the upstream, which its logout tokens'
-   * and revocation requests' `aud` must contain. Null: those doors are off for it.
+   * and revocation requests' `aud` must contain. Null: those routes are off for it.
    */
   clientId: string | null;
   /** The home region of the accounts it names (SessionService.create's `region`); null: the default. */

@@ -1,4 +1,4 @@
-/** The secrets the HTTP door reads beside the vars, which wrangler's generated `Env` does not know. */
+/** The secrets the HTTP entry point reads beside the vars, which wrangler's generated `Env` does not know. */
 interface SecretVars {
   /** The admin API's keys (src/domain/admin-keys.ts); unset: no admin API. */
   ADMIN_KEYS?: string;

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 
-// A request body's media type, for every door that reads one, and the body of a door that takes
+// A request body's media type, for every entry point that reads one, and the body of an entry point that takes
 // a signed token: read no further than a bound, so that a huge body costs no more than the chunk
 // that passes it.
 

@@ -13,7 +13,7 @@ import type { ScopedEnv } from "./middleware/scope.ts";
 export type DeadToken = "invalid_token" | "session_invalid" | "session_invalid_400";
 
 // Every refusal of the HTTP API in its `{code, message}` shape is built here (or, for the token's
-// 401s, in ./errors.ts): a route, a middleware or a door's check throws what one of these
+// 401s, in ./errors.ts): a route, a middleware or an entry point's check throws what one of these
 // functions returns, a `Refused` carrying its answer, and `writeError` writes it. The Shared
 // Signals' and the identity providers' refusals, in their specifications' shapes, are built
 // where they are decided (src/domain/ssf/inbound.ts, src/domain/upstream-logout.ts).

@@ -27,7 +27,7 @@ export interface VerifiedDeviceProof<Challenge = string> {
  */
 export async function registerDevice(
   scope: Scope,
-  { place, proof }: SessionToken,
+  { shard, proof }: SessionToken,
   verified: VerifiedDeviceProof,
 ): Promise<{ outcome: RegistrationOutcome; nextChallenge: string }> {
   const binding = {
@@ -36,7 +36,7 @@ export async function registerDevice(
     nextChallenge: newChallenge(),
   };
   const outcome = await write(scope, proof.id, (writer) =>
-    registerBinding(place, proof, binding, writer, scope.at, contextCheck(scope)),
+    registerBinding(shard, proof, binding, writer, scope.at, contextCheck(scope)),
   );
   return { outcome, nextChallenge: binding.nextChallenge };
 }
@@ -47,7 +47,7 @@ export async function registerDevice(
  */
 export async function refreshDevice(
   { config, at }: Scope,
-  { place, proof }: SessionToken,
+  { shard, proof }: SessionToken,
   verified: VerifiedDeviceProof<string | null>,
 ): Promise<{ outcome: RefreshOutcome; nextChallenge: string; secret: string }> {
   const secret = newBoundSecret();
@@ -58,6 +58,6 @@ export async function refreshDevice(
     boundHash: await hashSecret(secret),
     boundExpiresAt: new Date(at.now.getTime() + config.boundCookieSeconds * 1000),
   };
-  const outcome = await refreshBinding(place, proof, renewal, at);
+  const outcome = await refreshBinding(shard, proof, renewal, at);
   return { outcome, nextChallenge: renewal.nextChallenge, secret };
 }

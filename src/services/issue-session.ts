@@ -226,16 +226,16 @@ export async function buildSession(
 
 export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>): Promise<IssuedSession> {
   const { config, at } = scope;
-  const place = await scope.shards.forUser(checkUserId(input?.userId), input.region);
+  const shard = await scope.shards.forUser(checkUserId(input?.userId), input.region);
   // Read only when given: a mistake in SSF_UPSTREAMS must not stop the sign-ins that name no upstream.
   const signIn = input.upstream == null ? null : checkUpstreamSignIn(input.upstream, scope.upstreams());
-  const built = await buildSession(config, input, place.placement, at);
+  const built = await buildSession(config, input, shard.placement, at);
   const { issued } = built;
   let { row } = built;
   if (signIn) {
     row = { ...row, upstream: signIn.upstream.name, upstreamSubject: signIn.subject, upstreamSid: signIn.sid };
     // Before the session: a logout that follows this answer finds the user.
-    await linkSubject(scope, signIn.upstream, signIn.subject, { userId: row.userId, region: place.placement.region });
+    await linkSubject(scope, signIn.upstream, signIn.subject, { userId: row.userId, region: shard.placement.region });
   }
   const policy = {
     maxPerUser: config.maxPerUser,
@@ -247,7 +247,7 @@ export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>
   const { stored, newDevice } = await write(
     scope,
     null,
-    async (writer) => withReportToken(await insertSession(place, session, writer, policy, at), report.token),
+    async (writer) => withReportToken(await insertSession(shard, session, writer, policy, at), report.token),
     row.ipAddress ?? null,
   );
   // Only if 128 random bits collided with a live session's id; the caller can simply retry.
@@ -282,7 +282,7 @@ export interface OpenSupportInput {
  * Opens a support session, one round trip: an ordinary session's row with the agent and the
  * reason, which never slides and is never renewed. A user this service does not know (no
  * session, nothing in the log within the retention) and a user with SUPPORT_SESSIONS_PER_USER
- * open ones are refused (a SupportRefusal, which the door answers); nothing is written.
+ * open ones are refused (a SupportRefusal, which the entry point answers); nothing is written.
  */
 export async function openSupportSession(
   scope: Scope,
@@ -293,7 +293,7 @@ export async function openSupportSession(
   const support = checkSupport(userId, input.agentId, input.reason);
   const max = config.supportMaxSeconds;
   const ttlSeconds = checkTtl(input.ttlSeconds ?? max, max, " (SESSION_SUPPORT_MAX_SECONDS)");
-  const place = await scope.shards.forUser(userId, input.region);
+  const shard = await scope.shards.forUser(userId, input.region);
   const base = {
     userId,
     ipAddress: input.ipAddress,
@@ -302,12 +302,12 @@ export async function openSupportSession(
     ttlSeconds,
     data: input.data,
   };
-  const { row, issued } = await buildSession(config, base, place.placement, at);
+  const { row, issued } = await buildSession(config, base, shard.placement, at);
   const session = { ...row, supportAgent: support.sub, supportReason: support.reason };
   const { stored, refused } = await write(
     scope,
     null,
-    (writer) => insertSupportSession(place, session, writer, SUPPORT_SESSIONS_PER_USER, at),
+    (writer) => insertSupportSession(shard, session, writer, SUPPORT_SESSIONS_PER_USER, at),
     row.ipAddress ?? null,
   );
   if (refused) return refused;
@@ -354,13 +354,13 @@ export async function reauthenticate(
     name: config.cookieName,
   });
   if (!session) return null;
-  const { place, proof } = session;
+  const { shard, proof } = session;
   const { secret, token } = newSecretFor(proof.id);
   const change = { secretHash: await hashSecret(secret), factors, assuranceLevel };
   const changed = await write(
     scope,
     proof.id,
-    (writer) => reauthenticateSession(place, proof, change, writer, at, contextCheck(scope)),
+    (writer) => reauthenticateSession(shard, proof, change, writer, at, contextCheck(scope)),
     null,
   );
   if (changed === "support") return changed;

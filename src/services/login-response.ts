@@ -16,7 +16,7 @@ import {
 import type { Scope } from "./scope.ts";
 import { sessionSetCookie } from "./session-cookie.ts";
 
-// What a login flow is handed when the service issues or re-issues a session, by either door
+// What a login flow is handed when the service issues or re-issues a session, by either entry point
 // that can (the RPC and the admin API), each importing it from here rather than from the other:
 // the session, its token and ready Set-Cookie values (./session-cookie.ts).
 
@@ -118,7 +118,7 @@ export async function supportSession(
 
 /**
  * Re-authenticates the token's session (./issue-session.ts) and answers as
- * SessionService.reauthenticate does; `scope` carries the request's context, checked by the door.
+ * SessionService.reauthenticate does; `scope` carries the request's context, checked by the entry point.
  */
 export async function reauthenticated(
   scope: Scope,

@@ -17,24 +17,24 @@ import type { SessionToken } from "./session-token.ts";
 // What a signed-in user does with their own sessions, by the token of one of them: the
 // operations of the HTTP API and SessionService.authenticate. Each is one D1 round trip, in which
 // the token is proven live and the caller's context judged (src/db/client-context.ts); a refusal
-// is one of src/domain/refusal.ts, and what it means is the door's to say. A session held for
+// is one of src/domain/refusal.ts, and what it means is the entry point's to say. A session held for
 // step-up by a context change (`step-up`) does nothing but leave: its own logout, or deleting
 // itself. A support session (`support`, src/domain/support.ts) never ends the user's others.
 
 export type { Caller } from "../db/liveness.ts";
 
 /** The token's live session (its activity recorded, its context judged), or null. */
-export function authenticateToken(scope: Scope, { place, proof }: SessionToken): Promise<Caller | null> {
-  return write(scope, proof.id, (writer) => authenticate(place, proof, scope.at, contextCheck(scope), writer));
+export function authenticateToken(scope: Scope, { shard, proof }: SessionToken): Promise<Caller | null> {
+  return write(scope, proof.id, (writer) => authenticate(shard, proof, scope.at, contextCheck(scope), writer));
 }
 
 /** The user's live sessions (the caller's own always among them), or why none are listed. */
 export async function listOwnSessions(
   scope: Scope,
-  { place, proof }: SessionToken,
+  { shard, proof }: SessionToken,
 ): Promise<JsonText<SessionView[]> | Refusal> {
   const { caller, sessions } = await write(scope, proof.id, (writer) =>
-    listSessionsByToken(place, proof, scope.at, contextCheck(scope), writer),
+    listSessionsByToken(shard, proof, scope.at, contextCheck(scope), writer),
   );
   if (!caller) return "not_live";
   return caller.contextStepUp ? "step-up" : sessions;
@@ -50,10 +50,10 @@ export async function ownSession(scope: Scope, token: SessionToken): Promise<Cal
 /** The user's security log, newest first, or why it is not given. */
 export async function listOwnEvents(
   scope: Scope,
-  { place, proof }: SessionToken,
+  { shard, proof }: SessionToken,
 ): Promise<JsonText<EventView[]> | Refusal> {
   const { caller, events } = await write(scope, proof.id, (writer) =>
-    listEvents(place, proof, scope.at, contextCheck(scope), writer),
+    listEvents(shard, proof, scope.at, contextCheck(scope), writer),
   );
   if (!caller) return "not_live";
   return caller.contextStepUp ? "step-up" : events;
@@ -62,10 +62,10 @@ export async function listOwnEvents(
 /** Ends the session `id` if it is a live one of the token's user (logged `deleted`), or why not. */
 export async function deleteOwnSession(scope: Scope, token: SessionToken, id: string): Promise<"deleted" | Refusal> {
   const { shards, at } = scope;
-  const { place, proof } = token;
+  const { shard, proof } = token;
   // A session of the caller's user lives in the caller's database, so an id naming another
   // one (or none) cannot be the caller's to delete: no other database is asked.
-  if (id.trim() === "" || shards.forSession(id)?.binding !== place.binding) {
+  if (id.trim() === "" || shards.forSession(id)?.binding !== shard.binding) {
     // Nothing to delete, but authentication still comes first (the caller learns nothing).
     const caller = await authenticateToken(scope, token);
     if (!caller) return "not_live";
@@ -74,7 +74,7 @@ export async function deleteOwnSession(scope: Scope, token: SessionToken, id: st
     return caller.supportAgent === null ? "not_yours" : "support";
   }
   const { proven, deleted, caller } = await write(scope, proof.id, (writer) =>
-    deleteSession(place, proof, id, writer, at, contextCheck(scope)),
+    deleteSession(shard, proof, id, writer, at, contextCheck(scope)),
   );
   if (!proven) return "not_live";
   if (deleted) return "deleted";
@@ -83,15 +83,15 @@ export async function deleteOwnSession(scope: Scope, token: SessionToken, id: st
 }
 
 /** Ends the token's own session (logged `logout`). Never judged: a user can always leave. */
-export async function endOwnSession(scope: Scope, { place, proof }: SessionToken): Promise<"ended" | "not_live"> {
-  const ended = await write(scope, proof.id, (writer) => endSessionByToken(place, proof, writer, scope.at));
+export async function endOwnSession(scope: Scope, { shard, proof }: SessionToken): Promise<"ended" | "not_live"> {
+  const ended = await write(scope, proof.id, (writer) => endSessionByToken(shard, proof, writer, scope.at));
   return ended ? "ended" : "not_live";
 }
 
 /** Ends every live session of the token's user (logged `logout_all`): how many, or why none was. */
-export async function endAllOwnSessions(scope: Scope, { place, proof }: SessionToken): Promise<number | Refusal> {
+export async function endAllOwnSessions(scope: Scope, { shard, proof }: SessionToken): Promise<number | Refusal> {
   const { proven, ended, caller } = await write(scope, proof.id, (writer) =>
-    endAllSessionsByToken(place, proof, writer, scope.at, contextCheck(scope)),
+    endAllSessionsByToken(shard, proof, writer, scope.at, contextCheck(scope)),
   );
   if (!proven) return "not_live";
   if (caller?.supportAgent) return "support";
@@ -99,9 +99,9 @@ export async function endAllOwnSessions(scope: Scope, { place, proof }: SessionT
 }
 
 /** Ends the user's other live sessions (logged `logout_others`): how many, or why none was. */
-export async function endOtherOwnSessions(scope: Scope, { place, proof }: SessionToken): Promise<number | Refusal> {
+export async function endOtherOwnSessions(scope: Scope, { shard, proof }: SessionToken): Promise<number | Refusal> {
   const { proven, ended, caller } = await write(scope, proof.id, (writer) =>
-    endOtherSessionsByToken(place, proof, writer, scope.at, contextCheck(scope)),
+    endOtherSessionsByToken(shard, proof, writer, scope.at, contextCheck(scope)),
   );
   if (!proven) return "not_live";
   if (caller?.supportAgent) return "support";

@@ -1,5 +1,5 @@
 import { confirmReport, type ReportedSession, type ReportProof, type ReportState, readReport } from "../db/report.ts";
-import type { Place } from "../db/shards.ts";
+import type { BucketShard } from "../db/shards.ts";
 import { logLine } from "../domain/log.ts";
 import { SERVICE_REASONS } from "../domain/reason.ts";
 import { proveReportToken } from "../domain/token.ts";
@@ -23,10 +23,10 @@ export type ReportRefusal = "unknown" | "used" | "expired" | "session_ended";
 async function readReportToken(
   scope: Scope,
   token: string | undefined,
-): Promise<{ proof: ReportProof; place: Place } | null> {
+): Promise<{ proof: ReportProof; shard: BucketShard } | null> {
   const proof = token ? await proveReportToken(token) : null;
-  const place = proof && scope.shards.forSession(proof.id);
-  return proof && place ? { proof, place } : null;
+  const shard = proof && scope.shards.forSession(proof.id);
+  return proof && shard ? { proof, shard } : null;
 }
 
 /** Tokens issued after this instant still work. */
@@ -59,7 +59,7 @@ export async function reportedSignIn(
     logUse("read", "unknown", null);
     return "unknown";
   }
-  const answer = judged(await readReport(read.place, read.proof, issuedAfter(scope), scope.at), issuedAfter(scope));
+  const answer = judged(await readReport(read.shard, read.proof, issuedAfter(scope), scope.at), issuedAfter(scope));
   logUse("read", typeof answer === "string" ? answer : "shown", read.proof.id);
   return answer;
 }
@@ -73,7 +73,7 @@ export async function endReportedSession(scope: Scope, token: string | undefined
   }
   const after = issuedAfter(scope);
   const { ended, state } = await write(scope, null, (writer) =>
-    confirmReport(read.place, read.proof, after, writer, scope.at),
+    confirmReport(read.shard, read.proof, after, writer, scope.at),
   );
   // A reportable state, read before the batch's ending, is the row that ending took (a
   // freeze that held it back answered BucketMoving).

@@ -8,8 +8,8 @@ import { type Config, readConfig } from "../domain/config.ts";
 import { readUpstreams, type Upstream } from "../domain/upstreams.ts";
 import { LEFT_TO_THE_CRON, type Outbox, outboxFor, outletsOf, published, queuedBy } from "./outbox.ts";
 
-// What one request, RPC call, cron run or operator command works with, opened once by its door:
-// the one place a door chooses its databases and its outbox.
+// What one request, RPC call, cron run or operator command works with, opened once by its entry point:
+// the one place an entry point chooses its databases and its outbox.
 
 export interface Scope {
   config: Config;
@@ -19,15 +19,15 @@ export interface Scope {
   shards: Shards;
   /** Where the call's session events go once written; null without outlets. */
   outbox: Outbox | null;
-  /** The client's IP for the security log, where the door knows it. */
+  /** The client's IP for the security log, where the entry point knows it. */
   clientIp: string | null;
   /** Where the call comes from, judged against its session's last seen context; null: unknown, not judged. */
   context: ClientContext | null;
   /** The admin key making the call (its id, `asAdminKey`), which the security log names as who acted; else null. */
   adminKeyId: string | null;
   /**
-   * Runs `work` after the answer, kept alive by the door; null for the operator's commands (no
-   * door to keep it). Its round trips are not the answer's: `roundTrips` leaves them out.
+   * Runs `work` after the answer, kept alive by the entry point; null for the operator's commands (no
+   * entry point to keep it). Its round trips are not the answer's: `roundTrips` leaves them out.
    */
   afterAnswer: ((work: () => Promise<unknown>) => void) | null;
   /** The identity providers SSF_UPSTREAMS lists, read when first asked (a refused value: ConfigError). */
@@ -47,7 +47,7 @@ export interface Scope {
   extraRoundTrips(): number;
 }
 
-export interface Door {
+export interface EntryPoint {
   /**
    * Keeps work after the answer alive (`Scope.afterAnswer`: the outbox's sending, an admin
    * key's last use). Absent for the operator's commands: their events are written pending and
@@ -58,7 +58,7 @@ export interface Door {
   context?: ClientContext | null;
 }
 
-export function openScope(env: Env, door: Door = {}): Scope {
+export function openScope(env: Env, entry: EntryPoint = {}): Scope {
   const config = readConfig(env);
   const meters: (() => number)[] = [];
   const shards = openShards(env, (d1) => {
@@ -68,7 +68,7 @@ export function openScope(env: Env, door: Door = {}): Scope {
   });
   const roundTrips = () => meters.reduce((sum, made) => sum + made(), 0);
   let planned = 0;
-  const { waitUntil } = door;
+  const { waitUntil } = entry;
   const afterAnswer = waitUntil ? (work: () => Promise<unknown>) => waitUntil(uncounted(work)) : null;
   return {
     config,
@@ -76,8 +76,8 @@ export function openScope(env: Env, door: Door = {}): Scope {
     shards,
     outbox: afterAnswer ? outboxFor(outletsOf(env, shards), afterAnswer) : LEFT_TO_THE_CRON,
     afterAnswer,
-    clientIp: door.clientIp ?? null,
-    context: door.context ?? null,
+    clientIp: entry.clientIp ?? null,
+    context: entry.context ?? null,
     adminKeyId: null,
     upstreams: () => readUpstreams(env),
     plannedRoundTrip: () => {

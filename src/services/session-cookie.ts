@@ -1,7 +1,7 @@
 import { generateCookie } from "hono/cookie";
 import type { CookieOptions } from "hono/utils/cookie";
 
-// The session cookies' attributes, said once, for every door: the HTTP routes set and clear them
+// The session cookies' attributes, said once, for every entry point: the HTTP routes set and clear them
 // with hono's setCookie and deleteCookie (src/http/cookie.ts), and a login flow is handed the
 // Set-Cookie text hono's generateCookie writes with them (./login-response.ts).
 

@@ -39,9 +39,9 @@ export async function updateSessionData(
   const mode = checkSessionDataMode(input.mode);
   const { json } = checkSessionData(input.data);
   // An id that cannot be a session of this deployment matches nothing: no lookup.
-  const place = scope.shards.forSession(input.sessionId);
-  if (!place) return { updated: false };
-  const result = await updateRow(place, input.sessionId, mode, json, scope.at);
+  const shard = scope.shards.forSession(input.sessionId);
+  if (!shard) return { updated: false };
+  const result = await updateRow(shard, input.sessionId, mode, json, scope.at);
   if (!result.updated && result.tooLarge !== null)
     throw new InvalidInput(
       `data merged into the session's would be ${result.tooLarge} bytes of JSON, over ${MAX_SESSION_DATA_BYTES}: nothing was written`,

@@ -1,5 +1,5 @@
 import type { TokenProof } from "../db/liveness.ts";
-import type { Place, Shards } from "../db/shards.ts";
+import type { BucketShard, Shards } from "../db/shards.ts";
 import type { TokenCarrier } from "../domain/carrier.ts";
 import { boundCookieHash } from "../domain/cookie-header.ts";
 import { proveToken } from "../domain/token.ts";
@@ -9,11 +9,11 @@ export type { TokenProof } from "../db/liveness.ts";
 /** A well-formed session token, and the bucket and database its id names. */
 export interface SessionToken {
   proof: TokenProof;
-  place: Place;
+  shard: BucketShard;
 }
 
 /**
- * The one place a session token is proven well formed and placed, for every door: null when it
+ * The one place a session token is proven well formed and placed, for every entry point: null when it
  * is not one this deployment can have issued (whether it is live is decided by the operation's
  * own statement, at no extra round trip). `carrier`: what carried the token (src/domain/carrier.ts).
  * `cookie`: the `Cookie` header that came with the token, whose bound cookie a device-bound
@@ -27,8 +27,8 @@ export async function readSessionToken(
 ): Promise<SessionToken | null> {
   const proven = typeof token === "string" && token !== "" ? await proveToken(token) : null;
   // An id naming no database of this deployment cannot be a token it issued.
-  const place = proven && shards.forSession(proven.id);
-  if (!proven || !place) return null;
+  const shard = proven && shards.forSession(proven.id);
+  if (!proven || !shard) return null;
   const boundHash = cookie ? await boundCookieHash(cookie.header, cookie.name) : null;
-  return { proof: { ...proven, boundHash, carrier }, place };
+  return { proof: { ...proven, boundHash, carrier }, shard };
 }

@@ -1,5 +1,5 @@
 import { endUpstreamSubjectSessions } from "../db/sessions.ts";
-import type { Place } from "../db/shards.ts";
+import type { BucketShard } from "../db/shards.ts";
 import { readLink, writeLink } from "../db/upstream-links.ts";
 import { ConfigError } from "../domain/config.ts";
 import type { Upstream } from "../domain/upstreams.ts";
@@ -12,7 +12,7 @@ import { type Scope, write } from "./scope.ts";
 // primary key, with no scan of any database. The sign-in writes it the same way, before the
 // session, so a logout that follows the sign-in's answer always finds it.
 
-async function linkPlace(scope: Scope, upstream: Upstream, subject: string): Promise<Place> {
+async function linkShard(scope: Scope, upstream: Upstream, subject: string): Promise<BucketShard> {
   if (upstream.region !== null && !scope.shards.map.regions.has(upstream.region))
     throw new ConfigError("SSF_UPSTREAMS: a region must be one of the regions of SHARDS");
   scope.plannedRoundTrip();
@@ -33,17 +33,17 @@ export async function linkSubject(
   subject: string,
   user: { userId: string; region: string | null },
 ): Promise<void> {
-  const previous = await writeLink(await linkPlace(scope, upstream, subject), {
+  const previous = await writeLink(await linkShard(scope, upstream, subject), {
     upstream: upstream.name,
     subject,
     ...user,
   });
   if (!previous) return;
-  const place = await scope.shards.forUser(previous.userId, previous.region);
+  const shard = await scope.shards.forUser(previous.userId, previous.region);
   scope.plannedRoundTrip();
   await write(scope, null, (writer) =>
     endUpstreamSubjectSessions(
-      place,
+      shard,
       previous.userId,
       { upstream: upstream.name, subject },
       RELINKED,
@@ -58,5 +58,5 @@ const RELINKED = "upstream_relinked";
 
 /** The user the upstream's subject was linked to by a sign-in; null when none was. */
 export async function linkedUser(scope: Scope, upstream: Upstream, subject: string) {
-  return readLink(await linkPlace(scope, upstream, subject), upstream.name, subject);
+  return readLink(await linkShard(scope, upstream, subject), upstream.name, subject);
 }

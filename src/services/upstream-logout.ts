@@ -54,7 +54,7 @@ async function end(
 ): Promise<number | null> {
   const user = await linkedUser(scope, upstream, ending.subject);
   if (!user) return null;
-  const place = await scope.shards.forUser(user.userId, user.region);
+  const shard = await scope.shards.forUser(user.userId, user.region);
   const target = {
     userId: user.userId,
     sessionId: null,
@@ -64,7 +64,7 @@ async function end(
   const set = { issuer: upstream.issuer, jti: ending.jti };
   // The writer is the system, from the upstream's address.
   return write(scope, null, (writer) =>
-    endSessionsForSet(place, set, target, upstreamReason(upstream, action), writer, scope.at),
+    endSessionsForSet(shard, set, target, upstreamReason(upstream, action), writer, scope.at),
   );
 }
 

@@ -54,9 +54,9 @@ export async function listUserSessions(
   userId: string,
   region?: string | null,
 ): Promise<BackendSessionView[]> {
-  const place = await shards.forUser(checkUserId(userId), region);
+  const shard = await shards.forUser(checkUserId(userId), region);
   // An object for the RPC to hand over: its one parse, where the HTTP list hands the text on.
-  return parsedText(await listSessionsByUserId(place, userId, at));
+  return parsedText(await listSessionsByUserId(shard, userId, at));
 }
 
 /** Ends every live session of the user (but `exceptSessionId`); returns how many ended. */
@@ -66,11 +66,11 @@ export async function endUserSessions(scope: Scope, input: Sent<EndUserSessionsI
   // Strict: a token or a typo passed here by mistake would otherwise end the session it meant to keep.
   const except = input.exceptSessionId == null ? null : checkString("exceptSessionId", input.exceptSessionId);
   if (except !== null && !placementOf(except)) throw new InvalidInput("exceptSessionId must be a session id");
-  const place = await scope.shards.forUser(userId, input.region);
+  const shard = await scope.shards.forUser(userId, input.region);
   const ended = await write(
     scope,
     null,
-    (writer) => endSessionsByUserId(place, userId, except, reason, writer, scope.at),
+    (writer) => endSessionsByUserId(shard, userId, except, reason, writer, scope.at),
     null,
   );
   return { ended };
@@ -81,9 +81,9 @@ export async function endSession(scope: Scope, input: Sent<EndSessionInput>): Pr
   const sessionId = checkString("sessionId", input?.sessionId);
   const reason = checkReason(input.reason);
   // An id that cannot be a session of this deployment matches nothing: no lookup.
-  const place = scope.shards.forSession(sessionId);
-  if (!place) return { ended: false };
-  const ended = await write(scope, null, (writer) => endSessionById(place, sessionId, reason, writer, scope.at), null);
+  const shard = scope.shards.forSession(sessionId);
+  if (!shard) return { ended: false };
+  const ended = await write(scope, null, (writer) => endSessionById(shard, sessionId, reason, writer, scope.at), null);
   return { ended };
 }
 

@@ -5,7 +5,7 @@ import { bucketNotMoving, moveOf, onBucket } from "../buckets.ts";
 import { batchNamed, type Database } from "../client.ts";
 import { isLive } from "../liveness.ts";
 import { sessions, ssfReceivedSets } from "../schema.ts";
-import type { Place } from "../shards.ts";
+import type { BucketShard } from "../shards.ts";
 import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Writer } from "../writes.ts";
 
 // A signed token from an upstream (an inbound Security Event Token, a back-channel logout
@@ -59,7 +59,7 @@ function remember(db: Database, set: InboundSet, bucket: string, at: Date) {
  * Answers the sessions this write ended, by either attempt.
  */
 export function endSessionsForSet(
-  place: Place,
+  shard: BucketShard,
   set: InboundSet,
   target: SetTarget,
   reason: string,
@@ -79,14 +79,14 @@ export function endSessionsForSet(
       : lte(sessions.createdAt, new Date(issuedAt.getTime() + UPSTREAM_CLOCK_SKEW_SECONDS * 1000)),
     isLive(at),
   );
-  return onBucket(place, async (db) => {
+  return onBucket(shard, async (db) => {
     const matching = and(ending, notRemembered(db, set));
     const { logged, move } = await batchNamed(db, {
       recorded: recordEvents(db, "ended_by_upstream", matching, writer, write, { reason }),
       ended: endSessions(db, matching),
-      remembered: remember(db, set, place.bucket, write.at),
+      remembered: remember(db, set, shard.bucket, write.at),
       logged: loggedBy(db, write),
-      move: moveOf(db, place.bucket),
+      move: moveOf(db, shard.bucket),
     });
     return { answer: { answer: logged.length, events: logged, db }, move: move[0], blocked: logged.length === 0 };
   });
@@ -114,9 +114,9 @@ export async function purgeInboundSets(db: Database, before: Date, limit: number
  * only, wherever that subject's user is; a retry for the same subject goes on. Held back by a
  * move of the bucket: BucketMoving, nothing claimed.
  */
-export function claimForSubject(place: Place, token: InboundSet, subject: string, at: Date): Promise<boolean> {
-  return onBucket(place, async (db) => {
-    const row = sql`SELECT ${token.issuer}, ${token.jti}, ${at.getTime()}, ${place.bucket}, ${subject} WHERE ${bucketNotMoving(db, place.bucket)}`;
+export function claimForSubject(shard: BucketShard, token: InboundSet, subject: string, at: Date): Promise<boolean> {
+  return onBucket(shard, async (db) => {
+    const row = sql`SELECT ${token.issuer}, ${token.jti}, ${at.getTime()}, ${shard.bucket}, ${subject} WHERE ${bucketNotMoving(db, shard.bucket)}`;
     const { claim, move } = await batchNamed(db, {
       // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
       inserted: db.insert(ssfReceivedSets).select(row).onConflictDoNothing(),
@@ -124,7 +124,7 @@ export function claimForSubject(place: Place, token: InboundSet, subject: string
         .select({ subject: ssfReceivedSets.subject })
         .from(ssfReceivedSets)
         .where(and(eq(ssfReceivedSets.issuer, token.issuer), eq(ssfReceivedSets.jti, token.jti))),
-      move: moveOf(db, place.bucket),
+      move: moveOf(db, shard.bucket),
     });
     return { answer: claim[0]?.subject === subject, move: move[0], blocked: claim.length === 0 };
   });

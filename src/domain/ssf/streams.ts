@@ -1,5 +1,5 @@
 // Shared Signals streams (SSF 1.0 §8): what a receiver may ask for, checked here once for the
-// HTTP door, and how a stream is shown back. Plain data in, plain data out; the statements are
+// HTTP entry point, and how a stream is shown back. Plain data in, plain data out; the statements are
 // in src/db/ssf/, the routes in src/http/ssf/streams.ts.
 
 import { isPublicHost } from "../ip.ts";

@@ -18,10 +18,10 @@ import { ALLOW_HEADER, anyRequest, error, errorBody, json, NO_STORE, ref } from 
 import { notFound } from "../refusals.ts";
 import { type Credential, declare, pathsOf, router } from "../route.ts";
 
-// An upstream's OpenID Connect doors, one URL per upstream (its name in SSF_UPSTREAMS), so that
+// An upstream's OpenID Connect routes, one URL per upstream (its name in SSF_UPSTREAMS), so that
 // a token of one upstream is refused at another's: back-channel logout and global token
 // revocation (src/services/upstream-logout.ts). An upstream without `client_id` has neither
-// (404). Every use is one `upstream_call` log line: the upstream, the door, the answer's
+// (404). Every use is one `upstream_call` log line: the upstream, the route, the answer's
 // status, the sessions ended or the refusal's code; never a token or a subject.
 
 const ID = { type: "string", minLength: 1, maxLength: MAX_UPSTREAM_ID_LENGTH };
@@ -69,7 +69,7 @@ const NAME = {
   description: "The upstream's `name` in SSF_UPSTREAMS; it must have a `client_id`.",
 };
 
-type Door = "backchannel_logout" | "global_revocation";
+type UpstreamRoute = "backchannel_logout" | "global_revocation";
 
 /** The upstream this URL is for, with OpenID Connect configured; else the path does not exist. */
 function upstreamOf<E extends AppEnv>(c: Context<E>): Upstream {
@@ -88,17 +88,17 @@ async function bodyOf(c: Context<ScopedEnv>): Promise<string> {
 }
 
 /**
- * Runs a door's work and writes its line: the answer's status and the sessions ended, or what
+ * Runs an upstream route's work and writes its line: the answer's status and the sessions ended, or what
  * stopped it, a refusal's status and code or a failure's class. Either is thrown on, for
  * onError to answer (a failure: 503 to retry, or 500 with its own line).
  */
 async function answer(
   c: Context<ScopedEnv>,
-  door: Door,
+  route: UpstreamRoute,
   work: (upstream: Upstream) => Promise<{ status: 200 | 204; ended: number }>,
 ): Promise<Response> {
   const upstream = upstreamOf(c);
-  const line = { upstream: upstream.name, door };
+  const line = { upstream: upstream.name, route };
   let done: { status: 200 | 204; ended: number };
   try {
     done = await work(upstream);

@@ -51,13 +51,13 @@ export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream
   if (!action) return 0;
   if (action.userId !== null && !isUserId(action.userId))
     throw setRefused("invalid_request", "The subject's user id is not one this service can hold.");
-  const place =
+  const shard =
     action.userId !== null
       ? await shards.forUser(action.userId, upstream.region)
       : shards.forSession(action.sessionId as string);
   // A session id of a region this deployment does not have: no session of ours.
-  if (!place) return 0;
+  if (!shard) return 0;
   const set = { issuer: upstream.issuer, jti: action.jti };
   // The writer is the system, from the transmitter's address.
-  return write(scope, null, (writer) => endSessionsForSet(place, set, action, action.reason, writer, at));
+  return write(scope, null, (writer) => endSessionsForSet(shard, set, action, action.reason, writer, at));
 }
