@@ -83,6 +83,8 @@ const REFRESH: Credential<ScopedEnv & { Variables: Partial<TokenVariables> }> = 
   otherMethods: METHOD_NOT_ALLOWED,
 };
 
+// The document's `parameters/SecureSessionResponse` and `parameters/SecSecureSessionId`, the
+// components the members below refer to.
 export const PROOF_PARAMETER = {
   name: "Secure-Session-Response",
   in: "header",

@@ -6,10 +6,7 @@ import { CHALLENGE, CLEARS_COOKIE, CROSS_SITE_OR_SUPPORT, error, HELD, message, 
 import { invalidScope, refused } from "../refusals.ts";
 import { declare, LOGOUT_TOKEN, pathsOf, router } from "../route.ts";
 
-/**
- * `scope`: omitted (every session) or `others`; any other value is the refusal, which waits for
- * the token to prove live: a dead token is still the contract's 401 session_invalid.
- */
+/** The document's `parameters/Scope`, the component SCOPE's `doc` refers to. */
 export const SCOPE_PARAMETER = {
   name: "scope",
   in: "query",
@@ -18,11 +15,16 @@ export const SCOPE_PARAMETER = {
     "`others`: end every session of the caller's user but the caller's own. Any other value: 400 invalid_scope once the token proved live (nothing ends; a carried cookie is cleared).",
   schema: { type: "string", enum: ["others"] },
 };
+/**
+ * `scope`: omitted (every session) or `others`; any other value reads to its refusal, thrown once
+ * the token proved live: a dead token is still the contract's 401 session_invalid.
+ */
 const SCOPE = {
   doc: ref("parameters/Scope"),
   read: (c: Context) => {
     const scope = c.req.query("scope");
-    return scope === undefined || scope === "others" ? (scope ?? "all") : invalidScope();
+    if (scope === undefined) return "all";
+    return scope === "others" ? scope : invalidScope();
   },
 };
 

@@ -27,7 +27,7 @@ async function deleteById<E extends TokenEnv>(c: Context<E>, id: string) {
   return c.json({ message: "Session deleted" });
 }
 
-/** The id of DELETE /auth/sessions/{id}, as sent: its rules are the deletion's (`deleteOwnSession`). */
+/** The document's `parameters/SessionId`; the id is read as sent, and its rules are the deletion's (`deleteOwnSession`). */
 export const SESSION_ID_PARAMETER = {
   name: "id",
   in: "path",
