@@ -12,11 +12,11 @@ import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
 import { adminKeyScheme, adminPaths } from "./admin/routes.ts";
 import { ALLOW_HEADER, anyRequest, error, json, type OpenApiDocument, ref } from "./openapi-parts.ts";
 import { accessTokenSchema, accessTokensPaths } from "./routes/access-tokens.ts";
-import { deviceBindingPaths } from "./routes/device-binding.ts";
+import { deviceBindingPaths, IDENTIFIER_PARAMETER, PROOF_PARAMETER } from "./routes/device-binding.ts";
 import { eventsPaths } from "./routes/events.ts";
-import { logoutPaths } from "./routes/logout.ts";
+import { logoutPaths, SCOPE_PARAMETER } from "./routes/logout.ts";
 import { reportedSignInSchema, reportPaths } from "./routes/report.ts";
-import { sessionsPaths } from "./routes/sessions.ts";
+import { SESSION_ID_PARAMETER, sessionsPaths } from "./routes/sessions.ts";
 import { whoamiPaths, whoamiSchema } from "./routes/whoami.ts";
 import { discoveryPaths } from "./ssf/discovery.ts";
 import { inboundPaths } from "./ssf/inbound.ts";
@@ -184,36 +184,10 @@ export const openApiDocument: OpenApiDocument = {
       },
     },
     parameters: {
-      SessionId: {
-        name: "id",
-        in: "path",
-        required: true,
-        description:
-          "A session id from the list. Empty or blank: 400 session_id_required; anything else that is not a live session of the caller's user: 401 not_authorized.",
-        schema: { type: "string" },
-      },
-      SecureSessionResponse: {
-        name: "Secure-Session-Response",
-        in: "header",
-        required: false,
-        description: "The DBSC proof: a compact JWS, as a structured-field string (quoted or not).",
-        schema: { type: "string" },
-      },
-      SecSecureSessionId: {
-        name: "Sec-Secure-Session-Id",
-        in: "header",
-        required: true,
-        description: "The `session_identifier` the registration gave, as a structured-field string.",
-        schema: { type: "string" },
-      },
-      Scope: {
-        name: "scope",
-        in: "query",
-        required: false,
-        description:
-          "`others`: end every session of the caller's user but the caller's own. Any other value: 400 invalid_scope once the token proved live (nothing ends; a carried cookie is cleared).",
-        schema: { type: "string", enum: ["others"] },
-      },
+      SessionId: SESSION_ID_PARAMETER,
+      SecureSessionResponse: PROOF_PARAMETER,
+      SecSecureSessionId: IDENTIFIER_PARAMETER,
+      Scope: SCOPE_PARAMETER,
     },
     headers: {
       NoStore: { required: true, schema: { type: "string", const: "no-store" } },

@@ -23,11 +23,12 @@ import {
   type Responses,
 } from "./openapi-parts.ts";
 
-// One route, declared once: its method and path, the credential it takes, what the document
-// says of its parameters, body and answers, and its handler. Each group's router (`router`)
-// and its part of the OpenAPI document (`pathsOf`) are both built from its declarations, so a
-// route is served and described, or neither, and a credential's middleware and its answers
-// (401, 403, 429) go together.
+// One route, declared once: its method and path, the credential it takes, its request's members
+// (each with what the document says of it and the one function that reads it), its answers and
+// its handler. Each group's router (`router`) and its part of the OpenAPI document (`pathsOf`)
+// are both built from its declarations, so a route is served and described, or neither, a
+// member is read as it is documented, and a credential's middleware and its answers (401, 403,
+// 429) go together.
 
 export type Method = "get" | "post" | "put" | "patch" | "delete";
 
@@ -44,7 +45,21 @@ export interface Credential<E extends Env> {
   otherMethods: Responses;
 }
 
-export interface Route<E extends Env, M extends Method, P extends string, R extends HandlerResponse<unknown>> {
+/**
+ * A member of the request (a path, query or header parameter, or the body), declared once: what
+ * the document says of it (a Parameter Object or a `$ref` to one; for the body, the Request Body
+ * Object) and the one function that reads and checks it, refusing as the contract says. The
+ * router reads each after the credential, in the order declared, and hands the handler what it
+ * read. A member whose refusal must wait (say, for the token's) reads to what the handler acts on
+ * when it may refuse: the reading to do, as a function, or the refusal to throw.
+ */
+export interface Member<T, E extends Env = Env> {
+  doc: JsonObject;
+  read: (c: Context<E>) => T | Promise<T>;
+}
+
+/** I: what its parameters read, by name; B: what its body reads. */
+export interface Route<E extends Env, M extends Method, P extends string, R, I, B> {
   method: M;
   /** From the origin, as the router writes it: `:name` for a parameter, with its pattern when it needs one. */
   path: P;
@@ -52,21 +67,36 @@ export interface Route<E extends Env, M extends Method, P extends string, R exte
   operationId: string;
   summary: string;
   description?: string;
-  /** The path's, the query's and the headers' parameters, as the document lists them. */
-  parameters?: readonly Json[];
-  requestBody?: JsonObject;
+  /** The path's, the query's and the headers' parameters, by the name the handler reads each by, in the document's order. */
+  parameters?: { [K in keyof I]: Member<I[K], E> };
+  body?: Member<B, E>;
   /** Beyond the credential's. */
   answers: Responses;
-  handler: (c: Context<E, P>) => R;
+  handler: (c: Context<E, P>, input: I & { body: B }) => R;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: a list holds routes of every env; each was checked against its own when declared.
-export type AnyRoute = Route<any, Method, string, HandlerResponse<unknown>>;
+export type AnyRoute = Route<any, Method, string, HandlerResponse<unknown>, any, any>;
 
-/** A route, its handler's context typed by its credential and its path. */
-export const declare = <E extends Env, M extends Method, P extends string, R extends HandlerResponse<unknown>>(
-  route: Route<E, M, P, R>,
+/** A route, its handler's context typed by its credential and its path, and its input by its members. */
+export const declare = <
+  E extends Env,
+  M extends Method,
+  P extends string,
+  R extends HandlerResponse<unknown>,
+  I extends Record<string, unknown> = Record<never, never>,
+  B = undefined,
+>(
+  route: Route<E, M, P, R, I, B>,
 ) => route;
+
+/** The route's members, read in order: its handler's input. */
+async function inputOf(c: Context, { parameters = {}, body }: AnyRoute) {
+  const input: { [name: string]: unknown; body: unknown } = { body: undefined };
+  for (const [name, member] of Object.entries<Member<unknown>>({ ...parameters, ...(body ? { body } : {}) }))
+    input[name] = await member.read(c);
+  return input;
+}
 
 /** A handler's answer as the typed client reads it: a typed JSON answer as it is, any other as untyped. */
 type Typed<T> = T extends TypedResponse ? T : TypedResponse;
@@ -76,21 +106,25 @@ type SchemaOf<Routes> = Routes extends readonly [infer First extends AnyRoute, .
   ? ToSchema<First["method"], First["path"], BlankInput, Typed<Awaited<ReturnType<First["handler"]>>>> & SchemaOf<Rest>
   : BlankSchema;
 
-/** A router serving these routes, mounted at the origin's root: each runs its credential's middleware, then its handler. */
+/** A router serving these routes, mounted at the origin's root: each runs its credential's middleware, reads its members, then runs its handler. */
 export function router<const Routes extends readonly AnyRoute[]>(routes: Routes) {
   const served = new Hono<Env, SchemaOf<Routes>>();
-  for (const route of routes) served.on(route.method, [route.path], ...route.credential.use, route.handler);
+  for (const route of routes)
+    served.on(route.method, [route.path], ...route.credential.use, async (c) =>
+      route.handler(c, await inputOf(c, route)),
+    );
   return served;
 }
 
-function operation({ operationId, summary, description, credential, parameters, requestBody, answers }: AnyRoute) {
+function operation({ operationId, summary, description, credential, parameters, body, answers }: AnyRoute) {
+  const listed = Object.values<Member<unknown>>(parameters ?? {}).map((parameter) => parameter.doc);
   return {
     operationId,
     summary,
     ...(description === undefined ? {} : { description }),
     security: credential.security,
-    ...(parameters === undefined ? {} : { parameters }),
-    ...(requestBody === undefined ? {} : { requestBody }),
+    ...(listed.length === 0 ? {} : { parameters: listed }),
+    ...(body === undefined ? {} : { requestBody: body.doc }),
     responses: { ...credential.answers, ...answers },
   };
 }

@@ -30,7 +30,7 @@ import { mediaTypeOf } from "../bounded-body.ts";
 import { MESSAGES } from "../error-codes.ts";
 import { AUTH_ERRORS, error, type JsonObject, json, METHOD_NOT_ALLOWED, ok, ref } from "../openapi-parts.ts";
 import { bodyTooLarge, callRefused, invalidInput, sessionNotFound, unsupportedMediaType } from "../refusals.ts";
-import { type AnyRoute, type Credential, pathsOf, router } from "../route.ts";
+import { type AnyRoute, type Credential, type Member, pathsOf, router } from "../route.ts";
 import { UPSTREAM_SIGN_IN_INPUT } from "../upstreams/routes.ts";
 import { type AdminEnv, requireAdminKey } from "./auth.ts";
 
@@ -77,17 +77,16 @@ async function body(c: Context<AdminEnv>, allowed: readonly string[] | null): Pr
 }
 
 /**
- * A path parameter, decoded. A path that is not percent-encoded UTF-8 (`%E0%A4%A`) is refused:
- * the router would take the broken sequence as literal text, so two paths would name one user.
+ * A path that is not percent-encoded UTF-8 (`%E0%A4%A`) is refused: the router would take the
+ * broken sequence as literal text, so two paths would name one user. Checked once the body is
+ * read, for a route whose path has parameters: a body's refusal comes first.
  */
-function param(c: Context<AdminEnv>, name: string): string {
+function checkPath(c: Context<AdminEnv>): void {
   try {
     decodeURIComponent(new URL(c.req.url).pathname);
   } catch {
     throw invalidInput("the path must be percent-encoded UTF-8 (RFC 3986)");
   }
-  // Always there: the route that called names it.
-  return c.req.param(name) ?? "";
 }
 
 /**
@@ -121,15 +120,15 @@ type Members<Input> = { readonly [K in keyof Input]-?: JsonObject };
  * One admin route, declared once: the router runs it and the document says it from this, so a
  * member the call takes is both accepted and documented, or neither.
  */
-interface Declaration<Input> {
+interface Declaration<Input, Params = Record<never, never>> {
   method: "get" | "post" | "put" | "patch";
   /** Under /admin, as the router writes it (`:name` for a parameter). */
   path: string;
   scope: AdminScope;
   operationId: string;
   summary: string;
-  /** The path's and the query's parameters, as the document lists them. */
-  parameters?: JsonObject[];
+  /** The path's and the query's parameters, each as the document lists it and as it is read. */
+  parameters?: { [K in keyof Params]: Member<Params[K], AdminEnv> };
   /**
    * The body: its members, each with its schema, and those required; or `anyMembers`, the
    * schema of a body that is itself the data (its own rule checks it). None: no body.
@@ -140,7 +139,7 @@ interface Declaration<Input> {
   /** Answers beyond the ones every admin call shares. */
   also?: Record<string, JsonObject>;
   /** Calls the service with the body's members as sent: invalid input is the 400, a call refusal too. */
-  run: (c: Context<AdminEnv>, input: Sent<Input>) => Promise<unknown>;
+  run: (c: Context<AdminEnv>, input: Sent<Input>, params: Params) => Promise<unknown>;
 }
 
 /** An admin key with `scope`, and a body within its bound when the call reads one: what every admin call answers. */
@@ -154,7 +153,7 @@ function adminKey(scope: AdminScope, body: boolean): Credential<AdminEnv> {
   };
 }
 
-function declare<Input>(route: Declaration<Input>): AnyRoute {
+function declare<Input, Params = Record<never, never>>(route: Declaration<Input, Params>): AnyRoute {
   const { body: declared, answer, scope } = route;
   const members = declared && "members" in declared ? declared.members : null;
   const schema =
@@ -167,11 +166,18 @@ function declare<Input>(route: Declaration<Input>): AnyRoute {
     summary: route.summary,
     description: `Scope \`${scope}\`. One database round trip; one \`admin_call\` log line naming the key.`,
     ...(route.parameters ? { parameters: route.parameters } : {}),
-    ...(schema ? { requestBody: { required: true, content: json(schema) } } : {}),
+    ...(schema
+      ? {
+          body: {
+            doc: { required: true, content: json(schema) },
+            read: (c) => body(c, members && Object.keys(members)),
+          },
+        }
+      : {}),
     answers: { [answer.status]: ok(answer.description, answer.schema), ...route.also },
-    handler: async (c: Context<AdminEnv>) => {
-      const input = declared === undefined ? {} : await body(c, members && Object.keys(members));
-      return c.json(await calling(() => route.run(c, input)), answer.status);
+    handler: async (c: Context<AdminEnv>, { body: input = {}, ...params }: { body?: Sent<Input> } & Params) => {
+      if (route.path.includes(":")) checkPath(c);
+      return c.json(await calling(() => route.run(c, input, params as Params)), answer.status);
     },
   };
 }
@@ -239,12 +245,10 @@ function guarded(scope: AdminScope) {
   };
 }
 
-const pathParameter = (name: string, description: string) => ({
-  name,
-  in: "path",
-  required: true,
-  description,
-  schema: { type: "string" },
+const pathParameter = (name: string, description: string): Member<string, AdminEnv> => ({
+  doc: { name, in: "path", required: true, description, schema: { type: "string" } },
+  // Always there: the route that declares it names it.
+  read: (c) => c.req.param(name) ?? "",
 });
 const USER_ID = pathParameter("userId", `The user's id (URL-encoded): ${USER_ID_RULE}.`);
 const SESSION_ID = pathParameter(
@@ -362,28 +366,34 @@ const ADMIN_ROUTES = [
       return reissued;
     },
   }),
-  declare<Record<string, never>>({
+  declare<Record<string, never>, { userId: string; region: string | undefined }>({
     method: "get",
     path: "/users/:userId/sessions",
     scope: "sessions:read",
     operationId: "adminListUserSessions",
     summary:
       "A user's live sessions, as the user lists them and with the upstream sign-in of each (SessionService.listUserSessions)",
-    parameters: [USER_ID, { name: "region", in: "query", required: false, schema: { type: "string" } }],
+    parameters: {
+      userId: USER_ID,
+      region: {
+        doc: { name: "region", in: "query", required: false, schema: { type: "string" } },
+        read: (c) => c.req.query("region"),
+      },
+    },
     answer: {
       status: 200,
       description: "Newest first; [] for an unknown user.",
       schema: object(["sessions"], { sessions: { type: "array", items: ref("schemas/BackendSession") } }),
     },
-    run: async (c) => ({ sessions: await listUserSessions(scopeOf(c), param(c, "userId"), c.req.query("region")) }),
+    run: async (c, _, { userId, region }) => ({ sessions: await listUserSessions(scopeOf(c), userId, region) }),
   }),
-  declare<Omit<EndUserSessionsInput, "userId">>({
+  declare<Omit<EndUserSessionsInput, "userId">, { userId: string }>({
     method: "post",
     path: "/users/:userId/sessions/end",
     scope: "sessions:end",
     operationId: "adminEndUserSessions",
     summary: "End a user's sessions, or all but one (SessionService.endUserSessions)",
-    parameters: [USER_ID],
+    parameters: { userId: USER_ID },
     body: {
       required: ["reason"],
       members: {
@@ -393,22 +403,22 @@ const ADMIN_ROUTES = [
       },
     },
     answer: { status: 200, description: "How many ended.", schema: object(["ended"], { ended: COUNT }) },
-    run: (c, input) => endUserSessions(scopeOf(c), { ...input, userId: param(c, "userId") }),
+    run: (c, input, { userId }) => endUserSessions(scopeOf(c), { ...input, userId }),
   }),
-  declare<Omit<EndSessionInput, "sessionId">>({
+  declare<Omit<EndSessionInput, "sessionId">, { sessionId: string }>({
     method: "post",
     path: "/sessions/:sessionId/end",
     scope: "sessions:end",
     operationId: "adminEndSession",
     summary: "End one session (SessionService.endSession)",
-    parameters: [SESSION_ID],
+    parameters: { sessionId: SESSION_ID },
     body: { required: ["reason"], members: { reason: REASON } },
     answer: {
       status: 200,
       description: "Whether a live session had that id.",
       schema: object(["ended"], { ended: { type: "boolean" } }),
     },
-    run: (c, input) => endSession(scopeOf(c), { ...input, sessionId: param(c, "sessionId") }),
+    run: (c, input, { sessionId }) => endSession(scopeOf(c), { ...input, sessionId }),
   }),
   // Not the support tool's own request (ipAddress, userAgent, carrier): the RPC's alone takes those.
   declare<Pick<OpenSupportInput, "userId" | "agentId" | "reason" | "ttlSeconds" | "region" | "data">>({
@@ -432,25 +442,25 @@ const ADMIN_ROUTES = [
     run: (c, input) => supportSession(scopeOf(c), input),
   }),
   // PUT replaces the data, PATCH merges an RFC 7396 patch into it, as `mode` says to the RPC.
-  declare<SessionData>({
+  declare<SessionData, { sessionId: string }>({
     method: "put",
     path: "/sessions/:sessionId/data",
     scope: "sessions:data",
     operationId: "adminReplaceSessionData",
     summary: "Replace a session's application data (SessionService.updateSessionData, mode replace)",
-    parameters: [SESSION_ID],
+    parameters: { sessionId: SESSION_ID },
     body: { anyMembers: { ...DATA, description: "The new data, whole; `{}` clears it." } },
     answer: UPDATED,
-    run: (c, data) => updateSessionData(scopeOf(c), { sessionId: param(c, "sessionId"), data, mode: "replace" }),
+    run: (c, data, { sessionId }) => updateSessionData(scopeOf(c), { sessionId, data, mode: "replace" }),
   }),
-  declare<SessionData>({
+  declare<SessionData, { sessionId: string }>({
     method: "patch",
     path: "/sessions/:sessionId/data",
     scope: "sessions:data",
     operationId: "adminMergeSessionData",
     summary:
       "Merge an RFC 7396 JSON Merge Patch into a session's application data (SessionService.updateSessionData, mode merge)",
-    parameters: [SESSION_ID],
+    parameters: { sessionId: SESSION_ID },
     body: {
       anyMembers: {
         ...DATA,
@@ -458,22 +468,22 @@ const ADMIN_ROUTES = [
       },
     },
     answer: UPDATED,
-    run: (c, data) => updateSessionData(scopeOf(c), { sessionId: param(c, "sessionId"), data, mode: "merge" }),
+    run: (c, data, { sessionId }) => updateSessionData(scopeOf(c), { sessionId, data, mode: "merge" }),
   }),
-  declare<Omit<EndSupportSessionsInput, "agentId">>({
+  declare<Omit<EndSupportSessionsInput, "agentId">, { agentId: string }>({
     method: "post",
     path: "/agents/:agentId/support-sessions/end",
     scope: "support",
     operationId: "adminEndSupportSessions",
     summary: "End every open support session of an agent (SessionService.endSupportSessions)",
-    parameters: [pathParameter("agentId", `The agent's user id: ${USER_ID_RULE}.`)],
+    parameters: { agentId: pathParameter("agentId", `The agent's user id: ${USER_ID_RULE}.`) },
     body: { required: ["reason"], members: { reason: REASON } },
     answer: {
       status: 200,
       description: "How many ended, and how many were in a bucket being moved (call again).",
       schema: object(["ended", "moving"], { ended: COUNT, moving: COUNT }),
     },
-    run: (c, input) => endSupportSessions(scopeOf(c), { ...input, agentId: param(c, "agentId") }),
+    run: (c, input, { agentId }) => endSupportSessions(scopeOf(c), { ...input, agentId }),
   }),
 ];
 

@@ -30,6 +30,10 @@ import { type Credential, declare, pathsOf, router } from "../route.ts";
 
 const SESSION_COOKIE = [{ sessionCookie: [] }];
 
+const invalidProof = () => {
+  throw invalidDeviceProof();
+};
+
 // The two endpoints a DBSC browser calls on its own (src/domain/device-binding.ts): registration,
 // right after a device-bound login (whose response set the first bound cookie), and refresh,
 // whenever the bound cookie is missing. Both are authenticated by the session cookie alone
@@ -79,6 +83,29 @@ const REFRESH: Credential<ScopedEnv & { Variables: Partial<TokenVariables> }> = 
   otherMethods: METHOD_NOT_ALLOWED,
 };
 
+// The document's `parameters/SecureSessionResponse` and `parameters/SecSecureSessionId`, the
+// components the members below refer to.
+export const PROOF_PARAMETER = {
+  name: "Secure-Session-Response",
+  in: "header",
+  required: false,
+  description: "The DBSC proof: a compact JWS, as a structured-field string (quoted or not).",
+  schema: { type: "string" },
+};
+export const IDENTIFIER_PARAMETER = {
+  name: "Sec-Secure-Session-Id",
+  in: "header",
+  required: true,
+  description: "The `session_identifier` the registration gave, as a structured-field string.",
+  schema: { type: "string" },
+};
+
+/** The browser's proof, as sent: a structured-field string, or null. */
+const PROOF = {
+  doc: ref("parameters/SecureSessionResponse"),
+  read: (c: Context) => fieldString(c.req.header("Secure-Session-Response")),
+};
+
 const DEVICE_BINDING_ROUTES = [
   declare({
     method: "post",
@@ -88,7 +115,9 @@ const DEVICE_BINDING_ROUTES = [
     summary: "Binds the session to the browser's key (DBSC registration; the browser calls it, not a page)",
     description:
       "Called by a DBSC browser after a login response carrying `Secure-Session-Registration` (SessionService.create with `deviceBound: true`). `Secure-Session-Response` is the browser's proof: a JWT with `typ` `dbsc+jwt`, ES256 or RS256, its public key in the `jwk` header, and `jti` the challenge the login issued. From then on the session's token proves it only together with the live bound cookie. One D1 round trip; logged `device_bound`.",
-    parameters: [ref("parameters/SecureSessionResponse")],
+    parameters: {
+      proof: { ...PROOF, read: async (c) => (await verifyDeviceProof(PROOF.read(c), null)) ?? invalidProof() },
+    },
     answers: {
       "200": ok(
         "Bound: the session instructions and the next challenge. The bound cookie is the one the login response set (`boundCookie` of SessionService.create); the browser renews it at refresh.",
@@ -106,10 +135,8 @@ const DEVICE_BINDING_ROUTES = [
       ),
       "409": error("The session is already bound to a key; nothing changed.", ["device_already_bound"]),
     },
-    handler: async (c) => {
+    handler: async (c, { proof }) => {
       const credential = c.var.token;
-      const proof = await verifyDeviceProof(fieldString(c.req.header("Secure-Session-Response")), null);
-      if (!proof) throw invalidDeviceProof();
       const { outcome, nextChallenge } = await registerDevice(c.var.scope, credential, proof);
       if (outcome !== "bound") throw refused(c, outcome);
       return bound(c, credential.proof.id, proof.key, nextChallenge, null);
@@ -123,7 +150,16 @@ const DEVICE_BINDING_ROUTES = [
     summary: "Renews a device-bound session's bound cookie against a fresh proof (DBSC refresh)",
     description:
       "Called by the browser whenever the bound cookie is missing. Without a proof, or with one over a stale challenge or signed by another key: 403 with a new challenge. With a proof by the session's key over its current challenge: a new bound cookie; the challenge is then used up. Not activity: `last_active_at` and the expiry do not change. One D1 round trip.",
-    parameters: [ref("parameters/SecSecureSessionId"), ref("parameters/SecureSessionResponse")],
+    parameters: {
+      // Only the browser's own refresh carries it (a page cannot set a Sec- header): no other
+      // site can make this endpoint reveal whether its visitor is signed in.
+      identifier: {
+        doc: ref("parameters/SecSecureSessionId"),
+        read: (c) => fieldString(c.req.header("Sec-Secure-Session-Id")) ?? invalidProof(),
+      },
+      // Verified once the session names the key.
+      proofText: PROOF,
+    },
     answers: {
       "200": ok(
         'Either the session instructions with a new bound cookie (and the next challenge), or `{"continue": false}`: the session ended, expired or idled out (both cookies cleared), or this browser\'s binding belongs to another or an unbound session (the bound cookie cleared). The browser then stops refreshing.',
@@ -140,17 +176,13 @@ const DEVICE_BINDING_ROUTES = [
         { "Secure-Session-Challenge": ref("headers/SecureSessionChallenge") },
       ),
     },
-    handler: async (c) => {
-      // Only the browser's own refresh carries it (a page cannot set a Sec- header): no other
-      // site can make this endpoint reveal whether its visitor is signed in.
-      const identifier = fieldString(c.req.header("Sec-Secure-Session-Id"));
-      if (identifier === null) throw invalidDeviceProof();
+    handler: async (c, { identifier, proofText }) => {
       const credential = await readCookieCredential(c);
       if (credential.kind !== "token") return discontinue(c, identifier, true);
       const named = parseSessionIdentifier(identifier);
       // Another session's binding (this browser has since signed in again): end that one only.
       if (!named || named.sessionId !== credential.proof.id) return discontinue(c, identifier, false);
-      const proof = await verifyDeviceProof(fieldString(c.req.header("Secure-Session-Response")), named.key);
+      const proof = await verifyDeviceProof(proofText, named.key);
       const { outcome, nextChallenge, secret } = await refreshDevice(c.var.scope, credential, {
         challenge: proof?.challenge ?? null,
         key: named.key,

@@ -1,9 +1,32 @@
-import { isRefusal } from "../../domain/refusal.ts";
+import type { Context } from "hono";
+import { isRefusal, Refused } from "../../domain/refusal.ts";
 import { endAllOwnSessions, endOtherOwnSessions, endOwnSession, ownSession } from "../../services/own-sessions.ts";
 import { clearCarriedCookie } from "../cookie.ts";
 import { CHALLENGE, CLEARS_COOKIE, CROSS_SITE_OR_SUPPORT, error, HELD, message, ok, ref } from "../openapi-parts.ts";
 import { invalidScope, refused } from "../refusals.ts";
 import { declare, LOGOUT_TOKEN, pathsOf, router } from "../route.ts";
+
+/** The document's `parameters/Scope`, the component SCOPE's `doc` refers to. */
+export const SCOPE_PARAMETER = {
+  name: "scope",
+  in: "query",
+  required: false,
+  description:
+    "`others`: end every session of the caller's user but the caller's own. Any other value: 400 invalid_scope once the token proved live (nothing ends; a carried cookie is cleared).",
+  schema: { type: "string", enum: ["others"] },
+};
+/**
+ * `scope`: omitted (every session) or `others`; any other value reads to its refusal, thrown once
+ * the token proved live: a dead token is still the contract's 401 session_invalid.
+ */
+const SCOPE = {
+  doc: ref("parameters/Scope"),
+  read: (c: Context) => {
+    const scope = c.req.query("scope");
+    if (scope === undefined) return "all";
+    return scope === "others" ? scope : invalidScope();
+  },
+};
 
 const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 
@@ -42,7 +65,7 @@ const LOGOUT_ROUTES = [
     credential: LOGOUT_TOKEN,
     operationId: "logoutAll",
     summary: "Ends every session of the caller's user, or with scope=others every other one",
-    parameters: [ref("parameters/Scope")],
+    parameters: { scopeParameter: SCOPE },
     answers: {
       "200": ok(
         "Logged out. Clears a carried cookie, except with scope=others (the caller stays signed in).",
@@ -69,17 +92,16 @@ const LOGOUT_ROUTES = [
       ),
       ...CROSS_SITE_OR_SUPPORT,
     },
-    handler: async (c) => {
+    handler: async (c, { scopeParameter }) => {
       const { scope, token } = c.var;
-      const scopeParameter = c.req.query("scope");
-      if (scopeParameter !== undefined && scopeParameter !== "others") {
+      if (scopeParameter instanceof Refused) {
         // An addition may not change a specified answer: a dead token is still the contract's
         // 401 session_invalid, so the token is proven first (the one round trip); nothing ends.
         const state = await ownSession(scope, token);
         if (state === "step-up") throw refused(c, state);
         clearCarriedCookie(c);
         if (state === "not_live") throw refused(c, state, "session_invalid");
-        throw invalidScope();
+        throw scopeParameter;
       }
       const ended =
         scopeParameter === "others" ? await endOtherOwnSessions(scope, token) : await endAllOwnSessions(scope, token);

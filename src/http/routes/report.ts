@@ -1,4 +1,4 @@
-import type { Context } from "hono";
+import { createMiddleware } from "hono/factory";
 import type { SessionView } from "../../domain/session-view.ts";
 import { endReportedSession, reportedSignIn } from "../../services/report.ts";
 import { bearerToken } from "../credentials.ts";
@@ -17,20 +17,23 @@ type ReportView = { session_id: string } & Pick<
 /** What the user can do once the stranger's session ended: the product links each to its page. */
 export const NEXT_STEPS = ["change_password", "review_devices"] as const;
 
+type ReportEnv = ScopedEnv & { Variables: { reportToken: string } };
+
 /**
  * The report token, from `Authorization: Bearer` only: never the URL (the message's link
  * carries it in the fragment, which no server sees), never the session cookie.
  */
-function reportToken(c: Context): string {
+const requireReportToken = createMiddleware<ReportEnv>(async (c, next) => {
   const token = bearerToken(c);
   if (!token) throw unauthorized("token_required", false);
-  return token;
-}
+  c.set("reportToken", token);
+  await next();
+});
 
-/** The report token (`reportToken`), read by each handler: every refusal of it, and the database's. */
-const REPORT_TOKEN: Credential<ScopedEnv> = {
+/** The report token (`requireReportToken`): every refusal of it, and the database's. */
+const REPORT_TOKEN: Credential<ReportEnv> = {
   security: [{ reportToken: [] }],
-  use: [],
+  use: [requireReportToken],
   answers: {
     "401": error("No `Authorization: Bearer` report token at all.", ["token_required"], CHALLENGE),
     "404": error("Malformed or never issued (a session token too).", ["report_not_found"]),
@@ -57,7 +60,7 @@ const REPORT_ROUTES = [
       'For the product\'s "Was this you?" page, whose link carries the report token in its fragment. A read only: a mail scanner fetching the link ends nothing. One database round trip.',
     answers: { "200": ok("The sign-in, still live.", ref("schemas/ReportedSignIn")) },
     handler: async (c) => {
-      const reported = await reportedSignIn(c.var.scope, reportToken(c));
+      const reported = await reportedSignIn(c.var.scope, c.var.reportToken);
       if (typeof reported === "string") throw reportRefused(reported);
       const { id, name, ip_address, location, device, created_at, last_active_at } = reported.view;
       const view: ReportView = { session_id: id, name, ip_address, location, device, created_at, last_active_at };
@@ -83,7 +86,7 @@ const REPORT_ROUTES = [
       }),
     },
     handler: async (c) => {
-      const ended = await endReportedSession(c.var.scope, reportToken(c));
+      const ended = await endReportedSession(c.var.scope, c.var.reportToken);
       if (ended !== "ended") throw reportRefused(ended);
       return c.json({ ended: true, next_steps: NEXT_STEPS });
     },

@@ -27,6 +27,16 @@ async function deleteById<E extends TokenEnv>(c: Context<E>, id: string) {
   return c.json({ message: "Session deleted" });
 }
 
+/** The document's `parameters/SessionId`; the id is read as sent, and its rules are the deletion's (`deleteOwnSession`). */
+export const SESSION_ID_PARAMETER = {
+  name: "id",
+  in: "path",
+  required: true,
+  description:
+    "A session id from the list. Empty or blank: 400 session_id_required; anything else that is not a live session of the caller's user: 401 not_authorized.",
+  schema: { type: "string" },
+};
+
 /** GET /auth/sessions and DELETE /auth/sessions/{id}. */
 const SESSIONS_ROUTES = [
   declare({
@@ -67,7 +77,7 @@ const SESSIONS_ROUTES = [
     credential: TOKEN,
     operationId: "deleteSession",
     summary: "Ends one of the caller's sessions",
-    parameters: [ref("parameters/SessionId")],
+    parameters: { id: { doc: ref("parameters/SessionId"), read: (c) => c.req.param("id") ?? "" } },
     answers: {
       "200": ok(
         "The session ended. Clears the cookie when it was the caller's own session.",
@@ -82,7 +92,7 @@ const SESSIONS_ROUTES = [
       ),
       ...CROSS_SITE_OR_SUPPORT,
     },
-    handler: (c) => deleteById(c, c.req.param("id")),
+    handler: (c, { id }) => deleteById(c, id),
   }),
 ] as const;
 

@@ -75,23 +75,25 @@ const WHOAMI_ROUTES = [
     summary: "Who the caller's session is: the user, the session, how and when it authenticated",
     description:
       "For a backend on any stack: pass on the request's `Authorization` header or its session cookie (with its `Cookie` header whole, for a device-bound session's bound cookie). The same credentials and rules as every /auth/ operation; one database round trip, never cached: a session that ended anywhere is refused by the very next call.",
-    parameters: [
-      {
-        name: "max_age",
-        in: "query",
-        required: false,
-        description:
-          "Seconds: adds `fresh`, whether `authenticated_at` is at most this old (as OIDC's `max_age`). A whole number, 0 or more, given once; anything else is 400 invalid_max_age, before the session is looked up (but after the credential's form: no credential, or a malformed one, is the 401 first).",
-        schema: { type: "integer", minimum: 0, maximum: 9_999_999_999 },
+    parameters: {
+      maxAge: {
+        doc: {
+          name: "max_age",
+          in: "query",
+          required: false,
+          description:
+            "Seconds: adds `fresh`, whether `authenticated_at` is at most this old (as OIDC's `max_age`). A whole number, 0 or more, given once; anything else is 400 invalid_max_age, before the session is looked up (but after the credential's form: no credential, or a malformed one, is the 401 first).",
+          schema: { type: "integer", minimum: 0, maximum: 9_999_999_999 },
+        },
+        // Before the round trip: a query it would refuse costs the database nothing.
+        read: (c) => maxAgeOf(c.req.queries("max_age")),
       },
-    ],
+    },
     answers: {
       "200": ok("The caller's live session.", ref("schemas/Whoami")),
       "400": error("`max_age` is not one whole number of seconds, 0 or more.", ["invalid_max_age"]),
     },
-    handler: async (c) => {
-      // Before the round trip: a query it would refuse costs the database nothing.
-      const maxAge = maxAgeOf(c.req.queries("max_age"));
+    handler: async (c, { maxAge }) => {
       const { scope, token } = c.var;
       const caller = await ownSession(scope, token);
       if (isRefusal(caller)) throw refused(c, caller);

@@ -1,4 +1,4 @@
-import type { Context } from "hono";
+import { createMiddleware } from "hono/factory";
 import { INBOUND_PATH, MAX_SET_BYTES, SET_ERROR_CODES, SET_MEDIA_TYPE, setRefused } from "../../domain/ssf/inbound.ts";
 import { readUpstreams } from "../../domain/upstreams.ts";
 import { actOnInboundSet } from "../../services/ssf/inbound.ts";
@@ -13,16 +13,14 @@ import { type Credential, declare, PUBLIC, pathsOf, router } from "../route.ts";
 // Its refusals are RFC 8935's, not the API's `{code, message}`: each a `setRefused`, answered by
 // the app's onError as any refusal.
 
-async function actOn<E extends ScopedEnv>(c: Context<E>): Promise<void> {
-  if (mediaTypeOf(c) !== SET_MEDIA_TYPE)
-    throw setRefused("invalid_request", `The Content-Type is not ${SET_MEDIA_TYPE}.`);
-  const body = await boundedText(c.req.raw, MAX_SET_BYTES);
-  if (body === null) throw setRefused("invalid_request", `The body is longer than ${MAX_SET_BYTES} bytes.`);
-  await actOnInboundSet(c.var.scope, readUpstreams(c.env), body.trim());
-}
+/** Without an upstream that sends SETs the endpoint does not exist. */
+const requireSetUpstream = createMiddleware<ScopedEnv>(async (c, next) => {
+  if (!readUpstreams(c.env).some((upstream) => upstream.sets !== null)) throw notFound();
+  await next();
+});
 
 /** No credential (the SET is signed), but the user's database: a scope. */
-const SIGNED_SET: Credential<ScopedEnv> = { ...PUBLIC, use: [withScope] };
+const SIGNED_SET: Credential<ScopedEnv> = { ...PUBLIC, use: [withScope, requireSetUpstream] };
 
 const INBOUND_ROUTES = [
   declare({
@@ -33,12 +31,21 @@ const INBOUND_ROUTES = [
     summary: "Shared Signals receiver: an upstream transmitter pushes a Security Event Token (RFC 8935)",
     description:
       "The SET's `iss` must be an upstream of SSF_UPSTREAMS; it is verified (ES256 or RS256, `typ` `secevent+jwt`, `aud`, `iat` within the past 24 hours, 60 s of skew) and acted on once per `jti`. CAEP `session-revoked` ends the user's sessions, or only the one its complex subject's `session` names; RISC `account-disabled`, `account-purged`, `credential-compromise` and `sessions-revoked` end every session of the user. Each ending is logged `ended_by_upstream`, reason `<upstream name>:<event>`. One D1 round trip.",
-    requestBody: {
-      required: true,
-      content: {
-        [SET_MEDIA_TYPE]: {
-          schema: { type: "string", maxLength: MAX_SET_BYTES, description: "The SET as a compact JWS." },
+    body: {
+      doc: {
+        required: true,
+        content: {
+          [SET_MEDIA_TYPE]: {
+            schema: { type: "string", maxLength: MAX_SET_BYTES, description: "The SET as a compact JWS." },
+          },
         },
+      },
+      read: async (c) => {
+        if (mediaTypeOf(c) !== SET_MEDIA_TYPE)
+          throw setRefused("invalid_request", `The Content-Type is not ${SET_MEDIA_TYPE}.`);
+        const body = await boundedText(c.req.raw, MAX_SET_BYTES);
+        if (body === null) throw setRefused("invalid_request", `The body is longer than ${MAX_SET_BYTES} bytes.`);
+        return body.trim();
       },
     },
     answers: {
@@ -65,10 +72,8 @@ const INBOUND_ROUTES = [
         false,
       ),
     },
-    handler: async (c) => {
-      // Without an upstream that sends SETs the endpoint does not exist.
-      if (!readUpstreams(c.env).some((upstream) => upstream.sets !== null)) throw notFound();
-      await actOn(c);
+    handler: async (c, { body }) => {
+      await actOnInboundSet(c.var.scope, readUpstreams(c.env), body);
       // Accepted, acted on or not (an event it ignores, a SET received before): RFC 8935 §2.2.
       return c.body(null, 202);
     },

@@ -108,13 +108,16 @@ const BAD_BODY = (codes: readonly ErrorCode[] = ["invalid_request_body"]) => ({
   "400": error("The body is not a JSON object of valid members for this call; nothing changed.", codes),
 });
 const EMPTY = (description: string) => ({ description, headers: NO_STORE });
-const requestBody = (schema: JsonObject) => ({ required: true, content: json(schema) });
 export const STREAM_ID = { type: "string", minLength: 1, maxLength: MAX_STREAM_ID_LENGTH };
-const STREAM_ID_QUERY = (required: boolean) => ({
-  name: "stream_id",
-  in: "query",
-  required,
-  schema: STREAM_ID,
+/** `stream_id` from the query: when `required`, its absence is a 400 of its own. */
+const STREAM_ID_QUERY = <R extends boolean>(required: R) => ({
+  doc: { name: "stream_id", in: "query", required, schema: STREAM_ID },
+  read: (c: Context): R extends true ? string : string | null => {
+    const id = c.req.query("stream_id");
+    if (id !== undefined) return streamIdOf(id);
+    if (required) throw streamIdRequired();
+    return null as R extends true ? string : string | null;
+  },
 });
 const STREAM_CHANGE = {
   type: "object",
@@ -141,39 +144,47 @@ const SUBJECT_BODY = {
   properties: { stream_id: STREAM_ID, subject: { type: "object" }, verified: { type: "boolean" } },
 };
 
-async function body(c: Context<StreamEnv>) {
-  return jsonObject(await c.req.text());
-}
+/** A JSON object as `schema` says, read by `of`: the body's one reading and its document. */
+const jsonBody = <T>(schema: JsonObject, of: (input: Record<string, unknown>, c: Context<StreamEnv>) => T) => ({
+  doc: { required: true, content: json(schema) },
+  read: async (c: Context<StreamEnv>) => of(jsonObject(await c.req.text()), c),
+});
+
+/** A body naming a stream by `stream_id`, and what `of` reads of the rest. */
+const streamBody = <T>(schema: JsonObject, of: (input: Record<string, unknown>, c: Context<StreamEnv>) => T) =>
+  jsonBody(schema, (input, c) => ({ streamId: streamIdOf(input.stream_id), ...of(input, c) }));
 
 function allowPrivatePush(c: Context<StreamEnv>): boolean {
   return c.env.SSF_ALLOW_PRIVATE_PUSH === "true";
 }
 
-function queryStreamId(c: Context<StreamEnv>): string {
-  const id = c.req.query("stream_id");
-  if (id === undefined) throw streamIdRequired();
-  return streamIdOf(id);
-}
-
 /** An update (PATCH: absent properties stay) or a replace (PUT: absent ones are deleted). */
-async function change(c: Context<StreamEnv>, merge: boolean) {
-  const input = await body(c);
-  const streamId = streamIdOf(input.stream_id);
+async function change(
+  c: Context<StreamEnv>,
+  { streamId, input }: { streamId: string; input: Record<string, unknown> },
+  merge: boolean,
+) {
   return c.json(streamFound(receiverAnswer(await editStream(c.var.call, streamId, input, merge, allowPrivatePush(c)))));
 }
 
+/** The subject's user, by this transmitter's issuer. */
+const SUBJECT = streamBody(SUBJECT_BODY, (input, c) => ({
+  userId: userOfSubject(input.subject, c.var.call.transmitter.issuer),
+}));
+
 /** Add (200, empty) or remove (204) a subject; an unknown user is accepted all the same, so no user is revealed. */
-async function subject(c: Context<StreamEnv>, included: boolean) {
-  const input = await body(c);
-  const streamId = streamIdOf(input.stream_id);
-  const userId = userOfSubject(input.subject, c.var.call.transmitter.issuer);
+async function subject(
+  c: Context<StreamEnv>,
+  { streamId, userId }: { streamId: string; userId: string },
+  included: boolean,
+) {
   streamFound(receiverAnswer(await updateSubject(c.var.call, streamId, userId, included)));
   return included ? c.body(null, 200) : c.body(null, 204);
 }
 
 /** PATCH and PUT of a stream: the same body and answers, a different rule for absent members. */
 const STREAM_CHANGED = {
-  requestBody: requestBody({ ...STREAM_CHANGE, required: ["stream_id"] }),
+  body: streamBody({ ...STREAM_CHANGE, required: ["stream_id"] }, (input) => ({ input })),
   answers: {
     "200": ok("The whole stream after the change.", ref("schemas/Stream")),
     ...BAD_BODY(["invalid_request_body", "invalid_delivery"]),
@@ -187,17 +198,16 @@ const STREAMS_ROUTES = [
     credential: RECEIVER,
     operationId: "readStreams",
     summary: "The receiver's streams (SSF 1.0 §8.1.1.2): all of them, or one by stream_id",
-    parameters: [STREAM_ID_QUERY(false)],
+    parameters: { streamId: STREAM_ID_QUERY(false) },
     answers: {
       "200": ok("Without stream_id an array (maybe empty), oldest first; with it, that stream.", {
         oneOf: [ref("schemas/Stream"), { type: "array", items: ref("schemas/Stream") }],
       }),
       ...BAD_BODY(),
     },
-    handler: async (c) => {
-      const id = c.req.query("stream_id");
-      if (id === undefined) return c.json(receiverAnswer(await listStreams(c.var.call)));
-      return c.json(streamFound(receiverAnswer(await getStream(c.var.call, streamIdOf(id)))));
+    handler: async (c, { streamId }) => {
+      if (streamId === null) return c.json(receiverAnswer(await listStreams(c.var.call)));
+      return c.json(streamFound(receiverAnswer(await getStream(c.var.call, streamId))));
     },
   }),
   declare({
@@ -206,14 +216,13 @@ const STREAMS_ROUTES = [
     credential: RECEIVER,
     operationId: "createStream",
     summary: "Creates a stream (SSF 1.0 §8.1.1.1); without delivery, a poll stream",
-    requestBody: requestBody(STREAM_CHANGE),
+    body: jsonBody(STREAM_CHANGE, (input, c) => streamRequestOf(input, allowPrivatePush(c))),
     answers: {
       "201": ok("The new stream, enabled.", ref("schemas/Stream")),
       ...BAD_BODY(["invalid_request_body", "invalid_delivery"]),
       "403": error("The receiver has 10 streams already; nothing changed.", ["stream_limit_reached"]),
     },
-    handler: async (c) => {
-      const request = streamRequestOf(await body(c), allowPrivatePush(c));
+    handler: async (c, { body: request }) => {
       const stream = receiverAnswer(await addStream(c.var.call, request));
       if (!stream) throw streamLimitReached();
       return c.json(stream, 201);
@@ -226,7 +235,7 @@ const STREAMS_ROUTES = [
     operationId: "updateStream",
     summary: "Changes the receiver-supplied properties the body names (SSF 1.0 §8.1.1.3)",
     ...STREAM_CHANGED,
-    handler: (c) => change(c, true),
+    handler: (c, { body }) => change(c, body, true),
   }),
   declare({
     method: "put",
@@ -235,7 +244,7 @@ const STREAMS_ROUTES = [
     operationId: "replaceStream",
     summary: "Replaces the receiver-supplied properties; absent ones are deleted (SSF 1.0 §8.1.1.4)",
     ...STREAM_CHANGED,
-    handler: (c) => change(c, false),
+    handler: (c, { body }) => change(c, body, false),
   }),
   declare({
     method: "delete",
@@ -243,13 +252,13 @@ const STREAMS_ROUTES = [
     credential: RECEIVER,
     operationId: "deleteStream",
     summary: "Deletes a stream, its subjects and the SETs waiting for it (SSF 1.0 §8.1.1.5)",
-    parameters: [STREAM_ID_QUERY(true)],
+    parameters: { streamId: STREAM_ID_QUERY(true) },
     answers: {
       "204": EMPTY("Deleted."),
       ...BAD_BODY(["stream_id_required", "invalid_request_body"]),
     },
-    handler: async (c) => {
-      streamFound(receiverAnswer(await removeStream(c.var.call, queryStreamId(c))));
+    handler: async (c, { streamId }) => {
+      streamFound(receiverAnswer(await removeStream(c.var.call, streamId)));
       return c.body(null, 204);
     },
   }),
@@ -259,12 +268,12 @@ const STREAMS_ROUTES = [
     credential: RECEIVER,
     operationId: "getStreamStatus",
     summary: "A stream's status (SSF 1.0 §8.1.2.1)",
-    parameters: [STREAM_ID_QUERY(true)],
+    parameters: { streamId: STREAM_ID_QUERY(true) },
     answers: {
       "200": ok("The status, and its reason when one was given.", STATUS_BODY),
       ...BAD_BODY(["stream_id_required", "invalid_request_body"]),
     },
-    handler: async (c) => c.json(streamFound(receiverAnswer(await getStatus(c.var.call, queryStreamId(c))))),
+    handler: async (c, { streamId }) => c.json(streamFound(receiverAnswer(await getStatus(c.var.call, streamId)))),
   }),
   declare({
     method: "post",
@@ -272,12 +281,9 @@ const STREAMS_ROUTES = [
     credential: RECEIVER,
     operationId: "setStreamStatus",
     summary: "Enables, pauses (SETs are held) or disables (SETs are dropped) a stream (SSF 1.0 §8.1.2.2)",
-    requestBody: requestBody(STATUS_BODY),
+    body: streamBody(STATUS_BODY, statusOf),
     answers: { "200": ok("The status now.", STATUS_BODY), ...BAD_BODY() },
-    handler: async (c) => {
-      const input = await body(c);
-      const streamId = streamIdOf(input.stream_id);
-      const { status, reason } = statusOf(input);
+    handler: async (c, { body: { streamId, status, reason } }) => {
       return c.json(streamFound(receiverAnswer(await updateStatus(c.var.call, streamId, status, reason))));
     },
   }),
@@ -289,9 +295,9 @@ const STREAMS_ROUTES = [
     summary: "Narrows the stream to the users added (SSF 1.0 §8.1.3.2)",
     description:
       "A stream starts with every user. Once a user is added it carries only the users added (and not removed since). The subject: `iss_sub` with this issuer, `opaque`, or `complex` with such a `user`. An unknown user is accepted all the same: the answer reveals no account.",
-    requestBody: requestBody(SUBJECT_BODY),
+    body: SUBJECT,
     answers: { "200": EMPTY("Added."), ...BAD_BODY(["invalid_request_body", "invalid_subject"]) },
-    handler: (c) => subject(c, true),
+    handler: (c, { body }) => subject(c, body, true),
   }),
   declare({
     method: "post",
@@ -299,9 +305,9 @@ const STREAMS_ROUTES = [
     credential: RECEIVER,
     operationId: "removeSubject",
     summary: "Stops the stream's events about a user (SSF 1.0 §8.1.3.3)",
-    requestBody: requestBody(SUBJECT_BODY),
+    body: SUBJECT,
     answers: { "204": EMPTY("Removed."), ...BAD_BODY(["invalid_request_body", "invalid_subject"]) },
-    handler: (c) => subject(c, false),
+    handler: (c, { body }) => subject(c, body, false),
   }),
   declare({
     method: "post",
@@ -309,11 +315,14 @@ const STREAMS_ROUTES = [
     credential: RECEIVER,
     operationId: "verifyStream",
     summary: "Queues a verification SET echoing `state` (SSF 1.0 §8.1.4.2)",
-    requestBody: requestBody({
-      type: "object",
-      required: ["stream_id"],
-      properties: { stream_id: STREAM_ID, state: { type: "string", maxLength: MAX_STATE_LENGTH } },
-    }),
+    body: streamBody(
+      {
+        type: "object",
+        required: ["stream_id"],
+        properties: { stream_id: STREAM_ID, state: { type: "string", maxLength: MAX_STATE_LENGTH } },
+      },
+      (input) => ({ state: stateOf(input) }),
+    ),
     answers: {
       "204": EMPTY("Queued (a disabled stream queues nothing); delivered like any SET of the stream."),
       ...BAD_BODY(),
@@ -323,10 +332,8 @@ const STREAMS_ROUTES = [
         { "Retry-After": ref("headers/RetryAfter") },
       ),
     },
-    handler: async (c) => {
-      const input = await body(c);
-      const streamId = streamIdOf(input.stream_id);
-      const wait = streamFound(receiverAnswer(await verifyStream(c.var.call, streamId, stateOf(input))));
+    handler: async (c, { body: { streamId, state } }) => {
+      const wait = streamFound(receiverAnswer(await verifyStream(c.var.call, streamId, state)));
       if (wait > 0) throw verificationTooFrequent(wait);
       return c.body(null, 204);
     },
@@ -338,16 +345,24 @@ const STREAMS_ROUTES = [
     operationId: "pollStream",
     summary: "Acknowledges SETs and fetches the next ones (RFC 8936)",
     description: `Acknowledged and refused (\`setErrs\`) SETs are forgotten; then up to \`maxEvents\` (at most ${MAX_POLL_EVENTS}) of the oldest waiting ones are signed and handed out. One not acknowledged is handed out again a minute later. A paused stream hands out nothing. Answers at once: \`returnImmediately\` false is honoured as a long poll of zero seconds.`,
-    parameters: [{ name: "streamId", in: "path", required: true, schema: STREAM_ID }],
-    requestBody: requestBody({
-      type: "object",
-      properties: {
-        maxEvents: { type: "integer", minimum: 0 },
-        returnImmediately: { type: "boolean" },
-        ack: { type: "array", items: { type: "string" } },
-        setErrs: { type: "object" },
+    parameters: {
+      streamId: {
+        doc: { name: "streamId", in: "path", required: true, schema: STREAM_ID },
+        read: (c) => streamIdOf(c.req.param("streamId")),
       },
-    }),
+    },
+    body: jsonBody(
+      {
+        type: "object",
+        properties: {
+          maxEvents: { type: "integer", minimum: 0 },
+          returnImmediately: { type: "boolean" },
+          ack: { type: "array", items: { type: "string" } },
+          setErrs: { type: "object" },
+        },
+      },
+      pollRequestOf,
+    ),
     answers: {
       "200": ok("The SETs, by jti.", {
         type: "object",
@@ -360,9 +375,7 @@ const STREAMS_ROUTES = [
       }),
       ...BAD_BODY(),
     },
-    handler: async (c) => {
-      const streamId = streamIdOf(c.req.param("streamId"));
-      const request = pollRequestOf(await body(c));
+    handler: async (c, { streamId, body: request }) => {
       return c.json(streamFound(receiverAnswer(await pollStream(c.var.call, streamId, request))));
     },
   }),

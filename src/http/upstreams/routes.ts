@@ -11,10 +11,9 @@ import {
 import { MAX_UPSTREAM_ID_LENGTH } from "../../domain/upstream-sign-in.ts";
 import { readUpstreams, type Upstream } from "../../domain/upstreams.ts";
 import { backchannelLogout, revokeGlobally } from "../../services/upstream-logout.ts";
-import type { AppEnv } from "../app-env.ts";
 import { boundedText, mediaTypeOf } from "../bounded-body.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
-import { ALLOW_HEADER, anyRequest, error, errorBody, json, NO_STORE, ref } from "../openapi-parts.ts";
+import { ALLOW_HEADER, anyRequest, error, errorBody, type JsonObject, json, NO_STORE, ref } from "../openapi-parts.ts";
 import { notFound } from "../refusals.ts";
 import { type Credential, declare, pathsOf, router } from "../route.ts";
 
@@ -61,31 +60,39 @@ const refusal = (description: string, codes: UpstreamErrorCode[], headers: Recor
   content: json(refusalBody(codes)),
 });
 
+/** The upstream this URL is for, with OpenID Connect configured; else the path does not exist. */
 const NAME = {
-  name: "name",
-  in: "path",
-  required: true,
-  schema: { type: "string" },
-  description: "The upstream's `name` in SSF_UPSTREAMS; it must have a `client_id`.",
+  doc: {
+    name: "name",
+    in: "path",
+    required: true,
+    schema: { type: "string" },
+    description: "The upstream's `name` in SSF_UPSTREAMS; it must have a `client_id`.",
+  },
+  read: (c: Context<ScopedEnv>): Upstream => {
+    const upstream = readUpstreams(c.env).find((candidate) => candidate.name === c.req.param("name"));
+    if (!upstream || upstream.clientId === null) throw notFound();
+    return upstream;
+  },
 };
 
 type UpstreamRoute = "backchannel_logout" | "global_revocation";
 
-/** The upstream this URL is for, with OpenID Connect configured; else the path does not exist. */
-function upstreamOf<E extends AppEnv>(c: Context<E>): Upstream {
-  const upstream = readUpstreams(c.env).find((candidate) => candidate.name === c.req.param("name"));
-  if (!upstream || upstream.clientId === null) throw notFound();
-  return upstream;
-}
-
 const refuse = (description: string) => upstreamRefused("invalid_request", description);
 
-/** The body within the bound, or a refusal. */
-async function bodyOf(c: Context<ScopedEnv>): Promise<string> {
-  const body = await boundedText(c.req.raw, MAX_UPSTREAM_TOKEN_BYTES);
-  if (body === null) throw refuse(`The body is longer than ${MAX_UPSTREAM_TOKEN_BYTES} bytes.`);
-  return body;
-}
+/**
+ * The body, sent as `mediaType`, within the bound, or a refusal: read when the route's work
+ * calls it, so that its refusal is the work's, logged.
+ */
+const bodyAs = <T>(mediaType: string, schema: JsonObject, of: (text: string) => T) => ({
+  doc: { required: true, content: { [mediaType]: { schema } } },
+  read: (c: Context) => async () => {
+    if (mediaTypeOf(c) !== mediaType) throw refuse(`The Content-Type is not ${mediaType}.`);
+    const body = await boundedText(c.req.raw, MAX_UPSTREAM_TOKEN_BYTES);
+    if (body === null) throw refuse(`The body is longer than ${MAX_UPSTREAM_TOKEN_BYTES} bytes.`);
+    return of(body);
+  },
+});
 
 /**
  * Runs an upstream route's work and writes its line: the answer's status and the sessions ended, or what
@@ -94,14 +101,14 @@ async function bodyOf(c: Context<ScopedEnv>): Promise<string> {
  */
 async function answer(
   c: Context<ScopedEnv>,
+  upstream: Upstream,
   route: UpstreamRoute,
-  work: (upstream: Upstream) => Promise<{ status: 200 | 204; ended: number }>,
+  work: () => Promise<{ status: 200 | 204; ended: number }>,
 ): Promise<Response> {
-  const upstream = upstreamOf(c);
   const line = { upstream: upstream.name, route };
   let done: { status: 200 | 204; ended: number };
   try {
-    done = await work(upstream);
+    done = await work();
   } catch (error) {
     const stopped =
       error instanceof Refused
@@ -146,19 +153,20 @@ const UPSTREAM_ROUTES = [
       "OpenID Connect Back-Channel Logout 1.0: the upstream ends the sessions of one of its sessions or subjects",
     description:
       "The rules of OpenID Connect Back-Channel Logout 1.0 §2.6, checked as docs/identity-providers.md says. With a `sid`, the sessions signed in with that upstream, subject and sid end; with `sub` alone, every session of that subject; acted on once per `jti`. Two D1 round trips.",
-    parameters: [NAME],
-    requestBody: {
-      required: true,
-      content: {
-        "application/x-www-form-urlencoded": {
-          schema: {
-            type: "object",
-            required: ["logout_token"],
-            properties: { logout_token: { type: "string", maxLength: MAX_UPSTREAM_TOKEN_BYTES } },
-          },
-        },
+    parameters: { upstream: NAME },
+    body: bodyAs(
+      "application/x-www-form-urlencoded",
+      {
+        type: "object",
+        required: ["logout_token"],
+        properties: { logout_token: { type: "string", maxLength: MAX_UPSTREAM_TOKEN_BYTES } },
       },
-    },
+      (text) => {
+        const [token, ...more] = new URLSearchParams(text).getAll("logout_token");
+        if (!token || more.length > 0) throw refuse("The body has not exactly one logout_token.");
+        return token;
+      },
+    ),
     answers: {
       "200": {
         description: "Done (a `jti` received before ends nothing). No body.",
@@ -166,13 +174,9 @@ const UPSTREAM_ROUTES = [
       },
       [status("invalid_request")]: refusal("Refused (§2.8); nothing ended.", ["invalid_request"]),
     },
-    handler: (c) =>
-      answer(c, "backchannel_logout", async (upstream) => {
-        if (mediaTypeOf(c) !== "application/x-www-form-urlencoded")
-          throw refuse("The Content-Type is not application/x-www-form-urlencoded.");
-        const tokens = new URLSearchParams(await bodyOf(c)).getAll("logout_token");
-        if (tokens.length !== 1 || tokens[0] === "") throw refuse("The body has not exactly one logout_token.");
-        const ended = await backchannelLogout(c.var.scope, upstream, tokens[0] as string);
+    handler: (c, { upstream, body }) =>
+      answer(c, upstream, "backchannel_logout", async () => {
+        const ended = await backchannelLogout(c.var.scope, upstream, await body());
         return { status: 200, ended };
       }),
   }),
@@ -186,10 +190,11 @@ const UPSTREAM_ROUTES = [
       "Global Token Revocation (draft-parecki-oauth-global-token-revocation-06): the upstream ends every session of a user",
     description:
       "draft-parecki-oauth-global-token-revocation-06, authenticated by a JWT the upstream signs (RFC 7523) as docs/identity-providers.md says. Ends every session of the user the `iss_sub` subject is linked to. Three D1 round trips.",
-    parameters: [NAME],
-    requestBody: {
-      required: true,
-      content: json({
+    parameters: { upstream: NAME },
+    // Parsed only: revokeGlobally checks the `sub_id` once the JWT verifies.
+    body: bodyAs(
+      "application/json",
+      {
         type: "object",
         required: ["sub_id"],
         properties: {
@@ -199,8 +204,15 @@ const UPSTREAM_ROUTES = [
             properties: { format: { const: "iss_sub" }, iss: { type: "string" }, sub: ID },
           },
         },
-      }),
-    },
+      },
+      (text): unknown => {
+        try {
+          return JSON.parse(text);
+        } catch {
+          return undefined;
+        }
+      },
+    ),
     answers: {
       "204": { description: "Done (a `jti` received before ends nothing). No body.", headers: NO_STORE },
       [status("invalid_request")]: refusal("Not a JSON `iss_sub` `sub_id`; nothing ended.", ["invalid_request"]),
@@ -214,21 +226,13 @@ const UPSTREAM_ROUTES = [
         content: json({ anyOf: [errorBody("not_found"), refusalBody(["user_not_found"])] }),
       },
     },
-    handler: (c) =>
-      answer(c, "global_revocation", async (upstream) => {
+    handler: (c, { upstream, body }) =>
+      answer(c, upstream, "global_revocation", async () => {
         const [scheme, jwt, ...rest] = (c.req.header("Authorization") ?? "").split(" ");
         if (scheme?.toLowerCase() !== "bearer" || !jwt || rest.length > 0)
           throw upstreamRefused("invalid_token", "The request has no Authorization: Bearer JWT.");
-        if (mediaTypeOf(c) !== "application/json") throw refuse("The Content-Type is not application/json.");
-        const text = await bodyOf(c);
-        let body: unknown;
-        try {
-          body = JSON.parse(text);
-        } catch {
-          body = undefined;
-        }
         const { origin, pathname } = new URL(c.req.url);
-        const ended = await revokeGlobally(c.var.scope, upstream, jwt, body, `${origin}${pathname}`);
+        const ended = await revokeGlobally(c.var.scope, upstream, jwt, await body(), `${origin}${pathname}`);
         if (ended === null) throw upstreamRefused("user_not_found", "No sign-in linked this subject to a user.");
         return { status: 204, ended };
       }),
