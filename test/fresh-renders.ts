@@ -1,18 +1,18 @@
 import { fillPlaceholders, type Query } from "drizzle-orm";
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
-import { reportSent } from "../src/db/compiled.ts";
+import { type Builder, reportSent } from "../src/db/compiled.ts";
 
-// Every statement rendered once per shape (src/db/compiled.ts), as each test file sends it,
+// Every statement rendered once per builder and shape (src/db/compiled.ts), as each test file sends it,
 // compared with a fresh render of the same builder on the call's own values: test/setup.ts
 // turns this on for the whole suite and fails a file that sent a statement of another call.
 
-/** A statement sent, by its shape: what went to D1 (text and parameters), and what a fresh render of its call gives. */
-export type Comparison = { shape: string; sent: Query; fresh: Query };
+/** A statement sent, by its builder's name and its shape: what went to D1 (text and parameters), and what a fresh render of its call gives. */
+export type Comparison = { builder: string; shape: string; sent: Query; fresh: Query };
 
 const dialect = new SQLiteAsyncDialect();
 
-/** The shapes sent in this file, so far. */
-export const shapesSent = new Set<string>();
+/** The shapes sent in this file so far, by builder: each pair rendered once. */
+export const shapesSent = new Map<Builder<never>, Set<string>>();
 
 /** The statements sent in this file that a fresh render of their call would not have sent. */
 export const stale: Comparison[] = [];
@@ -21,11 +21,13 @@ export const stale: Comparison[] = [];
 const asOne = ({ sql, params }: Query) => JSON.stringify([sql, params]);
 
 export function compareEveryStatement(): void {
-  reportSent(({ shape, values, fresh }, sent) => {
-    shapesSent.add(shape);
-    const made = dialect.sqlToQuery(fresh().getSQL());
+  reportSent(({ build, once, values, called }, db, sent) => {
+    const shapes = shapesSent.get(build) ?? new Set();
+    shapesSent.set(build, shapes.add(once.shape));
+    const made = dialect.sqlToQuery(build(db, called).getSQL());
     const comparison = {
-      shape,
+      builder: build.name,
+      shape: once.shape,
       sent: { sql: sent.sql, params: sent.params },
       // The operation's own placeholders (the bucket, a target id) are the call's in both.
       fresh: { sql: made.sql, params: fillPlaceholders(made.params, values) },
@@ -35,10 +37,10 @@ export function compareEveryStatement(): void {
 }
 
 /** Where a stale statement differs from a fresh render: the text around the first difference, or the parameters. */
-export function difference({ shape, sent, fresh }: Comparison) {
-  if (sent.sql === fresh.sql) return { shape, sentParams: sent.params, freshParams: fresh.params };
+export function difference({ builder, shape, sent, fresh }: Comparison) {
+  if (sent.sql === fresh.sql) return { builder, shape, sentParams: sent.params, freshParams: fresh.params };
   let at = 0;
   while (sent.sql[at] === fresh.sql[at]) at++;
   const around = (text: string) => text.slice(Math.max(0, at - 60), at + 60);
-  return { shape, sent: around(sent.sql), fresh: around(fresh.sql) };
+  return { builder, shape, sent: around(sent.sql), fresh: around(fresh.sql) };
 }

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { ByToken } from "../src/db/authenticated.ts";
 import { openDatabase } from "../src/db/client.ts";
 import type { ContextCheck } from "../src/db/client-context.ts";
-import { compiledRun } from "../src/db/compiled.ts";
+import { compiledRun, shaped } from "../src/db/compiled.ts";
 import { registerBinding } from "../src/db/device-binding.ts";
 import { listEvents } from "../src/db/events.ts";
 import { reauthenticateSession } from "../src/db/issuing.ts";
@@ -20,13 +20,13 @@ import type { ClientContext, ContextPolicies, TravelLimits } from "../src/domain
 import { difference, shapesSent, stale } from "./fresh-renders.ts";
 import { d1, shardBindings } from "./helpers.ts";
 
-// The statements by token and the lists' are rendered once per shape and each call's values
-// filled in (src/db/compiled.ts). test/setup.ts compares every one the suite sends with a fresh render
-// of its call; here every operation by token runs from one input, then with each field of it
-// changed alone, on the cache the runs before it filled: first to each other value of what
-// changes the SQL text (a shape that leaves one out sends an earlier call's statement, which
-// the comparison finds), then to other values it only binds (a value that is no placeholder
-// is found so too, and a value in the shape would add a shape per call).
+// The statements by token and the lists' are rendered once per builder and shape and each call's
+// values filled in (src/db/compiled.ts). test/setup.ts compares every one the suite sends with a
+// fresh render of its call; here every operation by token runs from one input, then with each
+// field of it changed alone, on the cache the runs before it filled: first to each other value
+// of what changes the SQL text (a shape that leaves one out sends an earlier call's statement,
+// which the comparison finds), then to other values it only binds (a value that is no
+// placeholder, or a builder made anew per call, would add a render per call).
 
 const binding = shardBindings()[0] as string;
 const db = openDatabase(d1(binding));
@@ -170,8 +170,8 @@ const OPERATIONS: Record<string, (shard: BucketShard, input: Input) => Promise<u
     ),
 };
 
-/** A statement's name: its shape up to the head's part (`list:[…]`, `delete-own:caller:[…]`). */
-const nameOf = (shape: string) => shape.slice(0, shape.indexOf(":["));
+/** Each builder sent so far, by its name, with how many shapes it was rendered for. */
+const renders = () => [...shapesSent].map(([build, shapes]) => [build.name, shapes.size]);
 
 describe("the statement cache", () => {
   // About 370 batches: longer than the default 5 s on a busy machine.
@@ -184,41 +184,44 @@ describe("the statement cache", () => {
     };
     for (const input of [BASE, ...inputs("text")]) await runAll(input);
     expect(stale.map(difference)).toEqual([]);
-    const shapes = [...shapesSent];
+    const rendered = renders();
     for (const input of inputs("value")) await runAll(input);
     expect(stale.map(difference)).toEqual([]);
     // A value only bound is no part of the shape: it would render the statements anew for each call.
-    expect([...shapesSent]).toEqual(shapes);
-    expect(new Set([...shapesSent].map(nameOf))).toEqual(
-      new Set([
-        "contextEvents",
-        "contextEnded",
-        "activity",
-        "list",
-        "authenticate:caller",
-        "events:caller",
-        "events",
-        ...["delete-own", "delete-other", "logout-all", "logout-others"].flatMap((operation) =>
-          ["caller", "recorded", "ended", "logged"].map((statement) => `${operation}:${statement}`),
-        ),
-      ]),
-    );
+    expect(renders()).toEqual(rendered);
+    // One builder for each statement: the head's three, the caller's row every operation reads,
+    // the lists', and each ending's (delete own, delete other, logout everywhere, logout others).
+    expect([...shapesSent.keys()].map((build) => build.name).sort()).toEqual([
+      "activity",
+      "callerRowOf",
+      "contextEnded",
+      "contextEvents",
+      "ended",
+      "ended",
+      "ended",
+      "ended",
+      "eventList",
+      "loggedOf",
+      "recorded",
+      "recorded",
+      "recorded",
+      "recorded",
+      "sessionList",
+    ]);
   });
 
-  it("tells a statement of another call from a fresh render: a shape that leaves out what changes the text, a value that is no placeholder", () => {
+  it("tells a statement of another call from a fresh render: a builder that reads what its input does not carry, in its text or its values", () => {
     const before = stale.length;
-    for (const stepUp of [false, true]) {
-      const build = () => (stepUp ? sql`SELECT 1 WHERE 1` : sql`SELECT 1`);
-      compiledRun({ shape: "step-up left out", once: build, values: {}, fresh: build });
-    }
-    for (const id of ["first", "second"]) {
-      const build = () => sql`SELECT ${id}`;
-      compiledRun({ shape: "id frozen", once: build, values: {}, fresh: build });
-    }
+    let stepUp = false;
+    const stepUpLeftOut = () => (stepUp ? sql`SELECT 1 WHERE 1` : sql`SELECT 1`);
+    for (stepUp of [false, true]) compiledRun(db, { build: stepUpLeftOut, once: shaped({}), values: {}, called: {} });
+    let id = "first";
+    const idFrozen = () => sql`SELECT ${id}`;
+    for (id of ["first", "second"]) compiledRun(db, { build: idFrozen, once: shaped({}), values: {}, called: {} });
     // Taken out: they are this test's to find, not the file's.
     expect(stale.splice(before).map(difference)).toEqual([
-      { shape: "step-up left out", sent: "SELECT 1", fresh: "SELECT 1 WHERE 1" },
-      { shape: "id frozen", sentParams: ["first"], freshParams: ["second"] },
+      { builder: "stepUpLeftOut", shape: "{}", sent: "SELECT 1", fresh: "SELECT 1 WHERE 1" },
+      { builder: "idFrozen", shape: "{}", sentParams: ["first"], freshParams: ["second"] },
     ]);
   });
 
@@ -227,9 +230,9 @@ describe("the statement cache", () => {
     for (const idleCutoff of [BEFORE(1_209_600_000), null, BEFORE(60_000), null])
       await listSessionsByUserId(shard, "someone", { ...BASE.at, idleCutoff });
     expect(stale.map(difference)).toEqual([]);
-    // Two shapes, told apart by the idle cutoff alone: a placeholder, or none.
-    const shapes = [...shapesSent].filter((shape) => shape.startsWith("userList:"));
-    expect(shapes.map((shape) => JSON.parse(shape.slice("userList:".length)))).toEqual([
+    // One builder, two shapes, told apart by the idle cutoff alone: a placeholder, or none.
+    const lists = [...shapesSent].filter(([build]) => build.name === "userSessionList");
+    expect(lists.flatMap(([, shapes]) => [...shapes].map((shape) => JSON.parse(shape)))).toEqual([
       {
         userId: { name: "userId" },
         at: { now: { name: "now" }, idleCutoff: { name: "idleCutoff" } },

@@ -1,4 +1,4 @@
-import { getTableColumns, type Placeholder, type SQL, type SQLWrapper, sql } from "drizzle-orm";
+import { getTableColumns, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import type { ClientContext } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
 import { facesOf } from "../domain/device.ts";
@@ -17,7 +17,7 @@ import {
   judgement as judgementOf,
   seenValues,
 } from "./client-context.ts";
-import { type Compiled, compiledAll, compiledRun, millis, placeholders } from "./compiled.ts";
+import { type Builder, type Compiled, compiledAll, compiledRun, millis, placeholders, shaped } from "./compiled.ts";
 import { ACTIVITY_WRITE_INTERVAL_MS, type At, type Caller, isProvenBy, type TokenProof } from "./liveness.ts";
 import { type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 import { endSessions, loggedBy, recordEvents, type Write, type Writer } from "./writes.ts";
@@ -50,6 +50,16 @@ export interface ByToken extends TokenOperation {
 }
 
 /**
+ * What every statement of an authenticated batch is built on (`authenticated`): the operation by
+ * token, whether it records activity, and the instant recorded activity is stale before.
+ */
+export interface Head {
+  token: TokenOperation;
+  activity: boolean;
+  staleBefore: unknown;
+}
+
+/**
  * With a sliding lifetime: now + the session's own TTL, never past creation + the maximum
  * lifetime. A support session keeps the end it was opened with.
  */
@@ -58,15 +68,10 @@ function renewedExpiry(at: At, maxLifetimeMs: unknown): SQL<Date> {
 }
 
 /**
- * The head's statements as drizzle builds them, from what `headOf` hands over: the call's values
- * or, while the statements are rendered once (src/db/compiled.ts), placeholders for them.
+ * The head's statements as drizzle builds them, from what `authenticated` hands over: the call's
+ * values or, while the statements are rendered once (src/db/compiled.ts), placeholders for them.
  */
-function build(
-  db: Database,
-  { proof, at, check, writer, write }: TokenOperation,
-  activity: boolean,
-  staleBefore: unknown,
-) {
+function build(db: Database, { token: { proof, at, check, writer, write }, activity, staleBefore }: Head) {
   const proven = isProvenBy(proof, at);
   const changed = check && sql`(${isBrowsers} AND ${differs(check)})`;
   const stale = activity ? sql`${sessions.lastActiveAt} <= ${staleBefore}` : null;
@@ -122,10 +127,33 @@ function build(
   return { contextEvents, contextEnded, activity: update };
 }
 
-const P = sql.placeholder;
+/** The head's statements one by one, each its own builder (src/db/compiled.ts); which exist follows from the shape. */
+const HEAD = {
+  contextEvents: (db, head) => build(db, head).contextEvents as SQLWrapper,
+  contextEnded: (db, head) => build(db, head).contextEnded as SQLWrapper,
+  activity: (db, head) => build(db, head).activity as SQLWrapper,
+} satisfies Record<keyof ReturnType<typeof build>, Builder<Head>>;
 
-/** An operation's own statement, built on the head's placeholders (`authenticated(…).also`). */
-type Build = (token: TokenOperation, unrecorded: SQL<number>, placeholder: (name: string) => Placeholder) => SQLWrapper;
+/**
+ * As a column of a later read: a change of the caller's context is still not recorded
+ * (`authenticated`); built on the head's placeholders or on the call's values.
+ */
+export function unrecordedOf(check: ContextCheck | null): SQL<number> {
+  return check ? sql<number>`coalesce((${isBrowsers} AND ${differs(check)}), 0)` : sql<number>`0`;
+}
+
+/**
+ * Exactly one row, whatever the tables hold: the caller and the bucket's move state
+ * (`callerAndMove` decodes it), the bucket a placeholder (`authenticated(…).callerRow`).
+ */
+function callerRowOf(db: Database, { token: { proof, at, check } }: Head) {
+  return db
+    .select({
+      caller: callerValue(proof, at, unrecordedOf(check)).as("caller"),
+      move: moveState(sql.placeholder("bucket")).as("move"),
+    })
+    .from(sql`(SELECT 1)`);
+}
 
 /** Every field of `T`, optional ones too: the placeholders built of it cover each field, a new one a type error until covered. */
 type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
@@ -141,7 +169,7 @@ type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
  *     few minutes, renewing a sliding expiry), its context differs or its place's time is as
  *     old: records where and when a browser's cookie was used, and holds the session for a
  *     change under `step-up`.
- * Rendered once per shape (src/db/compiled.ts): they are most of a request's CPU otherwise.
+ * Rendered once per builder and shape (src/db/compiled.ts): they are most of a request's CPU otherwise.
  * `unrecorded`, as a column of a later read: a change is still not recorded, which only a
  * frozen bucket makes so (its writes are held back); the operation must not answer as if it
  * were not there. Only a browser's session used through its cookie, or by an RPC caller that
@@ -190,69 +218,43 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     } satisfies FieldByField<Writer>,
     write: { id: stand("writeId", write.id), at: standAt("writeAt", write.at) } satisfies FieldByField<Write>,
   };
-  // What changes the SQL text, by construction: the placeholders' constants and which fields are
-  // placeholders (as JSON, a placeholder is its name), and `activity`.
-  const shape = JSON.stringify([activity, standIns]);
   const staleBefore = at.now.getTime() - ACTIVITY_WRITE_INTERVAL_MS;
-  const staleBeforeStandIn = stand("staleBefore", staleBefore);
+  // Its shape, what changes the SQL text, derived from it (src/db/compiled.ts `shaped`) once for
+  // every statement of the batch.
+  const once = shaped<Head>({ token: standIns, activity, staleBefore: stand("staleBefore", staleBefore) });
   // The same statements on the call's own values, for a fresh render to compare with (src/db/compiled.ts).
-  const called: TokenOperation = { proof, at, check, writer, write };
-  let built: ReturnType<typeof build> | undefined;
-  const statement = (name: keyof ReturnType<typeof build>): Compiled => ({
-    shape: `${name}:${shape}`,
-    once: () => {
-      built ??= build(db, standIns, activity, staleBeforeStandIn);
-      return built[name] as SQLWrapper;
-    },
-    values,
-    // Only the tests render it (src/db/compiled.ts `reportSent`): built anew for each statement.
-    fresh: () => build(db, called, activity, staleBefore)[name] as SQLWrapper,
-  });
-  const unrecordedOf = (on: TokenOperation["check"]) =>
-    on ? sql<number>`coalesce((${isBrowsers} AND ${differs(on)}), 0)` : sql<number>`0`;
-  const own = (name: string, more: Record<string, unknown>, build: Build): Compiled => ({
-    shape: `${name}:${shape}`,
-    once: () => build(standIns, unrecordedOf(standIns.check), P),
-    values: { ...values, ...more },
-    fresh: () => build(called, unrecordedOf(check), P),
+  const called: Head = { token: { proof, at, check, writer, write }, activity, staleBefore };
+  const statement = (build: Builder<Head>, more?: Record<string, unknown>): Compiled<Head> => ({
+    build,
+    once,
+    values: more ? { ...values, ...more } : values,
+    called,
   });
   return {
     /**
-     * The operation's own statements, rendered once per shape like the head's: `build` gets the
-     * placeholders, `unrecorded` on them and a placeholder for each of `more`'s values (the bucket,
-     * a target id). `name` must tell apart every statement an operation builds. Rows come as D1
+     * The operation's own statement, rendered once per shape like the head's: `build`, a
+     * function of its module (src/db/compiled.ts `Builder`), gets the placeholders, and may put
+     * a placeholder for each of `more`'s values (the bucket, a target id). Rows come as D1
      * answers them, by column name: alias each column.
      */
-    also: (name: string, more: Record<string, unknown>, build: Build) => compiledAll(own(name, more, build)),
+    also: (build: Builder<Head>, more: Record<string, unknown>) => compiledAll(db, statement(build, more)),
     /** The same, for a statement that answers nothing (INSERT, DELETE). */
-    alsoRun: (name: string, more: Record<string, unknown>, build: Build) => compiledRun(own(name, more, build)),
-    /**
-     * Exactly one row, whatever the tables hold: the caller and the bucket's move state
-     * (`callerAndMove` decodes it). `name` as for `also`.
-     */
-    callerRow: (name: string, bucket: string) =>
-      compiledAll(
-        own(`${name}:caller`, { bucket }, (t, unrecorded, P) =>
-          db
-            .select({
-              caller: callerValue(t.proof, t.at, unrecorded).as("caller"),
-              move: moveState(P("bucket")).as("move"),
-            })
-            .from(sql`(SELECT 1)`),
-        ),
-      ),
+    alsoRun: (build: Builder<Head>, more: Record<string, unknown>) => compiledRun(db, statement(build, more)),
+    /** The caller and the bucket's move state, in exactly one row (`callerRowOf`). */
+    callerRow: (bucket: string) => compiledAll(db, statement(callerRowOf, { bucket })),
     /** For D1's batch (src/db/compiled.ts `batchCompiled`); which exist follows from the shape, as in `build`. */
     statements: () => ({
-      contextEvents: check && acts(check, "log", "step-up", "end") ? compiledAll(statement("contextEvents")) : null,
-      contextEnded: check && acts(check, "end") ? compiledRun(statement("contextEnded")) : null,
-      activity: activity || check ? compiledRun(statement("activity")) : null,
+      contextEvents:
+        check && acts(check, "log", "step-up", "end") ? compiledAll(db, statement(HEAD.contextEvents)) : null,
+      contextEnded: check && acts(check, "end") ? compiledRun(db, statement(HEAD.contextEnded)) : null,
+      activity: activity || check ? compiledRun(db, statement(HEAD.activity)) : null,
     }),
     /**
      * The same statements as drizzle's builders, rendered on each call, for a batch of builders
      * (src/db/client.ts `batchNamed`): an operation that runs few times a session (a
      * re-authentication, a DBSC registration) and whose own statements are builders.
      */
-    builders: () => build(db, called, activity, staleBefore),
+    builders: () => build(db, called),
     /** The rows `contextEvents` returned, as the table's rows. */
     events: (rows: Record<string, unknown>[] | undefined): SessionEventRow[] => (rows ?? []).map(eventRow),
     /** For a builder's own statement, whether the context went unrecorded: built only when asked, as most requests never do. */

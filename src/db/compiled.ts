@@ -4,51 +4,78 @@ import type { Database } from "./client.ts";
 
 // Rendering a statement to SQL text is most of the CPU a request spends in drizzle (BENCHMARKS.md,
 // Reading). The statements every request by token runs (src/db/authenticated.ts) and the lists'
-// are rendered once per isolate and shape by drizzle's dialect, with a placeholder for each
-// value, and each call only fills in its values (`fillPlaceholders`). drizzle's batch takes only
-// its own query builders, each rendered anew (a prepared statement cannot join it,
-// drizzle-orm#2197), so these run through D1's own batch: `prepare(text).bind(...values)`.
+// are rendered once per isolate, builder and shape by drizzle's dialect, with a placeholder for
+// each value, and each call only fills in its values (`fillPlaceholders`): a statement's key is
+// derived, its builder's identity and its input's shape, never a name written by hand. drizzle's
+// batch takes only its own query builders, each rendered anew (a prepared statement cannot join
+// it, drizzle-orm#2197), so these run through D1's own batch: `prepare(text).bind(...values)`.
 
 const dialect = new SQLiteAsyncDialect();
-/** Each shape's text and parameters, placeholders among them. */
-const rendered = new Map<string, Query>();
 
-/** One statement rendered once per shape. */
-export interface Compiled {
-  /** Everything that changes the SQL text: a statement of another shape is rendered anew. */
+/**
+ * Builds one statement from its input: a function of its module (or made once as it loads), so
+ * the same function on every call, which keys the statement's renders with its input's shape.
+ */
+export type Builder<I> = (db: Database, input: I) => SQLWrapper;
+
+/** Each builder's renders: each shape's text and parameters, placeholders among them. */
+const rendered = new WeakMap<Builder<never>, Map<string, Query>>();
+
+/** A statement's input on placeholders, and its shape: what changes the SQL text built on it. */
+export interface Shaped<I> {
+  input: I;
   shape: string;
-  /** The statement on placeholders for every value that changes per call (`placeholders`). */
-  once: () => SQLWrapper;
-  /** This call's value of each placeholder. */
-  values: Record<string, unknown>;
-  /** The same statement built on this call's own values: what `once` with `values` must send (`reportSent`). */
-  fresh: () => SQLWrapper;
 }
 
-/** Told of a compiled statement as sent: what it was compiled from, and its text and values as D1 gets them. */
-export type Report = (compiled: Compiled, sent: Query) => void;
+/**
+ * `input` (each value that changes per call a placeholder, `placeholders`) with its shape,
+ * derived: its constants and which of its fields are placeholders, as JSON (a placeholder is its
+ * name). Made once per call, for all the statements built on the same input.
+ */
+export function shaped<I>(input: I): Shaped<I> {
+  return { input, shape: JSON.stringify(input) };
+}
+
+/** One statement rendered once per builder and shape. */
+export interface Compiled<I> {
+  build: Builder<I>;
+  /** The input on placeholders, and its shape: a statement of another builder or shape is rendered anew. */
+  once: Shaped<I>;
+  /** This call's value of each placeholder. */
+  values: Record<string, unknown>;
+  /** The same input on this call's own values: what `once` with `values` must send (`reportSent`). */
+  called: I;
+}
+
+/** Told of a compiled statement as sent: what it was compiled from and on which database, and its text and values as D1 gets them. */
+export type Report = <I>(compiled: Compiled<I>, db: Database, sent: Query) => void;
 
 let report: Report | null = null;
 
 /**
  * From now on (null: no more), each compiled statement sent is also told to `to`, for the
  * tests to compare with a fresh render of its call (test/fresh-renders.ts, on in every test
- * file): a shape that leaves out something that changes the SQL, or a value that is no
+ * file): a builder that reads what its input does not carry, or a value that is no
  * placeholder, sends the first caller's statement to the next.
  */
 export function reportSent(to: Report | null): void {
   report = to;
 }
 
-function compiled(call: Compiled): Query {
-  const { shape, once, values } = call;
-  let query = rendered.get(shape);
+function compiled<I>(db: Database, call: Compiled<I>): Query {
+  const { build, once, values } = call;
+  let shapes = rendered.get(build);
+  if (!shapes) {
+    shapes = new Map();
+    rendered.set(build, shapes);
+  }
+  let query = shapes.get(once.shape);
   if (!query) {
-    query = dialect.sqlToQuery(once().getSQL());
-    rendered.set(shape, query);
+    query = dialect.sqlToQuery(build(db, once.input).getSQL());
+    shapes.set(once.shape, query);
   }
   const sent = { sql: query.sql, params: fillPlaceholders(query.params, values) };
-  report?.(call, sent);
+  report?.(call, db, sent);
   return sent;
 }
 
@@ -59,13 +86,13 @@ export interface Statement<R> {
 }
 
 /** A compiled statement that answers nothing (UPDATE, DELETE): D1's result. */
-export function compiledRun(statement: Compiled): Statement<D1Result> {
-  return { query: compiled(statement), answer: (result) => result };
+export function compiledRun<I>(db: Database, statement: Compiled<I>): Statement<D1Result> {
+  return { query: compiled(db, statement), answer: (result) => result };
 }
 
 /** A compiled statement that answers rows (RETURNING), each an object by column name, as D1 gives them. */
-export function compiledAll(statement: Compiled): Statement<Record<string, unknown>[]> {
-  return { query: compiled(statement), answer: (result) => result.results };
+export function compiledAll<I>(db: Database, statement: Compiled<I>): Statement<Record<string, unknown>[]> {
+  return { query: compiled(db, statement), answer: (result) => result.results };
 }
 
 /** What each statement of a batch answers, under its name; undefined when it was left out. */

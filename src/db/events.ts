@@ -3,8 +3,9 @@ import type { Instant } from "../domain/clock.ts";
 import type { EventView } from "../domain/event-view.ts";
 import { EVENTS_LISTED } from "../domain/events.ts";
 import type { JsonText } from "../domain/session-view.ts";
-import { authenticated, type ByToken, callerAndMove } from "./authenticated.ts";
+import { authenticated, type ByToken, callerAndMove, type Head } from "./authenticated.ts";
 import { onBucket } from "./buckets.ts";
+import type { Database } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
 import { batchCompiled } from "./compiled.ts";
 import { EVENT_VIEW } from "./event-view.ts";
@@ -17,6 +18,29 @@ import { type Logged, newWrite, type Writer } from "./writes.ts";
 /** A user's events, through the one index: under the user's bucket (src/db/schema.ts `bucket`). */
 export function eventsOf(bucket: string | SQLWrapper, userId: string | SQLWrapper): SQL | undefined {
   return and(eq(sessionEvents.bucket, bucket), eq(sessionEvents.userId, userId));
+}
+
+/**
+ * The newest events of the caller's user, each written as the log shows it (./event-view.ts),
+ * gathered in one value; rendered once per shape, as the head is (`authenticated(…).also`).
+ */
+function eventList(db: Database, { token }: Head) {
+  const recent = db
+    .select({
+      view: sql<string>`json(${EVENT_VIEW})`.as("view"),
+      createdAt: sessionEvents.createdAt,
+      id: sessionEvents.id,
+    })
+    .from(sessionEvents)
+    .where(eventsOf(sql.placeholder("bucket"), ownerOf(token.proof, token.at)))
+    .orderBy(desc(sessionEvents.createdAt), desc(sessionEvents.id))
+    .limit(EVENTS_LISTED)
+    .as("recent");
+  return db
+    .select({
+      list: sql`json_group_array(json(${recent.view}) ORDER BY ${recent.createdAt} DESC, ${recent.id} DESC)`.as("list"),
+    })
+    .from(recent);
 }
 
 /**
@@ -35,29 +59,8 @@ export async function listEvents(
     const head = authenticated(db, token, true);
     const { contextEvents, read, events } = await batchCompiled(db, {
       ...head.statements(),
-      read: head.callerRow("events", shard.bucket),
-      // Rendered once per shape, as the head is: the newest events, each written as the log
-      // shows it (./event-view.ts), then gathered in one value.
-      events: head.also("events", { bucket: shard.bucket }, (t, _unrecorded, P) => {
-        const recent = db
-          .select({
-            view: sql<string>`json(${EVENT_VIEW})`.as("view"),
-            createdAt: sessionEvents.createdAt,
-            id: sessionEvents.id,
-          })
-          .from(sessionEvents)
-          .where(eventsOf(P("bucket"), ownerOf(t.proof, t.at)))
-          .orderBy(desc(sessionEvents.createdAt), desc(sessionEvents.id))
-          .limit(EVENTS_LISTED)
-          .as("recent");
-        return db
-          .select({
-            list: sql`json_group_array(json(${recent.view}) ORDER BY ${recent.createdAt} DESC, ${recent.id} DESC)`.as(
-              "list",
-            ),
-          })
-          .from(recent);
-      }),
+      read: head.callerRow(shard.bucket),
+      events: head.also(eventList, { bucket: shard.bucket }),
     });
     const { caller, move } = callerAndMove(read[0]);
     const answer = { caller, events: arrayText<EventView>(events[0]?.list) };

@@ -2,11 +2,20 @@ import { and, eq, ne, type Placeholder, type SQL, sql } from "drizzle-orm";
 import type { Instant } from "../domain/clock.ts";
 import type { EventType } from "../domain/events.ts";
 import type { BackendSessionView, JsonText, SessionView } from "../domain/session-view.ts";
-import { authenticated, type ByToken, callerAndMove, callerValue, type TokenOperation, tail } from "./authenticated.ts";
+import {
+  authenticated,
+  type ByToken,
+  callerAndMove,
+  callerValue,
+  type Head,
+  type TokenOperation,
+  tail,
+  unrecordedOf,
+} from "./authenticated.ts";
 import { moveState, moveStateOf, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
-import { batchCompiled, compiledAll, placeholders } from "./compiled.ts";
+import { batchCompiled, compiledAll, placeholders, shaped } from "./compiled.ts";
 import {
   type At,
   type Caller,
@@ -46,12 +55,27 @@ export async function authenticate(
     const head = authenticated(db, token, true);
     const { contextEvents, read } = await batchCompiled(db, {
       ...head.statements(),
-      read: head.callerRow("authenticate", shard.bucket),
+      read: head.callerRow(shard.bucket),
     });
     const { caller, move } = callerAndMove(read[0]);
     const answer = { answer: caller, events: head.events(contextEvents), db };
     return { answer, move, blocked: caller?.contextUnrecorded === true };
   });
+}
+
+/**
+ * The list by token: an aggregate, exactly one row, so it carries the caller and the move state
+ * too. Rendered once per shape, as the head is: it is most of a list's CPU otherwise.
+ */
+function sessionList(db: Database, { token: { proof, at, check } }: Head) {
+  return db
+    .select({
+      list: sessionListJson(SESSION_VIEW).as("list"),
+      caller: callerValue(proof, at, unrecordedOf(check)).as("caller"),
+      move: moveState(sql.placeholder("bucket")).as("move"),
+    })
+    .from(sessions)
+    .where(isLiveSessionOfCaller(proof, at));
 }
 
 /**
@@ -72,18 +96,7 @@ export async function listSessionsByToken(
     const head = authenticated(db, token, true);
     const { contextEvents, listed: rows } = await batchCompiled(db, {
       ...head.statements(),
-      // An aggregate: exactly one row, so it carries the caller and the move state too.
-      // Rendered once per shape, as the head is: it is most of a list's CPU otherwise.
-      listed: head.also("list", { bucket: shard.bucket }, (t, unrecorded, P) =>
-        db
-          .select({
-            list: sessionListJson(SESSION_VIEW).as("list"),
-            caller: callerValue(t.proof, t.at, unrecorded).as("caller"),
-            move: moveState(P("bucket")).as("move"),
-          })
-          .from(sessions)
-          .where(isLiveSessionOfCaller(t.proof, t.at)),
-      ),
+      listed: head.also(sessionList, { bucket: shard.bucket }),
     });
     const row = rows[0];
     const { caller, move } = callerAndMove(row);
@@ -94,6 +107,20 @@ export async function listSessionsByToken(
       blocked: caller?.contextUnrecorded === true,
     };
   });
+}
+
+/** What a backend's list is built on: the user, the instant and the bucket. */
+type UserList = { userId: string; at: Pick<At, "now" | "idleCutoff">; bucket: string };
+
+/** A backend's list: one row, carrying the bucket's move state too. */
+function userSessionList(db: Database, { userId, at, bucket }: UserList) {
+  return db
+    .select({
+      list: sessionListJson<BackendSessionView>(BACKEND_SESSION_VIEW).as("list"),
+      move: moveState(bucket).as("move"),
+    })
+    .from(sessions)
+    .where(and(eq(sessions.userId, userId), isLive(at)));
 }
 
 /**
@@ -107,29 +134,16 @@ export async function listSessionsByUserId(
   at: Instant,
 ): Promise<JsonText<BackendSessionView[]>> {
   return onBucket(shard, async (db) => {
-    type Input = { userId: string; at: Pick<At, "now" | "idleCutoff">; bucket: string };
-    const build = ({ userId, at, bucket }: Input) =>
-      db
-        .select({
-          list: sessionListJson<BackendSessionView>(BACKEND_SESSION_VIEW).as("list"),
-          move: moveState(bucket).as("move"),
-        })
-        .from(sessions)
-        .where(and(eq(sessions.userId, userId), isLive(at)));
-    // As the head's (src/db/authenticated.ts): the shape is the placeholders, what changes the text.
+    // As the head's (src/db/authenticated.ts): each value a placeholder, the shape derived from them.
     const { values, value, instant } = placeholders();
-    const input: Input = {
+    const once = shaped<UserList>({
       userId: value("userId", userId),
       at: { now: instant("now", at.now), idleCutoff: at.idleCutoff && instant("idleCutoff", at.idleCutoff) },
       bucket: value("bucket", shard.bucket),
-    };
+    });
+    const called = { userId, at, bucket: shard.bucket };
     const { listed } = await batchCompiled(db, {
-      listed: compiledAll({
-        shape: `userList:${JSON.stringify(input)}`,
-        once: () => build(input),
-        values,
-        fresh: () => build({ userId, at, bucket: shard.bucket }),
-      }),
+      listed: compiledAll(db, { build: userSessionList, once, values, called }),
     });
     const row = listed[0];
     return { answer: arrayText<BackendSessionView>(row?.list), move: moveStateOf(row?.move), blocked: false };
@@ -220,34 +234,78 @@ export async function endSessionById(
 type Ending = (token: TokenOperation, target: Placeholder) => SQL | undefined;
 
 /**
- * Ends the sessions `ending` matches, logged as `type`, in a batch that first judges the
- * caller's context, then refreshes and reads the token's caller; `name` tells its statements
- * apart from other operations'. `proven`: the token was live when the request ran (its session
- * may be among those ended, by this operation, not by the context check).
+ * An operation by token that ends the sessions `ending` matches, logged as `type`: its
+ * statements, made once as the module loads, each its own builder (src/db/compiled.ts).
+ */
+function endingBy(type: EventType, ending: Ending) {
+  const matching = (token: TokenOperation) => ending(token, sql.placeholder("target"));
+  return {
+    type,
+    recorded: (db: Database, { token }: Head) => recordEvents(db, type, matching(token), token.writer, token.write),
+    ended: (db: Database, { token }: Head) => endSessions(db, matching(token)),
+  };
+}
+
+/** The events the batch's write logged, context events too. */
+function loggedOf(db: Database, { token }: Head) {
+  return loggedBy(db, token.write);
+}
+
+/** The caller's own session: a user can always leave. */
+const DELETE_OWN = endingBy("deleted", (t) => isProvenBy(t.proof, t.at));
+
+/** Another session of the caller's user: step-up never holds back support access, the user ends someone else's access. */
+const DELETE_OTHER = endingBy("deleted", (t, target) => {
+  const fresh = isFreshCaller(t.proof, t.at);
+  return and(
+    sql`${sessions.id} = ${target}`,
+    isLiveSessionOfCaller(t.proof, t.at),
+    isUsersOwn(t.proof),
+    fresh && sql`(${fresh} OR ${sessions.supportAgent} IS NOT NULL)`,
+  );
+});
+
+/** Every live session of the caller's user. */
+const LOGOUT_ALL = endingBy("logout_all", (t) => and(isLiveSessionOfCaller(t.proof, t.at), isUsersOwn(t.proof)));
+
+/** Every live session of the caller's user but the caller's own. */
+const LOGOUT_OTHERS = endingBy("logout_others", (t) =>
+  and(
+    isLiveSessionOfCaller(t.proof, t.at),
+    sql`${sessions.id} <> ${t.proof.id}`,
+    isUsersOwn(t.proof),
+    isFreshCaller(t.proof, t.at),
+  ),
+);
+
+/** What ending sessions by token answers; `proven`: the token was live when the request ran. */
+type EndedByToken = { proven: boolean; ended: number; caller: Caller | null };
+
+/**
+ * Ends the sessions `by` matches, in a batch that first judges the caller's context, then
+ * refreshes and reads the token's caller. `proven`: the token was live when the request ran (its
+ * session may be among those ended, by this operation, not by the context check).
  */
 function endForCaller(
   shard: BucketShard,
-  token: ByToken,
-  type: EventType,
-  name: string,
-  ending: Ending,
+  { proof, at, check, writer }: Omit<ByToken, "write">,
+  by: ReturnType<typeof endingBy>,
   targetId: string | null = null,
-): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
+): Promise<Logged<EndedByToken>> {
+  const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
   const more = { bucket: shard.bucket, target: targetId };
   return onBucket(shard, async (db) => {
     const head = authenticated(db, token, true);
     const { read, logged } = await batchCompiled(db, {
       ...head.statements(),
-      read: head.callerRow(name, shard.bucket),
-      recorded: head.alsoRun(`${name}:recorded`, more, (t, _, P) =>
-        recordEvents(db, type, ending(t, P("target")), t.writer, t.write),
-      ),
-      ended: head.alsoRun(`${name}:ended`, more, (t, _, P) => endSessions(db, ending(t, P("target")))),
-      logged: head.also(`${name}:logged`, more, (t) => loggedBy(db, t.write)),
+      read: head.callerRow(shard.bucket),
+      recorded: head.alsoRun(by.recorded, more),
+      ended: head.alsoRun(by.ended, more),
+      logged: head.also(loggedOf, more),
     });
     const { caller: found, move } = callerAndMove(read[0]);
     const events = head.events(logged);
-    const ended = events.filter((event) => event.type === type).length;
+    const ended = events.filter((event) => event.type === by.type).length;
     const answer = { proven: found !== null || ended > 0, ended, caller: found };
     return {
       answer: { answer, events, db },
@@ -266,23 +324,11 @@ export async function deleteSession(
   at: Instant,
   check: ContextCheck | null,
 ): Promise<Logged<{ proven: boolean; deleted: boolean; caller: Caller | null }>> {
-  const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
-  // The caller's own session: a user can always leave.
-  const own: Ending = (t) => isProvenBy(t.proof, t.at);
-  // Step-up never holds back support access either: the user ends someone else's access.
-  const other: Ending = (t, target) => {
-    const fresh = isFreshCaller(t.proof, t.at);
-    return and(
-      sql`${sessions.id} = ${target}`,
-      isLiveSessionOfCaller(t.proof, t.at),
-      isUsersOwn(t.proof),
-      fresh && sql`(${fresh} OR ${sessions.supportAgent} IS NOT NULL)`,
-    );
-  };
-  const ownOne = targetId === proof.id;
-  const { answer, ...logged } = ownOne
-    ? await endForCaller(shard, token, "deleted", "delete-own", own)
-    : await endForCaller(shard, token, "deleted", "delete-other", other, targetId);
+  const call = { proof, at, check, writer };
+  const { answer, ...logged } =
+    targetId === proof.id
+      ? await endForCaller(shard, call, DELETE_OWN)
+      : await endForCaller(shard, call, DELETE_OTHER, targetId);
   return { answer: { proven: answer.proven, deleted: answer.ended > 0, caller: answer.caller }, ...logged };
 }
 
@@ -296,37 +342,22 @@ export async function endSessionByToken(
   return endedAny(await endMatching(shard, "logout", () => isProvenBy(proof, at), writer, at));
 }
 
-/** Ends every live session of the token's user; `proven` as for endForCaller. */
-export async function endAllSessionsByToken(
-  shard: BucketShard,
-  proof: TokenProof,
-  writer: Writer,
-  at: Instant,
-  check: ContextCheck | null,
-): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
-  const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
-  const all: Ending = (t) => and(isLiveSessionOfCaller(t.proof, t.at), isUsersOwn(t.proof));
-  return endForCaller(shard, token, "logout_all", "logout-all", all);
+/** An operation by token ending what `by` matches, as the routes call it. */
+function endingByToken(by: ReturnType<typeof endingBy>) {
+  return (
+    shard: BucketShard,
+    proof: TokenProof,
+    writer: Writer,
+    at: Instant,
+    check: ContextCheck | null,
+  ): Promise<Logged<EndedByToken>> => endForCaller(shard, { proof, at, check, writer }, by);
 }
 
+/** Ends every live session of the token's user; `proven` as for endForCaller. */
+export const endAllSessionsByToken = endingByToken(LOGOUT_ALL);
+
 /** Ends every live session of the token's user but the token's own; `proven` as for endForCaller. */
-export async function endOtherSessionsByToken(
-  shard: BucketShard,
-  proof: TokenProof,
-  writer: Writer,
-  at: Instant,
-  check: ContextCheck | null,
-): Promise<Logged<{ proven: boolean; ended: number; caller: Caller | null }>> {
-  const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
-  const others: Ending = (t) =>
-    and(
-      isLiveSessionOfCaller(t.proof, t.at),
-      sql`${sessions.id} <> ${t.proof.id}`,
-      isUsersOwn(t.proof),
-      isFreshCaller(t.proof, t.at),
-    );
-  return endForCaller(shard, token, "logout_others", "logout-others", others);
-}
+export const endOtherSessionsByToken = endingByToken(LOGOUT_OTHERS);
 
 /**
  * Ends every live support session of `agentId` on one database (all users, all buckets), each
