@@ -12,7 +12,8 @@
 // Every call needs `Authorization: Bearer <OPERATOR_TOKEN>`, a random value dev/dev.ts gives
 // wrangler in a file (--env-file) and writes to .wrangler/dev-server.json, both readable by
 // this user alone: a web page cannot reach the gateway. `npm run demo` serves this worker as
-// its service too (dev/demo.ts, dev/demo-worker.ts).
+// its service too (dev/demo.ts, dev/demo-worker.ts). DEV_PLACE places its requests (below).
+import { clientContext } from "../src/domain/client-context.ts";
 import worker from "../src/index.ts";
 import {
   finishMoving,
@@ -91,11 +92,37 @@ async function answer(run: () => Promise<unknown>): Promise<Response> {
   }
 }
 
+/** The var that places this local server's requests. */
+const DEV_PLACE = "DEV_PLACE";
+
+/**
+ * The request as placed by the var DEV_PLACE, read by this local worker alone (never deployed):
+ * wrangler gives every local request the same stand-in request.cf (Austin, Texas), so a
+ * sign-in placed elsewhere (`session:create -- --latitude --longitude`) would be travel at
+ * its first cookie use. Its coordinates and country replace the stand-in's; unset, it is kept.
+ */
+function placed(request: Request, env: Record<string, unknown>): Request | Response {
+  const place = env[DEV_PLACE];
+  if (typeof place !== "string" || place === "") return request;
+  const [latitude = "", longitude = "", country, ...rest] = place.split(",").map((part) => part.trim());
+  // Read by the service's own rule, so that a place it would ignore is refused here.
+  const seen = clientContext({ latitude, longitude, country });
+  if (seen.latitude === null || (country !== undefined && seen.country === null) || rest.length > 0)
+    return Response.json(
+      { error: `${DEV_PLACE} is <latitude>,<longitude>[,<country>], e.g. 48.8566,2.3522,FR` },
+      { status: 500 },
+    );
+  const cf = { ...request.cf, latitude, longitude, ...(country === undefined ? {} : { country }) };
+  return new Request(request, { cf: cf as IncomingRequestCfProperties });
+}
+
 export default {
   fetch(request: Request, env: Env, ctx: ExecutionContext) {
+    const vars = env as unknown as Record<string, unknown>;
     const path = new URL(request.url).pathname;
-    if (path.startsWith("/__operator/")) return gateway(request, env as unknown as Record<string, unknown>, path);
-    return worker.fetch(request, env, ctx);
+    if (path.startsWith("/__operator/")) return gateway(request, vars, path);
+    const local = placed(request, vars);
+    return local instanceof Response ? local : worker.fetch(local, env, ctx);
   },
   scheduled: worker.scheduled,
 };

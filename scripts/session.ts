@@ -3,7 +3,8 @@
 // Their events are written pending: the worker's minute cron sends them to the events queue and
 // the Shared Signals streams, which this process cannot reach.
 //   npm run --silent session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>]
-//                                       [--country <CC>] [--city <name>] [--region <region>] [--carrier cookie|bearer|both]
+//                                       [--country <CC>] [--city <name>] [--latitude <degrees> --longitude <degrees>]
+//                                       [--region <region>] [--carrier cookie|bearer|both]
 //                                       [--data <JSON object>]
 //                                       [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>]]
 //   npm run --silent session:list -- --user <userId> [--region <region>]
@@ -15,6 +16,7 @@
 
 import { answerOnLocalProject } from "../dev/local-d1.ts";
 import { SESSION_CARRIERS, type SessionCarrier } from "../src/domain/carrier.ts";
+import { clientContext } from "../src/domain/client-context.ts";
 import { callRefusalSentence } from "../src/domain/refusal.ts";
 import type { SessionData } from "../src/domain/session-data.ts";
 import { issueSession, openSupportSession } from "../src/services/issue-session.ts";
@@ -24,7 +26,7 @@ import { parseOptions, refuse } from "./options.ts";
 
 const USAGE: Record<string, string> = {
   create:
-    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--region <region>] [--carrier cookie|bearer|both] [--data <JSON object>] [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>]] [--env <env>]",
+    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--latitude <degrees> --longitude <degrees>] [--region <region>] [--carrier cookie|bearer|both] [--data <JSON object>] [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>]] [--env <env>]",
   list: "session:list -- --user <userId> [--region <region>] [--env <env>]",
   end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] | --agent <agentId> [--reason <reason>] [--env <env>]",
   support:
@@ -48,6 +50,8 @@ const OPTIONS = {
   ttl: { type: "string" },
   country: { type: "string" },
   city: { type: "string" },
+  latitude: { type: "string" },
+  longitude: { type: "string" },
   session: { type: "string" },
   except: { type: "string" },
   reason: { type: "string" },
@@ -70,6 +74,8 @@ const allowed: Record<string, string[]> = {
     "ttl",
     "country",
     "city",
+    "latitude",
+    "longitude",
     "region",
     "carrier",
     "data",
@@ -101,6 +107,10 @@ if ((values.upstream === undefined) !== (values["upstream-subject"] === undefine
   usage(command, "--upstream and --upstream-subject go together");
 if (values["upstream-sid"] !== undefined && values.upstream === undefined)
   usage(command, "--upstream-sid goes with --upstream");
+// Where the sign-in was, as request.cf gives it: both or neither, read by the service's own rule.
+const place = clientContext({ latitude: values.latitude, longitude: values.longitude });
+if ((values.latitude ?? values.longitude) !== undefined && place.latitude === null)
+  usage(command, "--latitude and --longitude go together, in degrees (e.g. --latitude 48.8566 --longitude 2.3522)");
 if (values.ttl !== undefined && !/^\d+$/.test(values.ttl)) usage(command, "--ttl must be a whole number of seconds");
 if (values.carrier !== undefined && !(SESSION_CARRIERS as readonly string[]).includes(values.carrier))
   usage(command, `--carrier must be one of ${SESSION_CARRIERS.join(", ")}`);
@@ -124,6 +134,8 @@ await answerOnLocalProject(values.env, async (project) => {
       userAgent: values["user-agent"] ?? "",
       country: values.country ?? null,
       city: values.city ?? null,
+      latitude: place.latitude,
+      longitude: place.longitude,
       region: values.region ?? null,
       carrier: (values.carrier ?? null) as SessionCarrier | null,
       ...(data === undefined ? {} : { data }),

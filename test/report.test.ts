@@ -403,3 +403,94 @@ describe("SESSION_REPORT_TTL_SECONDS", () => {
     ).toThrow("SESSION_REPORT_TTL_SECONDS must be <= SESSION_EVENTS_RETENTION_DAYS in seconds");
   });
 });
+
+describe("what the docs say of a report (docs/api.md, Report a sign-in)", () => {
+  it("HEAD /auth/report answers GET's status and headers without a body, and changes nothing", async () => {
+    const lines: string[] = [];
+    vi.spyOn(console, "log").mockImplementation((...args: unknown[]) => void lines.push(args.map(String).join(" ")));
+    const { stranger, reportToken } = await strangerSignIn();
+    const before = await everything();
+    const head = await call("HEAD", "/auth/report", bearer(reportToken));
+    expect({ status: head.status, type: head.headers.get("Content-Type"), body: await head.text() }).toEqual({
+      status: 200,
+      type: "application/json",
+      body: "",
+    });
+    expect(head.headers.get("Cache-Control")).toBe("no-store");
+    const refused = await call("HEAD", "/auth/report");
+    expect({
+      status: refused.status,
+      challenge: refused.headers.get("WWW-Authenticate"),
+      body: await refused.text(),
+    }).toEqual({
+      status: 401,
+      challenge: CHALLENGE,
+      body: "",
+    });
+    vi.restoreAllMocks();
+    expect(await everything()).toEqual(before);
+    expect(await isLive(stranger.token)).toBe(true);
+    const uses = lines.map((line) => JSON.parse(line)).filter((line) => line.event === "session_report");
+    expect(uses).toEqual([
+      { level: "info", event: "session_report", action: "read", outcome: "shown", sessionId: stranger.id },
+    ]);
+  });
+
+  it("the refusals' precedence: 401 token_required, 404 report_not_found, 410 report_used, report_expired, session_ended; 429 only past the failure limit", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const start = Date.now();
+    vi.setSystemTime(start);
+    const used = await strangerSignIn();
+    expect((await call("POST", "/auth/report", bearer(used.reportToken))).status).toBe(200);
+    const endedElsewhere = await strangerSignIn();
+    await exports.SessionService.endSession({ sessionId: endedElsewhere.stranger.id, reason: "admin" });
+    const live = await strangerSignIn();
+    const forgedForUsed = `${used.stranger.id}~${"A".repeat(43)}`;
+    // Each refusal, before the TTL: a token that ended its session is used, however its session ended.
+    await expectError(await call("POST", "/auth/report", bearer(forgedForUsed)), 404, "report_not_found");
+    await expectError(await call("POST", "/auth/report", bearer(used.reportToken)), 410, "report_used");
+    await expectError(await call("POST", "/auth/report", bearer(endedElsewhere.reportToken)), 410, "session_ended");
+    // Past the TTL: used stays used; expired comes before session_ended, live session or not.
+    vi.setSystemTime(start + readConfig(env).reportTtlSeconds * 1000);
+    await expectError(await call("POST", "/auth/report", bearer(forgedForUsed)), 404, "report_not_found");
+    await expectError(await call("POST", "/auth/report", bearer(used.reportToken)), 410, "report_used");
+    await expectError(await call("POST", "/auth/report", bearer(endedElsewhere.reportToken)), 410, "report_expired");
+    await expectError(await call("POST", "/auth/report", bearer(live.reportToken)), 410, "report_expired");
+    // No token is 401 and never counted; any other refusal past the client's failure limit is 429.
+    const spent = { AUTH_FAILURES: { limit: async () => ({ success: false }) } as unknown as RateLimit };
+    await expectError(await callWith(spent, "POST", "/auth/report", {}), 401, "token_required", {
+      wwwAuthenticate: CHALLENGE,
+    });
+    await expectError(await callWith(spent, "POST", "/auth/report", bearer(used.reportToken)), 429, "rate_limited", {
+      retryAfter: "60",
+    });
+  });
+
+  it("a valid token is carried out however spent the client's failure limit: only refusals are counted", async () => {
+    const { stranger, reportToken } = await strangerSignIn();
+    const spent = { AUTH_FAILURES: { limit: async () => ({ success: false }) } as unknown as RateLimit };
+    expect((await callWith(spent, "POST", "/auth/report", bearer(reportToken))).status).toBe(200);
+    expect(await isLive(stranger.token)).toBe(false);
+  });
+
+  it("the token is a Bearer credential: a cross-site POST with it is carried out, as the page on another origin sends it", async () => {
+    const { stranger, reportToken } = await strangerSignIn();
+    const crossSite = { Origin: "https://attacker.example", "Sec-Fetch-Site": "cross-site" };
+    const response = await call("POST", "/auth/report", { ...bearer(reportToken), ...crossSite });
+    expect({ status: response.status, body: await response.json() }).toEqual({
+      status: 200,
+      body: { ended: true, next_steps: ["change_password", "review_devices"] },
+    });
+    expect(await isLive(stranger.token)).toBe(false);
+  });
+
+  it("the token outlives reauthenticate: it names the session, whose id a reauthentication keeps", async () => {
+    const { stranger, reportToken } = await strangerSignIn();
+    const renewed = await exports.SessionService.reauthenticate({ token: stranger.token, factors: ["pwd"] });
+    expect(renewed?.sessionId).toBe(stranger.id);
+    const shown = await call("GET", "/auth/report", bearer(reportToken));
+    expect(((await shown.json()) as { session_id: string }).session_id).toBe(stranger.id);
+    expect((await call("POST", "/auth/report", bearer(reportToken))).status).toBe(200);
+    expect(await isLive(renewed?.token as string)).toBe(false);
+  });
+});

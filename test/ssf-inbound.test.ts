@@ -666,4 +666,21 @@ describe("a key set fetched from jwks_uri", () => {
     });
     expect(await isLive(session.token)).toBe(true);
   });
+
+  it("a jwks_uri over http on a loopback host (a provider run locally) is fetched, as SSF_ISSUER allows; http elsewhere is refused", async () => {
+    const fetches = vi.spyOn(globalThis, "fetch").mockImplementation(async () => Response.json({ keys: PUBLIC_KEYS }));
+    for (const host of ["127.0.0.1:8080", "localhost:8080", "[::1]:8080"]) {
+      const user = newUser();
+      const session = await issue(user);
+      const jwksUri = `http://${host}/jwks/${crypto.randomUUID()}`;
+      await expectAccepted(
+        await push(await sign(claims(user)), vars(upstream({ jwks: undefined, jwks_uri: jwksUri }))),
+      );
+      expect(String(fetches.mock.lastCall?.[0])).toBe(jwksUri);
+      expect(await isLive(session.token)).toBe(false);
+    }
+    vi.spyOn(console, "error").mockImplementation(() => {});
+    const elsewhere = upstream({ jwks: undefined, jwks_uri: `http://10.0.0.1/jwks/${crypto.randomUUID()}` });
+    await expectError(await push("x", vars(elsewhere)), 500, "internal_error", { cacheControl: null });
+  });
 });

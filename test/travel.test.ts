@@ -328,3 +328,63 @@ describe("travel: what is not", () => {
     expect(await eventsOf(browser)).toEqual([created]);
   });
 });
+
+describe("travel: what the docs say of a place and of its event (docs/api.md, docs/integrating.md)", () => {
+  const signedInAt = async (place: object) => {
+    const userId = newUser();
+    const create = { userId, userAgent: CHROME_MAC, carrier: "cookie" as const, country: "US", asn: WARP, ...place };
+    return { ...(await exports.SessionService.create(create)), userId };
+  };
+
+  it("a place is numbers or Cloudflare's decimal strings, at create and in a call's context", async () => {
+    const newYork = { latitude: 40.7128, longitude: -74.006, at: at(0), held: 0 };
+    expect(await placeOf(await signedInAt({ latitude: 40.7128, longitude: -74.006 }))).toEqual(newYork);
+    expect(await placeOf(await signedInAt({ latitude: "40.71280", longitude: "-74.00600" }))).toEqual(newYork);
+    // A string of another form is no place, even when it reads as a number.
+    for (const latitude of ["4.07128e1", "+40.7128", " 40.7128", "40.71280000001"])
+      expect(await placeOf(await signedInAt({ latitude, longitude: "-74.00600" }))).toEqual({
+        latitude: null,
+        longitude: null,
+        at: null,
+        held: 0,
+      });
+    // Numbers in the login flow's context are judged like request.cf's strings.
+    const session = await signedInAt({ latitude: "40.71280", longitude: "-74.00600" });
+    vi.setSystemTime(at(20));
+    const context = { userAgent: CHROME_MAC, country: "HK", asn: WARP, latitude: 22.3193, longitude: 114.1694 };
+    expect(await exports.SessionService.authenticate(session.token, { carrier: "cookie", context })).toMatchObject({
+      sessionId: session.id,
+      reauthenticationRequired: true,
+    });
+  });
+
+  it("the event's travel is context.travel, and its speed_kmh is null when no time passed since the place last seen", async () => {
+    const vars = { SESSION_CONTEXT_TRAVEL: "log" };
+    const session = await signedInAt({ latitude: NEW_YORK.latitude, longitude: NEW_YORK.longitude });
+    // The first use, in the very millisecond of the sign-in, from Hong Kong.
+    expect((await listAt(session, 0, HONG_KONG, vars)).status).toBe(200);
+    const headers = { ...sessionCookie(session.token), "CF-Connecting-IP": "198.51.100.7" };
+    const response = await callWith(vars, "GET", "/auth/events", headers, undefined, HONG_KONG);
+    const { events } = (await response.json()) as { events: object[] };
+    expect(events[0]).toEqual({
+      id: expect.any(Number),
+      type: "context_changed",
+      session_id: session.id,
+      actor_session_id: session.id,
+      ip_address: "198.51.100.7",
+      created_at: new Date(at(0)).toISOString(),
+      reason: "log",
+      new_device: null,
+      context: {
+        before: { browser: "Chrome", os: "macOS", country: "US", asn: WARP },
+        after: { browser: "Chrome", os: "macOS", country: "HK", asn: WARP },
+        travel: {
+          from: { latitude: 40.7128, longitude: -74.006 },
+          to: { latitude: 22.3193, longitude: 114.1694 },
+          distance_km: NY_HK_KM,
+          speed_kmh: null,
+        },
+      },
+    });
+  });
+});

@@ -19,6 +19,11 @@ export function isLoopback(host: string): boolean {
   return /(^|\.)localhost$/i.test(host) || /^127\.\d+\.\d+\.\d+$/.test(host) || host === "[::1]";
 }
 
+/** https, or http on a loopback host (development only): what a URL the service is configured with may be. */
+export function isHttpsOrLoopback(url: URL): boolean {
+  return url.protocol === "https:" || (url.protocol === "http:" && isLoopback(url.hostname));
+}
+
 /** Whether an IPv4 or IPv6 literal is off the public internet (private, loopback, link-local, metadata…). */
 function isPrivateAddress(host: string): boolean {
   const v4 = /^(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(host);

@@ -1,6 +1,6 @@
 import { calculateJwkThumbprint } from "jose";
 import { ConfigError } from "./config.ts";
-import { isLoopback } from "./ip.ts";
+import { isHttpsOrLoopback } from "./ip.ts";
 import { type JwsAlgorithm, type PublicKey, publicKeyOf } from "./jws.ts";
 
 // A key set this service signs with, as an operator configures it in a secret (the Shared Signals
@@ -33,8 +33,7 @@ const B64 = /^[A-Za-z0-9_-]+$/;
  */
 export function issuerOf(name: string, value: string): string {
   const url = URL.parse(value);
-  const loopback = url !== null && isLoopback(url.hostname);
-  if (!url || !(url.protocol === "https:" || (url.protocol === "http:" && loopback)))
+  if (!url || !isHttpsOrLoopback(url))
     throw new ConfigError(`${name} must be an https origin (http only on a loopback host)`);
   // The worker answers at its host's root: an issuer with a path would name documents it does not serve.
   if (url.pathname !== "/" || url.search !== "" || url.hash !== "" || url.username !== "" || url.password !== "")

@@ -1,4 +1,5 @@
 import { ConfigError } from "./config.ts";
+import { isHttpsOrLoopback } from "./ip.ts";
 import { MAX_REASON_LENGTH } from "./reason.ts";
 
 // The upstreams: identity providers the operator trusts to end sessions here, listed in the var
@@ -89,7 +90,8 @@ function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Ups
     throw invalid("each entry has exactly one of jwks and jwks_uri");
   if (jwks !== undefined && !(Array.isArray(inline) && inline.length > 0))
     throw invalid('jwks is a JWK Set: {"keys": [...]}');
-  if (jwks_uri !== undefined && uri?.protocol !== "https:") throw invalid("jwks_uri is an https URL");
+  if (jwks_uri !== undefined && !(uri && isHttpsOrLoopback(uri)))
+    throw invalid("jwks_uri is an https URL (http only on a loopback host)");
   return {
     issuer,
     name,

@@ -1,8 +1,8 @@
 // `npm run check:idp`: an identity provider ends sessions here, end to end, in the words
 // Keycloak, Auth0 and Okta speak. It starts a stand-in provider in a process of its own
 // (test/checks/idp-stand-in.ts: `jose`, its own keys and JWK Set), lists it as an upstream of
-// the real `npm start` (SSF_UPSTREAMS, with its keys inline: a jwks_uri must be https, and the
-// stand-in serves plain http on loopback), makes an admin key, and starts the reference verifier
+// the real `npm start` (SSF_UPSTREAMS, its jwks_uri plain http on loopback, as a provider run
+// locally serves it), makes an admin key, and starts the reference verifier
 // of access tokens (examples/token-verifier/) with a pushed Shared Signals stream. Then, as a
 // login flow does after the provider's OIDC callback, it signs a user in three times over the
 // admin API: twice with the provider's `sub` and a `sid` each, once without. The provider sends
@@ -10,7 +10,9 @@
 // within WAIT_MS, by the verifier; the others stay. Sent again after the user signed in anew with
 // that sid, and forged with a stranger's key: nothing more ends. Then a global token revocation of the subject ends the
 // user's other two sessions, seen by whoami and the verifier. Prints one JSON report with the
-// lags; exits 1 on any answer other than the one expected.
+// lags; exits 1 on any answer other than the one expected. The server places every request in
+// Paris (DEV_PLACE): a session:create placed there is not held at its first cookie use, one
+// placed in Sydney is, as travel (the default step-up).
 import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -26,6 +28,10 @@ const AUDIENCE = "https://verifiers.example";
 const PUSH_AUTHORIZATION = "Bearer e2e-idp-push";
 const WAIT_MS = 10_000;
 const UPSTREAM = "stand-in";
+const PARIS = ["48.8566", "2.3522"];
+const SYDNEY = ["-33.8688", "151.2093"];
+const CHROME =
+  "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
 const CLIENT_ID = "session-service";
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -44,13 +50,9 @@ const provider = spawn(
     stdio: ["ignore", "pipe", "inherit"],
   },
 );
-const {
-  port: providerPort,
-  issuer,
-  jwks,
-} = JSON.parse(
+const { port: providerPort, issuer } = JSON.parse(
   await new Promise<string>((resolve) => createInterface({ input: provider.stdout }).once("line", resolve)),
-) as { port: number; issuer: string; jwks: { keys: unknown[] } };
+) as { port: number; issuer: string };
 const toProvider = async (what: "logout" | "revoke", body: Record<string, unknown>) => {
   const response = await fetch(`http://127.0.0.1:${providerPort}/${what}`, {
     method: "POST",
@@ -60,8 +62,10 @@ const toProvider = async (what: "logout" | "revoke", body: Record<string, unknow
 };
 
 const varsFile = path.join(state, "upstreams.env");
-const upstreams = [{ issuer, name: UPSTREAM, client_id: CLIENT_ID, jwks }];
-writeFileSync(varsFile, `SSF_UPSTREAMS='${JSON.stringify(upstreams)}'\n`, { mode: 0o600 });
+const upstreams = [{ issuer, name: UPSTREAM, client_id: CLIENT_ID, jwks_uri: `http://127.0.0.1:${providerPort}/jwks` }];
+writeFileSync(varsFile, `SSF_UPSTREAMS='${JSON.stringify(upstreams)}'\nDEV_PLACE=${PARIS.join(",")},FR\n`, {
+  mode: 0o600,
+});
 const env = { ADMIN_KEYS_FILE: path.join(state, "admin-keys.json") };
 async function command(script: string, args: string[]): Promise<Record<string, unknown>> {
   const { stdout } = await run("npm", ["run", "--silent", script, "--", ...args], {
@@ -136,6 +140,29 @@ try {
     }
     return null;
   };
+
+  // A sign-in placed by session:create, then its first cookie use placed by DEV_PLACE (Paris).
+  const placedSignIn = async ([latitude, longitude]: string[]) => {
+    const { token } = (await command("session:create", [
+      ...["--user", `${user}-placed`, "--carrier", "cookie", "--user-agent", CHROME],
+      ...["--latitude", String(latitude), "--longitude", String(longitude)],
+    ])) as { token: string };
+    const used = await fetch(`${base}/auth/sessions`, {
+      headers: { Cookie: `__Host-session=${token}`, "User-Agent": CHROME },
+    });
+    return {
+      status: used.status,
+      code: used.status === 200 ? null : ((await used.json()) as { code: string }).code,
+    };
+  };
+  const here = await placedSignIn(PARIS);
+  expect("a sign-in placed in Paris is not held at its first cookie use from Paris", here.status === 200, here);
+  const far = await placedSignIn(SYDNEY);
+  expect(
+    "a sign-in placed in Sydney is held at its first cookie use from Paris (travel, step-up)",
+    far.status === 401 && far.code === "reauthentication_required",
+    far,
+  );
 
   const first = await signIn({ provider: UPSTREAM, subject, sid: "sid-first" });
   const second = await signIn({ provider: UPSTREAM, subject, sid: "sid-second" });

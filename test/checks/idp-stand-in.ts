@@ -3,7 +3,7 @@
 // sends what Keycloak, Auth0 or Okta send when a session ends there: an OpenID Connect
 // back-channel logout token (a form POST) or a global token revocation (a JSON POST with a
 // Bearer JWT, as Okta's Universal Logout). Prints one JSON line when it listens:
-// {"port", "issuer", "jwks"}. Its own API, on loopback:
+// {"port", "issuer"}. Its own API, on loopback:
 //   GET  /jwks                         its public keys
 //   POST /logout   {target, sub, sid?, jti?, forged?}   signs and sends a logout token
 //   POST /revoke   {target, sub}        signs a JWT (aud: the target URL) and sends the revocation
@@ -90,4 +90,4 @@ const server = createServer(async (request, response) => {
 await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
 const { port } = server.address() as { port: number };
 const issuer = `http://127.0.0.1:${port}/realms/stand-in`;
-console.log(JSON.stringify({ port, issuer, jwks }));
+console.log(JSON.stringify({ port, issuer }));
