@@ -481,6 +481,18 @@ describe("refused: 400 {err, description}, Content-Language: en, nothing ends", 
       "The SET has an iat in the future or more than 24 hours old.",
     ],
     [
+      "an nbf in the future beyond the skew (RFC 7519 binds any JWT)",
+      async () => push(await sign(claims(USER, SESSION_REVOKED, { nbf: now() + 600 }))),
+      "invalid_request",
+      "The SET is not valid yet (nbf).",
+    ],
+    [
+      "an nbf that is not a number",
+      async () => push(await sign(claims(USER, SESSION_REVOKED, { nbf: "soon" as unknown as number }))),
+      "invalid_request",
+      "The SET is not valid yet (nbf).",
+    ],
+    [
       "no jti",
       async () => push(await sign(claims(USER, SESSION_REVOKED, { jti: undefined }))),
       "invalid_request",

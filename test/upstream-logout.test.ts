@@ -424,6 +424,15 @@ describe("back-channel logout", () => {
     expect(await liveness(first.token, since.token)).toEqual([false, true]);
   });
 
+  it("an nbf passed, or ahead by no more than the skew, is accepted", async () => {
+    for (const nbf of [now() - 10, now() + 50]) {
+      const subject = `sub-${crypto.randomUUID()}`;
+      const session = await signIn(newUser(), subject, "sid-A");
+      await expectDone(await logout(await sign(logoutClaims(subject, "sid-A", { nbf }))));
+      expect(await isLive(session.token)).toBe(false);
+    }
+  });
+
   it("sessions signed in after the token's iat stay: an old token never ends a newer sign-in", async () => {
     const user = newUser();
     const subject = `sub-${crypto.randomUUID()}`;
@@ -537,6 +546,16 @@ describe("back-channel logout", () => {
         "an exp passed",
         async (subject) => sign(logoutClaims(subject, "sid-A", { exp: now() - 61 })),
         "The logout token has expired (exp).",
+      ],
+      [
+        "an nbf in the future beyond the skew",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { nbf: now() + 600 })),
+        "The logout token is not valid yet (nbf).",
+      ],
+      [
+        "an nbf that is not a number",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { nbf: "soon" as unknown as number })),
+        "The logout token is not valid yet (nbf).",
       ],
       [
         "no jti",
@@ -845,6 +864,15 @@ describe("global token revocation", () => {
     expect(await isLive(session.token)).toBe(false);
   });
 
+  it("its JWT's nbf passed, or ahead by no more than the skew, is accepted", async () => {
+    for (const nbf of [now() - 10, now() + 50]) {
+      const subject = `sub-${crypto.randomUUID()}`;
+      const session = await signIn(newUser(), subject, null);
+      await expectDone(await revoke(subject, `Bearer ${await jwt({ nbf })}`), 204);
+      expect(await isLive(session.token)).toBe(false);
+    }
+  });
+
   it("its JWT's aud may be an array that contains this URL, and its typ absent", async () => {
     const user = newUser();
     const subject = `sub-${crypto.randomUUID()}`;
@@ -935,6 +963,11 @@ describe("global token revocation", () => {
     ],
     ["no exp", async () => `Bearer ${await jwt({ exp: undefined })}`, "The JWT has no exp."],
     ["an exp passed", async () => `Bearer ${await jwt({ exp: now() - 61 })}`, "The JWT has expired (exp)."],
+    [
+      "an nbf ten minutes ahead",
+      async () => `Bearer ${await jwt({ nbf: now() + 600 })}`,
+      "The JWT is not valid yet (nbf).",
+    ],
     ["no jti", async () => `Bearer ${await jwt({ jti: undefined })}`, "The JWT has no jti of 1 to 256 characters."],
     [
       "signed by the key its header carries (jwk, jku, x5u, x5c), under the upstream's kid",
