@@ -742,12 +742,12 @@ describe("back-channel logout", () => {
     const carried = (kid: string) =>
       sign(logoutClaims(subject, undefined), { key: attackerKeys.privateKey, kid, more: CARRIED_KEY });
     await expectRefused(
-      await logout(await carried("es1"), { bindings }),
-      "The logout token's signature does not verify with its issuer's key.",
-    );
-    await expectRefused(
       await logout(await carried("attacker"), { bindings }),
       "The logout token's kid names no key of its issuer.",
+    );
+    await expectRefused(
+      await logout(await carried("es1"), { bindings }),
+      "The logout token's signature does not verify with its issuer's key.",
     );
     expect(fetched).toEqual([jwksUri]);
     expect(await isLive(session.token)).toBe(true);
@@ -780,27 +780,97 @@ describe("back-channel logout", () => {
     expect(fetches).toHaveBeenCalledTimes(2);
   });
 
-  it("forged kids refetch the upstream's key set once a minute at most, and its real logouts are still answered", async () => {
+  it("a key the upstream published after the last fetch, within the minute: 503 with the seconds until a refetch may be, then the same logout is acted on", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
+    const warnings = vi.spyOn(console, "warn").mockImplementation(() => {});
+    const jwksUri = `https://corp.example/certs/${crypto.randomUUID()}`;
+    let served: unknown[] = [ES_PUBLIC];
+    const fetches = vi.spyOn(globalThis, "fetch").mockImplementation(async () => Response.json({ keys: served }));
+    const bindings = vars(corp({ jwks: undefined, jwks_uri: jwksUri }));
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    await expectDone(await logout(await sign(logoutClaims(`sub-${crypto.randomUUID()}`, undefined)), { bindings }));
+    const session = await service(bindings).create({ userId: user, upstream: { provider: "corp", subject } });
+    // 20 s after the fetch, the upstream publishes rs1 and signs its next logout with it.
+    vi.setSystemTime(Date.now() + 20_000);
+    served = CORP_KEYS;
+    const token = await sign(logoutClaims(subject, undefined), { alg: "RS256" });
+    await expectError(await logout(token, { bindings }), 503, "service_unavailable", { retryAfter: "40" });
+    vi.setSystemTime(Date.now() + 39_500);
+    await expectError(await logout(token, { bindings }), 503, "service_unavailable", { retryAfter: "1" });
+    expect(await isLive(session.token)).toBe(true);
+    expect(fetches).toHaveBeenCalledTimes(1);
+    expect(warnings.mock.calls.map(([line]) => JSON.parse(String(line)))).toContainEqual({
+      level: "warn",
+      event: "upstream_keys_unavailable",
+      upstream: "corp",
+      why: "unknown_kid",
+    });
+    vi.setSystemTime(Date.now() + 500);
+    await expectDone(await logout(token, { bindings }));
+    expect(fetches).toHaveBeenCalledTimes(2);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("the same for a global token revocation: 503 within the minute after the fetch, then acted on", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.spyOn(console, "warn").mockImplementation(() => {});
+    const jwksUri = `https://corp.example/certs/${crypto.randomUUID()}`;
+    let served: unknown[] = [ES_PUBLIC];
+    const fetches = vi.spyOn(globalThis, "fetch").mockImplementation(async () => Response.json({ keys: served }));
+    const bindings = vars(corp({ jwks: undefined, jwks_uri: jwksUri }));
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await service(bindings).create({ userId: newUser(), upstream: { provider: "corp", subject } });
+    const path = "/upstreams/corp/global-token-revocation";
+    const revoke = (jwt: string) =>
+      callWith(
+        bindings,
+        "POST",
+        path,
+        { Authorization: `Bearer ${jwt}`, "Content-Type": "application/json" },
+        JSON.stringify({ sub_id: { format: "iss_sub", iss: CORP, sub: subject } }),
+      );
+    const jwt = (signing: Signing) =>
+      sign(
+        { iss: CORP, aud: `https://sessions.example${path}`, iat: now(), exp: now() + 300, jti: crypto.randomUUID() },
+        { typ: "JWT", ...signing },
+      );
+    // The set fetched (a logout of a subject no sign-in linked), then rs1 published 1 s later.
+    await expectDone(await logout(await sign(logoutClaims(`sub-${crypto.randomUUID()}`, undefined)), { bindings }));
+    vi.setSystemTime(Date.now() + 1_000);
+    served = CORP_KEYS;
+    const token = await jwt({ alg: "RS256" });
+    await expectError(await revoke(token), 503, "service_unavailable", { retryAfter: "59" });
+    expect(await isLive(session.token)).toBe(true);
+    vi.setSystemTime(Date.now() + 59_000);
+    await expectDone(await revoke(token), 204);
+    expect(fetches).toHaveBeenCalledTimes(2);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("forged kids refetch the upstream's key set once a minute at most (503 until the minute ends, 400 once fetched), and its real logouts are still answered", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.spyOn(console, "warn").mockImplementation(() => {});
     const jwksUri = `https://corp.example/certs/${crypto.randomUUID()}`;
     const fetches = vi.spyOn(globalThis, "fetch").mockImplementation(async () => Response.json({ keys: CORP_KEYS }));
     const bindings = vars(corp({ jwks: undefined, jwks_uri: jwksUri }));
     const subject = `sub-${crypto.randomUUID()}`;
-    const forged = async (kid: string) =>
-      expectRefused(
-        await logout(await sign(logoutClaims(subject, undefined), { kid }), { bindings }),
-        "The logout token's kid names no key of its issuer.",
-      );
+    const forgedLogout = async (kid: string) =>
+      logout(await sign(logoutClaims(subject, undefined), { kid }), { bindings });
+    const refused = async (kid: string) =>
+      expectRefused(await forgedLogout(kid), "The logout token's kid names no key of its issuer.");
+    const held = async (kid: string, retryAfter: string) =>
+      expectError(await forgedLogout(kid), 503, "service_unavailable", { retryAfter });
     await expectDone(await logout(await sign(logoutClaims(subject, undefined)), { bindings }));
-    await forged("forged-1");
-    await forged("forged-2");
+    await held("forged-1", "60");
+    await held("forged-2", "60");
     // Within the minute after the set was fetched, no forged kid fetches it again.
     expect(fetches).toHaveBeenCalledTimes(1);
     vi.setSystemTime(Date.now() + 61_000);
-    await forged("forged-3");
+    await refused("forged-3");
     vi.setSystemTime(Date.now() + 30_000);
-    await forged("forged-4");
-    await forged("forged-5");
+    await held("forged-4", "30");
+    await held("forged-5", "30");
     // The first forged kid after the minute fetched it once; the others, within the minute after, did not.
     expect(fetches).toHaveBeenCalledTimes(2);
     await expectDone(await logout(await sign(logoutClaims(subject, undefined)), { bindings }));

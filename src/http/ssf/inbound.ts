@@ -59,7 +59,7 @@ const INBOUND_ROUTES = [
       },
       "404": error("No upstream is configured (SSF_UPSTREAMS is empty).", ["not_found"], {}, false),
       "503": error(
-        "The user's database is unavailable, or their sessions are being moved; nothing was acted on. The transmitter resends.",
+        "The issuer's keys or the user's database are unavailable, a `kid` the key set fetched within the minute lacks, or their sessions are being moved; nothing was acted on. The transmitter resends after `Retry-After`.",
         ["service_unavailable", "moving"],
         { "Retry-After": ref("headers/RetryAfter") },
         false,

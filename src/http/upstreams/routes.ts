@@ -122,7 +122,7 @@ const UPSTREAM: Credential<ScopedEnv> = {
     "404": error("No upstream of that name has a `client_id`.", ["not_found"], {}, true),
     ...anyRequest(true),
     "503": error(
-      "Keys or database unavailable, or the user's sessions moving; nothing ended. Send it again.",
+      "Keys or database unavailable, a `kid` the key set fetched within the minute lacks, or the user's sessions moving; nothing ended. Send it again after `Retry-After`.",
       ["service_unavailable", "moving"],
       { "Retry-After": ref("headers/RetryAfter") },
       true,
