@@ -141,6 +141,8 @@ async function expectDone(response: Response, status = 200): Promise<void> {
   expect(response.status).toBe(status);
   expect(await response.text()).toBe("");
   expect(response.headers.get("Cache-Control")).toBe("no-store");
+  // Back-Channel Logout §2.8.
+  expect(response.headers.get("Pragma")).toBe("no-cache");
   expectSecurityHeaders(response);
 }
 
@@ -152,6 +154,7 @@ async function expectRefused(response: Response, description: string, error = "i
   expect(response.headers.get("Content-Type")).toBe("application/json");
   expect(response.headers.get("Content-Language")).toBe("en");
   expect(response.headers.get("Cache-Control")).toBe("no-store");
+  expect(response.headers.get("Pragma")).toBe("no-cache");
   expect(response.headers.get("WWW-Authenticate")).toBe(status === 401 ? 'Bearer error="invalid_token"' : null);
   expectSecurityHeaders(response);
 }
@@ -878,6 +881,94 @@ describe("back-channel logout", () => {
   });
 });
 
+describe("back-channel logout, as docs/identity-providers.md says it", () => {
+  it("typ: logout+jwt or JWT, with or without application/, in any case, or none; any other refused", async () => {
+    for (const typ of ["logout+jwt", "application/logout+jwt", "Logout+JWT", "JWT", "jwt", "application/jwt", null]) {
+      const subject = `sub-${crypto.randomUUID()}`;
+      const session = await signIn(newUser(), subject, "sid-A");
+      await expectDone(await logout(await sign(logoutClaims(subject, "sid-A"), { typ })));
+      expect(await isLive(session.token)).toBe(false);
+    }
+    for (const typ of ["secevent+jwt", "at+jwt", "application/at+jwt", "logout"])
+      await expectRefused(
+        await logout(await sign(logoutClaims("s", "sid-A"), { typ })),
+        'The logout token\'s typ is neither "logout+jwt" nor "JWT".',
+      );
+  });
+
+  it("no kid: the key of a key set of one; with more keys, refused as an unknown kid", async () => {
+    const subject = `sub-${crypto.randomUUID()}`;
+    const oneKey = vars(corp({ jwks: { keys: [ES_PUBLIC] } }));
+    const session = await service(oneKey).create({ userId: newUser(), upstream: { provider: "corp", subject } });
+    const token = await sign(logoutClaims(subject, undefined), { more: { kid: undefined } });
+    expect(JSON.parse(atob((token.split(".")[0] as string).replace(/-/g, "+").replace(/_/g, "/")))).toEqual({
+      alg: "ES256",
+      typ: "logout+jwt",
+    });
+    await expectRefused(await logout(token), "The logout token's kid names no key of its issuer.");
+    expect(await isLive(session.token)).toBe(true);
+    await expectDone(await logout(token, { bindings: oneKey }));
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("the 60 s of skew hold for exp too: 59 s past is accepted, 61 s refused", async () => {
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(newUser(), subject, "sid-A");
+    await expectRefused(
+      await logout(await sign(logoutClaims(subject, "sid-A", { exp: now() - 61 }))),
+      "The logout token has expired (exp).",
+    );
+    expect(await isLive(session.token)).toBe(true);
+    await expectDone(await logout(await sign(logoutClaims(subject, "sid-A", { exp: now() - 59 }))));
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("Pragma: no-cache (§2.8) on every answer of the route, a 404 and a 503 included; not on a 405, answered before it", async () => {
+    const token = await sign(logoutClaims("s", "sid-A"));
+    const unknown = await logout(token, { name: "nobody" });
+    expect([unknown.status, unknown.headers.get("Pragma")]).toEqual([404, "no-cache"]);
+    vi.spyOn(console, "warn").mockImplementation(() => {});
+    vi.spyOn(globalThis, "fetch").mockResolvedValue(new Response("down", { status: 502 }));
+    const down = vars(corp({ jwks: undefined, jwks_uri: `https://corp.example/certs/${crypto.randomUUID()}` }));
+    const unavailable = await logout(token, { bindings: down });
+    expect([unavailable.status, unavailable.headers.get("Pragma")]).toEqual([503, "no-cache"]);
+    const other = await callWith(VARS, "GET", "/upstreams/corp/backchannel-logout");
+    expect([other.status, other.headers.get("Pragma")]).toEqual([405, null]);
+  });
+
+  it("a refused SSF_UPSTREAMS: 500 on the providers' routes, /ssf/inbound and a sign-in naming a provider; every other request is served", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => {});
+    const broken: Partial<Env> = { SSF_UPSTREAMS: "not json" };
+    const session = await service(broken).create({ userId: newUser(), userAgent: CHROME_MAC });
+    const whoami = await callWith(broken, "GET", "/auth/whoami", bearer(session.token));
+    expect(whoami.status).toBe(200);
+    expect(errors).not.toHaveBeenCalled();
+    const refusedLogout = await logout(await sign(logoutClaims("s", "sid-A")), { bindings: broken });
+    expect(refusedLogout.headers.get("Pragma")).toBe("no-cache");
+    await expectError(refusedLogout, 500, "internal_error");
+    const revocation = await callWith(
+      broken,
+      "POST",
+      "/upstreams/corp/global-token-revocation",
+      { Authorization: "Bearer x", "Content-Type": "application/json" },
+      "{}",
+    );
+    await expectError(revocation, 500, "internal_error");
+    await expectError(
+      await callWith(broken, "POST", "/ssf/inbound", { "Content-Type": "application/secevent+jwt" }, "x"),
+      500,
+      "internal_error",
+      { cacheControl: null },
+    );
+    await expect(
+      service(broken).create({ userId: newUser(), upstream: { provider: "corp", subject: "s" } }),
+    ).rejects.toThrow(/^SSF_UPSTREAMS must be a JSON array of upstreams/);
+    expect(
+      errors.mock.calls.map(([line]) => JSON.parse(String(line))).filter((line) => line.event === "config_error"),
+    ).toHaveLength(3);
+  });
+});
+
 describe("global token revocation", () => {
   const PATH = "/upstreams/corp/global-token-revocation";
   const URL = `https://sessions.example${PATH}`;
@@ -1091,5 +1182,75 @@ describe("global token revocation", () => {
       "The body is longer than 16384 bytes.",
     );
     expect(await isLive(session.token)).toBe(true);
+  });
+
+  it("its typ: JWT, with or without application/, in any case, or none; a logout token's refused", async () => {
+    for (const typ of ["JWT", "jwt", "application/jwt", null]) {
+      const subject = `sub-${crypto.randomUUID()}`;
+      const session = await signIn(newUser(), subject, null);
+      await expectDone(await revoke(subject, `Bearer ${await jwt({}, { typ })}`), 204);
+      expect(await isLive(session.token)).toBe(false);
+    }
+    for (const typ of ["logout+jwt", "application/at+jwt"])
+      await expectRefused(
+        await revoke("s", `Bearer ${await jwt({}, { typ })}`),
+        "The JWT is a token of another kind (typ, nonce or events).",
+        "invalid_token",
+        401,
+      );
+  });
+
+  it("the 60 s of skew hold for its exp too: 59 s past is accepted", async () => {
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(newUser(), subject, null);
+    await expectDone(await revoke(subject, `Bearer ${await jwt({ exp: now() - 59 })}`), 204);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("a body of 16,384 bytes is read; one byte more is refused", async () => {
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(newUser(), subject, null);
+    const sized = (bytes: number) => {
+      const start = `{"sub_id": {"format": "iss_sub", "iss": "${CORP}", "sub": "${subject}"}, "pad": "`;
+      return `${start}${"a".repeat(bytes - start.length - 2)}"}`;
+    };
+    expect(new TextEncoder().encode(sized(16_384)).length).toBe(16_384);
+    await expectRefused(
+      await revoke(subject, `Bearer ${await jwt()}`, { body: sized(16_385) }),
+      "The body is longer than 16384 bytes.",
+    );
+    expect(await isLive(session.token)).toBe(true);
+    await expectDone(await revoke(subject, `Bearer ${await jwt()}`, { body: sized(16_384) }), 204);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("its aud is the URL the worker is called at, origin and path: the query is not part of it, a proxy's X-Forwarded-Host not read", async () => {
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(newUser(), subject, null);
+    const body = JSON.stringify({ sub_id: { format: "iss_sub", iss: CORP, sub: subject } });
+    const post = async (path: string, aud: string, headers: Record<string, string> = {}) =>
+      callWith(
+        VARS,
+        "POST",
+        path,
+        { Authorization: `Bearer ${await jwt({ aud })}`, "Content-Type": "application/json", ...headers },
+        body,
+      );
+    const publicUrl = `https://sso-gateway.example${PATH}`;
+    await expectRefused(
+      await post(PATH, publicUrl, { "X-Forwarded-Host": "sso-gateway.example", Forwarded: "host=sso-gateway.example" }),
+      "The JWT's aud is not this URL.",
+      "invalid_token",
+      401,
+    );
+    await expectRefused(
+      await post(`${PATH}?tenant=acme`, `${URL}?tenant=acme`),
+      "The JWT's aud is not this URL.",
+      "invalid_token",
+      401,
+    );
+    expect(await isLive(session.token)).toBe(true);
+    await expectDone(await post(`${PATH}?tenant=acme`, URL), 204);
+    expect(await isLive(session.token)).toBe(false);
   });
 });
