@@ -481,6 +481,18 @@ describe("refused: 400 {err, description}, Content-Language: en, nothing ends", 
       "The SET has an iat in the future or more than 24 hours old.",
     ],
     [
+      "an nbf in the future beyond the skew (RFC 7519 binds any JWT)",
+      async () => push(await sign(claims(USER, SESSION_REVOKED, { nbf: now() + 600 }))),
+      "invalid_request",
+      "The SET is not valid yet (nbf).",
+    ],
+    [
+      "an nbf that is not a number",
+      async () => push(await sign(claims(USER, SESSION_REVOKED, { nbf: "soon" as unknown as number }))),
+      "invalid_request",
+      "The SET is not valid yet (nbf).",
+    ],
+    [
       "no jti",
       async () => push(await sign(claims(USER, SESSION_REVOKED, { jti: undefined }))),
       "invalid_request",
@@ -598,8 +610,9 @@ describe("the purge", () => {
 });
 
 describe("a key set fetched from jwks_uri", () => {
-  it("is fetched once, kept, and fetched again for an unknown kid at most once a minute", async () => {
+  it("is fetched once, kept, and fetched again for an unknown kid at most once a minute: within it, 503 until it ends", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
+    const warnings = vi.spyOn(console, "warn").mockImplementation(() => {});
     const jwksUri = `https://idp.example/jwks/${crypto.randomUUID()}`;
     let served = [PUBLIC_KEYS[0]];
     const fetches = vi.spyOn(globalThis, "fetch").mockImplementation(async (input) => {
@@ -611,17 +624,28 @@ describe("a key set fetched from jwks_uri", () => {
     await expectAccepted(await push(await sign(claims(user)), bindings));
     await expectAccepted(await push(await sign(claims(user)), bindings));
     expect(fetches).toHaveBeenCalledTimes(1);
-    // The upstream rotates to its RS256 key: within the minute, the cached set answers.
+    // The upstream rotates to its RS256 key: within the minute, the cached set cannot name it, and
+    // the transmitter is told to resend once the set may be fetched again.
     served = [PUBLIC_KEYS[1]];
+    vi.setSystemTime(Date.now() + 15_000);
+    const rotated = await sign(claims(user), { alg: "RS256" });
+    const response = await push(rotated, bindings);
+    await expectError(response, 503, "service_unavailable", { cacheControl: null, retryAfter: "45" });
+    expect(fetches).toHaveBeenCalledTimes(1);
+    expect(warnings.mock.calls.map(([line]) => JSON.parse(String(line)))).toContainEqual(
+      expect.objectContaining({ event: "upstream_keys_unavailable", upstream: "idp", why: "unknown_kid" }),
+    );
+    vi.setSystemTime(Date.now() + 45_000);
+    await expectAccepted(await push(rotated, bindings));
+    expect(fetches).toHaveBeenCalledTimes(2);
+    // A minute on, an unknown kid fetches the set again: still lacking it, the SET is refused.
+    vi.setSystemTime(Date.now() + 60_000);
     await expectRefused(
-      await push(await sign(claims(user), { alg: "RS256" }), bindings),
+      await push(await sign(claims(user), { kid: "nope" }), bindings),
       "invalid_key",
       "The SET's kid names no key of its issuer.",
     );
-    expect(fetches).toHaveBeenCalledTimes(1);
-    vi.setSystemTime(Date.now() + 61_000);
-    await expectAccepted(await push(await sign(claims(user), { alg: "RS256" }), bindings));
-    expect(fetches).toHaveBeenCalledTimes(2);
+    expect(fetches).toHaveBeenCalledTimes(3);
   });
 
   it("a key set that cannot be fetched: 503 with Retry-After and a warn line naming the upstream, fetched again only after it; nothing ends", async () => {

@@ -141,6 +141,8 @@ async function expectDone(response: Response, status = 200): Promise<void> {
   expect(response.status).toBe(status);
   expect(await response.text()).toBe("");
   expect(response.headers.get("Cache-Control")).toBe("no-store");
+  // Back-Channel Logout §2.8.
+  expect(response.headers.get("Pragma")).toBe("no-cache");
   expectSecurityHeaders(response);
 }
 
@@ -152,6 +154,7 @@ async function expectRefused(response: Response, description: string, error = "i
   expect(response.headers.get("Content-Type")).toBe("application/json");
   expect(response.headers.get("Content-Language")).toBe("en");
   expect(response.headers.get("Cache-Control")).toBe("no-store");
+  expect(response.headers.get("Pragma")).toBe("no-cache");
   expect(response.headers.get("WWW-Authenticate")).toBe(status === 401 ? 'Bearer error="invalid_token"' : null);
   expectSecurityHeaders(response);
 }
@@ -424,6 +427,15 @@ describe("back-channel logout", () => {
     expect(await liveness(first.token, since.token)).toEqual([false, true]);
   });
 
+  it("an nbf passed, or ahead by no more than the skew, is accepted", async () => {
+    for (const nbf of [now() - 10, now() + 50]) {
+      const subject = `sub-${crypto.randomUUID()}`;
+      const session = await signIn(newUser(), subject, "sid-A");
+      await expectDone(await logout(await sign(logoutClaims(subject, "sid-A", { nbf }))));
+      expect(await isLive(session.token)).toBe(false);
+    }
+  });
+
   it("sessions signed in after the token's iat stay: an old token never ends a newer sign-in", async () => {
     const user = newUser();
     const subject = `sub-${crypto.randomUUID()}`;
@@ -537,6 +549,16 @@ describe("back-channel logout", () => {
         "an exp passed",
         async (subject) => sign(logoutClaims(subject, "sid-A", { exp: now() - 61 })),
         "The logout token has expired (exp).",
+      ],
+      [
+        "an nbf in the future beyond the skew",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { nbf: now() + 600 })),
+        "The logout token is not valid yet (nbf).",
+      ],
+      [
+        "an nbf that is not a number",
+        async (subject) => sign(logoutClaims(subject, "sid-A", { nbf: "soon" as unknown as number })),
+        "The logout token is not valid yet (nbf).",
       ],
       [
         "no jti",
@@ -723,12 +745,12 @@ describe("back-channel logout", () => {
     const carried = (kid: string) =>
       sign(logoutClaims(subject, undefined), { key: attackerKeys.privateKey, kid, more: CARRIED_KEY });
     await expectRefused(
-      await logout(await carried("es1"), { bindings }),
-      "The logout token's signature does not verify with its issuer's key.",
-    );
-    await expectRefused(
       await logout(await carried("attacker"), { bindings }),
       "The logout token's kid names no key of its issuer.",
+    );
+    await expectRefused(
+      await logout(await carried("es1"), { bindings }),
+      "The logout token's signature does not verify with its issuer's key.",
     );
     expect(fetched).toEqual([jwksUri]);
     expect(await isLive(session.token)).toBe(true);
@@ -761,31 +783,189 @@ describe("back-channel logout", () => {
     expect(fetches).toHaveBeenCalledTimes(2);
   });
 
-  it("forged kids refetch the upstream's key set once a minute at most, and its real logouts are still answered", async () => {
+  it("a key the upstream published after the last fetch, within the minute: 503 with the seconds until a refetch may be, then the same logout is acted on", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
+    const warnings = vi.spyOn(console, "warn").mockImplementation(() => {});
+    const jwksUri = `https://corp.example/certs/${crypto.randomUUID()}`;
+    let served: unknown[] = [ES_PUBLIC];
+    const fetches = vi.spyOn(globalThis, "fetch").mockImplementation(async () => Response.json({ keys: served }));
+    const bindings = vars(corp({ jwks: undefined, jwks_uri: jwksUri }));
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    await expectDone(await logout(await sign(logoutClaims(`sub-${crypto.randomUUID()}`, undefined)), { bindings }));
+    const session = await service(bindings).create({ userId: user, upstream: { provider: "corp", subject } });
+    // 20 s after the fetch, the upstream publishes rs1 and signs its next logout with it.
+    vi.setSystemTime(Date.now() + 20_000);
+    served = CORP_KEYS;
+    const token = await sign(logoutClaims(subject, undefined), { alg: "RS256" });
+    await expectError(await logout(token, { bindings }), 503, "service_unavailable", { retryAfter: "40" });
+    vi.setSystemTime(Date.now() + 39_500);
+    await expectError(await logout(token, { bindings }), 503, "service_unavailable", { retryAfter: "1" });
+    expect(await isLive(session.token)).toBe(true);
+    expect(fetches).toHaveBeenCalledTimes(1);
+    expect(warnings.mock.calls.map(([line]) => JSON.parse(String(line)))).toContainEqual({
+      level: "warn",
+      event: "upstream_keys_unavailable",
+      upstream: "corp",
+      why: "unknown_kid",
+    });
+    vi.setSystemTime(Date.now() + 500);
+    await expectDone(await logout(token, { bindings }));
+    expect(fetches).toHaveBeenCalledTimes(2);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("the same for a global token revocation: 503 within the minute after the fetch, then acted on", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.spyOn(console, "warn").mockImplementation(() => {});
+    const jwksUri = `https://corp.example/certs/${crypto.randomUUID()}`;
+    let served: unknown[] = [ES_PUBLIC];
+    const fetches = vi.spyOn(globalThis, "fetch").mockImplementation(async () => Response.json({ keys: served }));
+    const bindings = vars(corp({ jwks: undefined, jwks_uri: jwksUri }));
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await service(bindings).create({ userId: newUser(), upstream: { provider: "corp", subject } });
+    const path = "/upstreams/corp/global-token-revocation";
+    const revoke = (jwt: string) =>
+      callWith(
+        bindings,
+        "POST",
+        path,
+        { Authorization: `Bearer ${jwt}`, "Content-Type": "application/json" },
+        JSON.stringify({ sub_id: { format: "iss_sub", iss: CORP, sub: subject } }),
+      );
+    const jwt = (signing: Signing) =>
+      sign(
+        { iss: CORP, aud: `https://sessions.example${path}`, iat: now(), exp: now() + 300, jti: crypto.randomUUID() },
+        { typ: "JWT", ...signing },
+      );
+    // The set fetched (a logout of a subject no sign-in linked), then rs1 published 1 s later.
+    await expectDone(await logout(await sign(logoutClaims(`sub-${crypto.randomUUID()}`, undefined)), { bindings }));
+    vi.setSystemTime(Date.now() + 1_000);
+    served = CORP_KEYS;
+    const token = await jwt({ alg: "RS256" });
+    await expectError(await revoke(token), 503, "service_unavailable", { retryAfter: "59" });
+    expect(await isLive(session.token)).toBe(true);
+    vi.setSystemTime(Date.now() + 59_000);
+    await expectDone(await revoke(token), 204);
+    expect(fetches).toHaveBeenCalledTimes(2);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("forged kids refetch the upstream's key set once a minute at most (503 until the minute ends, 400 once fetched), and its real logouts are still answered", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.spyOn(console, "warn").mockImplementation(() => {});
     const jwksUri = `https://corp.example/certs/${crypto.randomUUID()}`;
     const fetches = vi.spyOn(globalThis, "fetch").mockImplementation(async () => Response.json({ keys: CORP_KEYS }));
     const bindings = vars(corp({ jwks: undefined, jwks_uri: jwksUri }));
     const subject = `sub-${crypto.randomUUID()}`;
-    const forged = async (kid: string) =>
-      expectRefused(
-        await logout(await sign(logoutClaims(subject, undefined), { kid }), { bindings }),
-        "The logout token's kid names no key of its issuer.",
-      );
+    const forgedLogout = async (kid: string) =>
+      logout(await sign(logoutClaims(subject, undefined), { kid }), { bindings });
+    const refused = async (kid: string) =>
+      expectRefused(await forgedLogout(kid), "The logout token's kid names no key of its issuer.");
+    const held = async (kid: string, retryAfter: string) =>
+      expectError(await forgedLogout(kid), 503, "service_unavailable", { retryAfter });
     await expectDone(await logout(await sign(logoutClaims(subject, undefined)), { bindings }));
-    await forged("forged-1");
-    await forged("forged-2");
+    await held("forged-1", "60");
+    await held("forged-2", "60");
     // Within the minute after the set was fetched, no forged kid fetches it again.
     expect(fetches).toHaveBeenCalledTimes(1);
     vi.setSystemTime(Date.now() + 61_000);
-    await forged("forged-3");
+    await refused("forged-3");
     vi.setSystemTime(Date.now() + 30_000);
-    await forged("forged-4");
-    await forged("forged-5");
+    await held("forged-4", "30");
+    await held("forged-5", "30");
     // The first forged kid after the minute fetched it once; the others, within the minute after, did not.
     expect(fetches).toHaveBeenCalledTimes(2);
     await expectDone(await logout(await sign(logoutClaims(subject, undefined)), { bindings }));
     expect(fetches).toHaveBeenCalledTimes(2);
+  });
+});
+
+describe("back-channel logout, as docs/identity-providers.md says it", () => {
+  it("typ: logout+jwt or JWT, with or without application/, in any case, or none; any other refused", async () => {
+    for (const typ of ["logout+jwt", "application/logout+jwt", "Logout+JWT", "JWT", "jwt", "application/jwt", null]) {
+      const subject = `sub-${crypto.randomUUID()}`;
+      const session = await signIn(newUser(), subject, "sid-A");
+      await expectDone(await logout(await sign(logoutClaims(subject, "sid-A"), { typ })));
+      expect(await isLive(session.token)).toBe(false);
+    }
+    for (const typ of ["secevent+jwt", "at+jwt", "application/at+jwt", "logout"])
+      await expectRefused(
+        await logout(await sign(logoutClaims("s", "sid-A"), { typ })),
+        'The logout token\'s typ is neither "logout+jwt" nor "JWT".',
+      );
+  });
+
+  it("no kid: the key of a key set of one; with more keys, refused as an unknown kid", async () => {
+    const subject = `sub-${crypto.randomUUID()}`;
+    const oneKey = vars(corp({ jwks: { keys: [ES_PUBLIC] } }));
+    const session = await service(oneKey).create({ userId: newUser(), upstream: { provider: "corp", subject } });
+    const token = await sign(logoutClaims(subject, undefined), { more: { kid: undefined } });
+    expect(JSON.parse(atob((token.split(".")[0] as string).replace(/-/g, "+").replace(/_/g, "/")))).toEqual({
+      alg: "ES256",
+      typ: "logout+jwt",
+    });
+    await expectRefused(await logout(token), "The logout token's kid names no key of its issuer.");
+    expect(await isLive(session.token)).toBe(true);
+    await expectDone(await logout(token, { bindings: oneKey }));
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("the 60 s of skew hold for exp too: 59 s past is accepted, 61 s refused", async () => {
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(newUser(), subject, "sid-A");
+    await expectRefused(
+      await logout(await sign(logoutClaims(subject, "sid-A", { exp: now() - 61 }))),
+      "The logout token has expired (exp).",
+    );
+    expect(await isLive(session.token)).toBe(true);
+    await expectDone(await logout(await sign(logoutClaims(subject, "sid-A", { exp: now() - 59 }))));
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("Pragma: no-cache (§2.8) on every answer of the route, a 404 and a 503 included; not on a 405, answered before it", async () => {
+    const token = await sign(logoutClaims("s", "sid-A"));
+    const unknown = await logout(token, { name: "nobody" });
+    expect([unknown.status, unknown.headers.get("Pragma")]).toEqual([404, "no-cache"]);
+    vi.spyOn(console, "warn").mockImplementation(() => {});
+    vi.spyOn(globalThis, "fetch").mockResolvedValue(new Response("down", { status: 502 }));
+    const down = vars(corp({ jwks: undefined, jwks_uri: `https://corp.example/certs/${crypto.randomUUID()}` }));
+    const unavailable = await logout(token, { bindings: down });
+    expect([unavailable.status, unavailable.headers.get("Pragma")]).toEqual([503, "no-cache"]);
+    const other = await callWith(VARS, "GET", "/upstreams/corp/backchannel-logout");
+    expect([other.status, other.headers.get("Pragma")]).toEqual([405, null]);
+  });
+
+  it("a refused SSF_UPSTREAMS: 500 on the providers' routes, /ssf/inbound and a sign-in naming a provider; every other request is served", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => {});
+    const broken: Partial<Env> = { SSF_UPSTREAMS: "not json" };
+    const session = await service(broken).create({ userId: newUser(), userAgent: CHROME_MAC });
+    const whoami = await callWith(broken, "GET", "/auth/whoami", bearer(session.token));
+    expect(whoami.status).toBe(200);
+    expect(errors).not.toHaveBeenCalled();
+    const refusedLogout = await logout(await sign(logoutClaims("s", "sid-A")), { bindings: broken });
+    expect(refusedLogout.headers.get("Pragma")).toBe("no-cache");
+    await expectError(refusedLogout, 500, "internal_error");
+    const revocation = await callWith(
+      broken,
+      "POST",
+      "/upstreams/corp/global-token-revocation",
+      { Authorization: "Bearer x", "Content-Type": "application/json" },
+      "{}",
+    );
+    await expectError(revocation, 500, "internal_error");
+    await expectError(
+      await callWith(broken, "POST", "/ssf/inbound", { "Content-Type": "application/secevent+jwt" }, "x"),
+      500,
+      "internal_error",
+      { cacheControl: null },
+    );
+    await expect(
+      service(broken).create({ userId: newUser(), upstream: { provider: "corp", subject: "s" } }),
+    ).rejects.toThrow(/^SSF_UPSTREAMS must be a JSON array of upstreams/);
+    expect(
+      errors.mock.calls.map(([line]) => JSON.parse(String(line))).filter((line) => line.event === "config_error"),
+    ).toHaveLength(3);
   });
 });
 
@@ -843,6 +1023,15 @@ describe("global token revocation", () => {
     expect(trips).toBe(3);
     expect(counter.roundTrips()[await bindingOfUser(user)]).toBeGreaterThanOrEqual(1);
     expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("its JWT's nbf passed, or ahead by no more than the skew, is accepted", async () => {
+    for (const nbf of [now() - 10, now() + 50]) {
+      const subject = `sub-${crypto.randomUUID()}`;
+      const session = await signIn(newUser(), subject, null);
+      await expectDone(await revoke(subject, `Bearer ${await jwt({ nbf })}`), 204);
+      expect(await isLive(session.token)).toBe(false);
+    }
   });
 
   it("its JWT's aud may be an array that contains this URL, and its typ absent", async () => {
@@ -935,6 +1124,11 @@ describe("global token revocation", () => {
     ],
     ["no exp", async () => `Bearer ${await jwt({ exp: undefined })}`, "The JWT has no exp."],
     ["an exp passed", async () => `Bearer ${await jwt({ exp: now() - 61 })}`, "The JWT has expired (exp)."],
+    [
+      "an nbf ten minutes ahead",
+      async () => `Bearer ${await jwt({ nbf: now() + 600 })}`,
+      "The JWT is not valid yet (nbf).",
+    ],
     ["no jti", async () => `Bearer ${await jwt({ jti: undefined })}`, "The JWT has no jti of 1 to 256 characters."],
     [
       "signed by the key its header carries (jwk, jku, x5u, x5c), under the upstream's kid",
@@ -988,5 +1182,75 @@ describe("global token revocation", () => {
       "The body is longer than 16384 bytes.",
     );
     expect(await isLive(session.token)).toBe(true);
+  });
+
+  it("its typ: JWT, with or without application/, in any case, or none; a logout token's refused", async () => {
+    for (const typ of ["JWT", "jwt", "application/jwt", null]) {
+      const subject = `sub-${crypto.randomUUID()}`;
+      const session = await signIn(newUser(), subject, null);
+      await expectDone(await revoke(subject, `Bearer ${await jwt({}, { typ })}`), 204);
+      expect(await isLive(session.token)).toBe(false);
+    }
+    for (const typ of ["logout+jwt", "application/at+jwt"])
+      await expectRefused(
+        await revoke("s", `Bearer ${await jwt({}, { typ })}`),
+        "The JWT is a token of another kind (typ, nonce or events).",
+        "invalid_token",
+        401,
+      );
+  });
+
+  it("the 60 s of skew hold for its exp too: 59 s past is accepted", async () => {
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(newUser(), subject, null);
+    await expectDone(await revoke(subject, `Bearer ${await jwt({ exp: now() - 59 })}`), 204);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("a body of 16,384 bytes is read; one byte more is refused", async () => {
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(newUser(), subject, null);
+    const sized = (bytes: number) => {
+      const start = `{"sub_id": {"format": "iss_sub", "iss": "${CORP}", "sub": "${subject}"}, "pad": "`;
+      return `${start}${"a".repeat(bytes - start.length - 2)}"}`;
+    };
+    expect(new TextEncoder().encode(sized(16_384)).length).toBe(16_384);
+    await expectRefused(
+      await revoke(subject, `Bearer ${await jwt()}`, { body: sized(16_385) }),
+      "The body is longer than 16384 bytes.",
+    );
+    expect(await isLive(session.token)).toBe(true);
+    await expectDone(await revoke(subject, `Bearer ${await jwt()}`, { body: sized(16_384) }), 204);
+    expect(await isLive(session.token)).toBe(false);
+  });
+
+  it("its aud is the URL the worker is called at, origin and path: the query is not part of it, a proxy's X-Forwarded-Host not read", async () => {
+    const subject = `sub-${crypto.randomUUID()}`;
+    const session = await signIn(newUser(), subject, null);
+    const body = JSON.stringify({ sub_id: { format: "iss_sub", iss: CORP, sub: subject } });
+    const post = async (path: string, aud: string, headers: Record<string, string> = {}) =>
+      callWith(
+        VARS,
+        "POST",
+        path,
+        { Authorization: `Bearer ${await jwt({ aud })}`, "Content-Type": "application/json", ...headers },
+        body,
+      );
+    const publicUrl = `https://sso-gateway.example${PATH}`;
+    await expectRefused(
+      await post(PATH, publicUrl, { "X-Forwarded-Host": "sso-gateway.example", Forwarded: "host=sso-gateway.example" }),
+      "The JWT's aud is not this URL.",
+      "invalid_token",
+      401,
+    );
+    await expectRefused(
+      await post(`${PATH}?tenant=acme`, `${URL}?tenant=acme`),
+      "The JWT's aud is not this URL.",
+      "invalid_token",
+      401,
+    );
+    expect(await isLive(session.token)).toBe(true);
+    await expectDone(await post(`${PATH}?tenant=acme`, URL), 204);
+    expect(await isLive(session.token)).toBe(false);
   });
 });

@@ -29,15 +29,25 @@ export class DatabaseUnavailable extends Error {
 export const UPSTREAM_KEYS_RETRY_SECONDS = 10;
 
 /**
- * An upstream's key set could not be fetched (or was not a JWK Set): its token may be fine,
- * nothing was acted on, and the upstream may send it again (HTTP 503 with Retry-After). Names
- * the upstream, for the operator's log line; never the response's body.
+ * An upstream's key set could not be fetched (or was not a JWK Set), or lacks the token's `kid`
+ * and cannot be fetched again for `retryAfterSeconds` (jose's cooldown: the key may be one the
+ * upstream published since): its token may be fine, nothing was acted on, and the upstream may
+ * send it again (HTTP 503 with Retry-After). Names the upstream and why, for the operator's log
+ * line; never the response's body.
  */
 export class UpstreamKeysUnavailable extends Error {
   override name = "UpstreamKeysUnavailable";
   readonly upstream: string;
-  constructor(upstream: string) {
+  readonly why: "unavailable" | "unknown_kid";
+  readonly retryAfterSeconds: number;
+  constructor(
+    upstream: string,
+    why: "unavailable" | "unknown_kid" = "unavailable",
+    retryAfterSeconds = UPSTREAM_KEYS_RETRY_SECONDS,
+  ) {
     super("The identity provider's signing keys could not be fetched. Retry shortly.");
     this.upstream = upstream;
+    this.why = why;
+    this.retryAfterSeconds = retryAfterSeconds;
   }
 }

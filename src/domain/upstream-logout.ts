@@ -46,16 +46,25 @@ export interface UpstreamEnding {
 }
 
 /**
- * A logout token's `typ`, when present: `logout+jwt` (or its `application/` form), in any case,
- * or the untyped `JWT` that Keycloak before 25 and authentik before 2025.12 still send. Any other
- * type is a token of another kind (a SET, an access token) and refused; what keeps an ID token
- * from passing for a logout token is the required event and the forbidden `nonce` (§4.1).
+ * A JWS's `typ` as the media type it names, in lower case and without `application/` (RFC 7515
+ * §4.1.9: `JWT` and `application/jwt` are one type; media types ignore case); null when absent,
+ * "" when not a string.
+ */
+function typOf({ header }: Jws): string | null {
+  if (header.typ === undefined) return null;
+  const typ = typeof header.typ === "string" ? header.typ.toLowerCase() : "";
+  return typ.startsWith("application/") ? typ.slice("application/".length) : typ;
+}
+
+/**
+ * A logout token's `typ`, when present: `logout+jwt`, or the untyped `JWT` that Keycloak before
+ * 25 and authentik before 2025.12 still send. Any other type is a token of another kind (a SET,
+ * an access token) and refused; what keeps an ID token from passing for a logout token is the
+ * required event and the forbidden `nonce` (§4.1).
  */
 function isLogoutTyp(jws: Jws): boolean {
-  const { typ } = jws.header;
-  if (typ === undefined) return true;
-  const lower = typeof typ === "string" ? typ.toLowerCase() : "";
-  return lower === "logout+jwt" || lower === "application/logout+jwt" || lower === "jwt";
+  const typ = typOf(jws);
+  return typ === null || typ === "logout+jwt" || typ === "jwt";
 }
 
 /** Checks that hold before the signature is: the issuer is this route's upstream. */
@@ -102,10 +111,10 @@ export function logoutOf(jws: Jws, upstream: Upstream, nowSeconds: number): Upst
  * `events` (a logout token or a SET), `typ` absent or `JWT`.
  */
 export function checkRevocationJwt(jws: Jws, url: string, nowSeconds: number): void {
-  const { header, payload } = jws;
+  const { payload } = jws;
   if (!audienceOf(payload.aud).includes(url)) throw upstreamRefused("invalid_token", "The JWT's aud is not this URL.");
-  const typ = typeof header.typ === "string" ? header.typ.toLowerCase() : header.typ;
-  if ((typ !== undefined && typ !== "jwt") || payload.nonce !== undefined || payload.events !== undefined)
+  const typ = typOf(jws);
+  if ((typ !== null && typ !== "jwt") || payload.nonce !== undefined || payload.events !== undefined)
     throw upstreamRefused("invalid_token", "The JWT is a token of another kind (typ, nonce or events).");
   if (typeof payload.exp !== "number") throw upstreamRefused("invalid_token", "The JWT has no exp.");
   const fault = timesFault(payload, nowSeconds);

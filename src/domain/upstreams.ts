@@ -158,15 +158,19 @@ export const MAX_JTI_LENGTH = 256;
 
 /**
  * What is wrong with a signed token's times and id, as the end of a sentence about it ("has no
- * numeric iat"), or null: `iat` within the window, `exp` (when present) not passed, a `jti`.
+ * numeric iat"), or null: `iat` within the window, `exp` (when present) not passed, `nbf` (when
+ * present) reached, each with the skew; a `jti`. One rule for the logout token, the revocation's
+ * JWT and the SET alike: RFC 7519 §4.1.5's `nbf` binds any JWT, though RFC 8417 names it not.
  */
 export function timesFault(payload: Record<string, unknown>, nowSeconds: number): string | null {
-  const { iat, exp, jti } = payload;
+  const { iat, exp, nbf, jti } = payload;
   if (typeof iat !== "number" || !Number.isFinite(iat)) return "has no numeric iat";
   if (iat > nowSeconds + UPSTREAM_CLOCK_SKEW_SECONDS || iat < nowSeconds - UPSTREAM_TOKEN_MAX_AGE_SECONDS)
     return "has an iat in the future or more than 24 hours old";
   if (exp !== undefined && !(typeof exp === "number" && exp > nowSeconds - UPSTREAM_CLOCK_SKEW_SECONDS))
     return "has expired (exp)";
+  if (nbf !== undefined && !(typeof nbf === "number" && nbf <= nowSeconds + UPSTREAM_CLOCK_SKEW_SECONDS))
+    return "is not valid yet (nbf)";
   if (typeof jti !== "string" || jti === "" || jti.length > MAX_JTI_LENGTH)
     return `has no jti of 1 to ${MAX_JTI_LENGTH} characters`;
   return null;

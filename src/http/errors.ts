@@ -1,12 +1,7 @@
 import type { Context } from "hono";
 import { routePath } from "hono/route";
 import { ConfigError } from "../domain/config.ts";
-import {
-  BucketMoving,
-  DatabaseUnavailable,
-  UPSTREAM_KEYS_RETRY_SECONDS,
-  UpstreamKeysUnavailable,
-} from "../domain/errors.ts";
+import { BucketMoving, DatabaseUnavailable, UpstreamKeysUnavailable } from "../domain/errors.ts";
 import { logLine } from "../domain/log.ts";
 import { Refused, type RefusedStatus } from "../domain/refusal.ts";
 import { logFailure } from "../services/failure-log.ts";
@@ -98,8 +93,8 @@ export function writeError(c: Context, error: unknown): Response {
     return bare(503, "service_unavailable", { "Retry-After": String(RETRY_AFTER_SECONDS) });
   }
   if (error instanceof UpstreamKeysUnavailable) {
-    logLine("warn", "upstream_keys_unavailable", { upstream: error.upstream });
-    return bare(503, "service_unavailable", { "Retry-After": String(UPSTREAM_KEYS_RETRY_SECONDS) });
+    logLine("warn", "upstream_keys_unavailable", { upstream: error.upstream, why: error.why });
+    return bare(503, "service_unavailable", { "Retry-After": String(error.retryAfterSeconds) });
   }
   if (error instanceof BucketMoving) {
     logLine("warn", "bucket_moving");

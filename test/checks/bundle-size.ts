@@ -12,10 +12,9 @@ import { constants, gzipSync } from "node:zlib";
 /**
  * Budget for the gzip size of the uploaded modules. A new dependency or a sizeable feature that
  * breaks it is let in on purpose, by shrinking something else or by raising this with the new
- * measurement, rather than creeping in; each raise and its measurement: BENCHMARKS.md, "Bundle
- * budget".
+ * measurement, rather than creeping in; each raise and its measurement: docs/bundle-budget.md.
  */
-export const GZIP_BUDGET_BYTES = 96_704;
+export const GZIP_BUDGET_BYTES = 97_100;
 
 export interface BundleSize {
   /** Bytes of the worker's modules as uploaded (minified; source maps excluded). */

@@ -55,7 +55,7 @@ const INBOUND_ROUTES = [
       },
       "400": {
         description:
-          "Refused (RFC 8935 §2.3); nothing is acted on. `invalid_request`: not `application/secevent+jwt`, longer than the bound, not a SET, a wrong `typ`, `iat`, `jti`, events or subject; `invalid_issuer`: `iss` is no upstream; `invalid_key`: `kid` names no key of the issuer, or one that cannot verify the algorithm; `authentication_failed`: the signature does not verify; `invalid_audience`: `aud` does not name this receiver; `access_denied`: an `iss_sub` subject of another issuer.",
+          "Refused (RFC 8935 §2.3); nothing is acted on. `invalid_request`: not `application/secevent+jwt`, longer than the bound, not a SET, a wrong `typ`, `iat`, `nbf`, `jti`, events or subject; `invalid_issuer`: `iss` is no upstream; `invalid_key`: `kid` names no key of the issuer, or one that cannot verify the algorithm; `authentication_failed`: the signature does not verify; `invalid_audience`: `aud` does not name this receiver; `access_denied`: an `iss_sub` subject of another issuer.",
         headers: { "Content-Language": { required: true, schema: { const: "en" } } },
         content: json({
           type: "object",
@@ -66,7 +66,7 @@ const INBOUND_ROUTES = [
       },
       "404": error("No upstream is configured (SSF_UPSTREAMS is empty).", ["not_found"], {}, false),
       "503": error(
-        "The user's database is unavailable, or their sessions are being moved; nothing was acted on. The transmitter resends.",
+        "The issuer's keys or the user's database are unavailable, a `kid` the key set fetched within the minute lacks, or their sessions are being moved; nothing was acted on. The transmitter resends after `Retry-After`.",
         ["service_unavailable", "moving"],
         { "Retry-After": ref("headers/RetryAfter") },
         false,

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { createMiddleware } from "hono/factory";
 import { logLine } from "../../domain/log.ts";
 import { Refused } from "../../domain/refusal.ts";
 import {
@@ -47,6 +48,19 @@ export const UPSTREAM_SIGN_IN = {
   description: "Present only on a session signed in through an upstream identity provider.",
 };
 
+// Back-Channel Logout §2.8 asks `Pragma: no-cache` beside the no-store every answer here has
+// (src/http/app.ts), for the HTTP/1.0 caches a provider's request may pass; on every answer of
+// these routes, refusals and failures included (not a 405 or 414, answered before the route).
+const PRAGMA = { Pragma: { required: true, schema: { const: "no-cache" } } };
+const withPragma = (answer: JsonObject): JsonObject => ({
+  ...answer,
+  headers: { ...(answer.headers as JsonObject), ...PRAGMA },
+});
+const noCache = createMiddleware(async (c, next) => {
+  await next();
+  c.res.headers.set("Pragma", "no-cache");
+});
+
 const refusalBody = (codes: UpstreamErrorCode[]) => ({
   type: "object",
   required: ["error", "error_description"],
@@ -56,7 +70,7 @@ const refusalBody = (codes: UpstreamErrorCode[]) => ({
 
 const refusal = (description: string, codes: UpstreamErrorCode[], headers: Record<string, unknown> = {}) => ({
   description,
-  headers: { ...NO_STORE, "Content-Language": { required: true, schema: { const: "en" } }, ...headers },
+  headers: { ...NO_STORE, ...PRAGMA, "Content-Language": { required: true, schema: { const: "en" } }, ...headers },
   content: json(refusalBody(codes)),
 });
 
@@ -124,14 +138,15 @@ async function answer(
 /** No credential of ours (each route checks the upstream's own token), but the user's database: a scope. */
 const UPSTREAM: Credential<ScopedEnv> = {
   security: [],
-  use: [withScope],
+  use: [noCache, withScope],
   answers: {
-    "404": error("No upstream of that name has a `client_id`.", ["not_found"], {}, true),
+    "404": error("No upstream of that name has a `client_id`.", ["not_found"], PRAGMA, true),
     ...anyRequest(true),
+    "500": withPragma(anyRequest(true)["500"]),
     "503": error(
-      "Keys or database unavailable, or the user's sessions moving; nothing ended. Send it again.",
+      "Keys or database unavailable, a `kid` the key set fetched within the minute lacks, or the user's sessions moving; nothing ended. Send it again after `Retry-After`.",
       ["service_unavailable", "moving"],
-      { "Retry-After": ref("headers/RetryAfter") },
+      { "Retry-After": ref("headers/RetryAfter"), ...PRAGMA },
       true,
     ),
   },
@@ -170,7 +185,7 @@ const UPSTREAM_ROUTES = [
     answers: {
       "200": {
         description: "Done (a `jti` received before ends nothing). No body.",
-        headers: NO_STORE,
+        headers: { ...NO_STORE, ...PRAGMA },
       },
       [status("invalid_request")]: refusal("Refused (§2.8); nothing ended.", ["invalid_request"]),
     },
@@ -214,7 +229,10 @@ const UPSTREAM_ROUTES = [
       },
     ),
     answers: {
-      "204": { description: "Done (a `jti` received before ends nothing). No body.", headers: NO_STORE },
+      "204": {
+        description: "Done (a `jti` received before ends nothing). No body.",
+        headers: { ...NO_STORE, ...PRAGMA },
+      },
       [status("invalid_request")]: refusal("Not a JSON `iss_sub` `sub_id`; nothing ended.", ["invalid_request"]),
       [status("invalid_token")]: refusal("No Bearer JWT of the upstream's; nothing ended.", ["invalid_token"], {
         "WWW-Authenticate": { required: true, schema: { type: "string" } },
@@ -222,7 +240,7 @@ const UPSTREAM_ROUTES = [
       [status("access_denied")]: refusal("A `sub_id` of another issuer; nothing ended.", ["access_denied"]),
       "404": {
         description: "No such upstream (`not_found`), or no sign-in linked the subject (`user_not_found`).",
-        headers: { ...NO_STORE, "Content-Language": { schema: { const: "en" } } },
+        headers: { ...NO_STORE, ...PRAGMA, "Content-Language": { schema: { const: "en" } } },
         content: json({ anyOf: [errorBody("not_found"), refusalBody(["user_not_found"])] }),
       },
     },
