@@ -19,7 +19,7 @@ export const STATEMENTS = {
   "POST /auth/token": [3, 2],
   "SessionService.reauthenticate": [6, 5],
   "SessionService.create": [7, 7],
-  "SessionService.create, upstream sign-in": [11, 11],
+  "SessionService.create, upstream sign-in": [10, 10],
   "SessionService.openSupportSession": [6, 6],
   "SessionService.updateSessionData": [2, 2],
   "GET /auth/report": [3, 3],

@@ -3,7 +3,7 @@ import { env, exports } from "cloudflare:workers";
 import { base64url, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
-import { countingShards } from "./d1.ts";
+import { countingShards, faultyD1 } from "./d1.ts";
 import {
   bearer,
   bindingOfUser,
@@ -15,6 +15,7 @@ import {
   databases,
   expectError,
   expectSecurityHeaders,
+  FIREFOX_LINUX,
   isLive,
   issue,
   newUser,
@@ -263,6 +264,53 @@ describe("a session remembers the upstream sign-in it came from", () => {
     });
     await expectDone(await logout(await sign(logoutClaims(subject, undefined))));
     expect(await liveness(password.token, other.token, seconds.token)).toEqual([true, true, false]);
+  });
+
+  it("a relink whose link write's answer was lost: the replay answers the first user, whose sessions as the subject end once, logged with the new sign-in's IP and context", async () => {
+    const [first, second] = [newUser(), newUser()];
+    const subject = `sub-${crypto.randomUUID()}`;
+    const firsts = await service().create({
+      userId: first,
+      userAgent: CHROME_MAC,
+      country: "FR",
+      asn: 3215,
+      upstream: { provider: "corp", subject, sid: "sid-1" },
+    });
+    const linkBinding = await bindingOfUser(`corp\n${subject}`);
+    // The link's batch commits, then its answer is lost: the retry replays the committed batch.
+    const faulty = faultyD1(d1(linkBinding), ["after"]);
+    const seconds = await service({ ...VARS, [linkBinding]: faulty.db }).create({
+      userId: second,
+      ipAddress: "203.0.113.9",
+      userAgent: FIREFOX_LINUX,
+      country: "DE",
+      asn: 3320,
+      upstream: { provider: "corp", subject, sid: "sid-2" },
+    });
+    expect(faulty.roundTrips).toBeGreaterThanOrEqual(2);
+    expect(await linkRows(subject)).toEqual([{ upstream: "corp", subject, user_id: second, region: "default" }]);
+    expect(await liveness(firsts.token, seconds.token)).toEqual([false, true]);
+    const { results } = await (await d1OfUser(first))
+      .prepare(
+        "SELECT type, reason, actor_session_id, ip_address, context FROM session_events WHERE session_id = ? ORDER BY id",
+      )
+      .bind(firsts.id)
+      .all();
+    expect(
+      results.map((row) => ({ ...row, context: row.context === null ? null : JSON.parse(String(row.context)) })),
+    ).toEqual([
+      { type: "created", reason: null, actor_session_id: null, ip_address: null, context: null },
+      {
+        type: "ended",
+        reason: "upstream_relinked",
+        actor_session_id: null,
+        ip_address: "203.0.113.9",
+        context: {
+          before: { browser: "Chrome", os: "macOS", country: "FR", asn: 3215 },
+          after: { browser: "Firefox", os: "Linux", country: "DE", asn: 3320 },
+        },
+      },
+    ]);
   });
 
   const refusals: [string, unknown, string][] = [

@@ -336,6 +336,12 @@ export const upstreamLinks = sqliteTable(
     // The user's home region, as create was given it: where the user's sessions are.
     region: text("region"),
     bucket: text("bucket").notNull(),
+    // The write that last wrote the row (its request id) and, when that write moved the link
+    // from another user, that user and region: what a replay of the write reads back, so it
+    // answers the user whose sessions the relink ends, as the first attempt would have.
+    writtenBy: text("written_by"),
+    previousUserId: text("previous_user_id"),
+    previousRegion: text("previous_region"),
   },
   (table) => [
     primaryKey({ columns: [table.upstream, table.subject] }),

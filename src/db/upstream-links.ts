@@ -17,31 +17,43 @@ export interface UpstreamLink {
 
 /**
  * Writes the link, or rewrites it when the subject's user or region changed, unless its bucket
- * is being moved (then BucketMoving, nothing written). One batch: the link as it was, the
- * upsert guarded by the move state, the link as written, and that state. Answers the user the
- * link named before when it was another one (a replay of a batch that committed reads it
- * rewritten already, and answers null).
+ * is being moved (then BucketMoving, nothing written). One batch: the upsert guarded by the move
+ * state, which keeps the user it moved the link from and this write's id (`writeId`, bound into
+ * the batch, so the same on a replay); the link as written; that state. Answers the user the
+ * link named before when this write moved it from another one, read back by the write's id: a
+ * replay of a batch that committed answers it too (src/db/writes.ts), so the relink's endings
+ * are not lost with the first answer.
  */
 export function writeLink(
   shard: BucketShard,
   link: UpstreamLink,
+  writeId: string,
 ): Promise<{ userId: string; region: string | null } | null> {
   return onBucket(shard, async (db) => {
-    const row = sql`SELECT ${link.upstream}, ${link.subject}, ${link.userId}, ${link.region}, ${shard.bucket} WHERE ${bucketNotMoving(db, shard.bucket)}`;
-    const key = and(eq(upstreamLinks.upstream, link.upstream), eq(upstreamLinks.subject, link.subject));
-    const { before, written, move } = await batchNamed(db, {
-      before: db.select({ userId: upstreamLinks.userId, region: upstreamLinks.region }).from(upstreamLinks).where(key),
-      // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
+    const row = sql`SELECT ${link.upstream}, ${link.subject}, ${link.userId}, ${link.region}, ${shard.bucket}, ${writeId}, NULL, NULL WHERE ${bucketNotMoving(db, shard.bucket)}`;
+    const movedFromAnother = sql`${upstreamLinks.userId} IS NOT excluded.user_id`;
+    const { written, move } = await batchNamed(db, {
+      // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON. The SET reads the row as it was.
       upsert: db
         .insert(upstreamLinks)
         .select(row)
         .onConflictDoUpdate({
           target: [upstreamLinks.upstream, upstreamLinks.subject],
-          set: { userId: sql`excluded.user_id`, region: sql`excluded.region` },
-          setWhere: sql`${upstreamLinks.userId} IS NOT excluded.user_id OR ${upstreamLinks.region} IS NOT excluded.region`,
+          set: {
+            userId: sql`excluded.user_id`,
+            region: sql`excluded.region`,
+            writtenBy: sql`excluded.written_by`,
+            previousUserId: sql`CASE WHEN ${movedFromAnother} THEN ${upstreamLinks.userId} END`,
+            previousRegion: sql`CASE WHEN ${movedFromAnother} THEN ${upstreamLinks.region} END`,
+          },
+          setWhere: sql`${movedFromAnother} OR ${upstreamLinks.region} IS NOT excluded.region`,
         }),
       written: db
-        .select({ userId: upstreamLinks.userId })
+        .select({
+          writtenBy: upstreamLinks.writtenBy,
+          previousUserId: upstreamLinks.previousUserId,
+          previousRegion: upstreamLinks.previousRegion,
+        })
         .from(upstreamLinks)
         .where(
           and(
@@ -53,9 +65,9 @@ export function writeLink(
         ),
       move: moveOf(db, shard.bucket),
     });
-    const previous = before[0];
-    const other = previous !== undefined && previous.userId !== link.userId ? previous : null;
-    return { answer: other, move: move[0], blocked: written.length === 0 };
+    const mine = written[0]?.writtenBy === writeId ? written[0] : undefined;
+    const previous = mine?.previousUserId == null ? null : { userId: mine.previousUserId, region: mine.previousRegion };
+    return { answer: previous, move: move[0], blocked: written.length === 0 };
   });
 }
 

@@ -1,7 +1,10 @@
 import { endUpstreamSubjectSessions } from "../db/sessions.ts";
 import type { BucketShard } from "../db/shards.ts";
 import { readLink, writeLink } from "../db/upstream-links.ts";
+import { newWrite } from "../db/writes.ts";
+import type { ClientContext } from "../domain/client-context.ts";
 import { ConfigError } from "../domain/config.ts";
+import { SERVICE_REASONS } from "../domain/reason.ts";
 import type { Upstream } from "../domain/upstreams.ts";
 import { type Scope, write } from "./scope.ts";
 
@@ -23,38 +26,39 @@ async function linkShard(scope: Scope, upstream: Upstream, subject: string): Pro
 /**
  * Links the upstream's subject to the user (and the region the user's sessions are in). A
  * subject is one person at the upstream: linked before to another user, that user's sessions
- * signed in as the subject end (`ended`, reason `upstream_relinked`), one round trip more, so
- * that every live session signed in as the subject is its linked user's, and the upstream's
- * logout reaches them all.
+ * signed in as the subject end (`ended`, reason `upstream_relinked`, from the new sign-in's IP
+ * and with its context), one round trip more, so that every live session signed in as the
+ * subject is its linked user's, and the upstream's logout reaches them all. The link's write
+ * answers that user on a replay too (src/db/upstream-links.ts), so the endings happen once.
  */
 export async function linkSubject(
   scope: Scope,
   upstream: Upstream,
   subject: string,
   user: { userId: string; region: string | null },
+  signIn: { ipAddress: string | null; context: ClientContext },
 ): Promise<void> {
-  const previous = await writeLink(await linkShard(scope, upstream, subject), {
-    upstream: upstream.name,
-    subject,
-    ...user,
-  });
+  const link = { upstream: upstream.name, subject, ...user };
+  const previous = await writeLink(await linkShard(scope, upstream, subject), link, newWrite(scope.at.now).id);
   if (!previous) return;
   const shard = await scope.shards.forUser(previous.userId, previous.region);
   scope.plannedRoundTrip();
-  await write(scope, null, (writer) =>
-    endUpstreamSubjectSessions(
-      shard,
-      previous.userId,
-      { upstream: upstream.name, subject },
-      RELINKED,
-      writer,
-      scope.at,
-    ),
+  await write(
+    scope,
+    null,
+    (writer) =>
+      endUpstreamSubjectSessions(
+        shard,
+        previous.userId,
+        { upstream: upstream.name, subject },
+        SERVICE_REASONS.upstreamRelinked,
+        writer,
+        scope.at,
+        signIn.context,
+      ),
+    signIn.ipAddress,
   );
 }
-
-/** Why a user's sessions of a subject ended when the subject was linked to another user. */
-const RELINKED = "upstream_relinked";
 
 /** The user the upstream's subject was linked to by a sign-in; null when none was. */
 export async function linkedUser(scope: Scope, upstream: Upstream, subject: string) {
