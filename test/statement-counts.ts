@@ -12,7 +12,7 @@ export const STATEMENTS = {
   "DELETE /auth/logout?scope=others": [6, 5],
   "POST /auth/logout": [4, 4],
   "POST /ssf/inbound": [5, 5],
-  "POST /upstreams/:name/backchannel-logout": [7, 7],
+  "POST /upstreams/:name/backchannel-logout": [10, 10],
   "POST /upstreams/:name/global-token-revocation": [10, 10],
   "SessionService.authenticate": [3, 2],
   "GET /auth/whoami": [3, 2],

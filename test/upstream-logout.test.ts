@@ -444,17 +444,20 @@ describe("back-channel logout", () => {
     }
   });
 
-  it("two round trips: the subject's link, then one batch on the user's database; no request-log warning", async () => {
+  it("three round trips, the first two at once: its jti's claim and the subject's link, then one batch on the user's database; no request-log warning", async () => {
     const user = newUser();
     const subject = `sub-${crypto.randomUUID()}`;
     const session = await signIn(user, subject, "sid-A");
     const counter = countingShards(databases());
     const warnings = vi.spyOn(console, "log");
-    const token = await sign(logoutClaims(subject, "sid-A"));
+    const claims = logoutClaims(subject, "sid-A");
+    const token = await sign(claims);
     await expectDone(await logout(token, { bindings: { ...VARS, ...counter.env } }));
-    const [linkBinding, userBinding] = [await bindingOfUser(`corp\n${subject}`), await bindingOfUser(user)];
-    const expected: Record<string, number> = { [linkBinding]: 1 };
-    expected[userBinding] = (expected[userBinding] ?? 0) + 1;
+    const expected: Record<string, number> = {};
+    for (const key of [`logout\ncorp\n${claims.jti}`, `corp\n${subject}`, user]) {
+      const binding = await bindingOfUser(key);
+      expected[binding] = (expected[binding] ?? 0) + 1;
+    }
     expect(counter.roundTrips()).toEqual(expected);
     expect(warnings.mock.calls.map(([line]) => JSON.parse(String(line)).event)).not.toContain("request");
     expect(await isLive(session.token)).toBe(false);
@@ -470,6 +473,24 @@ describe("back-channel logout", () => {
     const since = await signIn(user, subject, "sid-A");
     await expectDone(await logout(token));
     expect(await liveness(first.token, since.token)).toEqual([false, true]);
+  });
+
+  it("a jti acts once, whichever database: a second token with it, for another subject whose user is on another database, ends nothing", async () => {
+    const [first, second] = [newUser(), newUser()];
+    // On four databases, a second user on another database than the first's.
+    let other = second;
+    while (Object.keys(databases()).length > 1 && (await bindingOfUser(other)) === (await bindingOfUser(first)))
+      other = newUser();
+    const [subject, otherSubject] = [`sub-${crypto.randomUUID()}`, `sub-${crypto.randomUUID()}`];
+    const [firsts, others] = [await signIn(first, subject, "sid-A"), await signIn(other, otherSubject, "sid-B")];
+    const jti = crypto.randomUUID();
+    await expectDone(await logout(await sign(logoutClaims(subject, "sid-A", { jti }))));
+    await expectDone(await logout(await sign(logoutClaims(otherSubject, "sid-B", { jti }))));
+    expect(await liveness(firsts.token, others.token)).toEqual([false, true]);
+    // Sent again for its own subject, the first token still goes on to the user's database, and ends nothing more.
+    const since = await signIn(first, subject, "sid-A");
+    await expectDone(await logout(await sign(logoutClaims(subject, "sid-A", { jti }))));
+    expect(await liveness(since.token, others.token)).toEqual([true, true]);
   });
 
   it("sessions signed in after the token's iat stay: an old token never ends a newer sign-in", async () => {
@@ -881,7 +902,7 @@ describe("global token revocation", () => {
     });
   });
 
-  it("three round trips: its JWT's claim, the subject's link, then one batch on the user's database", async () => {
+  it("three round trips, the first two at once: its JWT's claim and the subject's link, then one batch on the user's database", async () => {
     const user = newUser();
     const subject = `sub-${crypto.randomUUID()}`;
     const session = await signIn(user, subject, "sid-A");

@@ -313,8 +313,9 @@ export const ssfReceivedSets = sqliteTable(
     // The bucket of the user it named: a move takes the SET along with the user's sessions
     // (src/db/moves.ts), so that one resent after the move still ends nothing.
     bucket: text("bucket").notNull(),
-    // A global token revocation's JWT names no subject, so it is also claimed for the subject of
-    // its first request (src/db/ssf/inbound-sets.ts `claimForSubject`): null on every other row.
+    // A logout token's or a revocation's `jti` is also claimed for the subject of its first
+    // request, where the `jti` hashes to (src/db/ssf/inbound-sets.ts `claimForSubject`), so it
+    // acts for one subject on any database: null on every other row.
     subject: text("subject"),
   },
   (table) => [primaryKey({ columns: [table.issuer, table.jti] })],
