@@ -326,7 +326,8 @@ export const ssfReceivedSets = sqliteTable(
  * creation with an upstream sign-in, read by that upstream's logout and revocation, which
  * name the subject and not the user. A row lives in the bucket its (upstream, subject) hashes
  * to in the upstream's region, like a user's rows, and moves with that bucket. One row per
- * subject ever signed in (about 100 bytes), rewritten only when the subject's user changes.
+ * subject ever signed in (about 100 bytes), rewritten only when the subject's user changes
+ * (then once more, when the user it was moved from has no session of it left).
  */
 export const upstreamLinks = sqliteTable(
   "upstream_links",
@@ -337,10 +338,9 @@ export const upstreamLinks = sqliteTable(
     // The user's home region, as create was given it: where the user's sessions are.
     region: text("region"),
     bucket: text("bucket").notNull(),
-    // The write that last wrote the row (its request id) and, when that write moved the link
-    // from another user, that user and region: what a replay of the write reads back, so it
-    // answers the user whose sessions the relink ends, as the first attempt would have.
-    writtenBy: text("written_by"),
+    // The user (and region) a sign-in moved the link from, until that user's sessions signed
+    // in as the subject have ended: a replay of the link's write, or the login flow's retry of a
+    // sign-in that failed before they ended, reads it and ends them (src/services/upstream-links.ts).
     previousUserId: text("previous_user_id"),
     previousRegion: text("previous_region"),
   },

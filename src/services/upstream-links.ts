@@ -1,7 +1,6 @@
 import { endUpstreamSubjectSessions } from "../db/sessions.ts";
 import type { BucketShard } from "../db/shards.ts";
-import { readLink, writeLink } from "../db/upstream-links.ts";
-import { newWrite } from "../db/writes.ts";
+import { readLink, settleLink, writeLink } from "../db/upstream-links.ts";
 import type { ClientContext } from "../domain/client-context.ts";
 import { ConfigError } from "../domain/config.ts";
 import { SERVICE_REASONS } from "../domain/reason.ts";
@@ -27,9 +26,11 @@ async function linkShard(scope: Scope, upstream: Upstream, subject: string): Pro
  * Links the upstream's subject to the user (and the region the user's sessions are in). A
  * subject is one person at the upstream: linked before to another user, that user's sessions
  * signed in as the subject end (`ended`, reason `upstream_relinked`, from the new sign-in's IP
- * and with its context), one round trip more, so that every live session signed in as the
- * subject is its linked user's, and the upstream's logout reaches them all. The link's write
- * answers that user on a replay too (src/db/upstream-links.ts), so the endings happen once.
+ * and with its context), so that every live session signed in as the subject is its linked
+ * user's, and the upstream's logout reaches them all; then the link forgets that user. Two
+ * round trips more. The link keeps that user until then (src/db/upstream-links.ts), so a
+ * replay of its write or a retry of the sign-in ends them still, and they end once: a second
+ * ending finds none live.
  */
 export async function linkSubject(
   scope: Scope,
@@ -38,8 +39,9 @@ export async function linkSubject(
   user: { userId: string; region: string | null },
   signIn: { ipAddress: string | null; context: ClientContext },
 ): Promise<void> {
+  const linkPlace = await linkShard(scope, upstream, subject);
   const link = { upstream: upstream.name, subject, ...user };
-  const previous = await writeLink(await linkShard(scope, upstream, subject), link, newWrite(scope.at.now).id);
+  const previous = await writeLink(linkPlace, link);
   if (!previous) return;
   const shard = await scope.shards.forUser(previous.userId, previous.region);
   scope.plannedRoundTrip();
@@ -58,6 +60,8 @@ export async function linkSubject(
       ),
     signIn.ipAddress,
   );
+  scope.plannedRoundTrip();
+  await settleLink(linkPlace, link, previous.userId);
 }
 
 /** The user the upstream's subject was linked to by a sign-in; null when none was. */
