@@ -19,8 +19,9 @@ export interface UpstreamLink {
  * Writes the link, or rewrites it when the subject's user or region changed, unless its bucket
  * is being moved (then BucketMoving, nothing written). One batch: the upsert guarded by the move
  * state, which keeps the user it moved the link from; the link as written; that state. Answers
- * that user while it is kept, until `settleLink`: so a replay of a batch that committed, and a retry of a sign-in that failed before that user's
- * sessions ended, both answer it, and the relink's endings are not lost.
+ * that user while it is kept, until `settleLink`: so a replay of a batch that committed, and a
+ * retry of a sign-in that failed before that user's sessions ended, both answer it, and the
+ * relink's endings are not lost.
  */
 export function writeLink(
   shard: BucketShard,

@@ -39,9 +39,9 @@ export async function linkSubject(
   user: { userId: string; region: string | null },
   signIn: { ipAddress: string | null; context: ClientContext },
 ): Promise<void> {
-  const linkPlace = await linkShard(scope, upstream, subject);
+  const linkBucket = await linkShard(scope, upstream, subject);
   const link = { upstream: upstream.name, subject, ...user };
-  const previous = await writeLink(linkPlace, link);
+  const previous = await writeLink(linkBucket, link);
   if (!previous) return;
   const shard = await scope.shards.forUser(previous.userId, previous.region);
   scope.plannedRoundTrip();
@@ -61,7 +61,7 @@ export async function linkSubject(
     signIn.ipAddress,
   );
   scope.plannedRoundTrip();
-  await settleLink(linkPlace, link, previous.userId);
+  await settleLink(linkBucket, link, previous.userId);
 }
 
 /** The user the upstream's subject was linked to by a sign-in; null when none was. */
