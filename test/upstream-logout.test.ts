@@ -3,7 +3,7 @@ import { env, exports } from "cloudflare:workers";
 import { base64url, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
-import { countingShards } from "./d1.ts";
+import { countingShards, type Fault, faultyD1 } from "./d1.ts";
 import {
   bearer,
   bindingOfUser,
@@ -15,6 +15,7 @@ import {
   databases,
   expectError,
   expectSecurityHeaders,
+  FIREFOX_LINUX,
   isLive,
   issue,
   newUser,
@@ -268,6 +269,89 @@ describe("a session remembers the upstream sign-in it came from", () => {
     expect(await liveness(password.token, other.token, seconds.token)).toEqual([true, true, false]);
   });
 
+  it("a relink whose link write's answer was lost: the replay answers the first user, whose sessions as the subject end once, logged with the new sign-in's IP and context", async () => {
+    const [first, second] = [newUser(), newUser()];
+    const subject = `sub-${crypto.randomUUID()}`;
+    const firsts = await service().create({
+      userId: first,
+      userAgent: CHROME_MAC,
+      country: "FR",
+      asn: 3215,
+      upstream: { provider: "corp", subject, sid: "sid-1" },
+    });
+    const linkBinding = await bindingOfUser(`corp\n${subject}`);
+    // The link's batch commits, then its answer is lost: the retry replays the committed batch.
+    const faulty = faultyD1(d1(linkBinding), ["after"]);
+    const seconds = await service({ ...VARS, [linkBinding]: faulty.db }).create({
+      userId: second,
+      ipAddress: "203.0.113.9",
+      userAgent: FIREFOX_LINUX,
+      country: "DE",
+      asn: 3320,
+      upstream: { provider: "corp", subject, sid: "sid-2" },
+    });
+    expect(faulty.roundTrips).toBeGreaterThanOrEqual(2);
+    expect(await linkRows(subject)).toEqual([{ upstream: "corp", subject, user_id: second, region: "default" }]);
+    expect(await liveness(firsts.token, seconds.token)).toEqual([false, true]);
+    const { results } = await (await d1OfUser(first))
+      .prepare(
+        "SELECT type, reason, actor_session_id, ip_address, context FROM session_events WHERE session_id = ? ORDER BY id",
+      )
+      .bind(firsts.id)
+      .all();
+    expect(
+      results.map((row) => ({ ...row, context: row.context === null ? null : JSON.parse(String(row.context)) })),
+    ).toEqual([
+      { type: "created", reason: null, actor_session_id: null, ip_address: null, context: null },
+      {
+        type: "ended",
+        reason: "upstream_relinked",
+        actor_session_id: null,
+        ip_address: "203.0.113.9",
+        context: {
+          before: { browser: "Chrome", os: "macOS", country: "FR", asn: 3215 },
+          after: { browser: "Firefox", os: "Linux", country: "DE", asn: 3320 },
+        },
+      },
+    ]);
+  });
+
+  it("a relink whose sign-in failed before the first user's sessions ended: the login flow's retry ends them, once, and the link then forgets that user", async () => {
+    const [first, second] = [newUser(), newUser()];
+    const subject = `sub-${crypto.randomUUID()}`;
+    const firsts = await signIn(first, subject, "sid-1");
+    const [linkBinding, firstBinding] = [await bindingOfUser(`corp\n${subject}`), await bindingOfUser(first)];
+    // The first user's database fails the endings and their retry: the link's write, on the
+    // same database or another, has committed by then.
+    const plan: Fault[] = [];
+    const endings = linkBinding === firstBinding ? 1 : 0;
+    plan[endings] = "before";
+    plan[endings + 1] = "before";
+    const failing = faultyD1(d1(firstBinding), plan);
+    let failure = "none";
+    try {
+      await service({ ...VARS, [firstBinding]: failing.db }).create({
+        userId: second,
+        userAgent: CHROME_MAC,
+        upstream: { provider: "corp", subject, sid: "sid-2" },
+      });
+    } catch (error) {
+      failure = String(error);
+    }
+    expect(failure).toBe("DatabaseUnavailable: The session database is unavailable. Retry shortly.");
+    expect(await isLive(firsts.token)).toBe(true);
+    const seconds = await signIn(second, subject, "sid-2");
+    expect(await liveness(firsts.token, seconds.token)).toEqual([false, true]);
+    expect((await loggedFor(first, firsts.id)).filter((row) => row.type === "ended")).toEqual([
+      { type: "ended", reason: "upstream_relinked", actor_session_id: null },
+    ]);
+    const kept = await d1(linkBinding)
+      .prepare("SELECT user_id, previous_user_id FROM upstream_links WHERE subject = ?")
+      .bind(subject)
+      .all();
+    expect(kept.results).toEqual([{ user_id: second, previous_user_id: null }]);
+  });
+
   const refusals: [string, unknown, string][] = [
     [
       "an upstream not configured",
@@ -399,17 +483,20 @@ describe("back-channel logout", () => {
     }
   });
 
-  it("two round trips: the subject's link, then one batch on the user's database; no request-log warning", async () => {
+  it("three round trips, the first two at once: its jti's claim and the subject's link, then one batch on the user's database; no request-log warning", async () => {
     const user = newUser();
     const subject = `sub-${crypto.randomUUID()}`;
     const session = await signIn(user, subject, "sid-A");
     const counter = countingShards(databases());
     const warnings = vi.spyOn(console, "log");
-    const token = await sign(logoutClaims(subject, "sid-A"));
+    const claims = logoutClaims(subject, "sid-A");
+    const token = await sign(claims);
     await expectDone(await logout(token, { bindings: { ...VARS, ...counter.env } }));
-    const [linkBinding, userBinding] = [await bindingOfUser(`corp\n${subject}`), await bindingOfUser(user)];
-    const expected: Record<string, number> = { [linkBinding]: 1 };
-    expected[userBinding] = (expected[userBinding] ?? 0) + 1;
+    const expected: Record<string, number> = {};
+    for (const key of [`logout\ncorp\n${claims.jti}`, `corp\n${subject}`, user]) {
+      const binding = await bindingOfUser(key);
+      expected[binding] = (expected[binding] ?? 0) + 1;
+    }
     expect(counter.roundTrips()).toEqual(expected);
     expect(warnings.mock.calls.map(([line]) => JSON.parse(String(line)).event)).not.toContain("request");
     expect(await isLive(session.token)).toBe(false);
@@ -434,6 +521,24 @@ describe("back-channel logout", () => {
       await expectDone(await logout(await sign(logoutClaims(subject, "sid-A", { nbf }))));
       expect(await isLive(session.token)).toBe(false);
     }
+  });
+
+  it("a jti acts once, whichever database: a second token with it, for another subject whose user is on another database, ends nothing", async () => {
+    const [first, second] = [newUser(), newUser()];
+    // On four databases, a second user on another database than the first's.
+    let other = second;
+    while (Object.keys(databases()).length > 1 && (await bindingOfUser(other)) === (await bindingOfUser(first)))
+      other = newUser();
+    const [subject, otherSubject] = [`sub-${crypto.randomUUID()}`, `sub-${crypto.randomUUID()}`];
+    const [firsts, others] = [await signIn(first, subject, "sid-A"), await signIn(other, otherSubject, "sid-B")];
+    const jti = crypto.randomUUID();
+    await expectDone(await logout(await sign(logoutClaims(subject, "sid-A", { jti }))));
+    await expectDone(await logout(await sign(logoutClaims(otherSubject, "sid-B", { jti }))));
+    expect(await liveness(firsts.token, others.token)).toEqual([false, true]);
+    // Sent again for its own subject, the first token still goes on to the user's database, and ends nothing more.
+    const since = await signIn(first, subject, "sid-A");
+    await expectDone(await logout(await sign(logoutClaims(subject, "sid-A", { jti }))));
+    expect(await liveness(since.token, others.token)).toEqual([true, true]);
   });
 
   it("sessions signed in after the token's iat stay: an old token never ends a newer sign-in", async () => {
@@ -1013,7 +1118,7 @@ describe("global token revocation", () => {
     });
   });
 
-  it("three round trips: its JWT's claim, the subject's link, then one batch on the user's database", async () => {
+  it("three round trips, the first two at once: its JWT's claim and the subject's link, then one batch on the user's database", async () => {
     const user = newUser();
     const subject = `sub-${crypto.randomUUID()}`;
     const session = await signIn(user, subject, "sid-A");

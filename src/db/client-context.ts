@@ -59,8 +59,11 @@ function distanceKm({ latitude, longitude }: ClientContext): SQL<number | null> 
   return sql`(2 * ${EARTH_KM} * asin(min(1, sqrt(${h}))))`;
 }
 
-/** The session's last seen context and the caller's (the after keeps what the caller did not tell), as the event's JSON. */
-function changeOf({ browser, os, country, asn }: ClientContext): SQL {
+/**
+ * The session's last seen context and the caller's (the after keeps what the caller did not
+ * tell), as the event's JSON: a context change's, and a relink's (the sign-in that caused it).
+ */
+export function changeOf({ browser, os, country, asn }: ClientContext): SQL {
   const { seenBrowser, seenOs, seenCountry, seenAsn } = sessions;
   return sql`json_object('before', json_object('browser', nullif(${seenBrowser}, ''), 'os', nullif(${seenOs}, ''), 'country', ${seenCountry}, 'asn', ${seenAsn}), 'after', json_object('browser', nullif(${browser}, ''), 'os', nullif(${os}, ''), 'country', coalesce(${country}, ${seenCountry}), 'asn', coalesce(${asn}, ${seenAsn})))`;
 }

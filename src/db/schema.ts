@@ -313,8 +313,9 @@ export const ssfReceivedSets = sqliteTable(
     // The bucket of the user it named: a move takes the SET along with the user's sessions
     // (src/db/moves.ts), so that one resent after the move still ends nothing.
     bucket: text("bucket").notNull(),
-    // A global token revocation's JWT names no subject, so it is also claimed for the subject of
-    // its first request (src/db/ssf/inbound-sets.ts `claimForSubject`): null on every other row.
+    // A logout token's or a revocation's `jti` is also claimed for the subject of its first
+    // request, where the `jti` hashes to (src/db/ssf/inbound-sets.ts `claimForSubject`), so it
+    // acts for one subject on any database: null on every other row.
     subject: text("subject"),
   },
   (table) => [primaryKey({ columns: [table.issuer, table.jti] })],
@@ -325,7 +326,8 @@ export const ssfReceivedSets = sqliteTable(
  * creation with an upstream sign-in, read by that upstream's logout and revocation, which
  * name the subject and not the user. A row lives in the bucket its (upstream, subject) hashes
  * to in the upstream's region, like a user's rows, and moves with that bucket. One row per
- * subject ever signed in (about 100 bytes), rewritten only when the subject's user changes.
+ * subject ever signed in (about 100 bytes), rewritten only when the subject's user changes
+ * (then once more, when the user it was moved from has no session of it left).
  */
 export const upstreamLinks = sqliteTable(
   "upstream_links",
@@ -336,6 +338,11 @@ export const upstreamLinks = sqliteTable(
     // The user's home region, as create was given it: where the user's sessions are.
     region: text("region"),
     bucket: text("bucket").notNull(),
+    // The user (and region) a sign-in moved the link from, until that user's sessions signed
+    // in as the subject have ended: a replay of the link's write, or the login flow's retry of a
+    // sign-in that failed before they ended, reads it and ends them (src/services/upstream-links.ts).
+    previousUserId: text("previous_user_id"),
+    previousRegion: text("previous_region"),
   },
   (table) => [
     primaryKey({ columns: [table.upstream, table.subject] }),

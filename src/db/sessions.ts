@@ -1,4 +1,5 @@
 import { and, eq, ne, type Placeholder, type SQL, sql } from "drizzle-orm";
+import type { ClientContext } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
 import type { EventType } from "../domain/events.ts";
 import type { BackendSessionView, JsonText, SessionView } from "../domain/session-view.ts";
@@ -14,7 +15,7 @@ import {
 } from "./authenticated.ts";
 import { moveState, moveStateOf, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
-import type { ContextCheck } from "./client-context.ts";
+import { type ContextCheck, changeOf } from "./client-context.ts";
 import { batchCompiled, compiledAll, placeholders, shaped } from "./compiled.ts";
 import {
   type At,
@@ -197,7 +198,11 @@ export async function endSessionsByUserId(
   return endMatching(shard, "ended", () => ending, writer, at, { reason });
 }
 
-/** Ends every live session of `userId` signed in through the upstream as the subject, logging `ended` with the reason. */
+/**
+ * Ends every live session of `userId` signed in through the upstream as the subject, logging
+ * `ended` with the reason and, as the event's context, each session's last seen and `cause`'s
+ * (the sign-in that ended them).
+ */
 export async function endUpstreamSubjectSessions(
   shard: BucketShard,
   userId: string,
@@ -205,6 +210,7 @@ export async function endUpstreamSubjectSessions(
   reason: string,
   writer: Writer,
   at: Instant,
+  cause: ClientContext,
 ): Promise<Logged<number>> {
   const ending = and(
     eq(sessions.userId, userId),
@@ -212,7 +218,7 @@ export async function endUpstreamSubjectSessions(
     eq(sessions.upstreamSubject, signIn.subject),
     isLive(at),
   );
-  return endMatching(shard, "ended", () => ending, writer, at, { reason });
+  return endMatching(shard, "ended", () => ending, writer, at, { reason, context: changeOf(cause) });
 }
 
 /** Ends one live session by id (no token), logging `ended` with the reason. */

@@ -17,31 +17,36 @@ export interface UpstreamLink {
 
 /**
  * Writes the link, or rewrites it when the subject's user or region changed, unless its bucket
- * is being moved (then BucketMoving, nothing written). One batch: the link as it was, the
- * upsert guarded by the move state, the link as written, and that state. Answers the user the
- * link named before when it was another one (a replay of a batch that committed reads it
- * rewritten already, and answers null).
+ * is being moved (then BucketMoving, nothing written). One batch: the upsert guarded by the move
+ * state, which keeps the user it moved the link from; the link as written; that state. Answers
+ * that user while it is kept, until `settleLink`: so a replay of a batch that committed, and a
+ * retry of a sign-in that failed before that user's sessions ended, both answer it, and the
+ * relink's endings are not lost.
  */
 export function writeLink(
   shard: BucketShard,
   link: UpstreamLink,
 ): Promise<{ userId: string; region: string | null } | null> {
   return onBucket(shard, async (db) => {
-    const row = sql`SELECT ${link.upstream}, ${link.subject}, ${link.userId}, ${link.region}, ${shard.bucket} WHERE ${bucketNotMoving(db, shard.bucket)}`;
-    const key = and(eq(upstreamLinks.upstream, link.upstream), eq(upstreamLinks.subject, link.subject));
-    const { before, written, move } = await batchNamed(db, {
-      before: db.select({ userId: upstreamLinks.userId, region: upstreamLinks.region }).from(upstreamLinks).where(key),
-      // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
+    const row = sql`SELECT ${link.upstream}, ${link.subject}, ${link.userId}, ${link.region}, ${shard.bucket}, NULL, NULL WHERE ${bucketNotMoving(db, shard.bucket)}`;
+    const moved = sql`${upstreamLinks.userId} IS NOT excluded.user_id`;
+    const { written, move } = await batchNamed(db, {
+      // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON. The SET reads the row as it was.
       upsert: db
         .insert(upstreamLinks)
         .select(row)
         .onConflictDoUpdate({
           target: [upstreamLinks.upstream, upstreamLinks.subject],
-          set: { userId: sql`excluded.user_id`, region: sql`excluded.region` },
-          setWhere: sql`${upstreamLinks.userId} IS NOT excluded.user_id OR ${upstreamLinks.region} IS NOT excluded.region`,
+          set: {
+            userId: sql`excluded.user_id`,
+            region: sql`excluded.region`,
+            previousUserId: sql`CASE WHEN ${moved} THEN ${upstreamLinks.userId} ELSE ${upstreamLinks.previousUserId} END`,
+            previousRegion: sql`CASE WHEN ${moved} THEN ${upstreamLinks.region} ELSE ${upstreamLinks.previousRegion} END`,
+          },
+          setWhere: sql`${moved} OR ${upstreamLinks.region} IS NOT excluded.region`,
         }),
       written: db
-        .select({ userId: upstreamLinks.userId })
+        .select({ userId: upstreamLinks.previousUserId, region: upstreamLinks.previousRegion })
         .from(upstreamLinks)
         .where(
           and(
@@ -53,9 +58,34 @@ export function writeLink(
         ),
       move: moveOf(db, shard.bucket),
     });
-    const previous = before[0];
-    const other = previous !== undefined && previous.userId !== link.userId ? previous : null;
-    return { answer: other, move: move[0], blocked: written.length === 0 };
+    const kept = written[0];
+    const previous = kept?.userId == null ? null : { userId: kept.userId, region: kept.region };
+    return { answer: previous, move: move[0], blocked: written.length === 0 };
+  });
+}
+
+/**
+ * Forgets the user `writeLink` moved the link from, once that user's sessions as the subject
+ * ended; unless another sign-in moved it since (the user kept is then another) or the bucket
+ * is being moved (then it is kept, and the next sign-in ends nothing more and settles it).
+ */
+export function settleLink(shard: BucketShard, link: UpstreamLink, previousUserId: string): Promise<void> {
+  return onBucket(shard, async (db) => {
+    const { move } = await batchNamed(db, {
+      settled: db
+        .update(upstreamLinks)
+        .set({ previousUserId: null, previousRegion: null })
+        .where(
+          and(
+            eq(upstreamLinks.upstream, link.upstream),
+            eq(upstreamLinks.subject, link.subject),
+            eq(upstreamLinks.previousUserId, previousUserId),
+            bucketNotMoving(db, shard.bucket),
+          ),
+        ),
+      move: moveOf(db, shard.bucket),
+    });
+    return { answer: undefined, move: move[0], blocked: false };
   });
 }
 

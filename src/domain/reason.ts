@@ -16,6 +16,11 @@ export const SERVICE_REASONS = {
   contextChanged: "context_changed",
   /** The user confirmed "this wasn't me" with the sign-in's report token (src/services/report.ts). */
   reportedByUser: "reported_by_user",
+  /**
+   * A sign-in linked the upstream's subject to another user, whose sessions signed in as that
+   * subject end (src/services/upstream-links.ts).
+   */
+  upstreamRelinked: "upstream_relinked",
 } as const;
 
 /** One of the service's own reasons: never taken from a caller, so the log's reason says who ended it. */

@@ -8,7 +8,7 @@ import {
   type StoredFactors,
 } from "../domain/auth-factors.ts";
 import { checkSessionCarrier, type SessionCarrier, type TokenCarrier } from "../domain/carrier.ts";
-import { clientContext, countryOf } from "../domain/client-context.ts";
+import { type ClientContext, clientContext, countryOf } from "../domain/client-context.ts";
 import { type Instant, instant } from "../domain/clock.ts";
 import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
 import { deviceKey } from "../domain/device.ts";
@@ -149,6 +149,8 @@ function checkTtl(ttlSeconds: unknown, max: number, limit = ""): number {
 export interface NewSessionRow {
   row: NewSession;
   issued: Omit<IssuedSession, "newDevice">;
+  /** Where the sign-in came from, as its row first records it. */
+  context: ClientContext;
 }
 
 /**
@@ -221,6 +223,7 @@ export async function buildSession(
   return {
     row,
     issued: { id, token, expiresAt: expiresAt.toISOString(), expiresIn: ttlSeconds, challenge, boundSecret },
+    context: seen,
   };
 }
 
@@ -230,12 +233,13 @@ export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>
   // Read only when given: a mistake in SSF_UPSTREAMS must not stop the sign-ins that name no upstream.
   const signIn = input.upstream == null ? null : checkUpstreamSignIn(input.upstream, scope.upstreams());
   const built = await buildSession(config, input, shard.placement, at);
-  const { issued } = built;
+  const { issued, context } = built;
   let { row } = built;
   if (signIn) {
     row = { ...row, upstream: signIn.upstream.name, upstreamSubject: signIn.subject, upstreamSid: signIn.sid };
     // Before the session: a logout that follows this answer finds the user.
-    await linkSubject(scope, signIn.upstream, signIn.subject, { userId: row.userId, region: shard.placement.region });
+    const user = { userId: row.userId, region: shard.placement.region };
+    await linkSubject(scope, signIn.upstream, signIn.subject, user, { ipAddress: row.ipAddress ?? null, context });
   }
   const policy = {
     maxPerUser: config.maxPerUser,

@@ -1,7 +1,9 @@
 import { endUpstreamSubjectSessions } from "../db/sessions.ts";
 import type { BucketShard } from "../db/shards.ts";
-import { readLink, writeLink } from "../db/upstream-links.ts";
+import { readLink, settleLink, writeLink } from "../db/upstream-links.ts";
+import type { ClientContext } from "../domain/client-context.ts";
 import { ConfigError } from "../domain/config.ts";
+import { SERVICE_REASONS } from "../domain/reason.ts";
 import type { Upstream } from "../domain/upstreams.ts";
 import { type Scope, write } from "./scope.ts";
 
@@ -23,38 +25,44 @@ async function linkShard(scope: Scope, upstream: Upstream, subject: string): Pro
 /**
  * Links the upstream's subject to the user (and the region the user's sessions are in). A
  * subject is one person at the upstream: linked before to another user, that user's sessions
- * signed in as the subject end (`ended`, reason `upstream_relinked`), one round trip more, so
- * that every live session signed in as the subject is its linked user's, and the upstream's
- * logout reaches them all.
+ * signed in as the subject end (`ended`, reason `upstream_relinked`, from the new sign-in's IP
+ * and with its context), so that every live session signed in as the subject is its linked
+ * user's, and the upstream's logout reaches them all; then the link forgets that user. Two
+ * round trips more. The link keeps that user until then (src/db/upstream-links.ts), so a
+ * replay of its write or a retry of the sign-in ends them still, and they end once: a second
+ * ending finds none live.
  */
 export async function linkSubject(
   scope: Scope,
   upstream: Upstream,
   subject: string,
   user: { userId: string; region: string | null },
+  signIn: { ipAddress: string | null; context: ClientContext },
 ): Promise<void> {
-  const previous = await writeLink(await linkShard(scope, upstream, subject), {
-    upstream: upstream.name,
-    subject,
-    ...user,
-  });
+  const linkBucket = await linkShard(scope, upstream, subject);
+  const link = { upstream: upstream.name, subject, ...user };
+  const previous = await writeLink(linkBucket, link);
   if (!previous) return;
   const shard = await scope.shards.forUser(previous.userId, previous.region);
   scope.plannedRoundTrip();
-  await write(scope, null, (writer) =>
-    endUpstreamSubjectSessions(
-      shard,
-      previous.userId,
-      { upstream: upstream.name, subject },
-      RELINKED,
-      writer,
-      scope.at,
-    ),
+  await write(
+    scope,
+    null,
+    (writer) =>
+      endUpstreamSubjectSessions(
+        shard,
+        previous.userId,
+        { upstream: upstream.name, subject },
+        SERVICE_REASONS.upstreamRelinked,
+        writer,
+        scope.at,
+        signIn.context,
+      ),
+    signIn.ipAddress,
   );
+  scope.plannedRoundTrip();
+  await settleLink(linkBucket, link, previous.userId);
 }
-
-/** Why a user's sessions of a subject ended when the subject was linked to another user. */
-const RELINKED = "upstream_relinked";
 
 /** The user the upstream's subject was linked to by a sign-in; null when none was. */
 export async function linkedUser(scope: Scope, upstream: Upstream, subject: string) {

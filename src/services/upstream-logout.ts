@@ -17,8 +17,9 @@ import { linkedUser } from "./upstream-links.ts";
 // An upstream ends sessions here in OpenID Connect's words: a back-channel logout token ends
 // the sessions of one of its sessions or subjects; a global token revocation, every session of
 // the user its subject is. Each verified by the upstream's keys (src/services/upstream-keys.ts),
-// acted on once per `jti`, in one batch on the user's database after the subject's link is read
-// (a revocation's JWT, which names no subject, claimed for its subject first).
+// its `jti` claimed for its subject on the database the `jti` hashes to (so a `jti` acts for
+// one subject only, whichever database that subject's user is on), then acted on once, in one
+// batch on the user's database, after the subject's link is read.
 
 /** A compact JWS by this upstream, its signature verified; `error` is the refusal's code. */
 async function verified(upstream: Upstream, compact: string, what: string, error: UpstreamErrorCode): Promise<Jws> {
@@ -41,19 +42,18 @@ async function verified(upstream: Upstream, compact: string, what: string, error
 }
 
 /**
- * Ends what the upstream asked, once per `jti`, on the database of the user its subject is
- * linked to; null when no sign-in linked the subject (nothing to end). With `allOfUser`, every
- * session of the user; else those signed in through the upstream as the subject (and the sid).
+ * Ends what the upstream asked, once per `jti`, on the database of `user`, the one its subject
+ * is linked to. With `allOfUser`, every session of the user; else those signed in through the
+ * upstream as the subject (and the sid).
  */
 async function end(
   scope: Scope,
   upstream: Upstream,
   ending: UpstreamEnding,
+  user: { userId: string; region: string | null },
   action: UpstreamAction,
   allOfUser: boolean,
-): Promise<number | null> {
-  const user = await linkedUser(scope, upstream, ending.subject);
-  if (!user) return null;
+): Promise<number> {
   const shard = await scope.shards.forUser(user.userId, user.region);
   const target = {
     userId: user.userId,
@@ -70,11 +70,38 @@ async function end(
 
 const nowSeconds = (scope: Scope) => Math.floor(scope.at.now.getTime() / 1000);
 
+/**
+ * The token's first round trip, two batches at once: its `jti` claimed for `subject`, in the
+ * bucket `<kind>\n<upstream>\n<jti>` hashes to in the upstream's region (as a link's pair does),
+ * and the subject's link read. `claimed`: the claim is this subject's. A token sent again for
+ * its subject goes on (its endings are remembered on the user's database); one with the same
+ * `jti` for another subject does not. `user`: null when no sign-in linked the subject.
+ */
+async function claimedAndLinked(
+  scope: Scope,
+  upstream: Upstream,
+  kind: "logout" | "revocation",
+  jti: string,
+  subject: string,
+) {
+  scope.plannedRoundTrip();
+  const shard = await scope.shards.forUser(`${kind}\n${upstream.name}\n${jti}`, upstream.region);
+  const token = { issuer: `${kind} ${upstream.issuer}`, jti };
+  const [claimed, user] = await Promise.all([
+    claimForSubject(shard, token, subject, scope.at.now),
+    linkedUser(scope, upstream, subject),
+  ]);
+  return { claimed, user };
+}
+
 /** OpenID Connect Back-Channel Logout 1.0 §2.6: the logout token checked and acted on; how many sessions it ended. */
 export async function backchannelLogout(scope: Scope, upstream: Upstream, logoutToken: string): Promise<number> {
   const jws = await verified(upstream, logoutToken, "logout token", "invalid_request");
   const ending = logoutOf(jws, upstream, nowSeconds(scope));
-  return (await end(scope, upstream, ending, "backchannel_logout", false)) ?? 0;
+  const { claimed, user } = await claimedAndLinked(scope, upstream, "logout", ending.jti, ending.subject);
+  // A `jti` used before for another subject: acted on already, as a token sent again is.
+  if (!claimed || !user) return 0;
+  return end(scope, upstream, ending, user, "backchannel_logout", false);
 }
 
 /**
@@ -93,10 +120,15 @@ export async function revokeGlobally(
   const subject = revokedSubjectOf(body, upstream);
   const { jti, iat } = jws.payload as { jti: string; iat: number };
   // The JWT names no subject: claimed for this one, so a copy of it cannot end another user's sessions.
-  scope.plannedRoundTrip();
-  const claimPlace = await scope.shards.forUser(`revocation\n${upstream.name}\n${jti}`, upstream.region);
-  const token = { issuer: `revocation ${upstream.issuer}`, jti };
-  if (!(await claimForSubject(claimPlace, token, subject, scope.at.now)))
-    throw upstreamRefused("invalid_token", "The JWT was used before for another subject.");
-  return end(scope, upstream, { jti, subject, sid: null, issuedAt: new Date(iat * 1000) }, "global_revocation", true);
+  const { claimed, user } = await claimedAndLinked(scope, upstream, "revocation", jti, subject);
+  if (!claimed) throw upstreamRefused("invalid_token", "The JWT was used before for another subject.");
+  if (!user) return null;
+  return end(
+    scope,
+    upstream,
+    { jti, subject, sid: null, issuedAt: new Date(iat * 1000) },
+    user,
+    "global_revocation",
+    true,
+  );
 }

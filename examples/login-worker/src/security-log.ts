@@ -6,7 +6,7 @@ import type { EventType } from "../../../src/domain/events.ts";
 import type { SERVICE_REASONS } from "../../../src/domain/reason.ts";
 import type { KNOWN_REASONS } from "../../../src/services/user-sessions.ts";
 
-/** The reasons the service itself gives (a context its policy ends, a report of a stranger's sign-in). */
+/** The reasons the service itself gives (a context its policy ends, a report of a stranger's sign-in, a relink). */
 type ServiceReason = (typeof SERVICE_REASONS)[keyof typeof SERVICE_REASONS];
 /** Why a session ended (`ended`): the reasons a product gives, and the service's own. */
 type EndedReason = (typeof KNOWN_REASONS)[number] | ServiceReason;
@@ -37,6 +37,7 @@ export const WORDS = {
       admin: "an administrator ended it",
       context_changed: "it was used from another browser, network, or a place too far to travel to in time",
       reported_by_user: "you reported it wasn't you",
+      upstream_relinked: "your company sign-in was used to sign in to another account",
     } satisfies Record<EndedReason, string>,
     context_changed: {
       log: "noted",
@@ -48,5 +49,6 @@ export const WORDS = {
   endedBy: {
     context_changed: "the service",
     reported_by_user: "you, from the new-sign-in message",
+    upstream_relinked: "the sign-in to the other account",
   } satisfies Record<ServiceReason, string>,
 };

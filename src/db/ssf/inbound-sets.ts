@@ -110,9 +110,10 @@ export async function purgeInboundSets(db: Database, before: Date, limit: number
 /**
  * Claims a token for one subject, in the bucket its id was placed in: the first request that
  * names it writes the claim, and the answer is whether the claim is this subject's. So a token
- * that binds no subject of its own (a global token revocation's JWT) acts for one subject
- * only, wherever that subject's user is; a retry for the same subject goes on. Held back by a
- * move of the bucket: BucketMoving, nothing claimed.
+ * id acts for one subject only, wherever that subject's user is: a global token revocation's
+ * JWT, which binds no subject of its own, and a logout token's `jti`, which the memory on the
+ * user's database alone would let act again on another database; a retry for the same
+ * subject goes on. Held back by a move of the bucket: BucketMoving, nothing claimed.
  */
 export function claimForSubject(shard: BucketShard, token: InboundSet, subject: string, at: Date): Promise<boolean> {
   return onBucket(shard, async (db) => {

@@ -167,7 +167,7 @@ const UPSTREAM_ROUTES = [
     summary:
       "OpenID Connect Back-Channel Logout 1.0: the upstream ends the sessions of one of its sessions or subjects",
     description:
-      "The rules of OpenID Connect Back-Channel Logout 1.0 §2.6, checked as docs/identity-providers.md says. With a `sid`, the sessions signed in with that upstream, subject and sid end; with `sub` alone, every session of that subject; acted on once per `jti`. Two D1 round trips.",
+      "The rules of OpenID Connect Back-Channel Logout 1.0 §2.6, checked as docs/identity-providers.md says. With a `sid`, the sessions signed in with that upstream, subject and sid end; with `sub` alone, every session of that subject; acted on once per `jti`. Three D1 round trips, the first two at once.",
     parameters: { upstream: NAME },
     body: bodyAs(
       "application/x-www-form-urlencoded",
@@ -204,7 +204,7 @@ const UPSTREAM_ROUTES = [
     summary:
       "Global Token Revocation (draft-parecki-oauth-global-token-revocation-06): the upstream ends every session of a user",
     description:
-      "draft-parecki-oauth-global-token-revocation-06, authenticated by a JWT the upstream signs (RFC 7523) as docs/identity-providers.md says. Ends every session of the user the `iss_sub` subject is linked to. Three D1 round trips.",
+      "draft-parecki-oauth-global-token-revocation-06, authenticated by a JWT the upstream signs (RFC 7523) as docs/identity-providers.md says. Ends every session of the user the `iss_sub` subject is linked to. Three D1 round trips, the first two at once.",
     parameters: { upstream: NAME },
     // Parsed only: revokeGlobally checks the `sub_id` once the JWT verifies.
     body: bodyAs(
