@@ -1,9 +1,10 @@
 // Input the caller must fix: the one refusal of bad input, thrown by every rule a caller's
 // input is checked against (the RPC's, the admin API's, the operator commands'). It is the only
-// error an entry point answers as the caller's fault: the admin API's 400 `invalid_input` with the
-// sentence as `detail`, the RPC's TypeError or RangeError with the sentence as message. Any
-// other error, a TypeError from a bug included, is the service's failure: a 500, or the RPC's
-// InternalError, with its log line.
+// error an entry point answers as the caller's fault, when thrown before the call asked a
+// database (src/services/scope.ts, `judgingInput`; after, a stored value broke the rule): the
+// admin API's 400 `invalid_input` with the sentence as `detail`, the RPC's TypeError or
+// RangeError with the sentence as message. Any other error, a TypeError from a bug included,
+// is the service's failure: a 500, or the RPC's InternalError, with its log line.
 
 export class InvalidInput extends Error {
   override name = "InvalidInput";
