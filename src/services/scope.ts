@@ -137,7 +137,7 @@ export async function judgingInput<T>(scope: Scope, call: (scope: Scope) => Prom
     return await call(scope);
   } catch (error) {
     if (error instanceof InvalidInput && scope.roundTrips() > before)
-      throw new Error("an input rule refused a stored value", { cause: error });
+      throw new Error("stored value", { cause: error });
     throw error;
   }
 }
