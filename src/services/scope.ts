@@ -127,16 +127,17 @@ export async function write<T>(
 /**
  * Runs a service call on `scope`, the one rule for every entry point on whose fault an
  * InvalidInput is. A service applies its rules to the caller's input before it asks a
- * database, so one thrown then is the caller's to fix, thrown as it is; one thrown after a
- * round trip was raised by what a database answered, a stored value: the service's failure
- * (ARCHITECTURE.md, §4), thrown as an Error whose cause it is, for the failure's log line.
+ * database, so one thrown then, or by a rule that `needsStored`, is the caller's to fix,
+ * thrown as it is; any other thrown after a round trip was raised by what a database
+ * answered, a stored value: the service's failure (ARCHITECTURE.md, §4), thrown as an Error
+ * whose cause it is, for the failure's log line.
  */
 export async function judgingInput<T>(scope: Scope, call: (scope: Scope) => Promise<T>): Promise<T> {
   const before = scope.roundTrips();
   try {
     return await call(scope);
   } catch (error) {
-    if (error instanceof InvalidInput && scope.roundTrips() > before)
+    if (error instanceof InvalidInput && !error.needsStored && scope.roundTrips() > before)
       throw new Error("stored value", { cause: error });
     throw error;
   }

@@ -15,7 +15,7 @@ import { constants, gzipSync } from "node:zlib";
  * measurement, rather than creeping in; each raise and its measurement: BENCHMARKS.md, "Bundle
  * budget".
  */
-export const GZIP_BUDGET_BYTES = 96_743;
+export const GZIP_BUDGET_BYTES = 96_774;
 
 export interface BundleSize {
   /** Bytes of the worker's modules as uploaded (minified; source maps excluded). */
