@@ -736,6 +736,33 @@ describe("device-bound sessions: refresh", () => {
     expect(unbound.headers.get("Set-Cookie")).toBe(CLEARED_BOUND);
   });
 
+  it("an identifier whose key part is not base64url JSON of a key, as this service writes it, answers continue: false", async () => {
+    const session = await bindSession();
+    const before = await tableSnapshot();
+    const key = session.identifier.split(".")[1] as string;
+    const unpadded = (text: string) => btoa(text).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+    for (const identifier of [
+      session.id,
+      `${session.id}.`,
+      `${session.id}.%%%`,
+      `${session.id}.A`,
+      `${session.id}.${key.slice(0, 8)} ${key.slice(8)}`,
+      `${session.id}.${key}${"=".repeat((4 - (key.length % 4)) % 4 || 4)}`,
+      `${session.id}.${unpadded("not json")}`,
+      `${session.id}.${unpadded("null")}`,
+      `${session.id}.${unpadded("[]")}`,
+      `${session.id}.${unpadded('{"kty":"EC","crv":"P-256"}')}`,
+    ]) {
+      const response = await refresh(session.token, identifier, await signProof(session.key, session.next));
+      expect(await response.json()).toEqual({ session_identifier: identifier, continue: false });
+      expect(response.headers.get("Set-Cookie")).toBe(CLEARED_BOUND);
+    }
+    expect(await tableSnapshot()).toEqual(before);
+    expect((await refresh(session.token, session.identifier, await signProof(session.key, session.next))).status).toBe(
+      200,
+    );
+  });
+
   it("refuses a request without Sec-Secure-Session-Id (no page can send one) and changes nothing", async () => {
     const session = await bindSession();
     const before = await tableSnapshot();

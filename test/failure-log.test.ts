@@ -4,6 +4,7 @@ import { decodeJwt, exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { newAdminKey } from "../src/domain/admin-keys.ts";
 import { DatabaseUnavailable } from "../src/domain/errors.ts";
+import { InvalidInput } from "../src/domain/invalid-input.ts";
 import { logLine } from "../src/domain/log.ts";
 import { hashSecret } from "../src/domain/token.ts";
 import { USER_ID_RULE } from "../src/domain/user-id.ts";
@@ -242,6 +243,49 @@ describe("a bug is the service's failure, never the caller's fault", () => {
     );
     await expect(service.create({ userId: "" })).rejects.toThrow(new TypeError(`userId must be ${USER_ID_RULE}`));
     await expect(service.create({ userId, ttlSeconds: 0 })).rejects.toThrow(RangeError);
+    expect(lines).toHaveLength(1);
+  });
+
+  // An input rule failing on what the database answered (a stored region SHARDS no longer
+  // lists): the stored value's fault, never the caller's.
+  const STORED = 'region must be one of the configured regions (eu) or absent, not "xx"';
+  async function storedFault(userId: string): Promise<Partial<Env>> {
+    return { [await bindingOfUser(userId)]: flakyD1(await d1OfUser(userId), 1, () => new InvalidInput(STORED)).db };
+  }
+  const storedLine = async (userId: string, site: Record<string, string>) => ({
+    level: "error",
+    event: "unhandled_error",
+    name: "InvalidInput",
+    message: "region must be one of the configured regions (eu) or absent, not [redacted]",
+    ...site,
+    binding: await bindingOfUser(userId),
+    request_id: expect.any(String),
+  });
+
+  it("an input rule refusing a stored value, once the database was asked: the admin API's 500 and its line, never 400", async () => {
+    const userId = newUser();
+    const { stored, key } = await newAdminKey("login flow", ["sessions:create"], new Date());
+    const lines = captureConsole();
+    const response = await callWith(
+      { ...(await storedFault(userId)), ADMIN_KEYS: JSON.stringify([stored]) } as Partial<Env>,
+      "POST",
+      "/admin/sessions",
+      { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+      JSON.stringify({ userId }),
+    );
+    await expectError(response, 500, "internal_error");
+    expect(lines.map((line) => JSON.parse(line)).filter((line) => line.event === "unhandled_error")).toEqual([
+      await storedLine(userId, { method: "POST", route: "/admin/sessions" }),
+    ]);
+  });
+
+  it("the same on the RPC: an InternalError and the line; the caller's own bad input is still its TypeError", async () => {
+    const userId = newUser();
+    const lines = captureConsole();
+    const service = new SessionService(createExecutionContext(), { ...env, ...(await storedFault(userId)) } as Env);
+    await expect(service.create({ userId })).rejects.toBeInstanceOf(InternalError);
+    expect(lines.map((line) => JSON.parse(line))).toEqual([await storedLine(userId, { rpc: "create" })]);
+    await expect(service.create({ userId, region: "xx" })).rejects.toThrow(TypeError);
     expect(lines).toHaveLength(1);
   });
 });

@@ -1,4 +1,4 @@
-import { beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import {
   bearer,
   CLEARED_COOKIE,
@@ -12,6 +12,10 @@ import {
   newUser,
   sessionCookie,
 } from "./helpers.ts";
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
 
 const UNKNOWN = `${"A".repeat(24)}.${"B".repeat(43)}`;
 
@@ -96,5 +100,20 @@ describe("rate limiting of failed authentications (per client IP)", () => {
     expect(response.status).toBe(429);
     expect(response.headers.get("Access-Control-Allow-Origin")).toBe("https://app.example");
     expect(response.headers.get("Access-Control-Expose-Headers")).toBe("WWW-Authenticate,Retry-After");
+  });
+});
+
+describe("a limiter outage", () => {
+  it("lets the refusal stand (fails open) and says so in a warn line with the error's name", async () => {
+    const warned: string[] = [];
+    vi.spyOn(console, "warn").mockImplementation((...args: unknown[]) => void warned.push(args.map(String).join(" ")));
+    const limiter = {
+      limit: async () => {
+        throw new TypeError("limiter at 10.0.0.1 down");
+      },
+    } as unknown as RateLimit;
+    const response = await callWith({ AUTH_FAILURES: limiter }, "GET", "/auth/sessions", bearer(UNKNOWN));
+    expect(response.status).toBe(401);
+    expect(warned).toEqual(['{"level":"warn","event":"rate_limiter_unavailable","name":"TypeError"}']);
   });
 });

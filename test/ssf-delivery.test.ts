@@ -619,7 +619,7 @@ describe("overlapping push rounds", () => {
       .bind(stream_id)
       .first<{ jti: string; next_attempt_at: number }>();
     const at = (ms: number) => new Date((row?.next_attempt_at as number) + ms);
-    return { endpoint, stream_id, signer, streams, jti: row?.jti as string, at };
+    return { vars, endpoint, stream_id, signer, streams, jti: row?.jti as string, at };
   }
 
   /** A receiver that answers `status` only when told to, recording each SET's jti as it arrives. */
@@ -727,6 +727,57 @@ describe("overlapping push rounds", () => {
     await pushDue(streams, signer, at(PUSH_LEASE_MS), receiver.send);
     expect(receiver.arrived).toEqual([jti]);
     expect(await waitingFor(stream_id)).toBe(0);
+  });
+
+  it("a push the network fails is retried after the backoff, with a warn line naming the error and nothing of its message", async () => {
+    const { stream_id, signer, streams, jti, at } = await oneWaiting();
+    const lines: string[] = [];
+    vi.spyOn(console, "warn").mockImplementation((line: string) => void lines.push(line));
+    const unreachable: typeof fetch = async () => {
+      throw new TypeError("connect failed: https://user:secret@receiver.example/");
+    };
+    expect(await pushDue(streams, signer, at(0), unreachable)).toEqual({ delivered: 0, refused: 0, retried: 1 });
+    expect(lines).toEqual([
+      `{"level":"warn","event":"ssf_push_failed","stream":"${stream_id}","jti":"${jti}","name":"TypeError"}`,
+    ]);
+    const { attempts, next_attempt_at } = (await rowOf(stream_id, jti)) as {
+      attempts: number;
+      next_attempt_at: number;
+    };
+    expect(attempts).toBe(1);
+    expect(next_attempt_at).toBeGreaterThanOrEqual(at(30_000).getTime());
+  });
+
+  it("a stored Authorization no header may carry fails the round, by the cron, with its log line: nothing sent, not put off as a receiver's failure", async () => {
+    const { vars, endpoint, stream_id, jti, at } = await oneWaiting();
+    const setHeader = (value: string | null) =>
+      d1("DB").prepare("UPDATE ssf_streams SET authorization_header = ? WHERE id = ?").bind(value, stream_id).run();
+    await setHeader("Bearer s3cr3t\nInjected: two");
+    try {
+      const sent: string[] = [];
+      vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+        sent.push(new Request(input, init).url);
+        return new Response(null, { status: 202 });
+      });
+      const errors: string[] = [];
+      vi.spyOn(console, "error").mockImplementation((line: string) => void errors.push(line));
+      vi.useFakeTimers({ toFake: ["Date"] });
+      vi.setSystemTime(at(0));
+      await expect(runCron("* * * * *", vars)).rejects.toThrow(TypeError);
+      expect(sent).not.toContain(endpoint);
+      expect(errors.map((line) => JSON.parse(line))).toEqual([
+        expect.objectContaining({ level: "error", event: "unhandled_error", name: "TypeError", cron: "delivery" }),
+      ]);
+      expect(errors.join("\n")).not.toContain("s3cr3t");
+      expect(await rowOf(stream_id, jti)).toEqual({
+        attempts: 0,
+        next_attempt_at: at(PUSH_LEASE_MS).getTime(),
+        leased_by: expect.any(String),
+      });
+    } finally {
+      // The file's later rounds push to every push stream of its database: this one included.
+      await setHeader(null);
+    }
   });
 
   it("two rounds started at the same moment push a SET once", async () => {

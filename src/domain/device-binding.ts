@@ -1,3 +1,4 @@
+import { base64url } from "jose";
 import { JWS_ALGORITHMS, type PublicKey, publicKeyOf, tokenFault, verifyJws } from "./jws.ts";
 import { base64Url, randomBase64Url } from "./token.ts";
 
@@ -53,21 +54,18 @@ export function sessionIdentifier(sessionId: string, key: PublicKey): string {
   return `${sessionId}.${base64Url(new TextEncoder().encode(JSON.stringify(key)))}`;
 }
 
-/** The JSON a base64url text encodes; null when it is not. */
-function base64UrlJson(text: string): unknown {
-  if (!/^[A-Za-z0-9_-]+$/.test(text)) return null;
-  try {
-    return JSON.parse(atob(text.replaceAll("-", "+").replaceAll("_", "/")));
-  } catch {
-    return null;
-  }
-}
-
 /** `Sec-Secure-Session-Id` read back; null when it is not one this service gave out. */
 export function parseSessionIdentifier(identifier: string): { sessionId: string; key: PublicKey } | null {
   const dot = identifier.indexOf(".");
-  if (dot === -1) return null;
-  const key = base64UrlJson(identifier.slice(dot + 1)) as Record<string, unknown> | null;
+  const encoded = identifier.slice(dot + 1);
+  // jose's decoder would also take padding, whitespace and standard base64: this service writes none of them.
+  if (dot === -1 || !/^[A-Za-z0-9_-]+$/.test(encoded)) return null;
+  let key: Record<string, unknown> | null;
+  try {
+    key = JSON.parse(new TextDecoder().decode(base64url.decode(encoded)));
+  } catch {
+    return null;
+  }
   const alg = key?.kty === "EC" ? "ES256" : "RS256";
   const publicKey = publicKeyOf(key, alg);
   return publicKey && { sessionId: identifier.slice(0, dot), key: publicKey };

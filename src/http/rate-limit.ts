@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { logLine } from "../domain/log.ts";
 import { Refused } from "../domain/refusal.ts";
 import type { AppEnv } from "./app-env.ts";
 import type { ScopeVariables } from "./middleware/scope.ts";
@@ -22,8 +23,10 @@ export async function limitFailedAuthentication<E extends AppEnv & { Variables: 
   try {
     const { success } = await c.env.AUTH_FAILURES.limit({ key: c.var.scope?.clientIp ?? "unknown" });
     if (success) return error;
-  } catch {
-    // A limiter outage must not turn a clear refusal into a 500: fail open, refusal stands.
+  } catch (outage) {
+    // A limiter outage must not turn a clear refusal into a 500: fail open, refusal stands,
+    // and the line tells an operator that failures are going uncounted.
+    logLine("warn", "rate_limiter_unavailable", { name: outage instanceof Error ? outage.name : "error" });
     return error;
   }
   return rateLimited(PERIOD_SECONDS);

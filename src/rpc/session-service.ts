@@ -24,7 +24,7 @@ export type { CreatedSession, ReauthenticatedSession, ReauthenticateRequest, Sup
 import { logFailure } from "../services/failure-log.ts";
 import type { CreateSessionInput, OpenSupportInput } from "../services/issue-session.ts";
 import { authenticateToken } from "../services/own-sessions.ts";
-import { openScope, type Scope } from "../services/scope.ts";
+import { judgingInput, openScope, type Scope } from "../services/scope.ts";
 import { type UpdateSessionDataInput, updateSessionData } from "../services/session-data.ts";
 import { readSessionToken } from "../services/session-token.ts";
 import {
@@ -96,16 +96,21 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
 
   /**
-   * Runs one method, the one place the RPC turns a service's answer into its error: invalid
-   * input into the TypeError or RangeError it names, a call refusal into a RangeError with its
-   * sentence; a retryable failure is thrown as it is. Anything else is the service's failure:
+   * Runs one method on its scope (opened with `context`, checked first), the one place the RPC
+   * turns a service's answer into its error: invalid input raised before the call asked a
+   * database (`judgingInput`) into the TypeError or RangeError it names, a call refusal into a
+   * RangeError with its sentence; a retryable failure is thrown as it is. Anything else is the service's failure:
    * its log line (src/services/failure-log.ts), and an InternalError for the caller (a refused
    * configuration as it is, whose message names only the var).
    */
-  private async run<T>(rpc: string, call: () => Promise<T | CallRefusal>): Promise<T> {
+  private async run<T>(
+    rpc: string,
+    call: (scope: Scope) => Promise<T | CallRefusal>,
+    context: () => ClientContext | null = () => null,
+  ): Promise<T> {
     let result: T | CallRefusal;
     try {
-      result = await call();
+      result = await judgingInput(this.scope(context()), call);
     } catch (error) {
       if (error instanceof InvalidInput) throw new error.thrownAs(error.message);
       if (error instanceof BucketMoving || error instanceof DatabaseUnavailable) throw error;
@@ -118,7 +123,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
   }
 
   async create(input: CreateSessionInput): Promise<CreatedSession> {
-    return this.run("create", () => createSession(this.scope(), input));
+    return this.run("create", (scope) => createSession(scope, input));
   }
 
   /**
@@ -128,23 +133,26 @@ export class SessionService extends WorkerEntrypoint<Env> {
    * Bad input is a TypeError; an unknown user, too many open or too long a ttl a RangeError.
    */
   async openSupportSession(input: OpenSupportInput): Promise<SupportSession> {
-    return this.run("openSupportSession", () => supportSession(this.scope(), input));
+    return this.run("openSupportSession", (scope) => supportSession(scope, input));
   }
 
   /** Also records the session's activity (and renews it, with a sliding lifetime), like any authenticated request. */
   async authenticate(token: string, options?: AuthenticateOptions): Promise<AuthenticatedSession | null> {
-    return this.run("authenticate", async () => {
-      const maxAge = checkMaxAge(options);
-      const cookie = checkCookieHeader(options?.cookie);
-      const carrier = checkTokenCarrier(options?.carrier);
-      const scope = this.scope(checkContextInput(options?.context));
-      const session = await readSessionToken(scope.shards, token, carrier, {
-        header: cookie,
-        name: scope.config.cookieName,
-      });
-      const caller = session && (await authenticateToken(scope, session));
-      return caller && callerView(caller, scope.at, maxAge);
-    });
+    return this.run(
+      "authenticate",
+      async (scope) => {
+        const maxAge = checkMaxAge(options);
+        const cookie = checkCookieHeader(options?.cookie);
+        const carrier = checkTokenCarrier(options?.carrier);
+        const session = await readSessionToken(scope.shards, token, carrier, {
+          header: cookie,
+          name: scope.config.cookieName,
+        });
+        const caller = session && (await authenticateToken(scope, session));
+        return caller && callerView(caller, scope.at, maxAge);
+      },
+      () => checkContextInput(options?.context),
+    );
   }
 
   /**
@@ -153,7 +161,11 @@ export class SessionService extends WorkerEntrypoint<Env> {
    * does not prove a live session. Logged `reauthenticated`.
    */
   async reauthenticate(input: ReauthenticateRequest): Promise<ReauthenticatedSession | null> {
-    return this.run("reauthenticate", () => reauthenticated(this.scope(checkContextInput(input?.context)), input));
+    return this.run(
+      "reauthenticate",
+      (scope) => reauthenticated(scope, input),
+      () => checkContextInput(input?.context),
+    );
   }
 
   /**
@@ -161,12 +173,12 @@ export class SessionService extends WorkerEntrypoint<Env> {
    * behind it when it has one; [] for an unknown user.
    */
   async listUserSessions(userId: string, region?: string | null): Promise<BackendSessionView[]> {
-    return this.run("listUserSessions", () => listUserSessions(this.scope(), userId, region));
+    return this.run("listUserSessions", (scope) => listUserSessions(scope, userId, region));
   }
 
   /** Ends every live session of the user but `exceptSessionId`, each logged `ended` with the reason. */
   async endUserSessions(input: EndUserSessionsInput): Promise<{ ended: number }> {
-    return this.run("endUserSessions", () => endUserSessions(this.scope(), input));
+    return this.run("endUserSessions", (scope) => endUserSessions(scope, input));
   }
 
   /**
@@ -175,7 +187,7 @@ export class SessionService extends WorkerEntrypoint<Env> {
    * being moved and did not end yet: call again.
    */
   async endSupportSessions(input: EndSupportSessionsInput): Promise<{ ended: number; moving: number }> {
-    return this.run("endSupportSessions", () => endSupportSessions(this.scope(), input));
+    return this.run("endSupportSessions", (scope) => endSupportSessions(scope, input));
   }
 
   /**
@@ -185,11 +197,11 @@ export class SessionService extends WorkerEntrypoint<Env> {
    * it larger than 2 KB, is a TypeError or RangeError, and nothing is written.
    */
   async updateSessionData(input: UpdateSessionDataInput): Promise<{ updated: boolean }> {
-    return this.run("updateSessionData", () => updateSessionData(this.scope(), input));
+    return this.run("updateSessionData", (scope) => updateSessionData(scope, input));
   }
 
   /** Ends one session, logged `ended` with the reason; `ended: false` when no live session has that id. */
   async endSession(input: EndSessionInput): Promise<{ ended: boolean }> {
-    return this.run("endSession", () => endSession(this.scope(), input));
+    return this.run("endSession", (scope) => endSession(scope, input));
   }
 }

@@ -5,6 +5,7 @@ import type { Logged, Writer } from "../db/writes.ts";
 import type { ClientContext } from "../domain/client-context.ts";
 import { type Instant, instant } from "../domain/clock.ts";
 import { type Config, readConfig } from "../domain/config.ts";
+import { InvalidInput } from "../domain/invalid-input.ts";
 import { readUpstreams, type Upstream } from "../domain/upstreams.ts";
 import { LEFT_TO_THE_CRON, type Outbox, outboxFor, outletsOf, published, queuedBy } from "./outbox.ts";
 
@@ -121,4 +122,23 @@ export async function write<T>(
 ): Promise<T> {
   const writer = { sessionId, ipAddress, queued: queuedBy(scope.outbox), adminKeyId: scope.adminKeyId };
   return published(scope.outbox, await run(writer));
+}
+
+/**
+ * Runs a service call on `scope`, the one rule for every entry point on whose fault an
+ * InvalidInput is. A service applies its rules to the caller's input before it asks a
+ * database, so one thrown then, or by a rule that `needsStored`, is the caller's to fix,
+ * thrown as it is; any other thrown after a round trip was raised by what a database
+ * answered, a stored value: the service's failure (ARCHITECTURE.md, §4), thrown as an Error
+ * whose cause it is, for the failure's log line.
+ */
+export async function judgingInput<T>(scope: Scope, call: (scope: Scope) => Promise<T>): Promise<T> {
+  const before = scope.roundTrips();
+  try {
+    return await call(scope);
+  } catch (error) {
+    if (error instanceof InvalidInput && !error.needsStored && scope.roundTrips() > before)
+      throw new Error("stored value", { cause: error });
+    throw error;
+  }
 }

@@ -46,6 +46,7 @@ export async function updateSessionData(
     throw new InvalidInput(
       `data merged into the session's would be ${result.tooLarge} bytes of JSON, over ${MAX_SESSION_DATA_BYTES}: nothing was written`,
       RangeError,
+      true,
     );
   return { updated: result.updated };
 }

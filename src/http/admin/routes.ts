@@ -15,7 +15,7 @@ import {
   reauthenticated,
   supportSession,
 } from "../../services/login-response.ts";
-import { asAdminKey, type Scope } from "../../services/scope.ts";
+import { asAdminKey, judgingInput, type Scope } from "../../services/scope.ts";
 import { updateSessionData } from "../../services/session-data.ts";
 import {
   type EndSessionInput,
@@ -98,13 +98,14 @@ function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Sc
 }
 
 /**
- * Runs the service call; invalid input (src/domain/invalid-input.ts) is the 400 that names the
- * rule. Anything else (a retryable 503, a bug's TypeError) is answered as on every route.
+ * Runs the service call; invalid input (src/domain/invalid-input.ts) the call raised before it
+ * asked a database (`judgingInput`) is the 400 that names the rule. Anything else (a retryable
+ * 503, a bug's TypeError, a stored value a rule refused) is answered as on every route.
  */
-async function calling<T>(call: () => Promise<T | CallRefusal>): Promise<T> {
+async function calling<T>(c: Context<AdminEnv>, call: () => Promise<T | CallRefusal>): Promise<T> {
   let result: T | CallRefusal;
   try {
-    result = await call();
+    result = await judgingInput(c.var.scope, call);
   } catch (error) {
     if (error instanceof InvalidInput) throw invalidInput(error.message);
     throw error;
@@ -177,7 +178,7 @@ function declare<Input, Params = Record<never, never>>(route: Declaration<Input,
     answers: { [answer.status]: ok(answer.description, answer.schema), ...route.also },
     handler: async (c: Context<AdminEnv>, { body: input = {}, ...params }: { body?: Sent<Input> } & Params) => {
       if (route.path.includes(":")) checkPath(c);
-      return c.json(await calling(() => route.run(c, input, params as Params)), answer.status);
+      return c.json(await calling(c, () => route.run(c, input, params as Params)), answer.status);
     },
   };
 }

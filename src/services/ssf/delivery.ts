@@ -235,31 +235,41 @@ export async function pushDue(
   if (due.length === 0) return result;
   const done: { streamId: string; jti: string }[] = [];
   const retry: { streamId: string; jti: string; nextAttemptAt: Date }[] = [];
-  // Signed before any is sent, outside the catch below: signing fails only by a bug or a broken
-  // key, never by the network, so it throws out of the round (the caller logs it) and nothing
-  // is sent; the SETs come back when the claim lapses, for the next round.
+  // Signed and built before any is sent, outside the catch below: neither fails by the network,
+  // only by a bug, a broken key or a stored value the Fetch API refuses (an Authorization no
+  // header may carry), so it throws out of the round (the caller logs it) and nothing is sent;
+  // the SETs come back when the claim lapses, for the next round.
   const signed = await Promise.all(due.map((set) => signSet(transmitter, set.audience, set.claims, now)));
+  const pushes = due.map((set, index) => ({
+    set,
+    request: new Request(set.endpointUrl, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/secevent+jwt",
+        Accept: "application/json",
+        ...(set.authorizationHeader === null ? {} : { Authorization: set.authorizationHeader }),
+      },
+      body: signed[index],
+      // A redirect could point anywhere, a private address included: never followed.
+      redirect: "manual",
+      signal: AbortSignal.timeout(PUSH_TIMEOUT_MS),
+    }),
+  }));
   await Promise.all(
-    due.map(async (set, index) => {
+    pushes.map(async ({ set, request }) => {
       let status = 0;
       try {
-        const response = await send(set.endpointUrl, {
-          method: "POST",
-          headers: {
-            "Content-Type": "application/secevent+jwt",
-            Accept: "application/json",
-            ...(set.authorizationHeader === null ? {} : { Authorization: set.authorizationHeader }),
-          },
-          body: signed[index],
-          // A redirect could point anywhere, a private address included: never followed.
-          redirect: "manual",
-          signal: AbortSignal.timeout(PUSH_TIMEOUT_MS),
-        });
+        const response = await send(request);
         status = response.status;
         await response.body?.cancel();
-      } catch {
+      } catch (error) {
         // The network or the receiver (unreachable, timed out, reset): retried after the backoff.
-        status = 0;
+        // The error's name only: its message may quote the endpoint, credentials and all.
+        logLine("warn", "ssf_push_failed", {
+          stream: set.streamId,
+          jti: set.jti,
+          name: error instanceof Error ? error.name : "error",
+        });
       }
       const accepted = status >= 200 && status < 300;
       const refused = status >= 400 && status < 500 && status !== 429 && status !== 408;
