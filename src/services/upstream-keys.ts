@@ -11,7 +11,8 @@ import {
   type RemoteJWKSet,
 } from "jose";
 import { UPSTREAM_KEYS_RETRY_SECONDS, UpstreamKeysUnavailable } from "../domain/errors.ts";
-import type { Jws } from "../domain/jws.ts";
+import { type Jws, tokenFault, verifyJws } from "../domain/jws.ts";
+import type { Refused } from "../domain/refusal.ts";
 import type { Upstream } from "../domain/upstreams.ts";
 
 // The one path to an upstream's signing keys, for its SETs, its logout tokens and its
@@ -139,6 +140,36 @@ export async function upstreamKey(
       failedAt.set(upstream.keys.jwksUri, Date.now());
       throw new UpstreamKeysUnavailable(upstream.name);
     }
+    throw error;
+  }
+}
+
+/** Why an upstream's token is refused before its claims are read, for its route to word. */
+export type UpstreamTokenFault = "malformed" | "unknown" | "unusable" | "forged";
+
+/**
+ * A compact JWS of the upstream `senderOf` names from its header (which throws its own refusal
+ * for none), its signature verified by that upstream's key: the one check of every token an
+ * upstream sends, SET, logout token and revocation JWT alike. `refuse` words each fault as its
+ * route answers it; any other error (a bug, the keys unavailable) is thrown as it is.
+ */
+export async function verifiedByUpstream(
+  compact: string,
+  senderOf: (read: Jws) => Upstream,
+  refuse: (fault: UpstreamTokenFault, read: Jws | null) => Refused,
+): Promise<{ jws: Jws; upstream: Upstream }> {
+  let upstream: Upstream | undefined;
+  try {
+    const jws = await verifyJws(compact, async (read, token) => {
+      upstream = senderOf(read);
+      const key = await upstreamKey(upstream, read, token);
+      if (key === "unusable" || key === "unknown") throw refuse(key, read);
+      return key;
+    });
+    return { jws: jws as Jws, upstream: upstream as Upstream };
+  } catch (error) {
+    const fault = tokenFault(error);
+    if (fault) throw refuse(fault, null);
     throw error;
   }
 }

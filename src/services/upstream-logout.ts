@@ -1,5 +1,5 @@
 import { claimForSubject, endSessionsForSet } from "../db/ssf/inbound-sets.ts";
-import { type Jws, tokenFault, verifyJws } from "../domain/jws.ts";
+import type { Jws } from "../domain/jws.ts";
 import {
   checkIssuer,
   checkRevocationJwt,
@@ -11,7 +11,7 @@ import {
 } from "../domain/upstream-logout.ts";
 import { type Upstream, type UpstreamAction, upstreamReason } from "../domain/upstreams.ts";
 import { type Scope, write } from "./scope.ts";
-import { upstreamKey } from "./upstream-keys.ts";
+import { type UpstreamTokenFault, verifiedByUpstream } from "./upstream-keys.ts";
 import { linkedUser } from "./upstream-links.ts";
 
 // An upstream ends sessions here in OpenID Connect's words: a back-channel logout token ends
@@ -23,22 +23,20 @@ import { linkedUser } from "./upstream-links.ts";
 
 /** A compact JWS by this upstream, its signature verified; `error` is the refusal's code. */
 async function verified(upstream: Upstream, compact: string, what: string, error: UpstreamErrorCode): Promise<Jws> {
-  const refused = (description: string) => upstreamRefused(error, description);
-  try {
-    const jws = await verifyJws(compact, async (read, token) => {
-      checkIssuer(read, upstream, what, error);
-      const key = await upstreamKey(upstream, read, token);
-      if (key === "unusable") throw refused(`The key the ${what} names cannot verify ${read.alg} signatures.`);
-      if (key === "unknown") throw refused(`The ${what}'s kid names no key of its issuer.`);
-      return key;
-    });
-    return jws as Jws;
-  } catch (caught) {
-    const fault = tokenFault(caught);
-    if (fault === "malformed") throw refused(`The ${what} is not a compact JWS signed with ES256 or RS256.`);
-    if (fault === "forged") throw refused(`The ${what}'s signature does not verify with its issuer's key.`);
-    throw caught;
-  }
+  const words: Record<UpstreamTokenFault, (read: Jws | null) => string> = {
+    malformed: () => `The ${what} is not a compact JWS signed with ES256 or RS256.`,
+    unknown: () => `The ${what}'s kid names no key of its issuer.`,
+    unusable: (read) => `The key the ${what} names cannot verify ${read?.alg} signatures.`,
+    forged: () => `The ${what}'s signature does not verify with its issuer's key.`,
+  };
+  const sender = (read: Jws) => {
+    checkIssuer(read, upstream, what, error);
+    return upstream;
+  };
+  const { jws } = await verifiedByUpstream(compact, sender, (fault, read) =>
+    upstreamRefused(error, words[fault](read)),
+  );
+  return jws;
 }
 
 /**

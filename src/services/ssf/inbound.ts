@@ -1,40 +1,24 @@
 import { endSessionsForSet } from "../../db/ssf/inbound-sets.ts";
 import { ConfigError } from "../../domain/config.ts";
-import { type Jws, tokenFault, verifyJws } from "../../domain/jws.ts";
+import type { Jws } from "../../domain/jws.ts";
 import { actionOf, senderOf, setRefused } from "../../domain/ssf/inbound.ts";
 import type { Upstream } from "../../domain/upstreams.ts";
 import { isUserId } from "../../domain/user-id.ts";
 import { type Scope, write } from "../scope.ts";
-import { upstreamKey } from "../upstream-keys.ts";
+import { type UpstreamTokenFault, verifiedByUpstream } from "../upstream-keys.ts";
 
 // An inbound Security Event Token, pushed by an upstream (RFC 8935): read, verified, and acted
 // on in one D1 round trip on the database of the user it names. A SET that is refused
 // (setRefused) ends nothing.
 
-/**
- * The SET verified: its sender is the upstream its `iss` names (refused otherwise), and
- * its signature that upstream's key's.
- */
-async function verifiedSet(upstreams: readonly Upstream[], compact: string): Promise<{ jws: Jws; upstream: Upstream }> {
-  let upstream: Upstream | undefined;
-  try {
-    const jws = await verifyJws(compact, async (read, token) => {
-      upstream = senderOf(read, upstreams);
-      const key = await upstreamKey(upstream, read, token);
-      if (key === "unusable")
-        throw setRefused("invalid_key", `The key the SET names cannot verify ${read.alg} signatures.`);
-      if (key === "unknown") throw setRefused("invalid_key", "The SET's kid names no key of its issuer.");
-      return key;
-    });
-    return { jws: jws as Jws, upstream: upstream as Upstream };
-  } catch (error) {
-    const fault = tokenFault(error);
-    if (fault === "malformed")
-      throw setRefused("invalid_request", "The body is not a compact JWS signed with ES256 or RS256.");
-    if (fault === "forged")
-      throw setRefused("authentication_failed", "The SET's signature does not verify with its issuer's key.");
-    throw error;
-  }
+/** A SET's faults, worded as RFC 8935 §2.3 answers them. */
+function setFault(fault: UpstreamTokenFault, read: Jws | null) {
+  if (fault === "malformed")
+    return setRefused("invalid_request", "The body is not a compact JWS signed with ES256 or RS256.");
+  if (fault === "unknown") return setRefused("invalid_key", "The SET's kid names no key of its issuer.");
+  if (fault === "unusable")
+    return setRefused("invalid_key", `The key the SET names cannot verify ${read?.alg} signatures.`);
+  return setRefused("authentication_failed", "The SET's signature does not verify with its issuer's key.");
 }
 
 /**
@@ -46,7 +30,7 @@ export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream
   const { shards, at } = scope;
   if (upstreams.some((upstream) => upstream.region !== null && !shards.map.regions.has(upstream.region)))
     throw new ConfigError("SSF_UPSTREAMS: a region must be one of the regions of SHARDS");
-  const { jws, upstream } = await verifiedSet(upstreams, compact);
+  const { jws, upstream } = await verifiedByUpstream(compact, (read) => senderOf(read, upstreams), setFault);
   const action = actionOf(jws.payload, upstream, Math.floor(at.now.getTime() / 1000));
   if (!action) return 0;
   if (action.userId !== null && !isUserId(action.userId))
