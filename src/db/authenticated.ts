@@ -182,19 +182,19 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
   const apple = check !== null && facesOf(check.context).length > 1;
   // The placeholders: every value that changes per call a placeholder, its value this call's; what
   // changes the SQL text a constant (or null), which the shape is made of (below).
-  const { values, value: stand, instant: standAt } = placeholders();
-  const standIns: FieldByField<TokenOperation> = {
+  const { values, value: param, instant: paramAt } = placeholders();
+  const onPlaceholders: FieldByField<TokenOperation> = {
     proof: {
-      id: stand("id", proof.id),
-      secretHash: stand("secretHash", proof.secretHash),
-      boundHash: proof.boundHash ? stand("boundHash", proof.boundHash) : null,
+      id: param("id", proof.id),
+      secretHash: param("secretHash", proof.secretHash),
+      boundHash: proof.boundHash ? param("boundHash", proof.boundHash) : null,
       carrier: proof.carrier,
     } satisfies FieldByField<TokenProof>,
     at: {
-      now: standAt("now", at.now),
-      idleCutoff: at.idleCutoff && standAt("idleCutoff", at.idleCutoff),
-      slidingMaxLifetimeMs: at.slidingMaxLifetimeMs === null ? null : stand("sliding", at.slidingMaxLifetimeMs),
-      stepUpCutoff: at.stepUpCutoff && standAt("stepUpCutoff", at.stepUpCutoff),
+      now: paramAt("now", at.now),
+      idleCutoff: at.idleCutoff && paramAt("idleCutoff", at.idleCutoff),
+      slidingMaxLifetimeMs: at.slidingMaxLifetimeMs === null ? null : param("sliding", at.slidingMaxLifetimeMs),
+      stepUpCutoff: at.stepUpCutoff && paramAt("stepUpCutoff", at.stepUpCutoff),
     } satisfies FieldByField<At>,
     check:
       check &&
@@ -202,26 +202,26 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
         policies: check.policies,
         travel: check.travel,
         context: {
-          browser: apple ? check.context.browser : stand("browser", check.context.browser),
-          os: apple ? check.context.os : stand("os", check.context.os),
-          country: check.context.country === null ? null : stand("country", check.context.country),
-          asn: check.context.asn === null ? null : stand("asn", check.context.asn),
-          latitude: check.context.latitude === null ? null : stand("latitude", check.context.latitude),
-          longitude: check.context.longitude === null ? null : stand("longitude", check.context.longitude),
+          browser: apple ? check.context.browser : param("browser", check.context.browser),
+          os: apple ? check.context.os : param("os", check.context.os),
+          country: check.context.country === null ? null : param("country", check.context.country),
+          asn: check.context.asn === null ? null : param("asn", check.context.asn),
+          latitude: check.context.latitude === null ? null : param("latitude", check.context.latitude),
+          longitude: check.context.longitude === null ? null : param("longitude", check.context.longitude),
         } satisfies FieldByField<ClientContext>,
       } satisfies FieldByField<ContextCheck>),
     writer: {
-      sessionId: stand("writer", writer.sessionId),
-      ipAddress: stand("ip", writer.ipAddress),
+      sessionId: param("writer", writer.sessionId),
+      ipAddress: param("ip", writer.ipAddress),
       queued: writer.queued,
-      adminKeyId: stand("adminKey", writer.adminKeyId),
+      adminKeyId: param("adminKey", writer.adminKeyId),
     } satisfies FieldByField<Writer>,
-    write: { id: stand("writeId", write.id), at: standAt("writeAt", write.at) } satisfies FieldByField<Write>,
+    write: { id: param("writeId", write.id), at: paramAt("writeAt", write.at) } satisfies FieldByField<Write>,
   };
   const staleBefore = at.now.getTime() - ACTIVITY_WRITE_INTERVAL_MS;
   // Its shape, what changes the SQL text, derived from it (src/db/compiled.ts `shaped`) once for
   // every statement of the batch.
-  const once = shaped<Head>({ token: standIns, activity, staleBefore: stand("staleBefore", staleBefore) });
+  const once = shaped<Head>({ token: onPlaceholders, activity, staleBefore: param("staleBefore", staleBefore) });
   // The same statements on the call's own values, for a fresh render to compare with (src/db/compiled.ts).
   const called: Head = { token: { proof, at, check, writer, write }, activity, staleBefore };
   const statement = (build: Builder<Head>, more?: Record<string, unknown>): Compiled<Head> => ({

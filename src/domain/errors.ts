@@ -40,14 +40,18 @@ export class UpstreamKeysUnavailable extends Error {
   readonly upstream: string;
   readonly why: "unavailable" | "unknown_kid";
   readonly retryAfterSeconds: number;
+  /** What failed, for the operator's line: the fetch's error class, or `failed_recently`; null for an unknown `kid`. */
+  readonly failure: string | null;
   constructor(
     upstream: string,
     why: "unavailable" | "unknown_kid" = "unavailable",
     retryAfterSeconds = UPSTREAM_KEYS_RETRY_SECONDS,
+    failure: string | null = null,
   ) {
     super("The identity provider's signing keys could not be fetched. Retry shortly.");
     this.upstream = upstream;
     this.why = why;
     this.retryAfterSeconds = retryAfterSeconds;
+    this.failure = failure;
   }
 }

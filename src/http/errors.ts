@@ -93,7 +93,11 @@ export function writeError(c: Context, error: unknown): Response {
     return bare(503, "service_unavailable", { "Retry-After": String(RETRY_AFTER_SECONDS) });
   }
   if (error instanceof UpstreamKeysUnavailable) {
-    logLine("warn", "upstream_keys_unavailable", { upstream: error.upstream, why: error.why });
+    logLine("warn", "upstream_keys_unavailable", {
+      upstream: error.upstream,
+      why: error.why,
+      ...(error.failure === null ? {} : { failure: error.failure }),
+    });
     return bare(503, "service_unavailable", { "Retry-After": String(error.retryAfterSeconds) });
   }
   if (error instanceof BucketMoving) {

@@ -49,7 +49,14 @@ const remoteSets = new Map<string, RemoteKeys>();
 const failedAt = new Map<string, number>();
 
 /** A fetch that did not answer (refused, timed out), or one not tried since the last failed. */
-class FetchFailed extends Error {}
+/** A key set's fetch failed (`failure`: the error's class) or was not tried again yet after one. */
+class FetchFailed extends Error {
+  readonly failure: string;
+  constructor(failure: string) {
+    super(failure);
+    this.failure = failure;
+  }
+}
 
 function remoteKeys(uri: string): RemoteKeys {
   let keys = remoteSets.get(uri);
@@ -63,12 +70,13 @@ function remoteKeys(uri: string): RemoteKeys {
       [jwksCache]: fetched as JWKSCacheInput,
       [customFetch]: async (url: string, init: RequestInit) => {
         const failed = failedAt.get(uri);
-        if (failed !== undefined && Date.now() - failed < UPSTREAM_KEYS_RETRY_SECONDS * 1000) throw new FetchFailed();
+        if (failed !== undefined && Date.now() - failed < UPSTREAM_KEYS_RETRY_SECONDS * 1000)
+          throw new FetchFailed("failed_recently");
         try {
           return await fetch(url, init);
-        } catch {
+        } catch (error) {
           failedAt.set(uri, Date.now());
-          throw new FetchFailed();
+          throw new FetchFailed(error instanceof Error ? error.name : "error");
         }
       },
     });
@@ -135,10 +143,11 @@ export async function upstreamKey(
       }
       return "unknown";
     }
-    if (error instanceof FetchFailed) throw new UpstreamKeysUnavailable(upstream.name);
+    if (error instanceof FetchFailed)
+      throw new UpstreamKeysUnavailable(upstream.name, "unavailable", undefined, error.failure);
     if ("jwksUri" in upstream.keys && isUnusableAnswer(error)) {
       failedAt.set(upstream.keys.jwksUri, Date.now());
-      throw new UpstreamKeysUnavailable(upstream.name);
+      throw new UpstreamKeysUnavailable(upstream.name, "unavailable", undefined, (error as Error).name);
     }
     throw error;
   }
