@@ -6,7 +6,6 @@ import { STREAMS_PATH } from "../domain/ssf/streams.ts";
 import { CONFIGURATION_PATH, JWKS_PATH } from "../domain/ssf/transmitter.ts";
 import { UPSTREAMS_PATH } from "../domain/upstream-logout.ts";
 import { requireAdminApi } from "./admin/auth.ts";
-import { adminRoutes } from "./admin/routes.ts";
 import type { AppEnv } from "./app-env.ts";
 import { writeError } from "./errors.ts";
 import { Hono } from "./hono.ts";
@@ -18,17 +17,8 @@ import { securityHeaders } from "./middleware/security-headers.ts";
 import { openApiDocument } from "./openapi.ts";
 import { limitFailedAuthentication } from "./rate-limit.ts";
 import { notFound, wrongMethod } from "./refusals.ts";
-import { accessTokenRoutes } from "./routes/access-tokens.ts";
-import { deviceBindingRoutes } from "./routes/device-binding.ts";
-import { eventsRoutes } from "./routes/events.ts";
-import { logoutRoutes } from "./routes/logout.ts";
-import { reportRoutes } from "./routes/report.ts";
-import { sessionsRoutes } from "./routes/sessions.ts";
-import { whoamiRoutes } from "./routes/whoami.ts";
-import { discoveryRoutes } from "./ssf/discovery.ts";
-import { inboundRoutes } from "./ssf/inbound.ts";
-import { streamRoutes } from "./ssf/streams.ts";
-import { upstreamRoutes } from "./upstreams/routes.ts";
+import { router } from "./route.ts";
+import { ROUTES } from "./routes.ts";
 
 // Session data must never sit in a shared or browser cache, errors included. Set on the answer
 // itself: `c.header` after the handler copies the whole response first.
@@ -85,18 +75,7 @@ export const app = routes
     documentJson ??= JSON.stringify(openApiDocument);
     return c.body(documentJson, 200, { "Content-Type": "application/json" });
   })
-  .route("/", sessionsRoutes)
-  .route("/", logoutRoutes)
-  .route("/", eventsRoutes)
-  .route("/", whoamiRoutes)
-  .route("/", accessTokenRoutes)
-  .route("/", deviceBindingRoutes)
-  .route("/", reportRoutes)
-  .route("/", discoveryRoutes)
-  .route("/", streamRoutes)
-  .route("/", adminRoutes)
-  .route("/", inboundRoutes)
-  .route("/", upstreamRoutes)
+  .route("/", router(ROUTES))
   // Returned, not thrown: a throw here would skip the middleware above on its way out.
   .notFound((c) => writeError(c, notFound()))
   .onError(async (error, c) => writeError(c, await limitFailedAuthentication(c, error)));

@@ -9,19 +9,18 @@ import { MAX_SUPPORT_REASON_LENGTH } from "../domain/support.ts";
 import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
 import { MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
-import { adminKeyScheme, adminPaths } from "./admin/routes.ts";
+import { adminKeyScheme } from "./admin/routes.ts";
 import { ALLOW_HEADER, anyRequest, error, json, type OpenApiDocument, ref } from "./openapi-parts.ts";
-import { accessTokenSchema, accessTokensPaths } from "./routes/access-tokens.ts";
-import { deviceBindingPaths, IDENTIFIER_PARAMETER, PROOF_PARAMETER } from "./routes/device-binding.ts";
-import { eventsPaths } from "./routes/events.ts";
-import { logoutPaths, SCOPE_PARAMETER } from "./routes/logout.ts";
-import { reportedSignInSchema, reportPaths } from "./routes/report.ts";
-import { SESSION_ID_PARAMETER, sessionsPaths } from "./routes/sessions.ts";
-import { whoamiPaths, whoamiSchema } from "./routes/whoami.ts";
-import { discoveryPaths } from "./ssf/discovery.ts";
-import { inboundPaths } from "./ssf/inbound.ts";
-import { STREAM_ID, streamsPaths } from "./ssf/streams.ts";
-import { UPSTREAM_SIGN_IN, upstreamPaths } from "./upstreams/routes.ts";
+import { pathsOf } from "./route.ts";
+import { accessTokenSchema } from "./routes/access-tokens.ts";
+import { IDENTIFIER_PARAMETER, PROOF_PARAMETER } from "./routes/device-binding.ts";
+import { SCOPE_PARAMETER } from "./routes/logout.ts";
+import { reportedSignInSchema } from "./routes/report.ts";
+import { SESSION_ID_PARAMETER } from "./routes/sessions.ts";
+import { whoamiSchema } from "./routes/whoami.ts";
+import { ROUTES } from "./routes.ts";
+import { STREAM_ID } from "./ssf/streams.ts";
+import { UPSTREAM_SIGN_IN } from "./upstreams/routes.ts";
 
 // The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json: each route file's
 // paths (its `...Paths`) are built from the declarations its router is built from
@@ -116,18 +115,7 @@ export const openApiDocument: OpenApiDocument = {
   },
   servers: [{ url: "/", description: "The origin that serves this document." }],
   paths: {
-    ...sessionsPaths,
-    ...logoutPaths,
-    ...eventsPaths,
-    ...whoamiPaths,
-    ...accessTokensPaths,
-    ...deviceBindingPaths,
-    ...reportPaths,
-    ...discoveryPaths,
-    ...streamsPaths,
-    ...inboundPaths,
-    ...upstreamPaths,
-    ...adminPaths,
+    ...pathsOf(ROUTES),
     "/openapi.json": {
       get: {
         operationId: "getOpenApiDocument",

@@ -25,8 +25,8 @@ import {
 
 // One route, declared once: its method and path, the credential it takes, its request's members
 // (each with what the document says of it and the one function that reads it), its answers and
-// its handler. Each group's router (`router`) and its part of the OpenAPI document (`pathsOf`)
-// are both built from its declarations, so a route is served and described, or neither, a
+// its handler. The app's router (`router`) and the OpenAPI document's paths (`pathsOf`) are
+// both built from one list of them (./routes.ts), so a route is served and described, or neither, a
 // member is read as it is documented, and a credential's middleware and its answers (401, 403,
 // 429) go together.
 

@@ -30,7 +30,7 @@ import { mediaTypeOf } from "../bounded-body.ts";
 import { MESSAGES } from "../error-codes.ts";
 import { AUTH_ERRORS, error, type JsonObject, json, METHOD_NOT_ALLOWED, ok, ref } from "../openapi-parts.ts";
 import { bodyTooLarge, callRefused, invalidInput, sessionNotFound, unsupportedMediaType } from "../refusals.ts";
-import { type AnyRoute, type Credential, type Member, pathsOf, router } from "../route.ts";
+import type { AnyRoute, Credential, Member } from "../route.ts";
 import { UPSTREAM_SIGN_IN_INPUT } from "../upstreams/routes.ts";
 import { type AdminEnv, requireAdminKey } from "./auth.ts";
 
@@ -297,7 +297,7 @@ const ISSUED = {
 };
 
 /** Every admin route, in the document's order. */
-const ADMIN_ROUTES = [
+export const ADMIN_ROUTES = [
   declare<CreateSessionInput>({
     method: "post",
     path: "/sessions",
@@ -487,9 +487,6 @@ const ADMIN_ROUTES = [
     run: (c, input, { agentId }) => endSupportSessions(scopeOf(c), { ...input, agentId }),
   }),
 ];
-
-export const adminRoutes = router(ADMIN_ROUTES);
-export const adminPaths = pathsOf(ADMIN_ROUTES);
 
 export const adminKeyScheme = {
   type: "http",

@@ -14,7 +14,7 @@ import type { AppEnv } from "../app-env.ts";
 import { requireToken, type TokenEnv } from "../middleware/auth.ts";
 import { error, ok, ref } from "../openapi-parts.ts";
 import { notFound, refused } from "../refusals.ts";
-import { type Credential, declare, PUBLIC, pathsOf, router, TOKEN } from "../route.ts";
+import { type Credential, declare, PUBLIC, TOKEN } from "../route.ts";
 
 // Access tokens (src/domain/access-token.ts): POST /auth/token mints one from the caller's
 // session, the key set verifies it. Without ACCESS_TOKEN_KEYS both answer 404, whatever the
@@ -42,7 +42,7 @@ const ISSUER_AND_TOKEN: Credential<TokenEnv & IssuerEnv> = {
   answers: { ...TOKEN.answers, "404": error(OFF, ["not_found"]) },
 };
 
-const ACCESS_TOKEN_ROUTES = [
+export const ACCESS_TOKEN_ROUTES = [
   // The RFC 6749 §5.1 answer: POST, since each call mints a new token (its own `jti`), and never cached.
   declare({
     method: "post",
@@ -90,9 +90,6 @@ const ACCESS_TOKEN_ROUTES = [
     },
   }),
 ] as const;
-
-export const accessTokenRoutes = router(ACCESS_TOKEN_ROUTES);
-export const accessTokensPaths = pathsOf(ACCESS_TOKEN_ROUTES);
 
 export const accessTokenSchema = {
   type: "object",

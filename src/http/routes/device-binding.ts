@@ -26,7 +26,7 @@ import {
   ref,
 } from "../openapi-parts.ts";
 import { deviceProofRequired, invalidDeviceProof, refused } from "../refusals.ts";
-import { type Credential, declare, pathsOf, router } from "../route.ts";
+import { type Credential, declare } from "../route.ts";
 
 const SESSION_COOKIE = [{ sessionCookie: [] }];
 
@@ -106,7 +106,7 @@ const PROOF = {
   read: (c: Context) => fieldString(c.req.header("Secure-Session-Response")),
 };
 
-const DEVICE_BINDING_ROUTES = [
+export const DEVICE_BINDING_ROUTES = [
   declare({
     method: "post",
     path: "/auth/dbsc/registration",
@@ -195,6 +195,3 @@ const DEVICE_BINDING_ROUTES = [
     },
   }),
 ] as const;
-
-export const deviceBindingRoutes = router(DEVICE_BINDING_ROUTES);
-export const deviceBindingPaths = pathsOf(DEVICE_BINDING_ROUTES);

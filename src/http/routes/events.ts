@@ -4,10 +4,10 @@ import { parsedText } from "../../domain/session-view.ts";
 import { listOwnEvents } from "../../services/own-sessions.ts";
 import { ok, ref } from "../openapi-parts.ts";
 import { refused } from "../refusals.ts";
-import { declare, pathsOf, router, TOKEN } from "../route.ts";
+import { declare, TOKEN } from "../route.ts";
 
 /** The caller's security log: sessions created and ended, newest first, bounded. */
-const EVENTS_ROUTES = [
+export const EVENTS_ROUTES = [
   declare({
     method: "get",
     path: "/auth/events",
@@ -29,6 +29,3 @@ const EVENTS_ROUTES = [
     },
   }),
 ] as const;
-
-export const eventsRoutes = router(EVENTS_ROUTES);
-export const eventsPaths = pathsOf(EVENTS_ROUTES);

@@ -4,7 +4,7 @@ import { endAllOwnSessions, endOtherOwnSessions, endOwnSession, ownSession } fro
 import { clearCarriedCookie } from "../cookie.ts";
 import { CHALLENGE, CLEARS_COOKIE, CROSS_SITE_OR_SUPPORT, error, HELD, message, ok, ref } from "../openapi-parts.ts";
 import { invalidScope, refused } from "../refusals.ts";
-import { declare, LOGOUT_TOKEN, pathsOf, router } from "../route.ts";
+import { declare, LOGOUT_TOKEN } from "../route.ts";
 
 /** The document's `parameters/Scope`, the component SCOPE's `doc` refers to. */
 export const SCOPE_PARAMETER = {
@@ -32,7 +32,7 @@ const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ?
 
 // GET was withdrawn: a prefetch or an <img> could log a user out. It gets the app's 405.
 // A logout clears a cookie the request carried whenever the token is dead, and only then.
-const LOGOUT_ROUTES = [
+export const LOGOUT_ROUTES = [
   declare({
     method: "post",
     path: "/auth/logout",
@@ -114,6 +114,3 @@ const LOGOUT_ROUTES = [
     },
   }),
 ] as const;
-
-export const logoutRoutes = router(LOGOUT_ROUTES);
-export const logoutPaths = pathsOf(LOGOUT_ROUTES);

@@ -6,7 +6,7 @@ import { unauthorized } from "../errors.ts";
 import type { ScopedEnv } from "../middleware/scope.ts";
 import { AUTH_ERRORS, CHALLENGE, error, METHOD_NOT_ALLOWED, ok, RATE_LIMITED, ref } from "../openapi-parts.ts";
 import { reportRefused } from "../refusals.ts";
-import { type Credential, declare, pathsOf, router } from "../route.ts";
+import { type Credential, declare } from "../route.ts";
 
 /** What GET /auth/report shows of the sign-in its token names (a live session): as the list shows it. */
 type ReportView = { session_id: string } & Pick<
@@ -49,7 +49,7 @@ const REPORT_TOKEN: Credential<ReportEnv> = {
 
 // "Was this you?" (src/services/report.ts). A GET, which a mail scanner may send, only reads;
 // the POST ends. Neither reads a body.
-const REPORT_ROUTES = [
+export const REPORT_ROUTES = [
   declare({
     method: "get",
     path: "/auth/report",
@@ -92,9 +92,6 @@ const REPORT_ROUTES = [
     },
   }),
 ] as const;
-
-export const reportRoutes = router(REPORT_ROUTES);
-export const reportPaths = pathsOf(REPORT_ROUTES);
 
 /** GET /auth/report's answer, a component so that generated clients name its type. */
 export const reportedSignInSchema = {

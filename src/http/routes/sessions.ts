@@ -17,7 +17,7 @@ import {
   ref,
 } from "../openapi-parts.ts";
 import { refused } from "../refusals.ts";
-import { declare, pathsOf, router, TOKEN } from "../route.ts";
+import { declare, TOKEN } from "../route.ts";
 
 async function deleteById<E extends TokenEnv>(c: Context<E>, id: string) {
   const { scope, token } = c.var;
@@ -38,7 +38,7 @@ export const SESSION_ID_PARAMETER = {
 };
 
 /** GET /auth/sessions and DELETE /auth/sessions/{id}. */
-const SESSIONS_ROUTES = [
+export const SESSIONS_ROUTES = [
   declare({
     method: "get",
     path: "/auth/sessions",
@@ -95,6 +95,3 @@ const SESSIONS_ROUTES = [
     handler: (c, { id }) => deleteById(c, id),
   }),
 ] as const;
-
-export const sessionsRoutes = router(SESSIONS_ROUTES);
-export const sessionsPaths = pathsOf(SESSIONS_ROUTES);

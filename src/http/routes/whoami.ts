@@ -8,7 +8,7 @@ import { MAX_USER_ID_LENGTH } from "../../domain/user-id.ts";
 import { ownSession } from "../../services/own-sessions.ts";
 import { error, ok, ref } from "../openapi-parts.ts";
 import { invalidMaxAge, refused } from "../refusals.ts";
-import { declare, pathsOf, router, TOKEN } from "../route.ts";
+import { declare, TOKEN } from "../route.ts";
 import { UPSTREAM_SIGN_IN } from "../upstreams/routes.ts";
 
 /** Who the caller's session is, for a backend on any stack: GET /auth/whoami. */
@@ -66,7 +66,7 @@ function maxAgeOf(values: string[] | undefined): number | null {
 // whose answer is the user's device list. A read: never cached (no-store under /auth/), so a
 // revocation is seen by the very next call, and it writes only the activity every request by
 // token records when due.
-const WHOAMI_ROUTES = [
+export const WHOAMI_ROUTES = [
   declare({
     method: "get",
     path: "/auth/whoami",
@@ -101,9 +101,6 @@ const WHOAMI_ROUTES = [
     },
   }),
 ] as const;
-
-export const whoamiRoutes = router(WHOAMI_ROUTES);
-export const whoamiPaths = pathsOf(WHOAMI_ROUTES);
 
 /** The answer's schema, a component so that generated clients name its type. */
 export const whoamiSchema = {

@@ -12,7 +12,7 @@ import {
 import type { AppEnv } from "../app-env.ts";
 import { error, json, PUBLIC_CACHE, ref } from "../openapi-parts.ts";
 import { notFound } from "../refusals.ts";
-import { declare, PUBLIC, pathsOf, router } from "../route.ts";
+import { declare, PUBLIC } from "../route.ts";
 
 // Shared Signals (SSF 1.0) discovery: public documents, cacheable like /openapi.json.
 
@@ -26,7 +26,7 @@ function transmitterOf(c: Context<AppEnv>): Transmitter {
 
 const OFF = { "404": error("No transmitter is configured (SSF_ISSUER is empty).", ["not_found"], {}, false) };
 
-const DISCOVERY_ROUTES = [
+export const DISCOVERY_ROUTES = [
   declare({
     method: "get",
     path: CONFIGURATION_PATH,
@@ -93,6 +93,3 @@ const DISCOVERY_ROUTES = [
     },
   }),
 ] as const;
-
-export const discoveryRoutes = router(DISCOVERY_ROUTES);
-export const discoveryPaths = pathsOf(DISCOVERY_ROUTES);

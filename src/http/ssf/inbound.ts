@@ -6,7 +6,7 @@ import { boundedText, mediaTypeOf } from "../bounded-body.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
 import { error, json, ref } from "../openapi-parts.ts";
 import { notFound } from "../refusals.ts";
-import { type Credential, declare, PUBLIC, pathsOf, router } from "../route.ts";
+import { type Credential, declare, PUBLIC } from "../route.ts";
 
 // The push endpoint of inbound SETs (RFC 8935): upstreams POST their Security Event Tokens
 // here, one endpoint for all of them (the SET's `iss` says whose).
@@ -22,7 +22,7 @@ const requireSetUpstream = createMiddleware<ScopedEnv>(async (c, next) => {
 /** No credential (the SET is signed), but the user's database: a scope. */
 const SIGNED_SET: Credential<ScopedEnv> = { ...PUBLIC, use: [withScope, requireSetUpstream] };
 
-const INBOUND_ROUTES = [
+export const INBOUND_ROUTES = [
   declare({
     method: "post",
     path: INBOUND_PATH,
@@ -79,6 +79,3 @@ const INBOUND_ROUTES = [
     },
   }),
 ] as const;
-
-export const inboundRoutes = router(INBOUND_ROUTES);
-export const inboundPaths = pathsOf(INBOUND_ROUTES);

@@ -59,7 +59,7 @@ import {
   streamLimitReached,
   verificationTooFrequent,
 } from "../refusals.ts";
-import { type Credential, declare, pathsOf, router } from "../route.ts";
+import { type Credential, declare } from "../route.ts";
 
 // The Shared Signals stream management API (SSF 1.0 §8) and the poll endpoint (RFC 8936),
 // for receivers holding a credential from `npm run ssf:receivers`. Every answer is no-store.
@@ -191,7 +191,7 @@ const STREAM_CHANGED = {
   },
 };
 
-const STREAMS_ROUTES = [
+export const STREAMS_ROUTES = [
   declare({
     method: "get",
     path: STREAMS_PATH,
@@ -380,6 +380,3 @@ const STREAMS_ROUTES = [
     },
   }),
 ] as const;
-
-export const streamRoutes = router(STREAMS_ROUTES);
-export const streamsPaths = pathsOf(STREAMS_ROUTES);

@@ -16,7 +16,7 @@ import { boundedText, mediaTypeOf } from "../bounded-body.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
 import { ALLOW_HEADER, anyRequest, error, errorBody, type JsonObject, json, NO_STORE, ref } from "../openapi-parts.ts";
 import { notFound } from "../refusals.ts";
-import { type Credential, declare, pathsOf, router } from "../route.ts";
+import { type Credential, declare } from "../route.ts";
 
 // An upstream's OpenID Connect routes, one URL per upstream (its name in SSF_UPSTREAMS), so that
 // a token of one upstream is refused at another's: back-channel logout and global token
@@ -157,7 +157,7 @@ const UPSTREAM: Credential<ScopedEnv> = {
 
 const status = (code: UpstreamErrorCode) => String(UPSTREAM_ERRORS[code]);
 
-const UPSTREAM_ROUTES = [
+export const UPSTREAM_ROUTES = [
   // OpenID Connect Back-Channel Logout 1.0 §2.5 and §2.8: a form with one logout_token; 200 once done.
   declare({
     method: "post",
@@ -256,6 +256,3 @@ const UPSTREAM_ROUTES = [
       }),
   }),
 ] as const;
-
-export const upstreamRoutes = router(UPSTREAM_ROUTES);
-export const upstreamPaths = pathsOf(UPSTREAM_ROUTES);
