@@ -90,6 +90,9 @@ export const sessions = sqliteTable(
     upstream: text("upstream"),
     upstreamSubject: text("upstream_subject"),
     upstreamSid: text("upstream_sid"),
+    // The provider's own end of its session (the ID token's `session_expiry`): the session never
+    // lives past it, however it slides (src/domain/upstream-sign-in.ts). Null: it gave none.
+    upstreamExpiresAt: integer("upstream_expires_at", { mode: "timestamp_ms" }),
     // SHA-256 (hex) of the report token's secret (src/services/report.ts): set only when the
     // session was created from a new device, so null says "not a new device" as well. The
     // token works until created_at + SESSION_REPORT_TTL_SECONDS, and once: confirming ends the row.
@@ -174,6 +177,12 @@ export const sessionEvents = sqliteTable(
     // so a report token that was used, or whose session ended otherwise, is still told from an
     // unknown one. Never listed, sent or signalled.
     reportHash: text("report_hash"),
+    // The session's upstream sign-in (sessions.upstream, upstream_subject, upstream_sid), kept
+    // after the row is gone: what a sign-out sent back to that upstream names it by. Null when
+    // the session was not signed in through one.
+    upstream: text("upstream"),
+    upstreamSubject: text("upstream_subject"),
+    upstreamSid: text("upstream_sid"),
   },
   (table) => [
     // The main index: a user's log newest first (and "seen on this device") under its bucket,

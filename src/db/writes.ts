@@ -122,6 +122,9 @@ export function recordEvents(
     pendingDelivery: sql`${writer.queued ? 1 : 0}`,
     adminKeyId: sql`${writer.adminKeyId}`,
     reportHash: details.reportHash ?? sql`NULL`,
+    upstream: sessions.upstream,
+    upstreamSubject: sessions.upstreamSubject,
+    upstreamSid: sessions.upstreamSid,
   };
   const where = matching ? sql`${matching} AND ${notMoving()}` : notMoving();
   return db
