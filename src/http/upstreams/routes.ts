@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
+import { MAX_TTL_SECONDS } from "../../domain/config.ts";
 import { logLine } from "../../domain/log.ts";
 import { Refused } from "../../domain/refusal.ts";
 import {
@@ -9,7 +10,7 @@ import {
   type UpstreamErrorCode,
   upstreamRefused,
 } from "../../domain/upstream-logout.ts";
-import { MAX_UPSTREAM_ID_LENGTH } from "../../domain/upstream-sign-in.ts";
+import { MAX_AMR_LENGTH, MAX_AMR_VALUES, MAX_UPSTREAM_ID_LENGTH } from "../../domain/upstream-sign-in.ts";
 import { readUpstreams, type Upstream } from "../../domain/upstreams.ts";
 import { backchannelLogout, revokeGlobally } from "../../services/upstream-logout.ts";
 import { boundedText, mediaTypeOf } from "../bounded-body.ts";
@@ -34,6 +35,28 @@ export const UPSTREAM_SIGN_IN_INPUT = {
     provider: { type: "string", description: "The upstream's `name` in SSF_UPSTREAMS." },
     subject: { ...ID, description: "The ID token's `sub`." },
     sid: { ...ID, type: ["string", "null"], description: "The ID token's `sid`, when the provider gives one." },
+    session_expiry: {
+      type: ["integer", "null"],
+      description: `The ID token's \`session_expiry\` (epoch seconds): the session never outlives it. After now, at most ${MAX_TTL_SECONDS} seconds away.`,
+    },
+    auth_time: {
+      type: ["integer", "null"],
+      description:
+        "The ID token's `auth_time` (epoch seconds): when the user authenticated at the provider, which freshness and step-up judge by. At most 60 s ahead, at most 400 days old.",
+    },
+    acr: {
+      ...ID,
+      type: ["string", "null"],
+      description:
+        "The ID token's `acr`: the assurance level the upstream's `acr_levels` maps it to, unless `assuranceLevel` is given.",
+    },
+    amr: {
+      type: ["array", "null"],
+      maxItems: MAX_AMR_VALUES,
+      items: { type: "string", minLength: 1, maxLength: MAX_AMR_LENGTH },
+      description:
+        "The ID token's `amr`: its RFC 8176 values are the session's factors, completed at `auth_time`; others are ignored.",
+    },
   },
   additionalProperties: false,
   description: "The identity provider the user signed in through: its logout then ends this session.",
@@ -43,7 +66,20 @@ export const UPSTREAM_SIGN_IN_INPUT = {
 export const UPSTREAM_SIGN_IN = {
   type: "object",
   required: ["provider", "subject", "sid"],
-  properties: { provider: { type: "string" }, subject: ID, sid: { ...ID, type: ["string", "null"] } },
+  properties: {
+    provider: { type: "string" },
+    subject: ID,
+    sid: { ...ID, type: ["string", "null"] },
+    session_expiry: {
+      ...ref("schemas/Timestamp"),
+      description: "Present only when the provider gave one: its `session_expiry`, which the session never outlives.",
+    },
+    bound: {
+      enum: ["session_expiry", "session"],
+      description:
+        "With `session_expiry`: which bound `expires_at` is now, `session_expiry` (the provider's: the session ends then, however it is used) or `session` (its own lifetime ends it first, unless sliding brings it to the provider's).",
+    },
+  },
   additionalProperties: false,
   description: "Present only on a session signed in through an upstream identity provider.",
 };
