@@ -1,6 +1,5 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
-import { MAX_TTL_SECONDS } from "../../domain/config.ts";
 import { logLine } from "../../domain/log.ts";
 import { Refused } from "../../domain/refusal.ts";
 import {
@@ -37,25 +36,22 @@ export const UPSTREAM_SIGN_IN_INPUT = {
     sid: { ...ID, type: ["string", "null"], description: "The ID token's `sid`, when the provider gives one." },
     session_expiry: {
       type: ["integer", "null"],
-      description: `The ID token's \`session_expiry\` (epoch seconds): the session never outlives it. After now, at most ${MAX_TTL_SECONDS} seconds away.`,
+      description: "The ID token's `session_expiry` (epoch seconds): the session never outlives it.",
     },
     auth_time: {
       type: ["integer", "null"],
-      description:
-        "The ID token's `auth_time` (epoch seconds): when the user authenticated at the provider, which freshness and step-up judge by. At most 60 s ahead, at most 400 days old.",
+      description: "The ID token's `auth_time` (epoch seconds): the factors' time.",
     },
     acr: {
       ...ID,
       type: ["string", "null"],
-      description:
-        "The ID token's `acr`: the assurance level the upstream's `acr_levels` maps it to, unless `assuranceLevel` is given.",
+      description: "The ID token's `acr`: a level by the upstream's `acr_levels`.",
     },
     amr: {
       type: ["array", "null"],
       maxItems: MAX_AMR_VALUES,
       items: { type: "string", minLength: 1, maxLength: MAX_AMR_LENGTH },
-      description:
-        "The ID token's `amr`: its RFC 8176 values are the session's factors, completed at `auth_time`; others are ignored.",
+      description: "The ID token's `amr`: its RFC 8176 values are factors.",
     },
   },
   additionalProperties: false,
@@ -70,15 +66,8 @@ export const UPSTREAM_SIGN_IN = {
     provider: { type: "string" },
     subject: ID,
     sid: { ...ID, type: ["string", "null"] },
-    session_expiry: {
-      ...ref("schemas/Timestamp"),
-      description: "Present only when the provider gave one: its `session_expiry`, which the session never outlives.",
-    },
-    bound: {
-      enum: ["session_expiry", "session"],
-      description:
-        "With `session_expiry`: which bound `expires_at` is now, `session_expiry` (the provider's: the session ends then, however it is used) or `session` (its own lifetime ends it first, unless sliding brings it to the provider's).",
-    },
+    session_expiry: { ...ref("schemas/Timestamp"), description: "The provider's, when it gave one." },
+    bound: { enum: ["session_expiry", "session"], description: "With `session_expiry`: which one `expires_at` is." },
   },
   additionalProperties: false,
   description: "Present only on a session signed in through an upstream identity provider.",
