@@ -167,7 +167,7 @@ export function createdReason(session: Pick<UpstreamSignInColumns, "upstream" | 
     : null;
 }
 
-/** A session's columns of its sign-in. */
+/** A session's columns of its sign-in, and its end, which the view compares with the provider's. */
 export interface UpstreamSignInColumns {
   upstream: string | null;
   upstreamSubject: string | null;
