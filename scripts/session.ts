@@ -6,7 +6,9 @@
 //                                       [--country <CC>] [--city <name>] [--latitude <degrees> --longitude <degrees>]
 //                                       [--region <region>] [--carrier cookie|bearer|both]
 //                                       [--data <JSON object>]
-//                                       [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>]]
+//                                       [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>]
+//                                        [--upstream-session-expiry <epoch s>] [--upstream-auth-time <epoch s>]
+//                                        [--upstream-acr <acr>] [--upstream-amr <method,method>]]
 //   npm run --silent session:list -- --user <userId> [--region <region>]
 //   npm run --silent session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>]
 //   npm run --silent session:end -- --session <sessionId> [--reason <reason>]
@@ -26,7 +28,7 @@ import { parseOptions, refuse } from "./options.ts";
 
 const USAGE: Record<string, string> = {
   create:
-    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--latitude <degrees> --longitude <degrees>] [--region <region>] [--carrier cookie|bearer|both] [--data <JSON object>] [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>]] [--env <env>]",
+    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--latitude <degrees> --longitude <degrees>] [--region <region>] [--carrier cookie|bearer|both] [--data <JSON object>] [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>] [--upstream-session-expiry <epoch s>] [--upstream-auth-time <epoch s>] [--upstream-acr <acr>] [--upstream-amr <method,method>]] [--env <env>]",
   list: "session:list -- --user <userId> [--region <region>] [--env <env>]",
   end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] | --agent <agentId> [--reason <reason>] [--env <env>]",
   support:
@@ -62,6 +64,10 @@ const OPTIONS = {
   upstream: { type: "string" },
   "upstream-subject": { type: "string" },
   "upstream-sid": { type: "string" },
+  "upstream-session-expiry": { type: "string" },
+  "upstream-auth-time": { type: "string" },
+  "upstream-acr": { type: "string" },
+  "upstream-amr": { type: "string" },
   env: { type: "string", short: "e" },
 } as const;
 
@@ -82,6 +88,10 @@ const allowed: Record<string, string[]> = {
     "upstream",
     "upstream-subject",
     "upstream-sid",
+    "upstream-session-expiry",
+    "upstream-auth-time",
+    "upstream-acr",
+    "upstream-amr",
     "env",
   ],
   list: ["user", "region", "env"],
@@ -105,8 +115,13 @@ if (command === "end" && values.session !== undefined && values.region !== undef
 if (command !== "end" && values.user === undefined) usage(command, "--user is required");
 if ((values.upstream === undefined) !== (values["upstream-subject"] === undefined))
   usage(command, "--upstream and --upstream-subject go together");
-if (values["upstream-sid"] !== undefined && values.upstream === undefined)
-  usage(command, "--upstream-sid goes with --upstream");
+const upstreamMembers = ["sid", "session-expiry", "auth-time", "acr", "amr"] as const;
+for (const member of upstreamMembers)
+  if (values[`upstream-${member}`] !== undefined && values.upstream === undefined)
+    usage(command, `--upstream-${member} goes with --upstream`);
+// Epoch seconds as numbers; anything else is handed on, for the service's own rule to refuse.
+const seconds = (value: string | undefined) =>
+  value === undefined ? null : /^\d+$/.test(value) ? Number(value) : value;
 // Where the sign-in was, as request.cf gives it: both or neither, read by the service's own rule.
 const place = clientContext({ latitude: values.latitude, longitude: values.longitude });
 if ((values.latitude ?? values.longitude) !== undefined && place.latitude === null)
@@ -147,6 +162,10 @@ await answerOnLocalProject(values.env, async (project) => {
               provider: values.upstream,
               subject: values["upstream-subject"] as string,
               sid: values["upstream-sid"] ?? null,
+              session_expiry: seconds(values["upstream-session-expiry"]) as number | null,
+              auth_time: seconds(values["upstream-auth-time"]) as number | null,
+              acr: values["upstream-acr"] ?? null,
+              amr: values["upstream-amr"]?.split(",") ?? null,
             },
           }),
     });

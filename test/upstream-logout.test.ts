@@ -381,9 +381,13 @@ describe("a session remembers the upstream sign-in it came from", () => {
     [
       "an unknown member",
       { provider: "corp", subject: "s", email: "a@b.example" },
-      "upstream must be an object of provider, subject and optionally sid",
+      "upstream must be an object of provider, subject and optionally sid, session_expiry, auth_time, acr and amr",
     ],
-    ["not an object", "corp", "upstream must be an object of provider, subject and optionally sid"],
+    [
+      "not an object",
+      "corp",
+      "upstream must be an object of provider, subject and optionally sid, session_expiry, auth_time, acr and amr",
+    ],
   ];
 
   it.each(refusals)("refused, nothing written: %s (RPC: TypeError)", async (_, upstream, message) => {

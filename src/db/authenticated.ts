@@ -61,10 +61,12 @@ export interface Head {
 
 /**
  * With a sliding lifetime: now + the session's own TTL, never past creation + the maximum
- * lifetime. A support session keeps the end it was opened with.
+ * lifetime, nor past the upstream's `session_expiry` when it gave one (a term of the same
+ * UPDATE: a session without one pays nothing). A support session keeps the end it was opened with.
  */
 function renewedExpiry(at: At, maxLifetimeMs: unknown): SQL<Date> {
-  return sql`CASE WHEN ${sessions.supportAgent} IS NULL THEN min(${millis(at.now)} + ${sessions.ttlSeconds} * 1000, ${sessions.createdAt} + ${maxLifetimeMs}) ELSE ${sessions.expiresAt} END`;
+  const longest = sql`${sessions.createdAt} + ${maxLifetimeMs}`;
+  return sql`CASE WHEN ${sessions.supportAgent} IS NULL THEN min(${millis(at.now)} + ${sessions.ttlSeconds} * 1000, ${longest}, coalesce(${sessions.upstreamExpiresAt}, ${longest})) ELSE ${sessions.expiresAt} END`;
 }
 
 /**
@@ -283,6 +285,7 @@ export const CALLER = {
   upstream: sessions.upstream,
   upstreamSubject: sessions.upstreamSubject,
   upstreamSid: sessions.upstreamSid,
+  upstreamExpiresAt: sessions.upstreamExpiresAt,
 };
 
 const callerRow = decoderOf<Omit<Caller, "contextUnrecorded">>(CALLER);

@@ -19,6 +19,7 @@ import type { StoredFactors } from "../domain/auth-factors.ts";
 import { CONTEXT_KINDS, type ContextPolicies, type ContextPolicy } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
+import { createdReason } from "../domain/upstream-sign-in.ts";
 import { authenticated, tail } from "./authenticated.ts";
 import { bucketNotMoving, moveOf, notMoving, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
@@ -124,6 +125,12 @@ export async function insertSession(
     const { stored, logged, move } = await batchNamed(db, {
       inserted: insertUnlessDone(db, shard.bucket, session, write, undefined, { reportHash }),
       recorded: recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), writer, write, {
+        // A bound value either way: a session without an upstream runs the same statement.
+        reason: createdReason({
+          upstream: session.upstream ?? null,
+          upstreamExpiresAt: session.upstreamExpiresAt ?? null,
+          expiresAt: session.expiresAt,
+        }),
         newDevice: sql<boolean>`${sessions.reportHash} IS NOT NULL`,
         reportHash: sql`${sessions.reportHash}`,
       }),

@@ -78,15 +78,26 @@ export const SESSION_VIEW = rendered(viewMembers, [
   ["actor", support],
 ]);
 
-/** A backend's list (SessionService.listUserSessions): the view and the upstream sign-in behind it. */
-export const BACKEND_SESSION_VIEW = rendered(
-  sql`${viewMembers}, 'upstream', json_object('provider', ${sessions.upstream}, 'subject', coalesce(${sessions.upstreamSubject}, ''), 'sid', ${sessions.upstreamSid})`,
+/**
+ * The upstream sign-in (`upstreamSignInView`, src/domain/upstream-sign-in.ts): `session_expiry`
+ * and its `bound` only when the provider gave one, the bound as `expiryBound` judges it.
+ */
+const upstreamView = rendered(
+  sql`'provider', ${sessions.upstream}, 'subject', coalesce(${sessions.upstreamSubject}, ''), 'sid', ${sessions.upstreamSid},
+  'session_expiry', ${isoTime(sessions.upstreamExpiresAt)},
+  'bound', CASE WHEN ${sessions.expiresAt} >= ${sessions.upstreamExpiresAt} THEN 'session_expiry' ELSE 'session' END`,
   [
-    ["device_bound", bound],
-    ["actor", support],
-    ["upstream", sql`${sessions.upstream} IS NOT NULL`],
+    ["session_expiry", sql`${sessions.upstreamExpiresAt} IS NOT NULL`],
+    ["bound", sql`${sessions.upstreamExpiresAt} IS NOT NULL`],
   ],
 );
+
+/** A backend's list (SessionService.listUserSessions): the view and the upstream sign-in behind it. */
+export const BACKEND_SESSION_VIEW = rendered(sql`${viewMembers}, 'upstream', json(${upstreamView})`, [
+  ["device_bound", bound],
+  ["actor", support],
+  ["upstream", sql`${sessions.upstream} IS NOT NULL`],
+]);
 
 /** The rendered sessions matching the statement's WHERE, newest first, as one JSON array. */
 export function sessionListJson<V extends SessionView>(view: SQL): SQL<JsonText<V[]>> {

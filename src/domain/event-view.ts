@@ -10,7 +10,8 @@ export interface EventView {
   actor_session_id: string | null;
   ip_address: string | null;
   created_at: string;
-  // Beyond the first fields: why the system ended it (`ended`), and whether a `created` came from a new device.
+  // Beyond the first fields: why the system ended it (`ended`), or that a `created` session ends at its
+  // provider's `session_expiry`; and whether a `created` came from a new device.
   reason: string | null;
   new_device: boolean | null;
   /** Present only on a context change: where the session was last seen and where it was used from. */

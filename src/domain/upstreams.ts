@@ -1,3 +1,4 @@
+import { ASSURANCE_LEVELS, type AssuranceLevel } from "./auth-factors.ts";
 import { ConfigError } from "./config.ts";
 import { isHttpsOrLoopback } from "./ip.ts";
 import { MAX_REASON_LENGTH } from "./reason.ts";
@@ -49,6 +50,8 @@ export interface Upstream {
   region: string | null;
   /** Its keys inline (a JWK Set's `keys`), or where to fetch them. */
   keys: { jwks: readonly unknown[] } | { jwksUri: string };
+  /** The assurance level (NIST AAL) each of its ID tokens' `acr` values stands for; one not listed: no level. */
+  acrLevels: Readonly<Record<string, AssuranceLevel>>;
 }
 
 export interface UpstreamVars {
@@ -66,9 +69,21 @@ export function upstreamReason(upstream: Upstream, action: UpstreamAction): stri
   return `${upstream.name}:${action}`;
 }
 
+/** `acr_levels`: an object from `acr` values to 1, 2 or 3; absent, none. */
+function acrLevelsOf(value: unknown, invalid: (rule: string) => ConfigError): Record<string, AssuranceLevel> {
+  if (value === undefined) return {};
+  const isLevel = (level: unknown) => ASSURANCE_LEVELS.some((known) => known === level);
+  if (!isObject(value) || !Object.values(value).every(isLevel))
+    throw invalid("acr_levels, when given, is an object from acr values to 1, 2 or 3");
+  return Object.assign(Object.create(null), value);
+}
+
 function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Upstream {
   if (typeof entry !== "object" || entry === null || Array.isArray(entry)) throw invalid("each entry is an object");
-  const { issuer, name, audience, subject, client_id, region, jwks, jwks_uri } = entry as Record<string, unknown>;
+  const { issuer, name, audience, subject, client_id, region, jwks, jwks_uri, acr_levels } = entry as Record<
+    string,
+    unknown
+  >;
   if (typeof issuer !== "string" || !URL.canParse(issuer)) throw invalid("issuer is a URL");
   if (typeof name !== "string" || !NAME.test(name))
     throw invalid(`name is 1 to ${MAX_UPSTREAM_NAME_LENGTH} characters of A-Z a-z 0-9 . _ -`);
@@ -99,6 +114,7 @@ function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Ups
     clientId: (client_id as string | undefined) ?? null,
     region: (region as string | undefined) ?? null,
     keys: Array.isArray(inline) ? { jwks: inline } : { jwksUri: (uri as URL).href },
+    acrLevels: acrLevelsOf(acr_levels, invalid),
   };
 }
 

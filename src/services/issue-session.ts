@@ -20,7 +20,7 @@ import type { Sent } from "../domain/sent.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
 import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
 import { generateToken, hashSecret, newReportToken, newSecretFor, type Placement } from "../domain/token.ts";
-import { checkUpstreamSignIn, type UpstreamSignInInput } from "../domain/upstream-sign-in.ts";
+import { checkUpstreamSignIn, type UpstreamSignIn, type UpstreamSignInInput } from "../domain/upstream-sign-in.ts";
 import { parseDevice } from "../domain/user-agent.ts";
 import { isUserId, USER_ID_RULE } from "../domain/user-id.ts";
 import { withReportToken } from "./event-message.ts";
@@ -81,7 +81,9 @@ export interface CreateSessionInput {
   /**
    * The identity provider the login flow signed the user in through (src/domain/upstream-sign-in.ts):
    * its name in SSF_UPSTREAMS, and its ID token's `sub` and `sid`. Its back-channel logout and
-   * global token revocation then end this session. Omitted: none.
+   * global token revocation then end this session. With its `session_expiry`, the session never
+   * outlives it; its `auth_time` and `amr` are factors, its `acr` a level (through the upstream's
+   * `acr_levels`) when `assuranceLevel` is not given. Omitted: none.
    */
   upstream?: UpstreamSignInInput | null;
 }
@@ -153,19 +155,30 @@ export interface NewSessionRow {
   context: ClientContext;
 }
 
+/** The login flow's factors and the provider's, the later proof of each factor kept. */
+function mergedFactors(own: StoredFactors | null, provider: StoredFactors | null): StoredFactors | null {
+  if (provider === null) return own;
+  const merged: StoredFactors = { ...provider };
+  for (const [factor, at] of Object.entries(own ?? {}) as [keyof StoredFactors, number][])
+    merged[factor] = Math.max(merged[factor] ?? 0, at);
+  return merged;
+}
+
 /**
  * Checks the input and builds the session's row, its id naming `placement` (the user's
- * region and bucket); `issueSession` stores it (the bench, in bulk).
+ * region and bucket); `issueSession` stores it (the bench, in bulk). `signIn`: the upstream
+ * sign-in as checked, whose `session_expiry` bounds the session and whose factors and level count.
  */
 export async function buildSession(
   config: Config,
   input: Sent<CreateSessionInput>,
   placement: Placement,
   at: Instant = instant(config),
+  signIn: UpstreamSignIn | null = null,
 ): Promise<NewSessionRow> {
   const userId = checkUserId(input.userId);
-  const factors = checkFactors(input.factors, at.now, false);
-  const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
+  const factors = mergedFactors(checkFactors(input.factors, at.now, false), signIn?.factors ?? null);
+  const assuranceLevel = checkAssuranceLevel(input.assuranceLevel) ?? signIn?.assuranceLevel ?? null;
   const carrier = checkSessionCarrier(input.carrier);
   if (input.deviceBound !== undefined && typeof input.deviceBound !== "boolean")
     throw new InvalidInput("deviceBound must be a boolean");
@@ -181,7 +194,9 @@ export async function buildSession(
   );
   const { id, secret, token } = generateToken(placement);
   const createdAt = at.now;
-  const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000);
+  const ownEnd = createdAt.getTime() + ttlSeconds * 1000;
+  const upstreamEnd = signIn?.sessionExpiry ?? null;
+  const expiresAt = new Date(upstreamEnd === null ? ownEnd : Math.min(ownEnd, upstreamEnd.getTime()));
   const userAgent = typeof input.userAgent === "string" ? truncate(input.userAgent, MAX_USER_AGENT_LENGTH) : "";
   const device = parseDevice(userAgent);
   const country = countryOf(input.country);
@@ -219,10 +234,17 @@ export async function buildSession(
     seenPlaceAt: seen.latitude === null ? null : createdAt,
     carrier,
     data,
+    ...(signIn && {
+      upstream: signIn.upstream.name,
+      upstreamSubject: signIn.subject,
+      upstreamSid: signIn.sid,
+      upstreamExpiresAt: upstreamEnd,
+    }),
   };
+  const expiresIn = Math.ceil((expiresAt.getTime() - createdAt.getTime()) / 1000);
   return {
     row,
-    issued: { id, token, expiresAt: expiresAt.toISOString(), expiresIn: ttlSeconds, challenge, boundSecret },
+    issued: { id, token, expiresAt: expiresAt.toISOString(), expiresIn, challenge, boundSecret },
     context: seen,
   };
 }
@@ -231,12 +253,9 @@ export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>
   const { config, at } = scope;
   const shard = await scope.shards.forUser(checkUserId(input?.userId), input.region);
   // Read only when given: a mistake in SSF_UPSTREAMS must not stop the sign-ins that name no upstream.
-  const signIn = input.upstream == null ? null : checkUpstreamSignIn(input.upstream, scope.upstreams());
-  const built = await buildSession(config, input, shard.placement, at);
-  const { issued, context } = built;
-  let { row } = built;
+  const signIn = input.upstream == null ? null : checkUpstreamSignIn(input.upstream, scope.upstreams(), at.now);
+  const { row, issued, context } = await buildSession(config, input, shard.placement, at, signIn);
   if (signIn) {
-    row = { ...row, upstream: signIn.upstream.name, upstreamSubject: signIn.subject, upstreamSid: signIn.sid };
     // Before the session: a logout that follows this answer finds the user.
     const user = { userId: row.userId, region: shard.placement.region };
     await linkSubject(scope, signIn.upstream, signIn.subject, user, { ipAddress: row.ipAddress ?? null, context });

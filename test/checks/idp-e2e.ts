@@ -12,7 +12,8 @@
 // user's other two sessions, seen by whoami and the verifier. Prints one JSON report with the
 // lags; exits 1 on any answer other than the one expected. The server places every request in
 // Paris (DEV_PLACE): a session:create placed there is not held at its first cookie use, one
-// placed in Sydney is, as travel (the default step-up).
+// placed in Sydney is, as travel (the default step-up). Last, a sign-in whose provider's
+// `session_expiry` is two minutes away is refused after it by whoami and the verifier (IPSIE SL1).
 import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -221,10 +222,59 @@ try {
     revocationLags.every((lag) => lag !== null),
   );
 
+  // IPSIE SL1, the provider's lifetime: a sign-in whose ID token's session_expiry is two minutes
+  // away lives no longer. An access token minted half a minute in would live its 120 s past it,
+  // and is cut to it; after it (and the verifier's 5 s of clock tolerance) whoami and the
+  // verifier refuse the session, though nothing ended it.
+  const providerLifetime = async () => {
+    const sessionExpiry = Math.floor(Date.now() / 1000) + 120;
+    const bounded = await signIn({ provider: UPSTREAM, subject, sid: "sid-lifetime", session_expiry: sessionExpiry });
+    const shown = (await (
+      await fetch(`${base}/auth/whoami`, { headers: { Authorization: `Bearer ${bounded.token}` } })
+    ).json()) as { expires_at?: string; upstream?: { session_expiry?: string; bound?: string } };
+    const expiry = new Date(sessionExpiry * 1000).toISOString();
+    expect(
+      "whoami says the provider's session_expiry ends the session",
+      shown.expires_at === expiry &&
+        shown.upstream?.session_expiry === expiry &&
+        shown.upstream.bound === "session_expiry",
+      shown,
+    );
+    await sleep(30_000);
+    const minted = await fetch(`${base}/auth/token`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${bounded.token}` },
+    });
+    const { access_token: late } = (await minted.json()) as { access_token: string };
+    const claims = await verifier.verify(late);
+    expect("an access token minted later never outlives session_expiry", claims.exp === sessionExpiry, claims);
+    expect("whoami accepts the session before session_expiry", (await whoami(bounded.token)) === 200);
+    await sleep(sessionExpiry * 1000 + 6_000 - Date.now());
+    const whoamiAfter = await whoami(bounded.token);
+    expect("whoami refuses the session after session_expiry", whoamiAfter === 401, whoamiAfter);
+    const refusals: string[] = [];
+    for (const accessToken of [bounded.accessToken, late]) {
+      try {
+        await verifier.verify(accessToken);
+        refusals.push("accepted");
+      } catch (error) {
+        refusals.push(error instanceof TokenRefused ? error.code : String(error));
+      }
+    }
+    expect(
+      "the verifier refuses its access tokens after session_expiry",
+      refusals.every((code) => code === "invalid_token"),
+      refusals,
+    );
+    return { sessionExpiry: expiry, whoamiAfter, verifierAfter: refusals };
+  };
+  const lifetime = await providerLifetime();
+
   console.log(
     JSON.stringify({
       backchannelLogout: { verifierRefusedMs: logoutLag },
       globalRevocation: { verifierRefusedMs: revocationLags },
+      providerLifetime: lifetime,
       problems,
     }),
   );

@@ -9,7 +9,7 @@ import {
   type UpstreamErrorCode,
   upstreamRefused,
 } from "../../domain/upstream-logout.ts";
-import { MAX_UPSTREAM_ID_LENGTH } from "../../domain/upstream-sign-in.ts";
+import { MAX_AMR_LENGTH, MAX_AMR_VALUES, MAX_UPSTREAM_ID_LENGTH } from "../../domain/upstream-sign-in.ts";
 import { readUpstreams, type Upstream } from "../../domain/upstreams.ts";
 import { backchannelLogout, revokeGlobally } from "../../services/upstream-logout.ts";
 import { boundedText, mediaTypeOf } from "../bounded-body.ts";
@@ -34,6 +34,25 @@ export const UPSTREAM_SIGN_IN_INPUT = {
     provider: { type: "string", description: "The upstream's `name` in SSF_UPSTREAMS." },
     subject: { ...ID, description: "The ID token's `sub`." },
     sid: { ...ID, type: ["string", "null"], description: "The ID token's `sid`, when the provider gives one." },
+    session_expiry: {
+      type: ["integer", "null"],
+      description: "The ID token's `session_expiry` (epoch seconds): the session never outlives it.",
+    },
+    auth_time: {
+      type: ["integer", "null"],
+      description: "The ID token's `auth_time` (epoch seconds): the factors' time.",
+    },
+    acr: {
+      ...ID,
+      type: ["string", "null"],
+      description: "The ID token's `acr`: a level by the upstream's `acr_levels`.",
+    },
+    amr: {
+      type: ["array", "null"],
+      maxItems: MAX_AMR_VALUES,
+      items: { type: "string", minLength: 1, maxLength: MAX_AMR_LENGTH },
+      description: "The ID token's `amr`: its RFC 8176 values are factors.",
+    },
   },
   additionalProperties: false,
   description: "The identity provider the user signed in through: its logout then ends this session.",
@@ -43,7 +62,13 @@ export const UPSTREAM_SIGN_IN_INPUT = {
 export const UPSTREAM_SIGN_IN = {
   type: "object",
   required: ["provider", "subject", "sid"],
-  properties: { provider: { type: "string" }, subject: ID, sid: { ...ID, type: ["string", "null"] } },
+  properties: {
+    provider: { type: "string" },
+    subject: ID,
+    sid: { ...ID, type: ["string", "null"] },
+    session_expiry: { ...ref("schemas/Timestamp"), description: "The provider's, when it gave one." },
+    bound: { enum: ["session_expiry", "session"], description: "With `session_expiry`: which one `expires_at` is." },
+  },
   additionalProperties: false,
   description: "Present only on a session signed in through an upstream identity provider.",
 };
