@@ -1,6 +1,6 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
+import { decodeJwt, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
 import {
@@ -14,6 +14,7 @@ import {
   newUser,
   REJECTED_CHALLENGE,
 } from "./helpers.ts";
+import { newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
 // The CAEP 1.0 events an upstream pushes to POST /ssf/inbound, each acted on as its `events`
 // in SSF_UPSTREAMS says: a hold asks the user to sign in again (re-establish, not end; IPSIE
@@ -298,6 +299,36 @@ describe("a hold", () => {
     const [mine, others] = [await signIn(user), await signIn(user, null, "other")];
     await push(await set(user, "credential-change"));
     expect([await stateOf(mine), await stateOf(others)]).toEqual(["held", "live"]);
+  });
+});
+
+describe("what this service's own receivers are sent", () => {
+  it("a hold goes out as risk-level-change HIGH by the system, naming the upstream's event; a log, as nothing", async () => {
+    const { vars: transmitting } = await transmitter();
+    const receiver = await newReceiver("https://downstream.example");
+    const created = await ssfCall(transmitting, receiver.credential, "POST", "/ssf/streams", {});
+    const { stream_id } = (await created.json()) as { stream_id: string };
+    const { user, federated } = await userWithTwo();
+    await push(await set(user, "credential-change"), { ...DEFAULTS, ...transmitting });
+    await push(await set(user, "token-claims-change"), { ...DEFAULTS, ...transmitting });
+    const polled = await ssfCall(transmitting, receiver.credential, "POST", `/ssf/streams/poll/${stream_id}`, {
+      returnImmediately: true,
+    });
+    const { sets } = (await polled.json()) as { sets: Record<string, string> };
+    const about = Object.values(sets)
+      .map((sent) => decodeJwt(sent))
+      .filter((sent) => JSON.stringify(sent.sub_id).includes(federated.id));
+    expect(about.map((sent) => sent.events)).toEqual([
+      {
+        [`${CAEP}risk-level-change`]: {
+          event_timestamp: expect.any(Number),
+          initiating_entity: "system",
+          principal: "SESSION",
+          current_level: "HIGH",
+          risk_reason: "The identity provider asked (idp:credential-change)",
+        },
+      },
+    ]);
   });
 });
 
