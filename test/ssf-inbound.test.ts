@@ -223,7 +223,7 @@ describe("the events acted on", () => {
     expect([await isLive(a.token), await isLive(b.token)]).toEqual([false, false]);
   });
 
-  it("an upstream session id (not one of ours) revokes the user's sessions", async () => {
+  it("an upstream session id (not one of ours), the user having no session signed in through the upstream, revokes the user's sessions", async () => {
     // The second is 16 random bytes alone, as an upstream's id may well be: ours start with a bucket.
     for (const id of ["dMTlD|1600802906337.16|16008.16", "A".repeat(22)]) {
       const user = newUser();

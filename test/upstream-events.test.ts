@@ -351,6 +351,54 @@ describe("which sessions an event reaches", () => {
     ]);
   });
 
+  it("a session named by the upstream's own sid: each action reaches that session alone", async () => {
+    for (const [event, after, logged] of [
+      ["credential-change", "held", "held_by_upstream"],
+      ["token-claims-change", "live", "signaled_by_upstream"],
+      ["session-revoked", "ended", "ended_by_upstream"],
+    ] as const) {
+      const { user, federated, local } = await userWithTwo();
+      const named = await signIn(user, "idp-sid-7");
+      await push(await set(user, event, {}, { sub_id: complex(user, "idp-sid-7") }));
+      expect([await stateOf(named), await stateOf(federated), await stateOf(local)]).toEqual([after, "live", "live"]);
+      expect(await eventsOf(user)).toEqual([
+        { session_id: named.id, type: logged, reason: `idp:${event}`, actor_session_id: null },
+      ]);
+    }
+  });
+
+  it("another upstream's sid, or a sid no session has, reaches nothing", async () => {
+    for (const event of ["credential-change", "session-revoked"]) {
+      const user = newUser();
+      const [mine, others] = [await signIn(user, "sid-1"), await signIn(user, "sid-2", "other")];
+      const local = await issue(user);
+      for (const sid of ["sid-2", "sid-unknown"])
+        await push(await set(user, event, {}, { sub_id: complex(user, sid) }));
+      expect([await stateOf(mine), await stateOf(others), await stateOf(local)]).toEqual(["live", "live", "live"]);
+      expect(await eventsOf(user)).toEqual([]);
+    }
+  });
+
+  it("a sid without a user names no session here: refused, nothing held", async () => {
+    const user = newUser();
+    const session = await signIn(user, "sid-1");
+    const response = await callWith(
+      DEFAULTS,
+      "POST",
+      "/ssf/inbound",
+      { "Content-Type": "application/secevent+jwt" },
+      await set(user, "credential-change", {}, { sub_id: complex(null, "sid-1") }),
+    );
+    expect({ status: response.status, body: await response.json() }).toEqual({
+      status: 400,
+      body: {
+        err: "invalid_request",
+        description: "The subject names no user in this issuer's format (iss_sub) and no session of this service.",
+      },
+    });
+    expect(await stateOf(session)).toBe("live");
+  });
+
   it("a session of the user not signed in through the upstream is not held, even named", async () => {
     const { user, local } = await userWithTwo();
     await push(await set(user, "credential-change", {}, { sub_id: complex(user, local.id) }));

@@ -1,4 +1,5 @@
-import { and, eq, inArray, lte, notExists, sql } from "drizzle-orm";
+import { and, eq, inArray, lte, notExists, or, type SQL, sql } from "drizzle-orm";
+import { alias } from "drizzle-orm/sqlite-core";
 import type { Instant } from "../../domain/clock.ts";
 import type { SetAct } from "../../domain/ssf/inbound.ts";
 import { UPSTREAM_CLOCK_SKEW_SECONDS } from "../../domain/upstreams.ts";
@@ -21,14 +22,30 @@ export interface InboundSet {
 
 /**
  * Whose sessions it reaches: every live one of `userId`, or the one `sessionId` (of `userId` when
- * given); with `upstream`, only those signed in through it (as that subject and that `sid`,
+ * given) or, with `upstreamSid`, the one of `userId` signed in through that upstream with that
+ * `sid`; with `upstream`, only those signed in through it (as that subject and that `sid`,
  * when given); with `issuedAt`, only those created by then (plus the skew), of which the token speaks.
  */
 export interface SetTarget {
   userId: string | null;
   sessionId: string | null;
+  upstreamSid?: { upstream: string; sid: string };
   upstream?: { name: string; subject: string | null; sid: string | null };
   issuedAt?: Date;
+}
+
+/** The one session the target names, by this service's id or the upstream's `sid`; undefined: every one. */
+function namedSession(db: Database, { sessionId, upstreamSid }: SetTarget): SQL | undefined {
+  const ours = sessionId === null ? undefined : eq(sessions.id, sessionId);
+  if (upstreamSid === undefined) return ours;
+  const theirs = and(eq(sessions.upstream, upstreamSid.upstream), eq(sessions.upstreamSid, upstreamSid.sid));
+  if (ours !== undefined) return or(ours, theirs);
+  // An id not of this service, and the user has no session signed in through the upstream to
+  // know its `sid` by: which session it means cannot be told, so it reaches the user's sessions
+  // as a subject naming none does. With one, an unknown `sid` names none of them.
+  const known = alias(sessions, "known");
+  const throughUpstream = and(eq(known.userId, sessions.userId), eq(known.upstream, upstreamSid.upstream));
+  return or(theirs, notExists(db.select({ one: sql`1` }).from(known).where(throughUpstream)));
 }
 
 /** The SET is not remembered yet: the guard of its ending, evaluated before the batch remembers it. */
@@ -76,7 +93,6 @@ export function actOnSessionsForSet(
   const { upstream, issuedAt } = target;
   const ending = and(
     target.userId === null ? undefined : eq(sessions.userId, target.userId),
-    target.sessionId === null ? undefined : eq(sessions.id, target.sessionId),
     upstream === undefined ? undefined : eq(sessions.upstream, upstream.name),
     upstream?.subject == null ? undefined : eq(sessions.upstreamSubject, upstream.subject),
     upstream?.sid == null ? undefined : eq(sessions.upstreamSid, upstream.sid),
@@ -86,7 +102,7 @@ export function actOnSessionsForSet(
     isLive(at),
   );
   return onBucket(shard, async (db) => {
-    const matching = and(ending, notRemembered(db, set));
+    const matching = and(ending, namedSession(db, target), notRemembered(db, set));
     const { logged, move } = await batchNamed(db, {
       recorded: recordEvents(db, LOGGED_AS[act], matching, writer, write, { reason }),
       ended: act === "end" ? endSessions(db, matching) : null,

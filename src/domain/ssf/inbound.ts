@@ -89,6 +89,11 @@ export interface SetAction {
   /** The one session it reaches (of `userId`, when given); null: every session of the user. */
   sessionId: string | null;
   /**
+   * With `userId`: the session member's id as the upstream knows the session (its `sid`), which
+   * names the session of the user signed in through it with that `sid` too.
+   */
+  upstreamSid?: { upstream: string; sid: string };
+  /**
    * A hold and a log reach only the sessions signed in through the upstream: a fresh sign-in
    * there is what lifts the hold. An ending reaches every session of the user, as it always has.
    */
@@ -126,10 +131,9 @@ function userOf(subject: unknown, upstream: Upstream, sets: UpstreamSets): strin
   return typeof id === "string" ? id : null;
 }
 
-/** A session of this service that a subject's `session` member names (`opaque`); null for any other. */
-function sessionOf(subject: unknown): string | null {
-  if (!isObject(subject) || subject.format !== "opaque" || typeof subject.id !== "string") return null;
-  return placementOf(subject.id) ? subject.id : null;
+/** The id a subject's `session` member (`opaque`) names a session by: this service's, or the upstream's own. */
+function sessionIdOf(subject: unknown): string | null {
+  return isObject(subject) && subject.format === "opaque" && typeof subject.id === "string" ? subject.id : null;
 }
 
 /**
@@ -160,13 +164,21 @@ export function actionOf(payload: Record<string, unknown>, upstream: Upstream, n
   const subject = payload.sub_id ?? body.subject;
   const complex = isObject(subject) && subject.format === "complex";
   const userId = userOf(complex ? subject.user : subject, upstream, sets);
-  const sessionId = complex && event.oneSession ? sessionOf(subject.session) : null;
+  const named = complex && event.oneSession ? sessionIdOf(subject.session) : null;
+  const sessionId = named !== null && placementOf(named) ? named : null;
   if (userId === null && sessionId === null)
     throw setRefused(
       "invalid_request",
       `The subject names no user in this issuer's format (${sets.subject}) and no session of this service.`,
     );
+  // An upstream's `sid` is looked for among the user's sessions only: without a user, finding it
+  // would take a search of every database.
+  const target = {
+    userId,
+    sessionId,
+    ...(userId !== null && named !== null ? { upstreamSid: { upstream: upstream.name, sid: named } } : {}),
+  };
   const reason = upstreamReason(upstream, event.name);
-  if (act === "end") return { jti, act, reason, userId, sessionId };
-  return { jti, act, reason, userId, sessionId, upstream: { name: upstream.name, subject: null, sid: null } };
+  if (act === "end") return { jti, act, reason, ...target };
+  return { jti, act, reason, ...target, upstream: { name: upstream.name, subject: null, sid: null } };
 }
