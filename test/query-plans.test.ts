@@ -18,6 +18,7 @@ import {
   listSessionsByUserId,
 } from "../src/db/sessions.ts";
 import { type BucketShard, readShardMap } from "../src/db/shards.ts";
+import { actOnSessionsForSet } from "../src/db/ssf/inbound-sets.ts";
 import { instant } from "../src/domain/clock.ts";
 import { moveBuckets } from "../src/services/moves.ts";
 import { recordingD1 } from "./d1.ts";
@@ -85,6 +86,33 @@ const operations: Record<string, (db: Database) => Promise<unknown>> = {
   purgeEvents: (db) => purgeEvents(db, at.now, 10),
   readReport: (db) => readReport(on(db), proof, at.now, at),
   confirmReport: (db) => confirmReport(on(db), proof, at.now, writer, at),
+  // A SET whose session member is an upstream's `sid`, not one of this service's ids: the
+  // user's index, then the upstream's columns (and whether the user has a session through it).
+  "actOnSessionsForSet (an upstream's sid)": (db) =>
+    actOnSessionsForSet(
+      on(db),
+      { issuer: "https://idp.example", jti: "j1" },
+      { userId: "plan-user", sessionId: null, upstreamSid: { upstream: "idp", sid: "s1" } },
+      "end",
+      "idp:session-revoked",
+      writer,
+      at,
+    ),
+  "actOnSessionsForSet (this service's id or the upstream's sid, held)": (db) =>
+    actOnSessionsForSet(
+      on(db),
+      { issuer: "https://idp.example", jti: "j2" },
+      {
+        userId: "plan-user",
+        sessionId: proof.id,
+        upstreamSid: { upstream: "idp", sid: proof.id },
+        upstream: { name: "idp", subject: null, sid: null },
+      },
+      "hold",
+      "idp:credential-change",
+      writer,
+      at,
+    ),
 };
 
 describe("query plans", () => {
@@ -118,6 +146,17 @@ describe("query plans", () => {
         );
       }
     }
+  });
+
+  it("a SET naming an upstream's sid finds the user's sessions, and whether one is through the upstream, by the user index", async () => {
+    const { db, statements } = recordingD1(database);
+    await operations["actOnSessionsForSet (an upstream's sid)"]!(openDatabase(db));
+    const ending = statements.find((s) => s.sql.startsWith('delete from "sessions"'))!;
+    const detail = await plan(ending.sql, ending.params);
+    expect(detail).toMatch(
+      /SEARCH sessions USING INDEX sessions_user_id_expires_at_idx \(user_id=\? AND expires_at>\?\)/,
+    );
+    expect(detail).toMatch(/SEARCH known USING INDEX sessions_user_id_expires_at_idx \(user_id=\?\)/);
   });
 
   it("the list reads the caller by primary key and the user's sessions by the user index", async () => {

@@ -200,6 +200,63 @@ describe("round trips per request, per database", () => {
     }
   });
 
+  it("a SET that holds sessions (CAEP credential-change) costs the same one, on its user's database", async () => {
+    const user = newUser();
+    const { publicKey, privateKey } = await generateKeyPair("ES256");
+    const upstream = { issuer: "https://idp.example", name: "idp", audience: "sessions", subject: "opaque" };
+    const keys = [{ ...(await exportJWK(publicKey)), kid: "k" }];
+    const vars = { SSF_UPSTREAMS: JSON.stringify([{ ...upstream, jwks: { keys } }]) };
+    const service = new SessionService(createExecutionContext(), { ...env, ...vars });
+    const signIn = () => service.create({ userId: user, upstream: { provider: "idp", subject: "s" } });
+    const sessions = [await signIn(), await signIn()];
+    const set = await new SignJWT({
+      ...{ iss: upstream.issuer, aud: upstream.audience, jti: crypto.randomUUID() },
+      iat: Math.floor(Date.now() / 1000),
+      sub_id: { format: "opaque", id: user },
+      events: { "https://schemas.openid.net/secevent/caep/event-type/credential-change": {} },
+    })
+      .setProtectedHeader({ alg: "ES256", typ: "secevent+jwt", kid: "k" })
+      .sign(privateKey);
+    const counter = countingShards(databases());
+    const headers = { "Content-Type": "application/secevent+jwt" };
+    const response = await callWith({ ...counter.env, ...vars }, "POST", "/ssf/inbound", headers, set);
+    expect({ status: response.status, roundTrips: counter.roundTrips() }).toEqual({
+      status: 202,
+      roundTrips: { [await bindingOfUser(user)]: 1 },
+    });
+    for (const session of sessions)
+      expect(await service.authenticate(session.token)).toMatchObject({ reauthenticationRequired: true });
+  });
+
+  it("a SET naming the upstream's sid of one session costs the same one, and holds that one alone", async () => {
+    const user = newUser();
+    const { publicKey, privateKey } = await generateKeyPair("ES256");
+    const upstream = { issuer: "https://idp.example", name: "idp", audience: "sessions", subject: "opaque" };
+    const keys = [{ ...(await exportJWK(publicKey)), kid: "k" }];
+    const vars = { SSF_UPSTREAMS: JSON.stringify([{ ...upstream, jwks: { keys } }]) };
+    const service = new SessionService(createExecutionContext(), { ...env, ...vars });
+    const signIn = (sid: string) => service.create({ userId: user, upstream: { provider: "idp", subject: "s", sid } });
+    const [named, other] = [await signIn("sid-1"), await signIn("sid-2")];
+    const set = await new SignJWT({
+      ...{ iss: upstream.issuer, aud: upstream.audience, jti: crypto.randomUUID() },
+      iat: Math.floor(Date.now() / 1000),
+      sub_id: { format: "complex", user: { format: "opaque", id: user }, session: { format: "opaque", id: "sid-1" } },
+      events: { "https://schemas.openid.net/secevent/caep/event-type/credential-change": {} },
+    })
+      .setProtectedHeader({ alg: "ES256", typ: "secevent+jwt", kid: "k" })
+      .sign(privateKey);
+    const counter = countingShards(databases());
+    const headers = { "Content-Type": "application/secevent+jwt" };
+    const response = await callWith({ ...counter.env, ...vars }, "POST", "/ssf/inbound", headers, set);
+    expect({ status: response.status, roundTrips: counter.roundTrips() }).toEqual({
+      status: 202,
+      roundTrips: { [await bindingOfUser(user)]: 1 },
+    });
+    expect(await service.authenticate(named.token)).toMatchObject({ reauthenticationRequired: true });
+    expect(await service.authenticate(other.token)).toMatchObject({ sessionId: other.id });
+    expect(await service.authenticate(other.token)).not.toHaveProperty("reauthenticationRequired");
+  });
+
   it("the counter itself counts: two sequential statements are two", async () => {
     const counter = countingD1(databases()[shardBindings()[0] as string] as D1Database);
     await counter.db.prepare("SELECT 1").first();

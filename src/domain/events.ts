@@ -19,6 +19,12 @@ export const EVENT_TYPES = [
   // Ended by an inbound Security Event Token of an upstream (POST /ssf/inbound); the
   // reason is `<upstream name>:<event>`, the name SSF_UPSTREAMS gives the issuer.
   "ended_by_upstream",
+  // Held until the user signs in again, as SESSION_CONTEXT_* step-up holds, by an upstream's
+  // CAEP event (its `events` action `hold`); the reason is `<upstream name>:<event>`.
+  "held_by_upstream",
+  // An upstream's CAEP event about the session, only logged (its `events` action `log`, or a
+  // change that is no worse); the reason is `<upstream name>:<event>`.
+  "signaled_by_upstream",
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

@@ -2,6 +2,7 @@ import { ASSURANCE_LEVELS, type AssuranceLevel } from "./auth-factors.ts";
 import { ConfigError } from "./config.ts";
 import { isHttpsOrLoopback } from "./ip.ts";
 import { MAX_REASON_LENGTH } from "./reason.ts";
+import { CAEP_EVENTS, type CaepEvent } from "./ssf/streams.ts";
 
 // The upstreams: identity providers the operator trusts to end sessions here, listed in the var
 // SSF_UPSTREAMS. One list for every way they speak, so that one name, one issuer and one key set
@@ -11,10 +12,10 @@ import { MAX_REASON_LENGTH } from "./reason.ts";
 
 /**
  * What an upstream can ask, by the name the security log's reason records (`<name>:<action>`):
- * the SET events acted on, then the OIDC routes'.
+ * the SET events acted on (CAEP's, then RISC's), then the OIDC routes'.
  */
 export const UPSTREAM_ACTIONS = [
-  "session-revoked",
+  ...CAEP_EVENTS,
   "account-disabled",
   "account-purged",
   "credential-compromise",
@@ -28,10 +29,36 @@ export type UpstreamAction = (typeof UPSTREAM_ACTIONS)[number];
 export const SUBJECT_FORMATS = ["iss_sub", "opaque"] as const;
 export type SubjectFormat = (typeof SUBJECT_FORMATS)[number];
 
-/** What an upstream that sends SETs is known by: the `aud` of its SETs, and how its subjects name users. */
+/**
+ * What this service does with a CAEP event of an upstream: `hold` the sessions signed in through
+ * it until the user signs in again (the context check's hold, RFC 9470 challenge), `end` the
+ * user's sessions, `log` it on those sessions, or `ignore` it.
+ */
+export const EVENT_ACTIONS = ["hold", "end", "log", "ignore"] as const;
+export type EventAction = (typeof EVENT_ACTIONS)[number];
+
+/**
+ * Each CAEP event's action unless the upstream's `events` says otherwise. For the three that
+ * have a direction (a level down, not compliant, a high risk) it is the action on that
+ * direction; the other is only logged (src/domain/ssf/inbound.ts).
+ */
+export const DEFAULT_EVENT_ACTIONS: Readonly<Record<CaepEvent, EventAction>> = {
+  "session-revoked": "end",
+  "token-claims-change": "log",
+  "credential-change": "hold",
+  "assurance-level-change": "hold",
+  "device-compliance-change": "hold",
+  // The provider's own sign-ins: nothing here changes with them.
+  "session-established": "ignore",
+  "session-presented": "ignore",
+  "risk-level-change": "hold",
+};
+
+/** What an upstream that sends SETs is known by: the `aud` of its SETs, how its subjects name users, and what its CAEP events do. */
 export interface UpstreamSets {
   audience: string;
   subject: SubjectFormat;
+  events: Readonly<Record<CaepEvent, EventAction>>;
 }
 
 export interface Upstream {
@@ -78,9 +105,21 @@ function acrLevelsOf(value: unknown, invalid: (rule: string) => ConfigError): Re
   return Object.assign(Object.create(null), value);
 }
 
+/** The `events` member: each CAEP event it names and its action, over the defaults. */
+function eventActionsOf(events: unknown, invalid: (rule: string) => ConfigError): Record<CaepEvent, EventAction> {
+  if (events === undefined) return DEFAULT_EVENT_ACTIONS;
+  const rule = `events is an object whose members are CAEP events (${CAEP_EVENTS.join(", ")}), each ${EVENT_ACTIONS.join(", ")}`;
+  if (!isObject(events)) throw invalid(rule);
+  const chosen = Object.entries(events);
+  const known = (event: string): event is CaepEvent => CAEP_EVENTS.some((name) => name === event);
+  const action = (value: unknown): value is EventAction => EVENT_ACTIONS.some((name) => name === value);
+  if (!chosen.every(([event, value]) => known(event) && action(value))) throw invalid(rule);
+  return { ...DEFAULT_EVENT_ACTIONS, ...(events as Record<CaepEvent, EventAction>) };
+}
+
 function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Upstream {
   if (typeof entry !== "object" || entry === null || Array.isArray(entry)) throw invalid("each entry is an object");
-  const { issuer, name, audience, subject, client_id, region, jwks, jwks_uri, acr_levels } = entry as Record<
+  const { issuer, name, audience, subject, events, client_id, region, jwks, jwks_uri, acr_levels } = entry as Record<
     string,
     unknown
   >;
@@ -93,6 +132,8 @@ function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Ups
     throw invalid("audience is a non-empty string");
   if (subject !== undefined && !SUBJECT_FORMATS.some((format) => format === subject))
     throw invalid(`subject is one of ${SUBJECT_FORMATS.join(", ")}`);
+  if (events !== undefined && audience === undefined)
+    throw invalid("events come with audience and subject (an upstream that sends SETs)");
   if (client_id !== undefined && (typeof client_id !== "string" || client_id === ""))
     throw invalid("client_id is a non-empty string");
   if (audience === undefined && client_id === undefined)
@@ -110,7 +151,10 @@ function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Ups
   return {
     issuer,
     name,
-    sets: audience === undefined ? null : { audience: audience as string, subject: subject as SubjectFormat },
+    sets:
+      audience === undefined
+        ? null
+        : { audience: audience as string, subject: subject as SubjectFormat, events: eventActionsOf(events, invalid) },
     clientId: (client_id as string | undefined) ?? null,
     region: (region as string | undefined) ?? null,
     keys: Array.isArray(inline) ? { jwks: inline } : { jwksUri: (uri as URL).href },

@@ -19,7 +19,7 @@ export const MESSAGES = {
   service_unavailable: "The service is busy or briefly unreachable. Retry after the Retry-After delay.",
   moving: "Your sessions are being moved to another database; nothing was changed. Retry after the Retry-After delay.",
   reauthentication_required:
-    "Sign in again: your last sign-in is too old to end other sessions, or this session was used from another browser or network.",
+    "Sign in again: your last sign-in is too old to end other sessions, or this session was used from another browser or network, or your identity provider asked you to sign in again.",
   device_proof_invalid:
     "The device-binding proof is missing, malformed, not signed by its key, or not over a challenge this session was given.",
   device_proof_required: "Sign the challenge in Secure-Session-Challenge with this session's device key.",

@@ -153,4 +153,4 @@ export const METHOD_NOT_ALLOWED = {
 export const BEARER_OR_COOKIE: Json = [{ bearer: [] }, { sessionCookie: [] }];
 export const NO_TOKEN = "No Bearer token or session cookie, or one that is malformed, unknown, expired or revoked.";
 export const HELD =
-  "Or (reauthentication_required) the caller's session was used from another browser or OS than last seen (or network, or too far away too soon, as SESSION_CONTEXT_* say) and is held until the user signs in again (`reauthenticate`): nothing read or changed, RFC 9470 challenge.";
+  "Or (reauthentication_required) the caller's session was used from another browser or OS than last seen (or network, or too far away too soon, as SESSION_CONTEXT_* say), or its identity provider's Shared Signals event held it (SSF_UPSTREAMS `events`), and is held until the user signs in again (`reauthenticate`): nothing read or changed, RFC 9470 challenge.";

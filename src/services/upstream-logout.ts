@@ -1,4 +1,4 @@
-import { claimForSubject, endSessionsForSet } from "../db/ssf/inbound-sets.ts";
+import { actOnSessionsForSet, claimForSubject } from "../db/ssf/inbound-sets.ts";
 import type { Jws } from "../domain/jws.ts";
 import {
   checkIssuer,
@@ -62,7 +62,7 @@ async function end(
   const set = { issuer: upstream.issuer, jti: ending.jti };
   // The writer is the system, from the upstream's address.
   return write(scope, null, (writer) =>
-    endSessionsForSet(shard, set, target, upstreamReason(upstream, action), writer, scope.at),
+    actOnSessionsForSet(shard, set, target, "end", upstreamReason(upstream, action), writer, scope.at),
   );
 }
 

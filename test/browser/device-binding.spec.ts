@@ -414,7 +414,7 @@ test("without DBSC the same flow is an ordinary session", async () => {
       body: JSON.stringify({
         code: "reauthentication_required",
         message:
-          "Sign in again: your last sign-in is too old to end other sessions, or this session was used from another browser or network.",
+          "Sign in again: your last sign-in is too old to end other sessions, or this session was used from another browser or network, or your identity provider asked you to sign in again.",
       }),
     });
     await victim.reload();

@@ -9,7 +9,10 @@
 // a back-channel logout for the first `sid`: that session is refused at once by whoami and,
 // within WAIT_MS, by the verifier; the others stay. Sent again after the user signed in anew with
 // that sid, and forged with a stranger's key: nothing more ends. Then a global token revocation of the subject ends the
-// user's other two sessions, seen by whoami and the verifier. Prints one JSON report with the
+// user's other two sessions, seen by whoami and the verifier. Then the provider pushes a CAEP
+// `credential-change` for the user (a Shared Signals SET to POST /ssf/inbound): the next whoami
+// of a session signed in through it is held with the RFC 9470 challenge, and a re-authentication
+// over the admin API, as the login flow does after the provider's fresh sign-in, lifts it. Prints one JSON report with the
 // lags; exits 1 on any answer other than the one expected. The server places every request in
 // Paris (DEV_PLACE): a session:create placed there is not held at its first cookie use, one
 // placed in Sydney is, as travel (the default step-up). Last, a sign-in whose provider's
@@ -34,6 +37,8 @@ const SYDNEY = ["-33.8688", "151.2093"];
 const CHROME =
   "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
 const CLIENT_ID = "session-service";
+/** The `aud` of the stand-in's SETs: what this service is known by to it. */
+const SET_AUDIENCE = "https://sessions.e2e.example";
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -54,7 +59,7 @@ const provider = spawn(
 const { port: providerPort, issuer } = JSON.parse(
   await new Promise<string>((resolve) => createInterface({ input: provider.stdout }).once("line", resolve)),
 ) as { port: number; issuer: string };
-const toProvider = async (what: "logout" | "revoke", body: Record<string, unknown>) => {
+const toProvider = async (what: "logout" | "revoke" | "set", body: Record<string, unknown>) => {
   const response = await fetch(`http://127.0.0.1:${providerPort}/${what}`, {
     method: "POST",
     body: JSON.stringify(body),
@@ -63,7 +68,12 @@ const toProvider = async (what: "logout" | "revoke", body: Record<string, unknow
 };
 
 const varsFile = path.join(state, "upstreams.env");
-const upstreams = [{ issuer, name: UPSTREAM, client_id: CLIENT_ID, jwks_uri: `http://127.0.0.1:${providerPort}/jwks` }];
+const upstreams = [
+  {
+    ...{ issuer, name: UPSTREAM, client_id: CLIENT_ID, audience: SET_AUDIENCE, subject: "iss_sub" },
+    jwks_uri: `http://127.0.0.1:${providerPort}/jwks`,
+  },
+];
 writeFileSync(varsFile, `SSF_UPSTREAMS='${JSON.stringify(upstreams)}'\nDEV_PLACE=${PARIS.join(",")},FR\n`, {
   mode: 0o600,
 });
@@ -221,6 +231,39 @@ try {
     `the verifier refuses their access tokens within ${WAIT_MS} ms`,
     revocationLags.every((lag) => lag !== null),
   );
+
+  // The provider's credential change: re-established, not ended (IPSIE SL2).
+  const credentialChangeHolds = async () => {
+    const held = await signIn({ provider: UPSTREAM, subject, sid: "sid-held" });
+    expect("a session signed in through the provider is live", (await whoami(held.token)) === 200);
+    const pushed = await toProvider("set", {
+      target: `${base}/ssf/inbound`,
+      audience: SET_AUDIENCE,
+      event: "credential-change",
+      sub: user,
+      claims: { credential_type: "password", change_type: "update" },
+    });
+    expect("the credential-change SET is answered 202", pushed.status === 202, pushed);
+    const refused = await fetch(`${base}/auth/whoami`, { headers: { Authorization: `Bearer ${held.token}` } });
+    const challenge = refused.headers.get("WWW-Authenticate") ?? "";
+    const { code } = (await refused.json()) as { code?: string };
+    expect(
+      "the next whoami is held: 401 reauthentication_required with the RFC 9470 challenge",
+      refused.status === 401 &&
+        code === "reauthentication_required" &&
+        challenge.includes('error="insufficient_user_authentication"'),
+      { status: refused.status, code, challenge },
+    );
+    const reauthenticated = await fetch(`${base}/admin/sessions/reauthenticate`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${adminKey}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ token: held.token, factors: ["sso"] }),
+    });
+    expect("the re-authentication is answered 200", reauthenticated.status === 200, reauthenticated.status);
+    const { token } = (await reauthenticated.json()) as { token: string };
+    expect("the re-authenticated session is live again", (await whoami(token)) === 200);
+  };
+  await credentialChangeHolds();
 
   // IPSIE SL1, the provider's lifetime: a sign-in whose ID token's session_expiry is two minutes
   // away lives no longer. An access token minted half a minute in would live its 120 s past it,

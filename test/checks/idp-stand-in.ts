@@ -7,6 +7,9 @@
 //   GET  /jwks                         its public keys
 //   POST /logout   {target, sub, sid?, jti?, forged?}   signs and sends a logout token
 //   POST /revoke   {target, sub}        signs a JWT (aud: the target URL) and sends the revocation
+//   POST /set      {target, audience, event, sub, claims?}   signs a CAEP SET about the user `sub`
+//                                       (iss_sub) and pushes it (RFC 8935), as Okta's or Entra's
+//                                       Shared Signals transmitter does
 // Each answers {"status", "body"}: what the service answered. `jti` resends a token's id (a
 // replay); `forged` signs with a key the JWK Set does not have. Its one argument: the client id
 // the service is registered with, the logout tokens' audience.
@@ -15,6 +18,7 @@ import { exportJWK, generateKeyPair, SignJWT } from "jose";
 
 const CLIENT_ID = process.argv[2] ?? "session-service";
 const BCL_EVENT = "http://schemas.openid.net/event/backchannel-logout";
+const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
 
 const signing = await generateKeyPair("ES256");
 const stranger = await generateKeyPair("ES256");
@@ -38,7 +42,7 @@ const server = createServer(async (request, response) => {
   };
   try {
     if (request.method === "GET" && request.url === "/jwks") return reply(200, jwks);
-    const { target, sub, sid, jti, forged } = await bodyOf(request);
+    const { target, sub, sid, jti, forged, audience, event, claims } = await bodyOf(request);
     const now = Math.floor(Date.now() / 1000);
     const key = forged ? stranger.privateKey : signing.privateKey;
     if (request.method === "POST" && request.url === "/logout") {
@@ -78,6 +82,25 @@ const server = createServer(async (request, response) => {
         method: "POST",
         headers: { "Content-Type": "application/json", Authorization: `Bearer ${jwt}` },
         body: JSON.stringify({ sub_id: { format: "iss_sub", iss: issuer, sub } }),
+      });
+      return reply(200, await answer(sentTo));
+    }
+    if (request.method === "POST" && request.url === "/set") {
+      const payload = {
+        sub_id: { format: "iss_sub", iss: issuer, sub: String(sub) },
+        events: { [`${CAEP}${String(event)}`]: { event_timestamp: now, ...(claims as object | undefined) } },
+      };
+      const set = await new SignJWT(payload)
+        .setProtectedHeader({ alg: "ES256", kid: "stand-in-1", typ: "secevent+jwt" })
+        .setIssuer(issuer)
+        .setAudience(String(audience))
+        .setIssuedAt(now)
+        .setJti(crypto.randomUUID())
+        .sign(key);
+      const sentTo = await fetch(String(target), {
+        method: "POST",
+        headers: { "Content-Type": "application/secevent+jwt" },
+        body: set,
       });
       return reply(200, await answer(sentTo));
     }

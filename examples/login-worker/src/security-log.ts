@@ -26,6 +26,8 @@ export const WORDS = {
     context_changed: "Used from another browser, network or place",
     device_bound: "Bound to its browser's key",
     ended_by_upstream: "Ended by your identity provider",
+    held_by_upstream: "Held by your identity provider until you sign in again",
+    signaled_by_upstream: "Noted from your identity provider",
   } satisfies Record<EventType, string>,
   /** Said after a `created` event's words when no recent session of the user had its browser, OS and country. */
   newDevice: "from a new device",

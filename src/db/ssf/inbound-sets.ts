@@ -1,5 +1,7 @@
-import { and, eq, inArray, lte, notExists, sql } from "drizzle-orm";
+import { and, eq, inArray, lte, notExists, or, type SQL, sql } from "drizzle-orm";
+import { alias } from "drizzle-orm/sqlite-core";
 import type { Instant } from "../../domain/clock.ts";
+import type { SetAct } from "../../domain/ssf/inbound.ts";
 import { UPSTREAM_CLOCK_SKEW_SECONDS } from "../../domain/upstreams.ts";
 import { bucketNotMoving, moveOf, onBucket } from "../buckets.ts";
 import { batchNamed, type Database } from "../client.ts";
@@ -9,9 +11,9 @@ import type { BucketShard } from "../shards.ts";
 import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Writer } from "../writes.ts";
 
 // A signed token from an upstream (an inbound Security Event Token, a back-channel logout
-// token, a revocation's JWT), acted on once: the sessions it ends and the (issuer, jti) that
-// remembers it are written in one batch, on the database of the user it names, so a resent
-// token finds itself remembered and ends nothing.
+// token, a revocation's JWT), acted on once: the sessions it ends (or holds, or logs on) and
+// the (issuer, jti) that remembers it are written in one batch, on the database of the user it
+// names, so a resent token finds itself remembered and does nothing.
 
 export interface InboundSet {
   issuer: string;
@@ -19,15 +21,31 @@ export interface InboundSet {
 }
 
 /**
- * Whose sessions end: every live one of `userId`, or the one `sessionId` (of `userId` when
- * given); with `upstream`, only those signed in through it as that subject (and that `sid`);
- * with `issuedAt`, only those created by then (plus the skew), of which the token speaks.
+ * Whose sessions it reaches: every live one of `userId`, or the one `sessionId` (of `userId` when
+ * given) or, with `upstreamSid`, the one of `userId` signed in through that upstream with that
+ * `sid`; with `upstream`, only those signed in through it (as that subject and that `sid`,
+ * when given); with `issuedAt`, only those created by then (plus the skew), of which the token speaks.
  */
 export interface SetTarget {
   userId: string | null;
   sessionId: string | null;
-  upstream?: { name: string; subject: string; sid: string | null };
+  upstreamSid?: { upstream: string; sid: string };
+  upstream?: { name: string; subject: string | null; sid: string | null };
   issuedAt?: Date;
+}
+
+/** The one session the target names, by this service's id or the upstream's `sid`; undefined: every one. */
+function namedSession(db: Database, { sessionId, upstreamSid }: SetTarget): SQL | undefined {
+  const ours = sessionId === null ? undefined : eq(sessions.id, sessionId);
+  if (upstreamSid === undefined) return ours;
+  const theirs = and(eq(sessions.upstream, upstreamSid.upstream), eq(sessions.upstreamSid, upstreamSid.sid));
+  if (ours !== undefined) return or(ours, theirs);
+  // An id not of this service, and the user has no session signed in through the upstream to
+  // know its `sid` by: which session it means cannot be told, so it reaches the user's sessions
+  // as a subject naming none does. With one, an unknown `sid` names none of them.
+  const known = alias(sessions, "known");
+  const throughUpstream = and(eq(known.userId, sessions.userId), eq(known.upstream, upstreamSid.upstream));
+  return or(theirs, notExists(db.select({ one: sql`1` }).from(known).where(throughUpstream)));
 }
 
 /** The SET is not remembered yet: the guard of its ending, evaluated before the batch remembers it. */
@@ -51,17 +69,22 @@ function remember(db: Database, set: InboundSet, bucket: string, at: Date) {
   return db.insert(ssfReceivedSets).select(row).onConflictDoNothing();
 }
 
+/** The event each act logs on a session it reaches. */
+const LOGGED_AS = { end: "ended_by_upstream", hold: "held_by_upstream", log: "signaled_by_upstream" } as const;
+
 /**
- * Ends the target's live sessions, logged `ended_by_upstream` with `reason`, unless this SET
- * was received before; remembers it either way. One batch: the endings come first, guarded
- * by the SET not being remembered, and the batch remembers it last, so of two deliveries
- * only the first acts, and the replay of a batch whose answer was lost acts on nothing new.
- * Answers the sessions this write ended, by either attempt.
+ * Ends the target's live sessions (logged `ended_by_upstream` with `reason`), or holds them
+ * until the user signs in again (`held_by_upstream`), or only logs on them
+ * (`signaled_by_upstream`), unless this SET was received before; remembers it either way. One
+ * batch: the acts come first, guarded by the SET not being remembered, and the batch
+ * remembers it last, so of two deliveries only the first acts, and the replay of a batch whose
+ * answer was lost acts on nothing new. Answers the sessions this write reached, by either attempt.
  */
-export function endSessionsForSet(
+export function actOnSessionsForSet(
   shard: BucketShard,
   set: InboundSet,
   target: SetTarget,
+  act: SetAct,
   reason: string,
   writer: Writer,
   at: Instant,
@@ -70,9 +93,8 @@ export function endSessionsForSet(
   const { upstream, issuedAt } = target;
   const ending = and(
     target.userId === null ? undefined : eq(sessions.userId, target.userId),
-    target.sessionId === null ? undefined : eq(sessions.id, target.sessionId),
     upstream === undefined ? undefined : eq(sessions.upstream, upstream.name),
-    upstream === undefined ? undefined : eq(sessions.upstreamSubject, upstream.subject),
+    upstream?.subject == null ? undefined : eq(sessions.upstreamSubject, upstream.subject),
     upstream?.sid == null ? undefined : eq(sessions.upstreamSid, upstream.sid),
     issuedAt === undefined
       ? undefined
@@ -80,10 +102,13 @@ export function endSessionsForSet(
     isLive(at),
   );
   return onBucket(shard, async (db) => {
-    const matching = and(ending, notRemembered(db, set));
+    const matching = and(ending, namedSession(db, target), notRemembered(db, set));
     const { logged, move } = await batchNamed(db, {
-      recorded: recordEvents(db, "ended_by_upstream", matching, writer, write, { reason }),
-      ended: endSessions(db, matching),
+      recorded: recordEvents(db, LOGGED_AS[act], matching, writer, write, { reason }),
+      ended: act === "end" ? endSessions(db, matching) : null,
+      // The context check's hold: every use but a sign-out is refused with the RFC 9470
+      // challenge until `reauthenticate` lifts it.
+      held: act === "hold" ? db.update(sessions).set({ contextStepUp: true }).where(matching) : null,
       remembered: remember(db, set, shard.bucket, write.at),
       logged: loggedBy(db, write),
       move: moveOf(db, shard.bucket),

@@ -3,6 +3,7 @@ import { Refused } from "../refusal.ts";
 import { placementOf } from "../token.ts";
 import {
   audienceOf,
+  type EventAction,
   isObject,
   timesFault,
   type Upstream,
@@ -10,10 +11,11 @@ import {
   type UpstreamSets,
   upstreamReason,
 } from "../upstreams.ts";
-import { SESSION_REVOKED } from "./streams.ts";
+import { CAEP_EVENTS, type CaepEvent, caepType } from "./streams.ts";
 
 // Inbound SETs (SSF 1.0, RFC 8935 push): upstreams, transmitters such as an identity provider,
-// POST Security Event Tokens (RFC 8417) that end sessions here. Which upstreams are trusted, and
+// POST Security Event Tokens (RFC 8417) that end sessions here, or hold them until the user signs
+// in again, or are logged on them. Which upstreams are trusted, and
 // how their subjects name this service's users, is the var SSF_UPSTREAMS
 // (docs/shared-signals.md#inbound-sets-from-upstreams); empty, the endpoint is off (404).
 //
@@ -46,11 +48,15 @@ export function setRefused(err: SetErrorCode, description: string): Refused {
 const RISC = "https://schemas.openid.net/secevent/risc/event-type/";
 
 /**
- * The events acted on, each by its name (what the security log's reason records) and whether
- * it may end one session only. Every other event type is accepted and ignored.
+ * The events read, each by its name (what the security log's reason records), whether it may
+ * act on one session only, and whether it is CAEP's (its action the upstream's `events`) or
+ * RISC's (it ends every session of the user). Every other event type is accepted and ignored.
  */
-const ACTING_EVENTS: ReadonlyMap<string, { name: UpstreamAction; oneSession: boolean }> = new Map([
-  [SESSION_REVOKED, { name: "session-revoked", oneSession: true }],
+type KnownEvent =
+  | { name: UpstreamAction; oneSession: true; caep: CaepEvent }
+  | { name: UpstreamAction; oneSession: false };
+const KNOWN_EVENTS: ReadonlyMap<string, KnownEvent> = new Map<string, KnownEvent>([
+  ...CAEP_EVENTS.map((name) => [caepType(name), { name, oneSession: true, caep: name }] as const),
   [`${RISC}account-disabled`, { name: "account-disabled", oneSession: false }],
   [`${RISC}account-purged`, { name: "account-purged", oneSession: false }],
   [`${RISC}credential-compromise`, { name: "credential-compromise", oneSession: false }],
@@ -69,15 +75,48 @@ export function senderOf(jws: Jws, upstreams: readonly Upstream[]): Upstream {
   return upstream;
 }
 
+/** What a SET does to the sessions it reaches: `ignore` is no action. */
+export type SetAct = Exclude<EventAction, "ignore">;
+
 /** What a verified SET asks of this service. */
 export interface SetAction {
   jti: string;
+  act: SetAct;
   /** The security log's reason: `<upstream name>:<event>`. */
   reason: string;
-  /** The user whose sessions end; null when the subject named only a session. */
+  /** The user whose sessions it reaches; null when the subject named only a session. */
   userId: string | null;
-  /** The one session that ends (of `userId`, when given); null: every session of the user. */
+  /** The one session it reaches (of `userId`, when given); null: every session of the user. */
   sessionId: string | null;
+  /**
+   * With `userId`: the session member's id as the upstream knows the session (its `sid`), which
+   * names the session of the user signed in through it with that `sid` too.
+   */
+  upstreamSid?: { upstream: string; sid: string };
+  /**
+   * A hold and a log reach only the sessions signed in through the upstream: a fresh sign-in
+   * there is what lifts the hold. An ending reaches every session of the user, as it always has.
+   */
+  upstream?: { name: string; subject: null; sid: null };
+}
+
+/**
+ * Whether a CAEP event says things got worse: a level down, a device not compliant, a high
+ * risk. The events without a direction always do.
+ */
+function isWorse(event: CaepEvent, body: Record<string, unknown>): boolean {
+  if (event === "assurance-level-change") return body.change_direction === "decrease";
+  if (event === "device-compliance-change") return body.current_status === "not-compliant";
+  if (event === "risk-level-change")
+    return typeof body.current_level === "string" && body.current_level.toUpperCase() === "HIGH";
+  return true;
+}
+
+/** The upstream's action on a CAEP event; a change that is no worse is only logged. RISC's events end. */
+function actOf(event: KnownEvent, body: Record<string, unknown>, sets: UpstreamSets): EventAction {
+  if (!event.oneSession) return "end";
+  const chosen = sets.events[event.caep];
+  return chosen === "ignore" || isWorse(event.caep, body) ? chosen : "log";
 }
 
 /** The user a simple subject names in the upstream's format; null when it is in another. */
@@ -92,15 +131,15 @@ function userOf(subject: unknown, upstream: Upstream, sets: UpstreamSets): strin
   return typeof id === "string" ? id : null;
 }
 
-/** A session of this service that a subject's `session` member names (`opaque`); null for any other. */
-function sessionOf(subject: unknown): string | null {
-  if (!isObject(subject) || subject.format !== "opaque" || typeof subject.id !== "string") return null;
-  return placementOf(subject.id) ? subject.id : null;
+/** The id a subject's `session` member (`opaque`) names a session by: this service's, or the upstream's own. */
+function sessionIdOf(subject: unknown): string | null {
+  return isObject(subject) && subject.format === "opaque" && typeof subject.id === "string" ? subject.id : null;
 }
 
 /**
  * The signed claims checked (audience, age, `jti`) and read into what to do, or null when
- * no event of the SET is one this service acts on (accepted, ignored). `nowSeconds`: epoch seconds.
+ * no event of the SET is one this service acts on, or the upstream's action for it is `ignore`
+ * (accepted, ignored). `nowSeconds`: epoch seconds.
  */
 export function actionOf(payload: Record<string, unknown>, upstream: Upstream, nowSeconds: number): SetAction | null {
   const { aud, events } = payload;
@@ -114,20 +153,32 @@ export function actionOf(payload: Record<string, unknown>, upstream: Upstream, n
   if (!isObject(events) || Object.keys(events).length === 0)
     throw setRefused("invalid_request", "The SET has no events object.");
   // SSF 1.0: one event per SET; more members are other names of the same event. The first acted on decides.
-  const uri = Object.keys(events).find((type) => ACTING_EVENTS.has(type));
+  const uri = Object.keys(events).find((type) => KNOWN_EVENTS.has(type));
   if (uri === undefined) return null;
-  const event = ACTING_EVENTS.get(uri) as { name: UpstreamAction; oneSession: boolean };
+  const event = KNOWN_EVENTS.get(uri) as KnownEvent;
   const body = events[uri];
   if (!isObject(body)) throw setRefused("invalid_request", "The event's payload is not an object.");
+  const act = actOf(event, body, sets);
+  if (act === "ignore") return null;
   // SSF 1.0 puts the subject in `sub_id`; transmitters before it, in the event.
   const subject = payload.sub_id ?? body.subject;
   const complex = isObject(subject) && subject.format === "complex";
   const userId = userOf(complex ? subject.user : subject, upstream, sets);
-  const sessionId = complex && event.oneSession ? sessionOf(subject.session) : null;
+  const named = complex && event.oneSession ? sessionIdOf(subject.session) : null;
+  const sessionId = named !== null && placementOf(named) ? named : null;
   if (userId === null && sessionId === null)
     throw setRefused(
       "invalid_request",
       `The subject names no user in this issuer's format (${sets.subject}) and no session of this service.`,
     );
-  return { jti, reason: upstreamReason(upstream, event.name), userId, sessionId };
+  // An upstream's `sid` is looked for among the user's sessions only: without a user, finding it
+  // would take a search of every database.
+  const target = {
+    userId,
+    sessionId,
+    ...(userId !== null && named !== null ? { upstreamSid: { upstream: upstream.name, sid: named } } : {}),
+  };
+  const reason = upstreamReason(upstream, event.name);
+  if (act === "end") return { jti, act, reason, ...target };
+  return { jti, act, reason, ...target, upstream: { name: upstream.name, subject: null, sid: null } };
 }

@@ -9,10 +9,25 @@ import { isUserId } from "../user-id.ts";
 const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
 const SSF = "https://schemas.openid.net/secevent/ssf/event-type/";
 
-export const SESSION_ESTABLISHED = `${CAEP}session-established`;
-export const SESSION_REVOKED = `${CAEP}session-revoked`;
-export const ASSURANCE_LEVEL_CHANGE = `${CAEP}assurance-level-change`;
-export const RISK_LEVEL_CHANGE = `${CAEP}risk-level-change`;
+/** The one list of CAEP 1.0's events, by name: what an upstream may send (src/domain/upstreams.ts). */
+export const CAEP_EVENTS = [
+  "session-revoked",
+  "token-claims-change",
+  "credential-change",
+  "assurance-level-change",
+  "device-compliance-change",
+  "session-established",
+  "session-presented",
+  "risk-level-change",
+] as const;
+export type CaepEvent = (typeof CAEP_EVENTS)[number];
+/** A CAEP event's type URI. */
+export const caepType = (event: CaepEvent) => `${CAEP}${event}`;
+
+export const SESSION_ESTABLISHED = caepType("session-established");
+export const SESSION_REVOKED = caepType("session-revoked");
+export const ASSURANCE_LEVEL_CHANGE = caepType("assurance-level-change");
+export const RISK_LEVEL_CHANGE = caepType("risk-level-change");
 /** Sent whatever a stream asked for (SSF 1.0 §8.1.4). */
 export const VERIFICATION = `${SSF}verification`;
 

@@ -30,7 +30,7 @@ export const INBOUND_ROUTES = [
     operationId: "receiveSecurityEvent",
     summary: "Shared Signals receiver: an upstream transmitter pushes a Security Event Token (RFC 8935)",
     description:
-      "The SET's `iss` must be an upstream of SSF_UPSTREAMS; it is verified (ES256 or RS256, `typ` `secevent+jwt`, `aud`, `iat` within the past 24 hours, 60 s of skew) and acted on once per `jti`. CAEP `session-revoked` ends the user's sessions, or only the one its complex subject's `session` names; RISC `account-disabled`, `account-purged`, `credential-compromise` and `sessions-revoked` end every session of the user. Each ending is logged `ended_by_upstream`, reason `<upstream name>:<event>`. One D1 round trip.",
+      "The SET's `iss` must be an upstream of SSF_UPSTREAMS; it is verified (ES256 or RS256, `typ` `secevent+jwt`, `aud`, `iat` within the past 24 hours, 60 s of skew) and acted on once per `jti`. CAEP 1.0's events end the user's sessions, hold those signed in through the upstream until the user signs in again (RFC 9470 challenge; `reauthenticate` lifts it), are logged or ignored, as the upstream's `events` says; a complex subject's `session` (this service's id or the upstream's `sid`) narrows it to that session. RISC `account-disabled`, `account-purged`, `credential-compromise` and `sessions-revoked` end every session of the user. Logged `ended_by_upstream`, `held_by_upstream` or `signaled_by_upstream`, reason `<upstream name>:<event>`. One D1 round trip.",
     body: {
       doc: {
         required: true,

@@ -42,6 +42,10 @@ const AS_CAEP: Record<EventType, { type: string; by?: Initiator; reason?: string
   // which a receiver acts on as a risk (CAEP 1.0 §3.8); assurance-level-change would claim a
   // change of authentication that did not happen. An `end` is an `ended` event, a `log` none.
   context_changed: { type: RISK_LEVEL_CHANGE, by: "policy" },
+  // Held by an upstream's event: as a context change's hold, the session is at risk until the
+  // user signs in again; only logged, nothing changed.
+  held_by_upstream: { type: RISK_LEVEL_CHANGE, by: "system" },
+  signaled_by_upstream: null,
 };
 
 /**
@@ -78,6 +82,8 @@ function levelChangeOf({ assuranceLevel: now, previousAssuranceLevel: before }: 
  * it), LOW again once a re-authentication lifted the hold.
  */
 function riskChangeOf({ type, reason, context }: SessionEventRow) {
+  if (type === "held_by_upstream")
+    return { principal: "SESSION", current_level: "HIGH", risk_reason: `The identity provider asked (${reason})` };
   if (reason !== "step-up") return null;
   if (type === "reauthenticated")
     return {

@@ -1,4 +1,4 @@
-import { endSessionsForSet } from "../../db/ssf/inbound-sets.ts";
+import { actOnSessionsForSet } from "../../db/ssf/inbound-sets.ts";
 import { ConfigError } from "../../domain/config.ts";
 import type { Jws } from "../../domain/jws.ts";
 import { actionOf, senderOf, setRefused } from "../../domain/ssf/inbound.ts";
@@ -23,7 +23,7 @@ function setFault(fault: UpstreamTokenFault, read: Jws | null) {
 
 /**
  * Verifies a compact JWS as a SET of one of the upstreams and does what it asks; returns how
- * many sessions it ended (0 for an event not acted on, or a SET received before). Throws its
+ * many sessions it reached (0 for an event not acted on, or a SET received before). Throws its
  * refusal (setRefused) for a SET that is not acceptable.
  */
 export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream[], compact: string): Promise<number> {
@@ -43,5 +43,5 @@ export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream
   if (!shard) return 0;
   const set = { issuer: upstream.issuer, jti: action.jti };
   // The writer is the system, from the transmitter's address.
-  return write(scope, null, (writer) => endSessionsForSet(shard, set, action, action.reason, writer, at));
+  return write(scope, null, (writer) => actOnSessionsForSet(shard, set, action, action.act, action.reason, writer, at));
 }
