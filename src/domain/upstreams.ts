@@ -27,6 +27,22 @@ export type UpstreamAction = (typeof UPSTREAM_ACTIONS)[number];
 export const SUBJECT_FORMATS = ["iss_sub", "opaque"] as const;
 export type SubjectFormat = (typeof SUBJECT_FORMATS)[number];
 
+/** What an upstream may be sent back, by the CAEP 1.0 event's name. */
+export const PUSHED_EVENTS = ["session-revoked", "session-established"] as const;
+export type PushedEvent = (typeof PUSHED_EVENTS)[number];
+
+/**
+ * An upstream that takes this service's SETs about the sessions signed in through it (RFC
+ * 8935 push): where to, the `aud` they carry, and which events. The Authorization sent with
+ * them is not here (the var is not secret): the secret SSF_UPSTREAM_AUTHORIZATIONS holds it
+ * (src/domain/ssf/upstream-receivers.ts).
+ */
+export interface UpstreamPush {
+  endpointUrl: string;
+  audience: string;
+  events: readonly PushedEvent[];
+}
+
 /** What an upstream that sends SETs is known by: the `aud` of its SETs, and how its subjects name users. */
 export interface UpstreamSets {
   audience: string;
@@ -49,6 +65,8 @@ export interface Upstream {
   region: string | null;
   /** Its keys inline (a JWK Set's `keys`), or where to fetch them. */
   keys: { jwks: readonly unknown[] } | { jwksUri: string };
+  /** Where its sessions' sign-ins and sign-outs here are pushed back to; null: nothing is sent to it. */
+  push: UpstreamPush | null;
 }
 
 export interface UpstreamVars {
@@ -66,9 +84,38 @@ export function upstreamReason(upstream: Upstream, action: UpstreamAction): stri
   return `${upstream.name}:${action}`;
 }
 
+/**
+ * An entry's `push`: `endpoint_url` (https, http only on a loopback host), optionally
+ * `audience` (the issuer when absent: the SETs are for the provider itself) and `events` (both
+ * when absent).
+ */
+function pushOf(value: unknown, issuer: string, invalid: (rule: string) => ConfigError): UpstreamPush | null {
+  if (value === undefined) return null;
+  const rule = (what: string) => invalid(`push ${what}`);
+  if (!isObject(value) || Object.keys(value).some((member) => !["endpoint_url", "audience", "events"].includes(member)))
+    throw rule("is an object of endpoint_url and optionally audience and events");
+  const { endpoint_url, audience, events } = value;
+  const url = typeof endpoint_url === "string" ? URL.parse(endpoint_url) : null;
+  if (!(url && isHttpsOrLoopback(url) && url.username === "" && url.password === "" && url.hash === ""))
+    throw rule("endpoint_url is an https URL (http only on a loopback host), without credentials or fragment");
+  if (audience !== undefined && (typeof audience !== "string" || audience === ""))
+    throw rule("audience, when given, is a non-empty string");
+  const named = (event: unknown): event is PushedEvent => PUSHED_EVENTS.some((name) => name === event);
+  if (
+    events !== undefined &&
+    !(Array.isArray(events) && events.length > 0 && events.every(named) && new Set(events).size === events.length)
+  )
+    throw rule(`events, when given, lists some of ${PUSHED_EVENTS.join(", ")}, each once`);
+  return {
+    endpointUrl: url.href,
+    audience: (audience as string | undefined) ?? issuer,
+    events: (events as PushedEvent[] | undefined) ?? PUSHED_EVENTS,
+  };
+}
+
 function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Upstream {
   if (typeof entry !== "object" || entry === null || Array.isArray(entry)) throw invalid("each entry is an object");
-  const { issuer, name, audience, subject, client_id, region, jwks, jwks_uri } = entry as Record<string, unknown>;
+  const { issuer, name, audience, subject, client_id, region, jwks, jwks_uri, push } = entry as Record<string, unknown>;
   if (typeof issuer !== "string" || !URL.canParse(issuer)) throw invalid("issuer is a URL");
   if (typeof name !== "string" || !NAME.test(name))
     throw invalid(`name is 1 to ${MAX_UPSTREAM_NAME_LENGTH} characters of A-Z a-z 0-9 . _ -`);
@@ -99,6 +146,7 @@ function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Ups
     clientId: (client_id as string | undefined) ?? null,
     region: (region as string | undefined) ?? null,
     keys: Array.isArray(inline) ? { jwks: inline } : { jwksUri: (uri as URL).href },
+    push: pushOf(push, issuer, invalid),
   };
 }
 

@@ -3,6 +3,7 @@ import { markDelivered } from "../db/outbox.ts";
 import type { Shards } from "../db/shards.ts";
 import type { Logged, OutgoingEvent } from "../db/writes.ts";
 import { readTransmitter, type Transmitter } from "../domain/ssf/transmitter.ts";
+import { readUpstreamReceivers, type UpstreamReceiver } from "../domain/ssf/upstream-receivers.ts";
 import { type SessionEventMessage, toMessage } from "./event-message.ts";
 import { logOutboxFailure } from "./failure-log.ts";
 import { pushDue, queueSets } from "./ssf/delivery.ts";
@@ -47,23 +48,39 @@ export function published<T>(outbox: Outbox | null, { answer, events, db }: Logg
 // A queue's sendBatch takes at most 100 messages.
 const SEND_CHUNK = 100;
 
-/** The outlets configured: the queue, the streams (their database and the transmitter), or both. */
+/**
+ * The outlets configured: the queue, the streams (their database and the transmitter), or both.
+ * `receivers`: the upstreams that take pushes, read when asked (SSF_UPSTREAMS is read only by
+ * what needs it: a refused value fails the outbox's sending, logged, never a request).
+ */
 export interface Outlets {
   queue?: Queue<SessionEventMessage>;
-  ssf: { streams: Database; transmitter: Transmitter } | null;
+  ssf: { streams: Database; transmitter: Transmitter; receivers: () => readonly UpstreamReceiver[] } | null;
 }
 
 /** The outlets `env` configures, or null for none (then events are written not pending). */
 export function outletsOf(env: Env, shards: Shards): Outlets | null {
   const transmitter = readTransmitter(env);
-  const ssf = transmitter && { streams: shards.streams().db, transmitter };
+  const ssf = transmitter && { streams: shards.streams().db, transmitter, receivers: () => readUpstreamReceivers(env) };
   return env.SESSION_EVENTS || ssf ? { queue: env.SESSION_EVENTS, ssf } : null;
 }
 
-/** Whether a write's events must be written pending: a queue, or streams that may be live. */
+/** Whether any upstream takes pushes; a refused var counts as yes, so the cron sends once it is fixed. */
+function receiversMayBeListed(receivers: () => readonly UpstreamReceiver[]): boolean {
+  try {
+    return receivers().length > 0;
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * Whether a write's events must be written pending: a queue, streams that may be live, or an
+ * upstream that takes pushes (its SETs then reach it at least once, as a stream's do).
+ */
 function writesPending({ queue, ssf }: Outlets): boolean {
   if (queue) return true;
-  return ssf !== null && streamsMayBeLive();
+  return ssf !== null && (streamsMayBeLive() || receiversMayBeListed(ssf.receivers));
 }
 
 /**
@@ -75,7 +92,9 @@ export async function deliver({ queue, ssf }: Outlets, db: Database, events: Out
     for (const part of chunks(events, SEND_CHUNK))
       await queue.sendBatch(part.map((event) => ({ body: toMessage(event), contentType: "json" })));
   }
-  if (ssf) sawStreams(await queueSets(ssf.streams, ssf.transmitter, events));
+  // Only an event of an upstream's session reads the upstreams: the others pay nothing for them.
+  const receivers = ssf && events.some((event) => event.upstream !== null) ? ssf.receivers() : [];
+  if (ssf) sawStreams(await queueSets(ssf.streams, ssf.transmitter, events, receivers));
   await markDelivered(
     db,
     events.filter((event) => event.pendingDelivery).map((event) => event.id),
@@ -87,7 +106,17 @@ export async function deliver({ queue, ssf }: Outlets, db: Database, events: Out
  * signed) leaves the SETs queued for the next round and is thrown, for its caller's line.
  */
 export async function push({ ssf }: Outlets, now: Date): Promise<void> {
-  if (ssf) await pushDue(ssf.streams, ssf.transmitter, now);
+  if (ssf) await pushDue(ssf.streams, ssf.transmitter, now, fetch, receiversOrNone(ssf.receivers));
+}
+
+/** The upstreams that take pushes; none while the var is refused (logged), so the streams' pushes go on. */
+function receiversOrNone(receivers: () => readonly UpstreamReceiver[]): readonly UpstreamReceiver[] {
+  try {
+    return receivers();
+  } catch (error) {
+    logOutboxFailure(error);
+    return [];
+  }
 }
 
 /**
