@@ -6,7 +6,8 @@ import { readUpstreamReceivers } from "../src/domain/ssf/upstream-receivers.ts";
 import { readUpstreams } from "../src/domain/upstreams.ts";
 import worker from "../src/index.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
-import { CHROME_MAC, callWith, d1, d1OfUser, FIREFOX_LINUX, newUser, sessionCookie } from "./helpers.ts";
+import { recordingD1 } from "./d1.ts";
+import { CHROME_MAC, callWith, d1, d1OfUser, databases, FIREFOX_LINUX, newUser, sessionCookie } from "./helpers.ts";
 import { ISSUER, transmitter } from "./ssf.ts";
 
 // Sign-outs sent back (IPSIE SL3): an upstream with `push` in SSF_UPSTREAMS gets a CAEP
@@ -435,6 +436,29 @@ describe("delivery", () => {
     await setup.signIn(userId, "sub-f", "sid-g");
     expect(setup.pushes).toHaveLength(3);
     expect(await waiting(setup)).toEqual([]);
+  });
+
+  it("with no live stream, only the events of sessions signed in through an upstream are written pending: a local session pays nothing", async () => {
+    const setup = await setUp();
+    // A first sending sees no live stream, for the minute that follows.
+    await setup.signIn(newUser(), "sub-first", null);
+    const recorded = Object.entries(databases()).map(([binding, d1]) => [binding, recordingD1(d1)] as const);
+    const vars = { ...setup.vars, ...Object.fromEntries(recorded.map(([binding, { db }]) => [binding, db])) };
+    const marks = () =>
+      recorded.flatMap(([, { statements }]) => statements).filter(({ sql }) => /^update "session_events"/i.test(sql));
+    const userId = newUser();
+    const local = await setup.local(userId);
+    expect((await callWith(vars, "POST", "/auth/logout", sessionCookie(local.token))).status).toBe(200);
+    expect(marks()).toEqual([]);
+    const upstream = await setup.signIn(userId, "sub-u", "sid-u");
+    expect((await callWith(vars, "POST", "/auth/logout", sessionCookie(upstream.token))).status).toBe(200);
+    expect(marks()).toHaveLength(1);
+    expect((await eventsOf(userId)).map((event) => [event.type, event.pending_delivery])).toEqual([
+      ["created", 0],
+      ["logout", 0],
+      ["created", 0],
+      ["logout", 0],
+    ]);
   });
 
   it("a refused SSF_UPSTREAM_AUTHORIZATIONS: the sign-out is answered, its event stays pending, one line names the var; the cron sends it once fixed", async () => {

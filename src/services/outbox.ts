@@ -1,7 +1,7 @@
 import { chunks, type Database } from "../db/client.ts";
 import { markDelivered } from "../db/outbox.ts";
 import type { Shards } from "../db/shards.ts";
-import type { Logged, OutgoingEvent } from "../db/writes.ts";
+import type { Logged, OutgoingEvent, Writer } from "../db/writes.ts";
 import { readTransmitter, type Transmitter } from "../domain/ssf/transmitter.ts";
 import { readUpstreamReceivers, type UpstreamReceiver } from "../domain/ssf/upstream-receivers.ts";
 import { type SessionEventMessage, toMessage } from "./event-message.ts";
@@ -25,8 +25,8 @@ declare global {
 }
 
 export interface Outbox {
-  /** Events are written pending delivery: the cron sends again what was not delivered. */
-  readonly pending: boolean;
+  /** Which events are written pending delivery (`Writer.queued`): the cron sends again what was not delivered. */
+  readonly pending: Writer["queued"];
   /**
    * Called once the batch that wrote `events` to `db` committed; never delays the answer.
    * `db` is where they are marked delivered: the database of the user they belong to.
@@ -35,7 +35,7 @@ export interface Outbox {
 }
 
 /** Whether a write through `outbox` logs its events pending delivery (`Writer.queued`). */
-export function queuedBy(outbox: Outbox | null): boolean {
+export function queuedBy(outbox: Outbox | null): Writer["queued"] {
   return outbox?.pending ?? false;
 }
 
@@ -75,12 +75,13 @@ function receiversMayBeListed(receivers: () => readonly UpstreamReceiver[]): boo
 }
 
 /**
- * Whether a write's events must be written pending: a queue, streams that may be live, or an
- * upstream that takes pushes (its SETs then reach it at least once, as a stream's do).
+ * Which of a write's events must be written pending: all for a queue or streams that may be
+ * live; for an upstream that takes pushes, those of sessions signed in through an upstream (its
+ * SETs then reach it at least once, as a stream's do); else none.
  */
-function writesPending({ queue, ssf }: Outlets): boolean {
-  if (queue) return true;
-  return ssf !== null && (streamsMayBeLive() || receiversMayBeListed(ssf.receivers));
+function writesPending({ queue, ssf }: Outlets): Writer["queued"] {
+  if (queue || (ssf !== null && streamsMayBeLive())) return true;
+  return ssf !== null && receiversMayBeListed(ssf.receivers) ? "upstream" : false;
 }
 
 /**
