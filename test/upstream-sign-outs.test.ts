@@ -188,6 +188,27 @@ async function backchannelLogout(setup: Setup, sub: string, sid: string) {
   );
 }
 
+/** A global token revocation of the upstream, for its subject `sub` (Okta's Universal Logout). */
+async function globalRevocation(setup: Setup, sub: string) {
+  const path = `/upstreams/${setup.name}/global-token-revocation`;
+  const jwt = await new SignJWT({
+    iss: setup.issuer,
+    aud: `https://sessions.example${path}`,
+    iat: now(),
+    exp: now() + 300,
+    jti: crypto.randomUUID(),
+  })
+    .setProtectedHeader({ alg: "ES256", kid: "idp1", typ: "JWT" })
+    .sign(idpKeys.privateKey);
+  return callWith(
+    setup.vars,
+    "POST",
+    path,
+    { "Content-Type": "application/json", Authorization: `Bearer ${jwt}` },
+    JSON.stringify({ sub_id: { format: "iss_sub", iss: setup.issuer, sub } }),
+  );
+}
+
 /** A RISC account-disabled SET about `userId` from `issuer`, pushed to POST /ssf/inbound. */
 async function accountDisabled(setup: Setup, issuer: string, userId: string) {
   const set = await new SignJWT({
@@ -357,20 +378,24 @@ describe("session-revoked for every ending here", () => {
 });
 
 describe("no echo, nothing for others", () => {
-  it("nothing for an ending the upstream asked for: its back-channel logout, its SET", async () => {
+  it("nothing for an ending the upstream asked for: its back-channel logout, its global revocation, its SET", async () => {
     const setup = await setUp();
     const userId = newUser();
     await setup.signIn(userId, "sub-x", "sid-x");
     await setup.signIn(userId, "sub-x", "sid-y");
     expect((await backchannelLogout(setup, "sub-x", "sid-x")).status).toBe(200);
+    expect((await globalRevocation(setup, "sub-x")).status).toBe(204);
+    await setup.signIn(userId, "sub-x", "sid-z");
     expect((await accountDisabled(setup, setup.issuer, userId)).status).toBe(202);
     expect((await eventsOf(userId)).map((event) => [event.type, event.reason])).toEqual([
       ["created", null],
       ["created", null],
       ["ended_by_upstream", `${setup.name}:backchannel_logout`],
+      ["ended_by_upstream", `${setup.name}:global_revocation`],
+      ["created", null],
       ["ended_by_upstream", `${setup.name}:account-disabled`],
     ]);
-    expect((await pushedSets(setup)).map((set) => set.type)).toEqual([ESTABLISHED, ESTABLISHED]);
+    expect((await pushedSets(setup)).map((set) => set.type)).toEqual([ESTABLISHED, ESTABLISHED, ESTABLISHED]);
     expect(await waiting(setup)).toEqual([]);
   });
 
