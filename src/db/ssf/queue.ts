@@ -150,18 +150,19 @@ export async function claimDuePushes(
     .orderBy(asc(ssfQueuedSets.nextAttemptAt))
     .limit(limit);
   const key = sql`(${ssfQueuedSets.streamId}, ${ssfQueuedSets.jti})`;
-  const dueDestined = db
-    .select({ streamId: ssfQueuedSets.streamId, jti: ssfQueuedSets.jti })
-    .from(ssfQueuedSets)
-    .where(and(inArray(ssfQueuedSets.streamId, [...destinations]), lte(ssfQueuedSets.nextAttemptAt, at)))
-    .orderBy(asc(ssfQueuedSets.nextAttemptAt))
-    .limit(limit);
+  const dueDestined = () =>
+    db
+      .select({ streamId: ssfQueuedSets.streamId, jti: ssfQueuedSets.jti })
+      .from(ssfQueuedSets)
+      .where(and(inArray(ssfQueuedSets.streamId, [...destinations]), lte(ssfQueuedSets.nextAttemptAt, at)))
+      .orderBy(asc(ssfQueuedSets.nextAttemptAt))
+      .limit(limit);
   const { claimed } = await batchNamed(db, {
     leased: db
       .update(ssfQueuedSets)
       .set({ leasedBy: round, nextAttemptAt: leaseUntil })
       .where(
-        destinations.length > 0 ? or(sql`${key} IN ${due}`, sql`${key} IN ${dueDestined}`) : sql`${key} IN ${due}`,
+        destinations.length > 0 ? or(sql`${key} IN ${due}`, sql`${key} IN ${dueDestined()}`) : sql`${key} IN ${due}`,
       ),
     claimed: db
       .select({
