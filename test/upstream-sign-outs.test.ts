@@ -399,6 +399,18 @@ describe("no echo, nothing for others", () => {
     expect(await waiting(setup)).toEqual([]);
   });
 
+  it("nothing for the endings its own sign-in caused: the subject signed in as another user (upstream_relinked)", async () => {
+    const setup = await setUp();
+    const [first, second] = [newUser(), newUser()];
+    await setup.signIn(first, "sub-r", "sid-shared");
+    await setup.signIn(second, "sub-r", "sid-shared");
+    expect((await eventsOf(first)).map((event) => [event.type, event.reason])).toEqual([
+      ["created", null],
+      ["ended", "upstream_relinked"],
+    ]);
+    expect((await pushedSets(setup)).map((set) => set.type)).toEqual([ESTABLISHED, ESTABLISHED]);
+  });
+
   it("nothing for a session not signed in through it: a local one, or another upstream's", async () => {
     const setup = await setUp();
     const userId = newUser();

@@ -192,16 +192,18 @@ function setOf(
 
 /**
  * The SET a session event becomes for the upstream it was signed in through, or null: when that
- * upstream takes pushes of the event's type, and did not itself ask for the ending (its reason
- * `<upstream>:<action>`: a SET, a back-channel logout or a revocation of its own), which it
- * would otherwise be told of again. It names the session by the upstream's own ids: its `sub`,
- * and its `sid` when it gave one.
+ * upstream takes pushes of the event's type, and did not itself cause the ending, which it
+ * would otherwise be told of again: its reason `<upstream>:<action>` (a SET, a back-channel
+ * logout or a revocation of its own), or `upstream_relinked` (its sign-in named the subject as
+ * another user; the provider's session, perhaps the very one that sign-in used, must not end
+ * for it). It names the session by the upstream's own ids: its `sub`, and its `sid` when it gave one.
  */
 function upstreamSetOf(event: SessionEventRow, receivers: readonly UpstreamReceiver[]): DestinedSet | null {
   const receiver = receivers.find((candidate) => candidate.upstream.name === event.upstream);
   const caep = AS_CAEP[event.type];
   if (!receiver || event.upstreamSubject === null || !caep || !receiver.events.includes(caep.type)) return null;
-  if (event.reason?.startsWith(`${receiver.upstream.name}:`)) return null;
+  if (event.reason === SERVICE_REASONS.upstreamRelinked || event.reason?.startsWith(`${receiver.upstream.name}:`))
+    return null;
   const details = detailsOf(event, caep);
   if (!details) return null;
   const jti = jtiOf(event.createdAt, `${event.requestId}:${event.sessionId}:upstream`);
