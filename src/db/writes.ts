@@ -20,8 +20,12 @@ import { EVENT_IDS_PER_MS, type SessionEventRow, sessionEvents, sessions } from 
 export interface Writer {
   sessionId: string | null;
   ipAddress: string | null;
-  /** The events queue is configured: events are written pending delivery, for the outbox to send. */
-  queued: boolean;
+  /**
+   * Which events are written pending delivery, for the outbox to send: all (the events queue,
+   * streams that may be live), none, or `upstream`, those of sessions signed in through an
+   * upstream (one takes pushes, nothing else needs them): a session without one pays nothing.
+   */
+  queued: boolean | "upstream";
   /** The admin key whose call this is (its id, src/domain/admin-keys.ts); null for every other entry point. */
   adminKeyId: string | null;
 }
@@ -119,7 +123,8 @@ export function recordEvents(
     previousAssuranceLevel: details.assuranceLevel === undefined ? sql`NULL` : sessions.assuranceLevel,
     context: details.context ?? sql`NULL`,
     supportAgent: sessions.supportAgent,
-    pendingDelivery: sql`${writer.queued ? 1 : 0}`,
+    pendingDelivery:
+      writer.queued === "upstream" ? sql`${sessions.upstream} IS NOT NULL` : sql`${writer.queued ? 1 : 0}`,
     adminKeyId: sql`${writer.adminKeyId}`,
     reportHash: details.reportHash ?? sql`NULL`,
     upstream: sessions.upstream,

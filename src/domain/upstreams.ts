@@ -29,6 +29,22 @@ export type UpstreamAction = (typeof UPSTREAM_ACTIONS)[number];
 export const SUBJECT_FORMATS = ["iss_sub", "opaque"] as const;
 export type SubjectFormat = (typeof SUBJECT_FORMATS)[number];
 
+/** What an upstream may be sent back, by the CAEP 1.0 event's name. */
+export const PUSHED_EVENTS = ["session-revoked", "session-established"] as const;
+export type PushedEvent = (typeof PUSHED_EVENTS)[number];
+
+/**
+ * An upstream that takes this service's SETs about the sessions signed in through it (RFC
+ * 8935 push): where to, the `aud` they carry, and which events. The Authorization sent with
+ * them is not here (the var is not secret): the secret SSF_UPSTREAM_AUTHORIZATIONS holds it
+ * (src/domain/ssf/upstream-receivers.ts).
+ */
+export interface UpstreamPush {
+  endpointUrl: string;
+  audience: string;
+  events: readonly PushedEvent[];
+}
+
 /**
  * What this service does with a CAEP event of an upstream: `hold` the sessions signed in through
  * it until the user signs in again (the context check's hold, RFC 9470 challenge), `end` the
@@ -79,6 +95,8 @@ export interface Upstream {
   keys: { jwks: readonly unknown[] } | { jwksUri: string };
   /** The assurance level (NIST AAL) each of its ID tokens' `acr` values stands for; one not listed: no level. */
   acrLevels: Readonly<Record<string, AssuranceLevel>>;
+  /** Where its sessions' sign-ins and sign-outs here are pushed back to; null: nothing is sent to it. */
+  push: UpstreamPush | null;
 }
 
 export interface UpstreamVars {
@@ -117,12 +135,39 @@ function eventActionsOf(events: unknown, invalid: (rule: string) => ConfigError)
   return { ...DEFAULT_EVENT_ACTIONS, ...(events as Record<CaepEvent, EventAction>) };
 }
 
+/**
+ * An entry's `push`: `endpoint_url` (https, http only on a loopback host), optionally
+ * `audience` (the issuer when absent: the SETs are for the provider itself) and `events` (both
+ * when absent).
+ */
+function pushOf(value: unknown, issuer: string, invalid: (rule: string) => ConfigError): UpstreamPush | null {
+  if (value === undefined) return null;
+  const rule = (what: string) => invalid(`push ${what}`);
+  if (!isObject(value) || Object.keys(value).some((member) => !["endpoint_url", "audience", "events"].includes(member)))
+    throw rule("is an object of endpoint_url and optionally audience and events");
+  const { endpoint_url, audience, events } = value;
+  const url = typeof endpoint_url === "string" ? URL.parse(endpoint_url) : null;
+  if (!(url && isHttpsOrLoopback(url) && url.username === "" && url.password === "" && url.hash === ""))
+    throw rule("endpoint_url is an https URL (http only on a loopback host), without credentials or fragment");
+  if (audience !== undefined && (typeof audience !== "string" || audience === ""))
+    throw rule("audience, when given, is a non-empty string");
+  const named = (event: unknown): event is PushedEvent => PUSHED_EVENTS.some((name) => name === event);
+  if (
+    events !== undefined &&
+    !(Array.isArray(events) && events.length > 0 && events.every(named) && new Set(events).size === events.length)
+  )
+    throw rule(`events, when given, lists some of ${PUSHED_EVENTS.join(", ")}, each once`);
+  return {
+    endpointUrl: url.href,
+    audience: (audience as string | undefined) ?? issuer,
+    events: (events as PushedEvent[] | undefined) ?? PUSHED_EVENTS,
+  };
+}
+
 function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Upstream {
   if (typeof entry !== "object" || entry === null || Array.isArray(entry)) throw invalid("each entry is an object");
-  const { issuer, name, audience, subject, events, client_id, region, jwks, jwks_uri, acr_levels } = entry as Record<
-    string,
-    unknown
-  >;
+  const { issuer, name, audience, subject, events, client_id, region, jwks, jwks_uri, acr_levels, push } =
+    entry as Record<string, unknown>;
   if (typeof issuer !== "string" || !URL.canParse(issuer)) throw invalid("issuer is a URL");
   if (typeof name !== "string" || !NAME.test(name))
     throw invalid(`name is 1 to ${MAX_UPSTREAM_NAME_LENGTH} characters of A-Z a-z 0-9 . _ -`);
@@ -159,6 +204,7 @@ function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Ups
     region: (region as string | undefined) ?? null,
     keys: Array.isArray(inline) ? { jwks: inline } : { jwksUri: (uri as URL).href },
     acrLevels: acrLevelsOf(acr_levels, invalid),
+    push: pushOf(push, issuer, invalid),
   };
 }
 

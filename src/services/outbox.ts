@@ -1,8 +1,9 @@
 import { chunks, type Database } from "../db/client.ts";
 import { markDelivered } from "../db/outbox.ts";
 import type { Shards } from "../db/shards.ts";
-import type { Logged, OutgoingEvent } from "../db/writes.ts";
+import type { Logged, OutgoingEvent, Writer } from "../db/writes.ts";
 import { readTransmitter, type Transmitter } from "../domain/ssf/transmitter.ts";
+import { readUpstreamReceivers, type UpstreamReceiver } from "../domain/ssf/upstream-receivers.ts";
 import { type SessionEventMessage, toMessage } from "./event-message.ts";
 import { logOutboxFailure } from "./failure-log.ts";
 import { pushDue, queueSets } from "./ssf/delivery.ts";
@@ -24,8 +25,8 @@ declare global {
 }
 
 export interface Outbox {
-  /** Events are written pending delivery: the cron sends again what was not delivered. */
-  readonly pending: boolean;
+  /** Which events are written pending delivery (`Writer.queued`): the cron sends again what was not delivered. */
+  readonly pending: Writer["queued"];
   /**
    * Called once the batch that wrote `events` to `db` committed; never delays the answer.
    * `db` is where they are marked delivered: the database of the user they belong to.
@@ -34,7 +35,7 @@ export interface Outbox {
 }
 
 /** Whether a write through `outbox` logs its events pending delivery (`Writer.queued`). */
-export function queuedBy(outbox: Outbox | null): boolean {
+export function queuedBy(outbox: Outbox | null): Writer["queued"] {
   return outbox?.pending ?? false;
 }
 
@@ -47,23 +48,40 @@ export function published<T>(outbox: Outbox | null, { answer, events, db }: Logg
 // A queue's sendBatch takes at most 100 messages.
 const SEND_CHUNK = 100;
 
-/** The outlets configured: the queue, the streams (their database and the transmitter), or both. */
+/**
+ * The outlets configured: the queue, the streams (their database and the transmitter), or both.
+ * `receivers`: the upstreams that take pushes, read when asked (SSF_UPSTREAMS is read only by
+ * what needs it: a refused value fails the outbox's sending, logged, never a request).
+ */
 export interface Outlets {
   queue?: Queue<SessionEventMessage>;
-  ssf: { streams: Database; transmitter: Transmitter } | null;
+  ssf: { streams: Database; transmitter: Transmitter; receivers: () => readonly UpstreamReceiver[] } | null;
 }
 
 /** The outlets `env` configures, or null for none (then events are written not pending). */
 export function outletsOf(env: Env, shards: Shards): Outlets | null {
   const transmitter = readTransmitter(env);
-  const ssf = transmitter && { streams: shards.streams().db, transmitter };
+  const ssf = transmitter && { streams: shards.streams().db, transmitter, receivers: () => readUpstreamReceivers(env) };
   return env.SESSION_EVENTS || ssf ? { queue: env.SESSION_EVENTS, ssf } : null;
 }
 
-/** Whether a write's events must be written pending: a queue, or streams that may be live. */
-function writesPending({ queue, ssf }: Outlets): boolean {
-  if (queue) return true;
-  return ssf !== null && streamsMayBeLive();
+/** Whether any upstream takes pushes; a refused var counts as yes, so the cron sends once it is fixed. */
+function receiversMayBeListed(receivers: () => readonly UpstreamReceiver[]): boolean {
+  try {
+    return receivers().length > 0;
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * Which of a write's events must be written pending: all for a queue or streams that may be
+ * live; for an upstream that takes pushes, those of sessions signed in through an upstream (its
+ * SETs then reach it at least once, as a stream's do); else none.
+ */
+function writesPending({ queue, ssf }: Outlets): Writer["queued"] {
+  if (queue || (ssf !== null && streamsMayBeLive())) return true;
+  return ssf !== null && receiversMayBeListed(ssf.receivers) ? "upstream" : false;
 }
 
 /**
@@ -75,7 +93,9 @@ export async function deliver({ queue, ssf }: Outlets, db: Database, events: Out
     for (const part of chunks(events, SEND_CHUNK))
       await queue.sendBatch(part.map((event) => ({ body: toMessage(event), contentType: "json" })));
   }
-  if (ssf) sawStreams(await queueSets(ssf.streams, ssf.transmitter, events));
+  // Only an event of an upstream's session reads the upstreams: the others pay nothing for them.
+  const receivers = ssf && events.some((event) => event.upstream !== null) ? ssf.receivers() : [];
+  if (ssf) sawStreams(await queueSets(ssf.streams, ssf.transmitter, events, receivers));
   await markDelivered(
     db,
     events.filter((event) => event.pendingDelivery).map((event) => event.id),
@@ -87,7 +107,17 @@ export async function deliver({ queue, ssf }: Outlets, db: Database, events: Out
  * signed) leaves the SETs queued for the next round and is thrown, for its caller's line.
  */
 export async function push({ ssf }: Outlets, now: Date): Promise<void> {
-  if (ssf) await pushDue(ssf.streams, ssf.transmitter, now);
+  if (ssf) await pushDue(ssf.streams, ssf.transmitter, now, fetch, receiversOrNone(ssf.receivers));
+}
+
+/** The upstreams that take pushes; none while the var is refused (logged), so the streams' pushes go on. */
+function receiversOrNone(receivers: () => readonly UpstreamReceiver[]): readonly UpstreamReceiver[] {
+  try {
+    return receivers();
+  } catch (error) {
+    logOutboxFailure(error);
+    return [];
+  }
 }
 
 /**

@@ -15,8 +15,12 @@
 // over the admin API, as the login flow does after the provider's fresh sign-in, lifts it. Prints one JSON report with the
 // lags; exits 1 on any answer other than the one expected. The server places every request in
 // Paris (DEV_PLACE): a session:create placed there is not held at its first cookie use, one
-// placed in Sydney is, as travel (the default step-up). Last, a sign-in whose provider's
-// `session_expiry` is two minutes away is refused after it by whoami and the verifier (IPSIE SL1).
+// placed in Sydney is, as travel (the default step-up). Then sign-outs sent back: the
+// stand-in, a Shared Signals receiver too (`push` in its entry, the Authorization in the secret
+// SSF_UPSTREAM_AUTHORIZATIONS), gets CAEP session-established at a sign-in and session-revoked
+// naming its own sub and sid when the user signs out here, both verified with the service's JWK
+// Set; and never a session-revoked for the endings it asked for itself. Last, a sign-in whose provider's `session_expiry` is two minutes away is
+// refused after it by whoami and the verifier (IPSIE SL1).
 import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -32,6 +36,7 @@ const AUDIENCE = "https://verifiers.example";
 const PUSH_AUTHORIZATION = "Bearer e2e-idp-push";
 const WAIT_MS = 10_000;
 const UPSTREAM = "stand-in";
+const SIGNALS_AUTHORIZATION = "Bearer e2e-idp-signals";
 const PARIS = ["48.8566", "2.3522"];
 const SYDNEY = ["-33.8688", "151.2093"];
 const CHROME =
@@ -70,13 +75,21 @@ const toProvider = async (what: "logout" | "revoke" | "set", body: Record<string
 const varsFile = path.join(state, "upstreams.env");
 const upstreams = [
   {
-    ...{ issuer, name: UPSTREAM, client_id: CLIENT_ID, audience: SET_AUDIENCE, subject: "iss_sub" },
+    issuer,
+    name: UPSTREAM,
+    client_id: CLIENT_ID,
+    audience: SET_AUDIENCE,
+    subject: "iss_sub",
     jwks_uri: `http://127.0.0.1:${providerPort}/jwks`,
+    push: { endpoint_url: `http://127.0.0.1:${providerPort}/ssf/push` },
   },
 ];
-writeFileSync(varsFile, `SSF_UPSTREAMS='${JSON.stringify(upstreams)}'\nDEV_PLACE=${PARIS.join(",")},FR\n`, {
-  mode: 0o600,
-});
+const authorizations = JSON.stringify({ [UPSTREAM]: SIGNALS_AUTHORIZATION });
+writeFileSync(
+  varsFile,
+  `SSF_UPSTREAMS='${JSON.stringify(upstreams)}'\nSSF_UPSTREAM_AUTHORIZATIONS='${authorizations}'\nDEV_PLACE=${PARIS.join(",")},FR\n`,
+  { mode: 0o600 },
+);
 const env = { ADMIN_KEYS_FILE: path.join(state, "admin-keys.json") };
 async function command(script: string, args: string[]): Promise<Record<string, unknown>> {
   const { stdout } = await run("npm", ["run", "--silent", script, "--", ...args], {
@@ -265,6 +278,59 @@ try {
   };
   await credentialChangeHolds();
 
+  // Sign-outs sent back: the stand-in's receiver, told the transmitter only now, so the
+  // sign-ins above were answered 503 (retried later); what it verifies from here on is checked.
+  const signOutsSentBack = await (async () => {
+    type Received = { at: number; verified: boolean; claims: Record<string, unknown> | null; error?: string };
+    const receivedSets = async () =>
+      (await (await fetch(`http://127.0.0.1:${providerPort}/ssf/received`)).json()) as Received[];
+    const ofSid = (set: Received, type: string, sid: string) => {
+      const named = set.claims?.sub_id as { user?: { iss?: string; sub?: string }; session?: { id?: string } };
+      return (
+        set.claims?.events !== undefined &&
+        Object.keys(set.claims.events as object).includes(
+          `https://schemas.openid.net/secevent/caep/event-type/${type}`,
+        ) &&
+        named?.user?.iss === issuer &&
+        named.user.sub === subject &&
+        named.session?.id === sid
+      );
+    };
+    /** When the receiver verified a `type` SET for `sid`, as a lag from `since`; null if not within WAIT_MS. */
+    const receivedAfter = async (type: string, sid: string, since: number): Promise<number | null> => {
+      while (Date.now() < since + WAIT_MS) {
+        const set = (await receivedSets()).find((one) => one.verified && ofSid(one, type, sid));
+        if (set) return set.at - since;
+        await sleep(20);
+      }
+      return null;
+    };
+    const told = await fetch(`http://127.0.0.1:${providerPort}/ssf/receiver`, {
+      method: "POST",
+      body: JSON.stringify({ transmitter: base, authorization: SIGNALS_AUTHORIZATION }),
+    });
+    expect("the stand-in's receiver is told the transmitter", told.status === 200, told.status);
+    const signedInAt = Date.now();
+    const session = await signIn({ provider: UPSTREAM, subject, sid: "sid-sent-back" });
+    const establishedMs = await receivedAfter("session-established", "sid-sent-back", signedInAt);
+    expect(`the provider gets session-established within ${WAIT_MS} ms, verified`, establishedMs !== null);
+    // From the request: the SET is pushed beside the answer and may come before it.
+    const signedOutAt = Date.now();
+    const loggedOut = await fetch(`${base}/auth/logout`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${session.token}` },
+    });
+    expect("the user's sign-out is answered 200", loggedOut.status === 200, loggedOut.status);
+    const revokedMs = await receivedAfter("session-revoked", "sid-sent-back", signedOutAt);
+    expect(`the provider gets session-revoked with its own sid within ${WAIT_MS} ms, verified`, revokedMs !== null);
+    const all = await receivedSets();
+    const echoes = all.filter((set) => ["sid-first", "sid-second"].some((sid) => ofSid(set, "session-revoked", sid)));
+    expect("no session-revoked for the endings the provider asked for (no echo)", echoes.length === 0, echoes);
+    const refused = all.filter((set) => set.error !== undefined && !set.error.startsWith("not_ready"));
+    expect("every push the receiver took verified", refused.length === 0, refused);
+    return { establishedMs, revokedMs, pushes: all.length };
+  })();
+
   // IPSIE SL1, the provider's lifetime: a sign-in whose ID token's session_expiry is two minutes
   // away lives no longer. An access token minted half a minute in would live its 120 s past it,
   // and is cut to it; after it (and the verifier's 5 s of clock tolerance) whoami and the
@@ -318,6 +384,7 @@ try {
       backchannelLogout: { verifierRefusedMs: logoutLag },
       globalRevocation: { verifierRefusedMs: revocationLags },
       providerLifetime: lifetime,
+      signOutsSentBack,
       problems,
     }),
   );

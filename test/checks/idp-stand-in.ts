@@ -13,8 +13,14 @@
 // Each answers {"status", "body"}: what the service answered. `jti` resends a token's id (a
 // replay); `forged` signs with a key the JWK Set does not have. Its one argument: the client id
 // the service is registered with, the logout tokens' audience.
-import { createServer, type IncomingMessage } from "node:http";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
+// It is also a Shared Signals receiver of its own (the service's sign-outs sent back):
+//   POST /ssf/receiver {transmitter, authorization}   the service's issuer and the Authorization its pushes carry
+//   POST /ssf/push                     RFC 8935: the SET verified with `jose` against the
+//                                      transmitter's JWK Set (iss, aud: this issuer, typ), 202;
+//                                      400 or 401 as §2.4 says; 503 until /ssf/receiver is told
+//   GET  /ssf/received                 every push: when it came, whether verified, its claims
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createRemoteJWKSet, decodeJwt, exportJWK, generateKeyPair, type JWTPayload, jwtVerify, SignJWT } from "jose";
 
 const CLIENT_ID = process.argv[2] ?? "session-service";
 const BCL_EVENT = "http://schemas.openid.net/event/backchannel-logout";
@@ -35,6 +41,42 @@ async function answer(response: Response) {
   return { status: response.status, body: await response.text() };
 }
 
+let receiver: { issuer: string; keys: ReturnType<typeof createRemoteJWKSet>; authorization: string } | null = null;
+const received: { at: number; verified: boolean; claims: JWTPayload | null; error?: string }[] = [];
+
+/** An RFC 8935 push: verified, then kept; what a real receiver would act on. */
+async function receiveSet(request: IncomingMessage, response: ServerResponse) {
+  let token = "";
+  for await (const chunk of request) token += chunk;
+  const at = Date.now();
+  let claims: JWTPayload | null = null;
+  try {
+    claims = decodeJwt(token);
+  } catch {}
+  const refuse = (status: number, err: string, description: string) => {
+    received.push({ at, verified: false, claims, error: `${err}: ${description}` });
+    response.writeHead(status, { "Content-Type": "application/json" });
+    response.end(JSON.stringify({ err, description }));
+  };
+  if (!receiver) return refuse(503, "not_ready", "the receiver is not configured yet");
+  if (request.headers.authorization !== receiver.authorization)
+    return refuse(401, "authentication_failed", "wrong Authorization");
+  if (request.headers["content-type"] !== "application/secevent+jwt")
+    return refuse(400, "invalid_request", "not application/secevent+jwt");
+  try {
+    const { payload } = await jwtVerify(token, receiver.keys, {
+      issuer: receiver.issuer,
+      audience: issuer,
+      typ: "secevent+jwt",
+    });
+    received.push({ at, verified: true, claims: payload });
+    response.writeHead(202);
+    response.end();
+  } catch (error) {
+    refuse(400, "invalid_request", String(error));
+  }
+}
+
 const server = createServer(async (request, response) => {
   const reply = (status: number, value: unknown) => {
     response.writeHead(status, { "Content-Type": "application/json" });
@@ -42,6 +84,14 @@ const server = createServer(async (request, response) => {
   };
   try {
     if (request.method === "GET" && request.url === "/jwks") return reply(200, jwks);
+    if (request.method === "POST" && request.url === "/ssf/push") return await receiveSet(request, response);
+    if (request.method === "GET" && request.url === "/ssf/received") return reply(200, received);
+    if (request.method === "POST" && request.url === "/ssf/receiver") {
+      const { transmitter, authorization } = await bodyOf(request);
+      const keys = createRemoteJWKSet(new URL(`${transmitter}/ssf/jwks.json`));
+      receiver = { issuer: String(transmitter), keys, authorization: String(authorization) };
+      return reply(200, {});
+    }
     const { target, sub, sid, jti, forged, audience, event, claims } = await bodyOf(request);
     const now = Math.floor(Date.now() / 1000);
     const key = forged ? stranger.privateKey : signing.privateKey;

@@ -32,6 +32,14 @@ export interface SessionSet {
   createdAt: Date;
 }
 
+/** A SET for one destination alone: an upstream's (src/domain/ssf/upstream-receivers.ts). */
+export interface DestinedSet {
+  destination: string;
+  jti: string;
+  claims: Record<string, unknown>;
+  createdAt: Date;
+}
+
 /** The stream carries events about `userId`: not removed, and either no one added or this user added. */
 function carries(db: Database, userId: string): SQL {
   const subject = (also: SQL) =>
@@ -52,10 +60,15 @@ function carries(db: Database, userId: string): SQL {
 
 /**
  * Queues each SET for every stream that delivers its type and carries its user, but disabled
- * ones, and answers whether any stream is not disabled (one round trip). A resend of the same
- * events queues nothing twice: same stream, same jti.
+ * ones, and each destined SET for its destination, and answers whether any stream is not
+ * disabled (one round trip). A resend of the same events queues nothing twice: same stream,
+ * same jti.
  */
-export async function queueSessionSets(db: Database, sets: SessionSet[]): Promise<boolean> {
+export async function queueSessionSets(
+  db: Database,
+  sets: SessionSet[],
+  destined: DestinedSet[] = [],
+): Promise<boolean> {
   const inserts = sets.map((set) =>
     db
       .insert(ssfQueuedSets)
@@ -76,19 +89,35 @@ export async function queueSessionSets(db: Database, sets: SessionSet[]): Promis
   const { live } = await batchNamed(db, {
     live: db.select({ one: sql`1` }).from(ssfStreams).where(ne(ssfStreams.status, "disabled")).limit(1),
     ...Object.fromEntries(inserts.map((insert, i) => [`queued${i}`, insert])),
+    ...Object.fromEntries(
+      destined.map((set, i) => [
+        `destined${i}`,
+        db
+          .insert(ssfQueuedSets)
+          .values({
+            streamId: set.destination,
+            jti: set.jti,
+            claims: set.claims,
+            createdAt: set.createdAt,
+            nextAttemptAt: set.createdAt,
+          })
+          .onConflictDoNothing(),
+      ]),
+    ),
   });
   return live.length > 0;
 }
 
+/** A SET claimed for a push. A destination's (no stream) has no endpoint, authorization or audience here. */
 export interface DuePush {
   streamId: string;
   jti: string;
   claims: Record<string, unknown>;
   attempts: number;
   createdAt: Date;
-  endpointUrl: string;
+  endpointUrl: string | null;
   authorizationHeader: string | null;
-  audience: string;
+  audience: string | null;
 }
 
 /**
@@ -96,7 +125,8 @@ export interface DuePush {
  * pushes that holds them until `leaseUntil`: in one batch (one transaction, one round trip) they
  * are marked as this round's and put off to then, and read back. So a round that starts
  * meanwhile never claims them, and if this round dies before it records how they went, they are
- * due again once its lease runs out.
+ * due again once its lease runs out. `destinations` (the upstreams', src/domain/ssf/upstream-receivers.ts):
+ * their due SETs too, up to `limit` more; with none, the statements are the streams' alone.
  */
 export async function claimDuePushes(
   db: Database,
@@ -104,6 +134,7 @@ export async function claimDuePushes(
   at: Date,
   leaseUntil: Date,
   limit: number,
+  destinations: readonly string[] = [],
 ): Promise<DuePush[]> {
   const due = db
     .select({ streamId: ssfQueuedSets.streamId, jti: ssfQueuedSets.jti })
@@ -118,11 +149,21 @@ export async function claimDuePushes(
     )
     .orderBy(asc(ssfQueuedSets.nextAttemptAt))
     .limit(limit);
+  const key = sql`(${ssfQueuedSets.streamId}, ${ssfQueuedSets.jti})`;
+  const dueDestined = () =>
+    db
+      .select({ streamId: ssfQueuedSets.streamId, jti: ssfQueuedSets.jti })
+      .from(ssfQueuedSets)
+      .where(and(inArray(ssfQueuedSets.streamId, [...destinations]), lte(ssfQueuedSets.nextAttemptAt, at)))
+      .orderBy(asc(ssfQueuedSets.nextAttemptAt))
+      .limit(limit);
   const { claimed } = await batchNamed(db, {
     leased: db
       .update(ssfQueuedSets)
       .set({ leasedBy: round, nextAttemptAt: leaseUntil })
-      .where(sql`(${ssfQueuedSets.streamId}, ${ssfQueuedSets.jti}) IN ${due}`),
+      .where(
+        destinations.length > 0 ? or(sql`${key} IN ${due}`, sql`${key} IN ${dueDestined()}`) : sql`${key} IN ${due}`,
+      ),
     claimed: db
       .select({
         streamId: ssfQueuedSets.streamId,
@@ -130,13 +171,14 @@ export async function claimDuePushes(
         claims: ssfQueuedSets.claims,
         attempts: ssfQueuedSets.attempts,
         createdAt: ssfQueuedSets.createdAt,
-        endpointUrl: sql<string>`${ssfStreams.endpointUrl}`,
+        endpointUrl: ssfStreams.endpointUrl,
         authorizationHeader: ssfStreams.authorizationHeader,
         audience: ssfReceivers.audience,
       })
       .from(ssfQueuedSets)
-      .innerJoin(ssfStreams, eq(ssfStreams.id, ssfQueuedSets.streamId))
-      .innerJoin(ssfReceivers, eq(ssfReceivers.id, ssfStreams.receiverId))
+      // A destination's SETs have no stream.
+      .leftJoin(ssfStreams, eq(ssfStreams.id, ssfQueuedSets.streamId))
+      .leftJoin(ssfReceivers, eq(ssfReceivers.id, ssfStreams.receiverId))
       .where(eq(ssfQueuedSets.leasedBy, round)),
   });
   return claimed;

@@ -1,6 +1,13 @@
 import type { Database } from "../../db/client.ts";
 import type { SessionEventRow } from "../../db/schema.ts";
-import { claimDuePushes, queueSessionSets, recordPushes, type SessionSet } from "../../db/ssf/queue.ts";
+import {
+  claimDuePushes,
+  type DestinedSet,
+  type DuePush,
+  queueSessionSets,
+  recordPushes,
+  type SessionSet,
+} from "../../db/ssf/queue.ts";
 import { isSameDevice } from "../../domain/device.ts";
 import type { EventType } from "../../domain/events.ts";
 import { logLine } from "../../domain/log.ts";
@@ -13,10 +20,13 @@ import {
   SESSION_REVOKED,
 } from "../../domain/ssf/streams.ts";
 import { signSet, type Transmitter } from "../../domain/ssf/transmitter.ts";
+import type { UpstreamReceiver } from "../../domain/ssf/upstream-receivers.ts";
 
 // Session events as Shared Signals: each becomes a CAEP SET queued for the streams that take it
 // (src/db/ssf/queue.ts), then pushed to push streams or polled by the others. Called by the outbox
-// after the answer (src/services/outbox.ts) and by the cron, never in a request's way.
+// after the answer (src/services/outbox.ts) and by the cron, never in a request's way. A
+// session signed in through an upstream that takes pushes (src/domain/ssf/upstream-receivers.ts)
+// also becomes a SET for that upstream, in its own ids, pushed the same way.
 
 type Initiator = "user" | "admin" | "policy" | "system";
 
@@ -187,13 +197,53 @@ function setOf(
 }
 
 /**
- * Queues the events' SETs for the streams that take them, and answers whether any stream is
- * live: one round trip to the streams' database.
+ * The SET a session event becomes for the upstream it was signed in through, or null: when that
+ * upstream takes pushes of the event's type, and did not itself cause the ending, which it
+ * would otherwise be told of again: its reason `<upstream>:<action>` (a SET, a back-channel
+ * logout or a revocation of its own), or `upstream_relinked` (its sign-in named the subject as
+ * another user; the provider's session, perhaps the very one that sign-in used, must not end
+ * for it). It names the session by the upstream's own ids: its `sub`, and its `sid` when it gave one.
  */
-export function queueSets(streams: Database, transmitter: Transmitter, events: SessionEventRow[]): Promise<boolean> {
+function upstreamSetOf(event: SessionEventRow, receivers: readonly UpstreamReceiver[]): DestinedSet | null {
+  const receiver = receivers.find((candidate) => candidate.upstream.name === event.upstream);
+  const caep = AS_CAEP[event.type];
+  if (!receiver || event.upstreamSubject === null || !caep || !receiver.events.includes(caep.type)) return null;
+  if (event.reason === SERVICE_REASONS.upstreamRelinked || event.reason?.startsWith(`${receiver.upstream.name}:`))
+    return null;
+  const details = detailsOf(event, caep);
+  if (!details) return null;
+  const jti = jtiOf(event.createdAt, `${event.requestId}:${event.sessionId}:upstream`);
+  return {
+    destination: receiver.destination,
+    jti,
+    createdAt: event.createdAt,
+    claims: {
+      jti,
+      txn: event.requestId,
+      sub_id: {
+        format: "complex",
+        user: { format: "iss_sub", iss: receiver.upstream.issuer, sub: event.upstreamSubject },
+        ...(event.upstreamSid === null ? {} : { session: { format: "opaque", id: event.upstreamSid } }),
+      },
+      events: { [caep.type]: { event_timestamp: Math.floor(event.createdAt.getTime() / 1000), ...details } },
+    },
+  };
+}
+
+/**
+ * Queues the events' SETs for the streams that take them and for the upstreams `receivers`
+ * that do, and answers whether any stream is live: one round trip to the streams' database.
+ */
+export function queueSets(
+  streams: Database,
+  transmitter: Transmitter,
+  events: SessionEventRow[],
+  receivers: readonly UpstreamReceiver[] = [],
+): Promise<boolean> {
   return queueSessionSets(
     streams,
     events.flatMap((event) => sessionSetsOf(event, transmitter.issuer)),
+    receivers.length === 0 ? [] : events.map((event) => upstreamSetOf(event, receivers)).filter((set) => set !== null),
   );
 }
 
@@ -221,8 +271,20 @@ export interface PushResult {
   retried: number;
 }
 
+/** Where a claimed SET goes: its stream's endpoint, or its upstream's, as configured now. */
+function targetOf(set: DuePush, receivers: readonly UpstreamReceiver[]) {
+  const receiver = receivers.find((candidate) => candidate.destination === set.streamId);
+  if (receiver)
+    return { url: receiver.endpointUrl, authorization: receiver.authorization, audience: receiver.audience };
+  return {
+    url: set.endpointUrl as string,
+    authorization: set.authorizationHeader,
+    audience: set.audience as string,
+  };
+}
+
 /**
- * Pushes the due SETs of enabled push streams (RFC 8935), all signed before any is sent:
+ * Pushes the due SETs of enabled push streams and of the upstreams `receivers` (RFC 8935), all signed before any is sent:
  * accepted (2xx) or refused for good (4xx but 429) they are forgotten, otherwise (the network,
  * 408, 429, 5xx) tried again after the backoff, counted from the answer. The round claims its SETs as it reads them, so rounds that
  * overlap never push one SET twice. Two round trips to the streams' database, whatever the
@@ -233,10 +295,18 @@ export async function pushDue(
   transmitter: Transmitter,
   now: Date,
   send: typeof fetch = fetch,
+  receivers: readonly UpstreamReceiver[] = [],
 ): Promise<PushResult> {
   const round = crypto.randomUUID();
   const started = Date.now();
-  const due = await claimDuePushes(streams, round, now, new Date(now.getTime() + PUSH_LEASE_MS), PUSH_BATCH_SIZE);
+  const due = await claimDuePushes(
+    streams,
+    round,
+    now,
+    new Date(now.getTime() + PUSH_LEASE_MS),
+    PUSH_BATCH_SIZE,
+    receivers.map((receiver) => receiver.destination),
+  );
   const result: PushResult = { delivered: 0, refused: 0, retried: 0 };
   if (due.length === 0) return result;
   const done: { streamId: string; jti: string }[] = [];
@@ -245,17 +315,22 @@ export async function pushDue(
   // only by a bug, a broken key or a stored value the Fetch API refuses (an Authorization no
   // header may carry), so it throws out of the round (the caller logs it) and nothing is sent;
   // the SETs come back when the claim lapses, for the next round.
-  const signed = await Promise.all(due.map((set) => signSet(transmitter, set.audience, set.claims, now)));
-  const pushes = due.map((set, index) => ({
+  const signed = await Promise.all(
+    due.map(async (set) => {
+      const target = targetOf(set, receivers);
+      return { set, target, body: await signSet(transmitter, target.audience, set.claims, now) };
+    }),
+  );
+  const pushes = signed.map(({ set, target, body }) => ({
     set,
-    request: new Request(set.endpointUrl, {
+    request: new Request(target.url, {
       method: "POST",
       headers: {
         "Content-Type": "application/secevent+jwt",
         Accept: "application/json",
-        ...(set.authorizationHeader === null ? {} : { Authorization: set.authorizationHeader }),
+        ...(target.authorization === null ? {} : { Authorization: target.authorization }),
       },
-      body: signed[index],
+      body,
       // A redirect could point anywhere, a private address included: never followed.
       redirect: "manual",
       signal: AbortSignal.timeout(PUSH_TIMEOUT_MS),

@@ -1,0 +1,96 @@
+import { ConfigError } from "../config.ts";
+import { isObject, type PushedEvent, readUpstreams, type Upstream, type UpstreamVars } from "../upstreams.ts";
+import { MAX_AUTHORIZATION_LENGTH, SESSION_ESTABLISHED, SESSION_REVOKED } from "./streams.ts";
+
+// The upstreams that take this service's SETs about the sessions signed in through them (their
+// `push` in SSF_UPSTREAMS), as push destinations next to the receivers' streams: their SETs wait
+// in ssf_queued_sets under the destination id `upstream:<name>`, which no stream id can be
+// (src/db/ssf/queue.ts), and are pushed with the streams' retries. Where to and with which
+// `aud` is read from the var when each is pushed; the Authorization from the secret
+// SSF_UPSTREAM_AUTHORIZATIONS, a JSON object of upstream name to the header's value.
+
+declare global {
+  interface Env {
+    /** Secret: a JSON object, each upstream's name to the Authorization its pushes carry. */
+    SSF_UPSTREAM_AUTHORIZATIONS?: string;
+  }
+}
+
+export interface UpstreamReceiverVars extends UpstreamVars {
+  SSF_UPSTREAM_AUTHORIZATIONS?: string;
+}
+
+export interface UpstreamReceiver {
+  upstream: Upstream;
+  /** Its queued SETs' `stream_id`. */
+  destination: string;
+  endpointUrl: string;
+  audience: string;
+  /** The event type URIs it takes. */
+  events: readonly string[];
+  /** The Authorization header's value, or null: the signed SET is the only proof. */
+  authorization: string | null;
+}
+
+const EVENT_URIS: Record<PushedEvent, string> = {
+  "session-revoked": SESSION_REVOKED,
+  "session-established": SESSION_ESTABLISHED,
+};
+
+/** The queued SETs' stream id of an upstream's pushes. */
+export const destinationOf = (upstream: Upstream) => `upstream:${upstream.name}`;
+
+function authorizationsOf(text: string, receivers: readonly Upstream[]): Map<string, string> {
+  const invalid = (rule: string) =>
+    new ConfigError(`SSF_UPSTREAM_AUTHORIZATIONS must be a JSON object of upstream name to Authorization: ${rule}`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw invalid("not JSON");
+  }
+  if (!isObject(parsed)) throw invalid("not an object");
+  for (const [name, value] of Object.entries(parsed)) {
+    if (!receivers.some((upstream) => upstream.name === name))
+      throw invalid("each name is an upstream of SSF_UPSTREAMS with push");
+    // A header's value: what the Fetch API would refuse is refused here, not at each push.
+    if (
+      !(
+        typeof value === "string" &&
+        value.length > 0 &&
+        value.length <= MAX_AUTHORIZATION_LENGTH &&
+        /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(value)
+      )
+    )
+      throw invalid(`each value is 1 to ${MAX_AUTHORIZATION_LENGTH} printable ASCII characters`);
+  }
+  return new Map(Object.entries(parsed as Record<string, string>));
+}
+
+// Parsed once per isolate for the values last seen, as the transmitter is.
+let lastRead: { vars: string; receivers: UpstreamReceiver[] } | null = null;
+
+/**
+ * The upstreams with `push`, each with its Authorization; empty for none. Throws a ConfigError
+ * naming the var and its rule, never a value.
+ */
+export function readUpstreamReceivers(vars: UpstreamReceiverVars): UpstreamReceiver[] {
+  const key = JSON.stringify([vars.SSF_UPSTREAMS, vars.SSF_UPSTREAM_AUTHORIZATIONS]);
+  if (lastRead?.vars === key) return lastRead.receivers;
+  const pushing = readUpstreams(vars).filter((upstream) => upstream.push !== null);
+  const text = vars.SSF_UPSTREAM_AUTHORIZATIONS ?? "";
+  const authorizations = text.trim() === "" ? new Map<string, string>() : authorizationsOf(text, pushing);
+  const receivers = pushing.map((upstream) => {
+    const push = upstream.push as NonNullable<Upstream["push"]>;
+    return {
+      upstream,
+      destination: destinationOf(upstream),
+      endpointUrl: push.endpointUrl,
+      audience: push.audience,
+      events: push.events.map((event) => EVENT_URIS[event]),
+      authorization: authorizations.get(upstream.name) ?? null,
+    };
+  });
+  lastRead = { vars: key, receivers };
+  return receivers;
+}
