@@ -286,6 +286,30 @@ describe("a hold", () => {
     ]);
   });
 
+  it("is lifted by a reauthenticate that carries the provider's fresh sign-in: its factors, its sid", async () => {
+    const { user, federated } = await userWithTwo();
+    await push(await set(user, "credential-change"));
+    expect(await stateOf(federated)).toBe("held");
+    const upstream = {
+      provider: "idp",
+      subject: `sub-${user}`,
+      sid: "sid-after",
+      auth_time: now(),
+      amr: ["pwd", "otp"],
+    };
+    const reissued = await service().reauthenticate({ token: federated.token, upstream });
+    const token = reissued?.token as string;
+    expect(await stateOf({ ...federated, token })).toBe("live");
+    expect(await (await whoami(token)).json()).toMatchObject({
+      amr: ["pwd", "otp"],
+      upstream: { provider: "idp", subject: `sub-${user}`, sid: "sid-after" },
+    });
+    expect((await eventsOf(user)).map(({ type, reason }) => ({ type, reason }))).toEqual([
+      { type: "held_by_upstream", reason: "idp:credential-change" },
+      { type: "reauthenticated", reason: "step-up" },
+    ]);
+  });
+
   it("a sign-out is not held back", async () => {
     const { user, federated } = await userWithTwo();
     await push(await set(user, "credential-change"));

@@ -6,7 +6,17 @@ import type { EventView } from "../src/domain/event-view.ts";
 import { readUpstreams } from "../src/domain/upstreams.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards } from "./d1.ts";
-import { bearer, bindingOfUser, CHROME_MAC, callWith, d1OfUser, databases, expectError, newUser } from "./helpers.ts";
+import {
+  bearer,
+  bindingOfUser,
+  CHROME_MAC,
+  callWith,
+  d1OfUser,
+  databases,
+  expectError,
+  newUser,
+  tableSnapshot,
+} from "./helpers.ts";
 import { ACCESS_TOKEN_AUDIENCE, accessTokenVars, ISSUER } from "./ssf.ts";
 
 // IPSIE SL1, the provider's lifetime: `create`'s upstream sign-in carries the ID token's
@@ -297,6 +307,26 @@ describe("bad values are refused with nothing written", () => {
     await nothingWritten(userId);
   });
 
+  it.each(refusals)("%s: reauthenticate throws the same, changing nothing", async (_, upstream, kind, message) => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(START);
+    const userId = newUser();
+    const created = await signIn(userId, {});
+    const before = [await tableSnapshot(), await tableSnapshot("session_events")];
+    let thrown: unknown;
+    try {
+      await service().reauthenticate({
+        token: created.token,
+        factors: ["pwd"],
+        upstream: { provider: "corp", subject: `sub-${userId}`, ...upstream },
+      });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(String(thrown)).toBe(`${kind}: ${message}`);
+    expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
+  });
+
   it("the admin API answers each 400 invalid_input with the same sentence", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(START);
@@ -331,5 +361,160 @@ describe("bad values are refused with nothing written", () => {
     );
     expect(accepted.status).toBe(201);
     expect(((await accepted.json()) as { expiresAt: string }).expiresAt).toBe(iso(START + 600_000));
+  });
+});
+
+describe("reauthenticate takes the provider's fresh sign-in", () => {
+  const MAX: Partial<Env> = { SESSION_TTL_SECONDS: "3600", SESSION_MAX_LIFETIME_SECONDS: "7200" };
+  const cookieOf = (token: string, maxAge: number) =>
+    `__Host-session=${token}; Max-Age=${maxAge}; Path=/; HttpOnly; Secure; SameSite=Lax`;
+  const fresh = (userId: string, upstream: Record<string, unknown>) => ({
+    provider: "corp",
+    subject: `sub-${userId}`,
+    ...upstream,
+  });
+
+  it("its auth_time and amr are the factors, its acr the level, its sid the session's; no local factor needed", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(START);
+    const userId = newUser();
+    const created = await signIn(userId, { sid: "sid-1", auth_time: seconds(START - 5 * MINUTE), amr: ["pwd"] });
+    vi.setSystemTime(START + 30 * MINUTE);
+    const upstream = fresh(userId, {
+      sid: "sid-2",
+      auth_time: seconds(START + 29 * MINUTE),
+      amr: ["hwk"],
+      acr: "urn:corp:mfa",
+    });
+    const reissued = await service().reauthenticate({ token: created.token, upstream });
+    // No session_expiry: the session's end is as it was.
+    expect(reissued).toEqual({
+      sessionId: created.id,
+      token: expect.any(String),
+      expiresAt: created.expiresAt,
+      cookie: cookieOf(reissued?.token as string, seconds(Date.parse(created.expiresAt) - START - 30 * MINUTE)),
+    });
+    expect(await whoami(reissued?.token as string)).toMatchObject({
+      status: 200,
+      body: {
+        authenticated_at: iso(START + 29 * MINUTE),
+        amr: ["pwd", "hwk"],
+        assurance_level: 2,
+        upstream: { provider: "corp", subject: `sub-${userId}`, sid: "sid-2" },
+      },
+    });
+    expect((await service().authenticate(reissued?.token as string))?.factors).toEqual([
+      { factor: "pwd", completedAt: iso(START - 5 * MINUTE) },
+      { factor: "hwk", completedAt: iso(START + 29 * MINUTE) },
+    ]);
+  });
+
+  it("a new session_expiry bounds the session anew: a later one extends it up to its own end, an earlier one shortens it", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(START);
+    const userId = newUser();
+    const created = await signIn(userId, { session_expiry: seconds(START + 10 * MINUTE) }, { ttlSeconds: 3600 });
+    let token = created.token;
+    const reauthenticate = async (at: number, expiry: number) => {
+      vi.setSystemTime(at);
+      const counter = countingShards(databases());
+      const reissued = await new SessionService(createExecutionContext(), {
+        ...env,
+        ...UPSTREAMS,
+        ...counter.env,
+      }).reauthenticate({ token, factors: ["otp"], upstream: fresh(userId, { session_expiry: seconds(expiry) }) });
+      expect(counter.roundTrips()).toEqual({ [await bindingOfUser(userId)]: 1 });
+      token = reissued?.token as string;
+      return {
+        expiresAt: reissued?.expiresAt,
+        cookie: reissued?.cookie,
+        upstream: (await whoami(token)).body.upstream,
+      };
+    };
+    expect(await reauthenticate(START + 5 * MINUTE, START + 20 * MINUTE)).toEqual({
+      expiresAt: iso(START + 20 * MINUTE),
+      cookie: cookieOf(token, 15 * 60),
+      upstream: expect.objectContaining({ session_expiry: iso(START + 20 * MINUTE), bound: "session_expiry" }),
+    });
+    // Three hours away: the session's own end (created + an hour) comes first.
+    expect(await reauthenticate(START + 6 * MINUTE, START + 180 * MINUTE)).toEqual({
+      expiresAt: iso(START + 60 * MINUTE),
+      cookie: cookieOf(token, 54 * 60),
+      upstream: expect.objectContaining({ session_expiry: iso(START + 180 * MINUTE), bound: "session" }),
+    });
+    expect(await reauthenticate(START + 7 * MINUTE, START + 8 * MINUTE)).toMatchObject({
+      expiresAt: iso(START + 8 * MINUTE),
+      upstream: expect.objectContaining({ bound: "session_expiry" }),
+    });
+    vi.setSystemTime(START + 8 * MINUTE);
+    expect((await whoami(token)).status).toBe(401);
+  });
+
+  it("with a sliding lifetime: its own end renewed now, never past the maximum lifetime; the cookie ends with the session", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(START);
+    const vars = { ...SLIDING, ...MAX };
+    const userId = newUser();
+    const created = await service(vars).create({
+      userId,
+      ttlSeconds: 3600,
+      upstream: fresh(userId, { session_expiry: seconds(START + 10 * MINUTE) }),
+    });
+    // The provider's session_expiry, sooner than the maximum lifetime, is the cookie's end.
+    expect(created.cookie).toBe(cookieOf(created.token, 600));
+    const reauthenticate = async (at: number, token: string, expiry: number) => {
+      vi.setSystemTime(at);
+      const upstream = fresh(userId, { session_expiry: seconds(expiry) });
+      const reissued = await service(vars).reauthenticate({ token, factors: ["otp"], upstream });
+      return reissued as NonNullable<typeof reissued>;
+    };
+    const renewed = await reauthenticate(START + 5 * MINUTE, created.token, START + 300 * MINUTE);
+    expect(renewed).toMatchObject({ expiresAt: iso(START + 65 * MINUTE), cookie: cookieOf(renewed.token, 7200) });
+    const capped = await reauthenticate(START + 60 * MINUTE, renewed.token, START + 300 * MINUTE);
+    expect(capped).toMatchObject({ expiresAt: iso(START + 120 * MINUTE), cookie: cookieOf(capped.token, 7200) });
+    const sooner = await reauthenticate(START + 70 * MINUTE, capped.token, START + 80 * MINUTE);
+    expect(sooner).toMatchObject({ expiresAt: iso(START + 80 * MINUTE), cookie: cookieOf(sooner.token, 600) });
+    // Without a session_expiry the cookie lasts the maximum lifetime, as it always has.
+    vi.setSystemTime(START);
+    const local = await service(vars).create({ userId, ttlSeconds: 3600 });
+    expect(local.cookie).toBe(cookieOf(local.token, 7200));
+  });
+
+  it("another provider's subject, or a session signed in here, is refused with nothing written", async () => {
+    const { newAdminKey } = await import("../src/domain/admin-keys.ts");
+    const { stored, key } = await newAdminKey("login flow", ["sessions:create"], new Date());
+    const vars = { ...UPSTREAMS, ADMIN_KEYS: JSON.stringify([stored]) } as Partial<Env>;
+    const SENTENCE = "upstream.provider and upstream.subject must be those the session was signed in through";
+    const userId = newUser();
+    const federated = await signIn(userId, { sid: "sid-1" });
+    const local = await service().create({ userId });
+    const before = [await tableSnapshot(), await tableSnapshot("session_events")];
+    for (const [token, subject] of [
+      [federated.token, "sub-someone-else"],
+      [local.token, `sub-${userId}`],
+    ] as const) {
+      const upstream = { provider: "corp", subject, sid: "sid-2", amr: ["pwd"] };
+      let thrown: unknown;
+      try {
+        await service().reauthenticate({ token, upstream });
+      } catch (error) {
+        thrown = error;
+      }
+      expect(String(thrown)).toBe(`RangeError: ${SENTENCE}`);
+      const response = await callWith(
+        vars,
+        "POST",
+        "/admin/sessions/reauthenticate",
+        { ...bearer(key), "Content-Type": "application/json" },
+        JSON.stringify({ token, upstream }),
+      );
+      expect({ status: response.status, body: await response.json() }).toEqual({
+        status: 400,
+        body: { code: "invalid_input", message: expect.any(String), detail: SENTENCE },
+      });
+    }
+    expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
+    expect((await whoami(federated.token)).status).toBe(200);
+    expect((await whoami(local.token)).status).toBe(200);
   });
 });

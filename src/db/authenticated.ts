@@ -64,9 +64,21 @@ export interface Head {
  * lifetime, nor past the upstream's `session_expiry` when it gave one (a term of the same
  * UPDATE: a session without one pays nothing). A support session keeps the end it was opened with.
  */
-function renewedExpiry(at: At, maxLifetimeMs: unknown): SQL<Date> {
+function renewedExpiry(at: At, maxLifetimeMs: unknown, upstreamEnd: unknown = sessions.upstreamExpiresAt): SQL<Date> {
   const longest = sql`${sessions.createdAt} + ${maxLifetimeMs}`;
-  return sql`CASE WHEN ${sessions.supportAgent} IS NULL THEN min(${millis(at.now)} + ${sessions.ttlSeconds} * 1000, ${longest}, coalesce(${sessions.upstreamExpiresAt}, ${longest})) ELSE ${sessions.expiresAt} END`;
+  return sql`CASE WHEN ${sessions.supportAgent} IS NULL THEN min(${millis(at.now)} + ${sessions.ttlSeconds} * 1000, ${longest}, coalesce(${upstreamEnd}, ${longest})) ELSE ${sessions.expiresAt} END`;
+}
+
+/**
+ * A session's end once the provider's fresh sign-in gave a new `session_expiry`: its own end
+ * (renewed now with a sliding lifetime, else as issued), never past the new `session_expiry`.
+ * A later one may thus give back what an earlier one took, never past the session's own end.
+ */
+export function reestablishedExpiry(at: Instant, upstreamEnd: Date): SQL<Date> {
+  const end = upstreamEnd.getTime();
+  return at.slidingMaxLifetimeMs === null
+    ? sql`min(${sessions.createdAt} + ${sessions.ttlSeconds} * 1000, ${end})`
+    : renewedExpiry(at, at.slidingMaxLifetimeMs, end);
 }
 
 /**

@@ -20,7 +20,7 @@ import { CONTEXT_KINDS, type ContextPolicies, type ContextPolicy } from "../doma
 import type { Instant } from "../domain/clock.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
 import { createdReason } from "../domain/upstream-sign-in.ts";
-import { authenticated, tail } from "./authenticated.ts";
+import { authenticated, reestablishedExpiry, tail } from "./authenticated.ts";
 import { bucketNotMoving, moveOf, notMoving, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
@@ -223,11 +223,15 @@ function logOnly(policy: ContextPolicy): ContextPolicy {
   return policy === "allow" ? "allow" : "log";
 }
 
-/** What a re-authentication records: the new secret's hash, the factors, the assurance level. */
+/**
+ * What a re-authentication records: the new secret's hash, the factors, the assurance level and,
+ * after the provider's fresh sign-in, which must be the session's own, its `sid` and `session_expiry`.
+ */
 export interface Reauthentication {
   secretHash: string;
   factors: StoredFactors;
   assuranceLevel: number | null;
+  upstream?: { provider: string; subject: string; sid: string | null; sessionExpiry: Date | null } | null;
 }
 
 /**
@@ -236,7 +240,8 @@ export interface Reauthentication {
  * secret still proves the session, then the row changes. The answer is this write's event:
  * a replayed batch finds the old secret gone and changes nothing, yet answers the same, so the
  * caller gets the new token it was about to be given, never a third one. Null when the token
- * did not prove a live session: nothing changed.
+ * did not prove a live session, `another_sign_in` when it did but `change.upstream` is not the
+ * session's own sign-in: nothing changed.
  */
 export async function reauthenticateSession(
   shard: BucketShard,
@@ -245,7 +250,7 @@ export async function reauthenticateSession(
   writer: Writer,
   at: Instant,
   check: ContextCheck | null,
-): Promise<Logged<{ expiresAt: Date } | null | "support">> {
+): Promise<Logged<{ expiresAt: Date; upstreamExpiresAt: Date | null } | null | "support" | "another_sign_in">> {
   const write = newWrite(at.now);
   const latest = Math.max(...Object.values(change.factors));
   // The user just proved who they are: a change of context is only logged, and a hold lifted.
@@ -255,8 +260,13 @@ export async function reauthenticateSession(
   };
   return onBucket(shard, async (db) => {
     const proven = isProvenBy(proof, at);
+    const { upstream } = change;
+    // Only a re-authentication with the provider's sign-in compares it: one without reads nothing more.
+    const itsOwn =
+      upstream &&
+      sql`(${sessions.upstream} IS ${upstream.provider} AND ${sessions.upstreamSubject} IS ${upstream.subject})`;
     // Support access is time-boxed: it is never given a new secret (src/domain/support.ts).
-    const eligible = and(proven, isNull(sessions.supportAgent));
+    const eligible = and(proven, isNull(sessions.supportAgent), itsOwn ?? undefined);
     // Its own UPDATE records the context: the head's would change the same row a statement earlier.
     const head = authenticated(db, { proof, at, check: logged, writer, write }, false);
     const { row, events, move } = await batchNamed(db, {
@@ -276,16 +286,29 @@ export async function reauthenticateSession(
           authenticatedAt: sql`max(${sessions.authenticatedAt}, ${latest})`,
           lastActiveAt: at.now,
           contextStepUp: false,
+          ...(upstream && { upstreamSid: upstream.sid }),
+          ...(upstream?.sessionExpiry && {
+            upstreamExpiresAt: upstream.sessionExpiry,
+            expiresAt: reestablishedExpiry(at, upstream.sessionExpiry),
+          }),
         })
         .where(and(eligible, notMoving())),
-      // The session with its new secret, or the support session the token proved, untouched.
+      // The session with its new secret, or the support session or another sign-in's session the token proved, untouched.
       row: db
-        .select({ expiresAt: sessions.expiresAt, supportAgent: sessions.supportAgent })
+        .select({
+          expiresAt: sessions.expiresAt,
+          upstreamExpiresAt: sessions.upstreamExpiresAt,
+          supportAgent: sessions.supportAgent,
+        })
         .from(sessions)
         .where(
           and(
             eq(sessions.id, proof.id),
-            or(eq(sessions.secretHash, change.secretHash), and(proven, isNotNull(sessions.supportAgent))),
+            or(
+              eq(sessions.secretHash, change.secretHash),
+              and(proven, isNotNull(sessions.supportAgent)),
+              itsOwn ? and(proven, not(itsOwn)) : undefined,
+            ),
           ),
         ),
       events: loggedBy(db, write),
@@ -293,7 +316,13 @@ export async function reauthenticateSession(
     });
     const reauthenticated = events.some((event) => event.type === "reauthenticated");
     const found = row[0];
-    const answer = found?.supportAgent ? "support" : reauthenticated && found ? { expiresAt: found.expiresAt } : null;
+    const answer = found?.supportAgent
+      ? "support"
+      : reauthenticated && found
+        ? { expiresAt: found.expiresAt, upstreamExpiresAt: found.upstreamExpiresAt }
+        : found
+          ? "another_sign_in"
+          : null;
     return { answer: { answer, events, db }, move: move[0], blocked: !reauthenticated };
   });
 }

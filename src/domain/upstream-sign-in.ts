@@ -11,8 +11,9 @@ import { isObject, UPSTREAM_CLOCK_SKEW_SECONDS, type Upstream } from "./upstream
 // `amr` and `acr` are the sign-in's factors and level, as a local sign-in's are.
 
 /**
- * What `create` takes: the provider by its name in SSF_UPSTREAMS, and its ID token's `sub` and
- * `sid`, and, when it has them, its `session_expiry` and `auth_time` (epoch seconds), `acr` and `amr`.
+ * What `create` and `reauthenticate` take: the provider by its name in SSF_UPSTREAMS, and its ID
+ * token's `sub` and `sid`, and, when it has them, its `session_expiry` and `auth_time` (epoch
+ * seconds), `acr` and `amr`.
  */
 export interface UpstreamSignInInput {
   provider: string;
@@ -147,6 +148,19 @@ export function checkUpstreamSignIn(input: unknown, upstreams: readonly Upstream
   const factors = factorsOf(amrOf(input.amr), authTime, nowMs);
   const assuranceLevel = acr === null ? null : (upstream.acrLevels[acr] ?? null);
   return { upstream, subject: input.subject, sid, sessionExpiry, factors, assuranceLevel };
+}
+
+/**
+ * A re-authentication's sign-in names another provider or subject than the session's own (or
+ * the session has none): the provider's fresh sign-in re-establishes its own session, it never
+ * moves one to another account. Refused with nothing written.
+ */
+export function notTheSessionsSignIn(): InvalidInput {
+  return new InvalidInput(
+    "upstream.provider and upstream.subject must be those the session was signed in through",
+    RangeError,
+    true,
+  );
 }
 
 /** Which bound a session's end is: the provider's once `expires_at` reached it (sliding stops there). */

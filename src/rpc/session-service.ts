@@ -158,7 +158,9 @@ export class SessionService extends WorkerEntrypoint<Env> {
   /**
    * The user authenticated again (`factors` just verified): records the factors and gives the
    * session a new token, same id; the old token stops working at once. Null when the token
-   * does not prove a live session. Logged `reauthenticated`.
+   * does not prove a live session. Logged `reauthenticated`. After the provider's fresh sign-in,
+   * `upstream` as for `create` (its provider and subject the session's own, else a RangeError):
+   * its factors and level count, its `session_expiry` bounds the session anew.
    */
   async reauthenticate(input: ReauthenticateRequest): Promise<ReauthenticatedSession | null> {
     return this.run(

@@ -20,7 +20,12 @@ import type { Sent } from "../domain/sent.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
 import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
 import { generateToken, hashSecret, newReportToken, newSecretFor, type Placement } from "../domain/token.ts";
-import { checkUpstreamSignIn, type UpstreamSignIn, type UpstreamSignInInput } from "../domain/upstream-sign-in.ts";
+import {
+  checkUpstreamSignIn,
+  notTheSessionsSignIn,
+  type UpstreamSignIn,
+  type UpstreamSignInInput,
+} from "../domain/upstream-sign-in.ts";
 import { parseDevice } from "../domain/user-agent.ts";
 import { isUserId, USER_ID_RULE } from "../domain/user-id.ts";
 import { withReportToken } from "./event-message.ts";
@@ -98,6 +103,8 @@ export interface IssuedSession {
   expiresAt: string;
   /** Seconds from issuing to `expiresAt`. */
   expiresIn: number;
+  /** Seconds from issuing to the provider's `session_expiry`, the furthest a sliding renewal reaches; null without one. */
+  upstreamExpiresIn: number | null;
   /**
    * No session of this user seen within the events retention period (live or ended) had
    * the same device (src/domain/device.ts) and country: time for a "new sign-in" message.
@@ -130,6 +137,11 @@ function cleanCity(city: unknown): string | null {
 function truncate(text: string, max: number): string {
   const cut = text.slice(0, max);
   return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
+}
+
+/** Seconds from `now` to `end`, rounded up. */
+function secondsUntil(end: Date, now: Date): number {
+  return Math.ceil((end.getTime() - now.getTime()) / 1000);
 }
 
 /** The user id rule (src/domain/user-id.ts), refused as InvalidInput naming it. */
@@ -165,6 +177,26 @@ function mergedFactors(own: StoredFactors | null, provider: StoredFactors | null
 }
 
 /**
+ * What a sign-in proved, `create`'s and `reauthenticate`'s one rule: the login flow's factors and
+ * level, and the provider's beside them (the later proof of each factor; the login flow's level first).
+ */
+function provenBy(
+  input: Sent<Pick<CreateSessionInput, "factors" | "assuranceLevel">>,
+  signIn: UpstreamSignIn | null,
+  now: Date,
+  required: boolean,
+) {
+  const factors = mergedFactors(checkFactors(input.factors, now, required), signIn?.factors ?? null);
+  const assuranceLevel = checkAssuranceLevel(input.assuranceLevel) ?? signIn?.assuranceLevel ?? null;
+  return { factors, assuranceLevel };
+}
+
+/** The upstream sign-in a call names, checked; read only when given: a mistake in SSF_UPSTREAMS must not stop the others. */
+function upstreamSignIn(scope: Scope, upstream: unknown): UpstreamSignIn | null {
+  return upstream == null ? null : checkUpstreamSignIn(upstream, scope.upstreams(), scope.at.now);
+}
+
+/**
  * Checks the input and builds the session's row, its id naming `placement` (the user's
  * region and bucket); `issueSession` stores it (the bench, in bulk). `signIn`: the upstream
  * sign-in as checked, whose `session_expiry` bounds the session and whose factors and level count.
@@ -177,8 +209,7 @@ export async function buildSession(
   signIn: UpstreamSignIn | null = null,
 ): Promise<NewSessionRow> {
   const userId = checkUserId(input.userId);
-  const factors = mergedFactors(checkFactors(input.factors, at.now, false), signIn?.factors ?? null);
-  const assuranceLevel = checkAssuranceLevel(input.assuranceLevel) ?? signIn?.assuranceLevel ?? null;
+  const { factors, assuranceLevel } = provenBy(input, signIn, at.now, false);
   const carrier = checkSessionCarrier(input.carrier);
   if (input.deviceBound !== undefined && typeof input.deviceBound !== "boolean")
     throw new InvalidInput("deviceBound must be a boolean");
@@ -241,10 +272,11 @@ export async function buildSession(
       upstreamExpiresAt: upstreamEnd,
     }),
   };
-  const expiresIn = Math.ceil((expiresAt.getTime() - createdAt.getTime()) / 1000);
+  const expiresIn = secondsUntil(expiresAt, createdAt);
+  const upstreamExpiresIn = upstreamEnd && secondsUntil(upstreamEnd, createdAt);
   return {
     row,
-    issued: { id, token, expiresAt: expiresAt.toISOString(), expiresIn, challenge, boundSecret },
+    issued: { id, token, expiresAt: expiresAt.toISOString(), expiresIn, upstreamExpiresIn, challenge, boundSecret },
     context: seen,
   };
 }
@@ -252,8 +284,7 @@ export async function buildSession(
 export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>): Promise<IssuedSession> {
   const { config, at } = scope;
   const shard = await scope.shards.forUser(checkUserId(input?.userId), input.region);
-  // Read only when given: a mistake in SSF_UPSTREAMS must not stop the sign-ins that name no upstream.
-  const signIn = input.upstream == null ? null : checkUpstreamSignIn(input.upstream, scope.upstreams(), at.now);
+  const signIn = upstreamSignIn(scope, input.upstream);
   const { row, issued, context } = await buildSession(config, input, shard.placement, at, signIn);
   if (signIn) {
     // Before the session: a logout that follows this answer finds the user.
@@ -310,7 +341,7 @@ export interface OpenSupportInput {
 export async function openSupportSession(
   scope: Scope,
   input: Sent<OpenSupportInput>,
-): Promise<Omit<IssuedSession, "newDevice" | "challenge" | "boundSecret"> | SupportRefusal> {
+): Promise<Omit<IssuedSession, "newDevice" | "challenge" | "boundSecret" | "upstreamExpiresIn"> | SupportRefusal> {
   const { config, at } = scope;
   const userId = checkUserId(input?.userId);
   const support = checkSupport(userId, input.agentId, input.reason);
@@ -342,9 +373,16 @@ export async function openSupportSession(
 export interface ReauthenticateInput {
   /** The session's current token; it stops working once this succeeds. */
   token: string;
-  /** The factors just verified (at least one), as for `create`. */
-  factors: FactorInput[];
+  /** The factors just verified, as for `create`: at least one, unless `upstream` gives its `auth_time` or `amr`. */
+  factors?: FactorInput[];
   assuranceLevel?: AssuranceLevel | null;
+  /**
+   * The provider's fresh sign-in, as for `create`, after which the login flow re-authenticates
+   * (how a hold the provider asked for is lifted): `provider` and `subject` must be the session's
+   * own, its `sid` replaces the stored one, `auth_time` and `amr` are factors, `acr` a level, and a
+   * `session_expiry` the session's new bound (its own end renewed now with a sliding lifetime).
+   */
+  upstream?: UpstreamSignInInput | null;
 }
 
 /** The same session with a new secret, in plain values (./login-response.ts adds its cookie). */
@@ -355,13 +393,16 @@ export interface ReissuedSession {
   expiresAt: string;
   /** Seconds from now to `expiresAt`. */
   expiresIn: number;
+  /** Seconds from now to the provider's `session_expiry`, the furthest a sliding renewal reaches; null without one. */
+  upstreamExpiresIn: number | null;
 }
 
 /**
  * The user proved who they are again: records the factors and gives the session a new secret
  * (OWASP ASVS V7.2.4), in one round trip. `carrier`: what carried the token, if the caller says.
  * `cookieHeader`: the `Cookie` header that came with the token, whose bound cookie a device-bound session needs. Null when the token does not
- * prove a live session: nothing changed, and a dead session stays dead.
+ * prove a live session: nothing changed, and a dead session stays dead. An upstream sign-in of
+ * another provider or subject than the session's is refused (InvalidInput), nothing changed.
  */
 export async function reauthenticate(
   scope: Scope,
@@ -370,8 +411,10 @@ export async function reauthenticate(
   cookieHeader: string | undefined,
 ): Promise<ReissuedSession | null | "support"> {
   const { config, at } = scope;
-  const factors = checkFactors(input?.factors, at.now, true) as StoredFactors;
-  const assuranceLevel = checkAssuranceLevel(input.assuranceLevel);
+  const signIn = upstreamSignIn(scope, input?.upstream);
+  // A factor is recorded either way: the login flow's, or the provider's.
+  const proven = provenBy(input, signIn, at.now, signIn?.factors == null);
+  const factors = proven.factors as StoredFactors;
   const session = await readSessionToken(scope.shards, input.token, carrier, {
     header: cookieHeader,
     name: config.cookieName,
@@ -379,7 +422,13 @@ export async function reauthenticate(
   if (!session) return null;
   const { shard, proof } = session;
   const { secret, token } = newSecretFor(proof.id);
-  const change = { secretHash: await hashSecret(secret), factors, assuranceLevel };
+  const upstream = signIn && {
+    provider: signIn.upstream.name,
+    subject: signIn.subject,
+    sid: signIn.sid,
+    sessionExpiry: signIn.sessionExpiry,
+  };
+  const change = { secretHash: await hashSecret(secret), factors, assuranceLevel: proven.assuranceLevel, upstream };
   const changed = await write(
     scope,
     proof.id,
@@ -387,11 +436,13 @@ export async function reauthenticate(
     null,
   );
   if (changed === "support") return changed;
+  if (changed === "another_sign_in") throw notTheSessionsSignIn();
   if (!changed) return null;
   return {
     sessionId: proof.id,
     token,
     expiresAt: changed.expiresAt.toISOString(),
-    expiresIn: Math.ceil((changed.expiresAt.getTime() - at.now.getTime()) / 1000),
+    expiresIn: secondsUntil(changed.expiresAt, at.now),
+    upstreamExpiresIn: changed.upstreamExpiresAt && secondsUntil(changed.upstreamExpiresAt, at.now),
   };
 }

@@ -50,24 +50,24 @@ export interface CreatedSession {
 /**
  * The login response's `Set-Cookie` for `token`, whose session has `seconds` to live. A
  * renewed session must not lose its cookie first: with a sliding lifetime the cookie lasts
- * as long as the session possibly can, and the database decides before that.
+ * as long as the session possibly can, its maximum lifetime or, when sooner, the provider's
+ * `session_expiry` (`upstreamSeconds` away), and the database decides before that.
  */
-export function loginCookie(config: Config, token: string, seconds: number): string {
-  return sessionSetCookie(config.cookieName, token, config.slidingTtl ? config.maxLifetimeSeconds : seconds);
+export function loginCookie(config: Config, token: string, seconds: number, upstreamSeconds: number | null): string {
+  const furthest = Math.min(config.maxLifetimeSeconds, upstreamSeconds ?? Number.POSITIVE_INFINITY);
+  return sessionSetCookie(config.cookieName, token, config.slidingTtl ? furthest : seconds);
 }
 
 /** Issues a session (./issue-session.ts) and answers as SessionService.create does. */
 export async function createSession(scope: Scope, input: Sent<CreateSessionInput>): Promise<CreatedSession> {
   const { config } = scope;
-  const { id, token, expiresAt, expiresIn, newDevice, challenge, boundSecret, reportToken } = await issueSession(
-    scope,
-    input,
-  );
+  const { id, token, expiresAt, expiresIn, upstreamExpiresIn, newDevice, challenge, boundSecret, reportToken } =
+    await issueSession(scope, input);
   const created = {
     id,
     token,
     expiresAt,
-    cookie: loginCookie(config, token, expiresIn),
+    cookie: loginCookie(config, token, expiresIn, upstreamExpiresIn),
     newDevice,
     ...(reportToken === undefined ? {} : { reportToken }),
   };
@@ -128,6 +128,6 @@ export async function reauthenticated(
   const carrier = checkTokenCarrier(input?.carrier);
   const reissued = await reauthenticate(scope, input, carrier, cookie);
   if (!reissued || reissued === "support") return reissued;
-  const { expiresIn, ...session } = reissued;
-  return { ...session, cookie: loginCookie(scope.config, session.token, expiresIn) };
+  const { expiresIn, upstreamExpiresIn, ...session } = reissued;
+  return { ...session, cookie: loginCookie(scope.config, session.token, expiresIn, upstreamExpiresIn) };
 }

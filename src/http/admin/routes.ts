@@ -335,14 +335,15 @@ export const ADMIN_ROUTES = [
     operationId: "adminReauthenticate",
     summary: "Record a new sign-in on a session and give it a new token (SessionService.reauthenticate)",
     body: {
-      required: ["token", "factors"],
+      required: ["token"],
       members: {
         token: { type: "string" },
-        factors: { type: "array" },
+        factors: { type: "array", description: "At least one, unless `upstream` gives `auth_time` or `amr`." },
         assuranceLevel: { type: ["integer", "null"] },
         cookie: { type: "string" },
         carrier: { enum: ["cookie", "bearer"] },
         context: { type: "object" },
+        upstream: { ...UPSTREAM_SIGN_IN_INPUT, type: ["object", "null"] },
       },
     },
     answer: {
