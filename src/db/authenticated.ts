@@ -146,13 +146,9 @@ export function unrecordedOf(check: ContextCheck | null): SQL<number> {
  * Exactly one row, whatever the tables hold: the caller and the bucket's move state
  * (`callerAndMove` decodes it), the bucket a placeholder (`authenticated(…).callerRow`).
  */
-function callerRowOf(db: Database, { token: { proof, at, check } }: Head) {
-  return db
-    .select({
-      caller: callerValue(proof, at, unrecordedOf(check)).as("caller"),
-      move: moveState(sql.placeholder("bucket")).as("move"),
-    })
-    .from(sql`(SELECT 1)`);
+function callerRowOf(_db: Database, { token: { proof, at, check } }: Head): SQL {
+  // A SELECT of no table: its one row needs none.
+  return sql`SELECT ${callerValue(proof, at, unrecordedOf(check))} AS "caller", ${moveState(sql.placeholder("bucket"))} AS "move"`;
 }
 
 /** Every field of `T`, optional ones too: the placeholders built of it cover each field, a new one a type error until covered. */
