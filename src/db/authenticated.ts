@@ -76,7 +76,7 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
   const changed = check && sql`(${isBrowsers} AND ${differs(check)})`;
   const stale = activity ? sql`${sessions.lastActiveAt} <= ${staleBefore}` : null;
   const sliding = activity ? at.slidingMaxLifetimeMs : null;
-  const judgement = check && judgementOf(check, at.now, proof.id);
+  const judgement = check && judgementOf(check, at.now, proof.id, false);
   const ending = check && acts(check, "end") ? changedUnder(check, "end") : null;
   const judged = check && acts(check, "log", "step-up", "end") ? changedUnder(check, "log", "step-up", "end") : null;
   const contextEvents =
@@ -92,7 +92,7 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
             reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, "step-up")} THEN 'step-up' ELSE 'log' END`,
             context: contextChange(check),
           },
-          judgement,
+          judgementOf(check, at.now, proof.id, true),
         ).returning()
       : null;
   const contextEnded =
