@@ -28,23 +28,22 @@ const FILLER_SIZE = 100;
 
 type Recorder = (env: Env, config: ReturnType<typeof readConfig>, own: Seeded[]) => Promise<Statement[]>;
 const OPERATIONS: { label: string; n: number; batch: Recorder }[] = [
-  { label: "`GET /auth/sessions`", n: 5, batch: (env, config, own) => listBatchOf(env, config, own) },
-  { label: "`GET /auth/sessions`", n: 50, batch: (env, config, own) => listBatchOf(env, config, own) },
-  { label: "`GET /auth/whoami`", n: 5, batch: (env, config, own) => authenticateBatchOf(env, config, own, "cookie") },
-  { label: "`DELETE /auth/sessions/:id`", n: 5, batch: revokeBatchOf },
+  { label: "list `GET /auth/sessions`", n: 5, batch: (env, config, own) => listBatchOf(env, config, own) },
+  { label: "list", n: 50, batch: (env, config, own) => listBatchOf(env, config, own) },
+  { label: "whoami", n: 5, batch: (env, config, own) => authenticateBatchOf(env, config, own, "cookie") },
+  { label: "revoke one `DELETE /auth/sessions/:id`", n: 5, batch: revokeBatchOf },
 ];
 
 /** What a statement of the head or of an operation is, told by its text. */
 function nameOf({ sql }: Statement): string {
   const text = sql.toLowerCase();
   const judged = text.includes('"judged"');
-  if (text.startsWith('insert into "session_events"'))
-    return judged ? "context events (INSERT … RETURNING)" : "the write's event (INSERT)";
+  if (text.startsWith('insert into "session_events"')) return judged ? "context event (INSERT)" : "its event (INSERT)";
   if (text.startsWith('delete from "sessions"')) return judged ? "context end (DELETE)" : "the end (DELETE)";
-  if (text.startsWith('update "sessions"')) return "activity and context seen (UPDATE)";
-  if (text.includes("json_group_array")) return "the list, caller and move state (SELECT)";
-  if (text.startsWith("select") && text.includes('from "session_events"')) return "the write's events (SELECT)";
-  if (text.startsWith("select")) return "caller and move state (SELECT)";
+  if (text.startsWith('update "sessions"')) return "activity (UPDATE)";
+  if (text.includes("json_group_array")) return "list, caller, move (SELECT)";
+  if (text.startsWith("select") && text.includes('from "session_events"')) return "its events (SELECT)";
+  if (text.startsWith("select")) return "caller, move (SELECT)";
   return text.slice(0, 30);
 }
 
@@ -183,29 +182,29 @@ function replayAlone(sqlite: DatabaseSync, batch: Statement[]) {
 
 function markdownOf(rows: Row[]): string {
   const lines = [
-    `Measured ${new Date().toISOString().slice(0, 10)} by \`npm run bench:sql\` on ${fmt(FILLER_USERS * FILLER_SIZE)} other sessions; SQLite ${new DatabaseSync(":memory:").prepare("SELECT sqlite_version() AS v").get()?.v}, medians of ${fmt(REPLAYS)} replays (µs; preparing the text, once per statement and database, apart). Idle: wrote and answered nothing, on a request whose context is unchanged.`,
+    `${new Date().toISOString().slice(0, 10)}, among ${fmt(FILLER_USERS * FILLER_SIZE)} other sessions, SQLite ${new DatabaseSync(":memory:").prepare("SELECT sqlite_version() AS v").get()?.v}, medians of ${fmt(REPLAYS)} (µs):`,
     "",
-    "| operation | n | statement | rows read | rows written | D1 ms | prepare µs | run µs | idle |",
+    "| operation | n | statement | rows read | written | D1 ms | prepare | run | idle |",
     "|---|--:|---|--:|--:|--:|--:|--:|:-:|",
   ];
-  for (const row of rows)
+  // Each operation's statements, its label on the first, then its batch's sums.
+  rows.forEach((row, i) => {
+    const first = i === 0 || rows[i - 1]?.operation !== row.operation || rows[i - 1]?.n !== row.n;
+    const label = first ? `${row.operation} | ${row.n}` : " | ";
     lines.push(
-      `| ${row.operation} | ${row.n} | ${row.name} | ${row.rowsRead} | ${row.rowsWritten} | ${row.d1Ms} | ${fmt(row.prepareMicros, 1)} | ${fmt(row.runMicros, 1)} | ${row.idle ? "yes" : ""} |`,
+      `| ${label} | ${row.name} | ${row.rowsRead} | ${row.rowsWritten} | ${row.d1Ms} | ${fmt(row.prepareMicros)} | ${fmt(row.runMicros, 1)} | ${row.idle ? "yes" : ""} |`,
     );
-  const totals = new Map<string, { read: number; prepare: number; run: number }>();
-  for (const row of rows) {
-    const key = `${row.operation} | ${row.n}`;
-    const total = totals.get(key) ?? { read: 0, prepare: 0, run: 0 };
-    totals.set(key, {
-      read: total.read + row.rowsRead,
-      prepare: total.prepare + row.prepareMicros,
-      run: total.run + row.runMicros,
-    });
-  }
-  for (const [key, total] of totals)
+    const next = rows[i + 1];
+    if (next?.operation === row.operation && next.n === row.n) return;
+    const own = rows.filter((other) => other.operation === row.operation && other.n === row.n);
+    const sum = (of: (other: Row) => number) => own.reduce((total, other) => total + of(other), 0);
     lines.push(
-      `| **${key.split(" | ")[0]}** | ${key.split(" | ")[1]} | **the batch** | ${total.read} |  |  | ${fmt(total.prepare, 1)} | ${fmt(total.run, 1)} |  |`,
+      `|  |  | **the batch** | ${sum((r) => r.rowsRead)} | ${sum((r) => r.rowsWritten)} |  | ${fmt(sum((r) => r.prepareMicros))} | ${fmt(
+        sum((r) => r.runMicros),
+        1,
+      )} |  |`,
     );
+  });
   return lines.join("\n");
 }
 
