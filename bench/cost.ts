@@ -202,6 +202,25 @@ export function authenticateBatchOf(
   );
 }
 
+/**
+ * `DELETE /auth/sessions/:id` of the user's second session, by the first, as the route runs it
+ * for a load request (its browser, the dev server's `request.cf`).
+ */
+export function revokeBatchOf(env: Env, config: ReturnType<typeof readConfig>, own: Seeded[]) {
+  const [caller, target] = own as [Seeded, Seeded];
+  const context = clientContext({ userAgent: caller.userAgent, ...DEV_SERVER_CF });
+  return recordedBatch(env, caller, async (shard) =>
+    deleteSession(
+      shard,
+      await proofOf(caller.token),
+      target.id,
+      { sessionId: caller.id, ipAddress: null, queued: false, adminKeyId: null },
+      instantOf(config, new Date()),
+      { context, policies: config.contextPolicies, travel: config.travelLimits },
+    ),
+  );
+}
+
 /** The same user's list with no token to prove, nothing judged and no activity: `SessionService.listUserSessions`. */
 export function userListBatchOf(env: Env, config: ReturnType<typeof readConfig>, own: Seeded[]) {
   const caller = own[0] as Seeded;

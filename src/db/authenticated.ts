@@ -90,7 +90,7 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
   const changed = check && sql`(${isBrowsers} AND ${differs(check)})`;
   const stale = activity ? sql`${sessions.lastActiveAt} <= ${staleBefore}` : null;
   const sliding = activity ? at.slidingMaxLifetimeMs : null;
-  const judgement = check && judgementOf(check, at.now, proof.id);
+  const judgement = check && judgementOf(check, at.now, proof.id, false);
   const ending = check && acts(check, "end") ? changedUnder(check, "end") : null;
   const judged = check && acts(check, "log", "step-up", "end") ? changedUnder(check, "log", "step-up", "end") : null;
   const contextEvents =
@@ -106,7 +106,7 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
             reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, "step-up")} THEN 'step-up' ELSE 'log' END`,
             context: contextChange(check),
           },
-          judgement,
+          judgementOf(check, at.now, proof.id, true),
         ).returning()
       : null;
   const contextEnded =
@@ -160,13 +160,9 @@ export function unrecordedOf(check: ContextCheck | null): SQL<number> {
  * Exactly one row, whatever the tables hold: the caller and the bucket's move state
  * (`callerAndMove` decodes it), the bucket a placeholder (`authenticated(…).callerRow`).
  */
-function callerRowOf(db: Database, { token: { proof, at, check } }: Head) {
-  return db
-    .select({
-      caller: callerValue(proof, at, unrecordedOf(check)).as("caller"),
-      move: moveState(sql.placeholder("bucket")).as("move"),
-    })
-    .from(sql`(SELECT 1)`);
+function callerRowOf(_db: Database, { token: { proof, at, check } }: Head): SQL {
+  // A SELECT of no table: its one row needs none.
+  return sql`SELECT ${callerValue(proof, at, unrecordedOf(check))} AS "caller", ${moveState(sql.placeholder("bucket"))} AS "move"`;
 }
 
 /** Every field of `T`, optional ones too: the placeholders built of it cover each field, a new one a type error until covered. */

@@ -73,18 +73,24 @@ const judged = (column: "device" | "network" | "travel" | "km" | "kmh" | "change
 
 /**
  * The caller's context judged once against the session's row `id` (as it was before the batch's
- * UPDATE), as a one-row table `judged`: whether each kind changed (null: the context cannot tell),
- * the distance from the place last seen (km), the speed it needed (kmh; null: no time passed)
- * and the event's before and after (change). Every statement of the head reads its kinds from
- * here, so each of the caller's values is bound once per statement: D1 binds at most 100.
+ * UPDATE), as a one-row table `judged`: whether each kind changed (null: the context cannot tell)
+ * and, for the `event` (`contextChange`), the distance from the place last seen (km), the speed
+ * it needed (kmh; null: no time passed) and the event's before and after (change); a statement
+ * that reads only the kinds compiles none of those. Every statement of the head reads its kinds
+ * from here, so each of the caller's values is bound once per statement: D1 binds at most 100.
  * Travel: farther than the minimum, and than the top speed covers since; no time passed counts
  * as too fast.
  */
-export function judgement(check: ContextCheck, now: When, id: string): SQL {
+export function judgement(check: ContextCheck, now: When, id: string, event: boolean): SQL {
   const { context, travel } = check;
   const placed = context.latitude !== null;
-  const measured = sql`SELECT ${deviceChanged(context)} AS "device", ${networkChanged(context) ?? sql`NULL`} AS "network", ${placed ? distanceKm(context) : sql`NULL`} AS "km", ${placed ? sql`${millis(now)} - ${sessions.seenPlaceAt}` : sql`NULL`} AS "since", ${changeOf(context)} AS "change" FROM ${sessions} WHERE ${sessions.id} = ${id}`;
-  return sql`(SELECT "device", "network", ("km" > ${travel.minKm} AND "km" * 3600000 > ${travel.maxKmh} * "since") AS "travel", "km", "km" * 3600000 / nullif(max("since", 0), 0) AS "kmh", "change" FROM (${measured})) AS "judged"`;
+  const change = event ? sql`, ${changeOf(context)} AS "change"` : sql``;
+  const measured = sql`SELECT ${deviceChanged(context)} AS "device", ${networkChanged(context) ?? sql`NULL`} AS "network", ${placed ? distanceKm(context) : sql`NULL`} AS "km", ${placed ? sql`${millis(now)} - ${sessions.seenPlaceAt}` : sql`NULL`} AS "since"${change} FROM ${sessions} WHERE ${sessions.id} = ${id}`;
+  const measures = event ? sql`, "km", "km" * 3600000 / nullif(max("since", 0), 0) AS "kmh", "change"` : sql``;
+  // LIMIT 1 (one row is all it has) keeps it a table of its own: flattened into the statement,
+  // SQLite compiles the distance and the JSON again into each column that reads them, and
+  // compiling is most of what the head's SQL costs (BENCHMARKS.md, The judged request's SQL).
+  return sql`(SELECT "device", "network", ("km" > ${travel.minKm} AND "km" * 3600000 > ${travel.maxKmh} * "since") AS "travel"${measures} FROM (${measured}) LIMIT 1) AS "judged"`;
 }
 
 /** The kinds the caller's context can tell: a network needs its country and ASN, travel its place. */

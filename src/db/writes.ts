@@ -66,11 +66,14 @@ export function newWrite(at: Date): Write & { at: Date } {
  * The ids of the events a statement logs at `at`: from firstEventId(at), or the last id
  * + 1 when one is already there (another event of that millisecond, or a clock ahead of this
  * one), one per row. So the table stays in time order and a write's events are found by id.
+ * `one`: the statement logs one event at most, which needs no numbering (a window function is
+ * a good part of compiling a statement: BENCHMARKS.md, The judged request's SQL).
  */
-function eventIds(at: When): SQL<number> {
+function eventIds(at: When, one: boolean): SQL<number> {
   // firstEventId(at), in SQL: the instant may be a placeholder (src/db/compiled.ts).
   const floor = sql`${millis(at)} * ${EVENT_IDS_PER_MS}`;
-  return sql<number>`coalesce((SELECT max(${sessionEvents.id}) FROM ${sessionEvents} WHERE ${sessionEvents.id} >= ${floor}) + 1, ${floor}) + row_number() OVER () - 1`;
+  const first = sql<number>`coalesce((SELECT max(${sessionEvents.id}) FROM ${sessionEvents} WHERE ${sessionEvents.id} >= ${floor}) + 1, ${floor})`;
+  return one ? first : sql<number>`${first} + row_number() OVER () - 1`;
 }
 
 /** What an event records beyond who acted: why the system ended it, whether it was a new device. */
@@ -91,7 +94,8 @@ export interface EventDetails {
 
 /**
  * Logs an event of `type` for every session matching `matching`; `joined`, a one-row table its
- * details and `matching` read too (src/db/client-context.ts `judgement`). An ending runs in the same
+ * details and `matching` read too (src/db/client-context.ts `judgement`), for a `matching` of
+ * the caller's session alone (src/db/authenticated.ts): one event at most. An ending runs in the same
  * batch just before the DELETE with the same condition, so the log and the change cannot
  * disagree.
  */
@@ -107,7 +111,7 @@ export function recordEvents(
   // Every column the insert writes, in the table's order (drizzle names them, leaving out the
   // computed `bucket`), as one flat template: it is built on every write.
   const row: { [K in Exclude<keyof SessionEventRow, "bucket">]: SQLWrapper } = {
-    id: eventIds(write.at),
+    id: eventIds(write.at, joined !== undefined),
     userId: sessions.userId,
     type: typeof type === "string" ? sql`${type}` : type,
     sessionId: sessions.id,
