@@ -182,17 +182,28 @@ function setOf(
     type: caep.type,
     userId: event.userId,
     createdAt: event.createdAt,
-    claims: {
-      jti,
-      // The write that caused it: SETs of one request (a sign-out everywhere) share it.
-      txn: event.requestId,
-      sub_id: {
-        format: "complex",
-        session: { format: "opaque", id: event.sessionId },
-        user: { format: "iss_sub", iss: issuer, sub: event.userId },
-      },
-      events: { [caep.type]: { event_timestamp: Math.floor(event.createdAt.getTime() / 1000), ...details } },
-    },
+    claims: setClaims(jti, event, caep.type, details, {
+      format: "complex",
+      session: { format: "opaque", id: event.sessionId },
+      user: { format: "iss_sub", iss: issuer, sub: event.userId },
+    }),
+  };
+}
+
+/** A SET's claims for a session event, about `subject`, whoever it is sent to. */
+function setClaims(
+  jti: string,
+  event: SessionEventRow,
+  type: string,
+  details: Record<string, unknown>,
+  subject: Record<string, unknown>,
+): Record<string, unknown> {
+  return {
+    jti,
+    // The write that caused it: SETs of one request (a sign-out everywhere) share it.
+    txn: event.requestId,
+    sub_id: subject,
+    events: { [type]: { event_timestamp: Math.floor(event.createdAt.getTime() / 1000), ...details } },
   };
 }
 
@@ -217,16 +228,11 @@ function upstreamSetOf(event: SessionEventRow, receivers: readonly UpstreamRecei
     destination: receiver.destination,
     jti,
     createdAt: event.createdAt,
-    claims: {
-      jti,
-      txn: event.requestId,
-      sub_id: {
-        format: "complex",
-        user: { format: "iss_sub", iss: receiver.upstream.issuer, sub: event.upstreamSubject },
-        ...(event.upstreamSid === null ? {} : { session: { format: "opaque", id: event.upstreamSid } }),
-      },
-      events: { [caep.type]: { event_timestamp: Math.floor(event.createdAt.getTime() / 1000), ...details } },
-    },
+    claims: setClaims(jti, event, caep.type, details, {
+      format: "complex",
+      user: { format: "iss_sub", iss: receiver.upstream.issuer, sub: event.upstreamSubject },
+      ...(event.upstreamSid === null ? {} : { session: { format: "opaque", id: event.upstreamSid } }),
+    }),
   };
 }
 
