@@ -273,7 +273,37 @@ describe("session-established at the sign-in", () => {
   });
 });
 
+describe("session-established when the provider's session_expiry ends the session", () => {
+  it("is pushed: the created event's reason <upstream>:session_expiry is its bound, not an ending it caused", async () => {
+    const setup = await setUp();
+    const sessionExpiry = now() + 600;
+    await setup.rpc((service) =>
+      service.create({
+        userId: newUser(),
+        userAgent: CHROME_MAC,
+        upstream: { provider: setup.name, subject: "sub-e", sid: "sid-e", session_expiry: sessionExpiry },
+      }),
+    );
+    expect(await pushedSets(setup)).toEqual([
+      {
+        type: ESTABLISHED,
+        sub_id: subjectOf(setup, "sub-e", "sid-e"),
+        initiating_entity: undefined,
+        reason: undefined,
+      },
+    ]);
+  });
+});
+
 describe("session-revoked for every ending here", () => {
+  it("nothing for a session signed in without a sid: a subject alone would end all the user's sessions there", async () => {
+    const setup = await setUp();
+    const session = await setup.signIn(newUser(), "sub-no-sid", null);
+    expect((await callWith(setup.vars, "POST", "/auth/logout", sessionCookie(session.token))).status).toBe(200);
+    expect((await pushedSets(setup)).map((set) => set.type)).toEqual([ESTABLISHED]);
+    expect(await waiting(setup)).toEqual([]);
+  });
+
   it("the user's sign-out (POST /auth/logout)", async () => {
     const setup = await setUp();
     const session = await setup.signIn(newUser(), "sub-a", "sid-a");

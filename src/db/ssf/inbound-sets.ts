@@ -1,5 +1,4 @@
 import { and, eq, inArray, lte, notExists, or, type SQL, sql } from "drizzle-orm";
-import { alias } from "drizzle-orm/sqlite-core";
 import type { Instant } from "../../domain/clock.ts";
 import type { SetAct } from "../../domain/ssf/inbound.ts";
 import { UPSTREAM_CLOCK_SKEW_SECONDS } from "../../domain/upstreams.ts";
@@ -35,17 +34,14 @@ export interface SetTarget {
 }
 
 /** The one session the target names, by this service's id or the upstream's `sid`; undefined: every one. */
-function namedSession(db: Database, { sessionId, upstreamSid }: SetTarget): SQL | undefined {
+function namedSession({ sessionId, upstreamSid }: SetTarget): SQL | undefined {
   const ours = sessionId === null ? undefined : eq(sessions.id, sessionId);
   if (upstreamSid === undefined) return ours;
   const theirs = and(eq(sessions.upstream, upstreamSid.upstream), eq(sessions.upstreamSid, upstreamSid.sid));
-  if (ours !== undefined) return or(ours, theirs);
-  // An id not of this service, and the user has no session signed in through the upstream to
-  // know its `sid` by: which session it means cannot be told, so it reaches the user's sessions
-  // as a subject naming none does. With one, an unknown `sid` names none of them.
-  const known = alias(sessions, "known");
-  const throughUpstream = and(eq(known.userId, sessions.userId), eq(known.upstream, upstreamSid.upstream));
-  return or(theirs, notExists(db.select({ one: sql`1` }).from(known).where(throughUpstream)));
+  // An id not of this service reaches only the session signed in with that `sid`, none when
+  // there is none: a provider may echo back the session-revoked this service sent it for a
+  // sign-out here, which must not end the user's other sessions.
+  return ours === undefined ? theirs : or(ours, theirs);
 }
 
 /** The SET is not remembered yet: the guard of its ending, evaluated before the batch remembers it. */
@@ -102,7 +98,7 @@ export function actOnSessionsForSet(
     isLive(at),
   );
   return onBucket(shard, async (db) => {
-    const matching = and(ending, namedSession(db, target), notRemembered(db, set));
+    const matching = and(ending, namedSession(target), notRemembered(db, set));
     const { logged, move } = await batchNamed(db, {
       recorded: recordEvents(db, LOGGED_AS[act], matching, writer, write, { reason }),
       ended: act === "end" ? endSessions(db, matching) : null,

@@ -213,14 +213,19 @@ function setClaims(
  * would otherwise be told of again: its reason `<upstream>:<action>` (a SET, a back-channel
  * logout or a revocation of its own), or `upstream_relinked` (its sign-in named the subject as
  * another user; the provider's session, perhaps the very one that sign-in used, must not end
- * for it). It names the session by the upstream's own ids: its `sub`, and its `sid` when it gave one.
+ * for it). It names the session by the upstream's own ids: its `sub`, and its `sid` when it gave one;
+ * a session-revoked is sent only for a session with a `sid`, since one naming the user alone
+ * would end every session of theirs at the upstream.
  */
 function upstreamSetOf(event: SessionEventRow, receivers: readonly UpstreamReceiver[]): DestinedSet | null {
   const receiver = receivers.find((candidate) => candidate.upstream.name === event.upstream);
   const caep = AS_CAEP[event.type];
   if (!receiver || event.upstreamSubject === null || !caep || !receiver.events.includes(caep.type)) return null;
-  if (event.reason === SERVICE_REASONS.upstreamRelinked || event.reason?.startsWith(`${receiver.upstream.name}:`))
-    return null;
+  // A `created` event's reason `<upstream>:session_expiry` says what bounds it, not who caused it.
+  const causedByIt = event.type !== "created" && event.reason?.startsWith(`${receiver.upstream.name}:`);
+  if (event.reason === SERVICE_REASONS.upstreamRelinked || causedByIt) return null;
+  // Without its `sid`, a session-revoked would name the user alone: every session of theirs there.
+  if (caep.type === SESSION_REVOKED && event.upstreamSid === null) return null;
   const details = detailsOf(event, caep);
   if (!details) return null;
   const jti = jtiOf(event.createdAt, `${event.requestId}:${event.sessionId}:upstream`);
