@@ -173,7 +173,7 @@ export function listBatchOf(
       await proofOf(caller.token),
       instantOf(config, new Date()),
       { context, policies: config.contextPolicies, travel: config.travelLimits },
-      { sessionId: caller.id, ipAddress: null, queued: false, adminKeyId: null },
+      { sessionId: caller.id, ipAddress: null, queued: false, published: false, adminKeyId: null },
     ),
   );
 }
@@ -197,7 +197,7 @@ export function authenticateBatchOf(
       await proofOf(caller.token, carrier),
       instantOf(config, new Date()),
       { context, policies: config.contextPolicies, travel: config.travelLimits },
-      { sessionId: caller.id, ipAddress: null, queued: false, adminKeyId: null },
+      { sessionId: caller.id, ipAddress: null, queued: false, published: false, adminKeyId: null },
     ),
   );
 }
@@ -214,7 +214,7 @@ export function revokeBatchOf(env: Env, config: ReturnType<typeof readConfig>, o
       shard,
       await proofOf(caller.token),
       target.id,
-      { sessionId: caller.id, ipAddress: null, queued: false, adminKeyId: null },
+      { sessionId: caller.id, ipAddress: null, queued: false, published: false, adminKeyId: null },
       instantOf(config, new Date()),
       { context, policies: config.contextPolicies, travel: config.travelLimits },
     ),
@@ -296,7 +296,7 @@ async function runOperation(
   const proof = await proofOf(caller.token, carrierOf(key));
   const now = new Date();
   const at = (offsetMs: number) => instantOf(config, new Date(now.getTime() + offsetMs));
-  const writer = { sessionId: caller.id, ipAddress: "203.0.113.7", queued: false, adminKeyId: null };
+  const writer = { sessionId: caller.id, ipAddress: "203.0.113.7", queued: false, published: false, adminKeyId: null };
   // Judged as every request of a browser's session is: from its own browser, nothing changed. A
   // Bearer call passes it too, as its route does, and the batch judges nothing (src/db/authenticated.ts).
   const check = {

@@ -41,7 +41,7 @@ async function plan(sql: string, params: unknown[]): Promise<string> {
 const at = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: false, maxLifetimeSeconds: 34_560_000 });
 const sliding = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: true, maxLifetimeSeconds: 34_560_000 });
 const proof = { id: "A".repeat(24), secretHash: "0".repeat(64), carrier: "cookie" } as const;
-const writer = { sessionId: proof.id, ipAddress: "192.0.2.1", queued: false, adminKeyId: null };
+const writer = { sessionId: proof.id, ipAddress: "192.0.2.1", queued: false, published: false, adminKeyId: null };
 // A context check with every rule on (src/db/client-context.ts): its statements are planned too.
 const check = {
   context: { browser: "Chrome", os: "macOS", country: "DE", asn: 3320, latitude: 50.1109, longitude: 8.6821 },
@@ -145,6 +145,18 @@ describe("query plans", () => {
           /SEARCH session_events USING INTEGER PRIMARY KEY \(rowid>\?\)/,
         );
       }
+    }
+  });
+
+  it("the context event's INSERT returns its rows only when an outbox sends them", async () => {
+    for (const [published, returning] of [
+      [false, false],
+      [true, true],
+    ] as const) {
+      const { db, statements } = recordingD1(database);
+      await authenticate(on(openDatabase(db)), proof, at, check, { ...writer, published });
+      const insert = statements.find((s) => s.sql.startsWith('insert into "session_events"'))!;
+      expect({ published, returning: / returning "id", /.test(insert.sql) }).toEqual({ published, returning });
     }
   });
 

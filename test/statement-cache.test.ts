@@ -59,7 +59,7 @@ const BASE: Input = {
     stepUpCutoff: BEFORE(300_000),
   },
   check: CHECK,
-  writer: { sessionId: ID, ipAddress: "192.0.2.1", queued: false, adminKeyId: null },
+  writer: { sessionId: ID, ipAddress: "192.0.2.1", queued: false, published: false, adminKeyId: null },
   bucket: "AA",
 };
 const OTHERS: {
@@ -103,6 +103,7 @@ const OTHERS: {
     sessionId: { value: [null, `AA${"c".repeat(22)}`] },
     ipAddress: { value: [null, "2001:db8::1"] },
     queued: { text: [true] },
+    published: { text: [true] },
     adminKeyId: { value: ["AAAAAAAAAAAAAAAAAAAAAA"] },
   },
   check: { text: [null] },

@@ -83,7 +83,13 @@ async function runPart(operation: Operation, part: Part, n: number, env: Env): P
     header: cookieHeader,
     name: scope.config.cookieName,
   });
-  const writer = { sessionId: token?.proof.id ?? null, ipAddress: null, queued: false, adminKeyId: null };
+  const writer = {
+    sessionId: token?.proof.id ?? null,
+    ipAddress: null,
+    queued: false,
+    published: false,
+    adminKeyId: null,
+  };
   const kind = operation.kind === "rpc" ? operation.method : operation.path;
   const run = async (): Promise<unknown> => {
     if (kind === "listUserSessions") {

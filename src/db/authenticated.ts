@@ -82,6 +82,14 @@ export function reestablishedExpiry(at: Instant, upstreamEnd: Date): SQL<Date> {
 }
 
 /**
+ * The insert, RETURNING its rows when they go to the outbox; else it returns nothing: nothing
+ * would read them, and the column list is a third of what the statement compiles.
+ */
+function returnedIf(published: boolean, insert: ReturnType<typeof recordEvents>) {
+  return published ? insert.returning() : insert;
+}
+
+/**
  * The head's statements as drizzle builds them, from what `authenticated` hands over: the call's
  * values or, while the statements are rendered once (src/db/compiled.ts), placeholders for them.
  */
@@ -95,19 +103,22 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
   const judged = check && acts(check, "log", "step-up", "end") ? changedUnder(check, "log", "step-up", "end") : null;
   const contextEvents =
     check && judgement && judged
-      ? recordEvents(
-          db,
-          ending ? sql`CASE WHEN ${ending} THEN 'ended' ELSE 'context_changed' END` : "context_changed",
-          sql`${proven} AND ${isJudged} AND ${judged}`,
-          writer,
-          write,
-          {
-            // The policy that applied: a receiver is told of a session held for step-up (src/services/ssf/delivery.ts).
-            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, "step-up")} THEN 'step-up' ELSE 'log' END`,
-            context: contextChange(check),
-          },
-          judgementOf(check, at.now, proof.id, true),
-        ).returning()
+      ? returnedIf(
+          writer.published,
+          recordEvents(
+            db,
+            ending ? sql`CASE WHEN ${ending} THEN 'ended' ELSE 'context_changed' END` : "context_changed",
+            sql`${proven} AND ${isJudged} AND ${judged}`,
+            writer,
+            write,
+            {
+              // The policy that applied: a receiver is told of a session held for step-up (src/services/ssf/delivery.ts).
+              reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, "step-up")} THEN 'step-up' ELSE 'log' END`,
+              context: contextChange(check),
+            },
+            judgementOf(check, at.now, proof.id, true),
+          ),
+        )
       : null;
   const contextEnded =
     check && judgement && acts(check, "end")
@@ -224,6 +235,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
       sessionId: param("writer", writer.sessionId),
       ipAddress: param("ip", writer.ipAddress),
       queued: writer.queued,
+      published: writer.published,
       adminKeyId: param("adminKey", writer.adminKeyId),
     } satisfies FieldByField<Writer>,
     write: { id: param("writeId", write.id), at: paramAt("writeAt", write.at) } satisfies FieldByField<Write>,

@@ -26,6 +26,11 @@ export interface Writer {
    * upstream (one takes pushes, nothing else needs them): a session without one pays nothing.
    */
   queued: boolean | "upstream";
+  /**
+   * Whether its events go to an outbox at all (src/services/outbox.ts): without one (no queue,
+   * no Shared Signals), nothing reads them back, so a statement that logs them returns none.
+   */
+  published: boolean;
   /** The admin key whose call this is (its id, src/domain/admin-keys.ts); null for every other entry point. */
   adminKeyId: string | null;
 }

@@ -120,7 +120,13 @@ export async function write<T>(
   run: (writer: Writer) => Promise<Logged<T>>,
   ipAddress: string | null = scope.clientIp,
 ): Promise<T> {
-  const writer = { sessionId, ipAddress, queued: queuedBy(scope.outbox), adminKeyId: scope.adminKeyId };
+  const writer = {
+    sessionId,
+    ipAddress,
+    queued: queuedBy(scope.outbox),
+    published: scope.outbox !== null,
+    adminKeyId: scope.adminKeyId,
+  };
   return published(scope.outbox, await run(writer));
 }
 

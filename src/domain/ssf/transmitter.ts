@@ -40,8 +40,9 @@ function retentionDaysOf(value: string | undefined): number {
 }
 
 // Read on every request (the outbox asks whether streams are configured): parsed once per
-// isolate for the values last seen, as SHARDS is.
-let lastRead: { vars: string; transmitter: Transmitter } | null = null;
+// isolate for the values last seen, as SHARDS is. Compared value by value, not as one JSON
+// text: building that text, the signing keys included, cost every request a few µs.
+let lastRead: { vars: readonly (string | undefined)[]; transmitter: Transmitter } | null = null;
 
 /**
  * The transmitter the vars describe, null when SSF_ISSUER is empty. Throws a ConfigError that
@@ -49,8 +50,8 @@ let lastRead: { vars: string; transmitter: Transmitter } | null = null;
  */
 export function readTransmitter(vars: TransmitterVars): Transmitter | null {
   if (!vars.SSF_ISSUER) return null;
-  const key = JSON.stringify([vars.SSF_ISSUER, vars.SSF_SIGNING_KEYS, vars.SSF_SET_RETENTION_DAYS]);
-  if (lastRead?.vars === key) return lastRead.transmitter;
+  const key = [vars.SSF_ISSUER, vars.SSF_SIGNING_KEYS, vars.SSF_SET_RETENTION_DAYS];
+  if (lastRead?.vars.every((value, i) => value === key[i])) return lastRead.transmitter;
   const issuer = issuerOf("SSF_ISSUER", vars.SSF_ISSUER);
   if (!vars.SSF_SIGNING_KEYS) throw new ConfigError("SSF_SIGNING_KEYS must be set when SSF_ISSUER is");
   const transmitter = {

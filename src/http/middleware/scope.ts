@@ -25,7 +25,13 @@ export const withScope = createMiddleware<ScopedEnv>(async (c, next) => {
       waitUntil: (promise) => c.executionCtx.waitUntil(promise),
       clientIp: normalizeIp(c.req.header("CF-Connecting-IP")),
       // Cloudflare's view of the client's network and place (request.cf); absent outside Cloudflare's edge.
-      context: clientContext({ userAgent: c.req.header("User-Agent"), ...cf }),
+      context: clientContext({
+        userAgent: c.req.header("User-Agent"),
+        country: cf?.country,
+        asn: cf?.asn,
+        latitude: cf?.latitude,
+        longitude: cf?.longitude,
+      }),
     }),
   );
   await next();
