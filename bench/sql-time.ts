@@ -41,7 +41,7 @@ function nameOf({ sql }: Statement): string {
   if (text.startsWith('insert into "session_events"')) return judged ? "context event (INSERT)" : "its event (INSERT)";
   if (text.startsWith('delete from "sessions"')) return judged ? "context end (DELETE)" : "the end (DELETE)";
   if (text.startsWith('update "sessions"')) return "activity (UPDATE)";
-  if (text.includes("json_group_array")) return "list, caller, move (SELECT)";
+  if (text.includes("group_concat")) return "list, caller, move (SELECT)";
   if (text.startsWith("select") && text.includes('from "session_events"')) return "its events (SELECT)";
   if (text.startsWith("select")) return "caller, move (SELECT)";
   return text.slice(0, 30);

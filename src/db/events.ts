@@ -11,7 +11,7 @@ import { batchCompiled } from "./compiled.ts";
 import { EVENT_VIEW } from "./event-view.ts";
 import { type Caller, ownerOf, type TokenProof } from "./liveness.ts";
 import { sessionEvents } from "./schema.ts";
-import { arrayText } from "./session-view.ts";
+import { arrayText, joinedViews } from "./session-view.ts";
 import type { BucketShard } from "./shards.ts";
 import { type Logged, newWrite, type Writer } from "./writes.ts";
 
@@ -27,7 +27,7 @@ export function eventsOf(bucket: string | SQLWrapper, userId: string | SQLWrappe
 function eventList(db: Database, { token }: Head) {
   const recent = db
     .select({
-      view: sql<string>`json(${EVENT_VIEW})`.as("view"),
+      view: sql<string>`${EVENT_VIEW}`.as("view"),
       createdAt: sessionEvents.createdAt,
       id: sessionEvents.id,
     })
@@ -38,7 +38,7 @@ function eventList(db: Database, { token }: Head) {
     .as("recent");
   return db
     .select({
-      list: sql`json_group_array(json(${recent.view}) ORDER BY ${recent.createdAt} DESC, ${recent.id} DESC)`.as("list"),
+      list: joinedViews(recent.view, sql`${recent.createdAt} DESC, ${recent.id} DESC`).as("list"),
     })
     .from(recent);
 }
