@@ -82,14 +82,6 @@ export function reestablishedExpiry(at: Instant, upstreamEnd: Date): SQL<Date> {
 }
 
 /**
- * The insert, RETURNING its rows when they go to the outbox; else it returns nothing: nothing
- * would read them, and the column list is a third of what the statement compiles.
- */
-function returnedIf(published: boolean, insert: ReturnType<typeof recordEvents>) {
-  return published ? insert.returning() : insert;
-}
-
-/**
  * The head's statements as drizzle builds them, from what `authenticated` hands over: the call's
  * values or, while the statements are rendered once (src/db/compiled.ts), placeholders for them.
  */
@@ -101,25 +93,25 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
   const judgement = check && judgementOf(check, at.now, proof.id, false);
   const ending = check && acts(check, "end") ? changedUnder(check, "end") : null;
   const judged = check && acts(check, "log", "step-up", "end") ? changedUnder(check, "log", "step-up", "end") : null;
-  const contextEvents =
+  const contextInsert =
     check && judgement && judged
-      ? returnedIf(
-          writer.published,
-          recordEvents(
-            db,
-            ending ? sql`CASE WHEN ${ending} THEN 'ended' ELSE 'context_changed' END` : "context_changed",
-            sql`${proven} AND ${isJudged} AND ${judged}`,
-            writer,
-            write,
-            {
-              // The policy that applied: a receiver is told of a session held for step-up (src/services/ssf/delivery.ts).
-              reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, "step-up")} THEN 'step-up' ELSE 'log' END`,
-              context: contextChange(check),
-            },
-            judgementOf(check, at.now, proof.id, true),
-          ),
+      ? recordEvents(
+          db,
+          ending ? sql`CASE WHEN ${ending} THEN 'ended' ELSE 'context_changed' END` : "context_changed",
+          sql`${proven} AND ${isJudged} AND ${judged}`,
+          writer,
+          write,
+          {
+            // The policy that applied: a receiver is told of a session held for step-up (src/services/ssf/delivery.ts).
+            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, "step-up")} THEN 'step-up' ELSE 'log' END`,
+            context: contextChange(check),
+          },
+          judgementOf(check, at.now, proof.id, true),
         )
       : null;
+  // RETURNING only when the rows go to the outbox: nothing else reads them, and the column list is
+  // a third of what the statement compiles.
+  const contextEvents = contextInsert && writer.published ? contextInsert.returning() : contextInsert;
   const contextEnded =
     check && judgement && acts(check, "end")
       ? endSessions(db, sql`${proven} AND ${isJudged} AND ${changedUnderOf(judgement, check, "end")}`)

@@ -27,7 +27,7 @@ export function eventsOf(bucket: string | SQLWrapper, userId: string | SQLWrappe
 function eventList(db: Database, { token }: Head) {
   const recent = db
     .select({
-      view: sql<string>`${EVENT_VIEW}`.as("view"),
+      view: EVENT_VIEW.as("view"),
       createdAt: sessionEvents.createdAt,
       id: sessionEvents.id,
     })

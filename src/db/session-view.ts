@@ -49,12 +49,12 @@ const lastSeen = sql`CASE WHEN ${sessions.seenBrowser} IS NOT NULL THEN json_obj
  * Every member, in the view's order, then the ones this session does not have removed: a member
  * that is only sometimes there is absent, never null, and the others keep their places.
  */
-export function rendered(members: SQL, optional: [member: string, presentWhen: SQL][]): SQL {
+export function rendered(members: SQL, optional: [member: string, presentWhen: SQL][]): SQL<string> {
   // The paths are this file's own constants, written into the SQL rather than bound.
   const removed = optional.map(
     ([member, when]) => sql`CASE WHEN ${when} THEN '$.none' ELSE ${sql.raw(`'$.${member}'`)} END`,
   );
-  return sql`json_remove(json_object(${members}), ${sql.join(removed, sql`, `)})`;
+  return sql<string>`json_remove(json_object(${members}), ${sql.join(removed, sql`, `)})`;
 }
 
 const viewMembers = sql`'id', ${sessions.id},

@@ -1,4 +1,4 @@
-import { ConfigError } from "../domain/config.ts";
+import { ConfigError, parsedOnce } from "../domain/config.ts";
 import { InvalidInput } from "../domain/invalid-input.ts";
 import {
   BUCKET_COUNT,
@@ -87,8 +87,7 @@ export function formatShardMap(map: ShardMap): string {
   return JSON.stringify(regions);
 }
 
-// Parsed once per isolate (per distinct value: tests run several configurations).
-const parsed = new Map<string, ShardMap>();
+const shardMapFrom = parsedOnce(parseShardMap);
 
 function boundD1(env: Env, binding: string): D1Database | null {
   const value = (env as unknown as Record<string, unknown>)[binding] as Partial<D1Database> | undefined;
@@ -103,11 +102,7 @@ function d1Binding(env: Env, binding: string): D1Database {
 
 /** The deployment's shard map, checked against the bindings it names. */
 export function readShardMap(env: Env): ShardMap {
-  let map = parsed.get(env.SHARDS);
-  if (!map) {
-    map = parseShardMap(env.SHARDS);
-    parsed.set(env.SHARDS, map);
-  }
+  const map = shardMapFrom(env.SHARDS);
   for (const binding of map.bindings) d1Binding(env, binding);
   return map;
 }

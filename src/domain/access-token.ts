@@ -1,5 +1,5 @@
 import type { CallerView } from "./caller-view.ts";
-import { ConfigError } from "./config.ts";
+import { ConfigError, parsedOnce } from "./config.ts";
 import { signJws } from "./jws.ts";
 import type { SessionData } from "./session-data.ts";
 import { issuerOf, type KeySet, keySetOf } from "./signing-keys.ts";
@@ -112,10 +112,7 @@ function ttlOf(value: string | undefined): number {
   return ttl;
 }
 
-// Parsed once per isolate for the values last seen, as the transmitter is; a refused
-// configuration is not kept, so it is refused again, with its log line, on every call.
-let lastRead: { vars: string; issuer: AccessTokenIssuer } | null = null;
-let lastKeys: { text: string; keySet: KeySet } | null = null;
+const keySetFrom = parsedOnce((text: string) => keySetOf("ACCESS_TOKEN_KEYS", text));
 
 /**
  * The key set alone, null when ACCESS_TOKEN_KEYS is unset: what the published key set needs, so
@@ -123,11 +120,24 @@ let lastKeys: { text: string; keySet: KeySet } | null = null;
  * the tokens already out.
  */
 export function readAccessTokenKeys(vars: AccessTokenVars): KeySet | null {
-  const text = vars.ACCESS_TOKEN_KEYS;
-  if (!text) return null;
-  if (lastKeys?.text !== text) lastKeys = { text, keySet: keySetOf("ACCESS_TOKEN_KEYS", text) };
-  return lastKeys.keySet;
+  return vars.ACCESS_TOKEN_KEYS ? keySetFrom(vars.ACCESS_TOKEN_KEYS) : null;
 }
+
+const issuerFrom = parsedOnce(
+  (
+    keySet: KeySet,
+    issuer: string | undefined,
+    audience: string | undefined,
+    ttl: string | undefined,
+    dataClaims: string | undefined,
+  ): AccessTokenIssuer => ({
+    ...keySet,
+    issuer: issuerOf("ACCESS_TOKEN_ISSUER", issuer ?? ""),
+    audience: audienceOf(audience),
+    ttlSeconds: ttlOf(ttl),
+    dataClaims: dataClaimsOf(dataClaims),
+  }),
+);
 
 /**
  * The access token issuer the vars describe, null when ACCESS_TOKEN_KEYS is unset (off). Throws
@@ -136,23 +146,13 @@ export function readAccessTokenKeys(vars: AccessTokenVars): KeySet | null {
 export function readAccessTokenIssuer(vars: AccessTokenVars): AccessTokenIssuer | null {
   const keySet = readAccessTokenKeys(vars);
   if (!keySet) return null;
-  const key = JSON.stringify([
-    vars.ACCESS_TOKEN_KEYS,
+  return issuerFrom(
+    keySet,
     vars.ACCESS_TOKEN_ISSUER,
     vars.ACCESS_TOKEN_AUDIENCE,
     vars.ACCESS_TOKEN_TTL_SECONDS,
     vars.ACCESS_TOKEN_DATA_CLAIMS,
-  ]);
-  if (lastRead?.vars === key) return lastRead.issuer;
-  const issuer: AccessTokenIssuer = {
-    ...keySet,
-    issuer: issuerOf("ACCESS_TOKEN_ISSUER", vars.ACCESS_TOKEN_ISSUER ?? ""),
-    audience: audienceOf(vars.ACCESS_TOKEN_AUDIENCE),
-    ttlSeconds: ttlOf(vars.ACCESS_TOKEN_TTL_SECONDS),
-    dataClaims: dataClaimsOf(vars.ACCESS_TOKEN_DATA_CLAIMS),
-  };
-  lastRead = { vars: key, issuer };
-  return issuer;
+  );
 }
 
 /** What an access token says of its session, beyond the issuer's own claims: the caller's view of it (./caller-view.ts). */

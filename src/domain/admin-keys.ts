@@ -1,4 +1,4 @@
-import { ConfigError } from "./config.ts";
+import { ConfigError, parsedOnce } from "./config.ts";
 import { newCredential, proveCredential } from "./token.ts";
 
 // Admin keys: what a server on any stack holds to call the admin API (`/admin/*`), the HTTP
@@ -58,17 +58,7 @@ export function isKeyName(name: unknown): name is string {
   );
 }
 
-// Parsed once per isolate for the value last seen; a refused value is not kept.
-let lastRead: { text: string; keys: Map<string, AdminKey> } | null = null;
-
-/**
- * The keys ADMIN_KEYS holds, by id; null when it is unset or empty (no admin API). Throws a
- * ConfigError naming the var and its rule, never a value.
- */
-export function readAdminKeys(vars: { ADMIN_KEYS?: string }): Map<string, AdminKey> | null {
-  const text = vars.ADMIN_KEYS;
-  if (!text) return null;
-  if (lastRead?.text === text) return lastRead.keys;
+const keysFrom = parsedOnce((text: string): Map<string, AdminKey> => {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -83,9 +73,15 @@ export function readAdminKeys(vars: { ADMIN_KEYS?: string }): Map<string, AdminK
     throw new ConfigError(
       `ADMIN_KEYS must be a JSON array of keys as npm run admin:keys writes them (id, name, scopes of ${ADMIN_SCOPES.join(", ")}, secretHash, createdAt), ids unique`,
     );
-  const keys = new Map(parsed.map((key) => [key.id, key]));
-  lastRead = { text, keys };
-  return keys;
+  return new Map(parsed.map((key) => [key.id, key]));
+});
+
+/**
+ * The keys ADMIN_KEYS holds, by id; null when it is unset or empty (no admin API). Throws a
+ * ConfigError naming the var and its rule, never a value.
+ */
+export function readAdminKeys(vars: { ADMIN_KEYS?: string }): Map<string, AdminKey> | null {
+  return vars.ADMIN_KEYS ? keysFrom(vars.ADMIN_KEYS) : null;
 }
 
 /** The configured key `presented` is, or null: malformed, unknown, or not its secret (a revoked key is no longer listed). */

@@ -9,8 +9,8 @@ import {
   type TravelLimits,
 } from "./client-context.ts";
 
-// Every var the worker reads, parsed from the bindings once per bindings object: the runtime hands
-// every request of an isolate the same one, and this parsing was a tenth of a list's CPU.
+// Every var the worker reads, parsed from the bindings once per bindings object (`parsedOnce`): the
+// runtime hands every request of an isolate the same one, and this parsing was a tenth of a list's CPU.
 
 export interface Config {
   cookieName: string;
@@ -69,6 +69,21 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
+/**
+ * `parse`, kept for the values it was last called with (compared one by one, by identity): vars
+ * are read on every request and change only with a deploy, or between tests. A parse that throws
+ * keeps nothing, so a refused configuration is refused again, with its log line, on every call.
+ */
+export function parsedOnce<Values extends unknown[], T>(parse: (...values: Values) => T): (...values: Values) => T {
+  let last: { values: Values; parsed: T } | null = null;
+  return (...values) => {
+    if (last?.values.every((value, i) => value === values[i])) return last.parsed;
+    const parsed = parse(...values);
+    last = { values, parsed };
+    return parsed;
+  };
+}
+
 // `__Host-` makes browsers refuse the cookie unless it is Secure, Path=/ and host-only, so
 // no subdomain or plain-HTTP page can set or overwrite a session cookie. Without it the
 // cookie would be weaker than documented: refused, not served.
@@ -107,16 +122,7 @@ function policy(name: string, value: string | undefined, fallback: ContextPolicy
   return value as ContextPolicy;
 }
 
-const configs = new WeakMap<ConfigVars, Config>();
-
-export function readConfig(vars: ConfigVars): Config {
-  let config = configs.get(vars);
-  if (!config) {
-    config = parseConfig(vars);
-    configs.set(vars, config);
-  }
-  return config;
-}
+export const readConfig = parsedOnce(parseConfig);
 
 function parseConfig(vars: ConfigVars): Config {
   const cookieName = vars.SESSION_COOKIE_NAME || "__Host-session";

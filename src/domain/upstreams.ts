@@ -1,5 +1,5 @@
 import { ASSURANCE_LEVELS, type AssuranceLevel } from "./auth-factors.ts";
-import { ConfigError } from "./config.ts";
+import { ConfigError, parsedOnce } from "./config.ts";
 import { isHttpsOrLoopback } from "./ip.ts";
 import { MAX_REASON_LENGTH } from "./reason.ts";
 import { CAEP_EVENTS, type CaepEvent } from "./ssf/streams.ts";
@@ -226,8 +226,7 @@ function parseUpstreams(text: string): Upstream[] {
   return upstreams;
 }
 
-// Parsed once per isolate per value (tests run several).
-const parsed = new Map<string, Upstream[]>();
+const upstreamsFrom = parsedOnce(parseUpstreams);
 
 /**
  * The upstreams the var lists; empty when it is empty. Throws a ConfigError that names the
@@ -235,13 +234,7 @@ const parsed = new Map<string, Upstream[]>();
  */
 export function readUpstreams(vars: UpstreamVars): Upstream[] {
   const text = vars.SSF_UPSTREAMS ?? "";
-  if (text.trim() === "") return [];
-  let upstreams = parsed.get(text);
-  if (!upstreams) {
-    upstreams = parseUpstreams(text);
-    parsed.set(text, upstreams);
-  }
-  return upstreams;
+  return text.trim() === "" ? [] : upstreamsFrom(text);
 }
 
 export const isObject = (value: unknown): value is Record<string, unknown> =>

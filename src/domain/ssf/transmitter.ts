@@ -1,4 +1,4 @@
-import { ConfigError } from "../config.ts";
+import { ConfigError, parsedOnce } from "../config.ts";
 import { signJws } from "../jws.ts";
 import { issuerOf, type KeySet, keySetOf } from "../signing-keys.ts";
 import { DELIVERY_URNS, STREAMS_PATH } from "./streams.ts";
@@ -39,10 +39,16 @@ function retentionDaysOf(value: string | undefined): number {
   return days;
 }
 
-// Read on every request (the outbox asks whether streams are configured): parsed once per
-// isolate for the values last seen, as SHARDS is. Compared value by value, not as one JSON
-// text: building that text, the signing keys included, cost every request a few µs.
-let lastRead: { vars: readonly (string | undefined)[]; transmitter: Transmitter } | null = null;
+// Read on every request: the outbox asks whether streams are configured.
+const transmitterOf = parsedOnce((issuer: string, keys: string | undefined, retention: string | undefined) => {
+  const origin = issuerOf("SSF_ISSUER", issuer);
+  if (!keys) throw new ConfigError("SSF_SIGNING_KEYS must be set when SSF_ISSUER is");
+  return {
+    issuer: origin,
+    ...keySetOf("SSF_SIGNING_KEYS", keys),
+    retentionDays: retentionDaysOf(retention),
+  };
+});
 
 /**
  * The transmitter the vars describe, null when SSF_ISSUER is empty. Throws a ConfigError that
@@ -50,17 +56,7 @@ let lastRead: { vars: readonly (string | undefined)[]; transmitter: Transmitter 
  */
 export function readTransmitter(vars: TransmitterVars): Transmitter | null {
   if (!vars.SSF_ISSUER) return null;
-  const key = [vars.SSF_ISSUER, vars.SSF_SIGNING_KEYS, vars.SSF_SET_RETENTION_DAYS];
-  if (lastRead?.vars.every((value, i) => value === key[i])) return lastRead.transmitter;
-  const issuer = issuerOf("SSF_ISSUER", vars.SSF_ISSUER);
-  if (!vars.SSF_SIGNING_KEYS) throw new ConfigError("SSF_SIGNING_KEYS must be set when SSF_ISSUER is");
-  const transmitter = {
-    issuer,
-    ...keySetOf("SSF_SIGNING_KEYS", vars.SSF_SIGNING_KEYS),
-    retentionDays: retentionDaysOf(vars.SSF_SET_RETENTION_DAYS),
-  };
-  lastRead = { vars: key, transmitter };
-  return transmitter;
+  return transmitterOf(vars.SSF_ISSUER, vars.SSF_SIGNING_KEYS, vars.SSF_SET_RETENTION_DAYS);
 }
 
 /** The transmitter configuration metadata (SSF 1.0): what a receiver discovers first. */

@@ -1,4 +1,4 @@
-import { ConfigError } from "../config.ts";
+import { ConfigError, parsedOnce } from "../config.ts";
 import { isObject, type PushedEvent, readUpstreams, type Upstream, type UpstreamVars } from "../upstreams.ts";
 import { MAX_AUTHORIZATION_LENGTH, SESSION_ESTABLISHED, SESSION_REVOKED } from "./streams.ts";
 
@@ -67,30 +67,29 @@ function authorizationsOf(text: string, receivers: readonly Upstream[]): Map<str
   return new Map(Object.entries(parsed as Record<string, string>));
 }
 
-// Parsed once per isolate for the values last seen, as the transmitter is.
-let lastRead: { vars: string; receivers: UpstreamReceiver[] } | null = null;
+const receiversFrom = parsedOnce(
+  (upstreams: Upstream[], authorizationsText: string | undefined): UpstreamReceiver[] => {
+    const pushing = upstreams.filter((upstream) => upstream.push !== null);
+    const text = authorizationsText ?? "";
+    const authorizations = text.trim() === "" ? new Map<string, string>() : authorizationsOf(text, pushing);
+    return pushing.map((upstream) => {
+      const push = upstream.push as NonNullable<Upstream["push"]>;
+      return {
+        upstream,
+        destination: destinationOf(upstream),
+        endpointUrl: push.endpointUrl,
+        audience: push.audience,
+        events: push.events.map((event) => EVENT_URIS[event]),
+        authorization: authorizations.get(upstream.name) ?? null,
+      };
+    });
+  },
+);
 
 /**
  * The upstreams with `push`, each with its Authorization; empty for none. Throws a ConfigError
  * naming the var and its rule, never a value.
  */
 export function readUpstreamReceivers(vars: UpstreamReceiverVars): UpstreamReceiver[] {
-  const key = JSON.stringify([vars.SSF_UPSTREAMS, vars.SSF_UPSTREAM_AUTHORIZATIONS]);
-  if (lastRead?.vars === key) return lastRead.receivers;
-  const pushing = readUpstreams(vars).filter((upstream) => upstream.push !== null);
-  const text = vars.SSF_UPSTREAM_AUTHORIZATIONS ?? "";
-  const authorizations = text.trim() === "" ? new Map<string, string>() : authorizationsOf(text, pushing);
-  const receivers = pushing.map((upstream) => {
-    const push = upstream.push as NonNullable<Upstream["push"]>;
-    return {
-      upstream,
-      destination: destinationOf(upstream),
-      endpointUrl: push.endpointUrl,
-      audience: push.audience,
-      events: push.events.map((event) => EVENT_URIS[event]),
-      authorization: authorizations.get(upstream.name) ?? null,
-    };
-  });
-  lastRead = { vars: key, receivers };
-  return receivers;
+  return receiversFrom(readUpstreams(vars), vars.SSF_UPSTREAM_AUTHORIZATIONS);
 }
