@@ -13,7 +13,7 @@
 //      SessionService.create) and inserted in batches, each with its `created` event.
 // 3. Load: the service and the bare worker (bench/bare/) on wrangler's dev server
 //    (dev/local-server.ts), autocannon with CONNECTIONS connections, AMOUNT requests per
-//    row, REPETITIONS interleaved repetitions; medians. Each destructive request has its own
+//    row (PAIRED_AMOUNT for an operation and its own batch replayed), REPETITIONS interleaved repetitions; medians. Each destructive request has its own
 //    session; a logout-all its own user holding exactly N.
 // 4. The worker's own time: bench/own/ runs the bare worker's and the service's
 //    `fetch` in a loop inside workerd, on the no-database paths, with no dev server per call;

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { GZIP_BUDGET_BYTES, type measureBundle } from "../test/checks/bundle-size.ts";
 import { COST_LABELS, COST_TABLE_SIZES, type Cost } from "./cost.ts";
 import { fmt, median, PROJECT, problems } from "./harness.ts";
-import { AMOUNT, CONNECTIONS, REPETITIONS, type Row, type Run } from "./load.ts";
+import { AMOUNT, CONNECTIONS, PAIRED_AMOUNT, REPETITIONS, type Row, type Run } from "./load.ts";
 import {
   OWN_LOOP,
   OWN_OPERATION_LOOP,
@@ -174,7 +174,7 @@ export function markdownOf(run: Measured): string {
       `load average (1/5/15 min) ${run.loadStart.map((l) => l.toFixed(2)).join(" / ")} at the start, ` +
       `${run.loadEnd.map((l) => l.toFixed(2)).join(" / ")} at the end. Node ${process.version}, ${versions()}.`,
     "",
-    `**Throughput** (autocannon, ${CONNECTIONS} connections, ${AMOUNT} requests per row, ${REPETITIONS} interleaved repetitions, medians; ` +
+    `**Throughput** (autocannon, ${CONNECTIONS} connections, ${AMOUNT} requests per row, ${fmt(PAIRED_AMOUNT)} for an operation and its own batch replayed, ${REPETITIONS} interleaved repetitions, medians; ` +
       "each ratio is the median of the repetitions' own ratios, to the mean of the bare worker's first and last row there):",
     "",
     loadTable(run.rows, run.runs, run.costs.large),
