@@ -74,6 +74,8 @@ export interface Row {
    */
   sized?: true;
   bytes?: number;
+  /** A replay row that also signs an access token as `POST /auth/token` does (the bare worker's `?sign`). */
+  signs?: true;
   /** One request each: distinct tokens for the destructive operations. */
   requests: () => CannonRequest[];
 }
@@ -176,7 +178,7 @@ function replayRow(n: number, what: string, batch: Statement[]): Row {
     requests: () => [
       {
         method: "POST",
-        path: row.bytes === undefined ? "/batch" : `/batch?bytes=${row.bytes}`,
+        path: row.bytes !== undefined ? `/batch?bytes=${row.bytes}` : row.signs ? "/batch?sign" : "/batch",
         headers: { "content-type": "application/json" },
         body,
       },
@@ -206,7 +208,8 @@ const AUTHENTICATED_SIZE = 5;
 /**
  * `GET /auth/whoami` and `POST /auth/token`, each beside its own batch (authenticate's) replayed
  * by the bare worker: by a browser's session cookie (judged, nothing changed: 3 statements), as the
- * list rows send theirs, and by an app's session as Bearer (never judged: 2).
+ * list rows send theirs, and by an app's session as Bearer (never judged: 2). The token's batch is
+ * replayed once more signing a token as the route does: what its signature alone costs here.
  */
 async function authenticatedRows(env: Env, config: ReturnType<typeof readConfig>): Promise<Row[]> {
   const [browsers] = (await seedUsers(env.DB, config, 1, AUTHENTICATED_SIZE)) as [Seeded[]];
@@ -234,15 +237,20 @@ async function authenticatedRows(env: Env, config: ReturnType<typeof readConfig>
         status: 200,
         requests: () => [{ method, path, headers }],
       });
-      rows.push({
-        ...replayRow(
-          n,
-          `its own batch (\`SessionService.authenticate\`'s${carrier === "cookie" ? ", judged" : ", as Bearer"})`,
-          await authenticateBatchOf(env, config, own, carrier),
-        ),
-        cost,
-        replays: batch,
-      });
+      const replayed = await authenticateBatchOf(env, config, own, carrier);
+      const which = `\`SessionService.authenticate\`'s${carrier === "cookie" ? ", judged" : ", as Bearer"}`;
+      rows.push({ ...replayRow(n, `its own batch (${which})`, replayed), cost, replays: batch });
+      if (key === "token")
+        rows.push(
+          Object.assign(
+            replayRow(n, `its own batch (${which}) and signing an access token as the route does`, replayed),
+            {
+              cost,
+              batch,
+              signs: true as const,
+            },
+          ),
+        );
     }
   }
   return rows;
