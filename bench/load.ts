@@ -15,7 +15,7 @@ export const AMOUNT = 500;
 export const WARMUP_AMOUNT = 100;
 export const REPETITIONS = 5;
 /**
- * Requests per row of an operation and of its own batch replayed, whose share of the two is read
+ * Requests per row of an operation and of its own batch's replays, whose share of the two is read
  * to within 10%: at AMOUNT (a second a row on a fast machine) one pair's ratio ranged 0.75 to
  * 1.22 across the repetitions of one run.
  */
@@ -63,7 +63,8 @@ export interface Row {
   cost?: CostKey;
   /**
    * A service row whose own batch a replay row replays: the same name on both (its share of the
-   * replay is shown); or a `sized` replay row, which answers as that service row does.
+   * replay is shown); or a replay row that does more of what that service row does (`sized`,
+   * `signs`), whose share of the plain replay is shown.
    */
   batch?: string;
   /** A replay row: the `batch` of the service row whose batch it replays. */
@@ -122,8 +123,9 @@ function workerdCpuMs(): number | null {
   return ticks * 10;
 }
 
-/** A row's requests per repetition: PAIRED_AMOUNT for an operation and its own batch replayed. */
-export const amountOf = (row: Row) => (row.batch !== undefined || row.replays !== undefined ? PAIRED_AMOUNT : AMOUNT);
+/** A row's requests per repetition: PAIRED_AMOUNT for an operation and its own batch replayed (never one that ends sessions). */
+export const amountOf = (row: Row) =>
+  !row.destructive && (row.batch !== undefined || row.replays !== undefined) ? PAIRED_AMOUNT : AMOUNT;
 
 /** Fires exactly `amount` requests and times them from the first to the last response. */
 export function fire(base: URL, row: Row, amount = amountOf(row)): Promise<Run> {

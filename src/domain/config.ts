@@ -9,8 +9,10 @@ import {
   type TravelLimits,
 } from "./client-context.ts";
 
-// Every var the worker reads, parsed from the bindings once per bindings object (`parsedOnce`): the
-// runtime hands every request of an isolate the same one, and this parsing was a tenth of a list's CPU.
+// Every var the worker reads, parsed from the bindings once per bindings object: the runtime hands
+// every request of an isolate the same one, and this parsing was a tenth of a list's CPU. Kept per
+// object, not only the last (`parsedOnce`), so that requests, RPC calls and the cron never
+// re-parse it in turn, whichever objects the runtime hands each.
 
 export interface Config {
   cookieName: string;
@@ -122,7 +124,16 @@ function policy(name: string, value: string | undefined, fallback: ContextPolicy
   return value as ContextPolicy;
 }
 
-export const readConfig = parsedOnce(parseConfig);
+const configs = new WeakMap<ConfigVars, Config>();
+
+export function readConfig(vars: ConfigVars): Config {
+  let config = configs.get(vars);
+  if (!config) {
+    config = parseConfig(vars);
+    configs.set(vars, config);
+  }
+  return config;
+}
 
 function parseConfig(vars: ConfigVars): Config {
   const cookieName = vars.SESSION_COOKIE_NAME || "__Host-session";

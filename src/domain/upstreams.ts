@@ -227,6 +227,8 @@ function parseUpstreams(text: string): Upstream[] {
 }
 
 const upstreamsFrom = parsedOnce(parseUpstreams);
+// One empty list, so that what is kept for the list (the upstream receivers) is kept for it too.
+const NO_UPSTREAMS: Upstream[] = [];
 
 /**
  * The upstreams the var lists; empty when it is empty. Throws a ConfigError that names the
@@ -234,7 +236,7 @@ const upstreamsFrom = parsedOnce(parseUpstreams);
  */
 export function readUpstreams(vars: UpstreamVars): Upstream[] {
   const text = vars.SSF_UPSTREAMS ?? "";
-  return text.trim() === "" ? [] : upstreamsFrom(text);
+  return text.trim() === "" ? NO_UPSTREAMS : upstreamsFrom(text);
 }
 
 export const isObject = (value: unknown): value is Record<string, unknown> =>

@@ -40,7 +40,7 @@ interface RemoteKeys {
   fetched: Partial<ExportedJWKSCache>;
 }
 
-// Per isolate, by the parsed upstream (src/domain/upstreams.ts keeps one per var value).
+// Per isolate, by the parsed upstream (src/domain/upstreams.ts keeps the last var value's).
 const inlineSets = new WeakMap<Upstream, KeySet>();
 // Per isolate, by URL: an upstream's key set is fetched once every few minutes, not per token.
 const remoteSets = new Map<string, RemoteKeys>();
