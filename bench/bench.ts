@@ -13,8 +13,9 @@
 //      SessionService.create) and inserted in batches, each with its `created` event.
 // 3. Load: the service and the bare worker (bench/bare/) on wrangler's dev server
 //    (dev/local-server.ts), autocannon with CONNECTIONS connections, AMOUNT requests per
-//    row (PAIRED_AMOUNT for an operation and its own batch replayed), REPETITIONS interleaved repetitions; medians. Each destructive request has its own
-//    session; a logout-all its own user holding exactly N.
+//    row (PAIRED_AMOUNT for an operation and its own batch replayed), REPETITIONS interleaved
+//    repetitions; medians. Each destructive request has its own session; a logout-all its own
+//    user holding exactly N.
 // 4. The worker's own time: bench/own/ runs the bare worker's and the service's
 //    `fetch` in a loop inside workerd, on the no-database paths, with no dev server per call;
 //    then each operation, its D1 answers replayed, and the lists' layers one by one.
@@ -106,7 +107,8 @@ async function main(): Promise<void> {
         envFiles,
         onLog: (level, message) => logged.push(`${level}: ${message}`),
       }),
-      startLocalServer({ config: bareConfig, migrate: false, persistTo: state }),
+      // The run's key set too, for `POST /batch?sign`.
+      startLocalServer({ config: bareConfig, migrate: false, persistTo: state, envFiles }),
       startLocalServer({ config: ownConfig, migrate: false, persistTo: state, envFiles }),
     ]);
     const urls = { bare: bare.url, service: service.url };
