@@ -404,11 +404,11 @@ describe("a bug on the identity providers', report, Shared Signals, cron and que
   });
 
   it("POST /ssf/inbound: 500 and its line, never RFC 8935's 400", async () => {
-    const userId = newUser();
+    const subject = `sub-${newUser()}`;
     const set = await signed(
       {
         aud: ISSUER,
-        sub_id: { format: "iss_sub", iss: IDP, sub: userId },
+        sub_id: { format: "iss_sub", iss: IDP, sub: subject },
         events: { "https://schemas.openid.net/secevent/risc/event-type/account-disabled": {} },
       },
       "secevent+jwt",
@@ -427,7 +427,8 @@ describe("a bug on the identity providers', report, Shared Signals, cron and que
         ...LINE,
         method: "POST",
         route: "/ssf/inbound",
-        binding: await bindingOfUser(userId),
+        // Its first call: the provider's subject's link, where `<upstream>\n<subject>` hashes.
+        binding: await bindingOfUser(`idp\n${subject}`),
         request_id: expect.any(String),
       },
     ]);

@@ -50,6 +50,14 @@ async function userWith(count: number, user = newUser()) {
 }
 
 /** The SessionService entrypoint over counting bindings. */
+/** One round trip to the database of an upstream's link (its `<upstream>\n<subject>` hashes as a user id does), then one to the user's. */
+async function linkThenUser(link: string, user: string): Promise<Record<string, number>> {
+  const trips: Record<string, number> = {};
+  for (const binding of [await bindingOfUser(link), await bindingOfUser(user)])
+    trips[binding] = (trips[binding] ?? 0) + 1;
+  return trips;
+}
+
 function countedService() {
   const counter = countingShards(databases());
   return { service: new SessionService(createExecutionContext(), { ...env, ...counter.env }), counter };
@@ -173,11 +181,17 @@ describe("round trips per request, per database", () => {
       });
   });
 
-  it("a SET pushed to the Shared Signals receiver costs one, on its user's database; a refused one none", async () => {
+  it("a SET naming this service's user id (subjects_are_user_ids) costs one, on its user's database; a refused one none", async () => {
     const user = newUser();
     await userWith(2, user);
     const { publicKey, privateKey } = await generateKeyPair("ES256");
-    const upstream = { issuer: "https://idp.example", name: "idp", audience: "sessions", subject: "opaque" };
+    const upstream = {
+      issuer: "https://idp.example",
+      name: "idp",
+      audience: "sessions",
+      subject: "opaque",
+      subjects_are_user_ids: true,
+    };
     const keys = [{ ...(await exportJWK(publicKey)), kid: "k" }];
     const set = (kid: string) =>
       new SignJWT({
@@ -200,7 +214,7 @@ describe("round trips per request, per database", () => {
     }
   });
 
-  it("a SET that holds sessions (CAEP credential-change) costs the same one, on its user's database", async () => {
+  it("a SET that holds sessions (CAEP credential-change) by the provider's subject costs the link's read, then one on its user's database", async () => {
     const user = newUser();
     const { publicKey, privateKey } = await generateKeyPair("ES256");
     const upstream = { issuer: "https://idp.example", name: "idp", audience: "sessions", subject: "opaque" };
@@ -212,7 +226,7 @@ describe("round trips per request, per database", () => {
     const set = await new SignJWT({
       ...{ iss: upstream.issuer, aud: upstream.audience, jti: crypto.randomUUID() },
       iat: Math.floor(Date.now() / 1000),
-      sub_id: { format: "opaque", id: user },
+      sub_id: { format: "opaque", id: "s" },
       events: { "https://schemas.openid.net/secevent/caep/event-type/credential-change": {} },
     })
       .setProtectedHeader({ alg: "ES256", typ: "secevent+jwt", kid: "k" })
@@ -222,13 +236,13 @@ describe("round trips per request, per database", () => {
     const response = await callWith({ ...counter.env, ...vars }, "POST", "/ssf/inbound", headers, set);
     expect({ status: response.status, roundTrips: counter.roundTrips() }).toEqual({
       status: 202,
-      roundTrips: { [await bindingOfUser(user)]: 1 },
+      roundTrips: await linkThenUser("idp\ns", user),
     });
     for (const session of sessions)
       expect(await service.authenticate(session.token)).toMatchObject({ reauthenticationRequired: true });
   });
 
-  it("a SET naming the upstream's sid of one session costs the same one, and holds that one alone", async () => {
+  it("a SET naming the upstream's sid of one session costs the same two, and holds that one alone", async () => {
     const user = newUser();
     const { publicKey, privateKey } = await generateKeyPair("ES256");
     const upstream = { issuer: "https://idp.example", name: "idp", audience: "sessions", subject: "opaque" };
@@ -240,7 +254,7 @@ describe("round trips per request, per database", () => {
     const set = await new SignJWT({
       ...{ iss: upstream.issuer, aud: upstream.audience, jti: crypto.randomUUID() },
       iat: Math.floor(Date.now() / 1000),
-      sub_id: { format: "complex", user: { format: "opaque", id: user }, session: { format: "opaque", id: "sid-1" } },
+      sub_id: { format: "complex", user: { format: "opaque", id: "s" }, session: { format: "opaque", id: "sid-1" } },
       events: { "https://schemas.openid.net/secevent/caep/event-type/credential-change": {} },
     })
       .setProtectedHeader({ alg: "ES256", typ: "secevent+jwt", kid: "k" })
@@ -250,7 +264,7 @@ describe("round trips per request, per database", () => {
     const response = await callWith({ ...counter.env, ...vars }, "POST", "/ssf/inbound", headers, set);
     expect({ status: response.status, roundTrips: counter.roundTrips() }).toEqual({
       status: 202,
-      roundTrips: { [await bindingOfUser(user)]: 1 },
+      roundTrips: await linkThenUser("idp\ns", user),
     });
     expect(await service.authenticate(named.token)).toMatchObject({ reauthenticationRequired: true });
     expect(await service.authenticate(other.token)).toMatchObject({ sessionId: other.id });

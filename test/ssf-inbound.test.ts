@@ -41,11 +41,14 @@ const PUBLIC_KEYS = [
 ];
 
 type UpstreamConfig = Record<string, unknown>;
+// The receiver's rules, with subjects in this service's user ids (the sessions here are signed in
+// locally); the provider's own subjects are test/upstream-events.test.ts's.
 const upstream = (overrides: UpstreamConfig = {}): UpstreamConfig => ({
   issuer: ISSUER,
   name: "idp",
   audience: AUDIENCE,
   subject: "iss_sub",
+  subjects_are_user_ids: true,
   jwks: { keys: PUBLIC_KEYS },
   ...overrides,
 });

@@ -68,6 +68,8 @@ export async function standInUpstream() {
     name: "idp",
     audience: ISSUER,
     subject: "iss_sub",
+    // Its SETs name users by this service's ids (setAbout), its logouts by its own subjects.
+    subjects_are_user_ids: true,
     client_id: clientId,
     jwks: { keys: [key] },
   };

@@ -37,15 +37,15 @@ const UPSTREAM: Partial<Env> = {
   ]),
 };
 
-/** A CAEP session-revoked SET for every session of `userId`, signed by the upstream. */
-function sessionsRevoked(userId: string): Promise<string> {
+/** A CAEP session-revoked SET for every session of the user the upstream's `subject` is, signed by the upstream. */
+function sessionsRevoked(subject: string): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
   return new SignJWT({
     iss: ISSUER,
     aud: AUDIENCE,
     iat: now,
     jti: crypto.randomUUID(),
-    sub_id: { format: "iss_sub", iss: ISSUER, sub: userId },
+    sub_id: { format: "iss_sub", iss: ISSUER, sub: subject },
     events: { "https://schemas.openid.net/secevent/caep/event-type/session-revoked": { event_timestamp: now } },
   })
     .setProtectedHeader({ alg: "ES256", typ: "secevent+jwt", kid: "k1" })
@@ -131,13 +131,19 @@ async function measure(operation: Operation, judged: boolean, vars: Partial<Env>
     const response = await callWith(bindings, method, "/auth/report", bearer(caller.reportToken as string));
     expect(response.status).toBe(200);
   } else if (operation === "POST /ssf/inbound") {
+    const subject = `sub-${userId}`;
+    // Signed in uncounted, so that a link names the user: only the SET's own statements are measured.
+    await new SessionService(createExecutionContext(), { ...env, ...UPSTREAM }).create({
+      userId,
+      upstream: { provider: "idp", subject },
+    });
     const headers = { "Content-Type": "application/secevent+jwt" };
     const response = await callWith(
       { ...bindings, ...UPSTREAM },
       "POST",
       "/ssf/inbound",
       headers,
-      await sessionsRevoked(userId),
+      await sessionsRevoked(subject),
     );
     expect(response.status).toBe(202);
   } else {

@@ -2,23 +2,26 @@ import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { decodeJwt, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { SessionService } from "../src/rpc/session-service.ts";
+import { type ReauthenticateRequest, SessionService } from "../src/rpc/session-service.ts";
 import {
   bearer,
   CHROME_MAC,
   callWith,
   d1OfUser,
   expectError,
+  FIREFOX_LINUX,
   type Issued,
   issue,
   newUser,
   REJECTED_CHALLENGE,
+  sessionCookie,
 } from "./helpers.ts";
 import { newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
 // The CAEP 1.0 events an upstream pushes to POST /ssf/inbound, each acted on as its `events`
-// in SSF_UPSTREAMS says: a hold asks the user to sign in again (re-establish, not end; IPSIE
-// SL2), an ending ends, a log only logs. Signed here with `jose`.
+// in SSF_UPSTREAMS says: a hold asks the user to sign in again at the provider (re-establish,
+// not end; IPSIE SL2), an ending ends, a log only logs. The provider names users by its own
+// subjects, as CAEP has it (`sub-<user>` here, what its sign-ins gave `create`). Signed here with `jose`.
 
 const ISSUER = "https://idp.example";
 const AUDIENCE = "https://sessions.example/ssf";
@@ -48,10 +51,21 @@ const now = () => Math.floor(Date.now() / 1000);
 const service = (bindings: Partial<Env> = DEFAULTS) =>
   new SessionService(createExecutionContext(), { ...env, ...bindings });
 
+/** The provider's own subject for a user here: what its sign-ins give `create`, and its SETs name. */
+const subjectOf = (userId: string) => `sub-${userId}`;
+
 /** A session signed in through `provider`, as a login flow does after the provider's callback. */
 async function signIn(userId: string, sid: string | null = null, provider = "idp"): Promise<Issued> {
-  return service().create({ userId, userAgent: CHROME_MAC, upstream: { provider, subject: `sub-${userId}`, sid } });
+  return service().create({ userId, userAgent: CHROME_MAC, upstream: { provider, subject: subjectOf(userId), sid } });
 }
+
+/** The provider's fresh sign-in for the session, as the login flow passes it to `reauthenticate`. */
+const freshSignIn = (userId: string, authTime: number | undefined, sid?: string) => ({
+  provider: "idp",
+  subject: subjectOf(userId),
+  ...(authTime === undefined ? {} : { auth_time: authTime }),
+  ...(sid === undefined ? {} : { sid }),
+});
 
 /** A user with a session signed in through the upstream and one signed in here (a password). */
 async function userWithTwo() {
@@ -59,13 +73,14 @@ async function userWithTwo() {
   return { user, federated: await signIn(user), local: await issue(user) };
 }
 
+/** A SET about `userId`, named by the provider's own subject. */
 function set(userId: string, event: string, body: Record<string, unknown> = {}, overrides: JWTPayload = {}) {
   const claims = {
     iss: ISSUER,
     aud: AUDIENCE,
     iat: now(),
     jti: crypto.randomUUID(),
-    sub_id: { format: "iss_sub", iss: ISSUER, sub: userId },
+    sub_id: { format: "iss_sub", iss: ISSUER, sub: subjectOf(userId) },
     events: { [`${CAEP}${event}`]: { event_timestamp: now(), ...body } },
     ...overrides,
   };
@@ -129,6 +144,42 @@ describe("the default action of each CAEP 1.0 event", () => {
     [
       "assurance-level-change",
       { namespace: "NIST-AAL", current_level: "nist-aal2", previous_level: "nist-aal1", change_direction: "increase" },
+      "live",
+      "live",
+      "signaled_by_upstream",
+    ],
+    // Without change_direction, its levels compared.
+    [
+      "assurance-level-change",
+      { namespace: "NIST-AAL", current_level: "nist-aal1", previous_level: "nist-aal2" },
+      "held",
+      "live",
+      "held_by_upstream",
+    ],
+    [
+      "assurance-level-change",
+      { namespace: "NIST-AAL", current_level: "NIST-AAL2", previous_level: "nist-aal3" },
+      "held",
+      "live",
+      "held_by_upstream",
+    ],
+    [
+      "assurance-level-change",
+      { namespace: "NIST-AAL", current_level: "nist-aal3", previous_level: "nist-aal2" },
+      "live",
+      "live",
+      "signaled_by_upstream",
+    ],
+    [
+      "assurance-level-change",
+      { namespace: "NIST-AAL", current_level: "nist-aal2", previous_level: "nist-aal2" },
+      "live",
+      "live",
+      "signaled_by_upstream",
+    ],
+    [
+      "assurance-level-change",
+      { namespace: "RFC8176", current_level: "pwd", previous_level: "mfa" },
       "live",
       "live",
       "signaled_by_upstream",
@@ -250,6 +301,25 @@ describe("each action, as the upstream's events choose", () => {
     }
   });
 
+  it("a level change without change_direction is compared through the upstream's acr_levels", async () => {
+    const levels = vars({ acr_levels: { "urn:idp:mfa": 2, "urn:idp:pwd": 1, "urn:idp:phr": 3 } });
+    for (const [current, previous, after] of [
+      ["urn:idp:pwd", "urn:idp:mfa", "held"],
+      ["urn:idp:mfa", "urn:idp:phr", "held"],
+      ["urn:idp:phr", "urn:idp:pwd", "live"],
+      ["urn:idp:pwd", "urn:idp:unknown", "live"],
+      ["toString", "urn:idp:mfa", "live"],
+    ] as const) {
+      const { user, federated } = await userWithTwo();
+      const body = { namespace: "urn:idp", current_level: current, previous_level: previous };
+      await push(await set(user, "assurance-level-change", body), levels);
+      expect({ current, previous, state: await stateOf(federated) }).toEqual({ current, previous, state: after });
+      expect((await eventsOf(user)).map((event) => event.type)).toEqual([
+        after === "held" ? "held_by_upstream" : "signaled_by_upstream",
+      ]);
+    }
+  });
+
   it("events not named keep their defaults", async () => {
     const { user, federated } = await userWithTwo();
     await push(await set(user, "credential-change"), vars({ events: { "token-claims-change": "end" } }));
@@ -258,9 +328,9 @@ describe("each action, as the upstream's events choose", () => {
 });
 
 describe("a hold", () => {
-  it("refuses every use but a sign-out with the RFC 9470 challenge; reauthenticate lifts it and logs step-up", async () => {
+  it("refuses every use but a sign-out with the RFC 9470 challenge; the provider's sign-in after it lifts it and logs step-up", async () => {
     const { user, federated } = await userWithTwo();
-    await push(await set(user, "credential-change"));
+    await push(await set(user, "credential-change", { event_timestamp: now() - 60 }));
     expect(await stateOf(federated)).toBe("held");
     await expectError(
       await callWith({}, "GET", "/auth/sessions", bearer(federated.token)),
@@ -276,7 +346,7 @@ describe("a hold", () => {
       reauthenticationRequired: true,
     });
     // After the provider's fresh sign-in, the login flow re-authenticates the session.
-    const reissued = await service().reauthenticate({ token: federated.token, factors: ["sso"] });
+    const reissued = await service().reauthenticate({ token: federated.token, upstream: freshSignIn(user, now()) });
     expect(reissued?.sessionId).toBe(federated.id);
     expect(await stateOf(federated)).toBe("ended");
     expect(await stateOf({ ...federated, token: reissued?.token as string })).toBe("live");
@@ -288,26 +358,112 @@ describe("a hold", () => {
 
   it("is lifted by a reauthenticate that carries the provider's fresh sign-in: its factors, its sid", async () => {
     const { user, federated } = await userWithTwo();
-    await push(await set(user, "credential-change"));
+    await push(await set(user, "credential-change", { event_timestamp: now() - 5 }));
     expect(await stateOf(federated)).toBe("held");
-    const upstream = {
-      provider: "idp",
-      subject: `sub-${user}`,
-      sid: "sid-after",
-      auth_time: now(),
-      amr: ["pwd", "otp"],
-    };
+    const upstream = { ...freshSignIn(user, now(), "sid-after"), amr: ["pwd", "otp"] };
     const reissued = await service().reauthenticate({ token: federated.token, upstream });
     const token = reissued?.token as string;
     expect(await stateOf({ ...federated, token })).toBe("live");
     expect(await (await whoami(token)).json()).toMatchObject({
       amr: ["pwd", "otp"],
-      upstream: { provider: "idp", subject: `sub-${user}`, sid: "sid-after" },
+      upstream: { provider: "idp", subject: subjectOf(user), sid: "sid-after" },
     });
     expect((await eventsOf(user)).map(({ type, reason }) => ({ type, reason }))).toEqual([
       { type: "held_by_upstream", reason: "idp:credential-change" },
       { type: "reauthenticated", reason: "step-up" },
     ]);
+  });
+
+  it("is not lifted by a local re-authentication, nor by the provider's sign-in before the event or without auth_time", async () => {
+    const { user, federated } = await userWithTwo();
+    const eventAt = now() - 30;
+    await push(await set(user, "credential-change", { event_timestamp: eventAt }));
+    const inputs: Omit<ReauthenticateRequest, "token">[] = [
+      { factors: ["pwd", "otp"] },
+      { upstream: freshSignIn(user, eventAt - 5) },
+      { upstream: freshSignIn(user, eventAt) },
+      { upstream: { ...freshSignIn(user, undefined), amr: ["pwd"] } },
+    ];
+    for (const input of inputs) {
+      await expect(service().reauthenticate({ token: federated.token, ...input })).rejects.toThrow(
+        new RangeError(
+          "the session's identity provider holds it: only upstream, the provider's sign-in with an auth_time after its event, lifts the hold",
+        ),
+      );
+      expect(await stateOf(federated)).toBe("held");
+    }
+    // Nothing was written by the refusals: the hold is all the log has.
+    expect((await eventsOf(user)).map(({ type }) => type)).toEqual(["held_by_upstream"]);
+    const reissued = await service().reauthenticate({
+      token: federated.token,
+      upstream: freshSignIn(user, eventAt + 1),
+    });
+    expect(await stateOf({ ...federated, token: reissued?.token as string })).toBe("live");
+  });
+
+  it("an event without event_timestamp holds from when it was received: only a sign-in after that lifts it", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const receivedAt = now();
+    vi.setSystemTime(receivedAt * 1000);
+    const { user, federated } = await userWithTwo();
+    await push(await set(user, "credential-change", {}, { events: { [`${CAEP}credential-change`]: {} } }));
+    vi.setSystemTime((receivedAt + 10) * 1000);
+    await expect(
+      service().reauthenticate({ token: federated.token, upstream: freshSignIn(user, receivedAt - 1) }),
+    ).rejects.toThrow(RangeError);
+    expect(await stateOf(federated)).toBe("held");
+    const reissued = await service().reauthenticate({
+      token: federated.token,
+      upstream: freshSignIn(user, receivedAt + 1),
+    });
+    expect(await stateOf({ ...federated, token: reissued?.token as string })).toBe("live");
+  });
+
+  it("a later hold moves the instant: a sign-in between the two does not lift it", async () => {
+    const { user, federated } = await userWithTwo();
+    await push(await set(user, "credential-change", { event_timestamp: now() - 40 }));
+    await push(await set(user, "credential-change", { event_timestamp: now() - 10 }));
+    await expect(
+      service().reauthenticate({ token: federated.token, upstream: freshSignIn(user, now() - 20) }),
+    ).rejects.toThrow(RangeError);
+    const reissued = await service().reauthenticate({ token: federated.token, upstream: freshSignIn(user, now()) });
+    expect(await stateOf({ ...federated, token: reissued?.token as string })).toBe("live");
+  });
+
+  it("a context hold on a session its provider does not hold is lifted by any re-authentication, as before", async () => {
+    const user = newUser();
+    const federated = await service().create({
+      userId: user,
+      userAgent: CHROME_MAC,
+      carrier: "both",
+      upstream: { provider: "idp", subject: subjectOf(user), sid: null },
+    });
+    const held = { SESSION_CONTEXT_DEVICE: "step-up" } as Partial<Env>;
+    const cookieUse = await callWith(held, "GET", "/auth/whoami", {
+      ...sessionCookie(federated.token),
+      "User-Agent": FIREFOX_LINUX,
+    });
+    await expectError(cookieUse, 401, "reauthentication_required", { wwwAuthenticate: STEP_UP });
+    const reissued = await service().reauthenticate({ token: federated.token, factors: ["pwd"] });
+    expect(await stateOf({ ...federated, token: reissued?.token as string })).toBe("live");
+  });
+
+  it("a re-authentication without sid keeps the stored one, which a sign-out sent back names", async () => {
+    const user = newUser();
+    const session = await signIn(user, "sid-kept");
+    await push(await set(user, "credential-change", { event_timestamp: now() - 5 }));
+    const reissued = await service().reauthenticate({ token: session.token, upstream: freshSignIn(user, now()) });
+    const token = reissued?.token as string;
+    expect(await (await whoami(token)).json()).toMatchObject({
+      upstream: { provider: "idp", subject: subjectOf(user), sid: "sid-kept" },
+    });
+    const again = await service().reauthenticate({
+      token,
+      upstream: freshSignIn(user, now(), "sid-new"),
+    });
+    expect(await (await whoami(again?.token as string)).json()).toMatchObject({
+      upstream: { provider: "idp", subject: subjectOf(user), sid: "sid-new" },
+    });
   });
 
   it("a sign-out is not held back", async () => {
@@ -356,10 +512,84 @@ describe("what this service's own receivers are sent", () => {
   });
 });
 
+describe("whose subject it names", () => {
+  it("the provider's own subject, through the link its sign-in wrote: this service's user id names no one", async () => {
+    const { user, federated, local } = await userWithTwo();
+    const byUserId = await set(user, "session-revoked", {}, { sub_id: { format: "iss_sub", iss: ISSUER, sub: user } });
+    await push(byUserId);
+    expect([await stateOf(federated), await stateOf(local)]).toEqual(["live", "live"]);
+    await push(await set(user, "session-revoked"));
+    expect([await stateOf(federated), await stateOf(local)]).toEqual(["ended", "ended"]);
+  });
+
+  it("an opaque subject is the provider's own too", async () => {
+    const { user, federated } = await userWithTwo();
+    const opaque = { sub_id: { format: "opaque", id: subjectOf(user) } };
+    await push(await set(user, "credential-change", {}, opaque), vars({ subject: "opaque" }));
+    expect(await stateOf(federated)).toBe("held");
+  });
+
+  it("with subjects_are_user_ids, this service's user ids as before, and the provider's subject names no one", async () => {
+    const asUserIds = vars({ subjects_are_user_ids: true });
+    const { user, federated, local } = await userWithTwo();
+    await push(await set(user, "credential-change"), asUserIds);
+    expect(await stateOf(federated)).toBe("live");
+    const byUserId = { sub_id: { format: "iss_sub", iss: ISSUER, sub: user } };
+    await push(await set(user, "credential-change", {}, byUserId), asUserIds);
+    expect([await stateOf(federated), await stateOf(local)]).toEqual(["held", "live"]);
+  });
+
+  it("a subject that is no subject this service holds, or no user id it can hold, is refused", async () => {
+    const { user, federated } = await userWithTwo();
+    for (const [bindings, sub, description] of [
+      [DEFAULTS, "x".repeat(256), "The subject is not a subject this service holds."],
+      [
+        vars({ subjects_are_user_ids: true }),
+        "not a user\u0000id",
+        "The subject's user id is not one this service can hold.",
+      ],
+    ] as const) {
+      const response = await callWith(
+        bindings,
+        "POST",
+        "/ssf/inbound",
+        { "Content-Type": "application/secevent+jwt" },
+        await set(user, "session-revoked", {}, { sub_id: { format: "iss_sub", iss: ISSUER, sub } }),
+      );
+      expect({ status: response.status, body: await response.json() }).toEqual({
+        status: 400,
+        body: { err: "invalid_request", description },
+      });
+    }
+    expect(await stateOf(federated)).toBe("live");
+  });
+
+  it("a session signed in after the SET was issued is not one it speaks of", async () => {
+    const user = newUser();
+    const issuedAt = now() - 600;
+    const sent = await set(user, "session-revoked", {}, { iat: issuedAt });
+    const later = await signIn(user);
+    await push(sent);
+    expect(await stateOf(later)).toBe("live");
+  });
+
+  it("a subject linked anew reaches the user its last sign-in linked it to", async () => {
+    const [first, second] = [newUser(), newUser()];
+    const subject = { provider: "idp", subject: "sub-shared", sid: null };
+    await service().create({ userId: first, userAgent: CHROME_MAC, upstream: subject });
+    const linked = await service().create({ userId: second, userAgent: CHROME_MAC, upstream: subject });
+    await push(
+      await set(second, "credential-change", {}, { sub_id: { format: "iss_sub", iss: ISSUER, sub: "sub-shared" } }),
+    );
+    expect(await stateOf(linked)).toBe("held");
+    expect((await eventsOf(first)).map(({ type, reason }) => [type, reason])).toEqual([["ended", "upstream_relinked"]]);
+  });
+});
+
 describe("which sessions an event reaches", () => {
   const complex = (userId: string | null, sessionId: string) => ({
     format: "complex",
-    ...(userId === null ? {} : { user: { format: "iss_sub", iss: ISSUER, sub: userId } }),
+    ...(userId === null ? {} : { user: { format: "iss_sub", iss: ISSUER, sub: subjectOf(userId) } }),
     session: { format: "opaque", id: sessionId },
   });
 
@@ -441,9 +671,9 @@ describe("which sessions an event reaches", () => {
 
   it("a jti received before holds nothing again, after the hold was lifted", async () => {
     const { user, federated } = await userWithTwo();
-    const sent = await set(user, "credential-change");
+    const sent = await set(user, "credential-change", { event_timestamp: now() - 5 });
     await push(sent);
-    const reissued = await service().reauthenticate({ token: federated.token, factors: ["sso"] });
+    const reissued = await service().reauthenticate({ token: federated.token, upstream: freshSignIn(user, now()) });
     await push(sent);
     expect(await stateOf({ ...federated, token: reissued?.token as string })).toBe("live");
     expect((await eventsOf(user)).map((event) => event.type)).toEqual(["held_by_upstream", "reauthenticated"]);

@@ -58,11 +58,13 @@ async function setUp(push: Record<string, unknown> | null = {}, extra: Partial<E
     jwks: IDP_JWKS,
     ...(push === null ? {} : { push: { endpoint_url: endpoint, ...push } }),
   };
+  // Names users by this service's ids: it ends sessions of users never signed in through it.
   const other = {
     issuer: `https://other-${name}.example`,
     name: `other-${name}`,
     audience: OUR_AUDIENCE,
     subject: "iss_sub",
+    subjects_are_user_ids: true,
     client_id: CLIENT_ID,
     jwks: IDP_JWKS,
   };
@@ -210,13 +212,14 @@ async function globalRevocation(setup: Setup, sub: string) {
 }
 
 /** A RISC account-disabled SET about `userId` from `issuer`, pushed to POST /ssf/inbound. */
-async function accountDisabled(setup: Setup, issuer: string, userId: string) {
+/** RISC account-disabled by `issuer` for `sub`: its own subject, or (the other upstream) this service's user id. */
+async function accountDisabled(setup: Setup, issuer: string, sub: string) {
   const set = await new SignJWT({
     iss: issuer,
     aud: OUR_AUDIENCE,
     iat: now(),
     jti: crypto.randomUUID(),
-    sub_id: { format: "iss_sub", iss: issuer, sub: userId },
+    sub_id: { format: "iss_sub", iss: issuer, sub },
     events: { [ACCOUNT_DISABLED]: {} },
   })
     .setProtectedHeader({ alg: "ES256", kid: "idp1", typ: "secevent+jwt" })
@@ -358,6 +361,25 @@ describe("session-revoked for every ending here", () => {
     ]);
   });
 
+  it("an ending whose reason a caller wrote as <upstream>:… is still told: who ended it decides, not its text", async () => {
+    const setup = await setUp();
+    const userId = newUser();
+    const one = await setup.signIn(userId, "sub-t", "sid-1");
+    await setup.signIn(userId, "sub-t", "sid-2");
+    const reason = `${setup.name}:offboarding`;
+    await setup.rpc((service) => service.endSession({ sessionId: one.id, reason }));
+    await setup.rpc((service) => service.endUserSessions({ userId, reason: `${setup.name}:backchannel_logout` }));
+    expect((await pushedSets(setup)).filter((set) => set.type === REVOKED)).toEqual([
+      { type: REVOKED, sub_id: subjectOf(setup, "sub-t", "sid-1"), initiating_entity: "system", reason },
+      {
+        type: REVOKED,
+        sub_id: subjectOf(setup, "sub-t", "sid-2"),
+        initiating_entity: "system",
+        reason: `${setup.name}:backchannel_logout`,
+      },
+    ]);
+  });
+
   it("an eviction over SESSION_MAX_PER_USER", async () => {
     const setup = await setUp();
     const userId = newUser();
@@ -416,7 +438,7 @@ describe("no echo, nothing for others", () => {
     expect((await backchannelLogout(setup, "sub-x", "sid-x")).status).toBe(200);
     expect((await globalRevocation(setup, "sub-x")).status).toBe(204);
     await setup.signIn(userId, "sub-x", "sid-z");
-    expect((await accountDisabled(setup, setup.issuer, userId)).status).toBe(202);
+    expect((await accountDisabled(setup, setup.issuer, "sub-x")).status).toBe(202);
     expect((await eventsOf(userId)).map((event) => [event.type, event.reason])).toEqual([
       ["created", null],
       ["created", null],

@@ -225,13 +225,20 @@ function logOnly(policy: ContextPolicy): ContextPolicy {
 
 /**
  * What a re-authentication records: the new secret's hash, the factors, the assurance level and,
- * after the provider's fresh sign-in, which must be the session's own, its `sid` and `session_expiry`.
+ * after the provider's fresh sign-in, which must be the session's own, its `sid` and
+ * `session_expiry`; its `auth_time`, after the provider's hold, lifts it.
  */
 export interface Reauthentication {
   secretHash: string;
   factors: StoredFactors;
   assuranceLevel: number | null;
-  upstream?: { provider: string; subject: string; sid: string | null; sessionExpiry: Date | null } | null;
+  upstream?: {
+    provider: string;
+    subject: string;
+    sid: string | null;
+    sessionExpiry: Date | null;
+    authTime: Date | null;
+  } | null;
 }
 
 /**
@@ -241,7 +248,8 @@ export interface Reauthentication {
  * a replayed batch finds the old secret gone and changes nothing, yet answers the same, so the
  * caller gets the new token it was about to be given, never a third one. Null when the token
  * did not prove a live session, `another_sign_in` when it did but `change.upstream` is not the
- * session's own sign-in: nothing changed.
+ * session's own sign-in, `held_by_upstream` when its provider holds it and `change.upstream` is
+ * no sign-in there after the hold: nothing changed.
  */
 export async function reauthenticateSession(
   shard: BucketShard,
@@ -250,7 +258,11 @@ export async function reauthenticateSession(
   writer: Writer,
   at: Instant,
   check: ContextCheck | null,
-): Promise<Logged<{ expiresAt: Date; upstreamExpiresAt: Date | null } | null | "support" | "another_sign_in">> {
+): Promise<
+  Logged<
+    { expiresAt: Date; upstreamExpiresAt: Date | null } | null | "support" | "another_sign_in" | "held_by_upstream"
+  >
+> {
   const write = newWrite(at.now);
   const latest = Math.max(...Object.values(change.factors));
   // The user just proved who they are: a change of context is only logged, and a hold lifted.
@@ -265,8 +277,14 @@ export async function reauthenticateSession(
     const itsOwn =
       upstream &&
       sql`(${sessions.upstream} IS ${upstream.provider} AND ${sessions.upstreamSubject} IS ${upstream.subject})`;
+    // The provider's hold yields only to its own sign-in after it (itsOwn checks whose).
+    const authTime = upstream?.authTime;
+    const liftable = or(
+      isNull(sessions.upstreamHeldAt),
+      authTime ? sql`${authTime.getTime()} > ${sessions.upstreamHeldAt}` : undefined,
+    ) as SQL;
     // Support access is time-boxed: it is never given a new secret (src/domain/support.ts).
-    const eligible = and(proven, isNull(sessions.supportAgent), itsOwn ?? undefined);
+    const eligible = and(proven, isNull(sessions.supportAgent), itsOwn ?? undefined, liftable);
     // Its own UPDATE records the context: the head's would change the same row a statement earlier.
     const head = authenticated(db, { proof, at, check: logged, writer, write }, false);
     const { row, events, move } = await batchNamed(db, {
@@ -286,19 +304,24 @@ export async function reauthenticateSession(
           authenticatedAt: sql`max(${sessions.authenticatedAt}, ${latest})`,
           lastActiveAt: at.now,
           contextStepUp: false,
-          ...(upstream && { upstreamSid: upstream.sid }),
+          upstreamHeldAt: null,
+          // A sign-in without a `sid` keeps the stored one: the session-revoked sent back names it.
+          ...(upstream?.sid != null && { upstreamSid: upstream.sid }),
           ...(upstream?.sessionExpiry && {
             upstreamExpiresAt: upstream.sessionExpiry,
             expiresAt: reestablishedExpiry(at, upstream.sessionExpiry),
           }),
         })
         .where(and(eligible, notMoving())),
-      // The session with its new secret, or the support session or another sign-in's session the token proved, untouched.
+      // The session with its new secret, or the support session, another sign-in's session or
+      // one its provider holds that the token proved, untouched.
       row: db
         .select({
           expiresAt: sessions.expiresAt,
           upstreamExpiresAt: sessions.upstreamExpiresAt,
           supportAgent: sessions.supportAgent,
+          itsOwn: sql<number>`${itsOwn ?? sql`1`}`.as("its_own"),
+          liftable: sql<number>`${liftable}`.as("liftable"),
         })
         .from(sessions)
         .where(
@@ -308,6 +331,7 @@ export async function reauthenticateSession(
               eq(sessions.secretHash, change.secretHash),
               and(proven, isNotNull(sessions.supportAgent)),
               itsOwn ? and(proven, not(itsOwn)) : undefined,
+              and(proven, not(liftable)),
             ),
           ),
         ),
@@ -321,7 +345,9 @@ export async function reauthenticateSession(
       : reauthenticated && found
         ? { expiresAt: found.expiresAt, upstreamExpiresAt: found.upstreamExpiresAt }
         : found
-          ? "another_sign_in"
+          ? found.itsOwn && !found.liftable
+            ? "held_by_upstream"
+            : "another_sign_in"
           : null;
     return { answer: { answer, events, db }, move: move[0], blocked: !reauthenticated };
   });

@@ -93,6 +93,10 @@ export const sessions = sqliteTable(
     // The provider's own end of its session (the ID token's `session_expiry`): the session never
     // lives past it, however it slides (src/domain/upstream-sign-in.ts). Null: it gave none.
     upstreamExpiresAt: integer("upstream_expires_at", { mode: "timestamp_ms" }),
+    // The provider asked for a hold (a CAEP event, src/domain/ssf/inbound.ts) about this instant:
+    // with context_step_up set, only its sign-in after it (its `auth_time`) lifts the hold, never
+    // a local re-authentication. Null: no hold of the provider's.
+    upstreamHeldAt: integer("upstream_held_at", { mode: "timestamp_ms" }),
     // SHA-256 (hex) of the report token's secret (src/services/report.ts): set only when the
     // session was created from a new device, so null says "not a new device" as well. The
     // token works until created_at + SESSION_REPORT_TTL_SECONDS, and once: confirming ends the row.

@@ -51,6 +51,16 @@ export interface CompletedFactor {
 export const ASSURANCE_LEVELS = [1, 2, 3] as const;
 export type AssuranceLevel = (typeof ASSURANCE_LEVELS)[number];
 
+/** CAEP 1.0 §3.4's namespace and names for these levels: `nist-aal1` to `nist-aal3`. */
+export const AAL_NAMESPACE = "NIST-AAL";
+export const aalName = (level: number) => `nist-aal${level}`;
+
+/** The level a CAEP `nist-aal<n>` name stands for (any case); null for any other value. */
+export function levelOfAalName(name: unknown): AssuranceLevel | null {
+  if (typeof name !== "string") return null;
+  return ASSURANCE_LEVELS.find((level) => aalName(level) === name.toLowerCase()) ?? null;
+}
+
 const MAX_PROOFS = AUTH_FACTORS.length;
 /** A login flow's clock may run a little ahead of the worker's. */
 const CLOCK_SKEW_MS = 60_000;

@@ -46,6 +46,8 @@ export interface UpstreamSignIn {
   sid: string | null;
   /** The provider's `session_expiry`; null when it gave none. */
   sessionExpiry: Date | null;
+  /** When the user signed in there (its `auth_time`); null when it gave none. What lifts its hold. */
+  authTime: Date | null;
   /** Its `amr` as factors completed at its `auth_time` (or now); `sso` alone for an `auth_time` without a known method. */
   factors: StoredFactors | null;
   /** Its `acr` through the upstream's `acr_levels`; null when it gave none or one not listed. */
@@ -147,7 +149,15 @@ export function checkUpstreamSignIn(input: unknown, upstreams: readonly Upstream
   const authTime = authTimeOf(input.auth_time, nowMs);
   const factors = factorsOf(amrOf(input.amr), authTime, nowMs);
   const assuranceLevel = acr === null ? null : (upstream.acrLevels[acr] ?? null);
-  return { upstream, subject: input.subject, sid, sessionExpiry, factors, assuranceLevel };
+  return {
+    upstream,
+    subject: input.subject,
+    sid,
+    sessionExpiry,
+    authTime: authTime === null ? null : new Date(authTime),
+    factors,
+    assuranceLevel,
+  };
 }
 
 /**
@@ -158,6 +168,20 @@ export function checkUpstreamSignIn(input: unknown, upstreams: readonly Upstream
 export function notTheSessionsSignIn(): InvalidInput {
   return new InvalidInput(
     "upstream.provider and upstream.subject must be those the session was signed in through",
+    RangeError,
+    true,
+  );
+}
+
+/**
+ * A re-authentication of a session its provider holds (a CAEP event) without that provider's
+ * sign-in since the event: only a sign-in there lifts the hold, after the event (its
+ * `auth_time`, which an ID token carries when the login flow asks with `max_age=0`). Refused
+ * with nothing written, the session still held.
+ */
+export function heldByTheProvider(): InvalidInput {
+  return new InvalidInput(
+    "the session's identity provider holds it: only upstream, the provider's sign-in with an auth_time after its event, lifts the hold",
     RangeError,
     true,
   );

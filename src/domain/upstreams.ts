@@ -25,7 +25,7 @@ export const UPSTREAM_ACTIONS = [
 ] as const;
 export type UpstreamAction = (typeof UPSTREAM_ACTIONS)[number];
 
-/** How an upstream's SET subjects name users: `iss_sub` (the `sub` is the user id) or `opaque` (the `id` is). */
+/** The format of an upstream's SET subjects: `iss_sub` (the user is its `sub`) or `opaque` (its `id`). */
 export const SUBJECT_FORMATS = ["iss_sub", "opaque"] as const;
 export type SubjectFormat = (typeof SUBJECT_FORMATS)[number];
 
@@ -74,6 +74,12 @@ export const DEFAULT_EVENT_ACTIONS: Readonly<Record<CaepEvent, EventAction>> = {
 export interface UpstreamSets {
   audience: string;
   subject: SubjectFormat;
+  /**
+   * False (the default): a subject is the upstream's own, the `sub` its sign-ins gave `create`,
+   * and names the user it was linked to (src/services/upstream-links.ts), as its logout does.
+   * True: it is this service's user id, for an upstream configured to speak so.
+   */
+  subjectsAreUserIds: boolean;
   events: Readonly<Record<CaepEvent, EventAction>>;
 }
 
@@ -166,8 +172,20 @@ function pushOf(value: unknown, issuer: string, invalid: (rule: string) => Confi
 
 function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Upstream {
   if (typeof entry !== "object" || entry === null || Array.isArray(entry)) throw invalid("each entry is an object");
-  const { issuer, name, audience, subject, events, client_id, region, jwks, jwks_uri, acr_levels, push } =
-    entry as Record<string, unknown>;
+  const {
+    issuer,
+    name,
+    audience,
+    subject,
+    subjects_are_user_ids,
+    events,
+    client_id,
+    region,
+    jwks,
+    jwks_uri,
+    acr_levels,
+    push,
+  } = entry as Record<string, unknown>;
   if (typeof issuer !== "string" || !URL.canParse(issuer)) throw invalid("issuer is a URL");
   if (typeof name !== "string" || !NAME.test(name))
     throw invalid(`name is 1 to ${MAX_UPSTREAM_NAME_LENGTH} characters of A-Z a-z 0-9 . _ -`);
@@ -179,6 +197,8 @@ function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Ups
     throw invalid(`subject is one of ${SUBJECT_FORMATS.join(", ")}`);
   if (events !== undefined && audience === undefined)
     throw invalid("events come with audience and subject (an upstream that sends SETs)");
+  if (subjects_are_user_ids !== undefined && (audience === undefined || typeof subjects_are_user_ids !== "boolean"))
+    throw invalid("subjects_are_user_ids, when given, is true or false, with audience and subject");
   if (client_id !== undefined && (typeof client_id !== "string" || client_id === ""))
     throw invalid("client_id is a non-empty string");
   if (audience === undefined && client_id === undefined)
@@ -199,7 +219,12 @@ function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Ups
     sets:
       audience === undefined
         ? null
-        : { audience: audience as string, subject: subject as SubjectFormat, events: eventActionsOf(events, invalid) },
+        : {
+            audience: audience as string,
+            subject: subject as SubjectFormat,
+            subjectsAreUserIds: subjects_are_user_ids === true,
+            events: eventActionsOf(events, invalid),
+          },
     clientId: (client_id as string | undefined) ?? null,
     region: (region as string | undefined) ?? null,
     keys: Array.isArray(inline) ? { jwks: inline } : { jwksUri: (uri as URL).href },

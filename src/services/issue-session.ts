@@ -22,6 +22,7 @@ import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
 import { generateToken, hashSecret, newReportToken, newSecretFor, type Placement } from "../domain/token.ts";
 import {
   checkUpstreamSignIn,
+  heldByTheProvider,
   notTheSessionsSignIn,
   type UpstreamSignIn,
   type UpstreamSignInInput,
@@ -427,6 +428,7 @@ export async function reauthenticate(
     subject: signIn.subject,
     sid: signIn.sid,
     sessionExpiry: signIn.sessionExpiry,
+    authTime: signIn.authTime,
   };
   const change = { secretHash: await hashSecret(secret), factors, assuranceLevel: proven.assuranceLevel, upstream };
   const changed = await write(
@@ -437,6 +439,7 @@ export async function reauthenticate(
   );
   if (changed === "support") return changed;
   if (changed === "another_sign_in") throw notTheSessionsSignIn();
+  if (changed === "held_by_upstream") throw heldByTheProvider();
   if (!changed) return null;
   return {
     sessionId: proof.id,

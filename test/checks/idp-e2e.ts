@@ -10,9 +10,10 @@
 // within WAIT_MS, by the verifier; the others stay. Sent again after the user signed in anew with
 // that sid, and forged with a stranger's key: nothing more ends. Then a global token revocation of the subject ends the
 // user's other two sessions, seen by whoami and the verifier. Then the provider pushes a CAEP
-// `credential-change` for the user (a Shared Signals SET to POST /ssf/inbound): the next whoami
-// of a session signed in through it is held with the RFC 9470 challenge, and a re-authentication
-// over the admin API, as the login flow does after the provider's fresh sign-in, lifts it. Prints one JSON report with the
+// `credential-change` naming its own subject (a Shared Signals SET to POST /ssf/inbound): the next
+// whoami of a session signed in through it is held with the RFC 9470 challenge; a local
+// re-authentication over the admin API is refused, and one with the provider's fresh sign-in (its
+// `auth_time` after the event), as the login flow sends it, lifts the hold. Prints one JSON report with the
 // lags; exits 1 on any answer other than the one expected. The server places every request in
 // Paris (DEV_PLACE): a session:create placed there is not held at its first cookie use, one
 // placed in Sydney is, as travel (the default step-up). Then sign-outs sent back: the
@@ -253,7 +254,7 @@ try {
       target: `${base}/ssf/inbound`,
       audience: SET_AUDIENCE,
       event: "credential-change",
-      sub: user,
+      sub: subject,
       claims: { credential_type: "password", change_type: "update" },
     });
     expect("the credential-change SET is answered 202", pushed.status === 202, pushed);
@@ -267,12 +268,24 @@ try {
         challenge.includes('error="insufficient_user_authentication"'),
       { status: refused.status, code, challenge },
     );
-    const reauthenticated = await fetch(`${base}/admin/sessions/reauthenticate`, {
-      method: "POST",
-      headers: { Authorization: `Bearer ${adminKey}`, "Content-Type": "application/json" },
-      body: JSON.stringify({ token: held.token, factors: ["sso"] }),
-    });
-    expect("the re-authentication is answered 200", reauthenticated.status === 200, reauthenticated.status);
+    const reauthenticate = (body: Record<string, unknown>) =>
+      fetch(`${base}/admin/sessions/reauthenticate`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${adminKey}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ token: held.token, ...body }),
+      });
+    const local = await reauthenticate({ factors: ["pwd", "otp"] });
+    expect("a local re-authentication does not lift the provider's hold: 400", local.status === 400, local.status);
+    expect("the session is still held", (await whoami(held.token)) === 401);
+    // The provider's fresh sign-in, a second after its event (auth_time is in whole seconds).
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    const signedIn = { provider: UPSTREAM, subject, sid: "sid-held", auth_time: Math.floor(Date.now() / 1000) };
+    const reauthenticated = await reauthenticate({ upstream: signedIn });
+    expect(
+      "the re-authentication with the provider's sign-in is answered 200",
+      reauthenticated.status === 200,
+      reauthenticated.status,
+    );
     const { token } = (await reauthenticated.json()) as { token: string };
     expect("the re-authenticated session is live again", (await whoami(token)) === 200);
   };

@@ -38,7 +38,10 @@ const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
 const upstreamKey = await generateKeyPair("ES256", { extractable: true });
 const upstreamJwk = { ...(await exportJWK(upstreamKey.publicKey)), kid: "e2e-idp-1", alg: "ES256" };
-const upstreams = [{ ...UPSTREAM, audience: base, subject: "iss_sub", jwks: { keys: [upstreamJwk] } }];
+// Its SET names the user by this service's id: the user never signed in through it.
+const upstreams = [
+  { ...UPSTREAM, audience: base, subject: "iss_sub", subjects_are_user_ids: true, jwks: { keys: [upstreamJwk] } },
+];
 const server = await startNpmStart(port, state, ["--var", `SSF_UPSTREAMS:${JSON.stringify(upstreams)}`]);
 const problems: string[] = [];
 const receiverPort = await freePort();

@@ -23,14 +23,16 @@ export interface InboundSet {
  * Whose sessions it reaches: every live one of `userId`, or the one `sessionId` (of `userId` when
  * given) or, with `upstreamSid`, the one of `userId` signed in through that upstream with that
  * `sid`; with `upstream`, only those signed in through it (as that subject and that `sid`,
- * when given); with `issuedAt`, only those created by then (plus the skew), of which the token speaks.
+ * when given); only those created by `issuedAt` (plus the skew), of which the token speaks.
+ * `heldSince`: a hold's instant, which only the upstream's sign-in after it lifts.
  */
 export interface SetTarget {
   userId: string | null;
   sessionId: string | null;
   upstreamSid?: { upstream: string; sid: string };
   upstream?: { name: string; subject: string | null; sid: string | null };
-  issuedAt?: Date;
+  issuedAt: Date;
+  heldSince?: Date;
 }
 
 /** The one session the target names, by this service's id or the upstream's `sid`; undefined: every one. */
@@ -86,15 +88,13 @@ export function actOnSessionsForSet(
   at: Instant,
 ): Promise<Logged<number>> {
   const write = newWrite(at.now);
-  const { upstream, issuedAt } = target;
+  const { upstream, issuedAt, heldSince = at.now } = target;
   const ending = and(
     target.userId === null ? undefined : eq(sessions.userId, target.userId),
     upstream === undefined ? undefined : eq(sessions.upstream, upstream.name),
     upstream?.subject == null ? undefined : eq(sessions.upstreamSubject, upstream.subject),
     upstream?.sid == null ? undefined : eq(sessions.upstreamSid, upstream.sid),
-    issuedAt === undefined
-      ? undefined
-      : lte(sessions.createdAt, new Date(issuedAt.getTime() + UPSTREAM_CLOCK_SKEW_SECONDS * 1000)),
+    lte(sessions.createdAt, new Date(issuedAt.getTime() + UPSTREAM_CLOCK_SKEW_SECONDS * 1000)),
     isLive(at),
   );
   return onBucket(shard, async (db) => {
@@ -103,8 +103,17 @@ export function actOnSessionsForSet(
       recorded: recordEvents(db, LOGGED_AS[act], matching, writer, write, { reason }),
       ended: act === "end" ? endSessions(db, matching) : null,
       // The context check's hold: every use but a sign-out is refused with the RFC 9470
-      // challenge until `reauthenticate` lifts it.
-      held: act === "hold" ? db.update(sessions).set({ contextStepUp: true }).where(matching) : null,
+      // challenge until `reauthenticate` with the upstream's sign-in after the latest hold lifts it.
+      held:
+        act === "hold"
+          ? db
+              .update(sessions)
+              .set({
+                contextStepUp: true,
+                upstreamHeldAt: sql`max(coalesce(${sessions.upstreamHeldAt}, 0), ${heldSince.getTime()})`,
+              })
+              .where(matching)
+          : null,
       remembered: remember(db, set, shard.bucket, write.at),
       logged: loggedBy(db, write),
       move: moveOf(db, shard.bucket),

@@ -1,6 +1,8 @@
+import { levelOfAalName } from "../auth-factors.ts";
 import type { Jws } from "../jws.ts";
 import { Refused } from "../refusal.ts";
 import { placementOf } from "../token.ts";
+import { isUpstreamId } from "../upstream-sign-in.ts";
 import {
   audienceOf,
   type EventAction,
@@ -11,13 +13,16 @@ import {
   type UpstreamSets,
   upstreamReason,
 } from "../upstreams.ts";
+import { isUserId } from "../user-id.ts";
 import { CAEP_EVENTS, type CaepEvent, caepType } from "./streams.ts";
 
 // Inbound SETs (SSF 1.0, RFC 8935 push): upstreams, transmitters such as an identity provider,
 // POST Security Event Tokens (RFC 8417) that end sessions here, or hold them until the user signs
 // in again, or are logged on them. Which upstreams are trusted, and
 // how their subjects name this service's users, is the var SSF_UPSTREAMS
-// (docs/shared-signals.md#inbound-sets-from-upstreams); empty, the endpoint is off (404).
+// (docs/shared-signals.md#inbound-sets-from-upstreams); empty, the endpoint is off (404). A
+// provider names a user by its own subject, which the link its sign-in wrote turns into the
+// user, as for its logout (src/services/upstream-links.ts).
 //
 // What is read here decides everything but the signature (src/services/ssf/inbound.ts
 // verifies it with src/domain/jws.ts) and the one batch that acts (src/db/ssf/inbound-sets.ts).
@@ -84,28 +89,51 @@ export interface SetAction {
   act: SetAct;
   /** The security log's reason: `<upstream name>:<event>`. */
   reason: string;
-  /** The user whose sessions it reaches; null when the subject named only a session. */
-  userId: string | null;
-  /** The one session it reaches (of `userId`, when given); null: every session of the user. */
+  /**
+   * Whose sessions it reaches: the upstream's own subject (its link names the user), or this
+   * service's user id (an upstream with `subjects_are_user_ids`); null when the subject named
+   * only a session.
+   */
+  user: { subject: string } | { userId: string } | null;
+  /** The one session it reaches (of the user, when given); null: every session of the user. */
   sessionId: string | null;
   /**
-   * With `userId`: the session member's id as the upstream knows the session (its `sid`), which
+   * With a user: the session member's id as the upstream knows the session (its `sid`), which
    * names the session of the user signed in through it with that `sid` too.
    */
   upstreamSid?: { upstream: string; sid: string };
   /**
-   * A hold and a log reach only the sessions signed in through the upstream: a fresh sign-in
-   * there is what lifts the hold. An ending reaches every session of the user, as it always has.
+   * A hold and a log reach only the sessions signed in through the upstream (as its subject,
+   * when it named its own): a fresh sign-in there is what lifts the hold. An ending reaches every
+   * session of the user, as it always has.
    */
-  upstream?: { name: string; subject: null; sid: null };
+  upstream?: { name: string; subject: string | null; sid: null };
+  /** When the SET was issued: a session signed in after it is not one it speaks of. */
+  issuedAt: Date;
+  /**
+   * A hold's instant: the event's `event_timestamp`, or now when it has none (or a later one).
+   * Only the provider's sign-in after it (its `auth_time`) lifts the hold.
+   */
+  heldSince?: Date;
+}
+
+/** An assurance level the upstream names: through its `acr_levels`, else CAEP's `nist-aal<n>`. */
+function levelOf(name: unknown, upstream: Upstream): number | null {
+  if (typeof name === "string" && Object.hasOwn(upstream.acrLevels, name)) return upstream.acrLevels[name] ?? null;
+  return levelOfAalName(name);
 }
 
 /**
- * Whether a CAEP event says things got worse: a level down, a device not compliant, a high
- * risk. The events without a direction always do.
+ * Whether a CAEP event says things got worse: a level down (by its `change_direction`, or
+ * without one its levels compared), a device not compliant, a high risk. The events without a
+ * direction always do.
  */
-function isWorse(event: CaepEvent, body: Record<string, unknown>): boolean {
-  if (event === "assurance-level-change") return body.change_direction === "decrease";
+function isWorse(event: CaepEvent, body: Record<string, unknown>, upstream: Upstream): boolean {
+  if (event === "assurance-level-change") {
+    if (body.change_direction !== undefined) return body.change_direction === "decrease";
+    const [current, previous] = [levelOf(body.current_level, upstream), levelOf(body.previous_level, upstream)];
+    return current !== null && previous !== null && current < previous;
+  }
   if (event === "device-compliance-change") return body.current_status === "not-compliant";
   if (event === "risk-level-change")
     return typeof body.current_level === "string" && body.current_level.toUpperCase() === "HIGH";
@@ -113,14 +141,14 @@ function isWorse(event: CaepEvent, body: Record<string, unknown>): boolean {
 }
 
 /** The upstream's action on a CAEP event; a change that is no worse is only logged. RISC's events end. */
-function actOf(event: KnownEvent, body: Record<string, unknown>, sets: UpstreamSets): EventAction {
+function actOf(event: KnownEvent, body: Record<string, unknown>, upstream: Upstream, sets: UpstreamSets): EventAction {
   if (!event.oneSession) return "end";
   const chosen = sets.events[event.caep];
-  return chosen === "ignore" || isWorse(event.caep, body) ? chosen : "log";
+  return chosen === "ignore" || isWorse(event.caep, body, upstream) ? chosen : "log";
 }
 
-/** The user a simple subject names in the upstream's format; null when it is in another. */
-function userOf(subject: unknown, upstream: Upstream, sets: UpstreamSets): string | null {
+/** The user a simple subject names in the upstream's format, as the upstream words it; null when it is in another. */
+function userOf(subject: unknown, upstream: Upstream, sets: UpstreamSets): SetAction["user"] {
   if (!isObject(subject) || subject.format !== sets.subject) return null;
   if (subject.format === "iss_sub" && subject.iss !== upstream.issuer)
     throw setRefused(
@@ -128,7 +156,21 @@ function userOf(subject: unknown, upstream: Upstream, sets: UpstreamSets): strin
       "The subject's iss is not the SET's issuer: an upstream speaks for its own users only.",
     );
   const id = subject.format === "iss_sub" ? subject.sub : subject.id;
-  return typeof id === "string" ? id : null;
+  if (typeof id !== "string") return null;
+  if (sets.subjectsAreUserIds) {
+    if (!isUserId(id)) throw setRefused("invalid_request", "The subject's user id is not one this service can hold.");
+    return { userId: id };
+  }
+  if (!isUpstreamId(id)) throw setRefused("invalid_request", "The subject is not a subject this service holds.");
+  return { subject: id };
+}
+
+/** A hold's instant: the event's `event_timestamp` (epoch seconds), never later than now; now without one. */
+function heldSinceOf(body: Record<string, unknown>, nowSeconds: number): Date {
+  const stamp = body.event_timestamp;
+  const seconds =
+    typeof stamp === "number" && Number.isFinite(stamp) && stamp > 0 ? Math.min(stamp, nowSeconds) : nowSeconds;
+  return new Date(seconds * 1000);
 }
 
 /** The id a subject's `session` member (`opaque`) names a session by: this service's, or the upstream's own. */
@@ -158,15 +200,15 @@ export function actionOf(payload: Record<string, unknown>, upstream: Upstream, n
   const event = KNOWN_EVENTS.get(uri) as KnownEvent;
   const body = events[uri];
   if (!isObject(body)) throw setRefused("invalid_request", "The event's payload is not an object.");
-  const act = actOf(event, body, sets);
+  const act = actOf(event, body, upstream, sets);
   if (act === "ignore") return null;
   // SSF 1.0 puts the subject in `sub_id`; transmitters before it, in the event.
   const subject = payload.sub_id ?? body.subject;
   const complex = isObject(subject) && subject.format === "complex";
-  const userId = userOf(complex ? subject.user : subject, upstream, sets);
+  const user = userOf(complex ? subject.user : subject, upstream, sets);
   const named = complex && event.oneSession ? sessionIdOf(subject.session) : null;
   const sessionId = named !== null && placementOf(named) ? named : null;
-  if (userId === null && sessionId === null)
+  if (user === null && sessionId === null)
     throw setRefused(
       "invalid_request",
       `The subject names no user in this issuer's format (${sets.subject}) and no session of this service.`,
@@ -174,11 +216,20 @@ export function actionOf(payload: Record<string, unknown>, upstream: Upstream, n
   // An upstream's `sid` is looked for among the user's sessions only: without a user, finding it
   // would take a search of every database.
   const target = {
-    userId,
+    user,
     sessionId,
-    ...(userId !== null && named !== null ? { upstreamSid: { upstream: upstream.name, sid: named } } : {}),
+    issuedAt: new Date((payload.iat as number) * 1000),
+    ...(user !== null && named !== null ? { upstreamSid: { upstream: upstream.name, sid: named } } : {}),
   };
   const reason = upstreamReason(upstream, event.name);
   if (act === "end") return { jti, act, reason, ...target };
-  return { jti, act, reason, ...target, upstream: { name: upstream.name, subject: null, sid: null } };
+  const through = { name: upstream.name, subject: user !== null && "subject" in user ? user.subject : null, sid: null };
+  return {
+    jti,
+    act,
+    reason,
+    ...target,
+    upstream: through,
+    ...(act === "hold" ? { heldSince: heldSinceOf(body, nowSeconds) } : {}),
+  };
 }

@@ -8,6 +8,7 @@ import {
   recordPushes,
   type SessionSet,
 } from "../../db/ssf/queue.ts";
+import { AAL_NAMESPACE, aalName } from "../../domain/auth-factors.ts";
 import { isSameDevice } from "../../domain/device.ts";
 import type { EventType } from "../../domain/events.ts";
 import { logLine } from "../../domain/log.ts";
@@ -67,10 +68,6 @@ function endedBy(reason: string | null): Initiator {
   return reason === "admin" ? "admin" : "system";
 }
 
-/** CAEP 1.0 §3.4's name for NIST SP 800-63B levels: `nist-aal1` to `nist-aal3`. */
-const AAL_NAMESPACE = "NIST-AAL";
-const aal = (level: number) => `nist-aal${level}`;
-
 /**
  * The claims of an assurance-level-change, or null when the level did not change or is not
  * known now. A level the session had none of before is a change with no direction.
@@ -79,10 +76,10 @@ function levelChangeOf({ assuranceLevel: now, previousAssuranceLevel: before }: 
   if (now === null || now === before) return null;
   return {
     namespace: AAL_NAMESPACE,
-    current_level: aal(now),
+    current_level: aalName(now),
     ...(before === null
       ? {}
-      : { previous_level: aal(before), change_direction: now > before ? "increase" : "decrease" }),
+      : { previous_level: aalName(before), change_direction: now > before ? "increase" : "decrease" }),
   };
 }
 
@@ -210,8 +207,9 @@ function setClaims(
 /**
  * The SET a session event becomes for the upstream it was signed in through, or null: when that
  * upstream takes pushes of the event's type, and did not itself cause the ending, which it
- * would otherwise be told of again: its reason `<upstream>:<action>` (a SET, a back-channel
- * logout or a revocation of its own), or `upstream_relinked` (its sign-in named the subject as
+ * would otherwise be told of again: an `ended_by_upstream` of its own (a SET, a back-channel
+ * logout or a revocation; the service wrote its reason `<upstream>:<action>`, so a caller's
+ * reason that merely reads so is told), or `upstream_relinked` (its sign-in named the subject as
  * another user; the provider's session, perhaps the very one that sign-in used, must not end
  * for it). It names the session by the upstream's own ids: its `sub`, and its `sid` when it gave one;
  * a session-revoked is sent only for a session with a `sid`, since one naming the user alone
@@ -221,9 +219,10 @@ function upstreamSetOf(event: SessionEventRow, receivers: readonly UpstreamRecei
   const receiver = receivers.find((candidate) => candidate.upstream.name === event.upstream);
   const caep = AS_CAEP[event.type];
   if (!receiver || event.upstreamSubject === null || !caep || !receiver.events.includes(caep.type)) return null;
-  // A `created` event's reason `<upstream>:session_expiry` says what bounds it, not who caused it.
-  const causedByIt = event.type !== "created" && event.reason?.startsWith(`${receiver.upstream.name}:`);
-  if (event.reason === SERVICE_REASONS.upstreamRelinked || causedByIt) return null;
+  const causedByIt =
+    (event.type === "ended_by_upstream" && event.reason?.startsWith(`${receiver.upstream.name}:`)) ||
+    (event.type === "ended" && event.reason === SERVICE_REASONS.upstreamRelinked);
+  if (causedByIt) return null;
   // Without its `sid`, a session-revoked would name the user alone: every session of theirs there.
   if (caep.type === SESSION_REVOKED && event.upstreamSid === null) return null;
   const details = detailsOf(event, caep);

@@ -1,15 +1,15 @@
 import { actOnSessionsForSet } from "../../db/ssf/inbound-sets.ts";
 import { ConfigError } from "../../domain/config.ts";
 import type { Jws } from "../../domain/jws.ts";
-import { actionOf, senderOf, setRefused } from "../../domain/ssf/inbound.ts";
+import { actionOf, type SetAction, senderOf, setRefused } from "../../domain/ssf/inbound.ts";
 import type { Upstream } from "../../domain/upstreams.ts";
-import { isUserId } from "../../domain/user-id.ts";
 import { type Scope, write } from "../scope.ts";
 import { type UpstreamTokenFault, verifiedByUpstream } from "../upstream-keys.ts";
+import { linkedUser } from "../upstream-links.ts";
 
 // An inbound Security Event Token, pushed by an upstream (RFC 8935): read, verified, and acted
-// on in one D1 round trip on the database of the user it names. A SET that is refused
-// (setRefused) ends nothing.
+// on in one D1 round trip on the database of the user it names, after one that reads the link
+// when it names the user by the upstream's own subject. A SET that is refused (setRefused) ends nothing.
 
 /** A SET's faults, worded as RFC 8935 §2.3 answers them. */
 function setFault(fault: UpstreamTokenFault, read: Jws | null) {
@@ -22,9 +22,20 @@ function setFault(fault: UpstreamTokenFault, read: Jws | null) {
 }
 
 /**
+ * The user a SET's subject names, and the region of its database: through the link the
+ * upstream's sign-in wrote for its own subject (one round trip), or this service's user id as
+ * it is. Null when it names none, or a subject no sign-in linked.
+ */
+async function userOf(scope: Scope, upstream: Upstream, named: SetAction["user"]) {
+  if (named === null) return null;
+  if ("userId" in named) return { userId: named.userId, region: upstream.region };
+  return linkedUser(scope, upstream, named.subject);
+}
+
+/**
  * Verifies a compact JWS as a SET of one of the upstreams and does what it asks; returns how
- * many sessions it reached (0 for an event not acted on, or a SET received before). Throws its
- * refusal (setRefused) for a SET that is not acceptable.
+ * many sessions it reached (0 for an event not acted on, a subject with no session here, or a
+ * SET received before). Throws its refusal (setRefused) for a SET that is not acceptable.
  */
 export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream[], compact: string): Promise<number> {
   const { shards, at } = scope;
@@ -33,15 +44,14 @@ export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream
   const { jws, upstream } = await verifiedByUpstream(compact, (read) => senderOf(read, upstreams), setFault);
   const action = actionOf(jws.payload, upstream, Math.floor(at.now.getTime() / 1000));
   if (!action) return 0;
-  if (action.userId !== null && !isUserId(action.userId))
-    throw setRefused("invalid_request", "The subject's user id is not one this service can hold.");
+  const user = await userOf(scope, upstream, action.user);
+  if (action.user !== null && user === null) return 0;
   const shard =
-    action.userId !== null
-      ? await shards.forUser(action.userId, upstream.region)
-      : shards.forSession(action.sessionId as string);
+    user !== null ? await shards.forUser(user.userId, user.region) : shards.forSession(action.sessionId as string);
   // A session id of a region this deployment does not have: no session of ours.
   if (!shard) return 0;
   const set = { issuer: upstream.issuer, jti: action.jti };
+  const target = { ...action, userId: user?.userId ?? null };
   // The writer is the system, from the transmitter's address.
-  return write(scope, null, (writer) => actOnSessionsForSet(shard, set, action, action.act, action.reason, writer, at));
+  return write(scope, null, (writer) => actOnSessionsForSet(shard, set, target, action.act, action.reason, writer, at));
 }

@@ -1,0 +1,1 @@
+ALTER TABLE `sessions` ADD `upstream_held_at` integer;
