@@ -1,6 +1,6 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
-import { base64url, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
+import { base64url, exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards, type Fault, faultyD1 } from "./d1.ts";
@@ -52,7 +52,10 @@ const CARRIED_KEY = {
   x5c: [btoa("the attacker's certificate")],
 };
 const ES_PUBLIC = { ...(await exportJWK(es256.publicKey)), kid: "es1", alg: "ES256", use: "sig" };
+// rs1 is published without alg, as many providers publish their keys: jose alone would verify
+// any RSA algorithm with it (PS256, RS384…), signed here with its private key as a JWK without alg.
 const CORP_KEYS = [ES_PUBLIC, { ...(await exportJWK(rs256.publicKey)), kid: "rs1" }];
+const RS_PRIVATE_JWK = await exportJWK(rs256.privateKey);
 
 type UpstreamConfig = Record<string, unknown>;
 const corp = (overrides: UpstreamConfig = {}): UpstreamConfig => ({
@@ -105,10 +108,11 @@ function logoutClaims(subject: string | undefined, sid: string | undefined, over
 }
 
 interface Signing {
-  alg?: "ES256" | "RS256";
+  /** PS256 and RS384: algorithms this service does not take, signed with `key` (a JWK). */
+  alg?: "ES256" | "RS256" | "PS256" | "RS384";
   kid?: string;
   typ?: string | null;
-  key?: CryptoKey;
+  key?: CryptoKey | JWK;
   /** More header members. */
   more?: Record<string, unknown>;
 }
@@ -618,6 +622,12 @@ describe("back-channel logout", () => {
         async (subject) => sign(logoutClaims(subject, "sid-A"), { alg: "RS256", kid: "es1" }),
         "The key the logout token names cannot verify RS256 signatures.",
       ],
+      // Only the allow-list of ES256 and RS256 refuses these: rs1 has no alg (above).
+      ...(["PS256", "RS384"] as const).map((alg): [string, (subject: string) => Promise<string>, string] => [
+        `${alg}, signed by the issuer's RSA key (published without alg)`,
+        async (subject) => sign(logoutClaims(subject, "sid-A"), { alg, key: RS_PRIVATE_JWK }),
+        "The logout token is not a compact JWS signed with ES256 or RS256.",
+      ]),
       [
         "signed by another key",
         async (subject) => sign(logoutClaims(subject, "sid-A"), { key: otherKeys.privateKey }),
@@ -1191,6 +1201,12 @@ describe("global token revocation", () => {
     ["no Authorization", async () => null, "The request has no Authorization: Bearer JWT."],
     ["Basic credentials", async () => "Basic Y29ycDpzZWNyZXQ=", "The request has no Authorization: Bearer JWT."],
     ["not a JWT", async () => "Bearer opaque-token", "The JWT is not a compact JWS signed with ES256 or RS256."],
+    // Only the allow-list of ES256 and RS256 refuses these: rs1 has no alg (above).
+    ...(["PS256", "RS384"] as const).map((alg): [string, () => Promise<string>, string] => [
+      `${alg}, signed by the issuer's RSA key (published without alg)`,
+      async () => `Bearer ${await jwt({}, { alg, key: RS_PRIVATE_JWK })}`,
+      "The JWT is not a compact JWS signed with ES256 or RS256.",
+    ]),
     [
       "signed by another key",
       async () => `Bearer ${await jwt({}, { key: otherKeys.privateKey })}`,
