@@ -3,7 +3,7 @@ import { env, exports } from "cloudflare:workers";
 import { base64url, exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
-import { countingShards, type Fault, faultyD1 } from "./d1.ts";
+import { countingShards, faultyBatches, faultyD1 } from "./d1.ts";
 import {
   bearer,
   bindingOfUser,
@@ -320,18 +320,22 @@ describe("a session remembers the upstream sign-in it came from", () => {
     ]);
   });
 
-  it("a relink whose sign-in failed before the first user's sessions ended: the login flow's retry ends them, once, and the link then forgets that user", async () => {
+  it("a relink whose sign-in failed before the first user's sessions ended: the link keeps that user, the login flow's retry ends them, once, and the link then forgets that user", async () => {
     const [first, second] = [newUser(), newUser()];
     const subject = `sub-${crypto.randomUUID()}`;
     const firsts = await signIn(first, subject, "sid-1");
     const [linkBinding, firstBinding] = [await bindingOfUser(`corp\n${subject}`), await bindingOfUser(first)];
-    // The first user's database fails the endings and their retry: the link's write, on the
-    // same database or another, has committed by then.
-    const plan: Fault[] = [];
-    const endings = linkBinding === firstBinding ? 1 : 0;
-    plan[endings] = "before";
-    plan[endings + 1] = "before";
-    const failing = faultyD1(d1(firstBinding), plan);
+    const link = async () =>
+      d1(linkBinding)
+        .prepare("SELECT user_id, previous_user_id FROM upstream_links WHERE upstream = 'corp' AND subject = ?")
+        .bind(subject)
+        .first();
+    // The first user's database fails the batch that ends their sessions as the subject, and its
+    // retry: picked by its SQL, not by its place among the round trips, so the fault lands on the
+    // ending whether the link shares that database (one database, or by chance) or not, and
+    // whatever the sign-in wrote there before.
+    const endsAsSubject = (sql: string) => sql.startsWith('delete from "sessions"') && sql.includes("upstream_subject");
+    const failing = faultyBatches(d1(firstBinding), endsAsSubject, ["before", "before"]);
     let failure = "none";
     try {
       await service({ ...VARS, [firstBinding]: failing.db }).create({
@@ -343,17 +347,16 @@ describe("a session remembers the upstream sign-in it came from", () => {
       failure = String(error);
     }
     expect(failure).toBe("DatabaseUnavailable: The session database is unavailable. Retry shortly.");
+    expect(failing.roundTrips).toBe(2);
     expect(await isLive(firsts.token)).toBe(true);
+    // The link names the second user now, and still keeps the first: what the retry ends.
+    expect(await link()).toEqual({ user_id: second, previous_user_id: first });
     const seconds = await signIn(second, subject, "sid-2");
     expect(await liveness(firsts.token, seconds.token)).toEqual([false, true]);
     expect((await loggedFor(first, firsts.id)).filter((row) => row.type === "ended")).toEqual([
       { type: "ended", reason: "upstream_relinked", actor_session_id: null },
     ]);
-    const kept = await d1(linkBinding)
-      .prepare("SELECT user_id, previous_user_id FROM upstream_links WHERE subject = ?")
-      .bind(subject)
-      .all();
-    expect(kept.results).toEqual([{ user_id: second, previous_user_id: null }]);
+    expect(await link()).toEqual({ user_id: second, previous_user_id: null });
   });
 
   const refusals: [string, unknown, string][] = [
