@@ -95,6 +95,39 @@ export function faultyD1(d1: D1Database, plan: readonly Fault[], message = CONNE
   return counter;
 }
 
+/**
+ * Fails the batches `picks` (by their statements' SQL) as `plan` says, counted over those batches
+ * alone, so that a fault meant for one write lands on it whatever else the database ran first;
+ * every other call runs as it would. `roundTrips` counts the batches picked.
+ */
+export function faultyBatches(
+  d1: D1Database,
+  picks: (sql: string) => boolean,
+  plan: readonly Fault[],
+  message = CONNECTION_LOST,
+): CountingD1 {
+  const counter: CountingD1 = {
+    roundTrips: 0,
+    db: new Proxy(d1, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target);
+        if (property !== "batch") return typeof value === "function" ? value.bind(target) : value;
+        return async (statements: D1PreparedStatement[]) => {
+          // workerd's statement keeps its SQL text as `statement`.
+          if (!statements.some((statement) => picks(String((statement as { statement?: unknown }).statement))))
+            return target.batch(statements);
+          const fault = plan[counter.roundTrips++];
+          if (fault === "before") throw new Error(message);
+          const result = await target.batch(statements);
+          if (fault === "after") throw new Error(message);
+          return result;
+        };
+      },
+    }),
+  };
+  return counter;
+}
+
 export class InjectedFailure extends Error {
   override name = "InjectedFailure";
 }

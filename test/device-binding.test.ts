@@ -1,5 +1,6 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
+import { exportJWK, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { SessionCarrier } from "../src/domain/carrier.ts";
 import type { ErrorCode } from "../src/http/error-codes.ts";
@@ -42,6 +43,16 @@ afterEach(() => {
   vi.useRealTimers();
   vi.restoreAllMocks();
 });
+
+/**
+ * A proof by an RSA device key under `alg`, an algorithm DBSC's ES256 and RS256 leave out: jose
+ * signs it with the key's private JWK, which carries no alg.
+ */
+async function signProofAs(key: DeviceKey, alg: "PS256" | "RS384", challenge: string, withKey = false) {
+  return new SignJWT({ jti: challenge })
+    .setProtectedHeader({ alg, typ: "dbsc+jwt", ...(withKey ? { jwk: key.publicJwk } : {}) })
+    .sign(await exportJWK(key.privateKey));
+}
 
 const total = (perBinding: Record<string, number>) => Object.values(perBinding).reduce((sum, n) => sum + n, 0);
 
@@ -207,6 +218,7 @@ describe("device-bound sessions: registration", () => {
     const challenge = challengeIn(issued.secureSessionRegistration);
     const key = await deviceKey();
     const other = await deviceKey();
+    const rsa = await deviceKey("RS256");
     const badSignature = await signProof(other, challenge, { withKey: true, header: { jwk: key.publicJwk } });
     const valid = await signProof(key, challenge, { withKey: true });
     const [h, , sig] = valid.split(".") as [string, string, string];
@@ -217,6 +229,10 @@ describe("device-bound sessions: registration", () => {
       "typ jwt": await signProof(key, challenge, { withKey: true, header: { typ: "JWT" } }),
       "alg none": await signProof(key, challenge, { withKey: true, header: { alg: "none" } }),
       "RS256 claimed for an EC key": await signProof(key, challenge, { withKey: true, header: { alg: "RS256" } }),
+      // Refused twice over: by jose's allow-list of ES256 and RS256, and by the key's own check
+      // (publicKeyOf takes an RSA jwk for RS256 only). At refresh the allow-list stands alone (below).
+      "PS256 by an RSA key in its jwk": await signProofAs(rsa, "PS256", challenge, true),
+      "RS384 by an RSA key in its jwk": await signProofAs(rsa, "RS384", challenge, true),
       "no jwk": await signProof(key, challenge),
       "a jwk off the curve": await signProof(key, challenge, {
         header: { jwk: { kty: "EC", crv: "P-256", x: "A".repeat(43), y: "A".repeat(43) } },
@@ -674,6 +690,31 @@ describe("device-bound sessions: refresh", () => {
       200,
     );
   });
+
+  // The bound key is the identifier's, which names no algorithm: jose alone would verify any RSA
+  // algorithm with it, and only the allow-list of ES256 and RS256 refuses these.
+  for (const alg of ["PS256", "RS384"] as const) {
+    it(`refuses a proof by the bound RSA key under ${alg}: 403 with a new challenge, nothing renewed`, async () => {
+      const session = await bindSession("RS256");
+      const before = await row(session.user, session.id);
+      const response = await refresh(
+        session.token,
+        session.identifier,
+        await signProofAs(session.key, alg, session.next),
+      );
+      await expectError(response, 403, "device_proof_required");
+      const challenge = challengeIn(response.headers.get("Secure-Session-Challenge"));
+      expect(response.headers.get("Secure-Session-Challenge")).toBe(`"${challenge}";id="${session.identifier}"`);
+      const after = await row(session.user, session.id);
+      expect({ ...after, dbsc_challenge: null }).toEqual({ ...before, dbsc_challenge: null });
+      // The old bound cookie still proves the session; an RS256 proof over the new challenge renews it.
+      const { Cookie: cookie } = cookies(session.token, session.bound);
+      expect(await exports.SessionService.authenticate(session.token, { cookie })).not.toBeNull();
+      expect((await refresh(session.token, session.identifier, await signProof(session.key, challenge))).status).toBe(
+        200,
+      );
+    });
+  }
 
   it("refuses a proof whose header has a crit, well-formed or not: 403, nothing renewed", async () => {
     const session = await bindSession();

@@ -1,6 +1,6 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { base64url, decodeJwt, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
+import { base64url, decodeJwt, exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { bucketOf } from "../src/db/shards.ts";
 import { bucketKey, DEFAULT_REGION } from "../src/domain/token.ts";
@@ -35,6 +35,8 @@ const SESSION_REVOKED = `${CAEP}session-revoked`;
 const es256 = await generateKeyPair("ES256", { extractable: true });
 const rs256 = await generateKeyPair("RS256", { extractable: true });
 const other = await generateKeyPair("ES256", { extractable: true });
+/** rs1's private key as a JWK without alg: jose signs any RSA algorithm with it. */
+const RS_PRIVATE_JWK = await exportJWK(rs256.privateKey);
 const PUBLIC_KEYS = [
   { ...(await exportJWK(es256.publicKey)), kid: "es1", alg: "ES256", use: "sig" },
   { ...(await exportJWK(rs256.publicKey)), kid: "rs1" },
@@ -72,10 +74,11 @@ function claims(userId: string, event = SESSION_REVOKED, overrides: JWTPayload =
 }
 
 interface Signing {
-  alg?: "ES256" | "RS256";
+  /** PS256 and RS384: algorithms this receiver does not take, signed with `key` (a JWK). */
+  alg?: "ES256" | "RS256" | "PS256" | "RS384";
   kid?: string | null;
   typ?: string;
-  key?: CryptoKey;
+  key?: CryptoKey | JWK;
 }
 
 function sign(
@@ -434,6 +437,14 @@ describe("refused: 400 {err, description}, Content-Language: en, nothing ends", 
       "invalid_key",
       "The key the SET names cannot verify RS256 signatures.",
     ],
+    // rs1 is published without alg, as many upstreams publish their keys: jose alone would
+    // verify any RSA algorithm with it, and only the allow-list of ES256 and RS256 refuses these.
+    ...(["PS256", "RS384"] as const).map((alg): [string, () => Promise<Response>, string, string] => [
+      `${alg}, signed by the issuer's RSA key (published without alg)`,
+      async () => push(await sign(claims(USER), { alg, key: RS_PRIVATE_JWK })),
+      "invalid_request",
+      "The body is not a compact JWS signed with ES256 or RS256.",
+    ]),
     [
       "a bad signature",
       async () => push(await sign(claims(USER), { key: other.privateKey })),

@@ -1,9 +1,9 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
-import { base64url, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
+import { base64url, exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
-import { countingShards, type Fault, faultyD1 } from "./d1.ts";
+import { countingShards, faultyBatches, faultyD1 } from "./d1.ts";
 import {
   bearer,
   bindingOfUser,
@@ -52,7 +52,10 @@ const CARRIED_KEY = {
   x5c: [btoa("the attacker's certificate")],
 };
 const ES_PUBLIC = { ...(await exportJWK(es256.publicKey)), kid: "es1", alg: "ES256", use: "sig" };
+// rs1 is published without alg, as many providers publish their keys: jose alone would verify
+// any RSA algorithm with it (PS256, RS384…), signed here with its private key as a JWK without alg.
 const CORP_KEYS = [ES_PUBLIC, { ...(await exportJWK(rs256.publicKey)), kid: "rs1" }];
+const RS_PRIVATE_JWK = await exportJWK(rs256.privateKey);
 
 type UpstreamConfig = Record<string, unknown>;
 const corp = (overrides: UpstreamConfig = {}): UpstreamConfig => ({
@@ -105,10 +108,11 @@ function logoutClaims(subject: string | undefined, sid: string | undefined, over
 }
 
 interface Signing {
-  alg?: "ES256" | "RS256";
+  /** PS256 and RS384: algorithms this service does not take, signed with `key` (a JWK). */
+  alg?: "ES256" | "RS256" | "PS256" | "RS384";
   kid?: string;
   typ?: string | null;
-  key?: CryptoKey;
+  key?: CryptoKey | JWK;
   /** More header members. */
   more?: Record<string, unknown>;
 }
@@ -316,18 +320,22 @@ describe("a session remembers the upstream sign-in it came from", () => {
     ]);
   });
 
-  it("a relink whose sign-in failed before the first user's sessions ended: the login flow's retry ends them, once, and the link then forgets that user", async () => {
+  it("a relink whose sign-in failed before the first user's sessions ended: the link keeps that user, the login flow's retry ends them, once, and the link then forgets that user", async () => {
     const [first, second] = [newUser(), newUser()];
     const subject = `sub-${crypto.randomUUID()}`;
     const firsts = await signIn(first, subject, "sid-1");
     const [linkBinding, firstBinding] = [await bindingOfUser(`corp\n${subject}`), await bindingOfUser(first)];
-    // The first user's database fails the endings and their retry: the link's write, on the
-    // same database or another, has committed by then.
-    const plan: Fault[] = [];
-    const endings = linkBinding === firstBinding ? 1 : 0;
-    plan[endings] = "before";
-    plan[endings + 1] = "before";
-    const failing = faultyD1(d1(firstBinding), plan);
+    const link = async () =>
+      d1(linkBinding)
+        .prepare("SELECT user_id, previous_user_id FROM upstream_links WHERE upstream = 'corp' AND subject = ?")
+        .bind(subject)
+        .first();
+    // The first user's database fails the batch that ends their sessions as the subject, and its
+    // retry: picked by its SQL, not by its place among the round trips, so the fault lands on the
+    // ending whether the link shares that database (one database, or by chance) or not, and
+    // whatever the sign-in wrote there before.
+    const endsAsSubject = (sql: string) => sql.startsWith('delete from "sessions"') && sql.includes("upstream_subject");
+    const failing = faultyBatches(d1(firstBinding), endsAsSubject, ["before", "before"]);
     let failure = "none";
     try {
       await service({ ...VARS, [firstBinding]: failing.db }).create({
@@ -339,17 +347,16 @@ describe("a session remembers the upstream sign-in it came from", () => {
       failure = String(error);
     }
     expect(failure).toBe("DatabaseUnavailable: The session database is unavailable. Retry shortly.");
+    expect(failing.roundTrips).toBe(2);
     expect(await isLive(firsts.token)).toBe(true);
+    // The link names the second user now, and still keeps the first: what the retry ends.
+    expect(await link()).toEqual({ user_id: second, previous_user_id: first });
     const seconds = await signIn(second, subject, "sid-2");
     expect(await liveness(firsts.token, seconds.token)).toEqual([false, true]);
     expect((await loggedFor(first, firsts.id)).filter((row) => row.type === "ended")).toEqual([
       { type: "ended", reason: "upstream_relinked", actor_session_id: null },
     ]);
-    const kept = await d1(linkBinding)
-      .prepare("SELECT user_id, previous_user_id FROM upstream_links WHERE subject = ?")
-      .bind(subject)
-      .all();
-    expect(kept.results).toEqual([{ user_id: second, previous_user_id: null }]);
+    expect(await link()).toEqual({ user_id: second, previous_user_id: null });
   });
 
   const refusals: [string, unknown, string][] = [
@@ -618,6 +625,12 @@ describe("back-channel logout", () => {
         async (subject) => sign(logoutClaims(subject, "sid-A"), { alg: "RS256", kid: "es1" }),
         "The key the logout token names cannot verify RS256 signatures.",
       ],
+      // Only the allow-list of ES256 and RS256 refuses these: rs1 has no alg (above).
+      ...(["PS256", "RS384"] as const).map((alg): [string, (subject: string) => Promise<string>, string] => [
+        `${alg}, signed by the issuer's RSA key (published without alg)`,
+        async (subject) => sign(logoutClaims(subject, "sid-A"), { alg, key: RS_PRIVATE_JWK }),
+        "The logout token is not a compact JWS signed with ES256 or RS256.",
+      ]),
       [
         "signed by another key",
         async (subject) => sign(logoutClaims(subject, "sid-A"), { key: otherKeys.privateKey }),
@@ -1191,6 +1204,12 @@ describe("global token revocation", () => {
     ["no Authorization", async () => null, "The request has no Authorization: Bearer JWT."],
     ["Basic credentials", async () => "Basic Y29ycDpzZWNyZXQ=", "The request has no Authorization: Bearer JWT."],
     ["not a JWT", async () => "Bearer opaque-token", "The JWT is not a compact JWS signed with ES256 or RS256."],
+    // Only the allow-list of ES256 and RS256 refuses these: rs1 has no alg (above).
+    ...(["PS256", "RS384"] as const).map((alg): [string, () => Promise<string>, string] => [
+      `${alg}, signed by the issuer's RSA key (published without alg)`,
+      async () => `Bearer ${await jwt({}, { alg, key: RS_PRIVATE_JWK })}`,
+      "The JWT is not a compact JWS signed with ES256 or RS256.",
+    ]),
     [
       "signed by another key",
       async () => `Bearer ${await jwt({}, { key: otherKeys.privateKey })}`,
