@@ -10,7 +10,7 @@
 // While it runs the operator commands (session:*, db:*, shards:move) work on the demo's
 // database, as on npm start's: the service runs with the operator gateway
 // (dev/dev-worker.ts), the first worker passes /__operator/* to it
-// (dev/demo-worker.ts), and .wrangler/demo/dev-server.json says where, with its token and,
+// (dev/demo-worker.ts), and .wrangler/demo/servers/<pid>.json says where, with its token and,
 // over https, the certificate to trust. The token reaches the service in a file only this
 // user can read, never on a command line. DEMO_STATE=<dir> runs it on a fresh database of its
 // own there instead, which no operator command finds (test/browser/report.spec.ts needs a user
@@ -19,11 +19,11 @@ import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parse } from "smol-toml";
-import { announceDevServer, DEMO_SERVER_FILE, devKeySet, localVarsFiles, writePrivate } from "./dev-server.ts";
+import { announceDevServer, DEMO_SERVERS_DIR, devKeySet, localVarsFiles, writePrivate } from "./dev-server.ts";
 import { applyMigrations } from "./migrations.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
-const STATE = process.env.DEMO_STATE ?? path.dirname(DEMO_SERVER_FILE);
+const STATE = process.env.DEMO_STATE ?? path.dirname(DEMO_SERVERS_DIR);
 /** Wrangler reads a second worker's local secrets from the .dev.vars beside its config. */
 const SECRETS = path.join(STATE, ".dev.vars");
 
@@ -65,7 +65,7 @@ function serviceConfig(origin: string): string {
 const args = process.argv.slice(2);
 const { server, wranglerEnv, forget } = await announceDevServer({
   name: "npm run demo",
-  file: path.join(STATE, path.basename(DEMO_SERVER_FILE)),
+  dir: path.join(STATE, path.basename(DEMO_SERVERS_DIR)),
   args,
   env: undefined,
   httpsDir: path.join(STATE, "https"),

@@ -1,10 +1,13 @@
-// Where a running `npm start` or `npm run demo` says it serves: written by dev/dev.ts and
-// dev/demo.ts, read by the operator commands (dev/local-d1.ts) to go through its
-// gateway instead of the files it holds. No node:sqlite here, so `npm start` itself loads none.
+// Where each running `npm start` or `npm run demo` says it serves: written by dev/dev.ts and
+// dev/demo.ts, one record per server (named by its pid, so a second server from the same
+// checkout never hides the first), read by the operator commands (dev/local-d1.ts) to go
+// through its gateway instead of the files it holds. Which server a command means is chosen
+// here: the one serving its environment, or the one `--server <port|URL>` names; never a guess.
+// No node:sqlite here, so `npm start` itself loads none.
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { isIP } from "node:net";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { connect, isIP } from "node:net";
 import path from "node:path";
 
 export interface DevServer {
@@ -21,14 +24,16 @@ export interface DevServer {
 }
 
 const ROOT = path.join(import.meta.dirname, "..");
-export const DEV_SERVER_FILE = path.join(ROOT, ".wrangler", "dev-server.json");
+/** The records of the running `npm start`s, `<pid>.json` each. */
+export const DEV_SERVERS_DIR = path.join(ROOT, ".wrangler", "servers");
 /** The demo's, beside its own database (.wrangler/demo). */
-export const DEMO_SERVER_FILE = path.join(ROOT, ".wrangler", "demo", "dev-server.json");
+export const DEMO_SERVERS_DIR = path.join(ROOT, ".wrangler", "demo", "servers");
 
+/** The record in `file`, while its server's process lives (a file left by a killed one is ignored). */
 function running(file: string): DevServer | null {
-  if (!existsSync(file)) return null;
-  const server = JSON.parse(readFileSync(file, "utf8")) as DevServer;
+  let server: DevServer;
   try {
+    server = JSON.parse(readFileSync(file, "utf8")) as DevServer;
     process.kill(server.pid, 0);
   } catch {
     return null;
@@ -36,25 +41,142 @@ function running(file: string): DevServer | null {
   return server;
 }
 
-/**
- * The running `npm start` or `npm run demo` of this environment, or null when none is (a stale
- * file is ignored). Both at once serve it on two databases: which one a command means is not
- * for it to guess, so it fails.
- */
-export function devServerOf(env: string | undefined): DevServer | null {
-  const servers = [DEV_SERVER_FILE, DEMO_SERVER_FILE]
+const recordsIn = (dir: string) =>
+  existsSync(dir) ? readdirSync(dir).flatMap((name) => (name.endsWith(".json") ? [path.join(dir, name)] : [])) : [];
+
+/** Every running `npm start` and `npm run demo` of this checkout, by port. */
+export function runningServers(): DevServer[] {
+  return [...recordsIn(DEV_SERVERS_DIR), ...recordsIn(DEMO_SERVERS_DIR)]
     .map(running)
-    .filter((server) => server !== null && server.env === (env ?? null)) as DevServer[];
-  if (servers.length > 1)
-    throw new Error(
-      `${servers.map(({ name, pid, url }) => `${name} (pid ${pid}, ${url})`).join(" and ")} both serve ${env === undefined ? "the top-level environment" : `env ${env}`}, each on a database of its own: stop one, then run the command again`,
-    );
-  return servers[0] ?? null;
+    .filter((server) => server !== null)
+    .sort((a, b) => portOf(a.url) - portOf(b.url) || a.pid - b.pid);
 }
 
-/** The wrangler environment the running `npm start` serves; undefined for the top level or when none runs. */
+const portOf = (url: string) => {
+  const { port, protocol } = new URL(url);
+  return Number(port || (protocol === "https:" ? 443 : 80));
+};
+
+/** "the top-level environment" or "env <name>". */
+export const environmentName = (env: string | null | undefined) =>
+  env === null || env === undefined ? "the top-level environment" : `env ${env}`;
+
+/** A server as the commands name it: `npm start at http://localhost:8787 (pid 4242, env sharded)`. */
+export function describeServer({ name, url, pid, env }: DevServer): string {
+  return `${name} at ${url} (pid ${pid}, ${env === null ? "top-level environment" : `env ${env}`})`;
+}
+
+/** The servers running, for a message: "running: …", or that none is. */
+function runningList(servers: DevServer[] = runningServers()): string {
+  return servers.length === 0
+    ? "no npm start or npm run demo of this checkout is running"
+    : `running: ${servers.map(describeServer).join("; ")}`;
+}
+
+/** The server `--server` names: a port of this machine, or a URL. */
+export interface ServerAsked {
+  /** As given, for messages. */
+  given: string;
+  port: number;
+  /** The URL given, or null for a bare port. */
+  url: URL | null;
+}
+
+/** `--server`'s value read: a port (1-65535) or an http(s) URL; anything else throws a RangeError saying so. */
+export function serverAsked(value: string): ServerAsked {
+  if (/^\d+$/.test(value)) {
+    const port = Number(value);
+    if (port >= 1 && port <= 65_535) return { given: value, port, url: null };
+  } else if (URL.canParse(value)) {
+    const url = new URL(value);
+    if ((url.protocol === "http:" || url.protocol === "https:") && url.pathname === "/" && !url.search)
+      return { given: value, port: portOf(url.href), url };
+  }
+  throw new RangeError(
+    `--server ${value}: give the port of a running npm start or npm run demo (e.g. --server 8788) or its URL (e.g. --server http://localhost:8788)`,
+  );
+}
+
+/** Host names that all mean this machine's loopback, or every address of it. */
+const LOCAL_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]", "0.0.0.0", "[::]"]);
+const sameHost = (a: string, b: string) => a === b || (LOCAL_HOSTS.has(a) && LOCAL_HOSTS.has(b));
+
+/** Whether anything accepts a TCP connection at the address asked (loopback for a bare port). */
+export function somethingListens(asked: ServerAsked): Promise<boolean> {
+  const host = asked.url ? asked.url.hostname.replace(/^\[(.*)\]$/, "$1") : "localhost";
+  return new Promise((resolve) => {
+    const socket = connect({ host, port: asked.port, timeout: 2000 });
+    const done = (listening: boolean) => {
+      socket.destroy();
+      resolve(listening);
+    };
+    socket.once("connect", () => done(true));
+    socket.once("error", () => done(false));
+    socket.once("timeout", () => done(false));
+  });
+}
+
+/**
+ * The recorded servers a command may mean, before any is asked: with `asked`, those recorded
+ * at its port (one, or two while a second server started on a taken port is still failing),
+ * whatever they serve; without, the one serving `env` (undefined: the top level), or none.
+ * Throws, saying what to do, when the choice is not the command's to make: two servers of
+ * `env` at once, or nothing of this checkout at the address asked. Nothing has been done then.
+ */
+export async function serversFor(env: string | undefined, asked?: ServerAsked): Promise<DevServer[]> {
+  const servers = runningServers();
+  if (asked === undefined) {
+    const serving = servers.filter((server) => server.env === (env ?? null));
+    if (serving.length > 1)
+      throw new Error(
+        `${serving.map(describeServer).join(" and ")} ${serving.length === 2 ? "both" : "all"} serve ${environmentName(env)}: which one a command means is not for it to guess, so nothing was done. Name one with --server <port>`,
+      );
+    return serving;
+  }
+  const atPort = servers.filter((server) => portOf(server.url) === asked.port);
+  if (atPort.length === 0) {
+    const where = asked.url?.origin ?? `port ${asked.port}`;
+    throw new Error(
+      (await somethingListens(asked))
+        ? `--server ${asked.given}: what answers at ${where} is no npm start or npm run demo of this checkout; nothing was done (${runningList(servers)})`
+        : `--server ${asked.given}: nothing listens at ${where}; nothing was done (${runningList(servers)})`,
+    );
+  }
+  const { url } = asked;
+  for (const server of atPort) {
+    const recorded = new URL(server.url);
+    if (url && (url.protocol !== recorded.protocol || !sameHost(url.hostname, recorded.hostname)))
+      throw new Error(`--server ${asked.given}: port ${asked.port} is ${describeServer(server)}; nothing was done`);
+    if (env !== undefined && server.env !== env)
+      throw new Error(
+        `--server ${asked.given} is ${describeServer(server)}, not a server of ${environmentName(env)}: drop --env ${env}, or name a server of it; nothing was done`,
+      );
+  }
+  return atPort;
+}
+
+/** How a command says which server it talks to: one line on stderr, beside its answer on stdout. */
+export const toStderr = (line: string) => void process.stderr.write(`${line}\n`);
+
+/** Set for the `db:migrate:local` a command runs on the files: it said so already. */
+export const SAID_ENV = "OPERATOR_SERVER_SAID";
+
+/**
+ * What a command says when no server serves its environment: it works on the local files, and
+ * which servers run (of other environments), so that a forgotten `--env` shows.
+ */
+export function onTheFiles(env: string | undefined): string {
+  const others = runningServers();
+  return `server: none (no npm start or npm run demo serves ${environmentName(env)}): the local files under .wrangler/state${others.length === 0 ? "" : `; ${runningList(others)}`}`;
+}
+
+/**
+ * The wrangler environment the running `npm start`s serve, when they all serve one; undefined
+ * for the top level, when none runs, or when they serve several.
+ */
 export function servedEnv(): string | undefined {
-  return running(DEV_SERVER_FILE)?.env ?? undefined;
+  const envs = new Set(runningServers().flatMap((server) => (server.name === "npm start" ? [server.env] : [])));
+  return envs.size === 1 ? ([...envs][0] ?? undefined) : undefined;
 }
 
 /**
@@ -140,8 +262,8 @@ function certificate(args: string[], host: string, dir: string): { pem: string; 
 export interface Announcement {
   /** The command serving, as a command that meets it names it: `npm start` or `npm run demo`. */
   name: string;
-  /** Its record, read by the operator commands. */
-  file: string;
+  /** Where its record goes, `<pid>.json`, read by the operator commands. */
+  dir: string;
   /** wrangler's arguments: its host, port and protocol are read from them. */
   args: string[];
   env: string | undefined;
@@ -154,15 +276,16 @@ export interface Announcement {
 }
 
 /**
- * Writes to `file` where the server is about to serve: its URL, a new token and, over https,
+ * Writes to `dir` where the server is about to serve: its URL, a new token and, over https,
  * its certificate (made in `httpsDir` unless given); then migrates its files, or forgets all
  * and exits. Answers the record, the environment wrangler needs for that certificate, and
- * `forget`, for its exit: the record (while still its own) and the secrets go.
+ * `forget`, for its exit: the record and the secrets go. Records left by killed servers go
+ * now; a server of the same environment already running is named, with how to choose.
  */
 export async function announceDevServer(
   announcement: Announcement,
 ): Promise<{ server: DevServer; wranglerEnv: Record<string, string>; forget(): void }> {
-  const { name, file, args, env, httpsDir, secrets } = announcement;
+  const { name, dir, args, env, httpsDir, secrets } = announcement;
   const host = optionOf(args, "ip") ?? "localhost";
   const https = (optionOf(args, "local-protocol") ?? "http") === "https" ? certificate(args, host, httpsDir) : null;
   const server: DevServer = {
@@ -173,11 +296,17 @@ export async function announceDevServer(
     pid: process.pid,
     ...(https ? { ca: https.pem } : {}),
   };
-  mkdirSync(path.dirname(file), { recursive: true });
+  mkdirSync(dir, { recursive: true });
+  for (const left of recordsIn(dir)) if (running(left) === null) rmSync(left, { force: true });
+  const file = path.join(dir, `${process.pid}.json`);
   writePrivate(file, JSON.stringify(server));
+  const others = runningServers().filter((other) => other.pid !== process.pid && other.env === server.env);
+  if (others.length > 0)
+    process.stderr.write(
+      `${others.map(describeServer).join("; ")} serves ${environmentName(env)} too: the operator commands of it need --server <port> while both run\n`,
+    );
   const forget = () => {
-    // Only while it is still ours: another server of the same kind may have started since.
-    if (running(file)?.pid === process.pid) rmSync(file, { force: true });
+    rmSync(file, { force: true });
     rmSync(secrets, { force: true });
   };
   try {

@@ -10,7 +10,7 @@
 // `shards:move` runs its steps here, next to the database (src/services/moves.ts): through
 // the d1 call, each of a bucket's D1 calls would be an HTTP request queued behind the users'.
 // Every call needs `Authorization: Bearer <OPERATOR_TOKEN>`, a random value dev/dev.ts gives
-// wrangler in a file (--env-file) and writes to .wrangler/dev-server.json, both readable by
+// wrangler in a file (--env-file) and writes to .wrangler/servers/<pid>.json, both readable by
 // this user alone: a web page cannot reach the gateway. `npm run demo` serves this worker as
 // its service too (dev/demo.ts, dev/demo-worker.ts). DEV_PLACE places its requests (below).
 import { clientContext } from "../src/domain/client-context.ts";

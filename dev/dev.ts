@@ -3,16 +3,17 @@
 // (the service plus the operator gateway the commands write through), e.g.
 //   npm start -- --port 8788          npm start -- --env sharded
 //   npm start -- --local-protocol https     (a certificate made here, or --https-key-path and --https-cert-path)
-// While it runs, .wrangler/dev-server.json tells the operator commands where that gateway is,
-// its token and, over https, the certificate to trust; a command started during the
-// migrations waits for the server. No secret goes on wrangler's command line, which every
+// While it runs, .wrangler/servers/<pid>.json tells the operator commands where that gateway is,
+// its token and, over https, the certificate to trust (one record per server: a second
+// `npm start` on another port leaves the first reachable, with --server <port>); a command
+// started during the migrations waits for the server. No secret goes on wrangler's command line, which every
 // user of the machine can read (`ps`): wrangler reads them from a file only this user can.
 import { spawn } from "node:child_process";
 import path from "node:path";
 import { adminKeysSecret } from "./admin-key-file.ts";
 import {
   announceDevServer,
-  DEV_SERVER_FILE,
+  DEV_SERVERS_DIR,
   devKeySet,
   envOf,
   localVarsFiles,
@@ -21,13 +22,13 @@ import {
 } from "./dev-server.ts";
 import { applyMigrations } from "./migrations.ts";
 
-const STATE = path.dirname(DEV_SERVER_FILE);
+const STATE = path.dirname(DEV_SERVERS_DIR);
 const args = process.argv.slice(2);
 const env = envOf(args);
 const secrets = path.join(STATE, `dev-secrets-${process.pid}.env`);
 const { server, wranglerEnv, forget } = await announceDevServer({
   name: "npm start",
-  file: DEV_SERVER_FILE,
+  dir: DEV_SERVERS_DIR,
   args,
   env,
   httpsDir: path.join(STATE, "dev-https"),

@@ -1,9 +1,12 @@
 // Opens the local D1 that `npm start` (wrangler dev) serves, for the operator commands, in
 // tens of milliseconds, behind the few D1 methods Drizzle's D1 driver calls:
-// - while `npm start` (or `npm run demo`, on its own database) serves the environment, through
-//   its operator gateway (dev/dev-worker.ts): workerd holds the SQLite files then, and a
-//   second writer would make the server's own requests fail with "database is locked";
+// - while `npm start` (or `npm run demo`, on its own database) serves the environment, or the
+//   one `--server <port|URL>` names, through its operator gateway (dev/dev-worker.ts): workerd
+//   holds the SQLite files then, and a second writer would make the server's own requests fail
+//   with "database is locked";
 // - otherwise the SQLite file wrangler keeps under .wrangler/state, opened with node:sqlite.
+// Either way one line on stderr ("server: …") says which, before anything is done; stdout
+// stays the command's own answer.
 // Importing wrangler (for getPlatformProxy) alone takes over a second, and its local D1 is a
 // second workerd on the same files: neither would do. Migrations are applied only when behind.
 import { execFileSync } from "node:child_process";
@@ -16,7 +19,15 @@ import { DatabaseSync, type StatementSync } from "node:sqlite";
 import { parseEnv } from "node:util";
 import { parse } from "smol-toml";
 import type { ConfigVars } from "../src/domain/config.ts";
-import { type DevServer, devServerOf } from "./dev-server.ts";
+import {
+  type DevServer,
+  describeServer,
+  onTheFiles,
+  SAID_ENV,
+  type ServerAsked,
+  serversFor,
+  toStderr,
+} from "./dev-server.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
 const STATE = path.join(ROOT, ".wrangler", "state", "v3", "d1", "miniflare-D1DatabaseObject");
@@ -212,19 +223,58 @@ async function serverVars(server: DevServer): Promise<Record<string, string>> {
     try {
       const { status, body } = await gatewayCall(server, "/__operator/vars");
       if (status === 200) return body as Record<string, string>;
-      throw new Error(`${server.name} at ${server.url} refused the operator gateway (${status})`);
+      throw new Error(
+        `${describeServer(server)} refused its own operator token (${status}): what answers at ${server.url} is not that server; nothing was done`,
+      );
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === undefined) throw error;
       // Any other failure to connect, a certificate not trusted among them, will not pass by waiting.
-      if (!NOT_YET.has(code)) throw new Error(`${server.name} at ${server.url}: ${(error as Error).message} (${code})`);
+      if (!NOT_YET.has(code))
+        throw new Error(`${describeServer(server)}: ${(error as Error).message} (${code}); nothing was done`);
       if (Date.now() > deadline)
         throw new Error(
-          `${server.name} (pid ${server.pid}) has not answered at ${server.url} for ${SERVER_WAIT_MS / 1000} s: wait for it, or stop it`,
+          `${describeServer(server)} has not answered for ${SERVER_WAIT_MS / 1000} s: wait for it, or stop it; nothing was done`,
         );
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
   }
+}
+
+/** A server reached, its vars read, and the wrangler environment it serves. */
+interface Reached {
+  server: DevServer;
+  env: string | undefined;
+  vars: Record<string, string>;
+}
+
+/**
+ * The server a command works through, said with `say` and then asked for its vars: the one
+ * `asked` names (its environment taken when no `env` is given), else the one serving `env`;
+ * null when `asked` is undefined and none serves `env` (the local files then, said too). A
+ * server that does not answer, or not as the one recorded, is refused before anything is done.
+ */
+async function reachServer(
+  env: string | undefined,
+  asked: ServerAsked | undefined,
+  say: (line: string) => void,
+): Promise<Reached | null> {
+  const candidates = await serversFor(env, asked);
+  if (candidates.length === 0) {
+    say(onTheFiles(env));
+    return null;
+  }
+  // Two records at one port: a second server that started there is still failing; the one
+  // listening is the one whose token its gateway takes.
+  let server = candidates[0] as DevServer;
+  if (candidates.length > 1) {
+    const answers = await Promise.all(
+      candidates.map((candidate) => gatewayCall(candidate, "/__operator/vars").catch(() => null)),
+    );
+    server = candidates[answers.findIndex((answer) => answer?.status === 200)] ?? server;
+  }
+  say(`server: ${describeServer(server)}`);
+  return { server, env: server.env ?? undefined, vars: await serverVars(server) };
 }
 
 /** A POST to the server's operator gateway (dev/dev-worker.ts): its result, or its error thrown. */
@@ -248,6 +298,8 @@ function gatewayBackend(server: DevServer, binding: string): Backend {
 
 export interface LocalProject {
   env: ConfigVars & { SHARDS: string } & Record<string, D1Database | string>;
+  /** The wrangler environment worked on (undefined: the top level): the one asked, or the named server's. */
+  wranglerEnv: string | undefined;
   /** The running `npm start` or `npm run demo` the databases are reached through, if any. */
   server: DevServer | null;
   close(): void;
@@ -261,16 +313,18 @@ function localVars(toml: WranglerEnv): ConfigVars & { SHARDS: string } {
 }
 
 /**
- * An operator command's run on the local project: prints what `act` answers as one JSON line,
- * or the error's message alone and exit code 1; the project is closed either way.
+ * An operator command's run on the local project (`asked`: the server `--server` names): prints
+ * what `act` answers as one JSON line, or the error's message alone and exit code 1; the
+ * project is closed either way.
  */
 export async function answerOnLocalProject(
   env: string | undefined,
+  asked: ServerAsked | undefined,
   act: (project: LocalProject) => Promise<unknown>,
 ): Promise<void> {
   let project: LocalProject | undefined;
   try {
-    project = await openLocalProject(env);
+    project = await openLocalProject(env, asked);
     console.log(JSON.stringify(await act(project)));
   } catch (error) {
     console.error(error instanceof Error ? error.message : error);
@@ -282,23 +336,36 @@ export async function answerOnLocalProject(
 
 /**
  * Every local D1 of the wrangler environment (`env` undefined: the top level) and its vars,
- * as `npm start` sees them. While `npm start` or `npm run demo` serves this environment,
- * through its operator gateway (dev/dev-worker.ts), with the vars it runs with: the files
- * are workerd's then.
- * Otherwise the files themselves, with wrangler.toml's vars (`.dev.vars` overriding).
- * Migrations are applied first, to every database, only when one of them is behind.
+ * as `npm start` sees them. Through the operator gateway (dev/dev-worker.ts) of the server
+ * `asked` names (of any environment, unless `env` is given), or else of the `npm start` or
+ * `npm run demo` serving this environment, with the vars it runs with: the files are
+ * workerd's then. Otherwise the files themselves, with wrangler.toml's vars (`.dev.vars`
+ * overriding). Which one, `say` tells first (stderr by default). Migrations are applied
+ * first, to every database, only when one of them is behind.
  */
-export async function openLocalProject(env?: string): Promise<LocalProject> {
-  const toml = readWranglerToml(env);
-  const server = devServerOf(env);
-  if (server) {
-    const vars = await serverVars(server);
+export async function openLocalProject(
+  env?: string,
+  asked?: ServerAsked,
+  say: (line: string) => void = toStderr,
+): Promise<LocalProject> {
+  // An environment wrangler.toml lacks is refused before anything else.
+  if (env !== undefined) readWranglerToml(env);
+  const reached = await reachServer(env, asked, say);
+  if (reached) {
+    const { server, vars } = reached;
+    const toml = readWranglerToml(reached.env);
     const bindings = Object.fromEntries(
       toml.d1_databases.map(({ binding }) => [binding, localD1(gatewayBackend(server, binding))]),
     );
     await migrateThrough(bindings, toml);
-    return { env: { ...(vars as ConfigVars & { SHARDS: string }), ...bindings }, server, close: () => {} };
+    return {
+      env: { ...(vars as ConfigVars & { SHARDS: string }), ...bindings },
+      wranglerEnv: reached.env,
+      server,
+      close: () => {},
+    };
   }
+  const toml = readWranglerToml(env);
   const databases = toml.d1_databases.map((database) => ({
     ...database,
     file: sqlitePath(database.database_id),
@@ -307,7 +374,7 @@ export async function openLocalProject(env?: string): Promise<LocalProject> {
     execFileSync(
       process.execPath,
       [path.join(ROOT, "scripts", "shards.ts"), "migrate", "--local", ...(env === undefined ? [] : ["--env", env])],
-      { cwd: ROOT, stdio: ["ignore", process.stderr, process.stderr] },
+      { cwd: ROOT, stdio: ["ignore", process.stderr, process.stderr], env: { ...process.env, [SAID_ENV]: "1" } },
     );
   }
   const opened: DatabaseSync[] = [];
@@ -323,6 +390,7 @@ export async function openLocalProject(env?: string): Promise<LocalProject> {
   }
   return {
     env: { ...localVars(toml), ...bindings },
+    wranglerEnv: env,
     server: null,
     close: () => {
       for (const db of opened) db.close();
@@ -384,19 +452,31 @@ async function migrateThrough(bindings: Record<string, D1Database>, toml: Wrangl
   return applied;
 }
 
-/** `db:migrate:local` and `db:status` through the gateway of the `npm start` (or demo) serving `env`. */
+/**
+ * `db:migrate:local` and `db:status` through the gateway of the server `asked` names, or of the
+ * `npm start` (or demo) serving `env`, said with `say`; null when none serves `env` and none was
+ * named (the caller works on the files, and says so).
+ */
 export async function throughRunningServer(
   env: string | undefined,
-): Promise<{ name: string; migrate(): Promise<string[]>; pending(): Promise<Map<string, string[]>> } | null> {
-  const server = devServerOf(env);
-  if (!server) return null;
-  await serverVars(server);
-  const toml = readWranglerToml(env);
+  asked: ServerAsked | undefined,
+  say: (line: string) => void = toStderr,
+): Promise<{
+  server: DevServer;
+  env: string | undefined;
+  migrate(): Promise<string[]>;
+  pending(): Promise<Map<string, string[]>>;
+} | null> {
+  if (env !== undefined) readWranglerToml(env);
+  const reached = await reachServer(env, asked, say);
+  if (!reached) return null;
+  const toml = readWranglerToml(reached.env);
   const bindings = Object.fromEntries(
-    toml.d1_databases.map(({ binding }) => [binding, localD1(gatewayBackend(server, binding))]),
+    toml.d1_databases.map(({ binding }) => [binding, localD1(gatewayBackend(reached.server, binding))]),
   );
   return {
-    name: server.name,
+    server: reached.server,
+    env: reached.env,
     migrate: () => migrateThrough(bindings, toml),
     pending: () => pendingMigrations(bindings, toml),
   };

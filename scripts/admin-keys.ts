@@ -5,8 +5,10 @@
 // change (a revoked key stops working once the secret is updated). `npm start` serves the keys of
 // the default file, read when it starts.
 //   npm run --silent admin:keys -- create --name <name> --scope <scope> [--scope <scope>…] [--file <path>]
-//   npm run --silent admin:keys -- list [--file <path>] [--env <env>]   with each key's last use on the local project
-//     (without --env: the environment the running `npm start` serves, else the top level)
+//   npm run --silent admin:keys -- list [--file <path>] [--env <env>] [--server <port|URL>]
+//     with each key's last use on the local project (without --env: the environment of the server
+//     --server names, else the one the running `npm start`s serve, else the top level); it names
+//     on stderr the server it reads through
 //   npm run --silent admin:keys -- revoke --id <id> [--file <path>]
 // The default file is .wrangler/admin-keys.json (or ADMIN_KEYS_FILE), the one `npm start` reads.
 import { existsSync, readFileSync } from "node:fs";
@@ -23,11 +25,12 @@ import {
 } from "../src/domain/admin-keys.ts";
 import { keyUsesOf } from "../src/services/admin-key-uses.ts";
 import { openScope } from "../src/services/scope.ts";
-import { commandOf, parseOptions, refuse } from "./options.ts";
+import { commandOf, parseOptions, refuse, SERVER_USAGE, serverOption } from "./options.ts";
 
 const USAGE = `usage: npm run --silent admin:keys -- create --name <name> --scope <${ADMIN_SCOPES.join("|")}> [--scope …] [--file <path>]
-       npm run --silent admin:keys -- list [--file <path>] [--env <env>]
-       npm run --silent admin:keys -- revoke --id <id> [--file <path>]`;
+       npm run --silent admin:keys -- list [--file <path>] [--env <env>] [--server <port|URL>]
+       npm run --silent admin:keys -- revoke --id <id> [--file <path>]
+${SERVER_USAGE}`;
 
 const { values, positionals } = parseOptions(
   process.argv.slice(2),
@@ -37,6 +40,7 @@ const { values, positionals } = parseOptions(
     id: { type: "string" },
     file: { type: "string" },
     env: { type: "string", short: "e" },
+    server: { type: "string" },
   },
   USAGE,
   true,
@@ -49,7 +53,7 @@ const command = commandOf(
   values,
   { create: ["name", "scope"], list: [], revoke: ["id"] },
   USAGE,
-  (command) => (command === "list" ? ["file", "env"] : ["file"]),
+  (command) => (command === "list" ? ["file", "env", "server"] : ["file"]),
 );
 
 const file = values.file ?? ADMIN_KEYS_FILE;
@@ -77,10 +81,12 @@ if (command === "create") {
   save([...keys, stored]);
   console.log(JSON.stringify({ id: stored.id, key, name, scopes: stored.scopes, createdAt: stored.createdAt, file }));
 } else if (command === "list") {
-  // Each key's last use as the local project recorded it. Without --env, in the environment the
-  // running `npm start` serves: it serves the default key file whatever its environment, so its
-  // keys' uses are there, not in the top level's databases (which would be migrated for nothing).
-  await answerOnLocalProject(values.env ?? servedEnv(), async (project) => {
+  // Each key's last use as the local project recorded it. Without --env, in the environment of
+  // the server --server names, or else the running `npm start` serves: it serves the default key
+  // file whatever its environment, so its keys' uses are there, not in the top level's databases
+  // (which would be migrated for nothing).
+  const server = serverOption(values.server, USAGE);
+  await answerOnLocalProject(values.env ?? (server ? undefined : servedEnv()), server, async (project) => {
     const uses = await keyUsesOf(openScope(project.env as unknown as Env).shards);
     const listed = keys.map(({ secretHash: _, ...key }) => ({ ...key, lastUsedAt: uses.get(key.id) ?? null }));
     return { keys: listed, file };

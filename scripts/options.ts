@@ -1,6 +1,7 @@
 // How every operator command reads its arguments and refuses bad ones: node's parseArgs, with
 // values that may begin with "-", and one way out for bad input (the problem, the usage, exit 2).
 import { type ParseArgsOptionsConfig, parseArgs } from "node:util";
+import { type ServerAsked, serverAsked } from "../dev/dev-server.ts";
 
 /** Bad arguments: nothing was done. */
 export function refuse(problem: string, usage: string): never {
@@ -81,6 +82,24 @@ export function parseOptions<const T extends ParseArgsOptionsConfig>(
   }
   try {
     return parseArgs({ args: joined, options, allowPositionals, strict: true });
+  } catch (error) {
+    refuse(error instanceof Error ? error.message : String(error), usage);
+  }
+}
+
+/** What `--server` does, for the usage of every command that takes it. */
+export const SERVER_USAGE = `--server <port|URL>: the running npm start or npm run demo to work through (its environment, unless
+  --env is given), needed while two serve one environment; one that does not answer is refused, nothing done.
+  The server used (or, with none serving, the local files) is named first, on stderr.`;
+
+/**
+ * `--server <port|URL>`, read: the running `npm start` or `npm run demo` an operator command
+ * must work through (dev/dev-server.ts); undefined when not given. Anything else is refused.
+ */
+export function serverOption(value: string | undefined, usage: string): ServerAsked | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return serverAsked(value);
   } catch (error) {
     refuse(error instanceof Error ? error.message : String(error), usage);
   }

@@ -1,5 +1,7 @@
 // Operator commands on the local D1 that `npm start` serves, through the same code as the
-// SessionService RPC (src/services/issue-session.ts, src/services/user-sessions.ts). Each prints one JSON line.
+// SessionService RPC (src/services/issue-session.ts, src/services/user-sessions.ts). Each prints one JSON line,
+// and first, on stderr, the server it works through ("server: npm start at … (pid …, env …)"), or
+// that none serves the environment (the local files then).
 // Their events are written pending: the worker's minute cron sends them to the events queue and
 // the Shared Signals streams, which this process cannot reach.
 //   npm run --silent session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>]
@@ -14,7 +16,9 @@
 //   npm run --silent session:end -- --session <sessionId> [--reason <reason>]
 //   npm run --silent session:end -- --agent <agentId> [--reason <reason>]   (every support session of the agent)
 //   npm run --silent session:support -- --user <userId> --agent <agentId> --reason <ticket> [--ttl <seconds>] [--region <region>]
-// Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`).
+// Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`), and `--server <port|URL>`
+// for the running `npm start` or `npm run demo` to work through (its environment, unless --env is
+// given): needed while two serve the environment; one that does not answer is refused, nothing done.
 
 import { answerOnLocalProject } from "../dev/local-d1.ts";
 import { SESSION_CARRIERS, type SessionCarrier } from "../src/domain/carrier.ts";
@@ -24,19 +28,19 @@ import type { SessionData } from "../src/domain/session-data.ts";
 import { issueSession, openSupportSession } from "../src/services/issue-session.ts";
 import { openScope } from "../src/services/scope.ts";
 import { endSession, endSupportSessions, endUserSessions, listUserSessions } from "../src/services/user-sessions.ts";
-import { parseOptions, refuse } from "./options.ts";
+import { parseOptions, refuse, SERVER_USAGE, serverOption } from "./options.ts";
 
 const USAGE: Record<string, string> = {
   create:
-    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--latitude <degrees> --longitude <degrees>] [--region <region>] [--carrier cookie|bearer|both] [--data <JSON object>] [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>] [--upstream-session-expiry <epoch s>] [--upstream-auth-time <epoch s>] [--upstream-acr <acr>] [--upstream-amr <method,method>]] [--env <env>]",
-  list: "session:list -- --user <userId> [--region <region>] [--env <env>]",
-  end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] | --agent <agentId> [--reason <reason>] [--env <env>]",
+    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--latitude <degrees> --longitude <degrees>] [--region <region>] [--carrier cookie|bearer|both] [--data <JSON object>] [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>] [--upstream-session-expiry <epoch s>] [--upstream-auth-time <epoch s>] [--upstream-acr <acr>] [--upstream-amr <method,method>]] [--env <env>] [--server <port|URL>]",
+  list: "session:list -- --user <userId> [--region <region>] [--env <env>] [--server <port|URL>]",
+  end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] | --agent <agentId> [--reason <reason>] [--env <env>] [--server <port|URL>]",
   support:
-    "session:support -- --user <userId> --agent <agentId> --reason <ticket> [--ttl <seconds>] [--region <region>] [--env <env>]",
+    "session:support -- --user <userId> --agent <agentId> --reason <ticket> [--ttl <seconds>] [--region <region>] [--env <env>] [--server <port|URL>]",
 };
 
 const usageOf = (command: string) =>
-  `usage: npm run --silent ${USAGE[command] ?? Object.values(USAGE).join("\n       npm run --silent ")}`;
+  `usage: npm run --silent ${USAGE[command] ?? Object.values(USAGE).join("\n       npm run --silent ")}\n${SERVER_USAGE}`;
 
 function usage(command: string, problem: string): never {
   refuse(problem, usageOf(command));
@@ -69,6 +73,7 @@ const OPTIONS = {
   "upstream-acr": { type: "string" },
   "upstream-amr": { type: "string" },
   env: { type: "string", short: "e" },
+  server: { type: "string" },
 } as const;
 
 const { values } = parseOptions(rest, OPTIONS, usageOf(command));
@@ -93,10 +98,11 @@ const allowed: Record<string, string[]> = {
     "upstream-acr",
     "upstream-amr",
     "env",
+    "server",
   ],
-  list: ["user", "region", "env"],
-  end: ["user", "session", "agent", "except", "reason", "region", "env"],
-  support: ["user", "agent", "reason", "ttl", "region", "env"],
+  list: ["user", "region", "env", "server"],
+  end: ["user", "session", "agent", "except", "reason", "region", "env", "server"],
+  support: ["user", "agent", "reason", "ttl", "region", "env", "server"],
 };
 const stray = Object.keys(values).filter((name) => !allowed[command]?.includes(name));
 if (stray.length > 0) usage(command, `--${stray[0]} does not apply to session:${command}`);
@@ -137,7 +143,9 @@ try {
   usage(command, '--data must be JSON: an object, e.g. \'{"tenant":"acme"}\'');
 }
 
-await answerOnLocalProject(values.env, async (project) => {
+const server = serverOption(values.server, usageOf(command));
+
+await answerOnLocalProject(values.env, server, async (project) => {
   // Written pending, for the worker's minute cron to deliver (src/services/scope.ts `EntryPoint`).
   const scope = openScope(project.env as unknown as Env);
   // Operator actions are "admin" unless told otherwise.

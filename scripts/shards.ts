@@ -7,12 +7,15 @@
 //   node scripts/shards.ts move --buckets <first>-<last> --to <binding> [--region <region>]
 //                          [--env <env>] [--remote]                 (npm run shards:move)
 //   node scripts/shards.ts move --finish [--env <env>] [--remote]
+// Locally, each works through the running `npm start` (or demo) serving the environment, or the
+// one `--server <port|URL>` names, and says which on stderr ("server: …"), or that none serves
+// it (the local files then).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { getPlatformProxy, unstable_readConfig } from "wrangler";
-import { devServerOf } from "../dev/dev-server.ts";
+import { onTheFiles, SAID_ENV, type ServerAsked, serversFor, toStderr } from "../dev/dev-server.ts";
 import { applyMigrations, shardBindings, where, wrangler } from "../dev/migrations.ts";
 import {
   finishMoving,
@@ -22,51 +25,61 @@ import {
   type MoveReport,
   moveBucketRange,
 } from "../src/services/moves.ts";
-import { parseOptions, refuse } from "./options.ts";
+import { parseOptions, refuse, SERVER_USAGE, serverOption } from "./options.ts";
 
 const PROJECT = fileURLToPath(new URL("..", import.meta.url));
 
 /**
- * The gateway of the `npm start` (or `npm run demo`) serving `env`, if one runs: wrangler's
- * own D1 commands would be a second workerd on the files it holds. Loaded only then:
- * dev/local-d1.ts loads node:sqlite, which warns as it loads, and `db:migrate:remote` (run by
- * `predeploy`) does not silence it.
+ * The gateway of the server `asked` names, or of the `npm start` (or `npm run demo`) serving
+ * `env`, if one runs: wrangler's own D1 commands would be a second workerd on the files it
+ * holds. Either way said on stderr (the files, unless the command that runs this one said so).
+ * dev/local-d1.ts is loaded only when a server is to be reached: it loads node:sqlite, which
+ * warns as it loads, and `db:migrate:remote` (run by `predeploy`) does not silence it.
  */
-async function runningServer(env: string | undefined) {
-  if (!devServerOf(env)) return null;
+async function runningServer(env: string | undefined, asked: ServerAsked | undefined) {
+  const say = process.env[SAID_ENV] ? () => {} : toStderr;
+  if (asked === undefined && (await serversFor(env)).length === 0) {
+    say(onTheFiles(env));
+    return null;
+  }
   const { throughRunningServer } = await import("../dev/local-d1.ts");
-  return throughRunningServer(env);
+  return throughRunningServer(env, asked, say);
 }
 
 /**
  * `db:migrate:local` / `db:migrate:remote`: applies migrations/ to every database of `env`.
- * While `npm start` or `npm run demo` serves `env` locally, through its server.
+ * While `npm start` or `npm run demo` serves `env` locally (or `asked` names one), through its server.
  */
 export async function migrate(
   env: string | undefined,
   location: "local" | "remote",
   persistTo?: string,
+  asked?: ServerAsked,
 ): Promise<void> {
-  const server = location === "local" && persistTo === undefined ? await runningServer(env) : null;
+  const server = location === "local" && persistTo === undefined ? await runningServer(env, asked) : null;
   if (!server) return applyMigrations(env, location, persistTo);
   const applied = await server.migrate();
   process.stderr.write(
-    `${applied.length === 0 ? "no migrations to apply" : `applied ${applied.join(", ")}`} (through ${server.name}'s server${env ? `, env ${env}` : ""})\n`,
+    `${applied.length === 0 ? "no migrations to apply" : `applied ${applied.join(", ")}`} (through ${server.server.name}'s server${server.env ? `, env ${server.env}` : ""})\n`,
   );
 }
 
 /** One line per database: up to date, or which migrations it still lacks. False when any lacks one. */
-export async function status(env: string | undefined, location: "local" | "remote"): Promise<boolean> {
-  const bindings = shardBindings(env);
-  const server = location === "local" ? await runningServer(env) : null;
+export async function status(
+  env: string | undefined,
+  location: "local" | "remote",
+  asked?: ServerAsked,
+): Promise<boolean> {
+  const server = location === "local" ? await runningServer(env, asked) : null;
   if (server) {
     const pending = await server.pending();
-    for (const binding of bindings) {
+    for (const binding of shardBindings(server.env)) {
       const missing = pending.get(binding) ?? [];
       console.log(`${binding}: ${missing.length === 0 ? "up to date" : `behind, missing ${missing.join(", ")}`}`);
     }
     return [...pending.values()].every((missing) => missing.length === 0);
   }
+  const bindings = shardBindings(env);
   const results = await Promise.all(
     bindings.map((binding) => wrangler(["d1", "migrations", "list", binding, ...where(env, location)], false)),
   );
@@ -106,31 +119,46 @@ const moverOn = (databases: MoveDatabases, close: () => Promise<void>): Mover =>
 
 /**
  * Moves on every D1 database of `env`, SHARDS-named or not: inside the running `npm start`
- * serving it (its gateway runs the steps on its own D1), else on the local files, or
- * (remote) on the real ones.
+ * serving it, or the one `server` names (its gateway runs the steps on its own D1), else on the
+ * local files, or (remote) on the real ones. Its `env`: the one moved in (a named server's).
  */
-async function openMover(env: string | undefined, location: "local" | "remote"): Promise<Mover> {
-  const config = unstable_readConfig({ config: `${PROJECT}wrangler.toml`, env }, { hideWarnings: true });
-  const bindings = config.d1_databases.map((database: { binding: string }) => database.binding);
+async function openMover(
+  env: string | undefined,
+  location: "local" | "remote",
+  server?: ServerAsked,
+): Promise<Mover & { env: string | undefined }> {
+  const bindingsOf = (config: { d1_databases: { binding: string }[] }) =>
+    config.d1_databases.map((database) => database.binding);
   if (location === "local") {
     // Imported here, as in runningServer: node:sqlite warns as it loads.
     const { openLocalProject, operatorCall } = await import("../dev/local-d1.ts");
-    const project = await openLocalProject(env);
+    const project = await openLocalProject(env, server);
     const close = async () => project.close();
-    const { server } = project;
+    const { server: through, wranglerEnv } = project;
     // The server moves with the SHARDS it runs with, which `--var SHARDS:…` may have changed;
     // without one, the vars are those it would run with.
-    if (server)
+    if (through)
       return {
-        move: (asked, part) => operatorCall(server, "/__operator/shards/move", { ...asked, ...part }),
-        finish: () => operatorCall(server, "/__operator/shards/finish"),
+        env: wranglerEnv,
+        move: (asked, part) => operatorCall(through, "/__operator/shards/move", { ...asked, ...part }),
+        finish: () => operatorCall(through, "/__operator/shards/finish"),
         close,
       };
-    return moverOn(
-      { shards: project.env.SHARDS, bindings, d1: (binding) => project.env[binding] as D1Database },
-      close,
-    );
+    const config = unstable_readConfig({ config: `${PROJECT}wrangler.toml`, env }, { hideWarnings: true });
+    return {
+      env,
+      ...moverOn(
+        {
+          shards: project.env.SHARDS,
+          bindings: bindingsOf(config),
+          d1: (binding) => project.env[binding] as D1Database,
+        },
+        close,
+      ),
+    };
   }
+  const config = unstable_readConfig({ config: `${PROJECT}wrangler.toml`, env }, { hideWarnings: true });
+  const bindings = bindingsOf(config);
   // Wrangler's remote bindings: the same D1 API (batches included) over Cloudflare's.
   const dir = mkdtempSync(path.join(tmpdir(), "shards-move-"));
   const remote = {
@@ -145,16 +173,18 @@ async function openMover(env: string | undefined, location: "local" | "remote"):
     bindings,
     d1: (binding: string) => proxy.env[binding] as D1Database,
   };
-  return moverOn(databases, async () => {
+  const close = async () => {
     await proxy.dispose();
     rmSync(dir, { recursive: true, force: true });
-  });
+  };
+  return { env, ...moverOn(databases, close) };
 }
 
-const USAGE = `usage: node scripts/shards.ts migrate --local|--remote [--env <env>] [--persist-to <dir>]
-       node scripts/shards.ts status [--remote] [--env <env>]
-       npm run shards:move -- --buckets <first>-<last> --to <binding> [--region <region>] [--env <env>] [--remote]
-       npm run shards:move -- --finish [--env <env>] [--remote]`;
+const USAGE = `usage: node scripts/shards.ts migrate --local|--remote [--env <env>] [--persist-to <dir> | --server <port|URL>]
+       node scripts/shards.ts status [--remote] [--env <env>] [--server <port|URL>]
+       npm run shards:move -- --buckets <first>-<last> --to <binding> [--region <region>] [--env <env>] [--remote | --server <port|URL>]
+       npm run shards:move -- --finish [--env <env>] [--remote | --server <port|URL>]
+${SERVER_USAGE}`;
 
 /** What `shards:move` is asked to move, or null for `--finish`; bad arguments are refused. */
 function moveAsked(values: Record<string, string | boolean | undefined>) {
@@ -175,12 +205,17 @@ function moveAsked(values: Record<string, string | boolean | undefined>) {
 }
 
 /** `shards:move`: moves the buckets, a few a call, then says what is left to do. */
-async function move(values: Record<string, string | boolean | undefined>, location: "local" | "remote") {
-  const env = values.env as string | undefined;
-  const where = `${env === undefined ? "" : ` --env ${env}`}${location === "remote" ? " --remote" : ""}`;
+async function move(
+  values: Record<string, string | boolean | undefined>,
+  location: "local" | "remote",
+  server: ServerAsked | undefined,
+) {
   // Before any database is opened (which may apply migrations): bad arguments change nothing.
   const asked = moveAsked(values);
-  const mover = await openMover(env, location);
+  const mover = await openMover(values.env as string | undefined, location, server);
+  const { env } = mover;
+  const where = `${env === undefined ? "" : ` --env ${env}`}${location === "remote" ? " --remote" : ""}`;
+  const named = server === undefined ? "" : ` --server ${server.given}`;
   try {
     if (asked === null) {
       const { dropped } = await mover.finish();
@@ -217,7 +252,7 @@ async function move(values: Record<string, string | boolean | undefined>, locati
       "     Until then every request for these buckets reaches the old database first and follows the move: one more round trip.",
     );
     console.log(
-      `  2. Once no version of the worker with the old SHARDS serves any more (npx wrangler deployments status): npm run shards:move -- --finish${where}`,
+      `  2. Once no version of the worker with the old SHARDS serves any more (npx wrangler deployments status): npm run shards:move -- --finish${where}${named}`,
     );
   } finally {
     await mover.close();
@@ -236,18 +271,26 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       to: { type: "string" },
       region: { type: "string" },
       finish: { type: "boolean" },
+      server: { type: "string" },
     },
     USAGE,
     true,
   );
   const location = values.remote ? "remote" : "local";
+  // A server is reached locally only, and never with the files of another state directory.
+  if (values.server !== undefined && (values.remote || values["persist-to"] !== undefined))
+    refuse(
+      `--server goes with local databases served by npm start, not with --${values.remote ? "remote" : "persist-to"}`,
+      USAGE,
+    );
+  const server = serverOption(values.server, USAGE);
   try {
     if (positionals[0] === "migrate" && (values.local || values.remote)) {
-      await migrate(values.env, location, values["persist-to"]);
+      await migrate(values.env, location, values["persist-to"], server);
     } else if (positionals[0] === "status") {
-      if (!(await status(values.env, location))) process.exitCode = 1;
+      if (!(await status(values.env, location, server))) process.exitCode = 1;
     } else if (positionals[0] === "move") {
-      await move(values, location);
+      await move(values, location, server);
     } else {
       refuse("give one command: migrate --local|--remote, status or move", USAGE);
     }

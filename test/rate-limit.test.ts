@@ -6,10 +6,12 @@ import {
   callWith,
   expectError,
   FAILURE_LIMIT,
+  FIREFOX_WINDOWS,
   insideOneLimiterWindow,
   isLive,
   issue,
   newUser,
+  REJECTED_CHALLENGE,
   sessionCookie,
 } from "./helpers.ts";
 
@@ -80,6 +82,40 @@ describe("rate limiting of failed authentications (per client IP)", () => {
       ).toBe(401);
     }
     expect((await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip })).status).toBe(401);
+  });
+
+  it("does not count a held session's 401 reauthentication_required: its token is live, and it can still leave", async () => {
+    const ip = "198.51.100.207";
+    const session = await issue(newUser(), { carrier: "cookie" });
+    const cookie = { ...sessionCookie(session.token), "CF-Connecting-IP": ip };
+    const challenge =
+      'Bearer realm="auth", error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age="0"';
+    // Its cookie from another browser family holds it (SESSION_CONTEXT_DEVICE = step-up, the default).
+    const copied = await call("GET", "/auth/sessions", { ...cookie, "User-Agent": FIREFOX_WINDOWS });
+    await expectError(copied, 401, "reauthentication_required", { wwwAuthenticate: challenge });
+    // More held refusals from this address than the limit allows failures, on each route that holds it.
+    for (let i = 0; i <= FAILURE_LIMIT; i++) {
+      const [method, path] = (
+        [
+          ["GET", "/auth/sessions"],
+          ["GET", "/auth/events"],
+          ["DELETE", "/auth/logout"],
+        ] as const
+      )[i % 3] as readonly [string, string];
+      await expectError(await call(method, path, cookie), 401, "reauthentication_required", {
+        wwwAuthenticate: challenge,
+      });
+    }
+    // None was counted: this address's first refused token is a 401, not a 429.
+    await expectError(
+      await call("GET", "/auth/sessions", { ...bearer(UNKNOWN), "CF-Connecting-IP": ip }),
+      401,
+      "invalid_token",
+      { wwwAuthenticate: REJECTED_CHALLENGE },
+    );
+    expect(await isLive(session.token)).toBe(true);
+    expect((await call("POST", "/auth/logout", cookie)).status).toBe(200);
+    expect(await isLive(session.token)).toBe(false);
   });
 
   it("a 429 for a dead cookie still clears it, once, and carries no 401 challenge", async () => {

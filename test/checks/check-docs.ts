@@ -28,7 +28,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs, promisify } from "node:util";
 import { parse as parseToml } from "smol-toml";
-import { DEV_SERVER_FILE, type DevServer } from "../../dev/dev-server.ts";
+import { describeServer, runningServers } from "../../dev/dev-server.ts";
 import { freePort, startNpmStart } from "../../dev/npm-start.ts";
 import * as schema from "../../src/db/schema.ts";
 import {
@@ -252,13 +252,14 @@ function expectedStatuses(tour: string): { curl: string; status: number }[] {
 
 /** The tour, as a newcomer runs it: `npm start` on a port and state directory of its own. */
 async function runTour(tour: string): Promise<void> {
-  if (existsSync(DEV_SERVER_FILE)) {
-    const { pid } = JSON.parse(readFileSync(DEV_SERVER_FILE, "utf8")) as DevServer;
-    try {
-      process.kill(pid, 0);
-      problems.push(`an \`npm start\` (pid ${pid}) is serving this checkout: stop it, the tour starts its own`);
-      return;
-    } catch {}
+  // The tour's commands name no server: one serving the top level beside the tour's would be
+  // a second, and they would refuse.
+  const serving = runningServers().filter((server) => server.env === null);
+  if (serving.length > 0) {
+    problems.push(
+      `${serving.map(describeServer).join(" and ")} serves this checkout's top level: stop it, the tour starts its own`,
+    );
+    return;
   }
   const port = await freePort();
   const state = mkdtempSync(path.join(tmpdir(), "docs-check-"));

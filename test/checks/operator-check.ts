@@ -6,21 +6,25 @@
 // list, delete, log out and log out everywhere over HTTP, runs `shards:move` of buckets
 // 0-127 (DB to DB_2) and the `session:*`, `db:status` and `db:migrate:local` commands. Then
 // it restarts the server with the printed SHARDS (a local "deploy") and runs
-// `shards:move --finish` under the same load; serves `npm run demo` over https beside it (the
+// `shards:move --finish` under the same load; checks which server a command talks to (it names
+// it; `--server` where nothing, or a stranger, listens is refused with nothing written; with a
+// second `npm start -- --env sharded` beside the first, a command naming neither is refused and
+// `--server` reaches each); serves `npm run demo` over https beside it (the
 // top-level commands must reach the demo's own database through its gateway, trusting its
 // certificate alone); and last moves buckets 128-255 with no client running. After each
 // phase every token the clients were told is live must authenticate, and every ended one
 // must not. Prints one JSON report and its figures (the longest a user saw 503
 // `moving`, buckets moved per second idle and under load: measured, never bounded); exits 1 on
-// any 5xx other than 503 `moving`, or a session lost or revived. The clients drive 18 users
+// any 5xx other than 503 `moving`, a session lost or revived, or a command on the wrong server. The clients drive 18 users
 // (`--users <n>`); `--buckets <n>` moves 0 to n-1 under load and as many after them without:
 // `npm run check:operator -- --users 480 --buckets 512` is a heavier run, for the figures.
 import { execFile, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { DEMO_SERVER_FILE, type DevServer } from "../../dev/dev-server.ts";
+import { type DevServer, describeServer, runningServers } from "../../dev/dev-server.ts";
 import { gatewayCall, type LocalProject, openLocalProject } from "../../dev/local-d1.ts";
 import { freePort, type NpmStart, startNpmStart } from "../../dev/npm-start.ts";
 import { parseOptions, refuse } from "../../scripts/options.ts";
@@ -327,12 +331,9 @@ async function demoOverHttps(): Promise<Record<string, unknown>> {
   const closed = new Promise((resolve) => child.once("close", resolve));
   try {
     const deadline = Date.now() + 120_000;
-    let server: DevServer | null = null;
+    let server: DevServer | undefined;
     for (;;) {
-      if (existsSync(DEMO_SERVER_FILE)) {
-        const announced = JSON.parse(readFileSync(DEMO_SERVER_FILE, "utf8")) as DevServer;
-        if (announced.url.endsWith(`:${demoPort}`)) server = announced;
-      }
+      server = recordAt(demoPort);
       if (server && (await gatewayCall(server, "/__operator/vars").catch(() => null))?.status === 200) break;
       if (child.exitCode !== null || Date.now() > deadline) throw new Error(`npm run demo did not come up:\n${log}`);
       await new Promise((resolve) => setTimeout(resolve, 250));
@@ -357,6 +358,142 @@ async function demoOverHttps(): Promise<Record<string, unknown>> {
     if (child.exitCode === null) process.kill(-(child.pid as number), "SIGTERM");
     await closed;
   }
+}
+
+/** The record of the server this checkout runs at `port`, if any. */
+function recordAt(port: number): DevServer | undefined {
+  return runningServers().find((server) => new URL(server.url).port === String(port));
+}
+
+/** An operator command as written (no `--env` added), whatever its exit code: the code, stdout and stderr. */
+async function commandAsIs(script: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run("npm", ["run", "--silent", script, "--", ...args], { cwd: ROOT });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const { code, stdout, stderr } = error as { code?: number; stdout?: string; stderr?: string };
+    return { code: code ?? -1, stdout: stdout ?? "", stderr: stderr ?? "" };
+  }
+}
+
+/** The line a command names its server with. */
+const serverLine = (stderr: string) => stderr.split("\n").find((line) => line.startsWith("server: ")) ?? null;
+
+/** Every file under the checkout's own local state (.wrangler/state), with its size and time: what the commands would write on their own. */
+function localFiles(dir = path.join(ROOT, ".wrangler", "state")): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const file = path.join(dir, entry.name);
+    if (entry.isDirectory()) return localFiles(file);
+    const { size, mtimeMs } = statSync(file);
+    return [`${file} ${size} ${mtimeMs}`];
+  });
+}
+
+/**
+ * Which server a command talks to (docs/operating.md#operator-commands): it names the one it
+ * uses on stderr; `--server` at a port where nothing listens, or where something that is no
+ * server of this checkout answers, is refused (exit 1) with nothing written on the server or
+ * in the local files; and with a second `npm start -- --env sharded` beside the first, a
+ * command of that environment naming neither is refused, and `--server` reaches each, by port
+ * (its environment taken) or by URL.
+ */
+async function serverChoice(): Promise<Record<string, unknown>> {
+  const first = recordAt(port);
+  if (!first) throw new Error(`no record of the npm start at ${base}`);
+  const [named, refused, ambiguous, onSecond, onFirst] = await usersWhere(5, () => true);
+  const listed = async (where: number, user: string | undefined) =>
+    (
+      JSON.parse((await commandAsIs("session:list", ["--user", user as string, "--server", String(where)])).stdout) as {
+        sessions: unknown[];
+      }
+    ).sessions.length;
+  const status = async (at: string, token: string) =>
+    (
+      await fetch(`${at}/auth/sessions`, {
+        headers: { Authorization: `Bearer ${token}`, "CF-Connecting-IP": randomIp() },
+      })
+    ).status;
+
+  const one = await commandAsIs("session:create", ["--user", named as string, ...ENV]);
+  const filesBefore = localFiles();
+  const nowhere = await freePort();
+  const nothing = await commandAsIs("session:create", [
+    "--user",
+    refused as string,
+    "--server",
+    String(nowhere),
+    ...ENV,
+  ]);
+  const stranger = createServer((_request, response) => response.end("not a session service"));
+  const strangerPort = await freePort();
+  await new Promise<void>((resolve) => stranger.listen(strangerPort, "127.0.0.1", resolve));
+  const notOurs = await commandAsIs("session:create", [
+    ...["--user", refused as string, "--server", `http://127.0.0.1:${strangerPort}`],
+    ...ENV,
+  ]).finally(() => stranger.close());
+  const answers: Record<string, unknown> = {
+    named: { code: one.code, line: serverLine(one.stderr) === `server: ${describeServer(first)}` },
+    nothingListens: {
+      code: nothing.code,
+      stdout: nothing.stdout,
+      said: nothing.stderr.includes(`nothing listens at port ${nowhere}; nothing was done`),
+    },
+    notOurs: {
+      code: notOurs.code,
+      stdout: notOurs.stdout,
+      said: notOurs.stderr.includes("is no npm start or npm run demo of this checkout; nothing was done"),
+    },
+    nothingWritten: (await listed(port, refused)) === 0 && JSON.stringify(localFiles()) === JSON.stringify(filesBefore),
+  };
+
+  const secondPort = await freePort();
+  const secondState = mkdtempSync(path.join(tmpdir(), "operator-check-second-"));
+  const second = await startServer(secondPort, secondState);
+  const secondBase = `http://127.0.0.1:${secondPort}`;
+  try {
+    const secondRecord = recordAt(secondPort);
+    if (!secondRecord) throw new Error(`no record of the second npm start at ${secondBase}`);
+    const neither = await commandAsIs("session:create", ["--user", ambiguous as string, ...ENV]);
+    // By port alone, its environment taken from the server; by URL, with --env as usual.
+    const viaPort = await commandAsIs("session:create", ["--user", onSecond as string, "--server", String(secondPort)]);
+    const viaUrl = await commandAsIs("session:create", ["--user", onFirst as string, "--server", base, ...ENV]);
+    const tokenOf = (output: string) => (JSON.parse(output) as { token: string }).token;
+    answers.twoServers = {
+      neither: {
+        code: neither.code,
+        stdout: neither.stdout,
+        said: neither.stderr.includes("Name one with --server <port>"),
+        written: (await listed(port, ambiguous)) + (await listed(secondPort, ambiguous)),
+      },
+      second: {
+        line: serverLine(viaPort.stderr) === `server: ${describeServer(secondRecord)}`,
+        // The session is on the second server's databases, not the first's.
+        statuses: [await status(secondBase, tokenOf(viaPort.stdout)), await status(base, tokenOf(viaPort.stdout))],
+      },
+      first: {
+        line: serverLine(viaUrl.stderr) === `server: ${describeServer(first)}`,
+        statuses: [await status(base, tokenOf(viaUrl.stdout)), await status(secondBase, tokenOf(viaUrl.stdout))],
+      },
+    };
+  } finally {
+    await second.stop();
+    rmSync(secondState, { recursive: true, force: true });
+  }
+  const expected = {
+    named: { code: 0, line: true },
+    nothingListens: { code: 1, stdout: "", said: true },
+    notOurs: { code: 1, stdout: "", said: true },
+    nothingWritten: true,
+    twoServers: {
+      neither: { code: 1, stdout: "", said: true, written: 0 },
+      second: { line: true, statuses: [200, 401] },
+      first: { line: true, statuses: [200, 401] },
+    },
+  };
+  if (JSON.stringify(answers) !== JSON.stringify(expected))
+    stats.unexpected.push(`which server a command talks to: ${JSON.stringify(answers)}`);
+  return answers;
 }
 
 /** The pace `shards:move` reports: "… in 12.3 s (10.4 buckets/s) …". */
@@ -457,6 +594,9 @@ try {
 
   report.dashIds = await dashIds();
   progress(`ids beginning with "-": ${JSON.stringify(report.dashIds)}`);
+
+  report.serverChoice = await serverChoice();
+  progress(`which server a command talks to: ${JSON.stringify(report.serverChoice)}`);
 
   report.demoOverHttps = await demoOverHttps();
   progress(`npm run demo over https: ${JSON.stringify(report.demoOverHttps)}`);
