@@ -49,7 +49,6 @@ async function userWith(count: number, user = newUser()) {
   return sessions as [Awaited<ReturnType<typeof issue>>, ...Awaited<ReturnType<typeof issue>>[]];
 }
 
-/** The SessionService entrypoint over counting bindings. */
 /** One round trip to the database of an upstream's link (its `<upstream>\n<subject>` hashes as a user id does), then one to the user's. */
 async function linkThenUser(link: string, user: string): Promise<Record<string, number>> {
   const trips: Record<string, number> = {};
@@ -58,6 +57,7 @@ async function linkThenUser(link: string, user: string): Promise<Record<string, 
   return trips;
 }
 
+/** The SessionService entrypoint over counting bindings. */
 function countedService() {
   const counter = countingShards(databases());
   return { service: new SessionService(createExecutionContext(), { ...env, ...counter.env }), counter };

@@ -11,7 +11,7 @@ export const STATEMENTS = {
   "DELETE /auth/logout": [6, 5],
   "DELETE /auth/logout?scope=others": [6, 5],
   "POST /auth/logout": [4, 4],
-  "POST /ssf/inbound": [7, 7],
+  "POST /ssf/inbound": [9, 9],
   "POST /upstreams/:name/backchannel-logout": [10, 10],
   "POST /upstreams/:name/global-token-revocation": [10, 10],
   "SessionService.authenticate": [3, 2],

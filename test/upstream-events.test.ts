@@ -564,6 +564,36 @@ describe("whose subject it names", () => {
     expect(await stateOf(federated)).toBe("live");
   });
 
+  it("a SET about a subject no sign-in linked yet acts on no one, even sent again once a sign-in links it", async () => {
+    const user = newUser();
+    const sent = await set(user, "session-revoked");
+    await push(sent);
+    const session = await signIn(user);
+    await push(sent);
+    expect(await stateOf(session)).toBe("live");
+    expect(await eventsOf(user)).toEqual([]);
+    // The memory is of that SET alone: the provider's next one acts.
+    await push(await set(user, "credential-change"));
+    expect(await stateOf(session)).toBe("held");
+  });
+
+  it("another upstream's SET naming the same subject string reaches nothing: links are per upstream", async () => {
+    const { user, federated, local } = await userWithTwo();
+    const other = "https://other.example";
+    const sent = await set(
+      user,
+      "session-revoked",
+      {},
+      {
+        iss: other,
+        sub_id: { format: "iss_sub", iss: other, sub: subjectOf(user) },
+      },
+    );
+    await push(sent);
+    expect([await stateOf(federated), await stateOf(local)]).toEqual(["live", "live"]);
+    expect(await eventsOf(user)).toEqual([]);
+  });
+
   it("a session signed in after the SET was issued is not one it speaks of", async () => {
     const user = newUser();
     const issuedAt = now() - 600;

@@ -70,8 +70,9 @@ export const sessions = sqliteTable(
     seenLatitude: real("seen_latitude"),
     seenLongitude: real("seen_longitude"),
     seenPlaceAt: integer("seen_place_at", { mode: "timestamp_ms" }),
-    // Its context changed under SESSION_CONTEXT_* = step-up: every operation but its own logout
-    // is refused with the RFC 9470 challenge until `reauthenticate` gives it a new token.
+    // Its context changed under SESSION_CONTEXT_* = step-up, or its identity provider asked
+    // (upstream_held_at): every operation but its own logout is refused with the RFC 9470
+    // challenge until `reauthenticate` gives it a new token.
     contextStepUp: integer("context_step_up", { mode: "boolean" }).notNull().default(false),
     // What may carry the token (src/domain/carrier.ts): `cookie` refuses it as Bearer; `cookie`
     // and `both` are a browser's, judged by their context when used through the cookie. Null: the
@@ -157,7 +158,7 @@ export const sessionEvents = sqliteTable(
     requestId: text("request_id").notNull(),
     // Why: type `ended` and `ended_by_upstream`, why the session was ended (`context_changed` for
     // a context the policy ends); `context_changed`, the policy that applied (`log`, `step-up`);
-    // `reauthenticated`, `step-up` when it lifted a context hold. Null otherwise.
+    // `reauthenticated`, `step-up` when it lifted a hold. Null otherwise.
     reason: text("reason"),
     // The session's device (sessions.device_key), kept after the session row is gone.
     deviceKey: text("device_key").notNull(),

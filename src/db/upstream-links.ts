@@ -1,7 +1,7 @@
 import { and, eq, isNull, sql } from "drizzle-orm";
 import { bucketNotMoving, moveOf, onBucket } from "./buckets.ts";
 import { batchNamed } from "./client.ts";
-import { upstreamLinks } from "./schema.ts";
+import { ssfReceivedSets, upstreamLinks } from "./schema.ts";
 import type { BucketShard } from "./shards.ts";
 
 // Which user an upstream's subject is: its logout and revocation name the subject, and the
@@ -104,5 +104,40 @@ export function readLink(
       move: moveOf(db, shard.bucket),
     });
     return { answer: link[0] ?? null, move: move[0], blocked: false };
+  });
+}
+
+/**
+ * The user the upstream's subject is, for its SET `set`: the link read and, in the same batch,
+ * the SET remembered here when no sign-in linked the subject, unless the bucket is being moved
+ * (then BucketMoving, nothing written). Null when there is no link, or there was none when the
+ * SET first came: it spoke of no one here, so sent again once a sign-in linked the subject, it
+ * acts on nothing still.
+ */
+export function readLinkForSet(
+  shard: BucketShard,
+  upstream: string,
+  subject: string,
+  set: { issuer: string; jti: string },
+  at: Date,
+): Promise<{ userId: string; region: string | null } | null> {
+  return onBucket(shard, async (db) => {
+    const ofSubject = and(eq(upstreamLinks.upstream, upstream), eq(upstreamLinks.subject, subject));
+    // Its own issuer text, so that this memory is never the one its endings are guarded by.
+    const unlinked = and(eq(ssfReceivedSets.issuer, `unlinked ${set.issuer}`), eq(ssfReceivedSets.jti, set.jti));
+    const noLink = sql`NOT EXISTS (SELECT 1 FROM ${upstreamLinks} WHERE ${ofSubject})`;
+    // Every column, in the table's order; the WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
+    const row = sql`SELECT ${`unlinked ${set.issuer}`}, ${set.jti}, ${at.getTime()}, ${shard.bucket}, ${subject} WHERE ${noLink} AND ${bucketNotMoving(db, shard.bucket)}`;
+    const { link, remembered, move } = await batchNamed(db, {
+      remember: db.insert(ssfReceivedSets).select(row).onConflictDoNothing(),
+      link: db
+        .select({ userId: upstreamLinks.userId, region: upstreamLinks.region })
+        .from(upstreamLinks)
+        .where(ofSubject),
+      remembered: db.select({ one: sql<number>`1` }).from(ssfReceivedSets).where(unlinked),
+      move: moveOf(db, shard.bucket),
+    });
+    const answer = remembered.length > 0 ? null : (link[0] ?? null);
+    return { answer, move: move[0], blocked: link.length === 0 && remembered.length === 0 };
   });
 }

@@ -44,8 +44,9 @@ export interface CallerView {
   deviceBound?: true;
   /**
    * Present (true) only when the session was used from another device (or network, as
-   * SESSION_CONTEXT_* say) than last seen and is held for step-up: treat the request as not
-   * signed in, have the user prove who they are and call `reauthenticate`, which lifts the hold.
+   * SESSION_CONTEXT_* say) than last seen, or its identity provider asked, and is held for
+   * step-up: treat the request as not signed in, have the user prove who they are and call
+   * `reauthenticate`, which lifts the hold (the provider's, only with its sign-in after it).
    */
   reauthenticationRequired?: true;
   /**

@@ -160,7 +160,8 @@ export class SessionService extends WorkerEntrypoint<Env> {
    * session a new token, same id; the old token stops working at once. Null when the token
    * does not prove a live session. Logged `reauthenticated`. After the provider's fresh sign-in,
    * `upstream` as for `create` (its provider and subject the session's own, else a RangeError):
-   * its factors and level count, its `session_expiry` bounds the session anew.
+   * its factors and level count, its `session_expiry` bounds the session anew. A session its
+   * provider holds yields only to that: with its `auth_time` after the hold, else a RangeError.
    */
   async reauthenticate(input: ReauthenticateRequest): Promise<ReauthenticatedSession | null> {
     return this.run(

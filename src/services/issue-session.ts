@@ -379,9 +379,10 @@ export interface ReauthenticateInput {
   assuranceLevel?: AssuranceLevel | null;
   /**
    * The provider's fresh sign-in, as for `create`, after which the login flow re-authenticates
-   * (how a hold the provider asked for is lifted): `provider` and `subject` must be the session's
-   * own, its `sid` replaces the stored one, `auth_time` and `amr` are factors, `acr` a level, and a
-   * `session_expiry` the session's new bound (its own end renewed now with a sliding lifetime).
+   * (how a hold the provider asked for is lifted, by an `auth_time` after it): `provider` and
+   * `subject` must be the session's own, its `sid` replaces the stored one (none given keeps it),
+   * `auth_time` and `amr` are factors, `acr` a level, and a `session_expiry` the session's new
+   * bound (its own end renewed now with a sliding lifetime).
    */
   upstream?: UpstreamSignInInput | null;
 }
@@ -403,7 +404,8 @@ export interface ReissuedSession {
  * (OWASP ASVS V7.2.4), in one round trip. `carrier`: what carried the token, if the caller says.
  * `cookieHeader`: the `Cookie` header that came with the token, whose bound cookie a device-bound session needs. Null when the token does not
  * prove a live session: nothing changed, and a dead session stays dead. An upstream sign-in of
- * another provider or subject than the session's is refused (InvalidInput), nothing changed.
+ * another provider or subject than the session's, and anything but the provider's sign-in after
+ * a hold it asked for, are refused (InvalidInput), nothing changed.
  */
 export async function reauthenticate(
   scope: Scope,

@@ -275,7 +275,12 @@ try {
         body: JSON.stringify({ token: held.token, ...body }),
       });
     const local = await reauthenticate({ factors: ["pwd", "otp"] });
-    expect("a local re-authentication does not lift the provider's hold: 400", local.status === 400, local.status);
+    const { code: localCode } = (await local.json()) as { code?: string };
+    expect(
+      "a local re-authentication does not lift the provider's hold: 400 invalid_input",
+      local.status === 400 && localCode === "invalid_input",
+      { status: local.status, code: localCode },
+    );
     expect("the session is still held", (await whoami(held.token)) === 401);
     // The provider's fresh sign-in, a second after its event (auth_time is in whole seconds).
     await new Promise((resolve) => setTimeout(resolve, 1_100));

@@ -130,7 +130,7 @@ function levelOf(name: unknown, upstream: Upstream): number | null {
  */
 function isWorse(event: CaepEvent, body: Record<string, unknown>, upstream: Upstream): boolean {
   if (event === "assurance-level-change") {
-    if (body.change_direction !== undefined) return body.change_direction === "decrease";
+    if (typeof body.change_direction === "string") return body.change_direction === "decrease";
     const [current, previous] = [levelOf(body.current_level, upstream), levelOf(body.previous_level, upstream)];
     return current !== null && previous !== null && current < previous;
   }

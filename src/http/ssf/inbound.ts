@@ -30,7 +30,7 @@ export const INBOUND_ROUTES = [
     operationId: "receiveSecurityEvent",
     summary: "Shared Signals receiver: an upstream transmitter pushes a Security Event Token (RFC 8935)",
     description:
-      "The SET's `iss` must be an upstream of SSF_UPSTREAMS; it is verified (ES256 or RS256, `typ` `secevent+jwt`, `aud`, `iat` within the past 24 hours, 60 s of skew) and acted on once per `jti`. CAEP 1.0's events end the user's sessions, hold those signed in through the upstream until the user signs in again (RFC 9470 challenge; `reauthenticate` lifts it), are logged or ignored, as the upstream's `events` says; a complex subject's `session` (this service's id or the upstream's `sid`) narrows it to that session. RISC `account-disabled`, `account-purged`, `credential-compromise` and `sessions-revoked` end every session of the user. Logged `ended_by_upstream`, `held_by_upstream` or `signaled_by_upstream`, reason `<upstream name>:<event>`. One D1 round trip.",
+      "The SET's `iss` must be an upstream of SSF_UPSTREAMS; it is verified (ES256 or RS256, `typ` `secevent+jwt`, `aud`, `iat` within the past 24 hours, 60 s of skew) and acted on once per `jti`. CAEP 1.0's events end the user's sessions, hold those signed in through the upstream until the user signs in again there (RFC 9470 challenge; `reauthenticate` with the provider's sign-in after the event lifts it), are logged or ignored, as the upstream's `events` says; a complex subject's `session` (this service's id or the upstream's `sid`) narrows it to that session. RISC `account-disabled`, `account-purged`, `credential-compromise` and `sessions-revoked` end every session of the user. The subject is the upstream's own, the user its sign-in linked it to (this service's user id with `subjects_are_user_ids`). Logged `ended_by_upstream`, `held_by_upstream` or `signaled_by_upstream`, reason `<upstream name>:<event>`. Two D1 round trips (the link's, then the user's); one with `subjects_are_user_ids`.",
     body: {
       doc: {
         required: true,
@@ -51,7 +51,7 @@ export const INBOUND_ROUTES = [
     answers: {
       "202": {
         description:
-          "Accepted: acted on, or an event this receiver ignores, or a `jti` received before (answered as the first time, acted on once). No body.",
+          "Accepted: acted on, or an event this receiver ignores, a subject no sign-in linked, or a `jti` received before (answered as the first time, acted on once). No body.",
       },
       "400": {
         description:

@@ -5,7 +5,7 @@ import { actionOf, type SetAction, senderOf, setRefused } from "../../domain/ssf
 import type { Upstream } from "../../domain/upstreams.ts";
 import { type Scope, write } from "../scope.ts";
 import { type UpstreamTokenFault, verifiedByUpstream } from "../upstream-keys.ts";
-import { linkedUser } from "../upstream-links.ts";
+import { linkedUserForSet } from "../upstream-links.ts";
 
 // An inbound Security Event Token, pushed by an upstream (RFC 8935): read, verified, and acted
 // on in one D1 round trip on the database of the user it names, after one that reads the link
@@ -24,12 +24,13 @@ function setFault(fault: UpstreamTokenFault, read: Jws | null) {
 /**
  * The user a SET's subject names, and the region of its database: through the link the
  * upstream's sign-in wrote for its own subject (one round trip), or this service's user id as
- * it is. Null when it names none, or a subject no sign-in linked.
+ * it is. Null when it names none, or a subject no sign-in linked (then, or when the SET first came).
  */
-async function userOf(scope: Scope, upstream: Upstream, named: SetAction["user"]) {
+async function userOf(scope: Scope, upstream: Upstream, action: SetAction) {
+  const named = action.user;
   if (named === null) return null;
   if ("userId" in named) return { userId: named.userId, region: upstream.region };
-  return linkedUser(scope, upstream, named.subject);
+  return linkedUserForSet(scope, upstream, named.subject, { issuer: upstream.issuer, jti: action.jti });
 }
 
 /**
@@ -44,7 +45,7 @@ export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream
   const { jws, upstream } = await verifiedByUpstream(compact, (read) => senderOf(read, upstreams), setFault);
   const action = actionOf(jws.payload, upstream, Math.floor(at.now.getTime() / 1000));
   if (!action) return 0;
-  const user = await userOf(scope, upstream, action.user);
+  const user = await userOf(scope, upstream, action);
   if (action.user !== null && user === null) return 0;
   const shard =
     user !== null ? await shards.forUser(user.userId, user.region) : shards.forSession(action.sessionId as string);
