@@ -419,10 +419,11 @@ describe("a hold", () => {
     expect(await stateOf({ ...federated, token: reissued?.token as string })).toBe("live");
   });
 
-  it("a later hold moves the instant: a sign-in between the two does not lift it", async () => {
+  it("a later hold moves the instant, an earlier one arriving after it does not: a sign-in between the two does not lift it", async () => {
     const { user, federated } = await userWithTwo();
     await push(await set(user, "credential-change", { event_timestamp: now() - 40 }));
     await push(await set(user, "credential-change", { event_timestamp: now() - 10 }));
+    await push(await set(user, "credential-change", { event_timestamp: now() - 30 }));
     await expect(
       service().reauthenticate({ token: federated.token, upstream: freshSignIn(user, now() - 20) }),
     ).rejects.toThrow(RangeError);
