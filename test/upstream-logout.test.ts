@@ -1203,6 +1203,7 @@ describe("global token revocation", () => {
   const unauthenticated: [string, () => Promise<string | null>, string][] = [
     ["no Authorization", async () => null, "The request has no Authorization: Bearer JWT."],
     ["Basic credentials", async () => "Basic Y29ycDpzZWNyZXQ=", "The request has no Authorization: Bearer JWT."],
+    ["Bearer without a token", async () => "Bearer ", "The request has no Authorization: Bearer JWT."],
     ["not a JWT", async () => "Bearer opaque-token", "The JWT is not a compact JWS signed with ES256 or RS256."],
     // Only the allow-list of ES256 and RS256 refuses these: rs1 has no alg (above).
     ...(["PS256", "RS384"] as const).map((alg): [string, () => Promise<string>, string] => [

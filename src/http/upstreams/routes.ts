@@ -13,6 +13,7 @@ import { MAX_AMR_LENGTH, MAX_AMR_VALUES, MAX_UPSTREAM_ID_LENGTH } from "../../do
 import { readUpstreams, type Upstream } from "../../domain/upstreams.ts";
 import { backchannelLogout, revokeGlobally } from "../../services/upstream-logout.ts";
 import { boundedText, mediaTypeOf } from "../bounded-body.ts";
+import { bearerToken } from "../credentials.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
 import { ALLOW_HEADER, anyRequest, error, errorBody, type JsonObject, json, NO_STORE, ref } from "../openapi-parts.ts";
 import { notFound } from "../refusals.ts";
@@ -271,9 +272,8 @@ export const UPSTREAM_ROUTES = [
     },
     handler: (c, { upstream, body }) =>
       answer(c, upstream, "global_revocation", async () => {
-        const [scheme, jwt, ...rest] = (c.req.header("Authorization") ?? "").split(" ");
-        if (scheme?.toLowerCase() !== "bearer" || !jwt || rest.length > 0)
-          throw upstreamRefused("invalid_token", "The request has no Authorization: Bearer JWT.");
+        const jwt = bearerToken(c);
+        if (!jwt) throw upstreamRefused("invalid_token", "The request has no Authorization: Bearer JWT.");
         const { origin, pathname } = new URL(c.req.url);
         const ended = await revokeGlobally(c.var.scope, upstream, jwt, await body(), `${origin}${pathname}`);
         if (ended === null) throw upstreamRefused("user_not_found", "No sign-in linked this subject to a user.");
