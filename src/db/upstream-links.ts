@@ -89,55 +89,46 @@ export function settleLink(shard: BucketShard, link: UpstreamLink, previousUserI
   });
 }
 
-/** The user (and home region) the upstream's subject is; null when no sign-in linked it. */
+/**
+ * The user (and home region) the upstream's subject is; null when no sign-in linked it. For a
+ * SET (`set`), in the same batch, the SET is remembered here when no sign-in linked the subject,
+ * unless the bucket is being moved (then BucketMoving, nothing written); null also when there
+ * was no link when the SET first came: it spoke of no one here, so sent again once a sign-in
+ * linked the subject, it acts on nothing still.
+ */
 export function readLink(
   shard: BucketShard,
   upstream: string,
   subject: string,
-): Promise<{ userId: string; region: string | null } | null> {
-  return onBucket(shard, async (db) => {
-    const { link, move } = await batchNamed(db, {
-      link: db
-        .select({ userId: upstreamLinks.userId, region: upstreamLinks.region })
-        .from(upstreamLinks)
-        .where(and(eq(upstreamLinks.upstream, upstream), eq(upstreamLinks.subject, subject))),
-      move: moveOf(db, shard.bucket),
-    });
-    return { answer: link[0] ?? null, move: move[0], blocked: false };
-  });
-}
-
-/**
- * The user the upstream's subject is, for its SET `set`: the link read and, in the same batch,
- * the SET remembered here when no sign-in linked the subject, unless the bucket is being moved
- * (then BucketMoving, nothing written). Null when there is no link, or there was none when the
- * SET first came: it spoke of no one here, so sent again once a sign-in linked the subject, it
- * acts on nothing still.
- */
-export function readLinkForSet(
-  shard: BucketShard,
-  upstream: string,
-  subject: string,
-  set: { issuer: string; jti: string },
-  at: Date,
+  set?: { issuer: string; jti: string; at: Date },
 ): Promise<{ userId: string; region: string | null } | null> {
   return onBucket(shard, async (db) => {
     const ofSubject = and(eq(upstreamLinks.upstream, upstream), eq(upstreamLinks.subject, subject));
-    // Its own issuer text, so that this memory is never the one its endings are guarded by.
-    const unlinked = and(eq(ssfReceivedSets.issuer, `unlinked ${set.issuer}`), eq(ssfReceivedSets.jti, set.jti));
-    const noLink = sql`NOT EXISTS (SELECT 1 FROM ${upstreamLinks} WHERE ${ofSubject})`;
+    // Its own issuer text, so that this memory is never the one a SET's endings are guarded by.
+    const issuer = set && `unlinked ${set.issuer}`;
     // Every column, in the table's order; the WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
-    const row = sql`SELECT ${`unlinked ${set.issuer}`}, ${set.jti}, ${at.getTime()}, ${shard.bucket}, ${subject} WHERE ${noLink} AND ${bucketNotMoving(db, shard.bucket)}`;
+    const row =
+      set &&
+      sql`SELECT ${issuer}, ${set.jti}, ${set.at.getTime()}, ${shard.bucket}, ${subject} WHERE NOT EXISTS (SELECT 1 FROM ${upstreamLinks} WHERE ${ofSubject}) AND ${bucketNotMoving(db, shard.bucket)}`;
     const { link, remembered, move } = await batchNamed(db, {
-      remember: db.insert(ssfReceivedSets).select(row).onConflictDoNothing(),
+      remember: row ? db.insert(ssfReceivedSets).select(row).onConflictDoNothing() : null,
       link: db
         .select({ userId: upstreamLinks.userId, region: upstreamLinks.region })
         .from(upstreamLinks)
         .where(ofSubject),
-      remembered: db.select({ one: sql<number>`1` }).from(ssfReceivedSets).where(unlinked),
+      remembered: set
+        ? db
+            .select({ one: sql<number>`1` })
+            .from(ssfReceivedSets)
+            .where(and(eq(ssfReceivedSets.issuer, issuer as string), eq(ssfReceivedSets.jti, set.jti)))
+        : null,
       move: moveOf(db, shard.bucket),
     });
-    const answer = remembered.length > 0 ? null : (link[0] ?? null);
-    return { answer, move: move[0], blocked: link.length === 0 && remembered.length === 0 };
+    const unlinked = (remembered?.length ?? 0) > 0;
+    return {
+      answer: unlinked ? null : (link[0] ?? null),
+      move: move[0],
+      blocked: set !== undefined && link.length === 0 && !unlinked,
+    };
   });
 }

@@ -1,6 +1,6 @@
 import { endUpstreamSubjectSessions } from "../db/sessions.ts";
 import type { BucketShard } from "../db/shards.ts";
-import { readLink, readLinkForSet, settleLink, writeLink } from "../db/upstream-links.ts";
+import { readLink, settleLink, writeLink } from "../db/upstream-links.ts";
 import type { ClientContext } from "../domain/client-context.ts";
 import { ConfigError } from "../domain/config.ts";
 import { SERVICE_REASONS } from "../domain/reason.ts";
@@ -64,20 +64,17 @@ export async function linkSubject(
   await settleLink(linkBucket, link, previous.userId);
 }
 
-/** The user the upstream's subject was linked to by a sign-in; null when none was. */
-export async function linkedUser(scope: Scope, upstream: Upstream, subject: string) {
-  return readLink(await linkShard(scope, upstream, subject), upstream.name, subject);
-}
-
 /**
- * The user the upstream's subject was linked to, for its SET; null when none was, then or when
- * the SET first came (remembered so, a replay acts on no user linked since).
+ * The user the upstream's subject was linked to by a sign-in; null when none was. For its SET
+ * (`set`), also null when none was when the SET first came (remembered so: a replay acts on no
+ * user linked since).
  */
-export async function linkedUserForSet(
+export async function linkedUser(
   scope: Scope,
   upstream: Upstream,
   subject: string,
-  set: { issuer: string; jti: string },
+  set?: { issuer: string; jti: string },
 ) {
-  return readLinkForSet(await linkShard(scope, upstream, subject), upstream.name, subject, set, scope.at.now);
+  const shard = await linkShard(scope, upstream, subject);
+  return readLink(shard, upstream.name, subject, set && { ...set, at: scope.at.now });
 }

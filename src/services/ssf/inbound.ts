@@ -5,7 +5,7 @@ import { actionOf, type SetAction, senderOf, setRefused } from "../../domain/ssf
 import type { Upstream } from "../../domain/upstreams.ts";
 import { type Scope, write } from "../scope.ts";
 import { type UpstreamTokenFault, verifiedByUpstream } from "../upstream-keys.ts";
-import { linkedUserForSet } from "../upstream-links.ts";
+import { linkedUser } from "../upstream-links.ts";
 
 // An inbound Security Event Token, pushed by an upstream (RFC 8935): read, verified, and acted
 // on in one D1 round trip on the database of the user it names, after one that reads the link
@@ -30,7 +30,7 @@ async function userOf(scope: Scope, upstream: Upstream, action: SetAction) {
   const named = action.user;
   if (named === null) return null;
   if ("userId" in named) return { userId: named.userId, region: upstream.region };
-  return linkedUserForSet(scope, upstream, named.subject, { issuer: upstream.issuer, jti: action.jti });
+  return linkedUser(scope, upstream, named.subject, { issuer: upstream.issuer, jti: action.jti });
 }
 
 /**
