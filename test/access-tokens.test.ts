@@ -200,7 +200,7 @@ describe("POST /auth/token: an access token for the caller's session", () => {
     });
   });
 
-  it("a session held for step-up gets none: the RFC 9470 challenge", async () => {
+  it("a session held gets none: the RFC 9470 challenge", async () => {
     const vars = await accessTokenVars();
     const session = await issue(newUser(), { ...HOME, carrier: "cookie" });
     const from = (userAgent: string) =>

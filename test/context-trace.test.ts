@@ -3,10 +3,10 @@ import { sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { sameDeviceAs, sameDeviceKey } from "../src/db/device.ts";
+import { ACTIONS } from "../src/domain/actions.ts";
 import type { SessionCarrier } from "../src/domain/carrier.ts";
 import {
   CONTEXT_KINDS,
-  CONTEXT_POLICIES,
   type ContextPolicy,
   clientContext,
   DEFAULT_CONTEXT_POLICIES,
@@ -21,7 +21,7 @@ import { bearer, callWith, d1OfUser, databases, type Network, newUser, sessionCo
 // will carry the token, as the login worker does) and then requests with a User-Agent, a
 // network and place (request.cf) and the session cookie or a Bearer header, some minutes apart,
 // replayed through the HTTP API under each policy. A journey is disturbed when a step is
-// refused (held for step-up, or refused as a dead token); a theft is caught when its last step,
+// refused (held, or refused as a dead token); a theft is caught when its last step,
 // the thief's, is refused, and seen when it is logged. Places are the cities Cloudflare puts the
 // addresses in: a mobile carrier's at its gateways, a VPN's at its exit.
 
@@ -293,7 +293,7 @@ const TRACES: Trace[] = [
 type Outcome = "quiet" | "logged" | "held" | "ended";
 
 /**
- * What the trace met: refused at a step (held for step-up, or ended), else logged or quiet. A
+ * What the trace met: refused at a step (held, or ended), else logged or quiet. A
  * theft is judged by its last step; the victim's steps before it never change the context.
  */
 async function replay(trace: Trace, vars: Partial<Env>): Promise<Outcome> {
@@ -365,18 +365,18 @@ type Policies = [device: ContextPolicy, network: ContextPolicy, travel: ContextP
 
 // device, network, travel | journeys: disturbed, ended, logged | thefts: refused, logged, missed
 const TABLE: [...Policies, number, number, number, number, number, number][] = [
-  ["allow", "allow", "allow", 0, 0, 0, 1, 0, 6],
-  ["log", "allow", "allow", 0, 0, 0, 1, 3, 3],
-  ["step-up", "allow", "allow", 0, 0, 0, 4, 0, 3],
-  ["end", "allow", "allow", 0, 0, 0, 4, 0, 3],
-  ["allow", "log", "allow", 0, 0, 4, 1, 2, 4],
-  ["allow", "step-up", "allow", 4, 0, 0, 3, 0, 4],
-  ["allow", "end", "allow", 4, 4, 0, 3, 0, 4],
-  ["allow", "allow", "log", 0, 0, 1, 1, 4, 2],
-  ["allow", "allow", "step-up", 1, 0, 0, 5, 0, 2],
-  ["allow", "allow", "end", 1, 1, 0, 5, 0, 2],
-  ["step-up", "log", "allow", 0, 0, 4, 4, 1, 2],
-  ["step-up", "log", "step-up", 1, 0, 3, 7, 0, 0],
+  ["ignore", "ignore", "ignore", 0, 0, 0, 1, 0, 6],
+  ["log", "ignore", "ignore", 0, 0, 0, 1, 3, 3],
+  ["hold", "ignore", "ignore", 0, 0, 0, 4, 0, 3],
+  ["end", "ignore", "ignore", 0, 0, 0, 4, 0, 3],
+  ["ignore", "log", "ignore", 0, 0, 4, 1, 2, 4],
+  ["ignore", "hold", "ignore", 4, 0, 0, 3, 0, 4],
+  ["ignore", "end", "ignore", 4, 4, 0, 3, 0, 4],
+  ["ignore", "ignore", "log", 0, 0, 1, 1, 4, 2],
+  ["ignore", "ignore", "hold", 1, 0, 0, 5, 0, 2],
+  ["ignore", "ignore", "end", 1, 1, 0, 5, 0, 2],
+  ["hold", "log", "ignore", 0, 0, 4, 4, 1, 2],
+  ["hold", "log", "hold", 1, 0, 3, 7, 0, 0],
 ];
 
 /** The policies in force with no var set. */
@@ -387,8 +387,8 @@ describe("session context: 12 ordinary journeys and 7 thefts under each policy",
     const count = (theft: boolean) => TRACES.filter((trace) => trace.theft === theft).length;
     expect({ journeys: count(false), thefts: count(true) }).toEqual({ journeys: 12, thefts: 7 });
     for (const k of CONTEXT_KINDS.keys())
-      for (const policy of CONTEXT_POLICIES)
-        expect(TABLE.some((row) => row.slice(0, 3).every((p, i) => p === (i === k ? policy : "allow")))).toBe(true);
+      for (const policy of ACTIONS)
+        expect(TABLE.some((row) => row.slice(0, 3).every((p, i) => p === (i === k ? policy : "ignore")))).toBe(true);
     const [, , , disturbed, ended, , , , missed] = TABLE.find((row) =>
       DEFAULTS.every((policy, i) => row[i] === policy),
     )!;
@@ -427,8 +427,8 @@ describe("travel: the journeys and thefts each pair of limits flags", () => {
   for (const [maxKmh, minKm, ...expected] of LIMITS) {
     it(`${maxKmh} km/h, ${minKm} km`, async () => {
       const vars = {
-        SESSION_CONTEXT_DEVICE: "allow",
-        SESSION_CONTEXT_NETWORK: "allow",
+        SESSION_CONTEXT_DEVICE: "ignore",
+        SESSION_CONTEXT_NETWORK: "ignore",
         SESSION_CONTEXT_TRAVEL: "log",
         SESSION_TRAVEL_MAX_KMH: String(maxKmh),
         SESSION_TRAVEL_MIN_KM: String(minKm),

@@ -349,8 +349,8 @@ describe("device-bound sessions: registration judges the caller's context", () =
     ).results;
     expect(events).toEqual([
       { type: "created", reason: null },
-      { type: "context_changed", reason: "step-up" },
-      { type: "context_changed", reason: "step-up" },
+      { type: "context_changed", reason: "hold" },
+      { type: "context_changed", reason: "hold" },
     ]);
   });
 

@@ -45,7 +45,7 @@ const writer = { sessionId: proof.id, ipAddress: "192.0.2.1", queued: false, pub
 // A context check with every rule on (src/db/client-context.ts): its statements are planned too.
 const check = {
   context: { browser: "Chrome", os: "macOS", country: "DE", asn: 3320, latitude: 50.1109, longitude: 8.6821 },
-  policies: { device: "step-up", network: "end", travel: "log" },
+  policies: { device: "hold", network: "end", travel: "log" },
   travel: { maxKmh: 1000, minKm: 2000 },
 } as const;
 const newSession = (id: string) => ({

@@ -90,7 +90,7 @@ describe("rate limiting of failed authentications (per client IP)", () => {
     const cookie = { ...sessionCookie(session.token), "CF-Connecting-IP": ip };
     const challenge =
       'Bearer realm="auth", error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age="0"';
-    // Its cookie from another browser family holds it (SESSION_CONTEXT_DEVICE = step-up, the default).
+    // Its cookie from another browser family holds it (SESSION_CONTEXT_DEVICE = hold, the default).
     const copied = await call("GET", "/auth/sessions", { ...cookie, "User-Agent": FIREFOX_WINDOWS });
     await expectError(copied, 401, "reauthentication_required", { wwwAuthenticate: challenge });
     // More held refusals from this address than the limit allows failures, on each route that holds it.

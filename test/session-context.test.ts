@@ -1,6 +1,6 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards, D1_MAX_BOUND_PARAMETERS, type RecordedStatement, recordingD1 } from "./d1.ts";
 import { challengeIn, deviceKey, signProof } from "./device-keys.ts";
@@ -28,7 +28,7 @@ import {
 // Session context checks (src/domain/client-context.ts): a browser's session (issued with carrier
 // `cookie`, as the login worker issues it) remembers the browser, OS, country and network its cookie
 // was last used from, and a cookie replayed from elsewhere is judged by SESSION_CONTEXT_DEVICE
-// (default step-up) and SESSION_CONTEXT_NETWORK (default log), in the operation's one round trip.
+// (default hold) and SESSION_CONTEXT_NETWORK (default log), in the operation's one round trip.
 
 const CHROME_WINDOWS =
   "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
@@ -93,7 +93,7 @@ describe("session context: recorded", () => {
   });
 });
 
-describe("session context: another browser family (default SESSION_CONTEXT_DEVICE = step-up)", () => {
+describe("session context: another browser family (default SESSION_CONTEXT_DEVICE = hold)", () => {
   it("refuses the copied token with the RFC 9470 challenge, logs it once, and holds the session until reauthenticate", async () => {
     const session = await signedIn();
     const other = await issue(session.userId, { country: HOME.country, asn: HOME.asn });
@@ -101,7 +101,7 @@ describe("session context: another browser family (default SESSION_CONTEXT_DEVIC
       wwwAuthenticate: STEP_UP,
     });
     expect(await rowOf(session)).toEqual({ browser: "Firefox", os: "Windows", country: "DE", asn: 3320, held: 1 });
-    const logged = { type: "context_changed", reason: "step-up", actor_session_id: session.id };
+    const logged = { type: "context_changed", reason: "hold", actor_session_id: session.id };
     expect(await eventsOf(session)).toEqual([
       created,
       { ...logged, context: change({ browser: "Firefox", os: "Windows" }) },
@@ -129,7 +129,7 @@ describe("session context: another browser family (default SESSION_CONTEXT_DEVIC
     });
     expect(reissued?.sessionId).toBe(session.id);
     // The security log says this re-authentication lifted the hold.
-    expect((await eventsOf(session)).at(-1)).toMatchObject({ type: "reauthenticated", reason: "step-up" });
+    expect((await eventsOf(session)).at(-1)).toMatchObject({ type: "reauthenticated", reason: "hold" });
     await expectError(await list(session), 401, "invalid_token", { wwwAuthenticate: REJECTED_CHALLENGE });
     expect((await list({ ...session, token: reissued!.token })).status).toBe(200);
     expect(await rowOf(session)).toMatchObject({ ...SEEN_HOME, held: 0 });
@@ -184,16 +184,16 @@ describe("session context: another browser family (default SESSION_CONTEXT_DEVIC
 });
 
 describe("session context: rows written per change (D1's rows_written, index entries included)", () => {
-  it("unchanged 0; allow 1 (the session's seen columns); log and step-up 3 (and the event with its 2 index entries); end 3 (the event; D1 counts no row for the DELETE)", async () => {
+  it("unchanged 0; ignore 1 (the session's seen columns); log and hold 3 (and the event with its 2 index entries); end 3 (the event; D1 counts no row for the DELETE)", async () => {
     const written: Record<string, number> = {};
-    for (const policy of ["unchanged", "allow", "log", "step-up", "end"] as const) {
+    for (const policy of ["unchanged", "ignore", "log", "hold", "end"] as const) {
       const session = await signedIn();
       const counter = countingShards(databases());
       const vars = { ...counter.env, ...(policy === "unchanged" ? {} : { SESSION_CONTEXT_DEVICE: policy }) };
       await list(session, { userAgent: policy === "unchanged" ? CHROME_MAC : FIREFOX_WINDOWS, vars });
       written[policy] = counter.rowsWritten();
     }
-    expect(written).toEqual({ unchanged: 0, allow: 1, log: 3, "step-up": 3, end: 3 });
+    expect(written).toEqual({ unchanged: 0, ignore: 1, log: 3, hold: 3, end: 3 });
   });
 
   it("a Bearer call from another browser and network writes nothing: it is not judged", async () => {
@@ -217,9 +217,52 @@ describe("session context: each policy", () => {
     context: change(after),
   });
 
-  it("allow: recorded silently", async () => {
+  it("the spellings these settings had before the one list of actions still read: allow ignores, step-up holds", async () => {
+    const ignored = await signedIn();
+    const formerIgnore = { ...device("allow"), ...network("allow") };
+    expect((await list(ignored, { userAgent: FIREFOX_WINDOWS, network: ABROAD, vars: formerIgnore })).status).toBe(200);
+    expect(await eventsOf(ignored)).toEqual([created]);
+    const held = await signedIn();
+    await expectError(
+      await list(held, { userAgent: FIREFOX_WINDOWS, vars: device("step-up") }),
+      401,
+      "reauthentication_required",
+      {
+        wwwAuthenticate: STEP_UP,
+      },
+    );
+    expect(await rowOf(held)).toEqual({ ...SEEN_HOME, ...firefox, held: 1 });
+    expect(await eventsOf(held)).toEqual([created, logged(held, firefox, "context_changed", "hold")]);
+  });
+
+  it("a value that names no action: 500 with one config_error line listing the actions, nothing recorded", async () => {
     const session = await signedIn();
-    const vars = { ...device("allow"), ...network("allow") };
+    const logged: string[] = [];
+    vi.spyOn(console, "error").mockImplementation((line: unknown) => void logged.push(String(line)));
+    vi.spyOn(console, "log").mockImplementation(() => {});
+    await expectError(
+      await list(session, { userAgent: FIREFOX_WINDOWS, vars: device("block") }),
+      500,
+      "internal_error",
+      {
+        cacheControl: "no-store",
+      },
+    );
+    vi.restoreAllMocks();
+    expect(logged.map((line) => JSON.parse(line))).toEqual([
+      {
+        level: "error",
+        event: "config_error",
+        message: "SESSION_CONTEXT_DEVICE must be one of ignore, log, hold, end",
+      },
+    ]);
+    expect(await rowOf(session)).toEqual({ ...SEEN_HOME, held: 0 });
+    expect(await eventsOf(session)).toEqual([created]);
+  });
+
+  it("ignore: recorded silently", async () => {
+    const session = await signedIn();
+    const vars = { ...device("ignore"), ...network("ignore") };
     expect((await list(session, { userAgent: FIREFOX_WINDOWS, vars })).status).toBe(200);
     expect((await list(session, { userAgent: FIREFOX_WINDOWS, network: ABROAD, vars })).status).toBe(200);
     expect(await rowOf(session)).toEqual({ ...firefox, ...ABROAD, held: 0 });
@@ -239,18 +282,18 @@ describe("session context: each policy", () => {
     expect(await eventsOf(session)).toEqual([created, logged(session, ABROAD)]);
   });
 
-  it("network step-up: a session that has no network recorded yet is not held by its first one (an unknown is no change)", async () => {
+  it("network hold: a session that has no network recorded yet is not held by its first one (an unknown is no change)", async () => {
     const userId = newUser();
     const session = { ...(await issue(userId, { carrier: "cookie" })), userId };
-    expect((await list(session, { network: ABROAD, vars: network("step-up") })).status).toBe(200);
+    expect((await list(session, { network: ABROAD, vars: network("hold") })).status).toBe(200);
     expect(await rowOf(session)).toEqual({ ...SEEN_HOME, ...ABROAD, held: 0 });
     expect(await eventsOf(session)).toEqual([created]);
   });
 
-  it("network step-up: held", async () => {
+  it("network hold: held", async () => {
     const session = await signedIn();
     await expectError(
-      await list(session, { network: ABROAD, vars: network("step-up") }),
+      await list(session, { network: ABROAD, vars: network("hold") }),
       401,
       "reauthentication_required",
       {
@@ -258,16 +301,16 @@ describe("session context: each policy", () => {
       },
     );
     expect(await rowOf(session)).toEqual({ ...SEEN_HOME, ...ABROAD, held: 1 });
-    expect(await eventsOf(session)).toEqual([created, logged(session, ABROAD, "context_changed", "step-up")]);
+    expect(await eventsOf(session)).toEqual([created, logged(session, ABROAD, "context_changed", "hold")]);
   });
 
   it("both kinds at once: the stricter policy's reason is recorded", async () => {
     const session = await signedIn();
-    const vars = { ...device("log"), ...network("step-up") };
+    const vars = { ...device("log"), ...network("hold") };
     expect((await list(session, { userAgent: FIREFOX_WINDOWS, network: ABROAD, vars })).status).toBe(401);
     expect(await eventsOf(session)).toEqual([
       created,
-      logged(session, { ...firefox, ...ABROAD }, "context_changed", "step-up"),
+      logged(session, { ...firefox, ...ABROAD }, "context_changed", "hold"),
     ]);
   });
 

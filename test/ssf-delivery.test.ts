@@ -284,9 +284,9 @@ describe("each session event becomes a SET", () => {
     ]);
   });
 
-  it("a context change that holds the session for step-up is risk-level-change (SESSION, HIGH); one only logged sends nothing; one that ends it is session-revoked", async () => {
+  it("a context change that holds the session is risk-level-change (SESSION, HIGH); one only logged sends nothing; one that ends it is session-revoked", async () => {
     const abroad = { country: "BR", asn: 28573 };
-    const { vars, login, poll } = await setUp({ SESSION_CONTEXT_DEVICE: "step-up", SESSION_CONTEXT_NETWORK: "log" });
+    const { vars, login, poll } = await setUp({ SESSION_CONTEXT_DEVICE: "hold", SESSION_CONTEXT_NETWORK: "log" });
     const usedFrom = (token: string, userAgent: string, network?: Network, extra: Partial<Env> = {}) =>
       callWith(
         { ...vars, ...extra },
@@ -298,7 +298,7 @@ describe("each session event becomes a SET", () => {
       );
     const [held, logged, ended] = [await login(newUser()), await login(newUser()), await login(newUser())];
     expect((await usedFrom(held.token, FIREFOX_LINUX)).status).toBe(401);
-    // New York, then Hong Kong at once, on one provider: travel (default step-up).
+    // New York, then Hong Kong at once, on one provider: travel (default hold).
     const travelled = await login(newUser());
     const place = (country: string, latitude: string, longitude: string) => ({
       country,
@@ -363,7 +363,7 @@ describe("each session event becomes a SET", () => {
     ]);
   });
 
-  it("a re-authentication that lifts a step-up hold says the risk fell: risk-level-change LOW from HIGH; one without a hold says nothing of risk", async () => {
+  it("a re-authentication that lifts a hold says the risk fell: risk-level-change LOW from HIGH; one without a hold says nothing of risk", async () => {
     const { vars, rpc, login, poll } = await setUp();
     const [held, plain] = [await login(newUser()), await login(newUser())];
     const headers = { ...sessionCookie(held.token), "User-Agent": FIREFOX_LINUX };

@@ -46,7 +46,7 @@ const ID = `AA${"a".repeat(22)}`;
 // Every policy acts: each statement of the head is there.
 const CHECK: ContextCheck = {
   context: { browser: "Chrome", os: "macOS", country: "DE", asn: 3320, latitude: 50.1109, longitude: 8.6821 },
-  policies: { device: "step-up", network: "end", travel: "log" },
+  policies: { device: "hold", network: "end", travel: "log" },
   travel: { maxKmh: 1000, minKm: 2000 },
 };
 // Every field that may be absent is present: each is varied to absent, and to another value.
@@ -94,9 +94,9 @@ const OTHERS: {
     longitude: { value: [114.1694] },
   },
   policies: {
-    device: { text: ["allow", "log", "end"] },
-    network: { text: ["allow", "log", "step-up"] },
-    travel: { text: ["allow", "step-up", "end"] },
+    device: { text: ["ignore", "log", "end"] },
+    network: { text: ["ignore", "log", "hold"] },
+    travel: { text: ["ignore", "hold", "end"] },
   },
   travel: { maxKmh: { text: [500] }, minKm: { text: [0] } },
   writer: {

@@ -18,7 +18,7 @@ import {
 // Cloudflare gives each use of its cookie (request.cf.latitude, longitude) and when, and a use
 // farther than SESSION_TRAVEL_MIN_KM (2,000 km) that needed more than SESSION_TRAVEL_MAX_KMH
 // (1,000 km/h) since is a change of its own kind, judged by SESSION_CONTEXT_TRAVEL (default
-// step-up) like the other kinds, in the same statements.
+// hold) like the other kinds, in the same statements.
 
 // One provider everywhere (Cloudflare WARP's ASN): the network check sees no change, only travel can.
 const WARP = 13335;
@@ -124,7 +124,7 @@ describe("travel: New York, then Hong Kong 20 minutes later, on the same provide
     expect(events).toHaveLength(2);
   });
 
-  it("each policy does what it does for the other kinds: allow, log, step-up, end", async () => {
+  it("each policy does what it does for the other kinds: ignore, log, hold, end", async () => {
     const WINDOWS_FIREFOX = "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0";
     /** What a change met: the answer, the session's row, its events' types and reasons. */
     const outcome = async (session: Session, response: Response) => ({
@@ -135,14 +135,14 @@ describe("travel: New York, then Hong Kong 20 minutes later, on the same provide
       events: (await eventsOf(session)).map(({ type, reason }) => [type, reason]),
     });
     const outcomes: Record<string, unknown> = {};
-    for (const policy of ["allow", "log", "step-up", "end"]) {
+    for (const policy of ["ignore", "log", "hold", "end"]) {
       const travelled = await signedIn();
-      const vars = { SESSION_CONTEXT_TRAVEL: policy, SESSION_CONTEXT_DEVICE: "allow" };
+      const vars = { SESSION_CONTEXT_TRAVEL: policy, SESSION_CONTEXT_DEVICE: "ignore" };
       await listAt(travelled, 0, NEW_YORK, vars);
       const byTravel = await outcome(travelled, await listAt(travelled, 20, HONG_KONG, vars));
       // The same policy for a device change, where nothing moved.
       const changed = await signedIn();
-      const device = { SESSION_CONTEXT_DEVICE: policy, SESSION_CONTEXT_TRAVEL: "allow" };
+      const device = { SESSION_CONTEXT_DEVICE: policy, SESSION_CONTEXT_TRAVEL: "ignore" };
       await listAt(changed, 0, NEW_YORK, device);
       vi.setSystemTime(at(20));
       const headers = {
@@ -159,14 +159,14 @@ describe("travel: New York, then Hong Kong 20 minutes later, on the same provide
     }
     const events = (...more: [string, string][]) => [["created", null], ...more];
     expect(outcomes).toEqual({
-      allow: { status: 200, code: null, challenge: null, held: 0, events: events() },
+      ignore: { status: 200, code: null, challenge: null, held: 0, events: events() },
       log: { status: 200, code: null, challenge: null, held: 0, events: events(["context_changed", "log"]) },
-      "step-up": {
+      hold: {
         status: 401,
         code: "reauthentication_required",
         challenge: STEP_UP,
         held: 1,
-        events: events(["context_changed", "step-up"]),
+        events: events(["context_changed", "hold"]),
       },
       end: {
         status: 401,
@@ -178,13 +178,13 @@ describe("travel: New York, then Hong Kong 20 minutes later, on the same provide
     });
   });
 
-  it("the default is step-up: held with the RFC 9470 challenge until the user signs in again", async () => {
+  it("the default is hold: held with the RFC 9470 challenge until the user signs in again", async () => {
     const session = await signedIn();
     expect((await listAt(session, 0, NEW_YORK)).status).toBe(200);
     await expectError(await listAt(session, 20, HONG_KONG), 401, "reauthentication_required", {
       wwwAuthenticate: STEP_UP,
     });
-    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "step-up", travel: true }]);
+    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "hold", travel: true }]);
   });
 
   it("RPC authenticate with the browser's context (latitude and longitude as request.cf gives them) judges it the same", async () => {
@@ -201,7 +201,7 @@ describe("travel: New York, then Hong Kong 20 minutes later, on the same provide
     expect(await exports.SessionService.authenticate(session.token, context(HONG_KONG))).toMatchObject({
       reauthenticationRequired: true,
     });
-    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "step-up", travel: true }]);
+    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "hold", travel: true }]);
   });
 });
 
@@ -217,7 +217,7 @@ describe("travel: measured from the last use", () => {
     await expectError(await listAt(session, 500, LONDON), 401, "reauthentication_required", {
       wwwAuthenticate: STEP_UP,
     });
-    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "step-up", travel: true }]);
+    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "hold", travel: true }]);
   });
 });
 
@@ -232,7 +232,7 @@ describe("travel: from the sign-in's place", () => {
     await expectError(await listAt(session, 20, HONG_KONG), 401, "reauthentication_required", {
       wwwAuthenticate: STEP_UP,
     });
-    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "step-up", travel: true }]);
+    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "hold", travel: true }]);
   });
 
   it("a malformed or half place at sign-in is none: the first use records its own", async () => {
@@ -252,13 +252,13 @@ describe("travel: from the sign-in's place", () => {
 describe("travel: allowed", () => {
   it("another kind's event leaves travel out, so a receiver is told the change that applied (the network)", async () => {
     const session = await signedIn();
-    const vars = { SESSION_CONTEXT_TRAVEL: "allow", SESSION_CONTEXT_NETWORK: "step-up" };
+    const vars = { SESSION_CONTEXT_TRAVEL: "ignore", SESSION_CONTEXT_NETWORK: "hold" };
     expect((await listAt(session, 0, NEW_YORK, vars)).status).toBe(200);
     const elsewhere = { ...HONG_KONG, asn: 4760 };
     await expectError(await listAt(session, 20, elsewhere, vars), 401, "reauthentication_required", {
       wwwAuthenticate: STEP_UP,
     });
-    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "step-up", travel: false }]);
+    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "hold", travel: false }]);
   });
 });
 
@@ -310,7 +310,7 @@ describe("travel: what is not", () => {
     expect(await eventsOf(session)).toEqual([created]);
     // The place kept is what the next placed use is judged against.
     expect((await listAt(session, 20, HONG_KONG)).status).toBe(401);
-    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "step-up", travel: true }]);
+    expect(await eventsOf(session)).toEqual([created, { type: "context_changed", reason: "hold", travel: true }]);
   });
 
   it("a bearer-only session is never judged nor placed; a `both` session's Bearer calls never move its place", async () => {

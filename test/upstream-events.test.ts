@@ -328,7 +328,7 @@ describe("each action, as the upstream's events choose", () => {
 });
 
 describe("a hold", () => {
-  it("refuses every use but a sign-out with the RFC 9470 challenge; the provider's sign-in after it lifts it and logs step-up", async () => {
+  it("refuses every use but a sign-out with the RFC 9470 challenge; the provider's sign-in after it lifts it and logs hold", async () => {
     const { user, federated } = await userWithTwo();
     await push(await set(user, "credential-change", { event_timestamp: now() - 60 }));
     expect(await stateOf(federated)).toBe("held");
@@ -352,7 +352,7 @@ describe("a hold", () => {
     expect(await stateOf({ ...federated, token: reissued?.token as string })).toBe("live");
     expect((await eventsOf(user)).map(({ type, reason }) => ({ type, reason }))).toEqual([
       { type: "held_by_upstream", reason: "idp:credential-change" },
-      { type: "reauthenticated", reason: "step-up" },
+      { type: "reauthenticated", reason: "hold" },
     ]);
   });
 
@@ -370,7 +370,7 @@ describe("a hold", () => {
     });
     expect((await eventsOf(user)).map(({ type, reason }) => ({ type, reason }))).toEqual([
       { type: "held_by_upstream", reason: "idp:credential-change" },
-      { type: "reauthenticated", reason: "step-up" },
+      { type: "reauthenticated", reason: "hold" },
     ]);
   });
 
@@ -439,7 +439,7 @@ describe("a hold", () => {
       carrier: "both",
       upstream: { provider: "idp", subject: subjectOf(user), sid: null },
     });
-    const held = { SESSION_CONTEXT_DEVICE: "step-up" } as Partial<Env>;
+    const held = { SESSION_CONTEXT_DEVICE: "hold" } as Partial<Env>;
     const cookieUse = await callWith(held, "GET", "/auth/whoami", {
       ...sessionCookie(federated.token),
       "User-Agent": FIREFOX_LINUX,
@@ -729,7 +729,7 @@ describe("which sessions an event reaches", () => {
 
 describe("a refused events member", () => {
   const RULE =
-    "SSF_UPSTREAMS must be a JSON array of upstreams: events is an object whose members are CAEP events (session-revoked, token-claims-change, credential-change, assurance-level-change, device-compliance-change, session-established, session-presented, risk-level-change), each hold, end, log, ignore";
+    "SSF_UPSTREAMS must be a JSON array of upstreams: events is an object whose members are CAEP events (session-revoked, token-claims-change, credential-change, assurance-level-change, device-compliance-change, session-established, session-presented, risk-level-change), each ignore, log, hold, end";
   for (const [name, events, message] of [
     ["not an object", ["credential-change"], RULE],
     ["an event CAEP 1.0 does not have", { "credential-changed": "hold" }, RULE],

@@ -168,7 +168,7 @@ describe("GET /auth/whoami", () => {
     expect(await tableSnapshot("session_events")).toEqual(events);
   });
 
-  it("a session held for step-up by a context change: the RFC 9470 challenge", async () => {
+  it("a session held by a context change: the RFC 9470 challenge", async () => {
     const session = await issue(newUser(), { ...HOME, carrier: "cookie" });
     const from = (userAgent: string) =>
       callWith(

@@ -92,7 +92,7 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
   const sliding = activity ? at.slidingMaxLifetimeMs : null;
   const judgement = check && judgementOf(check, at.now, proof.id, false);
   const ending = check && acts(check, "end") ? changedUnder(check, "end") : null;
-  const judged = check && acts(check, "log", "step-up", "end") ? changedUnder(check, "log", "step-up", "end") : null;
+  const judged = check && acts(check, "log", "hold", "end") ? changedUnder(check, "log", "hold", "end") : null;
   const contextInsert =
     check && judgement && judged
       ? recordEvents(
@@ -102,8 +102,8 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
           writer,
           write,
           {
-            // The policy that applied: a receiver is told of a session held for step-up (src/services/ssf/delivery.ts).
-            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, "step-up")} THEN 'step-up' ELSE 'log' END`,
+            // The policy that applied: a receiver is told of a held session (src/services/ssf/delivery.ts).
+            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, "hold")} THEN 'hold' ELSE 'log' END`,
             context: contextChange(check),
           },
           judgementOf(check, at.now, proof.id, true),
@@ -134,9 +134,9 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
             ...(sliding === null ? {} : { expiresAt: renewedExpiry(at, sliding) }),
             ...(check ? seenValues(check, at.now) : {}),
             // SET reads the row as it was: the change is judged against the context before this one.
-            ...(check && judgement && acts(check, "step-up")
+            ...(check && judgement && acts(check, "hold")
               ? {
-                  contextStepUp: sql`${sessions.contextStepUp} OR (${isJudged} AND ${changedUnderOf(judgement, check, "step-up")})`,
+                  held: sql`${sessions.held} OR (${isJudged} AND ${changedUnderOf(judgement, check, "hold")})`,
                 }
               : {}),
           })
@@ -175,13 +175,13 @@ type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
  * The statements that judge the caller's context and record its activity, in this order (each
  * null when it has nothing to do):
  *   - `contextEvents`: a change under `end` logs `ended` (reason `context_changed`), under `log`
- *     or `step-up` `context_changed` (the policy as its reason); RETURNING them (`events`
+ *     or `hold` `context_changed` (the policy as its reason); RETURNING them (`events`
  *     decodes them), for a read that reads no other event of its write;
  *   - `contextEnded`: a change under `end` ends the session;
  *   - `activity`: one UPDATE of the caller's row, when its activity is due (`activity`: every
  *     few minutes, renewing a sliding expiry), its context differs or its place's time is as
  *     old: records where and when a browser's cookie was used, and holds the session for a
- *     change under `step-up`.
+ *     change under `hold`.
  * Rendered once per builder and shape (src/db/compiled.ts): they are most of a request's CPU otherwise.
  * `unrecorded`, as a column of a later read: a change is still not recorded, which only a
  * frozen bucket makes so (its writes are held back); the operation must not answer as if it
@@ -258,8 +258,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
     callerRow: (bucket: string) => compiledAll(db, statement(callerRowOf, { bucket })),
     /** For D1's batch (src/db/compiled.ts `batchCompiled`); which exist follows from the shape, as in `build`. */
     statements: () => ({
-      contextEvents:
-        check && acts(check, "log", "step-up", "end") ? compiledAll(db, statement(HEAD.contextEvents)) : null,
+      contextEvents: check && acts(check, "log", "hold", "end") ? compiledAll(db, statement(HEAD.contextEvents)) : null,
       contextEnded: check && acts(check, "end") ? compiledRun(db, statement(HEAD.contextEnded)) : null,
       activity: activity || check ? compiledRun(db, statement(HEAD.activity)) : null,
     }),
@@ -289,7 +288,7 @@ export const CALLER = {
   authenticatedAt: sessions.authenticatedAt,
   authProofs: sessions.authProofs,
   assuranceLevel: sessions.assuranceLevel,
-  contextStepUp: sessions.contextStepUp,
+  held: sessions.held,
   supportAgent: sessions.supportAgent,
   supportReason: sessions.supportReason,
   dbscKeyThumbprint: sessions.dbscKeyThumbprint,

@@ -14,7 +14,7 @@ import { sessions } from "./schema.ts";
 
 // The session context check (src/domain/client-context.ts) as SQL conditions and values, for the
 // statements at the head of an operation's batch (src/db/authenticated.ts): the statements after
-// them see the session as the check left it (ended, or held for step-up), so the check costs no
+// them see the session as the check left it (ended, or held), so the check costs no
 // round trip of its own.
 
 /** The caller's context and what a change of it does; null: the context is unknown, nothing is checked. */
@@ -168,7 +168,7 @@ export function seenValues({ context }: ContextCheck, now: When) {
  * name it (a receiver's risk reason reads it, src/services/ssf/delivery.ts).
  */
 export function contextChange(check: ContextCheck): SQL {
-  if (check.policies.travel === "allow" || !told(check).includes("travel")) return judged("change");
+  if (check.policies.travel === "ignore" || !told(check).includes("travel")) return judged("change");
   const { latitude, longitude } = check.context;
   const { seenLatitude, seenLongitude } = sessions;
   return sql`CASE WHEN ${judged("travel")} THEN json_insert(${judged("change")}, '$.travel', json_object('from', json_object('latitude', ${seenLatitude}, 'longitude', ${seenLongitude}), 'to', json_object('latitude', ${latitude}, 'longitude', ${longitude}), 'distance_km', CAST(round(${judged("km")}) AS INTEGER), 'speed_kmh', CAST(round(${judged("kmh")}) AS INTEGER))) ELSE ${judged("change")} END`;

@@ -51,7 +51,7 @@ export async function registerBinding(
     const eligible = and(
       isTokenOf(proof, at),
       isNull(sessions.dbscKeyThumbprint),
-      eq(sessions.contextStepUp, false),
+      eq(sessions.held, false),
       eq(sessions.dbscChallenge, binding.challenge),
       // Support access binds no key: the agent's browser would then hold the user's session.
       isNull(sessions.supportAgent),
@@ -67,7 +67,7 @@ export async function registerBinding(
       row: db
         .select({
           thumbprint: sessions.dbscKeyThumbprint,
-          held: sessions.contextStepUp,
+          held: sessions.held,
           support: sessions.supportAgent,
           unrecorded: head.unrecorded().mapWith(Boolean).as("context_unrecorded"),
         })

@@ -45,7 +45,7 @@ function eventList(db: Database, { token }: Head) {
 
 /**
  * The caller's user's security log, newest first, after judging the caller's context; caller
- * null when the token is not live, no event when it is held for step-up.
+ * null when the token is not live, no event when it is held.
  */
 export async function listEvents(
   shard: BucketShard,

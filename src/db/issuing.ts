@@ -220,7 +220,7 @@ function insertUnlessDone(
 }
 
 function logOnly(policy: ContextPolicy): ContextPolicy {
-  return policy === "allow" ? "allow" : "log";
+  return policy === "ignore" ? "ignore" : "log";
 }
 
 /**
@@ -292,7 +292,7 @@ export async function reauthenticateSession(
       recorded: recordEvents(db, "reauthenticated", eligible, writer, write, {
         assuranceLevel: change.assuranceLevel,
         // Read before the batch's UPDATE clears it: this re-authentication lifts a context hold.
-        reason: sql<string>`CASE WHEN ${sessions.contextStepUp} THEN 'step-up' END`,
+        reason: sql<string>`CASE WHEN ${sessions.held} THEN 'hold' END`,
       }),
       changed: db
         .update(sessions)
@@ -303,7 +303,7 @@ export async function reauthenticateSession(
           assuranceLevel: change.assuranceLevel ?? sessions.assuranceLevel,
           authenticatedAt: sql`max(${sessions.authenticatedAt}, ${latest})`,
           lastActiveAt: at.now,
-          contextStepUp: false,
+          held: false,
           upstreamHeldAt: null,
           // A sign-in without a `sid` keeps the stored one: the session-revoked sent back names it.
           ...(upstream?.sid != null && { upstreamSid: upstream.sid }),

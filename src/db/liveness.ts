@@ -71,10 +71,10 @@ export function isProvenBy(proof: TokenProof, at: At): SQL {
 
 /**
  * The token's user, as a subquery: no row when the token does not prove a live session, or
- * its session is held for step-up by a context change (it then reads and ends nothing).
+ * its session is held (it then reads and ends nothing).
  */
 export function ownerOf(proof: TokenProof, at: At): SQL {
-  return sql`(SELECT ${sessions.userId} FROM ${sessions} WHERE ${isProvenBy(proof, at)} AND ${sessions.contextStepUp} = 0)`;
+  return sql`(SELECT ${sessions.userId} FROM ${sessions} WHERE ${isProvenBy(proof, at)} AND ${sessions.held} = 0)`;
 }
 
 /**

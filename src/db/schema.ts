@@ -70,10 +70,12 @@ export const sessions = sqliteTable(
     seenLatitude: real("seen_latitude"),
     seenLongitude: real("seen_longitude"),
     seenPlaceAt: integer("seen_place_at", { mode: "timestamp_ms" }),
-    // Its context changed under SESSION_CONTEXT_* = step-up, or its identity provider asked
-    // (upstream_held_at): every operation but its own logout is refused with the RFC 9470
-    // challenge until `reauthenticate` gives it a new token.
-    contextStepUp: integer("context_step_up", { mode: "boolean" }).notNull().default(false),
+    // Held (src/domain/actions.ts): its context changed under SESSION_CONTEXT_* = hold, or its
+    // identity provider asked (upstream_held_at): every operation but its own logout is refused
+    // with the RFC 9470 challenge until `reauthenticate` gives it a new token. The column keeps
+    // the name it was added under: a rename would fail the running version between a migration
+    // and the deploy that follows it.
+    held: integer("context_step_up", { mode: "boolean" }).notNull().default(false),
     // What may carry the token (src/domain/carrier.ts): `cookie` refuses it as Bearer; `cookie`
     // and `both` are a browser's, judged by their context when used through the cookie. Null: the
     // login flow did not say; either carrier, never judged.
@@ -95,7 +97,7 @@ export const sessions = sqliteTable(
     // lives past it, however it slides (src/domain/upstream-sign-in.ts). Null: it gave none.
     upstreamExpiresAt: integer("upstream_expires_at", { mode: "timestamp_ms" }),
     // The provider asked for a hold (a CAEP event, src/domain/ssf/inbound.ts) about this instant:
-    // with context_step_up set, only its sign-in after it (its `auth_time`) lifts the hold, never
+    // with the session held, only its sign-in after it (its `auth_time`) lifts the hold, never
     // a local re-authentication. Null: no hold of the provider's.
     upstreamHeldAt: integer("upstream_held_at", { mode: "timestamp_ms" }),
     // SHA-256 (hex) of the report token's secret (src/services/report.ts): set only when the
@@ -157,8 +159,8 @@ export const sessionEvents = sqliteTable(
     // what an attempt whose answer was lost did.
     requestId: text("request_id").notNull(),
     // Why: type `ended` and `ended_by_upstream`, why the session was ended (`context_changed` for
-    // a context the policy ends); `context_changed`, the policy that applied (`log`, `step-up`);
-    // `reauthenticated`, `step-up` when it lifted a hold. Null otherwise.
+    // a context the policy ends); `context_changed`, the policy that applied (`log`, `hold`);
+    // `reauthenticated`, `hold` when it lifted a hold. Null otherwise.
     reason: text("reason"),
     // The session's device (sessions.device_key), kept after the session row is gone.
     deviceKey: text("device_key").notNull(),
@@ -308,7 +310,7 @@ export const ssfQueuedSets = sqliteTable(
     // the next attempt is when its lease runs out.
     attempts: integer("attempts").notNull().default(0),
     nextAttemptAt: integer("next_attempt_at", { mode: "timestamp_ms" }).notNull(),
-    // The push round that last claimed the SET (src/db/ssf/queue.ts `claimDuePushes`): only it
+    // The push round that last leased the SET (src/db/ssf/queue.ts `leaseDuePushes`): only it
     // records how its push went.
     leasedBy: text("leased_by"),
   },
@@ -327,8 +329,8 @@ export const ssfReceivedSets = sqliteTable(
     // The bucket of the user it named: a move takes the SET along with the user's sessions
     // (src/db/moves.ts), so that one resent after the move still ends nothing.
     bucket: text("bucket").notNull(),
-    // A logout token's or a revocation's `jti` is also claimed for the subject of its first
-    // request, where the `jti` hashes to (src/db/ssf/inbound-sets.ts `claimForSubject`), so it
+    // A logout token's or a revocation's `jti` is also recorded for the subject of its first
+    // request, where the `jti` hashes to (src/db/ssf/inbound-sets.ts `recordJtiFor`), so it
     // acts for one subject on any database: null on every other row.
     subject: text("subject"),
   },

@@ -80,7 +80,7 @@ export const SESSION_VIEW = rendered(viewMembers, [
 
 /**
  * The upstream sign-in (`upstreamSignInView`, src/domain/upstream-sign-in.ts): `session_expiry`
- * and its `bound` only when the provider gave one, the bound as `expiryBound` judges it.
+ * and its `bound` only when the provider gave one, the bound as `expiryLimit` judges it.
  */
 const upstreamView = rendered(
   sql`'provider', ${sessions.upstream}, 'subject', coalesce(${sessions.upstreamSubject}, ''), 'sid', ${sessions.upstreamSid},

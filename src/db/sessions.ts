@@ -81,7 +81,7 @@ function sessionList(db: Database, { token: { proof, at, check } }: Head) {
 
 /**
  * The caller (null when the token is not live) and its user's live sessions, newest first
- * (none when the caller is held for step-up), as the list shows them: one JSON value of one row
+ * (none when the caller is held), as the list shows them: one JSON value of one row
  * (src/db/session-view.ts), which carries the caller too, so a list by token costs no statement
  * of its own to prove it.
  */
@@ -260,7 +260,7 @@ function loggedOf(db: Database, { token }: Head) {
 /** The caller's own session: a user can always leave. */
 const DELETE_OWN = endingBy("deleted", (t) => isProvenBy(t.proof, t.at));
 
-/** Another session of the caller's user: step-up never holds back support access, the user ends someone else's access. */
+/** Another session of the caller's user: neither a hold nor step-up holds back support access, the user ends someone else's access. */
 const DELETE_OTHER = endingBy("deleted", (t, target) => {
   const fresh = isFreshCaller(t.proof, t.at);
   return and(

@@ -1,5 +1,5 @@
 import { ConfigError, parsedOnce } from "./config.ts";
-import { newCredential, proveCredential } from "./token.ts";
+import { newCredential, parseCredential } from "./token.ts";
 
 // Admin keys: what a server on any stack holds to call the admin API (`/admin/*`), the HTTP
 // twin of the SessionService RPC. A key can mint a session for any user, so it is built as
@@ -85,9 +85,9 @@ export function readAdminKeys(vars: { ADMIN_KEYS?: string }): Map<string, AdminK
 }
 
 /** The configured key `presented` is, or null: malformed, unknown, or not its secret (a revoked key is no longer listed). */
-export async function proveAdminKey(keys: Map<string, AdminKey>, presented: string): Promise<AdminKey | null> {
+export async function matchAdminKey(keys: Map<string, AdminKey>, presented: string): Promise<AdminKey | null> {
   if (!presented.startsWith(ADMIN_KEY_PREFIX)) return null;
-  const proof = await proveCredential(presented.slice(ADMIN_KEY_PREFIX.length));
+  const proof = await parseCredential(presented.slice(ADMIN_KEY_PREFIX.length));
   const key = proof && keys.get(proof.id);
   return key && key.secretHash === proof.secretHash ? key : null;
 }
@@ -100,7 +100,7 @@ export async function newAdminKey(
 ): Promise<{ stored: AdminKey; key: string }> {
   const credential = newCredential();
   const key = `${ADMIN_KEY_PREFIX}${credential.token}`;
-  const proof = await proveCredential(credential.token);
+  const proof = await parseCredential(credential.token);
   if (!proof) throw new Error("a new credential must prove");
   return { stored: { id: proof.id, name, scopes, secretHash: proof.secretHash, createdAt: at.toISOString() }, key };
 }

@@ -18,7 +18,7 @@ export interface CallerColumns extends UpstreamSignInColumns {
   authProofs: StoredFactors | null;
   assuranceLevel: number | null;
   /** Held by a context change: refused everything but its own logout until `reauthenticate`. */
-  contextStepUp: boolean;
+  held: boolean;
   /** A support session's agent and reason (./support.ts); null on the user's own sessions. */
   supportAgent: string | null;
   supportReason: string | null;
@@ -85,7 +85,7 @@ export function callerView(caller: CallerColumns, at: Instant, maxAge: number | 
   const upstream = upstreamSignInView(caller);
   if (maxAge !== null) view.fresh = isFresh(caller, at, maxAge);
   if (caller.dbscKeyThumbprint !== null) view.deviceBound = true;
-  if (caller.contextStepUp) view.reauthenticationRequired = true;
+  if (caller.held) view.reauthenticationRequired = true;
   if (actor) view.actor = actor;
   if (caller.data !== null) view.data = caller.data;
   if (upstream) view.upstream = upstream;

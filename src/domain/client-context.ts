@@ -1,3 +1,4 @@
+import type { Action } from "./actions.ts";
 import { type DeviceFace, faceOf } from "./device.ts";
 import { InvalidInput } from "./invalid-input.ts";
 import { parseDevice } from "./user-agent.ts";
@@ -15,9 +16,8 @@ import { parseDevice } from "./user-agent.ts";
 //     traveller gets there that fast, whatever the network (a thief on the victim's provider too).
 // A call whose context is unknown (an RPC call without one) is not checked.
 
-/** The one list of policies: the type, the settings' parsing and the docs derive from it. */
-export const CONTEXT_POLICIES = ["allow", "log", "step-up", "end"] as const;
-export type ContextPolicy = (typeof CONTEXT_POLICIES)[number];
+/** A policy is one of the actions (src/domain/actions.ts), as a provider's events' are. */
+export type ContextPolicy = Action;
 
 /** The one list of kinds of change, each set by its var SESSION_CONTEXT_<KIND>: the types and the config derive from it. */
 export const CONTEXT_KINDS = ["device", "network", "travel"] as const;
@@ -31,7 +31,7 @@ export type ContextPolicies = Record<ContextKind, ContextPolicy>;
  * Session context). Travel holds the session like a device change: the trace's only journeys it
  * disturbs are a VPN whose exit is on another continent, which looks exactly like a thief there.
  */
-export const DEFAULT_CONTEXT_POLICIES: ContextPolicies = { device: "step-up", network: "log", travel: "step-up" };
+export const DEFAULT_CONTEXT_POLICIES: ContextPolicies = { device: "hold", network: "log", travel: "hold" };
 
 /** When a move is travel (SESSION_TRAVEL_MAX_KMH, SESSION_TRAVEL_MIN_KM). */
 export interface TravelLimits {

@@ -1,6 +1,6 @@
+import { ACTIONS, actionNamed } from "./actions.ts";
 import {
   CONTEXT_KINDS,
-  CONTEXT_POLICIES,
   type ContextKind,
   type ContextPolicies,
   type ContextPolicy,
@@ -119,9 +119,9 @@ function flag(name: string, value: string | undefined): boolean {
 
 function policy(name: string, value: string | undefined, fallback: ContextPolicy): ContextPolicy {
   if (value === undefined || value === "") return fallback;
-  if (!(CONTEXT_POLICIES as readonly string[]).includes(value))
-    throw new ConfigError(`${name} must be one of ${CONTEXT_POLICIES.join(", ")}`);
-  return value as ContextPolicy;
+  const action = actionNamed(value);
+  if (action === null) throw new ConfigError(`${name} must be one of ${ACTIONS.join(", ")}`);
+  return action;
 }
 
 const configs = new WeakMap<ConfigVars, Config>();

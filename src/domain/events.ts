@@ -12,14 +12,14 @@ export const EVENT_TYPES = [
   // The user authenticated again (SessionService.reauthenticate): same session, new token.
   "reauthenticated",
   // The session was used from another device or network than last seen (SESSION_CONTEXT_DEVICE,
-  // SESSION_CONTEXT_NETWORK = log or step-up); an `end` policy logs `ended` instead.
+  // SESSION_CONTEXT_NETWORK = log or hold); an `end` policy logs `ended` instead.
   "context_changed",
   // The browser bound the session to a key it holds (POST /auth/dbsc/registration).
   "device_bound",
   // Ended by an inbound Security Event Token of an upstream (POST /ssf/inbound); the
   // reason is `<upstream name>:<event>`, the name SSF_UPSTREAMS gives the issuer.
   "ended_by_upstream",
-  // Held until the user signs in again, as SESSION_CONTEXT_* step-up holds, by an upstream's
+  // Held until the user signs in again, as SESSION_CONTEXT_* = hold does, by an upstream's
   // CAEP event (its `events` action `hold`); the reason is `<upstream name>:<event>`.
   "held_by_upstream",
   // An upstream's CAEP event about the session, only logged (its `events` action `log`, or a

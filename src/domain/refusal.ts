@@ -5,7 +5,8 @@ import { SUPPORT_SESSIONS_PER_USER } from "./support.ts";
 export const REFUSALS = [
   // The token proves no live session (unknown, ended, expired, idle, or without its bound cookie).
   "not_live",
-  // Held by a context change, or too long since the last sign-in to end another session (RFC 9470).
+  // RFC 9470's step-up challenge: the session is held (src/domain/actions.ts), or its last sign-in
+  // is too old to end another session (SESSION_STEP_UP_MAX_AGE_SECONDS).
   "step-up",
   // Support access asked for what only the user may do (src/domain/support.ts).
   "support",

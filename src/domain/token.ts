@@ -99,7 +99,7 @@ export function placementOf(id: string): Placement | null {
  * `<id><separator><secret>` reduced to what is compared with the table, or null when `isId`
  * refuses the id or the rest cannot be what this service issued (the contract's "malformed").
  */
-async function prove(
+async function parse(
   token: string,
   isId: (id: string) => unknown,
   separator = ".",
@@ -113,8 +113,8 @@ async function prove(
 }
 
 /** A session token reduced to what is compared with the table, or null when it is malformed. */
-export function proveToken(token: string) {
-  return prove(token, placementOf);
+export function parseToken(token: string) {
+  return parse(token, placementOf);
 }
 
 const REPORT_SEPARATOR = "~";
@@ -125,13 +125,13 @@ export function newReportToken(id: string): ParsedToken & { token: string } {
 }
 
 /** A report token reduced to its session id and secret hash, or null when it is malformed. */
-export function proveReportToken(token: string) {
-  return prove(token, placementOf, REPORT_SEPARATOR);
+export function parseReportToken(token: string) {
+  return parse(token, placementOf, REPORT_SEPARATOR);
 }
 
 /** The same for a receiver's credential (`newCredential`). */
-export function proveCredential(token: string) {
-  return prove(token, (id) => CREDENTIAL_ID_PATTERN.test(id));
+export function parseCredential(token: string) {
+  return parse(token, (id) => CREDENTIAL_ID_PATTERN.test(id));
 }
 
 const encoder = new TextEncoder();

@@ -26,7 +26,7 @@ export interface UpstreamSignInInput {
 }
 
 /** Which bound a session's `expires_at` is: the provider's `session_expiry`, or its own lifetime. */
-export type ExpiryBound = "session_expiry" | "session";
+export type ExpiryLimit = "session_expiry" | "session";
 
 /** What a backend is shown of it (whoami, `authenticate`, the admin API's list). */
 export interface UpstreamSignInView {
@@ -36,7 +36,7 @@ export interface UpstreamSignInView {
   /** Present only when the provider gave one: its `session_expiry`, which the session never outlives. */
   session_expiry?: string;
   /** With `session_expiry`: `session_expiry` once the session's end is the provider's, else `session`. */
-  bound?: ExpiryBound;
+  bound?: ExpiryLimit;
 }
 
 /** The sign-in as checked: the session's row takes its expiry, factors and level from it. */
@@ -188,7 +188,7 @@ export function heldByTheProvider(): InvalidInput {
 }
 
 /** Which bound a session's end is: the provider's once `expires_at` reached it (sliding stops there). */
-export function expiryBound(expiresAt: Date, upstreamExpiresAt: Date): ExpiryBound {
+export function expiryLimit(expiresAt: Date, upstreamExpiresAt: Date): ExpiryLimit {
   return expiresAt.getTime() >= upstreamExpiresAt.getTime() ? "session_expiry" : "session";
 }
 
@@ -200,7 +200,7 @@ export function createdReason(session: Pick<UpstreamSignInColumns, "upstream" | 
   const { upstream, upstreamExpiresAt, expiresAt } = session;
   return upstream !== null &&
     upstreamExpiresAt !== null &&
-    expiryBound(expiresAt, upstreamExpiresAt) === "session_expiry"
+    expiryLimit(expiresAt, upstreamExpiresAt) === "session_expiry"
     ? `${upstream}:session_expiry`
     : null;
 }
@@ -219,6 +219,6 @@ export function upstreamSignInView(row: UpstreamSignInColumns): UpstreamSignInVi
   if (row.upstream === null) return null;
   const view: UpstreamSignInView = { provider: row.upstream, subject: row.upstreamSubject ?? "", sid: row.upstreamSid };
   if (row.upstreamExpiresAt === null) return view;
-  const bound = expiryBound(row.expiresAt, row.upstreamExpiresAt);
+  const bound = expiryLimit(row.expiresAt, row.upstreamExpiresAt);
   return { ...view, session_expiry: row.upstreamExpiresAt.toISOString(), bound };
 }

@@ -1,3 +1,4 @@
+import { ACTIONS, type Action, actionNamed } from "./actions.ts";
 import { ASSURANCE_LEVELS, type AssuranceLevel } from "./auth-factors.ts";
 import { ConfigError, parsedOnce } from "./config.ts";
 import { isHttpsOrLoopback } from "./ip.ts";
@@ -46,12 +47,11 @@ export interface UpstreamPush {
 }
 
 /**
- * What this service does with a CAEP event of an upstream: `hold` the sessions signed in through
- * it until the user signs in again (the context check's hold, RFC 9470 challenge), `end` the
- * user's sessions, `log` it on those sessions, or `ignore` it.
+ * What this service does with a CAEP event of an upstream is one of the actions
+ * (src/domain/actions.ts): a hold reaches the sessions signed in through it, an end or a log the
+ * user's sessions.
  */
-export const EVENT_ACTIONS = ["hold", "end", "log", "ignore"] as const;
-export type EventAction = (typeof EVENT_ACTIONS)[number];
+export type EventAction = Action;
 
 /**
  * Each CAEP event's action unless the upstream's `events` says otherwise. For the three that
@@ -132,13 +132,12 @@ function acrLevelsOf(value: unknown, invalid: (rule: string) => ConfigError): Re
 /** The `events` member: each CAEP event it names and its action, over the defaults. */
 function eventActionsOf(events: unknown, invalid: (rule: string) => ConfigError): Record<CaepEvent, EventAction> {
   if (events === undefined) return DEFAULT_EVENT_ACTIONS;
-  const rule = `events is an object whose members are CAEP events (${CAEP_EVENTS.join(", ")}), each ${EVENT_ACTIONS.join(", ")}`;
+  const rule = `events is an object whose members are CAEP events (${CAEP_EVENTS.join(", ")}), each ${ACTIONS.join(", ")}`;
   if (!isObject(events)) throw invalid(rule);
-  const chosen = Object.entries(events);
   const known = (event: string): event is CaepEvent => CAEP_EVENTS.some((name) => name === event);
-  const action = (value: unknown): value is EventAction => EVENT_ACTIONS.some((name) => name === value);
-  if (!chosen.every(([event, value]) => known(event) && action(value))) throw invalid(rule);
-  return { ...DEFAULT_EVENT_ACTIONS, ...(events as Record<CaepEvent, EventAction>) };
+  const chosen = Object.entries(events).map(([event, value]) => [event, actionNamed(value)] as const);
+  if (!chosen.every(([event, action]) => known(event) && action !== null)) throw invalid(rule);
+  return { ...DEFAULT_EVENT_ACTIONS, ...Object.fromEntries(chosen) };
 }
 
 /**

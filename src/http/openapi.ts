@@ -326,7 +326,7 @@ export const openApiDocument: OpenApiDocument = {
             type: ["string", "null"],
             maxLength: MAX_REASON_LENGTH,
             description:
-              "Type `ended`: why the rest of the system ended the session (e.g. `password_changed`, `account_disabled`, `admin`). Type `ended_by_upstream`: `<upstream name>:<event>`, the upstream transmitter SSF_UPSTREAMS names and its event (e.g. `okta:session-revoked`); the same for `held_by_upstream` (held until re-authenticated) and `signaled_by_upstream` (only logged), e.g. `okta:credential-change`. Type `context_changed`: the policy that applied, `log` or `step-up` (the session is held until re-authenticated). Type `reauthenticated`: `step-up` when it lifted such a hold. Type `created`: `<upstream name>:session_expiry` when the provider's `session_expiry` ends it. Null otherwise.",
+              "Type `ended`: why the rest of the system ended the session (e.g. `password_changed`, `account_disabled`, `admin`). Type `ended_by_upstream`: `<upstream name>:<event>`, the upstream transmitter SSF_UPSTREAMS names and its event (e.g. `okta:session-revoked`); the same for `held_by_upstream` (held until re-authenticated) and `signaled_by_upstream` (only logged), e.g. `okta:credential-change`. Type `context_changed`: the policy that applied, `log` or `hold` (the session is held until re-authenticated). Type `reauthenticated`: `hold` when it lifted a hold. Events logged before the policies and a provider's event actions shared one vocabulary say `step-up` for `hold`. Type `created`: `<upstream name>:session_expiry` when the provider's `session_expiry` ends it. Null otherwise.",
           },
           new_device: {
             type: ["boolean", "null"],

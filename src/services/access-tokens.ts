@@ -7,7 +7,7 @@ import type { SessionToken } from "./session-token.ts";
 
 // Minting an access token (src/domain/access-token.ts) from a session's token: the session is
 // proven in the one round trip every request by token makes, then the token is signed, in the
-// worker. A session held for step-up gets none (it may only leave); support access gets one
+// worker. A held session gets none (it may only leave); support access gets one
 // that names its agent (`act`), so a verifier can refuse what only the user may do.
 
 /** A signed access token for the token's live session and its lifetime in seconds, or why none. */

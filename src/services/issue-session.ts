@@ -181,7 +181,7 @@ function mergedFactors(own: StoredFactors | null, provider: StoredFactors | null
  * What a sign-in proved, `create`'s and `reauthenticate`'s one rule: the login flow's factors and
  * level, and the provider's beside them (the later proof of each factor; the login flow's level first).
  */
-function provenBy(
+function signInProof(
   input: Sent<Pick<CreateSessionInput, "factors" | "assuranceLevel">>,
   signIn: UpstreamSignIn | null,
   now: Date,
@@ -210,7 +210,7 @@ export async function buildSession(
   signIn: UpstreamSignIn | null = null,
 ): Promise<NewSessionRow> {
   const userId = checkUserId(input.userId);
-  const { factors, assuranceLevel } = provenBy(input, signIn, at.now, false);
+  const { factors, assuranceLevel } = signInProof(input, signIn, at.now, false);
   const carrier = checkSessionCarrier(input.carrier);
   if (input.deviceBound !== undefined && typeof input.deviceBound !== "boolean")
     throw new InvalidInput("deviceBound must be a boolean");
@@ -416,7 +416,7 @@ export async function reauthenticate(
   const { config, at } = scope;
   const signIn = upstreamSignIn(scope, input?.upstream);
   // A factor is recorded either way: the login flow's, or the provider's.
-  const proven = provenBy(input, signIn, at.now, signIn?.factors == null);
+  const proven = signInProof(input, signIn, at.now, signIn?.factors == null);
   const factors = proven.factors as StoredFactors;
   const session = await readSessionToken(scope.shards, input.token, carrier, {
     header: cookieHeader,

@@ -17,8 +17,8 @@ import type { SessionToken } from "./session-token.ts";
 // What a signed-in user does with their own sessions, by the token of one of them: the
 // operations of the HTTP API and SessionService.authenticate. Each is one D1 round trip, in which
 // the token is proven live and the caller's context judged (src/db/client-context.ts); a refusal
-// is one of src/domain/refusal.ts, and what it means is the entry point's to say. A session held for
-// step-up by a context change (`step-up`) does nothing but leave: its own logout, or deleting
+// is one of src/domain/refusal.ts, and what it means is the entry point's to say. A held session
+// (refused with `step-up`) does nothing but leave: its own logout, or deleting
 // itself. A support session (`support`, src/domain/support.ts) never ends the user's others.
 
 export type { Caller } from "../db/liveness.ts";
@@ -37,14 +37,14 @@ export async function listOwnSessions(
     listSessionsByToken(shard, proof, scope.at, contextCheck(scope), writer),
   );
   if (!caller) return "not_live";
-  return caller.contextStepUp ? "step-up" : sessions;
+  return caller.held ? "step-up" : sessions;
 }
 
 /** The token's session if it is live and free to act (its activity recorded, its context judged), or why not. */
 export async function ownSession(scope: Scope, token: SessionToken): Promise<Caller | Refusal> {
   const caller = await authenticateToken(scope, token);
   if (!caller) return "not_live";
-  return caller.contextStepUp ? "step-up" : caller;
+  return caller.held ? "step-up" : caller;
 }
 
 /** The user's security log, newest first, or why it is not given. */
@@ -56,7 +56,7 @@ export async function listOwnEvents(
     listEvents(shard, proof, scope.at, contextCheck(scope), writer),
   );
   if (!caller) return "not_live";
-  return caller.contextStepUp ? "step-up" : events;
+  return caller.held ? "step-up" : events;
 }
 
 /** Ends the session `id` if it is a live one of the token's user (logged `deleted`), or why not. */
@@ -69,7 +69,7 @@ export async function deleteOwnSession(scope: Scope, token: SessionToken, id: st
     // Nothing to delete, but authentication still comes first (the caller learns nothing).
     const caller = await authenticateToken(scope, token);
     if (!caller) return "not_live";
-    if (caller.contextStepUp) return "step-up";
+    if (caller.held) return "step-up";
     if (id.trim() === "") return "id_required";
     return caller.supportAgent === null ? "not_yours" : "support";
   }
@@ -79,7 +79,7 @@ export async function deleteOwnSession(scope: Scope, token: SessionToken, id: st
   if (!proven) return "not_live";
   if (deleted) return "deleted";
   if (caller?.supportAgent) return "support";
-  return caller?.contextStepUp || isStale(caller, at) ? "step-up" : "not_yours";
+  return caller?.held || isStale(caller, at) ? "step-up" : "not_yours";
 }
 
 /** Ends the token's own session (logged `logout`). Never judged: a user can always leave. */
@@ -95,7 +95,7 @@ export async function endAllOwnSessions(scope: Scope, { shard, proof }: SessionT
   );
   if (!proven) return "not_live";
   if (caller?.supportAgent) return "support";
-  return caller?.contextStepUp ? "step-up" : ended;
+  return caller?.held ? "step-up" : ended;
 }
 
 /** Ends the user's other live sessions (logged `logout_others`): how many, or why none was. */
@@ -105,5 +105,5 @@ export async function endOtherOwnSessions(scope: Scope, { shard, proof }: Sessio
   );
   if (!proven) return "not_live";
   if (caller?.supportAgent) return "support";
-  return caller?.contextStepUp || isStale(caller, scope.at) ? "step-up" : ended;
+  return caller?.held || isStale(caller, scope.at) ? "step-up" : ended;
 }

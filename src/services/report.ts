@@ -2,7 +2,7 @@ import { confirmReport, type ReportedSession, type ReportProof, type ReportState
 import type { BucketShard } from "../db/shards.ts";
 import { logLine } from "../domain/log.ts";
 import { SERVICE_REASONS } from "../domain/reason.ts";
-import { proveReportToken } from "../domain/token.ts";
+import { parseReportToken } from "../domain/token.ts";
 import { type Scope, write } from "./scope.ts";
 
 // "Was this you?": `create` gives a new device's sign-in a report token (src/domain/token.ts),
@@ -24,7 +24,7 @@ async function readReportToken(
   scope: Scope,
   token: string | undefined,
 ): Promise<{ proof: ReportProof; shard: BucketShard } | null> {
-  const proof = token ? await proveReportToken(token) : null;
+  const proof = token ? await parseReportToken(token) : null;
   const shard = proof && scope.shards.forSession(proof.id);
   return proof && shard ? { proof, shard } : null;
 }

@@ -2,7 +2,7 @@ import type { TokenProof } from "../db/liveness.ts";
 import type { BucketShard, Shards } from "../db/shards.ts";
 import type { TokenCarrier } from "../domain/carrier.ts";
 import { boundCookieHash } from "../domain/cookie-header.ts";
-import { proveToken } from "../domain/token.ts";
+import { parseToken } from "../domain/token.ts";
 
 export type { TokenProof } from "../db/liveness.ts";
 
@@ -25,7 +25,7 @@ export async function readSessionToken(
   carrier: TokenCarrier,
   cookie?: { header: string | undefined; name: string },
 ): Promise<SessionToken | null> {
-  const proven = typeof token === "string" && token !== "" ? await proveToken(token) : null;
+  const proven = typeof token === "string" && token !== "" ? await parseToken(token) : null;
   // An id naming no database of this deployment cannot be a token it issued.
   const shard = proven && shards.forSession(proven.id);
   if (!proven || !shard) return null;

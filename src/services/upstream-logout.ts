@@ -1,4 +1,4 @@
-import { actOnSessionsForSet, claimForSubject } from "../db/ssf/inbound-sets.ts";
+import { actOnSessionsForSet, recordJtiFor } from "../db/ssf/inbound-sets.ts";
 import type { Jws } from "../domain/jws.ts";
 import {
   checkIssuer,
@@ -17,7 +17,7 @@ import { linkedUser } from "./upstream-links.ts";
 // An upstream ends sessions here in OpenID Connect's words: a back-channel logout token ends
 // the sessions of one of its sessions or subjects; a global token revocation, every session of
 // the user its subject is. Each verified by the upstream's keys (src/services/upstream-keys.ts),
-// its `jti` claimed for its subject on the database the `jti` hashes to (so a `jti` acts for
+// its `jti` recorded for its subject on the database the `jti` hashes to (so a `jti` acts for
 // one subject only, whichever database that subject's user is on), then acted on once, in one
 // batch on the user's database, after the subject's link is read.
 
@@ -69,13 +69,13 @@ async function end(
 const nowSeconds = (scope: Scope) => Math.floor(scope.at.now.getTime() / 1000);
 
 /**
- * The token's first round trip, two batches at once: its `jti` claimed for `subject`, in the
+ * The token's first round trip, two batches at once: its `jti` recorded for `subject`, in the
  * bucket `<kind>\n<upstream>\n<jti>` hashes to in the upstream's region (as a link's pair does),
- * and the subject's link read. `claimed`: the claim is this subject's. A token sent again for
+ * and the subject's link read. `recorded`: the record is this subject's. A token sent again for
  * its subject goes on (its endings are remembered on the user's database); one with the same
  * `jti` for another subject does not. `user`: null when no sign-in linked the subject.
  */
-async function claimedAndLinked(
+async function recordedAndLinked(
   scope: Scope,
   upstream: Upstream,
   kind: "logout" | "revocation",
@@ -85,20 +85,20 @@ async function claimedAndLinked(
   scope.plannedRoundTrip();
   const shard = await scope.shards.forUser(`${kind}\n${upstream.name}\n${jti}`, upstream.region);
   const token = { issuer: `${kind} ${upstream.issuer}`, jti };
-  const [claimed, user] = await Promise.all([
-    claimForSubject(shard, token, subject, scope.at.now),
+  const [recorded, user] = await Promise.all([
+    recordJtiFor(shard, token, subject, scope.at.now),
     linkedUser(scope, upstream, subject),
   ]);
-  return { claimed, user };
+  return { recorded, user };
 }
 
 /** OpenID Connect Back-Channel Logout 1.0 §2.6: the logout token checked and acted on; how many sessions it ended. */
 export async function backchannelLogout(scope: Scope, upstream: Upstream, logoutToken: string): Promise<number> {
   const jws = await verified(upstream, logoutToken, "logout token", "invalid_request");
   const ending = logoutOf(jws, upstream, nowSeconds(scope));
-  const { claimed, user } = await claimedAndLinked(scope, upstream, "logout", ending.jti, ending.subject);
+  const { recorded, user } = await recordedAndLinked(scope, upstream, "logout", ending.jti, ending.subject);
   // A `jti` used before for another subject: acted on already, as a token sent again is.
-  if (!claimed || !user) return 0;
+  if (!recorded || !user) return 0;
   return end(scope, upstream, ending, user, "backchannel_logout", false);
 }
 
@@ -117,9 +117,9 @@ export async function revokeGlobally(
   checkRevocationJwt(jws, url, nowSeconds(scope));
   const subject = revokedSubjectOf(body, upstream);
   const { jti, iat } = jws.payload as { jti: string; iat: number };
-  // The JWT names no subject: claimed for this one, so a copy of it cannot end another user's sessions.
-  const { claimed, user } = await claimedAndLinked(scope, upstream, "revocation", jti, subject);
-  if (!claimed) throw upstreamRefused("invalid_token", "The JWT was used before for another subject.");
+  // The JWT names no subject: recorded for this one, so a copy of it cannot end another user's sessions.
+  const { recorded, user } = await recordedAndLinked(scope, upstream, "revocation", jti, subject);
+  if (!recorded) throw upstreamRefused("invalid_token", "The JWT was used before for another subject.");
   if (!user) return null;
   return end(
     scope,

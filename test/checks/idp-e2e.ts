@@ -16,7 +16,7 @@
 // `auth_time` after the event), as the login flow sends it, lifts the hold. Prints one JSON report with the
 // lags; exits 1 on any answer other than the one expected. The server places every request in
 // Paris (DEV_PLACE): a session:create placed there is not held at its first cookie use, one
-// placed in Sydney is, as travel (the default step-up). Then sign-outs sent back: the
+// placed in Sydney is, as travel (the default hold). Then sign-outs sent back: the
 // stand-in, a Shared Signals receiver too (`push` in its entry, the Authorization in the secret
 // SSF_UPSTREAM_AUTHORIZATIONS), gets CAEP session-established at a sign-in and session-revoked
 // naming its own sub and sid when the user signs out here, both verified with the service's JWK
@@ -184,7 +184,7 @@ try {
   expect("a sign-in placed in Paris is not held at its first cookie use from Paris", here.status === 200, here);
   const far = await placedSignIn(SYDNEY);
   expect(
-    "a sign-in placed in Sydney is held at its first cookie use from Paris (travel, step-up)",
+    "a sign-in placed in Sydney is held at its first cookie use from Paris (travel, hold)",
     far.status === 401 && far.code === "reauthentication_required",
     far,
   );

@@ -11,7 +11,7 @@ type ServiceReason = (typeof SERVICE_REASONS)[keyof typeof SERVICE_REASONS];
 /** Why a session ended (`ended`): the reasons a product gives, and the service's own. */
 type EndedReason = (typeof KNOWN_REASONS)[number] | ServiceReason;
 /** A context change's reason: the policy that applied (`allow` logs nothing, `end` logs `ended`). */
-type HeldOrLogged = Exclude<ContextPolicy, "allow" | "end">;
+type HeldOrLogged = Exclude<ContextPolicy, "ignore" | "end">;
 
 export const WORDS = {
   events: {
@@ -43,9 +43,9 @@ export const WORDS = {
     } satisfies Record<EndedReason, string>,
     context_changed: {
       log: "noted",
-      "step-up": "held until you sign in again",
+      hold: "held until you sign in again",
     } satisfies Record<HeldOrLogged, string>,
-    reauthenticated: { "step-up": "the hold is lifted" } satisfies Record<Extract<HeldOrLogged, "step-up">, string>,
+    reauthenticated: { hold: "the hold is lifted" } satisfies Record<Extract<HeldOrLogged, "hold">, string>,
   },
   /** Who ended a session when no session did, by the service's reason; any other: the service. */
   endedBy: {

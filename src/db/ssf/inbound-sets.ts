@@ -62,7 +62,7 @@ function notRemembered(db: Database, set: InboundSet) {
  */
 function remember(db: Database, set: InboundSet, bucket: string, at: Date) {
   // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
-  // Every column, in the table's order (an INSERT … SELECT names them all): no subject claimed.
+  // Every column, in the table's order (an INSERT … SELECT names them all): no subject recorded.
   const row = sql`SELECT ${set.issuer}, ${set.jti}, ${at.getTime()}, ${bucket}, NULL WHERE ${bucketNotMoving(db, bucket)}`;
   return db.insert(ssfReceivedSets).select(row).onConflictDoNothing();
 }
@@ -109,7 +109,7 @@ export function actOnSessionsForSet(
           ? db
               .update(sessions)
               .set({
-                contextStepUp: true,
+                held: true,
                 upstreamHeldAt: sql`max(coalesce(${sessions.upstreamHeldAt}, 0), ${heldSince.getTime()})`,
               })
               .where(matching)
@@ -138,14 +138,14 @@ export async function purgeInboundSets(db: Database, before: Date, limit: number
 }
 
 /**
- * Claims a token for one subject, in the bucket its id was placed in: the first request that
- * names it writes the claim, and the answer is whether the claim is this subject's. So a token
+ * Records a token for one subject, in the bucket its id was placed in: the first request that
+ * names it records it for that subject, and the answer is whether the record is this subject's. So a token
  * id acts for one subject only, wherever that subject's user is: a global token revocation's
  * JWT, which binds no subject of its own, and a logout token's `jti`, which the memory on the
  * user's database alone would let act again on another database; a retry for the same
- * subject goes on. Held back by a move of the bucket: BucketMoving, nothing claimed.
+ * subject goes on. Held back by a move of the bucket: BucketMoving, nothing recorded.
  */
-export function claimForSubject(shard: BucketShard, token: InboundSet, subject: string, at: Date): Promise<boolean> {
+export function recordJtiFor(shard: BucketShard, token: InboundSet, subject: string, at: Date): Promise<boolean> {
   return onBucket(shard, async (db) => {
     const row = sql`SELECT ${token.issuer}, ${token.jti}, ${at.getTime()}, ${shard.bucket}, ${subject} WHERE ${bucketNotMoving(db, shard.bucket)}`;
     const { claim, move } = await batchNamed(db, {

@@ -108,7 +108,7 @@ export async function queueSessionSets(
   return live.length > 0;
 }
 
-/** A SET claimed for a push. A destination's (no stream) has no endpoint, authorization or audience here. */
+/** A SET leased for a push. A destination's (no stream) has no endpoint, authorization or audience here. */
 export interface DuePush {
   streamId: string;
   jti: string;
@@ -128,7 +128,7 @@ export interface DuePush {
  * due again once its lease runs out. `destinations` (the upstreams', src/domain/ssf/upstream-receivers.ts):
  * their due SETs too, up to `limit` more; with none, the statements are the streams' alone.
  */
-export async function claimDuePushes(
+export async function leaseDuePushes(
   db: Database,
   round: string,
   at: Date,
@@ -157,14 +157,14 @@ export async function claimDuePushes(
       .where(and(inArray(ssfQueuedSets.streamId, [...destinations]), lte(ssfQueuedSets.nextAttemptAt, at)))
       .orderBy(asc(ssfQueuedSets.nextAttemptAt))
       .limit(limit);
-  const { claimed } = await batchNamed(db, {
-    leased: db
+  const { due: leased } = await batchNamed(db, {
+    lease: db
       .update(ssfQueuedSets)
       .set({ leasedBy: round, nextAttemptAt: leaseUntil })
       .where(
         destinations.length > 0 ? or(sql`${key} IN ${due}`, sql`${key} IN ${dueDestined()}`) : sql`${key} IN ${due}`,
       ),
-    claimed: db
+    due: db
       .select({
         streamId: ssfQueuedSets.streamId,
         jti: ssfQueuedSets.jti,
@@ -181,13 +181,13 @@ export async function claimDuePushes(
       .leftJoin(ssfReceivers, eq(ssfReceivers.id, ssfStreams.receiverId))
       .where(eq(ssfQueuedSets.leasedBy, round)),
   });
-  return claimed;
+  return leased;
 }
 
 /**
  * After a round of pushes (one round trip): forgets what was accepted or refused for good, and
  * puts off what failed, if the round still holds it (a round whose lease ran out leaves the SET
- * to the round that claimed it since).
+ * to the round that leased it since).
  */
 export async function recordPushes(
   db: Database,

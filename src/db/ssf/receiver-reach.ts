@@ -7,7 +7,7 @@ import { type ssfQueuedSets, ssfReceivers, type ssfStreamSubjects, ssfStreams } 
 // every statement (`isReceiver`), as a session token does: a receiver sees and changes only
 // its own streams, and a revoked one nothing.
 
-/** A receiver credential reduced to what is compared with the table (src/domain/token.ts `proveCredential`). */
+/** A receiver credential reduced to what is compared with the table (src/domain/token.ts `parseCredential`). */
 export interface ReceiverProof {
   id: string;
   secretHash: string;

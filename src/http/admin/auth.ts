@@ -1,6 +1,6 @@
 import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
-import { type AdminKey, type AdminScope, proveAdminKey, readAdminKeys } from "../../domain/admin-keys.ts";
+import { type AdminKey, type AdminScope, matchAdminKey, readAdminKeys } from "../../domain/admin-keys.ts";
 import { logLine } from "../../domain/log.ts";
 import { noteKeyUse } from "../../services/admin-key-uses.ts";
 import type { AppEnv } from "../app-env.ts";
@@ -30,7 +30,7 @@ export function requireAdminKey(scope: AdminScope) {
   return createMiddleware<AdminEnv>(async (c, next) => {
     const keys = readAdminKeys(c.env);
     const presented = bearerToken(c);
-    const key = keys && presented ? await proveAdminKey(keys, presented) : null;
+    const key = keys && presented ? await matchAdminKey(keys, presented) : null;
     if (!key) throw unauthorized("invalid_token", Boolean(presented), "admin");
     // The key's id and name, never the key: what an operator searches the logs by.
     const log = (status: number) =>

@@ -20,7 +20,7 @@ import {
   userOfSubject,
 } from "../../domain/ssf/streams.ts";
 import { readTransmitter } from "../../domain/ssf/transmitter.ts";
-import { proveCredential } from "../../domain/token.ts";
+import { parseCredential } from "../../domain/token.ts";
 import {
   addStream,
   editStream,
@@ -73,7 +73,7 @@ const requireReceiver = createMiddleware<StreamEnv>(async (c, next) => {
   const transmitter = readTransmitter(c.env);
   if (!transmitter) throw notFound();
   const token = bearerToken(c);
-  const proof = token ? await proveCredential(token) : null;
+  const proof = token ? await parseCredential(token) : null;
   if (!proof) throw unauthorized("invalid_token", Boolean(token));
   c.set("call", { proof, transmitter, db: c.var.scope.shards.streams().db, at: c.var.scope.at.now });
   await next();

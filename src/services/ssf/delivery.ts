@@ -1,9 +1,9 @@
 import type { Database } from "../../db/client.ts";
 import type { SessionEventRow } from "../../db/schema.ts";
 import {
-  claimDuePushes,
   type DestinedSet,
   type DuePush,
+  leaseDuePushes,
   queueSessionSets,
   recordPushes,
   type SessionSet,
@@ -35,7 +35,7 @@ type Initiator = "user" | "admin" | "policy" | "system";
  * What each session event is to a receiver: a session established, a session revoked (by
  * whom, and the administrator's reason), the session's assurance level changed (a
  * re-authentication, only when it did change the level), its risk level changed (a context
- * change that held it for step-up), or nothing (a device binding, a change only logged).
+ * change that held it), or nothing (a device binding, a change only logged).
  */
 const AS_CAEP: Record<EventType, { type: string; by?: Initiator; reason?: string } | null> = {
   created: { type: SESSION_ESTABLISHED },
@@ -49,7 +49,7 @@ const AS_CAEP: Record<EventType, { type: string; by?: Initiator; reason?: string
   evicted: { type: SESSION_REVOKED, by: "policy", reason: "Over the limit of sessions per user" },
   reauthenticated: { type: ASSURANCE_LEVEL_CHANGE, by: "user" },
   device_bound: null,
-  // Held for step-up: the session is as good as another device's until it re-authenticates,
+  // Held: the session is as good as another device's until it re-authenticates,
   // which a receiver acts on as a risk (CAEP 1.0 §3.8); assurance-level-change would claim a
   // change of authentication that did not happen. An `end` is an `ended` event, a `log` none.
   context_changed: { type: RISK_LEVEL_CHANGE, by: "policy" },
@@ -91,7 +91,7 @@ function levelChangeOf({ assuranceLevel: now, previousAssuranceLevel: before }: 
 function riskChangeOf({ type, reason, context }: SessionEventRow) {
   if (type === "held_by_upstream")
     return { principal: "SESSION", current_level: "HIGH", risk_reason: `The identity provider asked (${reason})` };
-  if (reason !== "step-up") return null;
+  if (reason !== "hold") return null;
   if (type === "reauthenticated")
     return {
       principal: "SESSION",
@@ -150,7 +150,7 @@ function detailsOf(event: SessionEventRow, caep: NonNullable<(typeof AS_CAEP)[Ev
   return {};
 }
 
-/** A re-authentication that lifted a step-up hold (its reason `step-up`) also says the risk fell. */
+/** A re-authentication that lifted a hold (its reason `hold`) also says the risk fell. */
 const RISK_LIFTED = { type: RISK_LEVEL_CHANGE, by: "user" } as const;
 
 /** The SETs a session event becomes: one, none, or for a lifted hold two. */
@@ -260,7 +260,7 @@ export function queueSets(
 /** A push is given this long; then it counts as failed and is retried. */
 const PUSH_TIMEOUT_MS = 10_000;
 /**
- * How long a round holds the SETs it claimed: well past a round's longest life (its pushes run
+ * How long a round holds the SETs it leased: well past a round's longest life (its pushes run
  * side by side, each cut at PUSH_TIMEOUT_MS), so a live round always records first; a round
  * that died gives its SETs back to the minute cron when it runs out.
  */
@@ -281,7 +281,7 @@ export interface PushResult {
   retried: number;
 }
 
-/** Where a claimed SET goes: its stream's endpoint, or its upstream's, as configured now. */
+/** Where a leased SET goes: its stream's endpoint, or its upstream's, as configured now. */
 function targetOf(set: DuePush, receivers: readonly UpstreamReceiver[]) {
   const receiver = receivers.find((candidate) => candidate.destination === set.streamId);
   if (receiver)
@@ -309,7 +309,7 @@ export async function pushDue(
 ): Promise<PushResult> {
   const round = crypto.randomUUID();
   const started = Date.now();
-  const due = await claimDuePushes(
+  const due = await leaseDuePushes(
     streams,
     round,
     now,
@@ -324,7 +324,7 @@ export async function pushDue(
   // Signed and built before any is sent, outside the catch below: neither fails by the network,
   // only by a bug, a broken key or a stored value the Fetch API refuses (an Authorization no
   // header may carry), so it throws out of the round (the caller logs it) and nothing is sent;
-  // the SETs come back when the claim lapses, for the next round.
+  // the SETs come back when the lease lapses, for the next round.
   const signed = await Promise.all(
     due.map(async (set) => {
       const target = targetOf(set, receivers);
