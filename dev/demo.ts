@@ -3,7 +3,7 @@
 // database of their own under .wrangler/demo. Open http://localhost:8787, sign in as alice or
 // bob (password: wonderland), and see "Your devices". Extra arguments go to wrangler, e.g.
 //   npm run demo -- --port 8790
-//   npm run demo -- --local-protocol https     (device binding needs HTTPS; docs/integrating.md;
+//   npm run demo -- --local-protocol https     (device binding needs HTTPS; docs/browsers.md;
 //                                               a certificate made here, or --https-key-path and --https-cert-path)
 // wrangler applies --var only to the first worker, so the service's vars are overridden from
 // the environment instead: SESSION_BOUND_COOKIE_SECONDS=130 npm run demo

@@ -229,14 +229,15 @@ export function headingIds(text: string): { id: string; level: number; number: n
 }
 
 /**
- * The most bytes of each front door, which a reader takes in at one sitting (the README a
- * screen's worth with its two commands): depth goes one link away, into docs/, or to git history.
+ * The most bytes of any Markdown page: what a reader takes in at one sitting. Depth goes one link
+ * away, to a page of its own, or to git history. The README, the front door of them all, is held
+ * to a screen's worth with its two commands.
  */
-export const DOCUMENT_SIZES: Readonly<Record<string, number>> = {
-  "README.md": 12_500,
-  "ARCHITECTURE.md": 25_600,
-  "BENCHMARKS.md": 30_000,
-};
+export const PAGE_BYTES = 25_600;
+export const README_BYTES = 12_500;
+
+/** The most bytes `file` may have. */
+export const pageBytes = (file: string) => (file === "README.md" ? README_BYTES : PAGE_BYTES);
 
 /** The document within `most` bytes. */
 export function checkSize(file: string, text: string, most: number): string[] {
@@ -244,8 +245,9 @@ export function checkSize(file: string, text: string, most: number): string[] {
   return bytes <= most ? [] : [`${file}: ${bytes} bytes, over its ${most}: move depth one link away, or cut`];
 }
 
-/** The guides too long to scroll, which open with a map. */
-export const MAPPED = ["docs/integrating.md", "docs/operating.md"];
+/** A page of docs/ with two sections or more, which opens with a map of them. */
+export const isMapped = (file: string, text: string) =>
+  file.startsWith("docs/") && headingIds(text).filter(({ level }) => level === 2).length >= 2;
 
 /** Before its first section, the document links each of its sections (`##`), so a reader finds theirs in one screen. */
 export function checkMap(file: string, text: string): string[] {
@@ -259,4 +261,51 @@ export function checkMap(file: string, text: string): string[] {
   return sections
     .filter(({ id }) => !linked.has(id))
     .map(({ id, number }) => `${file}:${number}: map: the opening does not link this section (#${id})`);
+}
+
+/**
+ * The settings table (docs/configuration.md, "Settings"): a row per var of wrangler.toml's
+ * `[vars]`, in its order, whose default cell starts with the var's value (`empty` for ""), and a
+ * row per secret `src/` reads, so the table is the list the code reads, not a second one.
+ * `vars`: the top-level `[vars]`, in order; `secrets`: the names `src/` reads beside them.
+ */
+export function checkSettings(
+  file: string,
+  text: string,
+  vars: readonly (readonly [string, string])[],
+  secrets: readonly string[],
+): string[] {
+  const section = sectionOf(text, "Settings");
+  if (!section) return [`${file}: no heading "Settings"`];
+  const rows: { name: string; cells: string[]; number: number; table: string }[] = [];
+  let table = "";
+  for (const { line, number } of section.lines) {
+    const header = /^\|\s*(\w+)\s*\|/.exec(line)?.[1];
+    const name = /^\|\s*`([A-Z][A-Z0-9_]*)`\s*\|/.exec(line)?.[1];
+    if (name !== undefined) rows.push({ name, cells: line.split("|").map((cell) => cell.trim()), number, table });
+    else if (header !== undefined) table = header;
+  }
+  const problems: string[] = [];
+  const at = (number: number) => `${file}:${number}: settings:`;
+  const varRows = rows.filter((row) => row.table === "Var");
+  const listed = varRows.map((row) => row.name).join(", ");
+  const wanted = vars.map(([name]) => name).join(", ");
+  if (listed !== wanted)
+    problems.push(`${at(section.heading)} the Var table lists ${listed}; wrangler.toml's [vars] are ${wanted}`);
+  const defaults = new Map(vars);
+  for (const { name, cells, number } of varRows) {
+    const value = defaults.get(name);
+    const cell = cells[2] ?? "";
+    if (value === undefined) continue;
+    if (value === "" ? !cell.startsWith("empty") : !cell.startsWith(`\`${value}\``))
+      problems.push(
+        `${at(number)} \`${name}\` defaults to ${value === "" ? "empty" : `\`${value}\``} in wrangler.toml; the table says ${cell}`,
+      );
+  }
+  const secretRows = rows.filter((row) => row.table === "Secret").map((row) => row.name);
+  for (const name of secrets.filter((name) => !secretRows.includes(name)))
+    problems.push(`${at(section.heading)} no row for the secret \`${name}\`, which src/ reads`);
+  for (const name of secretRows.filter((name) => !secrets.includes(name)))
+    problems.push(`${at(section.heading)} \`${name}\` is no secret src/ reads`);
+  return problems;
 }

@@ -352,7 +352,7 @@ try {
   const wrongDirect = await direct(wrongKey, "/admin/sessions", { userId: "alice", carrier: "cookie" });
   expect("called directly: 401", wrongDirect.status === 401, { status: wrongDirect.status });
 
-  // The operator's key commands, as integrating.md writes them (the key file is this check's own).
+  // The operator's key commands, as docs/admin-api.md writes them (the key file is this check's own).
   const adminKeys = async (...args: string[]) =>
     (await run("npm", ["run", "--silent", "admin:keys", "--", ...args], { cwd: ROOT, env: { ...process.env, ...env } }))
       .stdout;

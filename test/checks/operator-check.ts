@@ -1,4 +1,4 @@
-// `npm run check:operator`: the operator's commands, run as docs/operating.md says while
+// `npm run check:operator`: the operator's commands, run as docs/operator-commands.md says while
 // `npm start -- --env sharded` serves users, must never make the service fail. First, before
 // any `npm start`, a newcomer's first `admin:keys -- create` and `list`, on a key file whose
 // directory does not exist yet (a fresh clone has no .wrangler/). Then it starts the
@@ -50,7 +50,7 @@ function count(name: "users" | "buckets", fallback: number, max: number): number
   return value;
 }
 const buckets = count("buckets", 128, 512);
-/** The range moved from DB (0-1023) to DB_2: as in docs/operating.md, smaller to keep the check short. */
+/** The range moved from DB (0-1023) to DB_2: as in docs/databases.md, smaller to keep the check short. */
 const MOVED = { first: 0, last: buckets - 1 };
 /** The range moved last, with no client running: the move's own pace, to compare with the loaded one. */
 const MOVED_IDLE = { first: buckets, last: 2 * buckets - 1 };
@@ -69,7 +69,7 @@ const run = promisify(execFile);
 let commandsRetried = 0;
 
 /**
- * An operator command, as docs/operating.md writes it: `npm run --silent <script> -- <args>`. One
+ * An operator command, as docs/operator-commands.md writes it: `npm run --silent <script> -- <args>`. One
  * refused because its user's bucket is frozen mid-move changed nothing and says to retry in
  * a second: so it is.
  */
@@ -391,7 +391,7 @@ function localFiles(dir = path.join(ROOT, ".wrangler", "state")): string[] {
 }
 
 /**
- * Which server a command talks to (docs/operating.md#operator-commands): it names the one it
+ * Which server a command talks to (docs/operator-commands.md#which-server-a-command-works-through): it names the one it
  * uses on stderr; `--server` at a port where nothing listens, or where something that is no
  * server of this checkout answers, is refused (exit 1) with nothing written on the server or
  * in the local files; and with a second `npm start -- --env sharded` beside the first, a

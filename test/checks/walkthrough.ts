@@ -1,4 +1,4 @@
-// The README's curl tour and docs/operating.md's operator commands, run by a client generated
+// The README's curl tour and docs/operator-commands.md's commands, run by a client generated
 // from the OpenAPI document (openapi-typescript → dist/openapi-types.ts, then openapi-fetch)
 // through Prism's validating proxy (`prism proxy --errors`) in front of a local server
 // (dev/local-server.ts).
