@@ -3,7 +3,7 @@ import { markDelivered } from "../db/outbox.ts";
 import type { Shards } from "../db/shards.ts";
 import type { Logged, OutgoingEvent, Writer } from "../db/writes.ts";
 import { readTransmitter, type Transmitter } from "../domain/ssf/transmitter.ts";
-import { readUpstreamReceivers, type UpstreamReceiver } from "../domain/ssf/upstream-receivers.ts";
+import { readUpstreamReceivers, type UpstreamReceiver } from "../domain/upstreams/receivers.ts";
 import { type SessionEventMessage, toMessage } from "./event-message.ts";
 import { logOutboxFailure } from "./failure-log.ts";
 import { pushDue, queueSets } from "./ssf/delivery.ts";

@@ -9,7 +9,7 @@ import { isUserId } from "../user-id.ts";
 const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
 const SSF = "https://schemas.openid.net/secevent/ssf/event-type/";
 
-/** The one list of CAEP 1.0's events, by name: what an upstream may send (src/domain/upstreams.ts). */
+/** The one list of CAEP 1.0's events, by name: what an upstream may send (src/domain/upstreams/config.ts). */
 export const CAEP_EVENTS = [
   "session-revoked",
   "token-claims-change",

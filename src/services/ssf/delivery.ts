@@ -21,12 +21,12 @@ import {
   SESSION_REVOKED,
 } from "../../domain/ssf/streams.ts";
 import { signSet, type Transmitter } from "../../domain/ssf/transmitter.ts";
-import type { UpstreamReceiver } from "../../domain/ssf/upstream-receivers.ts";
+import type { UpstreamReceiver } from "../../domain/upstreams/receivers.ts";
 
 // Session events as Shared Signals: each becomes a CAEP SET queued for the streams that take it
 // (src/db/ssf/queue.ts), then pushed to push streams or polled by the others. Called by the outbox
 // after the answer (src/services/outbox.ts) and by the cron, never in a request's way. A
-// session signed in through an upstream that takes pushes (src/domain/ssf/upstream-receivers.ts)
+// session signed in through an upstream that takes pushes (src/domain/upstreams/receivers.ts)
 // also becomes a SET for that upstream, in its own ids, pushed the same way.
 
 type Initiator = "user" | "admin" | "policy" | "system";
