@@ -22,7 +22,7 @@ export function queuedFor(jti: string, claims: Record<string, unknown>, at: Date
   };
 }
 
-/** A session event's SET before it is known which streams take it (src/services/ssf/delivery.ts). */
+/** A session event's SET before it is known which streams take it (src/services/ssf/session-sets.ts). */
 export interface SessionSet {
   jti: string;
   /** The event type URI: a stream takes the SET only if it delivers this type. */

@@ -2,7 +2,7 @@ import { ASSURANCE_LEVELS, type AssuranceLevel } from "../auth-factors.ts";
 import { ConfigError, parsedOnce } from "../config.ts";
 import { isHttpsOrLoopback } from "../ip.ts";
 import { MAX_REASON_LENGTH } from "../reason.ts";
-import { CAEP_EVENTS, type CaepEvent } from "../ssf/streams.ts";
+import { CAEP_EVENTS, type CaepEvent } from "../ssf/caep.ts";
 
 // The upstreams: identity providers the operator trusts to end sessions here, listed in the var
 // SSF_UPSTREAMS. One list for every way they speak, so that one name, one issuer and one key set

@@ -1,7 +1,7 @@
 import { levelOfAalName } from "../auth-factors.ts";
 import type { Jws } from "../jws.ts";
 import { Refused } from "../refusal.ts";
-import { CAEP_EVENTS, type CaepEvent, caepType } from "../ssf/streams.ts";
+import { CAEP_EVENTS, type CaepEvent, caepType } from "../ssf/caep.ts";
 import { placementOf } from "../token.ts";
 import { isUserId } from "../user-id.ts";
 import {

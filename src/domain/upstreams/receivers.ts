@@ -1,5 +1,6 @@
 import { ConfigError, parsedOnce } from "../config.ts";
-import { MAX_AUTHORIZATION_LENGTH, SESSION_ESTABLISHED, SESSION_REVOKED } from "../ssf/streams.ts";
+import { SESSION_ESTABLISHED, SESSION_REVOKED } from "../ssf/caep.ts";
+import { MAX_AUTHORIZATION_LENGTH } from "../ssf/streams.ts";
 import { isObject, type PushedEvent, readUpstreams, type Upstream, type UpstreamVars } from "./config.ts";
 
 // The upstreams that take this service's SETs about the sessions signed in through them (their
