@@ -5,7 +5,7 @@ import { bindingOf, bucketOf, readShardMap, type Shards } from "../src/db/shards
 import { instant } from "../src/domain/clock.ts";
 import { type Config, readConfig } from "../src/domain/config.ts";
 import { BUCKET_COUNT } from "../src/domain/token.ts";
-import { readUpstreams } from "../src/domain/upstreams.ts";
+import { readUpstreams } from "../src/domain/upstreams/config.ts";
 import { type ErrorCode, MESSAGES } from "../src/http/error-codes.ts";
 import worker from "../src/index.ts";
 import type { Outbox } from "../src/services/outbox.ts";

@@ -18,7 +18,7 @@ import {
   listSessionsByUserId,
 } from "../src/db/sessions.ts";
 import { type BucketShard, readShardMap } from "../src/db/shards.ts";
-import { actOnSessionsForSet } from "../src/db/ssf/inbound-sets.ts";
+import { actOnSessionsForSet } from "../src/db/upstreams/inbound-sets.ts";
 import { instant } from "../src/domain/clock.ts";
 import { moveBuckets } from "../src/services/moves.ts";
 import { recordingD1 } from "./d1.ts";

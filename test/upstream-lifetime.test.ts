@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { createLocalJWKSet, type JSONWebKeySet, jwtVerify } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { EventView } from "../src/domain/event-view.ts";
-import { readUpstreams } from "../src/domain/upstreams.ts";
+import { readUpstreams } from "../src/domain/upstreams/config.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards } from "./d1.ts";
 import {

@@ -2,8 +2,8 @@ import { createExecutionContext, createScheduledController, waitOnExecutionConte
 import { env } from "cloudflare:workers";
 import { createLocalJWKSet, exportJWK, generateKeyPair, type JSONWebKeySet, jwtVerify, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { readUpstreamReceivers } from "../src/domain/ssf/upstream-receivers.ts";
-import { readUpstreams } from "../src/domain/upstreams.ts";
+import { readUpstreams } from "../src/domain/upstreams/config.ts";
+import { readUpstreamReceivers } from "../src/domain/upstreams/receivers.ts";
 import worker from "../src/index.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { recordingD1 } from "./d1.ts";

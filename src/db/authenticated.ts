@@ -102,7 +102,7 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
           writer,
           write,
           {
-            // The policy that applied: a receiver is told of a held session (src/services/ssf/delivery.ts).
+            // The policy that applied: a receiver is told of a held session (src/services/ssf/session-sets.ts).
             reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, "hold")} THEN 'hold' ELSE 'log' END`,
             context: contextChange(check),
           },

@@ -165,7 +165,7 @@ export function seenValues({ context }: ContextCheck, now: When) {
 /**
  * The event's context, on `judgement`'s row: on travel also both places, the distance and the
  * speed (null: no time passed), unless travel is allowed: the event of another kind must not
- * name it (a receiver's risk reason reads it, src/services/ssf/delivery.ts).
+ * name it (a receiver's risk reason reads it, src/services/ssf/session-sets.ts).
  */
 export function contextChange(check: ContextCheck): SQL {
   if (check.policies.travel === "ignore" || !told(check).includes("travel")) return judged("change");

@@ -19,7 +19,7 @@ import type { StoredFactors } from "../domain/auth-factors.ts";
 import { CONTEXT_KINDS, type ContextPolicies, type ContextPolicy } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
-import { createdReason } from "../domain/upstream-sign-in.ts";
+import { createdReason } from "../domain/upstreams/sign-in.ts";
 import { authenticated, reestablishedExpiry, tail } from "./authenticated.ts";
 import { bucketNotMoving, moveOf, notMoving, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";

@@ -87,16 +87,16 @@ export const sessions = sqliteTable(
     // Application data (src/domain/session-data.ts): a JSON object of at most 2 KB the login flow
     // set and the system replaces or patches; null: none. Never listed, logged or signalled.
     data: text("data", { mode: "json" }).$type<SessionData>(),
-    // The identity provider's sign-in behind the session (src/domain/upstream-sign-in.ts): the
+    // The identity provider's sign-in behind the session (src/domain/upstreams/sign-in.ts): the
     // upstream's name in SSF_UPSTREAMS, its `sub` and its session id (`sid`, when it has one),
     // so that its back-channel logout ends exactly these. Null: not signed in through one.
     upstream: text("upstream"),
     upstreamSubject: text("upstream_subject"),
     upstreamSid: text("upstream_sid"),
     // The provider's own end of its session (the ID token's `session_expiry`): the session never
-    // lives past it, however it slides (src/domain/upstream-sign-in.ts). Null: it gave none.
+    // lives past it, however it slides (src/domain/upstreams/sign-in.ts). Null: it gave none.
     upstreamExpiresAt: integer("upstream_expires_at", { mode: "timestamp_ms" }),
-    // The provider asked for a hold (a CAEP event, src/domain/ssf/inbound.ts) about this instant:
+    // The provider asked for a hold (a CAEP event, src/domain/upstreams/inbound.ts) about this instant:
     // with the session held, only its sign-in after it (its `auth_time`) lifts the hold, never
     // a local re-authentication. Null: no hold of the provider's.
     upstreamHeldAt: integer("upstream_held_at", { mode: "timestamp_ms" }),
@@ -231,7 +231,7 @@ export type BucketMoveRow = typeof bucketMoves.$inferSelect;
 // Shared Signals (docs/shared-signals.md). What is sent: receivers, their streams and the SETs
 // waiting for them live in the database bound as DB (src/db/ssf/). What is taken in:
 // inbound SETs from upstreams are remembered in the database of the user they ended sessions
-// of, written in the same batch as the ending (src/db/ssf/inbound-sets.ts).
+// of, written in the same batch as the ending (src/db/upstreams/inbound-sets.ts).
 
 /** A receiver's credential: the operator issues and revokes it (`npm run ssf:receivers`). */
 // When each admin key (src/domain/admin-keys.ts, kept in the secret ADMIN_KEYS) was last used,
@@ -330,7 +330,7 @@ export const ssfReceivedSets = sqliteTable(
     // (src/db/moves.ts), so that one resent after the move still ends nothing.
     bucket: text("bucket").notNull(),
     // A logout token's or a revocation's `jti` is also recorded for the subject of its first
-    // request, where the `jti` hashes to (src/db/ssf/inbound-sets.ts `recordJtiFor`), so it
+    // request, where the `jti` hashes to (src/db/upstreams/inbound-sets.ts `recordJtiFor`), so it
     // acts for one subject on any database: null on every other row.
     subject: text("subject"),
   },
@@ -338,7 +338,7 @@ export const ssfReceivedSets = sqliteTable(
 );
 
 /**
- * Which user an upstream's subject is (src/db/upstream-links.ts): written by a session's
+ * Which user an upstream's subject is (src/db/upstreams/links.ts): written by a session's
  * creation with an upstream sign-in, read by that upstream's logout and revocation, which
  * name the subject and not the user. A row lives in the bucket its (upstream, subject) hashes
  * to in the upstream's region, like a user's rows, and moves with that bucket. One row per
@@ -356,7 +356,7 @@ export const upstreamLinks = sqliteTable(
     bucket: text("bucket").notNull(),
     // The user (and region) a sign-in moved the link from, until that user's sessions signed
     // in as the subject have ended: a replay of the link's write, or the login flow's retry of a
-    // sign-in that failed before they ended, reads it and ends them (src/services/upstream-links.ts).
+    // sign-in that failed before they ended, reads it and ends them (src/services/upstreams/links.ts).
     previousUserId: text("previous_user_id"),
     previousRegion: text("previous_region"),
   },

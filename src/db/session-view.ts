@@ -79,7 +79,7 @@ export const SESSION_VIEW = rendered(viewMembers, [
 ]);
 
 /**
- * The upstream sign-in (`upstreamSignInView`, src/domain/upstream-sign-in.ts): `session_expiry`
+ * The upstream sign-in (`upstreamSignInView`, src/domain/upstreams/sign-in.ts): `session_expiry`
  * and its `bound` only when the provider gave one, the bound as `expiryLimit` judges it.
  */
 const upstreamView = rendered(

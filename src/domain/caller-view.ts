@@ -3,7 +3,7 @@ import type { Instant } from "./clock.ts";
 import type { SessionData } from "./session-data.ts";
 import { supportActor } from "./session-view.ts";
 import type { SupportActor } from "./support.ts";
-import { type UpstreamSignInColumns, type UpstreamSignInView, upstreamSignInView } from "./upstream-sign-in.ts";
+import { type UpstreamSignInColumns, type UpstreamSignInView, upstreamSignInView } from "./upstreams/sign-in.ts";
 
 // Who the caller's session is, read from its row in this one place: SessionService.authenticate
 // answers the view as it is, GET /auth/whoami in the contract's snake_case

@@ -1,6 +1,6 @@
 // The one rule for the reason the security log records with an ending: given by the rest of
 // the system (SessionService, the operator's `session:end`), or an upstream's name and event
-// (src/domain/ssf/inbound.ts), or one of the service's own below.
+// (src/domain/upstreams/inbound.ts), or one of the service's own below.
 
 export const MAX_REASON_LENGTH = 64;
 // Printable ASCII, no leading or trailing space: safe to show in a log, a UI or a query.
@@ -18,7 +18,7 @@ export const SERVICE_REASONS = {
   reportedByUser: "reported_by_user",
   /**
    * A sign-in linked the upstream's subject to another user, whose sessions signed in as that
-   * subject end (src/services/upstream-links.ts).
+   * subject end (src/services/upstreams/links.ts).
    */
   upstreamRelinked: "upstream_relinked",
 } as const;

@@ -31,7 +31,7 @@ export function isRefusal(value: unknown): value is Refusal {
 // - MoveRefused (src/services/moves.ts): an operator's bucket move refused (`npm run shards:move`), no entry point's.
 // A refusal decided where its answer is known is thrown as `Refused` (below), carrying it: a
 // stream management request's (src/domain/ssf/streams.ts), an inbound SET's (RFC 8935,
-// src/domain/ssf/inbound.ts), an upstream logout's (src/domain/upstream-logout.ts), and every
+// src/domain/upstreams/inbound.ts), an upstream logout's (src/domain/upstreams/logout.ts), and every
 // refusal of the HTTP API (src/http/refusals.ts).
 
 /** The statuses a request is refused with: the caller's to fix, never the service's failure. */

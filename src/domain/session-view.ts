@@ -1,6 +1,6 @@
 import type { DeviceType } from "./device.ts";
 import type { SupportActor } from "./support.ts";
-import type { UpstreamSignInView } from "./upstream-sign-in.ts";
+import type { UpstreamSignInView } from "./upstreams/sign-in.ts";
 
 /**
  * JSON text of a `T`, as SQLite wrote it: handed on as it is, parsed only where an object is

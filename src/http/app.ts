@@ -1,10 +1,10 @@
 import { createMiddleware } from "hono/factory";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { ACCESS_TOKEN_JWKS_PATH } from "../domain/access-token.ts";
-import { INBOUND_PATH } from "../domain/ssf/inbound.ts";
 import { STREAMS_PATH } from "../domain/ssf/streams.ts";
 import { CONFIGURATION_PATH, JWKS_PATH } from "../domain/ssf/transmitter.ts";
-import { UPSTREAMS_PATH } from "../domain/upstream-logout.ts";
+import { INBOUND_PATH } from "../domain/upstreams/inbound.ts";
+import { UPSTREAMS_PATH } from "../domain/upstreams/logout.ts";
 import { requireAdminApi } from "./admin/auth.ts";
 import type { AppEnv } from "./app-env.ts";
 import { writeError } from "./errors.ts";

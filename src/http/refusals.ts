@@ -16,7 +16,7 @@ export type DeadToken = "invalid_token" | "session_invalid" | "session_invalid_4
 // 401s, in ./errors.ts): a route, a middleware or an entry point's check throws what one of these
 // functions returns, a `Refused` carrying its answer, and `writeError` writes it. The Shared
 // Signals' and the identity providers' refusals, in their specifications' shapes, are built
-// where they are decided (src/domain/ssf/inbound.ts, src/domain/upstream-logout.ts).
+// where they are decided (src/domain/upstreams/inbound.ts, src/domain/upstreams/logout.ts).
 
 /** A path that does not exist here (an unknown one, or a feature that is off: transmitter, upstreams, issuer, admin API). */
 export const notFound = () => apiError(404, "not_found");

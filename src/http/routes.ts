@@ -7,8 +7,8 @@ import { REPORT_ROUTES } from "./routes/report.ts";
 import { SESSIONS_ROUTES } from "./routes/sessions.ts";
 import { WHOAMI_ROUTES } from "./routes/whoami.ts";
 import { DISCOVERY_ROUTES } from "./ssf/discovery.ts";
-import { INBOUND_ROUTES } from "./ssf/inbound.ts";
 import { STREAMS_ROUTES } from "./ssf/streams.ts";
+import { INBOUND_ROUTES } from "./upstreams/inbound.ts";
 import { UPSTREAM_ROUTES } from "./upstreams/routes.ts";
 
 // Every route the app serves, in the document's order: the one list the router (src/http/app.ts)

@@ -26,13 +26,13 @@ import {
   notTheSessionsSignIn,
   type UpstreamSignIn,
   type UpstreamSignInInput,
-} from "../domain/upstream-sign-in.ts";
+} from "../domain/upstreams/sign-in.ts";
 import { parseDevice } from "../domain/user-agent.ts";
 import { isUserId, USER_ID_RULE } from "../domain/user-id.ts";
 import { withReportToken } from "./event-message.ts";
 import { contextCheck, type Scope, write } from "./scope.ts";
 import { readSessionToken } from "./session-token.ts";
-import { linkSubject } from "./upstream-links.ts";
+import { linkSubject } from "./upstreams/links.ts";
 
 // The one code path that creates sessions (SessionService.create and `npm run session:create`)
 // and gives one a new secret (SessionService.reauthenticate).
@@ -85,7 +85,7 @@ export interface CreateSessionInput {
    */
   data?: SessionData;
   /**
-   * The identity provider the login flow signed the user in through (src/domain/upstream-sign-in.ts):
+   * The identity provider the login flow signed the user in through (src/domain/upstreams/sign-in.ts):
    * its name in SSF_UPSTREAMS, and its ID token's `sub` and `sid`. Its back-channel logout and
    * global token revocation then end this session. With its `session_expiry`, the session never
    * outlives it; its `auth_time` and `amr` are factors, its `acr` a level (through the upstream's

@@ -3,11 +3,13 @@ import { markDelivered } from "../db/outbox.ts";
 import type { Shards } from "../db/shards.ts";
 import type { Logged, OutgoingEvent, Writer } from "../db/writes.ts";
 import { readTransmitter, type Transmitter } from "../domain/ssf/transmitter.ts";
-import { readUpstreamReceivers, type UpstreamReceiver } from "../domain/ssf/upstream-receivers.ts";
+import { readUpstreamReceivers, type UpstreamReceiver } from "../domain/upstreams/receivers.ts";
 import { type SessionEventMessage, toMessage } from "./event-message.ts";
 import { logOutboxFailure } from "./failure-log.ts";
-import { pushDue, queueSets } from "./ssf/delivery.ts";
+import { pushDue } from "./ssf/delivery.ts";
 import { sawStreams, streamsMayBeLive } from "./ssf/live-streams.ts";
+import { queueSets } from "./ssf/session-sets.ts";
+import { upstreamSetsOf } from "./upstreams/pushed-sets.ts";
 
 // Where session events go beyond the security log: the optional events queue (binding
 // SESSION_EVENTS) and the Shared Signals streams (SSF_ISSUER). session_events is their outbox:
@@ -95,7 +97,7 @@ export async function deliver({ queue, ssf }: Outlets, db: Database, events: Out
   }
   // Only an event of an upstream's session reads the upstreams: the others pay nothing for them.
   const receivers = ssf && events.some((event) => event.upstream !== null) ? ssf.receivers() : [];
-  if (ssf) sawStreams(await queueSets(ssf.streams, ssf.transmitter, events, receivers));
+  if (ssf) sawStreams(await queueSets(ssf.streams, ssf.transmitter, events, upstreamSetsOf(events, receivers)));
   await markDelivered(
     db,
     events.filter((event) => event.pendingDelivery).map((event) => event.id),

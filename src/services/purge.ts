@@ -1,11 +1,11 @@
 import { wrapD1 } from "../db/d1.ts";
 import { purgeEvents, purgeSessions } from "../db/purge.ts";
 import { openShards } from "../db/shards.ts";
-import { purgeInboundSets } from "../db/ssf/inbound-sets.ts";
+import { purgeInboundSets } from "../db/upstreams/inbound-sets.ts";
 import { instant } from "../domain/clock.ts";
 import { readConfig } from "../domain/config.ts";
 import { logLine } from "../domain/log.ts";
-import { UPSTREAM_CLOCK_SKEW_SECONDS, UPSTREAM_TOKEN_MAX_AGE_SECONDS } from "../domain/upstreams.ts";
+import { UPSTREAM_CLOCK_SKEW_SECONDS, UPSTREAM_TOKEN_MAX_AGE_SECONDS } from "../domain/upstreams/config.ts";
 import { logFailure } from "./failure-log.ts";
 import { outletsOf } from "./outbox.ts";
 import { resendEach } from "./resend.ts";

@@ -6,7 +6,7 @@ import type { ClientContext } from "../domain/client-context.ts";
 import { type Instant, instant } from "../domain/clock.ts";
 import { type Config, readConfig } from "../domain/config.ts";
 import { InvalidInput } from "../domain/invalid-input.ts";
-import { readUpstreams, type Upstream } from "../domain/upstreams.ts";
+import { readUpstreams, type Upstream } from "../domain/upstreams/config.ts";
 import { LEFT_TO_THE_CRON, type Outbox, outboxFor, outletsOf, published, queuedBy } from "./outbox.ts";
 
 // What one request, RPC call, cron run or operator command works with, opened once by its entry point:
@@ -35,7 +35,7 @@ export interface Scope {
   upstreams(): readonly Upstream[];
   /**
    * An operation that must make a round trip before its own by design (an upstream's link before
-   * the user's batch, src/services/upstream-links.ts) says so: that trip is the answer's own.
+   * the user's batch, src/services/upstreams/links.ts) says so: that trip is the answer's own.
    */
   plannedRoundTrip(): void;
   /** D1 round trips the answer made so far (for the request log). */

@@ -22,7 +22,7 @@ export function queuedFor(jti: string, claims: Record<string, unknown>, at: Date
   };
 }
 
-/** A session event's SET before it is known which streams take it (src/services/ssf/delivery.ts). */
+/** A session event's SET before it is known which streams take it (src/services/ssf/session-sets.ts). */
 export interface SessionSet {
   jti: string;
   /** The event type URI: a stream takes the SET only if it delivers this type. */
@@ -32,7 +32,7 @@ export interface SessionSet {
   createdAt: Date;
 }
 
-/** A SET for one destination alone: an upstream's (src/domain/ssf/upstream-receivers.ts). */
+/** A SET for one destination alone: an upstream's (src/domain/upstreams/receivers.ts). */
 export interface DestinedSet {
   destination: string;
   jti: string;
@@ -125,7 +125,7 @@ export interface DuePush {
  * pushes that holds them until `leaseUntil`: in one batch (one transaction, one round trip) they
  * are marked as this round's and put off to then, and read back. So a round that starts
  * meanwhile never claims them, and if this round dies before it records how they went, they are
- * due again once its lease runs out. `destinations` (the upstreams', src/domain/ssf/upstream-receivers.ts):
+ * due again once its lease runs out. `destinations` (the upstreams', src/domain/upstreams/receivers.ts):
  * their due SETs too, up to `limit` more; with none, the statements are the streams' alone.
  */
 export async function leaseDuePushes(

@@ -5,29 +5,10 @@
 import { isPublicHost } from "../ip.ts";
 import { Refused } from "../refusal.ts";
 import { isUserId } from "../user-id.ts";
+import { ASSURANCE_LEVEL_CHANGE, RISK_LEVEL_CHANGE, SESSION_ESTABLISHED, SESSION_REVOKED } from "./caep.ts";
 
-const CAEP = "https://schemas.openid.net/secevent/caep/event-type/";
 const SSF = "https://schemas.openid.net/secevent/ssf/event-type/";
 
-/** The one list of CAEP 1.0's events, by name: what an upstream may send (src/domain/upstreams.ts). */
-export const CAEP_EVENTS = [
-  "session-revoked",
-  "token-claims-change",
-  "credential-change",
-  "assurance-level-change",
-  "device-compliance-change",
-  "session-established",
-  "session-presented",
-  "risk-level-change",
-] as const;
-export type CaepEvent = (typeof CAEP_EVENTS)[number];
-/** A CAEP event's type URI. */
-export const caepType = (event: CaepEvent) => `${CAEP}${event}`;
-
-export const SESSION_ESTABLISHED = caepType("session-established");
-export const SESSION_REVOKED = caepType("session-revoked");
-export const ASSURANCE_LEVEL_CHANGE = caepType("assurance-level-change");
-export const RISK_LEVEL_CHANGE = caepType("risk-level-change");
 /** Sent whatever a stream asked for (SSF 1.0 §8.1.4). */
 export const VERIFICATION = `${SSF}verification`;
 

@@ -3,7 +3,7 @@ import { type CallerView, callerView } from "../../domain/caller-view.ts";
 import { isRefusal } from "../../domain/refusal.ts";
 import { MAX_SESSION_DATA_BYTES, type SessionData } from "../../domain/session-data.ts";
 import { MAX_SUPPORT_REASON_LENGTH, type SupportActor } from "../../domain/support.ts";
-import type { UpstreamSignInView } from "../../domain/upstream-sign-in.ts";
+import type { UpstreamSignInView } from "../../domain/upstreams/sign-in.ts";
 import { MAX_USER_ID_LENGTH } from "../../domain/user-id.ts";
 import { ownSession } from "../../services/own-sessions.ts";
 import { error, ok, ref } from "../openapi-parts.ts";

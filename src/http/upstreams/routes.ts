@@ -2,16 +2,16 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { logLine } from "../../domain/log.ts";
 import { Refused } from "../../domain/refusal.ts";
+import { readUpstreams, type Upstream } from "../../domain/upstreams/config.ts";
 import {
   MAX_UPSTREAM_TOKEN_BYTES,
   UPSTREAM_ERRORS,
   UPSTREAMS_PATH,
   type UpstreamErrorCode,
   upstreamRefused,
-} from "../../domain/upstream-logout.ts";
-import { MAX_AMR_LENGTH, MAX_AMR_VALUES, MAX_UPSTREAM_ID_LENGTH } from "../../domain/upstream-sign-in.ts";
-import { readUpstreams, type Upstream } from "../../domain/upstreams.ts";
-import { backchannelLogout, revokeGlobally } from "../../services/upstream-logout.ts";
+} from "../../domain/upstreams/logout.ts";
+import { MAX_AMR_LENGTH, MAX_AMR_VALUES, MAX_UPSTREAM_ID_LENGTH } from "../../domain/upstreams/sign-in.ts";
+import { backchannelLogout, revokeGlobally } from "../../services/upstreams/logout.ts";
 import { boundedText, mediaTypeOf } from "../bounded-body.ts";
 import { bearerToken } from "../credentials.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
@@ -21,7 +21,7 @@ import { type Credential, declare } from "../route.ts";
 
 // An upstream's OpenID Connect routes, one URL per upstream (its name in SSF_UPSTREAMS), so that
 // a token of one upstream is refused at another's: back-channel logout and global token
-// revocation (src/services/upstream-logout.ts). An upstream without `client_id` has neither
+// revocation (src/services/upstreams/logout.ts). An upstream without `client_id` has neither
 // (404). Every use is one `upstream_call` log line: the upstream, the route, the answer's
 // status, the sessions ended or the refusal's code; never a token or a subject.
 

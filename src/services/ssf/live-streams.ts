@@ -11,7 +11,7 @@ export function streamsMayBeLive(): boolean {
   return streamsSeen === null || streamsSeen.live || Date.now() - streamsSeen.at > STREAMS_SEEN_FOR_MS;
 }
 
-/** Notes what queueing SETs found: whether any stream is live (src/services/ssf/delivery.ts `queueSets`). */
+/** Notes what queueing SETs found: whether any stream is live (src/services/ssf/session-sets.ts `queueSets`). */
 export function sawStreams(live: boolean): void {
   streamsSeen = { live, at: Date.now() };
 }

@@ -1,10 +1,10 @@
-import type { Jws } from "./jws.ts";
-import { Refused } from "./refusal.ts";
-import { isUpstreamId } from "./upstream-sign-in.ts";
-import { audienceOf, isObject, timesFault, type Upstream } from "./upstreams.ts";
+import type { Jws } from "../jws.ts";
+import { Refused } from "../refusal.ts";
+import { audienceOf, isObject, timesFault, type Upstream } from "./config.ts";
+import { isUpstreamId } from "./sign-in.ts";
 
 // What an upstream's OpenID Connect routes accept, checked claim by claim (the signature is
-// src/services/upstream-logout.ts's): a back-channel logout token (OpenID Connect Back-Channel
+// src/services/upstreams/logout.ts's): a back-channel logout token (OpenID Connect Back-Channel
 // Logout 1.0, §2.4 and §2.6) and a global token revocation request (draft-parecki-oauth-global-
 // token-revocation-06), authenticated by a JWT the upstream signs (RFC 7523, as Okta's Universal
 // Logout does). Each route is per upstream: /upstreams/<name>/…
@@ -92,7 +92,7 @@ export function logoutOf(jws: Jws, upstream: Upstream, nowSeconds: number): Upst
     throw fail("The logout token's sub is not a subject this service holds.");
   if (sid !== undefined && !isUpstreamId(sid))
     throw fail("The logout token's sid is not a session id this service holds.");
-  // The subject leads to the user's database (src/services/upstream-links.ts); a sid alone does not.
+  // The subject leads to the user's database (src/services/upstreams/links.ts); a sid alone does not.
   if (sub === undefined)
     throw fail("The logout token has a sid without a sub: this service finds an upstream's sessions by the subject.");
   return {

@@ -1,11 +1,11 @@
-import { actOnSessionsForSet } from "../../db/ssf/inbound-sets.ts";
+import { actOnSessionsForSet } from "../../db/upstreams/inbound-sets.ts";
 import { ConfigError } from "../../domain/config.ts";
 import type { Jws } from "../../domain/jws.ts";
-import { actionOf, type SetAction, senderOf, setRefused } from "../../domain/ssf/inbound.ts";
-import type { Upstream } from "../../domain/upstreams.ts";
+import type { Upstream } from "../../domain/upstreams/config.ts";
+import { actionOf, type SetAction, senderOf, setRefused } from "../../domain/upstreams/inbound.ts";
 import { type Scope, write } from "../scope.ts";
-import { type UpstreamTokenFault, verifiedByUpstream } from "../upstream-keys.ts";
-import { linkedUser } from "../upstream-links.ts";
+import { type UpstreamTokenFault, verifiedByUpstream } from "./keys.ts";
+import { linkedUser } from "./links.ts";
 
 // An inbound Security Event Token, pushed by an upstream (RFC 8935): read, verified, and acted
 // on in one D1 round trip on the database of the user it names, after one that reads the link

@@ -1,8 +1,9 @@
 import { levelOfAalName } from "../auth-factors.ts";
 import type { Jws } from "../jws.ts";
 import { Refused } from "../refusal.ts";
+import { CAEP_EVENTS, type CaepEvent, caepType } from "../ssf/caep.ts";
 import { placementOf } from "../token.ts";
-import { isUpstreamId } from "../upstream-sign-in.ts";
+import { isUserId } from "../user-id.ts";
 import {
   audienceOf,
   type EventAction,
@@ -12,9 +13,8 @@ import {
   type UpstreamAction,
   type UpstreamSets,
   upstreamReason,
-} from "../upstreams.ts";
-import { isUserId } from "../user-id.ts";
-import { CAEP_EVENTS, type CaepEvent, caepType } from "./streams.ts";
+} from "./config.ts";
+import { isUpstreamId } from "./sign-in.ts";
 
 // Inbound SETs (SSF 1.0, RFC 8935 push): upstreams, transmitters such as an identity provider,
 // POST Security Event Tokens (RFC 8417) that end sessions here, or hold them until the user signs
@@ -22,10 +22,10 @@ import { CAEP_EVENTS, type CaepEvent, caepType } from "./streams.ts";
 // how their subjects name this service's users, is the var SSF_UPSTREAMS
 // (docs/shared-signals.md#inbound-sets-from-upstreams); empty, the endpoint is off (404). A
 // provider names a user by its own subject, which the link its sign-in wrote turns into the
-// user, as for its logout (src/services/upstream-links.ts).
+// user, as for its logout (src/services/upstreams/links.ts).
 //
-// What is read here decides everything but the signature (src/services/ssf/inbound.ts
-// verifies it with src/domain/jws.ts) and the one batch that acts (src/db/ssf/inbound-sets.ts).
+// What is read here decides everything but the signature (src/services/upstreams/inbound.ts
+// verifies it with src/domain/jws.ts) and the one batch that acts (src/db/upstreams/inbound-sets.ts).
 
 export const INBOUND_PATH = "/ssf/inbound";
 export const SET_MEDIA_TYPE = "application/secevent+jwt";

@@ -1,14 +1,14 @@
-import { ACTIONS, type Action, actionNamed } from "./actions.ts";
-import { ASSURANCE_LEVELS, type AssuranceLevel } from "./auth-factors.ts";
-import { ConfigError, parsedOnce } from "./config.ts";
-import { isHttpsOrLoopback } from "./ip.ts";
-import { MAX_REASON_LENGTH } from "./reason.ts";
-import { CAEP_EVENTS, type CaepEvent } from "./ssf/streams.ts";
+import { ACTIONS, type Action, actionNamed } from "../actions.ts";
+import { ASSURANCE_LEVELS, type AssuranceLevel } from "../auth-factors.ts";
+import { ConfigError, parsedOnce } from "../config.ts";
+import { isHttpsOrLoopback } from "../ip.ts";
+import { MAX_REASON_LENGTH } from "../reason.ts";
+import { CAEP_EVENTS, type CaepEvent } from "../ssf/caep.ts";
 
 // The upstreams: identity providers the operator trusts to end sessions here, listed in the var
 // SSF_UPSTREAMS. One list for every way they speak, so that one name, one issuer and one key set
-// serve them all: Shared Signals SETs (src/domain/ssf/inbound.ts), OpenID Connect back-channel
-// logout and global token revocation (src/domain/upstream-logout.ts). Empty, every such route is
+// serve them all: Shared Signals SETs (src/domain/upstreams/inbound.ts), OpenID Connect back-channel
+// logout and global token revocation (src/domain/upstreams/logout.ts). Empty, every such route is
 // off (404).
 
 /**
@@ -38,7 +38,7 @@ export type PushedEvent = (typeof PUSHED_EVENTS)[number];
  * An upstream that takes this service's SETs about the sessions signed in through it (RFC
  * 8935 push): where to, the `aud` they carry, and which events. The Authorization sent with
  * them is not here (the var is not secret): the secret SSF_UPSTREAM_AUTHORIZATIONS holds it
- * (src/domain/ssf/upstream-receivers.ts).
+ * (src/domain/upstreams/receivers.ts).
  */
 export interface UpstreamPush {
   endpointUrl: string;
@@ -56,7 +56,7 @@ export type EventAction = Action;
 /**
  * Each CAEP event's action unless the upstream's `events` says otherwise. For the three that
  * have a direction (a level down, not compliant, a high risk) it is the action on that
- * direction; the other is only logged (src/domain/ssf/inbound.ts).
+ * direction; the other is only logged (src/domain/upstreams/inbound.ts).
  */
 export const DEFAULT_EVENT_ACTIONS: Readonly<Record<CaepEvent, EventAction>> = {
   "session-revoked": "end",
@@ -76,7 +76,7 @@ export interface UpstreamSets {
   subject: SubjectFormat;
   /**
    * False (the default): a subject is the upstream's own, the `sub` its sign-ins gave `create`,
-   * and names the user it was linked to (src/services/upstream-links.ts), as its logout does.
+   * and names the user it was linked to (src/services/upstreams/links.ts), as its logout does.
    * True: it is this service's user id, for an upstream configured to speak so.
    */
   subjectsAreUserIds: boolean;

@@ -1,11 +1,11 @@
-import { endUpstreamSubjectSessions } from "../db/sessions.ts";
-import type { BucketShard } from "../db/shards.ts";
-import { readLink, settleLink, writeLink } from "../db/upstream-links.ts";
-import type { ClientContext } from "../domain/client-context.ts";
-import { ConfigError } from "../domain/config.ts";
-import { SERVICE_REASONS } from "../domain/reason.ts";
-import type { Upstream } from "../domain/upstreams.ts";
-import { type Scope, write } from "./scope.ts";
+import { endUpstreamSubjectSessions } from "../../db/sessions.ts";
+import type { BucketShard } from "../../db/shards.ts";
+import { readLink, settleLink, writeLink } from "../../db/upstreams/links.ts";
+import type { ClientContext } from "../../domain/client-context.ts";
+import { ConfigError } from "../../domain/config.ts";
+import { SERVICE_REASONS } from "../../domain/reason.ts";
+import type { Upstream } from "../../domain/upstreams/config.ts";
+import { type Scope, write } from "../scope.ts";
 
 // Which user an upstream's subject is. A logout or a revocation names the subject, not the user,
 // and the user's database follows from the user alone; so the sign-in links the two, in the
@@ -28,7 +28,7 @@ async function linkShard(scope: Scope, upstream: Upstream, subject: string): Pro
  * signed in as the subject end (`ended`, reason `upstream_relinked`, from the new sign-in's IP
  * and with its context), so that every live session signed in as the subject is its linked
  * user's, and the upstream's logout reaches them all; then the link forgets that user. Two
- * round trips more. The link keeps that user until then (src/db/upstream-links.ts), so a
+ * round trips more. The link keeps that user until then (src/db/upstreams/links.ts), so a
  * replay of its write or a retry of the sign-in ends them still, and they end once: a second
  * ending finds none live.
  */

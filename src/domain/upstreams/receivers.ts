@@ -1,6 +1,7 @@
 import { ConfigError, parsedOnce } from "../config.ts";
-import { isObject, type PushedEvent, readUpstreams, type Upstream, type UpstreamVars } from "../upstreams.ts";
-import { MAX_AUTHORIZATION_LENGTH, SESSION_ESTABLISHED, SESSION_REVOKED } from "./streams.ts";
+import { SESSION_ESTABLISHED, SESSION_REVOKED } from "../ssf/caep.ts";
+import { MAX_AUTHORIZATION_LENGTH } from "../ssf/streams.ts";
+import { isObject, type PushedEvent, readUpstreams, type Upstream, type UpstreamVars } from "./config.ts";
 
 // The upstreams that take this service's SETs about the sessions signed in through them (their
 // `push` in SSF_UPSTREAMS), as push destinations next to the receivers' streams: their SETs wait

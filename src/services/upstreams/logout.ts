@@ -1,5 +1,6 @@
-import { actOnSessionsForSet, recordJtiFor } from "../db/ssf/inbound-sets.ts";
-import type { Jws } from "../domain/jws.ts";
+import { actOnSessionsForSet, recordJtiFor } from "../../db/upstreams/inbound-sets.ts";
+import type { Jws } from "../../domain/jws.ts";
+import { type Upstream, type UpstreamAction, upstreamReason } from "../../domain/upstreams/config.ts";
 import {
   checkIssuer,
   checkRevocationJwt,
@@ -8,15 +9,14 @@ import {
   type UpstreamEnding,
   type UpstreamErrorCode,
   upstreamRefused,
-} from "../domain/upstream-logout.ts";
-import { type Upstream, type UpstreamAction, upstreamReason } from "../domain/upstreams.ts";
-import { type Scope, write } from "./scope.ts";
-import { type UpstreamTokenFault, verifiedByUpstream } from "./upstream-keys.ts";
-import { linkedUser } from "./upstream-links.ts";
+} from "../../domain/upstreams/logout.ts";
+import { type Scope, write } from "../scope.ts";
+import { type UpstreamTokenFault, verifiedByUpstream } from "./keys.ts";
+import { linkedUser } from "./links.ts";
 
 // An upstream ends sessions here in OpenID Connect's words: a back-channel logout token ends
 // the sessions of one of its sessions or subjects; a global token revocation, every session of
-// the user its subject is. Each verified by the upstream's keys (src/services/upstream-keys.ts),
+// the user its subject is. Each verified by the upstream's keys (src/services/upstreams/keys.ts),
 // its `jti` recorded for its subject on the database the `jti` hashes to (so a `jti` acts for
 // one subject only, whichever database that subject's user is on), then acted on once, in one
 // batch on the user's database, after the subject's link is read.

@@ -1,7 +1,7 @@
 import { and, eq, inArray, lte, notExists, or, type SQL, sql } from "drizzle-orm";
 import type { Instant } from "../../domain/clock.ts";
-import type { SetAct } from "../../domain/ssf/inbound.ts";
-import { UPSTREAM_CLOCK_SKEW_SECONDS } from "../../domain/upstreams.ts";
+import { UPSTREAM_CLOCK_SKEW_SECONDS } from "../../domain/upstreams/config.ts";
+import type { SetAct } from "../../domain/upstreams/inbound.ts";
 import { bucketNotMoving, moveOf, onBucket } from "../buckets.ts";
 import { batchNamed, type Database } from "../client.ts";
 import { isLive } from "../liveness.ts";

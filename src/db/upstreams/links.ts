@@ -1,12 +1,12 @@
 import { and, eq, isNull, sql } from "drizzle-orm";
-import { bucketNotMoving, moveOf, onBucket } from "./buckets.ts";
-import { batchNamed } from "./client.ts";
-import { ssfReceivedSets, upstreamLinks } from "./schema.ts";
-import type { BucketShard } from "./shards.ts";
+import { bucketNotMoving, moveOf, onBucket } from "../buckets.ts";
+import { batchNamed } from "../client.ts";
+import { ssfReceivedSets, upstreamLinks } from "../schema.ts";
+import type { BucketShard } from "../shards.ts";
 
 // Which user an upstream's subject is: its logout and revocation name the subject, and the
 // user's database follows from the user. One row per (upstream, subject), in the bucket that
-// pair hashes to (src/services/upstream-links.ts), so any worker finds it with no scan.
+// pair hashes to (src/services/upstreams/links.ts), so any worker finds it with no scan.
 
 export interface UpstreamLink {
   upstream: string;

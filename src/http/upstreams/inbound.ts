@@ -1,7 +1,13 @@
 import { createMiddleware } from "hono/factory";
-import { INBOUND_PATH, MAX_SET_BYTES, SET_ERROR_CODES, SET_MEDIA_TYPE, setRefused } from "../../domain/ssf/inbound.ts";
-import { readUpstreams } from "../../domain/upstreams.ts";
-import { actOnInboundSet } from "../../services/ssf/inbound.ts";
+import { readUpstreams } from "../../domain/upstreams/config.ts";
+import {
+  INBOUND_PATH,
+  MAX_SET_BYTES,
+  SET_ERROR_CODES,
+  SET_MEDIA_TYPE,
+  setRefused,
+} from "../../domain/upstreams/inbound.ts";
+import { actOnInboundSet } from "../../services/upstreams/inbound.ts";
 import { boundedText, mediaTypeOf } from "../bounded-body.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
 import { error, json, ref } from "../openapi-parts.ts";

@@ -1,12 +1,12 @@
-import { type AssuranceLevel, AUTH_FACTORS, type AuthFactor, type StoredFactors } from "./auth-factors.ts";
-import { MAX_TTL_SECONDS } from "./config.ts";
-import { InvalidInput } from "./invalid-input.ts";
-import { isObject, UPSTREAM_CLOCK_SKEW_SECONDS, type Upstream } from "./upstreams.ts";
+import { type AssuranceLevel, AUTH_FACTORS, type AuthFactor, type StoredFactors } from "../auth-factors.ts";
+import { MAX_TTL_SECONDS } from "../config.ts";
+import { InvalidInput } from "../invalid-input.ts";
+import { isObject, UPSTREAM_CLOCK_SKEW_SECONDS, type Upstream } from "./config.ts";
 
 // Where a session came from, when the login flow signed the user in through an identity
 // provider (an upstream of SSF_UPSTREAMS): the provider, its `sub` and its session id (`sid`),
 // as its ID token gave them. Stored with the session, so that the provider's back-channel
-// logout ends exactly its sessions (src/domain/upstream-logout.ts). With the ID token's
+// logout ends exactly its sessions (src/domain/upstreams/logout.ts). With the ID token's
 // `session_expiry` (IPSIE SL1), the session never outlives the provider's; its `auth_time`,
 // `amr` and `acr` are the sign-in's factors and level, as a local sign-in's are.
 

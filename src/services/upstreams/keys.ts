@@ -10,10 +10,10 @@ import {
   jwksCache,
   type RemoteJWKSet,
 } from "jose";
-import { UPSTREAM_KEYS_RETRY_SECONDS, UpstreamKeysUnavailable } from "../domain/errors.ts";
-import { type Jws, tokenFault, verifyJws } from "../domain/jws.ts";
-import type { Refused } from "../domain/refusal.ts";
-import type { Upstream } from "../domain/upstreams.ts";
+import { UPSTREAM_KEYS_RETRY_SECONDS, UpstreamKeysUnavailable } from "../../domain/errors.ts";
+import { type Jws, tokenFault, verifyJws } from "../../domain/jws.ts";
+import type { Refused } from "../../domain/refusal.ts";
+import type { Upstream } from "../../domain/upstreams/config.ts";
 
 // The one path to an upstream's signing keys, for its SETs, its logout tokens and its
 // revocation requests alike: jose's key sets, inline or fetched from its jwks_uri and kept per
@@ -40,7 +40,7 @@ interface RemoteKeys {
   fetched: Partial<ExportedJWKSCache>;
 }
 
-// Per isolate, by the parsed upstream (src/domain/upstreams.ts keeps the last var value's).
+// Per isolate, by the parsed upstream (src/domain/upstreams/config.ts keeps the last var value's).
 const inlineSets = new WeakMap<Upstream, KeySet>();
 // Per isolate, by URL: an upstream's key set is fetched once every few minutes, not per token.
 const remoteSets = new Map<string, RemoteKeys>();
