@@ -167,8 +167,7 @@ describe("request log", () => {
     expect(lines).toEqual([]);
   });
 
-  it("writes one line for a 5xx: route pattern, status, duration, round trips; no path, token, secret or hash", async () => {
-    vi.spyOn(console, "error").mockImplementation(() => {});
+  it("writes none for a 5xx: its one line is the failure's, with no path, token, secret or hash", async () => {
     const user = newUser();
     const session = await issue(user);
     const [, secret] = session.token.split(".");
@@ -177,6 +176,7 @@ describe("request log", () => {
       .bind(session.id)
       .all<{ secret_hash: string }>();
     const lines = captureLog();
+    vi.spyOn(console, "error").mockImplementation((line: unknown) => void lines.push(String(line)));
     // On the database that holds the user: the one the request asks.
     const failing = {
       [await bindingOfUser(user)]: flakyD1(await d1OfUser(user), 99, () => new InjectedFailure("boom")).db,
@@ -186,17 +186,18 @@ describe("request log", () => {
       500,
       "internal_error",
     );
-    expect(lines).toHaveLength(1);
-    expect(JSON.parse(lines[0]!)).toEqual({
-      level: "error",
-      event: "request",
-      method: "DELETE",
-      route: "/auth/sessions/:id{[^\\x2F]*}",
-      status: 500,
-      duration_ms: expect.any(Number),
-      session_id: null,
-      d1_round_trips: 1,
-    });
+    expect(lines.map((line) => JSON.parse(line))).toEqual([
+      {
+        level: "error",
+        event: "unhandled_error",
+        name: "InjectedFailure",
+        message: "boom",
+        method: "DELETE",
+        route: "/auth/sessions/:id{[^\\x2F]*}",
+        binding: await bindingOfUser(user),
+        request_id: expect.any(String),
+      },
+    ]);
     expect(lines[0]).not.toContain(session.id);
     expect(lines[0]).not.toContain(secret);
     expect(lines[0]).not.toContain(results[0]!.secret_hash);
@@ -232,7 +233,7 @@ describe("a configuration that would weaken the cookie is refused, not served", 
     for (const name of ["session", "__Secure-session", "__host-session", "__Host-", ""]) {
       const logged: string[] = [];
       vi.spyOn(console, "error").mockImplementation((line: unknown) => void logged.push(String(line)));
-      vi.spyOn(console, "log").mockImplementation(() => {});
+      vi.spyOn(console, "log").mockImplementation((line: unknown) => void logged.push(String(line)));
       const response = await callWith({ SESSION_COOKIE_NAME: name || " " }, "POST", "/auth/logout", {
         Cookie: `${name}=${session.token}`,
       });
@@ -242,6 +243,9 @@ describe("a configuration that would weaken the cookie is refused, not served", 
           level: "error",
           event: "config_error",
           message: "SESSION_COOKIE_NAME must be a cookie name starting with __Host-",
+          method: "POST",
+          route: "/auth/logout",
+          request_id: expect.any(String),
         },
       ]);
       vi.restoreAllMocks();
@@ -278,7 +282,7 @@ describe("a refused SHARDS is a refused configuration like any other", () => {
     ] as const) {
       const logged: string[] = [];
       vi.spyOn(console, "error").mockImplementation((line: unknown) => void logged.push(String(line)));
-      vi.spyOn(console, "log").mockImplementation(() => {});
+      vi.spyOn(console, "log").mockImplementation((line: unknown) => void logged.push(String(line)));
       await expectError(
         await callWith({ SHARDS: shards }, "GET", "/auth/sessions", bearer(session.token)),
         500,
@@ -287,7 +291,16 @@ describe("a refused SHARDS is a refused configuration like any other", () => {
           cacheControl: "no-store",
         },
       );
-      expect(logged.map((line) => JSON.parse(line))).toEqual([{ level: "error", event: "config_error", message }]);
+      expect(logged.map((line) => JSON.parse(line))).toEqual([
+        {
+          level: "error",
+          event: "config_error",
+          message,
+          method: "GET",
+          route: "/auth/sessions",
+          request_id: expect.any(String),
+        },
+      ]);
       vi.restoreAllMocks();
       const service = new SessionService(createExecutionContext(), { ...env, SHARDS: shards });
       await expect(service.create({ userId: newUser() })).rejects.toThrow(message);

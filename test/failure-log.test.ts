@@ -3,7 +3,8 @@ import { env } from "cloudflare:workers";
 import { decodeJwt, exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { newAdminKey } from "../src/domain/admin-keys.ts";
-import { DatabaseUnavailable } from "../src/domain/errors.ts";
+import { ConfigError } from "../src/domain/config.ts";
+import { BucketMoving, DatabaseUnavailable } from "../src/domain/errors.ts";
 import { InvalidInput } from "../src/domain/invalid-input.ts";
 import { logLine } from "../src/domain/log.ts";
 import { hashSecret } from "../src/domain/token.ts";
@@ -290,6 +291,128 @@ describe("a bug is the service's failure, never the caller's fault", () => {
   });
 });
 
+describe("one failure, one line, whichever entry point it came through", () => {
+  // Each fault planted under the same act, ending a session, asked over HTTP (POST /auth/logout)
+  // and over RPC (endSession): every line written is compared, so a second line for the same
+  // failure (the request line, one from deeper down) fails the test as surely as a missing one.
+  const BUG = "Cannot read properties of undefined (reading 'x')";
+  const COOKIE_RULE = "SESSION_COOKIE_NAME must be a cookie name starting with __Host-";
+
+  /** The session's bucket, held by a move (src/db/moves.ts): frozen here, or moved to `binding`. */
+  async function moving(userId: string, sessionId: string, state: "frozen" | "moved", binding: string) {
+    const db = await d1OfUser(userId);
+    const bucket = sessionId.slice(0, -22);
+    await db
+      .prepare("INSERT INTO bucket_moves (bucket, state, binding, updated_at) VALUES (?, ?, ?, ?)")
+      .bind(bucket, state, binding, Date.now())
+      .run();
+    return { bindings: {}, undo: () => db.prepare("DELETE FROM bucket_moves WHERE bucket = ?").bind(bucket).run() };
+  }
+
+  const FAULTS: {
+    fault: string;
+    plant: (userId: string, sessionId: string) => Promise<{ bindings: Partial<Env>; undo?: () => Promise<unknown> }>;
+    line: (userId: string) => Promise<Record<string, unknown>>;
+    answer: { status: 500 | 503; code: "internal_error" | "service_unavailable" | "moving"; retryAfter?: string };
+    thrown: new (...args: never[]) => Error;
+  }[] = [
+    {
+      fault: "a bug (a TypeError under the database call)",
+      plant: async (userId) => ({
+        bindings: {
+          [await bindingOfUser(userId)]: flakyD1(
+            await d1OfUser(userId),
+            Number.POSITIVE_INFINITY,
+            () => new TypeError(BUG),
+          ).db,
+        },
+      }),
+      line: async (userId) => ({
+        level: "error",
+        event: "unhandled_error",
+        name: "TypeError",
+        message: "Cannot read properties of undefined (reading [redacted])",
+        binding: await bindingOfUser(userId),
+      }),
+      answer: { status: 500, code: "internal_error" },
+      thrown: InternalError,
+    },
+    {
+      fault: "a refused configuration",
+      plant: async () => ({ bindings: { SESSION_COOKIE_NAME: "session" } }),
+      line: async () => ({ level: "error", event: "config_error", message: COOKIE_RULE }),
+      answer: { status: 500, code: "internal_error" },
+      thrown: ConfigError,
+    },
+    {
+      fault: "an overloaded database",
+      plant: async (userId) => ({
+        bindings: {
+          [await bindingOfUser(userId)]: faultyD1(
+            await d1OfUser(userId),
+            ["before"],
+            "D1_ERROR: D1 DB is overloaded. Too many requests queued.",
+          ).db,
+        },
+      }),
+      line: async () => ({ level: "warn", event: "database_unavailable" }),
+      answer: { status: 503, code: "service_unavailable", retryAfter: "1" },
+      thrown: DatabaseUnavailable,
+    },
+    {
+      fault: "a bucket being moved",
+      plant: async (userId, sessionId) => moving(userId, sessionId, "frozen", await bindingOfUser(userId)),
+      line: async () => ({ level: "warn", event: "bucket_moving" }),
+      answer: { status: 503, code: "moving", retryAfter: "1" },
+      thrown: BucketMoving,
+    },
+    {
+      fault: "a bucket moved to a database this worker has no binding for",
+      plant: async (userId, sessionId) => moving(userId, sessionId, "moved", "DB_NOT_DEPLOYED"),
+      line: async () => ({ level: "error", event: "move_target_unbound", binding: "DB_NOT_DEPLOYED" }),
+      answer: { status: 503, code: "moving", retryAfter: "1" },
+      thrown: BucketMoving,
+    },
+  ];
+
+  for (const { fault, plant, line, answer, thrown } of FAULTS) {
+    it(`${fault}: one line, the same over HTTP and RPC but for where; the answer and the error its own`, async () => {
+      const userId = newUser();
+      const session = await issue(userId);
+      const lines = captureConsole();
+      const planted = async <T>(act: (bindings: Partial<Env>) => Promise<T>): Promise<T> => {
+        const { bindings, undo } = await plant(userId, session.id);
+        try {
+          return await act(bindings);
+        } finally {
+          await undo?.();
+        }
+      };
+      const response = await planted((bindings) =>
+        callWith(bindings, "POST", "/auth/logout", sessionCookie(session.token)),
+      );
+      await expectError(response, answer.status, answer.code, { retryAfter: answer.retryAfter ?? null });
+      const expected = await line(userId);
+      const request_id = expect.any(String);
+      expect(lines.map((logged) => JSON.parse(logged))).toEqual([
+        { ...expected, method: "POST", route: "/auth/logout", request_id },
+      ]);
+      lines.length = 0;
+      const error = await planted((bindings) =>
+        new SessionService(createExecutionContext(), { ...env, ...bindings } as Env)
+          .endSession({ sessionId: session.id, reason: "admin" })
+          .then(
+            () => null,
+            (thrownError: unknown) => thrownError,
+          ),
+      );
+      expect(error).toBeInstanceOf(thrown);
+      expect(lines.map((logged) => JSON.parse(logged))).toEqual([{ ...expected, rpc: "endSession", request_id }]);
+      expect(await isLive(session.token)).toBe(true);
+    });
+  }
+});
+
 // An identity provider that both pushes SETs and signs logouts, its key inline.
 const idp = await generateKeyPair("ES256");
 const IDP = "https://idp.example";
@@ -332,7 +455,7 @@ describe("a bug on the identity providers', report, Shared Signals, cron and que
       .setJti(crypto.randomUUID())
       .sign(idp.privateKey);
 
-  it("POST /upstreams/:name/backchannel-logout: 500 and its line, the provider's line naming the failure", async () => {
+  it("POST /upstreams/:name/backchannel-logout: 500, its line and the provider's record of the use, naming no failure", async () => {
     const subject = `sub-${crypto.randomUUID()}`;
     const token = await signed(
       { sub: subject, aud: "sessions-app", events: { "http://schemas.openid.net/event/backchannel-logout": {} } },
@@ -352,7 +475,8 @@ describe("a bug on the identity providers', report, Shared Signals, cron and que
     const { jti } = decodeJwt(token);
     const asked = [await bindingOfUser(`idp\n${subject}`), await bindingOfUser(`logout\nidp\n${jti}`)];
     const [line] = failures(lines);
-    expect(failures(lines)).toEqual([
+    // The failure's one line, then the provider's record of its use, with the status alone.
+    expect(lines.map((logged) => JSON.parse(logged))).toEqual([
       {
         ...LINE,
         method: "POST",
@@ -360,18 +484,9 @@ describe("a bug on the identity providers', report, Shared Signals, cron and que
         binding: line?.binding,
         request_id: expect.any(String),
       },
+      { level: "info", event: "upstream_call", upstream: "idp", route: "backchannel_logout", status: 500 },
     ]);
     expect(asked).toContain(line?.binding);
-    expect(lines.map((line) => JSON.parse(line)).filter((line) => line.event === "upstream_call")).toEqual([
-      {
-        level: "info",
-        event: "upstream_call",
-        upstream: "idp",
-        route: "backchannel_logout",
-        status: null,
-        error: "TypeError",
-      },
-    ]);
   });
 
   it("POST /upstreams/:name/global-token-revocation: 500 and its line", async () => {
@@ -476,11 +591,27 @@ describe("a bug on the identity providers', report, Shared Signals, cron and que
     const lines = captureConsole();
     await expect(runCron("* * * * *", { ...vars, ...buggyDatabases() })).rejects.toThrow(new TypeError(BUG));
     const site = { cron: "delivery", request_id: expect.any(String) };
-    expect(failures(lines)).toEqual([
+    // Every line written: one for each failure, nothing else.
+    expect(lines.map((line) => JSON.parse(line))).toEqual([
       // What is pending, on every database in turn; then the pushes due, on the streams' database.
       ...shardBindings().map((binding) => ({ ...LINE, ...site, binding })),
       { ...LINE, ...site, binding: "DB" },
     ]);
+  });
+
+  it("a refused configuration on either cron: its one config_error line, then the invocation fails", async () => {
+    const message = 'SHARDS must be JSON: {region: {"<first>-<last>": binding}}';
+    for (const [cron, job] of [
+      ["* * * * *", "delivery"],
+      ["17 * * * *", "purge"],
+    ] as const) {
+      const lines = captureConsole();
+      await expect(runCron(cron, { SHARDS: "{" })).rejects.toThrow(new ConfigError(message));
+      expect(lines.map((line) => JSON.parse(line))).toEqual([
+        { level: "error", event: "config_error", message, cron: job, request_id: expect.any(String) },
+      ]);
+      vi.restoreAllMocks();
+    }
   });
 
   it("the hourly purge: a line for each database and table it failed on; the others go on, and its line names them", async () => {

@@ -6,10 +6,11 @@ import { firstEventId } from "../src/db/schema.ts";
 import { openShards } from "../src/db/shards.ts";
 import { readConfig } from "../src/domain/config.ts";
 import worker from "../src/index.ts";
-import { SessionService } from "../src/rpc/session-service.ts";
+import { InternalError, SessionService } from "../src/rpc/session-service.ts";
 import type { SessionEventMessage } from "../src/services/event-message.ts";
 import { issueSession } from "../src/services/issue-session.ts";
 import { purge } from "../src/services/purge.ts";
+import { sawStreams } from "../src/services/ssf/live-streams.ts";
 import { endUserSessions as endSessionsOfUser } from "../src/services/user-sessions.ts";
 import { countingShards } from "./d1.ts";
 import {
@@ -27,8 +28,10 @@ import {
   randomIp,
   scopeWith,
   sessionCookie,
+  sessionIdsOf,
   shardBindings,
 } from "./helpers.ts";
+import { transmitter } from "./ssf.ts";
 
 // The optional SESSION_EVENTS queue, with the pool's real queue: test/workers/events-consumer.js
 // consumes it. Every event is delivered at least once, with an id of its own across every
@@ -355,5 +358,43 @@ describe("events queue (SESSION_EVENTS)", () => {
     expect(await pendingOf(userId)).toEqual([]);
     expect((await purge(env)).resent).toBe(0);
     expect((await received()).filter((m) => m.userId === userId)).toEqual([]);
+  });
+});
+
+describe("which upstreams take pushes, asked as a call opens its outbox", () => {
+  it("a bug reading them is the call's failure, with its one line; only a refused var is taken for yes", async () => {
+    // Asked only while no stream is live (src/services/ssf/live-streams.ts). A refused
+    // SSF_UPSTREAM_AUTHORIZATIONS answers the call, its events pending
+    // (test/upstream-sign-outs.test.ts); any other error must not be taken for one.
+    sawStreams(false);
+    const lines: string[] = [];
+    for (const level of ["log", "warn", "error"] as const)
+      vi.spyOn(console, level).mockImplementation((line: unknown) => void lines.push(String(line)));
+    try {
+      const bindings = { ...env, ...(await transmitter()).vars } as Env;
+      Object.defineProperty(bindings, "SSF_UPSTREAM_AUTHORIZATIONS", {
+        get: () => {
+          throw new TypeError("Cannot read properties of undefined (reading 'x')");
+        },
+      });
+      const userId = newUser();
+      const service = new SessionService(createExecutionContext(), bindings);
+      await expect(service.create({ userId })).rejects.toBeInstanceOf(InternalError);
+      expect(lines.map((line) => JSON.parse(line))).toEqual([
+        {
+          level: "error",
+          event: "unhandled_error",
+          name: "TypeError",
+          message: "Cannot read properties of undefined (reading [redacted])",
+          rpc: "create",
+          binding: null,
+          request_id: expect.any(String),
+        },
+      ]);
+      expect(await sessionIdsOf(userId)).toEqual([]);
+    } finally {
+      vi.restoreAllMocks();
+      sawStreams(true);
+    }
   });
 });

@@ -128,6 +128,9 @@ describe("the shard map", () => {
         level: "error",
         event: "config_error",
         message: "SHARDS names DB_MISSING, which is not a D1 binding of this worker",
+        method: "GET",
+        route: "/auth/sessions",
+        request_id: expect.any(String),
       },
     ]);
   });

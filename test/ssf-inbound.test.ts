@@ -682,6 +682,9 @@ describe("a key set fetched from jwks_uri", () => {
       upstream: "idp",
       why: "unavailable",
       failure: "JOSEError",
+      method: "POST",
+      route: "/ssf/inbound",
+      request_id: expect.any(String),
     });
     vi.setSystemTime(Date.now() + 10_000);
     fetches.mockResolvedValue(Response.json({ keys: PUBLIC_KEYS }));

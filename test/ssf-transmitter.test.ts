@@ -152,9 +152,10 @@ describe("a refused transmitter configuration", () => {
       for (const path of ["/.well-known/ssf-configuration", "/ssf/jwks.json"]) {
         await expectError(await callWith(bindings, "GET", path), 500, "internal_error", { cacheControl: null });
       }
+      const site = (route: string) => ({ method: "GET", route, request_id: expect.any(String) });
       expect(logged.map((line) => JSON.parse(line))).toEqual([
-        { level: "error", event: "config_error", message },
-        { level: "error", event: "config_error", message },
+        { level: "error", event: "config_error", message, ...site("/.well-known/ssf-configuration") },
+        { level: "error", event: "config_error", message, ...site("/ssf/jwks.json") },
       ]);
       expect(logged.join("")).not.toContain(good.d as string);
       vi.restoreAllMocks();

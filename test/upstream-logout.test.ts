@@ -930,6 +930,9 @@ describe("back-channel logout", () => {
       event: "upstream_keys_unavailable",
       upstream: "corp",
       why: "unknown_kid",
+      method: "POST",
+      route: "/upstreams/:name/backchannel-logout",
+      request_id: expect.any(String),
     });
     vi.setSystemTime(Date.now() + 500);
     await expectDone(await logout(token, { bindings }));
@@ -1085,9 +1088,20 @@ describe("back-channel logout, as docs/identity-providers.md says it", () => {
     await expect(
       service(broken).create({ userId: newUser(), upstream: { provider: "corp", subject: "s" } }),
     ).rejects.toThrow(/^SSF_UPSTREAMS must be a JSON array of upstreams/);
-    expect(
-      errors.mock.calls.map(([line]) => JSON.parse(String(line))).filter((line) => line.event === "config_error"),
-    ).toHaveLength(3);
+    // One line each, the same over HTTP and RPC but for where.
+    const line = (site: Record<string, string>) => ({
+      level: "error",
+      event: "config_error",
+      message: expect.stringMatching(/^SSF_UPSTREAMS must be a JSON array of upstreams/),
+      ...site,
+      request_id: expect.any(String),
+    });
+    expect(errors.mock.calls.map(([logged]) => JSON.parse(String(logged)))).toEqual([
+      line({ method: "POST", route: "/upstreams/:name/backchannel-logout" }),
+      line({ method: "POST", route: "/upstreams/:name/global-token-revocation" }),
+      line({ method: "POST", route: "/ssf/inbound" }),
+      line({ rpc: "create" }),
+    ]);
   });
 });
 

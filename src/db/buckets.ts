@@ -1,6 +1,5 @@
 import { eq, notExists, type Placeholder, type SQL, sql } from "drizzle-orm";
 import { BucketMoving } from "../domain/errors.ts";
-import { logLine } from "../domain/log.ts";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 import type { Database } from "./client.ts";
 import { type BucketMoveRow, bucketMoves, sessions } from "./schema.ts";
@@ -74,7 +73,8 @@ interface BucketAnswer<T> {
  * the truth until the move's last step (its activity touch was skipped); a write that did
  * something before the freeze answers that, any other was held back: BucketMoving. `moved`:
  * nothing of the bucket is here, so the same operation runs where it went: one more round
- * trip, until SHARDS names that database. A loop or a chain too long: BucketMoving.
+ * trip, until SHARDS names that database. A target this worker has no binding for (named in
+ * the BucketMoving, for its log line), a loop or a chain too long: BucketMoving.
  */
 export async function onBucket<T>(shard: BucketShard, run: (db: Database) => Promise<BucketAnswer<T>>): Promise<T> {
   let current = shard;
@@ -83,10 +83,7 @@ export async function onBucket<T>(shard: BucketShard, run: (db: Database) => Pro
     if (!move || (move.state === "frozen" && !blocked)) return answer;
     if (move.state === "frozen") throw new BucketMoving();
     const next = forwards < MAX_FORWARDS ? current.elsewhere(move.binding) : null;
-    if (!next) {
-      if (forwards < MAX_FORWARDS) logLine("error", "move_target_unbound", { binding: move.binding });
-      throw new BucketMoving();
-    }
+    if (!next) throw new BucketMoving(forwards < MAX_FORWARDS ? move.binding : null);
     current = next;
   }
 }

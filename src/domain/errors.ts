@@ -4,12 +4,15 @@
 /**
  * The session database answered "this user's bucket is being moved": nothing was written,
  * and the same request shortly (a second) will be answered (HTTP 503 `moving`; thrown as is
- * to RPC callers).
+ * to RPC callers). `unboundTarget`: the binding the bucket moved to, when this worker has none
+ * of that name (the move ran before its binding was deployed), for the operator's log line.
  */
 export class BucketMoving extends Error {
   override name = "BucketMoving";
-  constructor() {
+  readonly unboundTarget: string | null;
+  constructor(unboundTarget: string | null = null) {
     super("This user's sessions are being moved to another database. Retry in a second.");
+    this.unboundTarget = unboundTarget;
   }
 }
 

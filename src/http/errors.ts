@@ -1,8 +1,6 @@
 import type { Context } from "hono";
 import { routePath } from "hono/route";
-import { ConfigError } from "../domain/config.ts";
 import { BucketMoving, DatabaseUnavailable, UpstreamKeysUnavailable } from "../domain/errors.ts";
-import { logLine } from "../domain/log.ts";
 import { Refused, type RefusedStatus } from "../domain/refusal.ts";
 import { logFailure } from "../services/failure-log.ts";
 import { type ErrorCode, MESSAGES } from "./error-codes.ts";
@@ -82,34 +80,20 @@ function requestIdOf(c: Context): string {
 }
 
 /**
- * The one place an error becomes the HTTP answer (the app's `onError` and `notFound`): a
- * refusal with the answer it carries; a failure to retry, a bare 503; anything else, a bug
- * included, a bare 500 and its log line.
+ * The one place an error becomes the HTTP answer (the app's `onError` and `notFound`, an
+ * upstream route's `answer`): a refusal with the answer it carries; any failure, its one log
+ * line (src/services/failure-log.ts), then a bare 503 for one to retry, else a bare 500.
  */
 export function writeError(c: Context, error: unknown): Response {
   if (error instanceof Refused) return c.json(error.body, error.status, error.headers);
+  const route = routePath(c, -1);
+  logFailure(error, { method: c.req.method, route: route.endsWith("*") ? null : route }, requestIdOf(c));
   if (error instanceof DatabaseUnavailable) {
-    logLine("warn", "database_unavailable");
     return bare(503, "service_unavailable", { "Retry-After": String(RETRY_AFTER_SECONDS) });
   }
   if (error instanceof UpstreamKeysUnavailable) {
-    logLine("warn", "upstream_keys_unavailable", {
-      upstream: error.upstream,
-      why: error.why,
-      ...(error.failure === null ? {} : { failure: error.failure }),
-    });
     return bare(503, "service_unavailable", { "Retry-After": String(error.retryAfterSeconds) });
   }
-  if (error instanceof BucketMoving) {
-    logLine("warn", "bucket_moving");
-    return bare(503, "moving", { "Retry-After": String(RETRY_AFTER_SECONDS) });
-  }
-  if (error instanceof ConfigError) {
-    // Loud and whole: the message names only the var and the rule it breaks.
-    logLine("error", "config_error", { message: error.message });
-    return bare(500, "internal_error");
-  }
-  const route = routePath(c, -1);
-  logFailure(error, { method: c.req.method, route: route.endsWith("*") ? null : route }, requestIdOf(c));
+  if (error instanceof BucketMoving) return bare(503, "moving", { "Retry-After": String(RETRY_AFTER_SECONDS) });
   return bare(500, "internal_error");
 }

@@ -99,9 +99,9 @@ export class SessionService extends WorkerEntrypoint<Env> {
    * Runs one method on its scope (opened with `context`, checked first), the one place the RPC
    * turns a service's answer into its error: invalid input raised before the call asked a
    * database (`judgingInput`) into the TypeError or RangeError it names, a call refusal into a
-   * RangeError with its sentence; a retryable failure is thrown as it is. Anything else is the service's failure:
-   * its log line (src/services/failure-log.ts), and an InternalError for the caller (a refused
-   * configuration as it is, whose message names only the var).
+   * RangeError with its sentence. Anything else is a failure: its one log line, as over HTTP
+   * (src/services/failure-log.ts); a failure to retry or a refused configuration is thrown as
+   * it is (their messages are fixed, or name only the var), any other as an InternalError.
    */
   private async run<T>(
     rpc: string,
@@ -113,10 +113,11 @@ export class SessionService extends WorkerEntrypoint<Env> {
       result = await judgingInput(this.scope(context()), call);
     } catch (error) {
       if (error instanceof InvalidInput) throw new error.thrownAs(error.message);
-      if (error instanceof BucketMoving || error instanceof DatabaseUnavailable) throw error;
       const requestId = crypto.randomUUID();
       logFailure(error, { rpc }, requestId);
-      throw error instanceof ConfigError ? error : new InternalError(requestId);
+      if (error instanceof BucketMoving || error instanceof DatabaseUnavailable || error instanceof ConfigError)
+        throw error;
+      throw new InternalError(requestId);
     }
     if (isCallRefusal(result)) throw new RangeError(callRefusalSentence(result));
     return result;

@@ -1,9 +1,12 @@
 import { d1BindingOfFailure } from "../db/d1.ts";
+import { ConfigError } from "../domain/config.ts";
+import { BucketMoving, DatabaseUnavailable, UpstreamKeysUnavailable } from "../domain/errors.ts";
 import { logLine } from "../domain/log.ts";
 
-// The log lines of failures, with nothing secret in them: an error nobody expected (a 500, an
-// RPC call that threw one, a cron's job that failed), enough for an operator to tell a lock from
-// a bug from a bad deploy; and an outbox send that failed, which the cron makes good.
+// The log lines of failures, with nothing secret in them, one per failure: what failed (the
+// event), where (the entry point's site) and which request, the same whether it came through
+// HTTP, the RPC or a cron; and an outbox send that failed, which the cron makes good. Enough for
+// an operator to tell a lock from a bug from a bad deploy.
 
 /**
  * Anything token-, secret- or hash-like: a run of 16+ token characters with a digit or both
@@ -48,9 +51,28 @@ function described(error: unknown) {
 /** Where it happened: `{ method, route }` for HTTP, `{ rpc }` for SessionService, `{ cron }` for a cron's job. */
 export type FailureSite = { method: string; route: string | null } | { rpc: string } | { cron: "delivery" | "purge" };
 
+/**
+ * The one line of a failure, written by its entry point (src/http/errors.ts's `writeError`, the
+ * RPC's `run`, the crons), and by nothing else: a failure to retry (HTTP's 503) a line named for
+ * it; a refused configuration `config_error`, its message whole (it names only the var and its
+ * rule); anything else, a bug included, `unhandled_error`, described. Each ends with the site
+ * and the request's id.
+ */
 export function logFailure(error: unknown, site: FailureSite, requestId: string): void {
-  const { name, message, binding } = described(error);
-  logLine("error", "unhandled_error", { name, message, ...site, binding, request_id: requestId });
+  const where: Record<string, string | null> = { ...site, request_id: requestId };
+  if (error instanceof DatabaseUnavailable) logLine("warn", "database_unavailable", where);
+  else if (error instanceof BucketMoving && error.unboundTarget === null) logLine("warn", "bucket_moving", where);
+  // A move to a binding this worker lacks holds the bucket's users until one is deployed: an operator's error.
+  else if (error instanceof BucketMoving)
+    logLine("error", "move_target_unbound", { binding: error.unboundTarget, ...where });
+  else if (error instanceof UpstreamKeysUnavailable) {
+    const { upstream, why, failure } = error;
+    logLine("warn", "upstream_keys_unavailable", { upstream, why, ...(failure === null ? {} : { failure }), ...where });
+  } else if (error instanceof ConfigError) logLine("error", "config_error", { message: error.message, ...where });
+  else {
+    const { name, message, binding } = described(error);
+    logLine("error", "unhandled_error", { name, message, ...site, binding, request_id: requestId });
+  }
 }
 
 /**

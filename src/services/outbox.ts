@@ -2,6 +2,7 @@ import { chunks, type Database } from "../db/client.ts";
 import { markDelivered } from "../db/outbox.ts";
 import type { Shards } from "../db/shards.ts";
 import type { Logged, OutgoingEvent, Writer } from "../db/writes.ts";
+import { ConfigError } from "../domain/config.ts";
 import { readTransmitter, type Transmitter } from "../domain/ssf/transmitter.ts";
 import { readUpstreamReceivers, type UpstreamReceiver } from "../domain/upstreams/receivers.ts";
 import { type SessionEventMessage, toMessage } from "./event-message.ts";
@@ -67,12 +68,16 @@ export function outletsOf(env: Env, shards: Shards): Outlets | null {
   return env.SESSION_EVENTS || ssf ? { queue: env.SESSION_EVENTS, ssf } : null;
 }
 
-/** Whether any upstream takes pushes; a refused var counts as yes, so the cron sends once it is fixed. */
+/**
+ * Whether any upstream takes pushes; a refused var counts as yes, so the cron sends once it is
+ * fixed (the sending logs the refusal). Any other error is the request's failure, with its line.
+ */
 function receiversMayBeListed(receivers: () => readonly UpstreamReceiver[]): boolean {
   try {
     return receivers().length > 0;
-  } catch {
-    return true;
+  } catch (error) {
+    if (error instanceof ConfigError) return true;
+    throw error;
   }
 }
 

@@ -9,11 +9,12 @@ import type { ScopeVariables } from "./scope.ts";
 type LoggedEnv = AppEnv & { Variables: Partial<ScopeVariables & TokenVariables> };
 
 /**
- * One JSON line for a request that needs an operator's eye: a 5xx, or more D1 round trips
- * than its databases needed. Ordinary answers write nothing: Workers Logs already keep an
- * invocation log of every request (method, URL, status, duration, outcome), and a line per
- * request cost a third of the worker's throughput. Only fixed fields: the route pattern (never the raw path,
- * which a client could fill with anything), never a header, token or hash.
+ * One JSON line for an answer that needs an operator's eye: more D1 round trips than its
+ * databases needed. Ordinary answers write nothing: Workers Logs already keep an invocation
+ * log of every request (method, URL, status, duration, outcome), and a line per request cost a
+ * third of the worker's throughput. Nor does a 5xx: its one line is its failure's, written by
+ * `writeError`. Only fixed fields: the route pattern (never the raw path, which a client could
+ * fill with anything), never a header, token or hash.
  */
 export const requestLog = createMiddleware<LoggedEnv>(async (c, next) => {
   const started = performance.now();
@@ -22,11 +23,11 @@ export const requestLog = createMiddleware<LoggedEnv>(async (c, next) => {
   // Every operation answers from one round trip per database it asks; more means a transient
   // D1 error was retried, or the user's bucket was moved to a database the deployed SHARDS does
   // not name yet.
-  if (status < 500 && (c.var.scope?.extraRoundTrips() ?? 0) === 0) return;
+  if (status >= 500 || (c.var.scope?.extraRoundTrips() ?? 0) === 0) return;
   const route = routePath(c, -1);
-  // Through console.log whatever the level, as this line has always been written.
+  // Through console.log, as this line has always been written.
   logLine(
-    status >= 500 ? "error" : "warn",
+    "warn",
     "request",
     {
       method: c.req.method,

@@ -14,6 +14,7 @@ import { MAX_AMR_LENGTH, MAX_AMR_VALUES, MAX_UPSTREAM_ID_LENGTH } from "../../do
 import { backchannelLogout, revokeGlobally } from "../../services/upstreams/logout.ts";
 import { boundedText, mediaTypeOf } from "../bounded-body.ts";
 import { bearerToken } from "../credentials.ts";
+import { writeError } from "../errors.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
 import { ALLOW_HEADER, anyRequest, error, errorBody, type JsonObject, json, NO_STORE, ref } from "../openapi-parts.ts";
 import { notFound } from "../refusals.ts";
@@ -23,7 +24,7 @@ import { type Credential, declare } from "../route.ts";
 // a token of one upstream is refused at another's: back-channel logout and global token
 // revocation (src/services/upstreams/logout.ts). An upstream without `client_id` has neither
 // (404). Every use is one `upstream_call` log line: the upstream, the route, the answer's
-// status, the sessions ended or the refusal's code; never a token or a subject.
+// status, the sessions ended or the refusal's code (a failure has its own line); never a token or a subject.
 
 const ID = { type: "string", minLength: 1, maxLength: MAX_UPSTREAM_ID_LENGTH };
 
@@ -135,9 +136,9 @@ const bodyAs = <T>(mediaType: string, schema: JsonObject, of: (text: string) => 
 });
 
 /**
- * Runs an upstream route's work and writes its line: the answer's status and the sessions ended, or what
- * stopped it, a refusal's status and code or a failure's class. Either is thrown on, for
- * onError to answer (a failure: 503 to retry, or 500 with its own line).
+ * Runs an upstream route's work and writes its line: the answer's status and the sessions
+ * ended, or a refusal's status and code (thrown on, for onError to answer), or a failure's
+ * status alone: `writeError` answers it here, with the failure's one line.
  */
 async function answer(
   c: Context<ScopedEnv>,
@@ -150,11 +151,12 @@ async function answer(
   try {
     done = await work();
   } catch (error) {
-    const stopped =
-      error instanceof Refused
-        ? { status: error.status, error: error.body.error }
-        : { status: null, error: error instanceof Error ? error.name : "error" };
-    logLine("info", "upstream_call", { ...line, ...stopped });
+    if (!(error instanceof Refused)) {
+      const failed = writeError(c, error);
+      logLine("info", "upstream_call", { ...line, status: failed.status });
+      return failed;
+    }
+    logLine("info", "upstream_call", { ...line, status: error.status, error: error.body.error });
     throw error;
   }
   logLine("info", "upstream_call", { ...line, status: done.status, ended: done.ended });
