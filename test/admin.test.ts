@@ -3,7 +3,8 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { ADMIN_SCOPES, type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
 import { USER_ID_RULE } from "../src/domain/user-id.ts";
 import { app } from "../src/http/app.ts";
-import { HTTP_METHODS, type Operation, openApiDocument } from "../src/http/openapi.ts";
+import { HTTP_METHODS, type Operation } from "../src/http/openapi.ts";
+import { openApiDocument } from "../src/http/routes.ts";
 import { countingShards, flakyD1 } from "./d1.ts";
 import {
   bearer,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { MESSAGES } from "../src/http/error-codes.ts";
-import { openApiDocument } from "../src/http/openapi.ts";
+import { openApiDocument } from "../src/http/routes.ts";
 import { bearer, CHALLENGE, call, expectSecurityHeaders, issue, newUser, ORIGIN } from "./helpers.ts";
 import { validateResponse } from "./openapi.ts";
 

@@ -10,22 +10,21 @@ import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
 import { MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
 import { adminKeyScheme } from "./admin/routes.ts";
-import { ALLOW_HEADER, anyRequest, error, json, type OpenApiDocument, ref } from "./openapi-parts.ts";
-import { pathsOf } from "./route.ts";
+import { anyRequest, error, json, type OpenApiDocument, ref } from "./openapi-parts.ts";
+import { type AnyRoute, declare, PUBLIC, pathsOf } from "./route.ts";
 import { accessTokenSchema } from "./routes/access-tokens.ts";
 import { IDENTIFIER_PARAMETER, PROOF_PARAMETER } from "./routes/device-binding.ts";
 import { SCOPE_PARAMETER } from "./routes/logout.ts";
 import { reportedSignInSchema } from "./routes/report.ts";
 import { SESSION_ID_PARAMETER } from "./routes/sessions.ts";
 import { whoamiSchema } from "./routes/whoami.ts";
-import { ROUTES } from "./routes.ts";
 import { STREAM_ID } from "./ssf/streams.ts";
 import { UPSTREAM_SIGN_IN } from "./upstreams/routes.ts";
 
-// The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json: each route file's
-// paths (its `...Paths`) are built from the declarations its router is built from
-// (src/http/route.ts); here they are put together with the shared components. Every response the test suite receives
-// is validated against it (test/openapi.ts), so it cannot drift.
+// The OpenAPI 3.1 description of the HTTP API, served at GET /openapi.json: its paths are built
+// from the declarations the router is built from (src/http/route.ts, the list in ./routes.ts);
+// here they are put together with the shared components. Every response the test suite
+// receives is validated against it (test/openapi.ts), so it cannot drift.
 
 export {
   HTTP_METHODS,
@@ -105,7 +104,8 @@ const SESSION = {
   additionalProperties: false,
 } as const;
 
-export const openApiDocument: OpenApiDocument = {
+/** The document of these routes: their paths, and the components and extensions they refer to. */
+export const documentOf = (routes: readonly AnyRoute[]): OpenApiDocument => ({
   openapi: "3.1.0",
   info: {
     title: "Session service",
@@ -114,35 +114,7 @@ export const openApiDocument: OpenApiDocument = {
       "Lists a signed-in user's sessions and ends them. Errors are `{code, message}`; clients branch on `code`. Every response under /auth/ carries `Cache-Control: no-store`. A method an /auth/ path does not list answers 405 with `Allow` built from the methods it lists (see `x-other-methods`); HEAD is answered wherever GET is.",
   },
   servers: [{ url: "/", description: "The origin that serves this document." }],
-  paths: {
-    ...pathsOf(ROUTES),
-    "/openapi.json": {
-      get: {
-        operationId: "getOpenApiDocument",
-        summary: "This document",
-        security: [],
-        responses: {
-          "200": {
-            description: "The OpenAPI 3.1 document.",
-            content: json({
-              type: "object",
-              required: ["openapi", "info", "paths", "components"],
-              properties: {
-                openapi: { const: "3.1.0" },
-                info: { type: "object" },
-                paths: { type: "object" },
-                components: { type: "object" },
-              },
-            }),
-          },
-          ...anyRequest(false),
-        },
-      },
-      "x-other-methods": {
-        "405": error("A method this path does not answer.", ["method_not_allowed"], { Allow: ALLOW_HEADER }, false),
-      },
-    },
-  },
+  paths: pathsOf(routes),
   components: {
     securitySchemes: {
       adminKey: adminKeyScheme,
@@ -462,4 +434,42 @@ export const openApiDocument: OpenApiDocument = {
       },
     },
   },
-};
+});
+
+/**
+ * GET /openapi.json: the document `document` gives, which lists this route too. Served by the
+ * worker, not as a static asset: an asset layer puts its router in front of every request,
+ * /auth/* included, which under `wrangler dev` cost the operations throughput; the document
+ * costs bundle size instead (both measured: BENCHMARKS.md, Reading).
+ */
+export function documentRoute(document: () => OpenApiDocument) {
+  let served: string | undefined;
+  return declare({
+    method: "get",
+    path: "/openapi.json",
+    credential: PUBLIC,
+    operationId: "getOpenApiDocument",
+    summary: "This document",
+    answers: {
+      "200": {
+        description: "The OpenAPI 3.1 document.",
+        content: json({
+          type: "object",
+          required: ["openapi", "info", "paths", "components"],
+          properties: {
+            openapi: { const: "3.1.0" },
+            info: { type: "object" },
+            paths: { type: "object" },
+            components: { type: "object" },
+          },
+        }),
+      },
+    },
+    handler: (c) => {
+      // Public and cacheable, unlike /auth/: it changes only with a deployment.
+      c.header("Cache-Control", "public, max-age=300");
+      served ??= JSON.stringify(document());
+      return c.body(served, 200, { "Content-Type": "application/json" });
+    },
+  });
+}

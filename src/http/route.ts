@@ -3,6 +3,8 @@ import type { BlankInput, BlankSchema, HandlerResponse, ToSchema, TypedResponse 
 import type { AppEnv } from "./app-env.ts";
 import { Hono } from "./hono.ts";
 import { requireBearerOrCookie, requireToken, type TokenEnv } from "./middleware/auth.ts";
+import { corsForAllowedOrigins } from "./middleware/cors.ts";
+import { withScope } from "./middleware/scope.ts";
 import {
   ALLOW_HEADER,
   AUTH_ERRORS,
@@ -25,18 +27,32 @@ import {
 
 // One route, declared once: its method and path, the credential it takes, its request's members
 // (each with what the document says of it and the one function that reads it), its answers and
-// its handler. The app's router (`router`) and the OpenAPI document's paths (`pathsOf`) are
-// both built from one list of them (./routes.ts), so a route is served and described, or neither, a
-// member is read as it is documented, and a credential's middleware and its answers (401, 403,
-// 429) go together.
+// its handler. The app's router (`router`), the OpenAPI document's paths (`pathsOf`) and the
+// parts of the origin the app runs middleware on (`mountsOf`) are all built from one list of
+// them (./routes.ts), so a route is served and described, or neither, a member is read as it is
+// documented, and a credential's middleware and its answers (401, 403, 429) go together.
 
 export type Method = "get" | "post" | "put" | "patch" | "delete";
+
+/**
+ * A part of the origin an API sits in, its routes' paths under `path`: every request there,
+ * routed or not (a 404, a 405, a CORS preflight), runs `use` before it is routed, and every
+ * answer there is no-store (src/http/app.ts).
+ */
+export interface Mount {
+  path: string;
+  use: readonly MiddlewareHandler[];
+}
 
 /** What a route takes to be called, and what that costs it in answers; E: what its handler then finds in `c.var`. */
 // biome-ignore lint/correctness/noUnusedVariables: E is for `declare`, which types a route's handler by its credential's.
 export interface Credential<E extends Env> {
   /** The operation's OpenAPI security requirement. */
   security: Json;
+  /** What the document says of every operation taking it, before the route's own description. */
+  description?: string;
+  /** Where the routes taking it sit; what runs there before routing runs before `use`. */
+  mount?: Mount;
   /** Run before the handler, in order: each checks a part of the request or sets a part of E. */
   use: readonly MiddlewareHandler[];
   /** The answers every route taking it can give; a route's own answer of the same status replaces one. */
@@ -56,6 +72,8 @@ export interface Credential<E extends Env> {
 export interface Member<T, E extends Env = Env> {
   doc: JsonObject;
   read: (c: Context<E>) => T | Promise<T>;
+  /** The refusals reading it can give, beside the credential's and before the route's. */
+  answers?: Responses;
 }
 
 /** I: what its parameters read, by name; B: what its body reads. */
@@ -116,16 +134,18 @@ export function router<const Routes extends readonly AnyRoute[]>(routes: Routes)
   return served;
 }
 
-function operation({ operationId, summary, description, credential, parameters, body, answers }: AnyRoute) {
-  const listed = Object.values<Member<unknown>>(parameters ?? {}).map((parameter) => parameter.doc);
+function operation({ operationId, summary, description, credential, parameters = {}, body, answers }: AnyRoute) {
+  const listed = Object.values<Member<unknown>>(parameters);
+  const described = [credential.description, description].filter((part) => part !== undefined).join(" ");
+  const refusals = [...listed, ...(body ? [body] : [])].map((member) => member.answers);
   return {
     operationId,
     summary,
-    ...(description === undefined ? {} : { description }),
+    ...(described === "" ? {} : { description: described }),
     security: credential.security,
-    ...(listed.length === 0 ? {} : { parameters: listed }),
+    ...(listed.length === 0 ? {} : { parameters: listed.map((parameter) => parameter.doc) }),
     ...(body === undefined ? {} : { requestBody: body.doc }),
-    responses: { ...credential.answers, ...answers },
+    responses: Object.assign({}, credential.answers, ...refusals, answers),
   };
 }
 
@@ -140,9 +160,21 @@ export function pathsOf(routes: readonly AnyRoute[]): Record<string, PathItem> {
   return items;
 }
 
+/** The mounts these routes' credentials name, each once, in the order first named. */
+export const mountsOf = (routes: readonly AnyRoute[]): Mount[] => [
+  ...new Set(routes.flatMap(({ credential }) => credential.mount ?? [])),
+];
+
+/**
+ * The session API: every /auth/ request opens its scope (src/http/middleware/scope.ts), which
+ * CORS reads ALLOWED_ORIGINS from, a preflight's too.
+ */
+export const AUTH: Mount = { path: "/auth", use: [withScope, corsForAllowedOrigins] };
+
 /** Bearer, or the session cookie from the same site (src/http/middleware/auth.ts's `requireToken`). */
 export const TOKEN: Credential<TokenEnv> = {
   security: BEARER_OR_COOKIE,
+  mount: AUTH,
   use: [requireToken],
   answers: {
     "401": error(`${NO_TOKEN} ${HELD}`, ["invalid_token", "reauthentication_required"], CHALLENGE),
@@ -156,6 +188,7 @@ export const TOKEN: Credential<TokenEnv> = {
 /** The logouts' (`requireBearerOrCookie`): each says its own 400 and 401, which clear a carried cookie. */
 export const LOGOUT_TOKEN: Credential<TokenEnv> = {
   security: BEARER_OR_COOKIE,
+  mount: AUTH,
   use: [requireBearerOrCookie],
   answers: { ...CROSS_SITE, ...LOGOUT_RATE_LIMITED, ...AUTH_ERRORS },
   otherMethods: METHOD_NOT_ALLOWED,

@@ -1,4 +1,5 @@
 import { ADMIN_ROUTES } from "./admin/routes.ts";
+import { documentOf, documentRoute } from "./openapi.ts";
 import { ACCESS_TOKEN_ROUTES } from "./routes/access-tokens.ts";
 import { DEVICE_BINDING_ROUTES } from "./routes/device-binding.ts";
 import { EVENTS_ROUTES } from "./routes/events.ts";
@@ -11,8 +12,9 @@ import { STREAMS_ROUTES } from "./ssf/streams.ts";
 import { INBOUND_ROUTES } from "./upstreams/inbound.ts";
 import { UPSTREAM_ROUTES } from "./upstreams/routes.ts";
 
-// Every route the app serves, in the document's order: the one list the router (src/http/app.ts)
-// and the OpenAPI document's paths (src/http/openapi.ts) are both built from.
+// Every route the app serves, in the document's order: the one list the router, the parts of the
+// origin the app runs middleware on (src/http/app.ts) and the OpenAPI document
+// (src/http/openapi.ts) are all built from.
 export const ROUTES = [
   ...SESSIONS_ROUTES,
   ...LOGOUT_ROUTES,
@@ -26,4 +28,8 @@ export const ROUTES = [
   ...INBOUND_ROUTES,
   ...UPSTREAM_ROUTES,
   ...ADMIN_ROUTES,
+  documentRoute(() => openApiDocument),
 ] as const;
+
+/** The OpenAPI document, GET /openapi.json's answer. */
+export const openApiDocument = documentOf(ROUTES);

@@ -1,10 +1,9 @@
 import type { Context } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { ADMIN_SCOPES, type AdminScope } from "../../domain/admin-keys.ts";
 import { type ClientContext, checkContextInput } from "../../domain/client-context.ts";
 import { InvalidInput } from "../../domain/invalid-input.ts";
 import { MAX_REASON_LENGTH } from "../../domain/reason.ts";
-import { type CallRefusal, isCallRefusal } from "../../domain/refusal.ts";
+import { isCallRefusal } from "../../domain/refusal.ts";
 import type { Sent } from "../../domain/sent.ts";
 import { MAX_SESSION_DATA_BYTES, MAX_SESSION_DATA_DEPTH, type SessionData } from "../../domain/session-data.ts";
 import { USER_ID_RULE } from "../../domain/user-id.ts";
@@ -26,44 +25,40 @@ import {
   endUserSessions,
   listUserSessions,
 } from "../../services/user-sessions.ts";
-import { mediaTypeOf } from "../bounded-body.ts";
+import { boundedText, mediaTypeOf } from "../bounded-body.ts";
 import { MESSAGES } from "../error-codes.ts";
+import { withScope } from "../middleware/scope.ts";
 import { AUTH_ERRORS, error, type JsonObject, json, METHOD_NOT_ALLOWED, ok, ref } from "../openapi-parts.ts";
 import { bodyTooLarge, callRefused, invalidInput, sessionNotFound, unsupportedMediaType } from "../refusals.ts";
-import type { AnyRoute, Credential, Member } from "../route.ts";
+import { type Credential, declare, type Member, type Mount } from "../route.ts";
 import { UPSTREAM_SIGN_IN_INPUT } from "../upstreams/routes.ts";
-import { type AdminEnv, requireAdminKey } from "./auth.ts";
+import { type AdminEnv, requireAdminApi, requireAdminKey } from "./auth.ts";
 
 // The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool
 // on any stack holding an admin key (./auth.ts). Each route reads a JSON object, calls the same
 // service function the RPC method calls, with the same input rules, and answers what the RPC
 // answers: one D1 round trip, as the RPC. A rule the input breaks (InvalidInput, the RPC's
 // TypeError or RangeError) is answered 400 `invalid_input` with its sentence as `detail`.
-// Each route is declared once (ADMIN_ROUTES, below), and both the router and the document
-// are built from its declaration (src/http/route.ts).
+// Each route is declared as every route is (src/http/route.ts): its credential is an admin key
+// with the scope the call needs (`adminKey`), its body the members the call takes (`members`).
 
 /** A JSON body is one of these calls' inputs: a few short strings and factors. */
 export const MAX_ADMIN_BODY_BYTES = 16 * 1024;
 
-const limitBody = bodyLimit({
-  maxSize: MAX_ADMIN_BODY_BYTES,
-  onError: () => {
-    throw bodyTooLarge();
-  },
-});
-
 /**
  * The body: a JSON object of no members but `allowed` (a typo must not pass for an omission),
  * each as sent (`Sent<T>`): each member is checked by the service, as the RPC's are, since over
- * RPC too the input is only what the caller sent. Sent as `application/json` (any parameter;
- * read as UTF-8, RFC 8259 §8.1), the one media type the document lists: a body sent as a form,
- * as text or untyped is refused (415), not guessed at.
+ * RPC too the input is only what the caller sent. At most MAX_ADMIN_BODY_BYTES (read no further),
+ * sent as `application/json` (any parameter; read as UTF-8, RFC 8259 §8.1), the one media type
+ * the document lists: a body sent as a form, as text or untyped is refused (415), not guessed at.
  */
 async function body(c: Context<AdminEnv>, allowed: readonly string[] | null): Promise<Record<string, unknown>> {
+  const text = await boundedText(c.req.raw, MAX_ADMIN_BODY_BYTES);
+  if (text === null) throw bodyTooLarge();
   if (mediaTypeOf(c) !== "application/json") throw unsupportedMediaType();
   let parsed: unknown;
   try {
-    parsed = JSON.parse(await c.req.text());
+    parsed = JSON.parse(text);
   } catch {
     throw invalidInput("the body must be a JSON object");
   }
@@ -76,10 +71,31 @@ async function body(c: Context<AdminEnv>, allowed: readonly string[] | null): Pr
   return { ...parsed };
 }
 
+/** The body as the document lists it (`schema`) and as `body` reads it, with its refusals. */
+const jsonBody = (
+  schema: JsonObject,
+  allowed: readonly string[] | null,
+): Member<Record<string, unknown>, AdminEnv> => ({
+  doc: { required: true, content: json(schema) },
+  read: (c) => body(c, allowed),
+  answers: BODY,
+});
+
+/** A body's members, each with its JSON schema: every member of the service's input, and no other. */
+type Members<Input> = { readonly [K in keyof Input]-?: JsonObject };
+
+/** A body of these members, `required` among them, each as sent: the service checks them. */
+const members = <Input>(required: (keyof Input & string)[], schemas: Members<Input>): Member<Sent<Input>, AdminEnv> =>
+  jsonBody(object(required, schemas), Object.keys(schemas));
+
+/** A body that is itself the data, of any members: the data's own rule checks it. */
+const data = (description: string): Member<Sent<SessionData>, AdminEnv> => jsonBody({ ...DATA, description }, null);
+
 /**
  * A path that is not percent-encoded UTF-8 (`%E0%A4%A`) is refused: the router would take the
- * broken sequence as literal text, so two paths would name one user. Checked once the body is
- * read, for a route whose path has parameters: a body's refusal comes first.
+ * broken sequence in a parameter as literal text, so two paths would name one user (a path
+ * without parameters that routed has none). Checked once the body is read: a body's refusal
+ * comes first.
  */
 function checkPath(c: Context<AdminEnv>): void {
   try {
@@ -98,12 +114,14 @@ function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Sc
 }
 
 /**
- * Runs the service call; invalid input (src/domain/invalid-input.ts) the call raised before it
- * asked a database (`judgingInput`) is the 400 that names the rule. Anything else (a retryable
- * 503, a bug's TypeError, a stored value a rule refused) is answered as on every route.
+ * Runs the service call and answers its result with `status`; invalid input
+ * (src/domain/invalid-input.ts) the call raised before it asked a database (`judgingInput`) is
+ * the 400 that names the rule, a call refusal its refusal. Anything else (a retryable 503, a
+ * bug's TypeError, a stored value a rule refused) is answered as on every route.
  */
-async function calling<T>(c: Context<AdminEnv>, call: () => Promise<T | CallRefusal>): Promise<T> {
-  let result: T | CallRefusal;
+async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () => Promise<unknown>) {
+  checkPath(c);
+  let result: unknown;
   try {
     result = await judgingInput(c.var.scope, call);
   } catch (error) {
@@ -111,75 +129,22 @@ async function calling<T>(c: Context<AdminEnv>, call: () => Promise<T | CallRefu
     throw error;
   }
   if (isCallRefusal(result)) throw callRefused(result);
-  return result;
+  return c.json(result, status);
 }
 
-/** A body's members, each with its JSON schema: every member of the service's input, and no other. */
-type Members<Input> = { readonly [K in keyof Input]-?: JsonObject };
+/** The admin API: without ADMIN_KEYS every path under /admin/ is 404, before anything else. */
+const ADMIN: Mount = { path: "/admin", use: [requireAdminApi, withScope] };
 
-/**
- * One admin route, declared once: the router runs it and the document says it from this, so a
- * member the call takes is both accepted and documented, or neither.
- */
-interface Declaration<Input, Params = Record<never, never>> {
-  method: "get" | "post" | "put" | "patch";
-  /** Under /admin, as the router writes it (`:name` for a parameter). */
-  path: string;
-  scope: AdminScope;
-  operationId: string;
-  summary: string;
-  /** The path's and the query's parameters, each as the document lists it and as it is read. */
-  parameters?: { [K in keyof Params]: Member<Params[K], AdminEnv> };
-  /**
-   * The body: its members, each with its schema, and those required; or `anyMembers`, the
-   * schema of a body that is itself the data (its own rule checks it). None: no body.
-   */
-  body?: { members: Members<Input>; required: (keyof Input & string)[] } | { anyMembers: JsonObject };
-  /** The success: its status, what it means and its schema. */
-  answer: { status: 200 | 201; description: string; schema: JsonObject };
-  /** Answers beyond the ones every admin call shares. */
-  also?: Record<string, JsonObject>;
-  /** Calls the service with the body's members as sent: invalid input is the 400, a call refusal too. */
-  run: (c: Context<AdminEnv>, input: Sent<Input>, params: Params) => Promise<unknown>;
-}
-
-/** An admin key with `scope`, and a body within its bound when the call reads one: what every admin call answers. */
-function adminKey(scope: AdminScope, body: boolean): Credential<AdminEnv> {
+/** An admin key with `scope`: what every admin call answers. */
+function adminKey(scope: AdminScope): Credential<AdminEnv> {
   return {
     // OpenAPI 3.1 lets a non-OAuth scheme name the roles an operation requires: the key's scope.
     security: [{ adminKey: [scope] }],
-    use: body ? [requireAdminKey(scope), limitBody] : [requireAdminKey(scope)],
-    answers: { ...guarded(scope), ...INVALID, ...(body ? BODY : {}) },
-    otherMethods: OTHER_METHODS,
-  };
-}
-
-function declare<Input, Params = Record<never, never>>(route: Declaration<Input, Params>): AnyRoute {
-  const { body: declared, answer, scope } = route;
-  const members = declared && "members" in declared ? declared.members : null;
-  const schema =
-    declared && ("members" in declared ? object(declared.required, declared.members) : declared.anyMembers);
-  return {
-    method: route.method,
-    path: `/admin${route.path}`,
-    credential: adminKey(scope, schema !== undefined),
-    operationId: route.operationId,
-    summary: route.summary,
     description: `Scope \`${scope}\`. One database round trip; one \`admin_call\` log line naming the key.`,
-    ...(route.parameters ? { parameters: route.parameters } : {}),
-    ...(schema
-      ? {
-          body: {
-            doc: { required: true, content: json(schema) },
-            read: (c) => body(c, members && Object.keys(members)),
-          },
-        }
-      : {}),
-    answers: { [answer.status]: ok(answer.description, answer.schema), ...route.also },
-    handler: async (c: Context<AdminEnv>, { body: input = {}, ...params }: { body?: Sent<Input> } & Params) => {
-      if (route.path.includes(":")) checkPath(c);
-      return c.json(await calling(c, () => route.run(c, input, params as Params)), answer.status);
-    },
+    mount: ADMIN,
+    use: [requireAdminKey(scope)],
+    answers: { ...guarded(scope), ...INVALID },
+    otherMethods: OTHER_METHODS,
   };
 }
 
@@ -275,10 +240,11 @@ const DATA = {
 };
 const COUNT = { type: "integer", minimum: 0 };
 const UPDATED = {
-  status: 200,
-  description: "Whether a live session had that id (nothing is written when none had).",
-  schema: object(["updated"], { updated: { type: "boolean" } }),
-} as const;
+  "200": ok(
+    "Whether a live session had that id (nothing is written when none had).",
+    object(["updated"], { updated: { type: "boolean" } }),
+  ),
+};
 
 const ISSUED = {
   type: "object",
@@ -298,80 +264,74 @@ const ISSUED = {
 
 /** Every admin route, in the document's order. */
 export const ADMIN_ROUTES = [
-  declare<CreateSessionInput>({
+  declare({
     method: "post",
-    path: "/sessions",
-    scope: "sessions:create",
+    path: "/admin/sessions",
+    credential: adminKey("sessions:create"),
     operationId: "adminCreateSession",
     summary: "Issue a session (SessionService.create)",
-    body: {
-      required: ["userId"],
-      members: {
-        userId: { type: "string" },
-        ipAddress: { type: ["string", "null"] },
-        userAgent: { type: ["string", "null"] },
-        ttlSeconds: { type: "integer" },
-        country: { type: ["string", "null"] },
-        city: { type: ["string", "null"] },
-        asn: { type: ["integer", "null"] },
-        latitude: { type: ["string", "number", "null"] },
-        longitude: { type: ["string", "number", "null"] },
-        region: { type: ["string", "null"] },
-        factors: { type: "array" },
-        assuranceLevel: { type: ["integer", "null"] },
-        deviceBound: { type: "boolean" },
-        carrier: { enum: ["cookie", "bearer", "both", null] },
-        data: DATA,
-        upstream: { ...UPSTREAM_SIGN_IN_INPUT, type: ["object", "null"] },
-      },
-    },
-    answer: { status: 201, description: "The session, its token and the login response's cookie.", schema: ISSUED },
-    run: (c, input) => createSession(scopeOf(c), input),
+    body: members<CreateSessionInput>(["userId"], {
+      userId: { type: "string" },
+      ipAddress: { type: ["string", "null"] },
+      userAgent: { type: ["string", "null"] },
+      ttlSeconds: { type: "integer" },
+      country: { type: ["string", "null"] },
+      city: { type: ["string", "null"] },
+      asn: { type: ["integer", "null"] },
+      latitude: { type: ["string", "number", "null"] },
+      longitude: { type: ["string", "number", "null"] },
+      region: { type: ["string", "null"] },
+      factors: { type: "array" },
+      assuranceLevel: { type: ["integer", "null"] },
+      deviceBound: { type: "boolean" },
+      carrier: { enum: ["cookie", "bearer", "both", null] },
+      data: DATA,
+      upstream: { ...UPSTREAM_SIGN_IN_INPUT, type: ["object", "null"] },
+    }),
+    answers: { "201": ok("The session, its token and the login response's cookie.", ISSUED) },
+    handler: (c, { body }) => answer(c, 201, () => createSession(scopeOf(c), body)),
   }),
-  declare<ReauthenticateRequest>({
+  declare({
     method: "post",
-    path: "/sessions/reauthenticate",
-    scope: "sessions:create",
+    path: "/admin/sessions/reauthenticate",
+    credential: adminKey("sessions:create"),
     operationId: "adminReauthenticate",
     summary: "Record a new sign-in on a session and give it a new token (SessionService.reauthenticate)",
-    body: {
-      required: ["token"],
-      members: {
-        token: { type: "string" },
-        factors: { type: "array", description: "At least one, unless `upstream` gives `auth_time` or `amr`." },
-        assuranceLevel: { type: ["integer", "null"] },
-        cookie: { type: "string" },
-        carrier: { enum: ["cookie", "bearer"] },
-        context: { type: "object" },
-        upstream: { ...UPSTREAM_SIGN_IN_INPUT, type: ["object", "null"] },
-      },
-    },
-    answer: {
-      status: 200,
-      description: "The same session with its new token; the old token is dead.",
-      schema: object(["sessionId", "token", "expiresAt", "cookie"], {
-        sessionId: ref("schemas/SessionId"),
-        token: { type: "string" },
-        expiresAt: { type: "string", format: "date-time" },
-        cookie: { type: "string", description: "A ready `Set-Cookie` value carrying the new token." },
-      }),
-    },
-    also: {
+    body: members<ReauthenticateRequest>(["token"], {
+      token: { type: "string" },
+      factors: { type: "array", description: "At least one, unless `upstream` gives `auth_time` or `amr`." },
+      assuranceLevel: { type: ["integer", "null"] },
+      cookie: { type: "string" },
+      carrier: { enum: ["cookie", "bearer"] },
+      context: { type: "object" },
+      upstream: { ...UPSTREAM_SIGN_IN_INPUT, type: ["object", "null"] },
+    }),
+    answers: {
+      "200": ok(
+        "The same session with its new token; the old token is dead.",
+        object(["sessionId", "token", "expiresAt", "cookie"], {
+          sessionId: ref("schemas/SessionId"),
+          token: { type: "string" },
+          expiresAt: { type: "string", format: "date-time" },
+          cookie: { type: "string", description: "A ready `Set-Cookie` value carrying the new token." },
+        }),
+      ),
       "404": error(
         "The token proves no live session (SessionService.reauthenticate answers null); or no admin key is configured.",
         ["session_not_found", "not_found"],
       ),
     },
-    run: async (c, input) => {
-      const reissued = await reauthenticated(scopeOf(c, checkContextInput(input.context)), input);
-      if (!reissued) throw sessionNotFound();
-      return reissued;
-    },
+    handler: (c, { body }) =>
+      answer(c, 200, async () => {
+        const reissued = await reauthenticated(scopeOf(c, checkContextInput(body.context)), body);
+        if (!reissued) throw sessionNotFound();
+        return reissued;
+      }),
   }),
-  declare<Record<string, never>, { userId: string; region: string | undefined }>({
+  declare({
     method: "get",
-    path: "/users/:userId/sessions",
-    scope: "sessions:read",
+    path: "/admin/users/:userId/sessions",
+    credential: adminKey("sessions:read"),
     operationId: "adminListUserSessions",
     summary:
       "A user's live sessions, as the user lists them and with the upstream sign-in of each (SessionService.listUserSessions)",
@@ -382,56 +342,53 @@ export const ADMIN_ROUTES = [
         read: (c) => c.req.query("region"),
       },
     },
-    answer: {
-      status: 200,
-      description: "Newest first; [] for an unknown user.",
-      schema: object(["sessions"], { sessions: { type: "array", items: ref("schemas/BackendSession") } }),
+    answers: {
+      "200": ok(
+        "Newest first; [] for an unknown user.",
+        object(["sessions"], { sessions: { type: "array", items: ref("schemas/BackendSession") } }),
+      ),
     },
-    run: async (c, _, { userId, region }) => ({ sessions: await listUserSessions(scopeOf(c), userId, region) }),
+    handler: (c, { userId, region }) =>
+      answer(c, 200, async () => ({ sessions: await listUserSessions(scopeOf(c), userId, region) })),
   }),
-  declare<Omit<EndUserSessionsInput, "userId">, { userId: string }>({
+  declare({
     method: "post",
-    path: "/users/:userId/sessions/end",
-    scope: "sessions:end",
+    path: "/admin/users/:userId/sessions/end",
+    credential: adminKey("sessions:end"),
     operationId: "adminEndUserSessions",
     summary: "End a user's sessions, or all but one (SessionService.endUserSessions)",
     parameters: { userId: USER_ID },
-    body: {
-      required: ["reason"],
-      members: {
-        reason: REASON,
-        exceptSessionId: { type: ["string", "null"] },
-        region: { type: ["string", "null"] },
-      },
-    },
-    answer: { status: 200, description: "How many ended.", schema: object(["ended"], { ended: COUNT }) },
-    run: (c, input, { userId }) => endUserSessions(scopeOf(c), { ...input, userId }),
+    body: members<Omit<EndUserSessionsInput, "userId">>(["reason"], {
+      reason: REASON,
+      exceptSessionId: { type: ["string", "null"] },
+      region: { type: ["string", "null"] },
+    }),
+    answers: { "200": ok("How many ended.", object(["ended"], { ended: COUNT })) },
+    handler: (c, { userId, body }) => answer(c, 200, () => endUserSessions(scopeOf(c), { ...body, userId })),
   }),
-  declare<Omit<EndSessionInput, "sessionId">, { sessionId: string }>({
+  declare({
     method: "post",
-    path: "/sessions/:sessionId/end",
-    scope: "sessions:end",
+    path: "/admin/sessions/:sessionId/end",
+    credential: adminKey("sessions:end"),
     operationId: "adminEndSession",
     summary: "End one session (SessionService.endSession)",
     parameters: { sessionId: SESSION_ID },
-    body: { required: ["reason"], members: { reason: REASON } },
-    answer: {
-      status: 200,
-      description: "Whether a live session had that id.",
-      schema: object(["ended"], { ended: { type: "boolean" } }),
+    body: members<Omit<EndSessionInput, "sessionId">>(["reason"], { reason: REASON }),
+    answers: {
+      "200": ok("Whether a live session had that id.", object(["ended"], { ended: { type: "boolean" } })),
     },
-    run: (c, input, { sessionId }) => endSession(scopeOf(c), { ...input, sessionId }),
+    handler: (c, { sessionId, body }) => answer(c, 200, () => endSession(scopeOf(c), { ...body, sessionId })),
   }),
   // Not the support tool's own request (ipAddress, userAgent, carrier): the RPC's alone takes those.
-  declare<Pick<OpenSupportInput, "userId" | "agentId" | "reason" | "ttlSeconds" | "region" | "data">>({
+  declare({
     method: "post",
-    path: "/support-sessions",
-    scope: "support",
+    path: "/admin/support-sessions",
+    credential: adminKey("support"),
     operationId: "adminOpenSupportSession",
     summary: "Open support access to a user's account for an agent (SessionService.openSupportSession)",
-    body: {
-      required: ["userId", "agentId", "reason"],
-      members: {
+    body: members<Pick<OpenSupportInput, "userId" | "agentId" | "reason" | "ttlSeconds" | "region" | "data">>(
+      ["userId", "agentId", "reason"],
+      {
         userId: { type: "string" },
         agentId: { type: "string" },
         reason: { type: "string" },
@@ -439,55 +396,53 @@ export const ADMIN_ROUTES = [
         region: { type: ["string", "null"] },
         data: DATA,
       },
-    },
-    answer: { status: 201, description: "The support session and its token.", schema: ISSUED },
-    run: (c, input) => supportSession(scopeOf(c), input),
+    ),
+    answers: { "201": ok("The support session and its token.", ISSUED) },
+    handler: (c, { body }) => answer(c, 201, () => supportSession(scopeOf(c), body)),
   }),
   // PUT replaces the data, PATCH merges an RFC 7396 patch into it, as `mode` says to the RPC.
-  declare<SessionData, { sessionId: string }>({
+  declare({
     method: "put",
-    path: "/sessions/:sessionId/data",
-    scope: "sessions:data",
+    path: "/admin/sessions/:sessionId/data",
+    credential: adminKey("sessions:data"),
     operationId: "adminReplaceSessionData",
     summary: "Replace a session's application data (SessionService.updateSessionData, mode replace)",
     parameters: { sessionId: SESSION_ID },
-    body: { anyMembers: { ...DATA, description: "The new data, whole; `{}` clears it." } },
-    answer: UPDATED,
-    run: (c, data, { sessionId }) => updateSessionData(scopeOf(c), { sessionId, data, mode: "replace" }),
+    body: data("The new data, whole; `{}` clears it."),
+    answers: UPDATED,
+    handler: (c, { sessionId, body }) =>
+      answer(c, 200, () => updateSessionData(scopeOf(c), { sessionId, data: body, mode: "replace" })),
   }),
-  declare<SessionData, { sessionId: string }>({
+  declare({
     method: "patch",
-    path: "/sessions/:sessionId/data",
-    scope: "sessions:data",
+    path: "/admin/sessions/:sessionId/data",
+    credential: adminKey("sessions:data"),
     operationId: "adminMergeSessionData",
     summary:
       "Merge an RFC 7396 JSON Merge Patch into a session's application data (SessionService.updateSessionData, mode merge)",
     parameters: { sessionId: SESSION_ID },
-    body: {
-      anyMembers: {
-        ...DATA,
-        description: "The patch: each member replaces its key, a null member deletes it, objects merge.",
-      },
-    },
-    answer: UPDATED,
-    run: (c, data, { sessionId }) => updateSessionData(scopeOf(c), { sessionId, data, mode: "merge" }),
+    body: data("The patch: each member replaces its key, a null member deletes it, objects merge."),
+    answers: UPDATED,
+    handler: (c, { sessionId, body }) =>
+      answer(c, 200, () => updateSessionData(scopeOf(c), { sessionId, data: body, mode: "merge" })),
   }),
-  declare<Omit<EndSupportSessionsInput, "agentId">, { agentId: string }>({
+  declare({
     method: "post",
-    path: "/agents/:agentId/support-sessions/end",
-    scope: "support",
+    path: "/admin/agents/:agentId/support-sessions/end",
+    credential: adminKey("support"),
     operationId: "adminEndSupportSessions",
     summary: "End every open support session of an agent (SessionService.endSupportSessions)",
     parameters: { agentId: pathParameter("agentId", `The agent's user id: ${USER_ID_RULE}.`) },
-    body: { required: ["reason"], members: { reason: REASON } },
-    answer: {
-      status: 200,
-      description: "How many ended, and how many were in a bucket being moved (call again).",
-      schema: object(["ended", "moving"], { ended: COUNT, moving: COUNT }),
+    body: members<Omit<EndSupportSessionsInput, "agentId">>(["reason"], { reason: REASON }),
+    answers: {
+      "200": ok(
+        "How many ended, and how many were in a bucket being moved (call again).",
+        object(["ended", "moving"], { ended: COUNT, moving: COUNT }),
+      ),
     },
-    run: (c, input, { agentId }) => endSupportSessions(scopeOf(c), { ...input, agentId }),
+    handler: (c, { agentId, body }) => answer(c, 200, () => endSupportSessions(scopeOf(c), { ...body, agentId })),
   }),
-];
+] as const;
 
 export const adminKeyScheme = {
   type: "http",

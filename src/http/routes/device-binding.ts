@@ -26,7 +26,7 @@ import {
   ref,
 } from "../openapi-parts.ts";
 import { deviceProofRequired, invalidDeviceProof, refused } from "../refusals.ts";
-import { type Credential, declare } from "../route.ts";
+import { AUTH, type Credential, declare } from "../route.ts";
 
 const SESSION_COOKIE = [{ sessionCookie: [] }];
 
@@ -67,6 +67,7 @@ function discontinue<E extends ScopedEnv>(c: Context<E>, identifier: string, cle
 /** Registration: the session cookie alone (`requireSessionCookie`), from the same site. */
 const REGISTRATION: Credential<TokenEnv> = {
   security: SESSION_COOKIE,
+  mount: AUTH,
   use: [requireSessionCookie],
   answers: { ...CROSS_SITE_OR_SUPPORT, ...RATE_LIMITED, ...AUTH_ERRORS },
   otherMethods: METHOD_NOT_ALLOWED,
@@ -78,6 +79,7 @@ const REGISTRATION: Credential<TokenEnv> = {
  */
 const REFRESH: Credential<ScopedEnv & { Variables: Partial<TokenVariables> }> = {
   security: SESSION_COOKIE,
+  mount: AUTH,
   use: [],
   answers: AUTH_ERRORS,
   otherMethods: METHOD_NOT_ALLOWED,

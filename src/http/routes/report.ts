@@ -6,7 +6,7 @@ import { unauthorized } from "../errors.ts";
 import type { ScopedEnv } from "../middleware/scope.ts";
 import { AUTH_ERRORS, CHALLENGE, error, METHOD_NOT_ALLOWED, ok, RATE_LIMITED, ref } from "../openapi-parts.ts";
 import { reportRefused } from "../refusals.ts";
-import { type Credential, declare } from "../route.ts";
+import { AUTH, type Credential, declare } from "../route.ts";
 
 /** What GET /auth/report shows of the sign-in its token names (a live session): as the list shows it. */
 type ReportView = { session_id: string } & Pick<
@@ -33,6 +33,7 @@ const requireReportToken = createMiddleware<ReportEnv>(async (c, next) => {
 /** The report token (`requireReportToken`): every refusal of it, and the database's. */
 const REPORT_TOKEN: Credential<ReportEnv> = {
   security: [{ reportToken: [] }],
+  mount: AUTH,
   use: [requireReportToken],
   answers: {
     "401": error("No `Authorization: Bearer` report token at all.", ["token_required"], CHALLENGE),

@@ -37,7 +37,7 @@ import {
 import { bearerToken } from "../credentials.ts";
 import type { ErrorCode } from "../error-codes.ts";
 import { unauthorized } from "../errors.ts";
-import type { ScopedEnv } from "../middleware/scope.ts";
+import { type ScopedEnv, withScope } from "../middleware/scope.ts";
 import {
   AUTH_ERRORS,
   CHALLENGE,
@@ -59,7 +59,7 @@ import {
   streamLimitReached,
   verificationTooFrequent,
 } from "../refusals.ts";
-import { type Credential, declare } from "../route.ts";
+import { type Credential, declare, type Mount } from "../route.ts";
 
 // The Shared Signals stream management API (SSF 1.0 §8) and the poll endpoint (RFC 8936),
 // for receivers holding a credential from `npm run ssf:receivers`. Every answer is no-store.
@@ -86,9 +86,13 @@ const limitBody = bodyLimit({
   },
 });
 
+/** The stream management API and poll: every request under it opens its scope. */
+const STREAMS: Mount = { path: STREAMS_PATH, use: [withScope] };
+
 /** A receiver's credential (`requireReceiver`), and a body within its bound. */
 const RECEIVER: Credential<StreamEnv> = {
   security: [{ receiver: [] }],
+  mount: STREAMS,
   use: [requireReceiver, limitBody],
   answers: {
     "401": error("No receiver credential, or one that is malformed, unknown or revoked.", ["invalid_token"], CHALLENGE),

@@ -18,7 +18,7 @@ import { writeError } from "../errors.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
 import { ALLOW_HEADER, anyRequest, error, errorBody, type JsonObject, json, NO_STORE, ref } from "../openapi-parts.ts";
 import { notFound } from "../refusals.ts";
-import { type Credential, declare } from "../route.ts";
+import { type Credential, declare, type Mount } from "../route.ts";
 
 // An upstream's OpenID Connect routes, one URL per upstream (its name in SSF_UPSTREAMS), so that
 // a token of one upstream is refused at another's: back-channel logout and global token
@@ -163,9 +163,13 @@ async function answer(
   return c.body(null, done.status);
 }
 
+/** /upstreams/: every answer no-store, a 404 or 405 too; each route opens its scope itself. */
+const UPSTREAMS: Mount = { path: UPSTREAMS_PATH, use: [] };
+
 /** No credential of ours (each route checks the upstream's own token), but the user's database: a scope. */
 const UPSTREAM: Credential<ScopedEnv> = {
   security: [],
+  mount: UPSTREAMS,
   use: [noCache, withScope],
   answers: {
     "404": error("No upstream of that name has a `client_id`.", ["not_found"], PRAGMA, true),
