@@ -254,6 +254,9 @@ describe("session context: each policy", () => {
         level: "error",
         event: "config_error",
         message: "SESSION_CONTEXT_DEVICE must be one of ignore, log, hold, end",
+        method: "GET",
+        route: "/auth/sessions",
+        request_id: expect.any(String),
       },
     ]);
     expect(await rowOf(session)).toEqual({ ...SEEN_HOME, held: 0 });
