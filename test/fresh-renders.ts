@@ -1,18 +1,19 @@
 import { fillPlaceholders, type Query } from "drizzle-orm";
 import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core";
-import { type Builder, reportSent } from "../src/db/compiled.ts";
+import { type Compiled, reportSent } from "../src/db/compiled.ts";
 
-// Every statement rendered once per builder and shape (src/db/compiled.ts), as each test file sends it,
-// compared with a fresh render of the same builder on the call's own values: test/setup.ts
-// turns this on for the whole suite and fails a file that sent a statement of another call.
+// Every compiled statement (src/db/compiled.ts), as each test file sends it, compared with a fresh
+// render of its builder on the call's own values: test/setup.ts turns this on for the whole suite
+// and fails a file that sent what its values would not (a builder that branches on a placeholder
+// as if it were its value).
 
 /** A statement sent, by its builder's name and its shape: what went to D1 (text and parameters), and what a fresh render of its call gives. */
 export type Comparison = { builder: string; shape: string; sent: Query; fresh: Query };
 
 const dialect = new SQLiteAsyncDialect();
 
-/** The shapes sent in this file so far, by builder: each pair rendered once. */
-export const shapesSent = new Map<Builder<never>, Set<string>>();
+/** The shapes sent in this file so far, by statement: each pair rendered once. */
+export const shapesSent = new Map<Compiled<never>, Set<string>>();
 
 /** The statements sent in this file that a fresh render of their call would not have sent. */
 export const stale: Comparison[] = [];
@@ -21,12 +22,12 @@ export const stale: Comparison[] = [];
 const asOne = ({ sql, params }: Query) => JSON.stringify([sql, params]);
 
 export function compareEveryStatement(): void {
-  reportSent(({ build, once, values, called }, db, sent) => {
-    const shapes = shapesSent.get(build) ?? new Set();
-    shapesSent.set(build, shapes.add(once.shape));
-    const made = dialect.sqlToQuery(build(db, called).getSQL());
+  reportSent(({ statement, once, values, called }, db, sent) => {
+    const shapes = shapesSent.get(statement) ?? new Set();
+    shapesSent.set(statement, shapes.add(once.shape));
+    const made = dialect.sqlToQuery(statement.build(db, called).getSQL());
     const comparison = {
-      builder: build.name,
+      builder: statement.build.name,
       shape: once.shape,
       sent: { sql: sent.sql, params: sent.params },
       // The operation's own placeholders (the bucket, a target id) are the call's in both.

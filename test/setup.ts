@@ -11,7 +11,7 @@ for (const binding of readShardMap(env).bindings) {
   await applyD1Migrations((env as unknown as Record<string, D1Database>)[binding] as D1Database, env.TEST_MIGRATIONS);
 }
 
-// Each statement rendered once per shape, in every test, is the statement a fresh render of its call gives.
+// Each compiled statement, in every test, is the statement a fresh render of its call gives.
 compareEveryStatement();
 afterAll(() => expect(stale.map(difference)).toEqual([]));
 

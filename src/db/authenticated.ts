@@ -1,4 +1,4 @@
-import { getTableColumns, type SQL, type SQLWrapper, sql } from "drizzle-orm";
+import { getTableColumns, type Placeholder, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import type { ClientContext } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
 import { facesOf } from "../domain/device.ts";
@@ -17,7 +17,16 @@ import {
   judgement as judgementOf,
   seenValues,
 } from "./client-context.ts";
-import { type Builder, type Compiled, compiledAll, compiledRun, millis, placeholders, shaped } from "./compiled.ts";
+import {
+  type Call,
+  type Compiled,
+  compiled,
+  compiledAll,
+  compiledRun,
+  millis,
+  placeholders,
+  shaped,
+} from "./compiled.ts";
 import { ACTIVITY_WRITE_INTERVAL_MS, type At, type Caller, isProvenBy, type TokenProof } from "./liveness.ts";
 import { type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 import { endSessions, loggedBy, recordEvents, type Write, type Writer } from "./writes.ts";
@@ -56,7 +65,7 @@ export interface ByToken extends TokenOperation {
 export interface Head {
   token: TokenOperation;
   activity: boolean;
-  staleBefore: unknown;
+  staleBefore: number | Placeholder;
 }
 
 /**
@@ -82,8 +91,8 @@ export function reestablishedExpiry(at: Instant, upstreamEnd: Date): SQL<Date> {
 }
 
 /**
- * The head's statements as drizzle builds them, from what `authenticated` hands over: the call's
- * values or, while the statements are rendered once (src/db/compiled.ts), placeholders for them.
+ * The head's statements as drizzle builds them, from what `authenticated` hands over: placeholders
+ * for the call's values (src/db/compiled.ts), or the values themselves (`builders`).
  */
 function build(db: Database, { token: { proof, at, check, writer, write }, activity, staleBefore }: Head) {
   const proven = isProvenBy(proof, at);
@@ -144,12 +153,21 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
   return { contextEvents, contextEnded, activity: update };
 }
 
-/** The head's statements one by one, each its own builder (src/db/compiled.ts); which exist follows from the shape. */
+// The head's statements one by one, each compiled (src/db/compiled.ts); which exist follows from the shape.
+function contextEvents(db: Database, head: Head) {
+  return build(db, head).contextEvents as SQLWrapper;
+}
+function contextEnded(db: Database, head: Head) {
+  return build(db, head).contextEnded as SQLWrapper;
+}
+function activityUpdate(db: Database, head: Head) {
+  return build(db, head).activity as SQLWrapper;
+}
 const HEAD = {
-  contextEvents: (db, head) => build(db, head).contextEvents as SQLWrapper,
-  contextEnded: (db, head) => build(db, head).contextEnded as SQLWrapper,
-  activity: (db, head) => build(db, head).activity as SQLWrapper,
-} satisfies Record<keyof ReturnType<typeof build>, Builder<Head>>;
+  contextEvents: compiled(contextEvents),
+  contextEnded: compiled(contextEnded),
+  activity: compiled(activityUpdate),
+} satisfies Record<keyof ReturnType<typeof build>, Compiled<Head>>;
 
 /**
  * As a column of a later read: a change of the caller's context is still not recorded
@@ -167,6 +185,7 @@ function callerRowOf(_db: Database, { token: { proof, at, check } }: Head): SQL 
   // A SELECT of no table: its one row needs none.
   return sql`SELECT ${callerValue(proof, at, unrecordedOf(check))} AS "caller", ${moveState(sql.placeholder("bucket"))} AS "move"`;
 }
+const CALLER_ROW = compiled(callerRowOf);
 
 /** Every field of `T`, optional ones too: the placeholders built of it cover each field, a new one a type error until covered. */
 type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
@@ -182,7 +201,7 @@ type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
  *     few minutes, renewing a sliding expiry), its context differs or its place's time is as
  *     old: records where and when a browser's cookie was used, and holds the session for a
  *     change under `hold`.
- * Rendered once per builder and shape (src/db/compiled.ts): they are most of a request's CPU otherwise.
+ * Compiled, rendered once per shape (src/db/compiled.ts): they are most of a request's CPU otherwise.
  * `unrecorded`, as a column of a later read: a change is still not recorded, which only a
  * frozen bucket makes so (its writes are held back); the operation must not answer as if it
  * were not there. Only a browser's session used through its cookie, or by an RPC caller that
@@ -238,29 +257,37 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
   const once = shaped<Head>({ token: onPlaceholders, activity, staleBefore: param("staleBefore", staleBefore) });
   // The same statements on the call's own values, for a fresh render to compare with (src/db/compiled.ts).
   const called: Head = { token: { proof, at, check, writer, write }, activity, staleBefore };
-  const statement = (build: Builder<Head>, more?: Record<string, unknown>): Compiled<Head> => ({
-    build,
+  const call = (statement: Compiled<Head>, more?: Record<string, unknown>): Call<Head> => ({
+    statement,
     once,
     values: more ? { ...values, ...more } : values,
     called,
   });
   return {
     /**
-     * The operation's own statement, rendered once per shape like the head's: `build`, a
-     * function of its module (src/db/compiled.ts `Builder`), gets the placeholders, and may put
-     * a placeholder for each of `more`'s values (the bucket, a target id). Rows come as D1
-     * answers them, by column name: alias each column.
+     * The operation's own statement, compiled like the head's (src/db/compiled.ts): its builder
+     * gets the placeholders, and may put a placeholder for each of `more`'s values (the bucket,
+     * a target id). Rows come as D1 answers them, by column name: alias each column.
      */
-    also: (build: Builder<Head>, more: Record<string, unknown>) => compiledAll(db, statement(build, more)),
-    /** The same, for a statement that answers nothing (INSERT, DELETE). */
-    alsoRun: (build: Builder<Head>, more: Record<string, unknown>) => compiledRun(db, statement(build, more)),
+    also: (statement: Compiled<Head>, more: Record<string, unknown>) => compiledAll(db, call(statement, more)),
+    /**
+     * The same, for a statement that answers nothing (INSERT, DELETE), built on the head and
+     * `own`, constants of the operation that change its text: its shape is of both.
+     */
+    alsoRun: <O extends object>(statement: Compiled<Head & O>, more: Record<string, unknown>, own: O) =>
+      compiledRun(db, {
+        statement,
+        once: shaped({ ...once.input, ...own }),
+        values: { ...values, ...more },
+        called: { ...called, ...own },
+      }),
     /** The caller and the bucket's move state, in exactly one row (`callerRowOf`). */
-    callerRow: (bucket: string) => compiledAll(db, statement(callerRowOf, { bucket })),
+    callerRow: (bucket: string) => compiledAll(db, call(CALLER_ROW, { bucket })),
     /** For D1's batch (src/db/compiled.ts `batchCompiled`); which exist follows from the shape, as in `build`. */
     statements: () => ({
-      contextEvents: check && acts(check, "log", "hold", "end") ? compiledAll(db, statement(HEAD.contextEvents)) : null,
-      contextEnded: check && acts(check, "end") ? compiledRun(db, statement(HEAD.contextEnded)) : null,
-      activity: activity || check ? compiledRun(db, statement(HEAD.activity)) : null,
+      contextEvents: check && acts(check, "log", "hold", "end") ? compiledAll(db, call(HEAD.contextEvents)) : null,
+      contextEnded: check && acts(check, "end") ? compiledRun(db, call(HEAD.contextEnded)) : null,
+      activity: activity || check ? compiledRun(db, call(HEAD.activity)) : null,
     }),
     /**
      * The same statements as drizzle's builders, rendered on each call, for a batch of builders

@@ -7,7 +7,7 @@ import { authenticated, type ByToken, callerAndMove, type Head } from "./authent
 import { onBucket } from "./buckets.ts";
 import type { Database } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
-import { batchCompiled } from "./compiled.ts";
+import { batchCompiled, compiled } from "./compiled.ts";
 import { EVENT_VIEW } from "./event-view.ts";
 import { type Caller, ownerOf, type TokenProof } from "./liveness.ts";
 import { sessionEvents } from "./schema.ts";
@@ -22,7 +22,7 @@ export function eventsOf(bucket: string | SQLWrapper, userId: string | SQLWrappe
 
 /**
  * The newest events of the caller's user, each written as the log shows it (./event-view.ts),
- * gathered in one value; rendered once per shape, as the head is (`authenticated(…).also`).
+ * gathered in one value; compiled, as the head is (`authenticated(…).also`).
  */
 function eventList(db: Database, { token }: Head) {
   const recent = db
@@ -42,6 +42,7 @@ function eventList(db: Database, { token }: Head) {
     })
     .from(recent);
 }
+const EVENT_LIST = compiled(eventList);
 
 /**
  * The caller's user's security log, newest first, after judging the caller's context; caller
@@ -60,7 +61,7 @@ export async function listEvents(
     const { contextEvents, read, events } = await batchCompiled(db, {
       ...head.statements(),
       read: head.callerRow(shard.bucket),
-      events: head.also(eventList, { bucket: shard.bucket }),
+      events: head.also(EVENT_LIST, { bucket: shard.bucket }),
     });
     const { caller, move } = callerAndMove(read[0]);
     const answer = { caller, events: arrayText<EventView>(events[0]?.list) };

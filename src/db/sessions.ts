@@ -16,7 +16,7 @@ import {
 import { moveState, moveStateOf, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
 import { type ContextCheck, changeOf } from "./client-context.ts";
-import { batchCompiled, compiledAll, placeholders, shaped } from "./compiled.ts";
+import { batchCompiled, compiled, compiledAll, placeholders, shaped } from "./compiled.ts";
 import {
   type At,
   type Caller,
@@ -78,6 +78,7 @@ function sessionList(db: Database, { token: { proof, at, check } }: Head) {
     .from(sessions)
     .where(isLiveSessionOfCaller(proof, at));
 }
+const SESSION_LIST = compiled(sessionList);
 
 /**
  * The caller (null when the token is not live) and its user's live sessions, newest first
@@ -97,7 +98,7 @@ export async function listSessionsByToken(
     const head = authenticated(db, token, true);
     const { contextEvents, listed: rows } = await batchCompiled(db, {
       ...head.statements(),
-      listed: head.also(sessionList, { bucket: shard.bucket }),
+      listed: head.also(SESSION_LIST, { bucket: shard.bucket }),
     });
     const row = rows[0];
     const { caller, move } = callerAndMove(row);
@@ -123,11 +124,12 @@ function userSessionList(db: Database, { userId, at, bucket }: UserList) {
     .from(sessions)
     .where(and(eq(sessions.userId, userId), isLive(at)));
 }
+const USER_SESSION_LIST = compiled(userSessionList);
 
 /**
  * A user's live sessions in the list's order, for the rest of the system (no token, no touch):
- * one statement, its one row carrying the bucket's move state too, rendered once per shape as
- * the statements by token are (src/db/compiled.ts).
+ * one statement, its one row carrying the bucket's move state too, compiled as the statements
+ * by token are (src/db/compiled.ts).
  */
 export async function listSessionsByUserId(
   shard: BucketShard,
@@ -144,7 +146,7 @@ export async function listSessionsByUserId(
     });
     const called = { userId, at, bucket: shard.bucket };
     const { listed } = await batchCompiled(db, {
-      listed: compiledAll(db, { build: userSessionList, once, values, called }),
+      listed: compiledAll(db, { statement: USER_SESSION_LIST, once, values, called }),
     });
     const row = listed[0];
     return { answer: arrayText<BackendSessionView>(row?.list), move: moveStateOf(row?.move), blocked: false };
@@ -234,22 +236,66 @@ export async function endSessionById(
 }
 
 /**
- * What an operation by token ends, built on the token it is given (the head's placeholders, so
- * the statements are rendered once per shape), `target` a placeholder for a target id.
+ * What an operation by token ends, logged as `type`: `matching`, built on the token it is given
+ * (the head's placeholders), `target` a placeholder for a target id.
  */
-type Ending = (token: TokenOperation, target: Placeholder) => SQL | undefined;
+interface Ending {
+  type: EventType;
+  matching: (token: TokenOperation, target: Placeholder) => SQL | undefined;
+}
 
 /**
- * An operation by token that ends the sessions `ending` matches, logged as `type`: its
- * statements, made once as the module loads, each its own builder (src/db/compiled.ts).
+ * The operations by token that end sessions, by name: the name is a constant of their
+ * statements' input (`EndingInput`), so each is rendered once per ending and shape.
  */
-function endingBy(type: EventType, ending: Ending) {
-  const matching = (token: TokenOperation) => ending(token, sql.placeholder("target"));
-  return {
-    type,
-    recorded: (db: Database, { token }: Head) => recordEvents(db, type, matching(token), token.writer, token.write),
-    ended: (db: Database, { token }: Head) => endSessions(db, matching(token)),
-  };
+const ENDINGS = {
+  /** The caller's own session: a user can always leave. */
+  deleteOwn: { type: "deleted", matching: (t) => isProvenBy(t.proof, t.at) },
+  /** Another session of the caller's user: neither a hold nor step-up holds back support access, the user ends someone else's access. */
+  deleteOther: {
+    type: "deleted",
+    matching: (t, target) => {
+      const fresh = isFreshCaller(t.proof, t.at);
+      return and(
+        sql`${sessions.id} = ${target}`,
+        isLiveSessionOfCaller(t.proof, t.at),
+        isUsersOwn(t.proof),
+        fresh && sql`(${fresh} OR ${sessions.supportAgent} IS NOT NULL)`,
+      );
+    },
+  },
+  /** Every live session of the caller's user. */
+  logoutAll: {
+    type: "logout_all",
+    matching: (t) => and(isLiveSessionOfCaller(t.proof, t.at), isUsersOwn(t.proof)),
+  },
+  /** Every live session of the caller's user but the caller's own. */
+  logoutOthers: {
+    type: "logout_others",
+    matching: (t) =>
+      and(
+        isLiveSessionOfCaller(t.proof, t.at),
+        sql`${sessions.id} <> ${t.proof.id}`,
+        isUsersOwn(t.proof),
+        isFreshCaller(t.proof, t.at),
+      ),
+  },
+} satisfies Record<string, Ending>;
+
+/** An ending's statements are built on the head and the ending's name. */
+type EndingInput = Head & { ending: keyof typeof ENDINGS };
+
+function matchingOf({ token, ending }: EndingInput) {
+  return ENDINGS[ending].matching(token, sql.placeholder("target"));
+}
+
+function recorded(db: Database, input: EndingInput) {
+  const { token } = input;
+  return recordEvents(db, ENDINGS[input.ending].type, matchingOf(input), token.writer, token.write);
+}
+
+function ended(db: Database, input: EndingInput) {
+  return endSessions(db, matchingOf(input));
 }
 
 /** The events the batch's write logged, context events too. */
@@ -257,45 +303,20 @@ function loggedOf(db: Database, { token }: Head) {
   return loggedBy(db, token.write);
 }
 
-/** The caller's own session: a user can always leave. */
-const DELETE_OWN = endingBy("deleted", (t) => isProvenBy(t.proof, t.at));
-
-/** Another session of the caller's user: neither a hold nor step-up holds back support access, the user ends someone else's access. */
-const DELETE_OTHER = endingBy("deleted", (t, target) => {
-  const fresh = isFreshCaller(t.proof, t.at);
-  return and(
-    sql`${sessions.id} = ${target}`,
-    isLiveSessionOfCaller(t.proof, t.at),
-    isUsersOwn(t.proof),
-    fresh && sql`(${fresh} OR ${sessions.supportAgent} IS NOT NULL)`,
-  );
-});
-
-/** Every live session of the caller's user. */
-const LOGOUT_ALL = endingBy("logout_all", (t) => and(isLiveSessionOfCaller(t.proof, t.at), isUsersOwn(t.proof)));
-
-/** Every live session of the caller's user but the caller's own. */
-const LOGOUT_OTHERS = endingBy("logout_others", (t) =>
-  and(
-    isLiveSessionOfCaller(t.proof, t.at),
-    sql`${sessions.id} <> ${t.proof.id}`,
-    isUsersOwn(t.proof),
-    isFreshCaller(t.proof, t.at),
-  ),
-);
+const ENDING = { recorded: compiled(recorded), ended: compiled(ended), logged: compiled(loggedOf) };
 
 /** What ending sessions by token answers; `proven`: the token was live when the request ran. */
 type EndedByToken = { proven: boolean; ended: number; caller: Caller | null };
 
 /**
- * Ends the sessions `by` matches, in a batch that first judges the caller's context, then
+ * Ends the sessions `ending` matches, in a batch that first judges the caller's context, then
  * refreshes and reads the token's caller. `proven`: the token was live when the request ran (its
  * session may be among those ended, by this operation, not by the context check).
  */
 function endForCaller(
   shard: BucketShard,
   { proof, at, check, writer }: Omit<ByToken, "write">,
-  by: ReturnType<typeof endingBy>,
+  ending: keyof typeof ENDINGS,
   targetId: string | null = null,
 ): Promise<Logged<EndedByToken>> {
   const token: ByToken = { proof, at, check, writer, write: newWrite(at.now) };
@@ -305,13 +326,13 @@ function endForCaller(
     const { read, logged } = await batchCompiled(db, {
       ...head.statements(),
       read: head.callerRow(shard.bucket),
-      recorded: head.alsoRun(by.recorded, more),
-      ended: head.alsoRun(by.ended, more),
-      logged: head.also(loggedOf, more),
+      recorded: head.alsoRun(ENDING.recorded, more, { ending }),
+      ended: head.alsoRun(ENDING.ended, more, { ending }),
+      logged: head.also(ENDING.logged, more),
     });
     const { caller: found, move } = callerAndMove(read[0]);
     const events = head.events(logged);
-    const ended = events.filter((event) => event.type === by.type).length;
+    const ended = events.filter((event) => event.type === ENDINGS[ending].type).length;
     const answer = { proven: found !== null || ended > 0, ended, caller: found };
     return {
       answer: { answer, events, db },
@@ -333,8 +354,8 @@ export async function deleteSession(
   const call = { proof, at, check, writer };
   const { answer, ...logged } =
     targetId === proof.id
-      ? await endForCaller(shard, call, DELETE_OWN)
-      : await endForCaller(shard, call, DELETE_OTHER, targetId);
+      ? await endForCaller(shard, call, "deleteOwn")
+      : await endForCaller(shard, call, "deleteOther", targetId);
   return { answer: { proven: answer.proven, deleted: answer.ended > 0, caller: answer.caller }, ...logged };
 }
 
@@ -348,22 +369,22 @@ export async function endSessionByToken(
   return endedAny(await endMatching(shard, "logout", () => isProvenBy(proof, at), writer, at));
 }
 
-/** An operation by token ending what `by` matches, as the routes call it. */
-function endingByToken(by: ReturnType<typeof endingBy>) {
+/** An operation by token ending what `ending` matches, as the routes call it. */
+function endingByToken(ending: keyof typeof ENDINGS) {
   return (
     shard: BucketShard,
     proof: TokenProof,
     writer: Writer,
     at: Instant,
     check: ContextCheck | null,
-  ): Promise<Logged<EndedByToken>> => endForCaller(shard, { proof, at, check, writer }, by);
+  ): Promise<Logged<EndedByToken>> => endForCaller(shard, { proof, at, check, writer }, ending);
 }
 
 /** Ends every live session of the token's user; `proven` as for endForCaller. */
-export const endAllSessionsByToken = endingByToken(LOGOUT_ALL);
+export const endAllSessionsByToken = endingByToken("logoutAll");
 
 /** Ends every live session of the token's user but the token's own; `proven` as for endForCaller. */
-export const endOtherSessionsByToken = endingByToken(LOGOUT_OTHERS);
+export const endOtherSessionsByToken = endingByToken("logoutOthers");
 
 /**
  * Ends every live support session of `agentId` on one database (all users, all buckets), each

@@ -19,6 +19,11 @@ const RULES = [
     planted: `${FIXTURES}/drizzle-internals.ts`,
     clean: `${FIXTURES}/drizzle-clean.ts`,
   },
+  {
+    plugin: "test/checks/compiled-at-load.grit",
+    planted: `${FIXTURES}/compiled-in-a-request.ts`,
+    clean: `${FIXTURES}/compiled-clean.ts`,
+  },
 ];
 
 interface Diagnostic {
