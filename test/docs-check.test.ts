@@ -39,12 +39,12 @@ describe("docs:check on ARCHITECTURE.md", () => {
   it("fails on middleware that src/http/app.ts mounts in another order than the table's", () => {
     // The input bounds moved up, before no-store.
     const outer = "const routes = new Hono<AppEnv>().use(requestLog).use(securityHeaders);\n";
-    const bounds = "routes.use(inputBounds);\n";
+    const bounds = "routes.use(inputLimits);\n";
     const swapped = app.replace(bounds, "").replace(outer, outer + bounds);
     expect(swapped).not.toBe(app);
     const table = "requestLog, securityHeaders";
     expect(checkMiddleware(FILE, architecture, swapped)).toEqual([
-      `${FILE}:${lineOf(architecture, "| 3 |")}: middleware: the table gives ${table}, noStore, inputBounds, refuseOtherMethods, onError; src/http/app.ts mounts ${table}, inputBounds, noStore, refuseOtherMethods, onError`,
+      `${FILE}:${lineOf(architecture, "| 3 |")}: middleware: the table gives ${table}, noStore, inputLimits, refuseOtherMethods, onError; src/http/app.ts mounts ${table}, inputLimits, noStore, refuseOtherMethods, onError`,
     ]);
   });
 

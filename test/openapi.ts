@@ -2,7 +2,7 @@ import { encodePointer, Validator } from "@cfworker/json-schema";
 import { HTTP_METHODS, type HttpMethod, type JsonObject, type PathItem, type Responses } from "../src/http/openapi.ts";
 import { openApiDocument } from "../src/http/routes.ts";
 
-// Checks a response against src/openapi.ts: its status must be one the document lists for
+// Checks a response against the OpenAPI document (src/http/openapi.ts, built from src/http/routes.ts): its status must be one the document lists for
 // that path and method, its JSON body must match that status's schema, the headers it
 // requires must be present (and every documented header must match its schema), and the
 // contract's headers it does not document for that status must be absent.

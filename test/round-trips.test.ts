@@ -280,8 +280,8 @@ describe("round trips per request, per database", () => {
   });
 });
 
-// The RPC methods, through the code they share with the operator commands (src/user-sessions.ts,
-// src/issue-session.ts), on counting bindings: one round trip, to the user's database only.
+// The RPC methods, through the code they share with the operator commands (src/services/user-sessions.ts,
+// src/services/issue-session.ts), on counting bindings: one round trip, to the user's database only.
 describe("round trips of the RPC operations", () => {
   for (const count of [1, 25]) {
     it(`with ${count} session(s) per user, each costs exactly one, on the user's database`, async () => {

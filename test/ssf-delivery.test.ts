@@ -17,6 +17,7 @@ import {
   CHROME_MAC,
   callWith,
   d1,
+  d1OfUser,
   FIREFOX_LINUX,
   type Network,
   newUser,
@@ -398,6 +399,36 @@ describe("each session event becomes a SET", () => {
     ]);
   });
 
+  it("events logged before hold was the one word, their reason step-up, still say the risk when the cron sends them late", async () => {
+    const { vars, login, poll } = await setUp();
+    const userId = newUser();
+    const session = await login(userId);
+    await poll();
+    // As the release before wrote a hold and its lifting, left pending by a send that failed.
+    const at = Date.now() - 120_000;
+    const context = {
+      before: { browser: "Chrome", os: "macOS", country: null, asn: null },
+      after: { browser: "Firefox", os: "Linux", country: null, asn: null },
+    };
+    await (await d1OfUser(userId))
+      .prepare(
+        `INSERT INTO session_events (user_id, type, session_id, created_at, request_id, device_key, pending_delivery, reason, context)
+         VALUES (?1, 'context_changed', ?2, ?3, 'former-hold', '||', 1, 'step-up', ?4),
+                (?1, 'reauthenticated', ?2, ?3 + 1, 'former-lift', '||', 1, 'step-up', NULL)`,
+      )
+      .bind(userId, session.id, at, JSON.stringify(context))
+      .run();
+    await runCron("* * * * *", vars);
+    const risks = (await poll())
+      .map(eventOf)
+      .filter((event) => event.type === RISK)
+      .map((event) => [event.current_level, event.risk_reason]);
+    expect(risks).toEqual([
+      ["HIGH", "The session was used from another browser or operating system"],
+      ["LOW", "The user signed in again"],
+    ]);
+  });
+
   it("a stream gets only the types it asked for, about the users it carries; a disabled one nothing", async () => {
     const { vars, as, stream_id, login, poll } = await setUp({}, { events_requested: [REVOKED] });
     const [kept, other] = [newUser(), newUser()];
@@ -659,14 +690,14 @@ describe("overlapping push rounds", () => {
     const next = slowReceiver(endpoint);
     const second = pushDue(streams, signer, at(PUSH_LEASE_MS), next.send);
     await vi.waitFor(() => expect(next.arrived).toEqual([jti]));
-    const claimed = await rowOf(stream_id, jti);
-    expect(claimed).toEqual({
+    const leased = await rowOf(stream_id, jti);
+    expect(leased).toEqual({
       attempts: 0,
       next_attempt_at: at(2 * PUSH_LEASE_MS).getTime(),
       leased_by: expect.any(String),
     });
-    expect(claimed?.leased_by).not.toBe(held?.leased_by);
-    return { ...waiting, late, first, next, second, claimed };
+    expect(leased?.leased_by).not.toBe(held?.leased_by);
+    return { ...waiting, late, first, next, second, leased };
   }
 
   it("a round that starts while another holds a SET sends nothing; the SET answered 2xx is never pushed again", async () => {
@@ -814,11 +845,11 @@ describe("overlapping push rounds", () => {
   });
 
   it("a round whose lease ran out records nothing: its late 2xx leaves the SET to the round that holds it, whose 503 then puts it off", async () => {
-    const { endpoint, stream_id, signer, streams, jti, at, late, first, next, second, claimed } = await lateRound();
+    const { endpoint, stream_id, signer, streams, jti, at, late, first, next, second, leased } = await lateRound();
     // The first round's receiver answers 202 late: the SET the second round delivers is not forgotten.
     late.answer(202);
     await first;
-    expect(await rowOf(stream_id, jti)).toEqual(claimed);
+    expect(await rowOf(stream_id, jti)).toEqual(leased);
     // The second round's receiver answers 503: its backoff decides, counted from its answer.
     next.answer(503);
     await second;
@@ -835,11 +866,11 @@ describe("overlapping push rounds", () => {
   });
 
   it("a round whose lease ran out records nothing: its late 503 neither puts back nor reschedules the SET another round is delivering", async () => {
-    const { endpoint, stream_id, signer, streams, jti, at, late, first, next, second, claimed } = await lateRound();
+    const { endpoint, stream_id, signer, streams, jti, at, late, first, next, second, leased } = await lateRound();
     // The first round's receiver answers 503 late: the SET stays the second round's, due when its lease ends.
     late.answer(503);
     await first;
-    expect(await rowOf(stream_id, jti)).toEqual(claimed);
+    expect(await rowOf(stream_id, jti)).toEqual(leased);
     // So a round while the second still waits (past the first's 30 s backoff) sends nothing: not a third time.
     const third = slowReceiver(endpoint);
     third.answer(202);

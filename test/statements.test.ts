@@ -165,15 +165,15 @@ describe("statements per operation, in its one round trip", () => {
     expect(measured).toEqual(STATEMENTS);
   });
 
-  it("a policy that can end the session adds its DELETE; one that only allows adds none", async () => {
+  it("a policy that can end the session adds its DELETE; one that only ignores or logs adds none", async () => {
     const [judged] = STATEMENTS["GET /auth/sessions"];
     expect(await measure("GET /auth/sessions", true, { SESSION_CONTEXT_DEVICE: "end" })).toBe(judged + 1);
-    const allow = {
+    const ignoring = {
       SESSION_CONTEXT_DEVICE: "ignore",
       SESSION_CONTEXT_NETWORK: "ignore",
       SESSION_CONTEXT_TRAVEL: "ignore",
     };
-    expect(await measure("GET /auth/sessions", true, allow)).toBe(judged - 1);
+    expect(await measure("GET /auth/sessions", true, ignoring)).toBe(judged - 1);
   });
 
   it("travel adds none: a use from across the world 20 minutes after the last is judged, logged and recorded in the same statements", async () => {

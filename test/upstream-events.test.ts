@@ -734,6 +734,7 @@ describe("a refused events member", () => {
     ["not an object", ["credential-change"], RULE],
     ["an event CAEP 1.0 does not have", { "credential-changed": "hold" }, RULE],
     ["an action that is none", { "credential-change": "block" }, RULE],
+    ["a former spelling of the context settings, which an event never took", { "credential-change": "step-up" }, RULE],
     [
       "events without audience",
       undefined,

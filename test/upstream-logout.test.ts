@@ -1178,7 +1178,7 @@ describe("global token revocation", () => {
     expect(await isLive(session.token)).toBe(false);
   });
 
-  it("a copy of a JWT cannot end another user's sessions: claimed for its first subject, refused 401 for another", async () => {
+  it("a copy of a JWT cannot end another user's sessions: recorded for its first subject, refused 401 for another", async () => {
     const [victim, first] = [newUser(), newUser()];
     const [victimSubject, firstSubject] = [`sub-${crypto.randomUUID()}`, `sub-${crypto.randomUUID()}`];
     const victimSession = await signIn(victim, victimSubject, null);

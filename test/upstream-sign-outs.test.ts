@@ -572,6 +572,25 @@ describe("delivery", () => {
     ]);
     expect(lines.join("\n")).not.toContain("Bearer x");
     expect(setup.pushes).toHaveLength(1);
+    // The minute cron while it is still refused: one failure, one line with the run's site (not one
+    // per database with the event pending and one more for the pushes); the event stays pending.
+    lines.length = 0;
+    const refusedRun = createExecutionContext();
+    const minute = createScheduledController({ scheduledTime: Date.now() + 61_000, cron: "* * * * *" });
+    await worker.scheduled(minute, { ...env, ...broken }, refusedRun);
+    await waitOnExecutionContext(refusedRun);
+    expect(lines.map((line) => JSON.parse(line))).toEqual([
+      {
+        level: "error",
+        event: "config_error",
+        message:
+          "SSF_UPSTREAM_AUTHORIZATIONS must be a JSON object of upstream name to Authorization: each name is an upstream of SSF_UPSTREAMS with push",
+        cron: "delivery",
+        request_id: expect.any(String),
+      },
+    ]);
+    expect((await eventsOf(userId)).map((event) => event.pending_delivery)).toEqual([0, 1]);
+    expect(setup.pushes).toHaveLength(1);
     const ctx = createExecutionContext();
     const controller = createScheduledController({ scheduledTime: Date.now() + 61_000, cron: "* * * * *" });
     await worker.scheduled(controller, { ...env, ...setup.vars }, ctx);

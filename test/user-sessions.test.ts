@@ -12,7 +12,7 @@ import { bearer, call, databases, isLive, issue, newUser, scopeWith, tableSnapsh
 
 // SessionService.listUserSessions / endUserSessions / endSession: the rest of the system sees
 // and ends a user's sessions without a token. Rejections are tested on the shared code path
-// (src/user-sessions.ts), as in session-service.test.ts: an RPC method's rejection is reported
+// (src/services/user-sessions.ts), as in session-service.test.ts: an RPC method's rejection is reported
 // by the runtime as an uncaught error in the callee, which the pool would count as a failure.
 
 async function eventsOf(token: string) {

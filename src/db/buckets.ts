@@ -22,7 +22,7 @@ export function notMoving(): SQL {
 
 /**
  * The bucket is not being moved: the guard of a write whose row is no session (a new session's
- * INSERT, an upstream's link, a token's memory or claim), which `notMoving` cannot read off.
+ * INSERT, an upstream's link, a token's memory or its record for a subject), which `notMoving` cannot read off.
  */
 export function bucketNotMoving(db: Database, bucket: string): SQL {
   return notExists(db.select({ one: sql`1` }).from(bucketMoves).where(eq(bucketMoves.bucket, bucket)));

@@ -21,7 +21,7 @@ const dialect = new SQLiteAsyncDialect();
  * whole. No function, map or class instance (JSON drops or flattens them), but a placeholder
  * (its name) and a `Date` (its instant).
  */
-export type Keyed<T> = { [K in keyof T]: KeyedValue<T[K]> };
+type Keyed<T> = { [K in keyof T]: KeyedValue<T[K]> };
 type KeyedValue<T> = T extends Placeholder | Date | string | number | boolean | null | undefined
   ? T
   : T extends (...args: never[]) => unknown
@@ -29,7 +29,7 @@ type KeyedValue<T> = T extends Placeholder | Date | string | number | boolean | 
     : Keyed<T>;
 
 /** Builds one statement from its input, and from nothing else (`compiled`). */
-export type Builder<I> = (db: Database, input: I) => SQLWrapper;
+type Builder<I> = (db: Database, input: I) => SQLWrapper;
 
 /** A statement and its renders, each shape's text and parameters (placeholders among them). */
 class Compiled<I> {

@@ -251,7 +251,7 @@ interface Ending {
 const ENDINGS = {
   /** The caller's own session: a user can always leave. */
   deleteOwn: { type: "deleted", matching: (t) => isProvenBy(t.proof, t.at) },
-  /** Another session of the caller's user: neither a hold nor step-up holds back support access, the user ends someone else's access. */
+  /** Another session of the caller's user: neither a hold nor step-up stops the user ending support access, someone else's. */
   deleteOther: {
     type: "deleted",
     matching: (t, target) => {

@@ -11,11 +11,24 @@
 export const ACTIONS = ["ignore", "log", "hold", "end"] as const;
 export type Action = (typeof ACTIONS)[number];
 
+/** The action `value` names; null when it names none. */
+export function actionNamed(value: unknown): Action | null {
+  return ACTIONS.find((action) => action === value) ?? null;
+}
+
 /** Spellings SESSION_CONTEXT_* took before the one list; still read, so no deployment's settings break. */
 const FORMER_SPELLINGS: Readonly<Record<string, Action>> = { allow: "ignore", "step-up": "hold" };
 
-/** The action a setting's value names, its former spelling included; null when it names none. */
-export function actionNamed(value: unknown): Action | null {
-  if (typeof value !== "string") return null;
-  return ACTIONS.find((action) => action === value) ?? FORMER_SPELLINGS[value] ?? null;
+/** The action a SESSION_CONTEXT_* value names, its former spelling included; null when it names none. */
+export function policyNamed(value: string): Action | null {
+  return actionNamed(value) ?? FORMER_SPELLINGS[value] ?? null;
+}
+
+/**
+ * Whether a security-log reason says a hold (a `context_changed` that held, a `reauthenticated`
+ * that lifted one): `hold`, or `step-up` in the events logged before the one list, which the
+ * outbox may still be sending.
+ */
+export function isHoldReason(reason: string | null): boolean {
+  return reason === "hold" || reason === "step-up";
 }

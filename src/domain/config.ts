@@ -1,4 +1,4 @@
-import { ACTIONS, actionNamed } from "./actions.ts";
+import { ACTIONS, policyNamed } from "./actions.ts";
 import {
   CONTEXT_KINDS,
   type ContextKind,
@@ -119,7 +119,7 @@ function flag(name: string, value: string | undefined): boolean {
 
 function policy(name: string, value: string | undefined, fallback: ContextPolicy): ContextPolicy {
   if (value === undefined || value === "") return fallback;
-  const action = actionNamed(value);
+  const action = policyNamed(value);
   if (action === null) throw new ConfigError(`${name} must be one of ${ACTIONS.join(", ")}`);
   return action;
 }

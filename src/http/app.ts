@@ -3,7 +3,7 @@ import { methodNotAllowed } from "hono/method-not-allowed";
 import type { AppEnv } from "./app-env.ts";
 import { writeError } from "./errors.ts";
 import { Hono } from "./hono.ts";
-import { inputBounds } from "./middleware/input-bounds.ts";
+import { inputLimits } from "./middleware/input-limits.ts";
 import { requestLog } from "./middleware/request-log.ts";
 import { securityHeaders } from "./middleware/security-headers.ts";
 import { limitFailedAuthentication } from "./rate-limit.ts";
@@ -27,7 +27,7 @@ const mounts = mountsOf(ROUTES);
 // the security headers and no-store.
 const routes = new Hono<AppEnv>().use(requestLog).use(securityHeaders);
 for (const { path } of mounts) routes.use(`${path}/*`, noStore);
-routes.use(inputBounds);
+routes.use(inputLimits);
 for (const { path, use } of mounts) routes.use(`${path}/*`, ...use);
 
 // A known path asked with a method it does not answer: 405, `Allow` built from the routes

@@ -23,7 +23,7 @@ export function bearerToken(c: Context): string | undefined {
 }
 
 export async function readCredential<E extends ScopedEnv>(c: Context<E>): Promise<Credential> {
-  if (c.req.header("Authorization") !== undefined) return prove(c, "bearer", bearerToken(c));
+  if (c.req.header("Authorization") !== undefined) return parsed(c, "bearer", bearerToken(c));
   return readCookieCredential(c);
 }
 
@@ -32,17 +32,17 @@ export function readCookieCredential<E extends ScopedEnv>(c: Context<E>): Promis
   const cookie = readSessionCookie(c, c.var.scope.config.cookieName);
   // Sent twice (null): there is no one token to trust, so it is malformed.
   if (cookie === undefined) return Promise.resolve({ kind: "none" });
-  return prove(c, "cookie", cookie ?? undefined);
+  return parsed(c, "cookie", cookie ?? undefined);
 }
 
-async function prove<E extends ScopedEnv>(
+async function parsed<E extends ScopedEnv>(
   c: Context<E>,
   source: "bearer" | "cookie",
   token: string | undefined,
 ): Promise<Credential> {
   const { shards, config } = c.var.scope;
   const cookie = source === "cookie" ? { header: c.req.header("Cookie"), name: config.cookieName } : undefined;
-  const proven = await readSessionToken(shards, token, source, cookie);
-  if (!proven) return { kind: "malformed", source, presented: Boolean(token) };
-  return { kind: "token", source, ...proven };
+  const read = await readSessionToken(shards, token, source, cookie);
+  if (!read) return { kind: "malformed", source, presented: Boolean(token) };
+  return { kind: "token", source, ...read };
 }

@@ -1,6 +1,6 @@
 import { DISCOVERY_MAX_AGE_SECONDS } from "../domain/ssf/transmitter.ts";
 import { type ErrorCode, MESSAGES } from "./error-codes.ts";
-import { MAX_PATH_LENGTH } from "./middleware/input-bounds.ts";
+import { MAX_PATH_LENGTH } from "./middleware/input-limits.ts";
 
 // The pieces the OpenAPI document (src/http/openapi.ts) and the routes' declarations are built
 // from: its types, references, error and success responses, and the errors many operations share.

@@ -25,7 +25,7 @@ export const notFound = () => apiError(404, "not_found");
 export const wrongMethod = (methods: readonly string[]) =>
   apiError(405, "method_not_allowed", { headers: { Allow: methods.join(", ") } });
 
-/** A path past its bound (src/http/middleware/input-bounds.ts). */
+/** A path past its limit (src/http/middleware/input-limits.ts). */
 export const uriTooLong = () => apiError(414, "uri_too_long");
 
 /** A body past its route's bound. */

@@ -59,6 +59,7 @@ export type FailureSite = { method: string; route: string | null } | { rpc: stri
  * and the request's id.
  */
 export function logFailure(error: unknown, site: FailureSite, requestId: string): void {
+  if (!firstLineOf(error)) return;
   const where: Record<string, string | null> = { ...site, request_id: requestId };
   if (error instanceof DatabaseUnavailable) logLine("warn", "database_unavailable", where);
   else if (error instanceof BucketMoving && error.unboundTarget === null) logLine("warn", "bucket_moving", where);
@@ -75,10 +76,21 @@ export function logFailure(error: unknown, site: FailureSite, requestId: string)
   }
 }
 
+/** Errors whose line is written: one failure has one line, however many callers it reaches. */
+const written = new WeakSet<object>();
+
+function firstLineOf(error: unknown): boolean {
+  if (typeof error !== "object" || error === null) return true;
+  if (written.has(error)) return false;
+  written.add(error);
+  return true;
+}
+
 /**
  * An outbox send that failed, described as any failure: the events stay pending, and the cron
  * sends them again. A warning written through console.error, as this line has always been.
  */
 export function logOutboxFailure(error: unknown): void {
+  if (!firstLineOf(error)) return;
   logLine("warn", "outbox_send_failed", described(error), "error");
 }

@@ -382,7 +382,7 @@ export interface ReauthenticateInput {
    * (how a hold the provider asked for is lifted, by an `auth_time` after it): `provider` and
    * `subject` must be the session's own, its `sid` replaces the stored one (none given keeps it),
    * `auth_time` and `amr` are factors, `acr` a level, and a `session_expiry` the session's new
-   * bound (its own end renewed now with a sliding lifetime).
+   * limit (its own end renewed now with a sliding lifetime).
    */
   upstream?: UpstreamSignInInput | null;
 }

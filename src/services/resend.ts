@@ -63,12 +63,33 @@ export async function resendEach<T extends { db: Database }>(
 export async function deliverPending(outlets: Outlets | null, databases: Database[], now: Date): Promise<void> {
   if (!outlets) return;
   const run = crypto.randomUUID();
+  const once = receiversReadOnce(outlets, (error) => logFailure(error, { cron: "delivery" }, run));
   await resendEach(
-    outlets,
+    once,
     databases.map((db) => ({ db })),
     now,
     () => true,
     (_, error) => logFailure(error, { cron: "delivery" }, run),
   );
-  await push(outlets, now);
+  await push(once, now);
+}
+
+/**
+ * The upstreams that take pushes, read once for the run: a refused var is one failure, written
+ * once, with the run's site, before anything is sent; every send that needs them then fails on
+ * that same error (its events stay pending), which has its line already.
+ */
+function receiversReadOnce(outlets: Outlets, failed: (error: unknown) => void): Outlets {
+  const { ssf } = outlets;
+  if (!ssf) return outlets;
+  try {
+    const receivers = ssf.receivers();
+    return { ...outlets, ssf: { ...ssf, receivers: () => receivers } };
+  } catch (error) {
+    failed(error);
+    const refused = () => {
+      throw error;
+    };
+    return { ...outlets, ssf: { ...ssf, receivers: refused } };
+  }
 }

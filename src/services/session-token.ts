@@ -13,7 +13,7 @@ export interface SessionToken {
 }
 
 /**
- * The one place a session token is proven well formed and placed, for every entry point: null when it
+ * The one place a session token is parsed and placed, for every entry point: null when it
  * is not one this deployment can have issued (whether it is live is decided by the operation's
  * own statement, at no extra round trip). `carrier`: what carried the token (src/domain/carrier.ts).
  * `cookie`: the `Cookie` header that came with the token, whose bound cookie a device-bound
@@ -25,10 +25,10 @@ export async function readSessionToken(
   carrier: TokenCarrier,
   cookie?: { header: string | undefined; name: string },
 ): Promise<SessionToken | null> {
-  const proven = typeof token === "string" && token !== "" ? await parseToken(token) : null;
+  const parsed = typeof token === "string" && token !== "" ? await parseToken(token) : null;
   // An id naming no database of this deployment cannot be a token it issued.
-  const shard = proven && shards.forSession(proven.id);
-  if (!proven || !shard) return null;
+  const shard = parsed && shards.forSession(parsed.id);
+  if (!parsed || !shard) return null;
   const boundHash = cookie ? await boundCookieHash(cookie.header, cookie.name) : null;
-  return { proof: { ...proven, boundHash, carrier }, shard };
+  return { proof: { ...parsed, boundHash, carrier }, shard };
 }

@@ -10,8 +10,10 @@ import type { KNOWN_REASONS } from "../../../src/services/user-sessions.ts";
 type ServiceReason = (typeof SERVICE_REASONS)[keyof typeof SERVICE_REASONS];
 /** Why a session ended (`ended`): the reasons a product gives, and the service's own. */
 type EndedReason = (typeof KNOWN_REASONS)[number] | ServiceReason;
-/** A context change's reason: the policy that applied (`allow` logs nothing, `end` logs `ended`). */
+/** A context change's reason: the policy that applied (`ignore` logs nothing, `end` logs `ended`). */
 type HeldOrLogged = Exclude<ContextPolicy, "ignore" | "end">;
+/** What a hold's reason said in the events logged before the service's one list of actions. */
+type FormerHold = "step-up";
 
 export const WORDS = {
   events: {
@@ -44,8 +46,12 @@ export const WORDS = {
     context_changed: {
       log: "noted",
       hold: "held until you sign in again",
-    } satisfies Record<HeldOrLogged, string>,
-    reauthenticated: { hold: "the hold is lifted" } satisfies Record<Extract<HeldOrLogged, "hold">, string>,
+      "step-up": "held until you sign in again",
+    } satisfies Record<HeldOrLogged | FormerHold, string>,
+    reauthenticated: { hold: "the hold is lifted", "step-up": "the hold is lifted" } satisfies Record<
+      Extract<HeldOrLogged, "hold"> | FormerHold,
+      string
+    >,
   },
   /** Who ended a session when no session did, by the service's reason; any other: the service. */
   endedBy: {

@@ -121,10 +121,10 @@ export interface DuePush {
 }
 
 /**
- * Claims the oldest SETs of enabled push streams whose next attempt is due, for a round of
+ * Leases the oldest SETs of enabled push streams whose next attempt is due, for a round of
  * pushes that holds them until `leaseUntil`: in one batch (one transaction, one round trip) they
  * are marked as this round's and put off to then, and read back. So a round that starts
- * meanwhile never claims them, and if this round dies before it records how they went, they are
+ * meanwhile never leases them, and if this round dies before it records how they went, they are
  * due again once its lease runs out. `destinations` (the upstreams', src/domain/upstreams/receivers.ts):
  * their due SETs too, up to `limit` more; with none, the statements are the streams' alone.
  */

@@ -148,15 +148,15 @@ export async function purgeInboundSets(db: Database, before: Date, limit: number
 export function recordJtiFor(shard: BucketShard, token: InboundSet, subject: string, at: Date): Promise<boolean> {
   return onBucket(shard, async (db) => {
     const row = sql`SELECT ${token.issuer}, ${token.jti}, ${at.getTime()}, ${shard.bucket}, ${subject} WHERE ${bucketNotMoving(db, shard.bucket)}`;
-    const { claim, move } = await batchNamed(db, {
+    const { recorded, move } = await batchNamed(db, {
       // The WHERE also keeps SQLite from reading ON CONFLICT as a join's ON.
       inserted: db.insert(ssfReceivedSets).select(row).onConflictDoNothing(),
-      claim: db
+      recorded: db
         .select({ subject: ssfReceivedSets.subject })
         .from(ssfReceivedSets)
         .where(and(eq(ssfReceivedSets.issuer, token.issuer), eq(ssfReceivedSets.jti, token.jti))),
       move: moveOf(db, shard.bucket),
     });
-    return { answer: claim[0]?.subject === subject, move: move[0], blocked: claim.length === 0 };
+    return { answer: recorded[0]?.subject === subject, move: move[0], blocked: recorded.length === 0 };
   });
 }

@@ -12,10 +12,10 @@ import { CAEP_EVENTS, type CaepEvent } from "../ssf/caep.ts";
 // off (404).
 
 /**
- * What an upstream can ask, by the name the security log's reason records (`<name>:<action>`):
+ * What an upstream can ask, by the name the security log's reason records (`<name>:<event>`):
  * the SET events acted on (CAEP's, then RISC's), then the OIDC routes'.
  */
-export const UPSTREAM_ACTIONS = [
+export const UPSTREAM_EVENTS = [
   ...CAEP_EVENTS,
   "account-disabled",
   "account-purged",
@@ -24,7 +24,7 @@ export const UPSTREAM_ACTIONS = [
   "backchannel_logout",
   "global_revocation",
 ] as const;
-export type UpstreamAction = (typeof UPSTREAM_ACTIONS)[number];
+export type UpstreamEvent = (typeof UPSTREAM_EVENTS)[number];
 
 /** The format of an upstream's SET subjects: `iss_sub` (the user is its `sub`) or `opaque` (its `id`). */
 export const SUBJECT_FORMATS = ["iss_sub", "opaque"] as const;
@@ -86,7 +86,7 @@ export interface UpstreamSets {
 export interface Upstream {
   /** The `iss` of everything it signs, exactly as it carries it. */
   issuer: string;
-  /** Short, unique: the security log records `<name>:<action>` as the reason; `create` names it. */
+  /** Short, unique: the security log records `<name>:<event>` as the reason; `create` names it. */
   name: string;
   /** With SETs: what every SET's `aud` must contain, and how its subjects name users. Null: it sends none. */
   sets: UpstreamSets | null;
@@ -109,15 +109,15 @@ export interface UpstreamVars {
   SSF_UPSTREAMS?: string;
 }
 
-const LONGEST_ACTION = Math.max(...UPSTREAM_ACTIONS.map((action) => action.length));
-// The reason `<name>:<action>` keeps to the rule of every reason (src/domain/reason.ts).
-export const MAX_UPSTREAM_NAME_LENGTH = MAX_REASON_LENGTH - 1 - LONGEST_ACTION;
+const LONGEST_EVENT = Math.max(...UPSTREAM_EVENTS.map((event) => event.length));
+// The reason `<name>:<event>` keeps to the rule of every reason (src/domain/reason.ts).
+export const MAX_UPSTREAM_NAME_LENGTH = MAX_REASON_LENGTH - 1 - LONGEST_EVENT;
 const NAME = new RegExp(`^[A-Za-z0-9._-]{1,${MAX_UPSTREAM_NAME_LENGTH}}$`);
 const REGION = /^[a-z]{2}$/;
 
 /** The security log's reason for what an upstream did. */
-export function upstreamReason(upstream: Upstream, action: UpstreamAction): string {
-  return `${upstream.name}:${action}`;
+export function upstreamReason(upstream: Upstream, event: UpstreamEvent): string {
+  return `${upstream.name}:${event}`;
 }
 
 /** `acr_levels`: an object from `acr` values to 1, 2 or 3; absent, none. */

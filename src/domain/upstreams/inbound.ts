@@ -10,7 +10,7 @@ import {
   isObject,
   timesFault,
   type Upstream,
-  type UpstreamAction,
+  type UpstreamEvent,
   type UpstreamSets,
   upstreamReason,
 } from "./config.ts";
@@ -58,8 +58,8 @@ const RISC = "https://schemas.openid.net/secevent/risc/event-type/";
  * RISC's (it ends every session of the user). Every other event type is accepted and ignored.
  */
 type KnownEvent =
-  | { name: UpstreamAction; oneSession: true; caep: CaepEvent }
-  | { name: UpstreamAction; oneSession: false };
+  | { name: UpstreamEvent; oneSession: true; caep: CaepEvent }
+  | { name: UpstreamEvent; oneSession: false };
 const KNOWN_EVENTS: ReadonlyMap<string, KnownEvent> = new Map<string, KnownEvent>([
   ...CAEP_EVENTS.map((name) => [caepType(name), { name, oneSession: true, caep: name }] as const),
   [`${RISC}account-disabled`, { name: "account-disabled", oneSession: false }],

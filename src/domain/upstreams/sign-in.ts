@@ -25,7 +25,7 @@ export interface UpstreamSignInInput {
   amr?: string[] | null;
 }
 
-/** Which bound a session's `expires_at` is: the provider's `session_expiry`, or its own lifetime. */
+/** Which limit a session's `expires_at` is: the provider's `session_expiry`, or its own lifetime. */
 export type ExpiryLimit = "session_expiry" | "session";
 
 /** What a backend is shown of it (whoami, `authenticate`, the admin API's list). */
@@ -187,7 +187,7 @@ export function heldByTheProvider(): InvalidInput {
   );
 }
 
-/** Which bound a session's end is: the provider's once `expires_at` reached it (sliding stops there). */
+/** Which limit a session's end is: the provider's once `expires_at` reached it (sliding stops there). */
 export function expiryLimit(expiresAt: Date, upstreamExpiresAt: Date): ExpiryLimit {
   return expiresAt.getTime() >= upstreamExpiresAt.getTime() ? "session_expiry" : "session";
 }

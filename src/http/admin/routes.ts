@@ -25,8 +25,8 @@ import {
   endUserSessions,
   listUserSessions,
 } from "../../services/user-sessions.ts";
-import { boundedText, mediaTypeOf } from "../bounded-body.ts";
 import { MESSAGES } from "../error-codes.ts";
+import { limitedText, mediaTypeOf } from "../limited-body.ts";
 import { withScope } from "../middleware/scope.ts";
 import { AUTH_ERRORS, error, type JsonObject, json, METHOD_NOT_ALLOWED, ok, ref } from "../openapi-parts.ts";
 import { bodyTooLarge, callRefused, invalidInput, sessionNotFound, unsupportedMediaType } from "../refusals.ts";
@@ -53,7 +53,7 @@ export const MAX_ADMIN_BODY_BYTES = 16 * 1024;
  * the document lists: a body sent as a form, as text or untyped is refused (415), not guessed at.
  */
 async function body(c: Context<AdminEnv>, allowed: readonly string[] | null): Promise<Record<string, unknown>> {
-  const text = await boundedText(c.req.raw, MAX_ADMIN_BODY_BYTES);
+  const text = await limitedText(c.req.raw, MAX_ADMIN_BODY_BYTES);
   if (text === null) throw bodyTooLarge();
   if (mediaTypeOf(c) !== "application/json") throw unsupportedMediaType();
   let parsed: unknown;

@@ -8,7 +8,7 @@ import {
   setRefused,
 } from "../../domain/upstreams/inbound.ts";
 import { actOnInboundSet } from "../../services/upstreams/inbound.ts";
-import { boundedText, mediaTypeOf } from "../bounded-body.ts";
+import { limitedText, mediaTypeOf } from "../limited-body.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
 import { error, json, ref } from "../openapi-parts.ts";
 import { notFound } from "../refusals.ts";
@@ -49,7 +49,7 @@ export const INBOUND_ROUTES = [
       read: async (c) => {
         if (mediaTypeOf(c) !== SET_MEDIA_TYPE)
           throw setRefused("invalid_request", `The Content-Type is not ${SET_MEDIA_TYPE}.`);
-        const body = await boundedText(c.req.raw, MAX_SET_BYTES);
+        const body = await limitedText(c.req.raw, MAX_SET_BYTES);
         if (body === null) throw setRefused("invalid_request", `The body is longer than ${MAX_SET_BYTES} bytes.`);
         return body.trim();
       },
@@ -61,7 +61,7 @@ export const INBOUND_ROUTES = [
       },
       "400": {
         description:
-          "Refused (RFC 8935 §2.3); nothing is acted on. `invalid_request`: not `application/secevent+jwt`, longer than the bound, not a SET, a wrong `typ`, `iat`, `nbf`, `jti`, events or subject; `invalid_issuer`: `iss` is no upstream; `invalid_key`: `kid` names no key of the issuer, or one that cannot verify the algorithm; `authentication_failed`: the signature does not verify; `invalid_audience`: `aud` does not name this receiver; `access_denied`: an `iss_sub` subject of another issuer.",
+          "Refused (RFC 8935 §2.3); nothing is acted on. `invalid_request`: not `application/secevent+jwt`, longer than its size limit, not a SET, a wrong `typ`, `iat`, `nbf`, `jti`, events or subject; `invalid_issuer`: `iss` is no upstream; `invalid_key`: `kid` names no key of the issuer, or one that cannot verify the algorithm; `authentication_failed`: the signature does not verify; `invalid_audience`: `aud` does not name this receiver; `access_denied`: an `iss_sub` subject of another issuer.",
         headers: { "Content-Language": { required: true, schema: { const: "en" } } },
         content: json({
           type: "object",

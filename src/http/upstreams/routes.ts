@@ -12,9 +12,9 @@ import {
 } from "../../domain/upstreams/logout.ts";
 import { MAX_AMR_LENGTH, MAX_AMR_VALUES, MAX_UPSTREAM_ID_LENGTH } from "../../domain/upstreams/sign-in.ts";
 import { backchannelLogout, revokeGlobally } from "../../services/upstreams/logout.ts";
-import { boundedText, mediaTypeOf } from "../bounded-body.ts";
 import { bearerToken } from "../credentials.ts";
 import { writeError } from "../errors.ts";
+import { limitedText, mediaTypeOf } from "../limited-body.ts";
 import { type ScopedEnv, withScope } from "../middleware/scope.ts";
 import { ALLOW_HEADER, anyRequest, error, errorBody, type JsonObject, json, NO_STORE, ref } from "../openapi-parts.ts";
 import { notFound } from "../refusals.ts";
@@ -122,14 +122,14 @@ type UpstreamRoute = "backchannel_logout" | "global_revocation";
 const refuse = (description: string) => upstreamRefused("invalid_request", description);
 
 /**
- * The body, sent as `mediaType`, within the bound, or a refusal: read when the route's work
+ * The body, sent as `mediaType`, within its size limit, or a refusal: read when the route's work
  * calls it, so that its refusal is the work's, logged.
  */
 const bodyAs = <T>(mediaType: string, schema: JsonObject, of: (text: string) => T) => ({
   doc: { required: true, content: { [mediaType]: { schema } } },
   read: (c: Context) => async () => {
     if (mediaTypeOf(c) !== mediaType) throw refuse(`The Content-Type is not ${mediaType}.`);
-    const body = await boundedText(c.req.raw, MAX_UPSTREAM_TOKEN_BYTES);
+    const body = await limitedText(c.req.raw, MAX_UPSTREAM_TOKEN_BYTES);
     if (body === null) throw refuse(`The body is longer than ${MAX_UPSTREAM_TOKEN_BYTES} bytes.`);
     return of(body);
   },

@@ -59,7 +59,7 @@ function targetOf(set: DuePush, destinations: readonly PushDestination[]) {
 /**
  * Pushes the due SETs of enabled push streams and of `destinations` (RFC 8935), all signed before any is sent:
  * accepted (2xx) or refused for good (4xx but 429) they are forgotten, otherwise (the network,
- * 408, 429, 5xx) tried again after the backoff, counted from the answer. The round claims its SETs as it reads them, so rounds that
+ * 408, 429, 5xx) tried again after the backoff, counted from the answer. The round leases its SETs as it reads them, so rounds that
  * overlap never push one SET twice. Two round trips to the streams' database, whatever the
  * number of SETs.
  */

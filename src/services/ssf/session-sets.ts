@@ -1,6 +1,7 @@
 import type { Database } from "../../db/client.ts";
 import type { SessionEventRow } from "../../db/schema.ts";
 import { type DestinedSet, queueSessionSets, type SessionSet } from "../../db/ssf/queue.ts";
+import { isHoldReason } from "../../domain/actions.ts";
 import { AAL_NAMESPACE, aalName } from "../../domain/auth-factors.ts";
 import { isSameDevice } from "../../domain/device.ts";
 import type { EventType } from "../../domain/events.ts";
@@ -82,7 +83,7 @@ function levelChangeOf({ assuranceLevel: now, previousAssuranceLevel: before }: 
 function riskChangeOf({ type, reason, context }: SessionEventRow) {
   if (type === "held_by_upstream")
     return { principal: "SESSION", current_level: "HIGH", risk_reason: `The identity provider asked (${reason})` };
-  if (reason !== "hold") return null;
+  if (!isHoldReason(reason)) return null;
   if (type === "reauthenticated")
     return {
       principal: "SESSION",

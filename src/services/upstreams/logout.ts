@@ -1,6 +1,6 @@
 import { actOnSessionsForSet, recordJtiFor } from "../../db/upstreams/inbound-sets.ts";
 import type { Jws } from "../../domain/jws.ts";
-import { type Upstream, type UpstreamAction, upstreamReason } from "../../domain/upstreams/config.ts";
+import { type Upstream, type UpstreamEvent, upstreamReason } from "../../domain/upstreams/config.ts";
 import {
   checkIssuer,
   checkRevocationJwt,
@@ -49,7 +49,7 @@ async function end(
   upstream: Upstream,
   ending: UpstreamEnding,
   user: { userId: string; region: string | null },
-  action: UpstreamAction,
+  event: UpstreamEvent,
   allOfUser: boolean,
 ): Promise<number> {
   const shard = await scope.shards.forUser(user.userId, user.region);
@@ -62,7 +62,7 @@ async function end(
   const set = { issuer: upstream.issuer, jti: ending.jti };
   // The writer is the system, from the upstream's address.
   return write(scope, null, (writer) =>
-    actOnSessionsForSet(shard, set, target, "end", upstreamReason(upstream, action), writer, scope.at),
+    actOnSessionsForSet(shard, set, target, "end", upstreamReason(upstream, event), writer, scope.at),
   );
 }
 

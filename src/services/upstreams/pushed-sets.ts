@@ -14,7 +14,7 @@ import { AS_CAEP, detailsOf, setClaims } from "../ssf/session-sets.ts";
  * The SET a session event becomes for the upstream it was signed in through, or null: when that
  * upstream takes pushes of the event's type, and did not itself cause the ending, which it
  * would otherwise be told of again: an `ended_by_upstream` of its own (a SET, a back-channel
- * logout or a revocation; the service wrote its reason `<upstream>:<action>`, so a caller's
+ * logout or a revocation; the service wrote its reason `<upstream>:<event>`, so a caller's
  * reason that merely reads so is told), or `upstream_relinked` (its sign-in named the subject as
  * another user; the provider's session, perhaps the very one that sign-in used, must not end
  * for it). It names the session by the upstream's own ids: its `sub`, and its `sid` when it gave one;

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 
 // A request body's media type, for every entry point that reads one, and the body of an entry point that takes
-// a signed token: read no further than a bound, so that a huge body costs no more than the chunk
+// a signed token: read no further than a size limit, so that a huge body costs no more than the chunk
 // that passes it.
 
 /** The request's media type, lowercased, without parameters; "" when it has none. */
@@ -10,7 +10,7 @@ export function mediaTypeOf(c: Context): string {
 }
 
 /** The body as text, or null when it is longer than `max` bytes: read no further than the chunk past it. */
-export async function boundedText(request: Request, max: number): Promise<string | null> {
+export async function limitedText(request: Request, max: number): Promise<string | null> {
   const chunks: Uint8Array[] = [];
   let length = 0;
   for await (const chunk of request.body ?? []) {
