@@ -153,7 +153,7 @@ export function checkDataModel(file: string, text: string, tables: ReadonlyMap<s
  * The middleware table of the section "Request path" against `app`, the text of
  * src/http/app.ts: the names in backticks of the rows' Middleware cells (`| 1 | request log
  * (\`requestLog\`) |`), in order, must be the middleware it mounts (`.use(…, name)`, each where it is
- * first mounted), then `onError`.
+ * first mounted; a mount's own, spread from its declaration, as `Mount.use`), then `onError`.
  */
 export function checkMiddleware(file: string, text: string, app: string): string[] {
   const section = sectionOf(text, "Request path");
@@ -162,9 +162,16 @@ export function checkMiddleware(file: string, text: string, app: string): string
   for (const { line, number } of section.lines) {
     const cells = line.split("|").map((cell) => cell.trim());
     if (!line.startsWith("|") || !/^\d+$/.test(cells[1] ?? "")) continue;
-    for (const name of codeSpans(cells[2] ?? "")) if (/^\w+$/.test(name)) documented.push({ name, number });
+    for (const name of codeSpans(cells[2] ?? "")) if (/^[\w.]+$/.test(name)) documented.push({ name, number });
   }
-  const mounted = [...new Set([...app.matchAll(/\.use\((?:[^()]*?,\s*)?(\w+)\)/g)].map(([, name]) => name ?? ""))];
+  // A mount's own middleware is spread from its declaration (`...use`): the table names it `Mount.use`.
+  const mounted = [
+    ...new Set(
+      [...app.matchAll(/\.use\((?:[^()]*?,\s*)?(\.\.\.)?(\w+)\)/g)].map(([, spread, name]) =>
+        spread ? `Mount.${name}` : (name ?? ""),
+      ),
+    ),
+  ];
   if (app.includes(".onError(")) mounted.push("onError");
   const differs = mounted.findIndex((name, index) => documented[index]?.name !== name);
   if (differs === -1 && documented.length === mounted.length) return [];

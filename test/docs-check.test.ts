@@ -44,7 +44,18 @@ describe("docs:check on ARCHITECTURE.md", () => {
     expect(swapped).not.toBe(app);
     const table = "requestLog, securityHeaders";
     expect(checkMiddleware(FILE, architecture, swapped)).toEqual([
-      `${FILE}:${lineOf(architecture, "| 3 |")}: middleware: the table gives ${table}, noStore, inputLimits, refuseOtherMethods, onError; src/http/app.ts mounts ${table}, inputLimits, noStore, refuseOtherMethods, onError`,
+      `${FILE}:${lineOf(architecture, "| 3 |")}: middleware: the table gives ${table}, noStore, inputLimits, Mount.use, refuseOtherMethods, onError; src/http/app.ts mounts ${table}, inputLimits, noStore, Mount.use, refuseOtherMethods, onError`,
+    ]);
+  });
+
+  it("fails on a mount's own middleware moved before the input limits", () => {
+    const bounds = "routes.use(inputLimits);\n";
+    const own = `for (const { path, use } of mounts) routes.use(\`\${path}/*\`, ...use);\n`;
+    const moved = app.replace(own, "").replace(bounds, own + bounds);
+    expect(moved).not.toBe(app);
+    const table = "requestLog, securityHeaders, noStore";
+    expect(checkMiddleware(FILE, architecture, moved)).toEqual([
+      `${FILE}:${lineOf(architecture, "| 4 |")}: middleware: the table gives ${table}, inputLimits, Mount.use, refuseOtherMethods, onError; src/http/app.ts mounts ${table}, Mount.use, inputLimits, refuseOtherMethods, onError`,
     ]);
   });
 
