@@ -104,6 +104,10 @@ export const sessions = sqliteTable(
     // session was created from a new device, so null says "not a new device" as well. The
     // token works until created_at + SESSION_REPORT_TTL_SECONDS, and once: confirming ends the row.
     reportHash: text("report_hash"),
+    // The organization the session belongs to (src/domain/organizations/), set at creation and
+    // never changed: its policy governs the session, its identity providers and its admin keys
+    // reach it. Null: outside any organization, governed by the vars alone.
+    organizationId: text("organization_id"),
   },
   (table) => [
     // "Live sessions of this user": equality on user_id, range on expires_at.
@@ -114,6 +118,10 @@ export const sessions = sqliteTable(
     index("sessions_expires_at_idx").on(table.expiresAt),
     // An agent's open support sessions, to end them all (the agent left); only support rows have an entry.
     index("sessions_support_agent_idx").on(table.supportAgent).where(sql`${table.supportAgent} IS NOT NULL`),
+    // An organization's sessions, to list, end or hold them all; only its members' rows have an entry.
+    index("sessions_organization_id_idx")
+      .on(table.organizationId, table.id)
+      .where(sql`${table.organizationId} IS NOT NULL`),
   ],
 );
 
@@ -190,6 +198,9 @@ export const sessionEvents = sqliteTable(
     upstream: text("upstream"),
     upstreamSubject: text("upstream_subject"),
     upstreamSid: text("upstream_sid"),
+    // The session's organization (sessions.organization_id), kept after the row is gone: an
+    // organization's log is its members' events alone. Null: outside any organization.
+    organizationId: text("organization_id"),
   },
   (table) => [
     // The main index: a user's log newest first (and "seen on this device") under its bucket,
@@ -205,6 +216,21 @@ export const sessionEvents = sqliteTable(
 );
 
 export type SessionEventRow = typeof sessionEvents.$inferSelect;
+
+/**
+ * The directory of organizations (docs/organizations.md): each enterprise customer, with its own
+ * identity providers, session policy and admin keys. On the database bound as DB only.
+ */
+export const organizations = sqliteTable("organizations", {
+  // `org_` and 22 random characters (src/domain/organizations/organization.ts): stable, never reused.
+  id: text("id").primaryKey(),
+  // What the product calls the customer, for its admins and the devices page.
+  name: text("name").notNull(),
+  createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
+  updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),
+});
+
+export type OrganizationRow = typeof organizations.$inferSelect;
 
 // The one list of a bucket's move states (src/db/moves.ts). `frozen`: on the database that
 // holds the bucket, while it is copied to `binding`; nothing of the bucket is written here.

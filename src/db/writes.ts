@@ -139,6 +139,7 @@ export function recordEvents(
     upstream: sessions.upstream,
     upstreamSubject: sessions.upstreamSubject,
     upstreamSid: sessions.upstreamSid,
+    organizationId: sessions.organizationId,
   };
   const where = matching ? sql`${matching} AND ${notMoving()}` : notMoving();
   return db

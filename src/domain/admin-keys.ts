@@ -1,4 +1,5 @@
 import { ConfigError, parsedOnce } from "./config.ts";
+import { isOrganizationId } from "./organizations/organization.ts";
 import { newCredential, parseCredential } from "./token.ts";
 
 // Admin keys: what a server on any stack holds to call the admin API (`/admin/*`), the HTTP
@@ -24,15 +25,21 @@ export interface AdminKey {
   /** SHA-256 of the secret, hex. */
   secretHash: string;
   createdAt: string;
+  /**
+   * The one organization the key manages (its providers, policy and members' sessions); absent:
+   * the whole deployment. Outside it every call answers 404, as if nothing were there.
+   */
+  organization?: string;
 }
 
 export const MAX_KEY_NAME_LENGTH = 64;
 
 function isAdminKey(value: unknown): value is AdminKey {
   if (typeof value !== "object" || value === null) return false;
-  const { id, name, scopes, secretHash, createdAt, ...rest } = value as Record<string, unknown>;
+  const { id, name, scopes, secretHash, createdAt, organization, ...rest } = value as Record<string, unknown>;
   return (
     Object.keys(rest).length === 0 &&
+    (organization === undefined || isOrganizationId(organization)) &&
     typeof id === "string" &&
     /^[A-Za-z0-9_-]{22}$/.test(id) &&
     isKeyName(name) &&
@@ -71,7 +78,7 @@ const keysFrom = parsedOnce((text: string): Map<string, AdminKey> => {
     new Set(parsed.map((key) => key.id)).size !== parsed.length
   )
     throw new ConfigError(
-      `ADMIN_KEYS must be a JSON array of keys as npm run admin:keys writes them (id, name, scopes of ${ADMIN_SCOPES.join(", ")}, secretHash, createdAt), ids unique`,
+      `ADMIN_KEYS must be a JSON array of keys as npm run admin:keys writes them (id, name, scopes of ${ADMIN_SCOPES.join(", ")}, secretHash, createdAt, optionally an organization id), ids unique`,
     );
   return new Map(parsed.map((key) => [key.id, key]));
 });

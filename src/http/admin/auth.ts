@@ -1,3 +1,4 @@
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
 import { type AdminKey, type AdminScope, matchAdminKey, readAdminKeys } from "../../domain/admin-keys.ts";
@@ -47,4 +48,22 @@ export function requireAdminKey(scope: AdminScope) {
     const { shards, at, afterAnswer } = c.var.scope;
     if (c.res.status < 500) afterAnswer?.(() => noteKeyUse(shards, key.id, at.now));
   });
+}
+
+/**
+ * The organization `id`, as the call's key may reach it: a key limited to another organization
+ * is answered 404, as for an organization that does not exist (its existence is not revealed),
+ * and the attempt is one `admin_key_outside` line beside the call's `admin_call`.
+ */
+export function reachOrganization(c: Context<AdminEnv>, id: string): void {
+  const key = c.var.adminKey;
+  if (key.organization === undefined || key.organization === id) return;
+  logLine("warn", "admin_key_outside", {
+    key: key.id,
+    name: key.name,
+    organization: key.organization,
+    method: c.req.method,
+    route: routePath(c),
+  });
+  throw notFound();
 }
