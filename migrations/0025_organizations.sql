@@ -1,3 +1,8 @@
+CREATE TABLE `organization_policies` (
+	`organization_id` text PRIMARY KEY NOT NULL,
+	`updated_at` integer NOT NULL
+);
+--> statement-breakpoint
 CREATE TABLE `organizations` (
 	`id` text PRIMARY KEY NOT NULL,
 	`name` text NOT NULL,

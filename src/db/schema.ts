@@ -232,6 +232,17 @@ export const organizations = sqliteTable("organizations", {
 
 export type OrganizationRow = typeof organizations.$inferSelect;
 
+/**
+ * An organization's session policy, on every database that holds sessions (and DB): read in the
+ * same statements as its members' sessions, so a policy costs no round trip, and a row here is
+ * what lets a session be created in the organization. Written to every database with the
+ * directory entry; removed with it.
+ */
+export const organizationPolicies = sqliteTable("organization_policies", {
+  organizationId: text("organization_id").primaryKey(),
+  updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),
+});
+
 // The one list of a bucket's move states (src/db/moves.ts). `frozen`: on the database that
 // holds the bucket, while it is copied to `binding`; nothing of the bucket is written here.
 // `moved`: the bucket is on `binding`; nothing of it is here, ask there.
