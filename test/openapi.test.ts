@@ -34,6 +34,7 @@ const PATHS = [
   "/admin/support-sessions",
   "/admin/sessions/{sessionId}/data",
   "/admin/agents/{agentId}/support-sessions/end",
+  "/admin/organizations/{organizationId}/policy",
   "/openapi.json",
 ];
 

@@ -70,7 +70,22 @@ const operations: Record<string, (db: Database) => Promise<unknown>> = {
   authenticate: (db) => authenticate(on(db), proof, at, check, writer),
   "authenticate (sliding)": (db) => authenticate(on(db), proof, sliding, check, writer),
   insertSession: (db) =>
-    insertSession(on(db), newSession(`AA${"C".repeat(22)}`), writer, { maxPerUser: 2, seenSince: at.now }, at),
+    insertSession(
+      on(db),
+      newSession(`AA${"C".repeat(22)}`),
+      writer,
+      { maxPerUser: 2, seenSince: at.now, organizationId: null },
+      at,
+    ),
+  // A member's: its organization's policy row required by the INSERT, and read by every liveness rule.
+  "insertSession (a member's)": (db) =>
+    insertSession(
+      on(db),
+      { ...newSession(`AA${"D".repeat(22)}`), organizationId: `org_${"o".repeat(22)}` },
+      writer,
+      { maxPerUser: 2, seenSince: at.now, organizationId: `org_${"o".repeat(22)}` },
+      sliding,
+    ),
   listSessionsByUserId: (db) => listSessionsByUserId(on(db), "plan-user", at),
   endSessionsByUserId: (db) => endSessionsByUserId(on(db), "plan-user", proof.id, "admin", writer, at),
   endSessionById: (db) => endSessionById(on(db), proof.id, "admin", writer, at),
@@ -126,7 +141,7 @@ describe("query plans", () => {
       for (const { sql, params } of statements) {
         const detail = await plan(sql, params);
         expect({ sql, detail }).not.toMatchObject({
-          detail: expect.stringMatching(/SCAN (sessions|session_events)(?! USING)/),
+          detail: expect.stringMatching(/SCAN (sessions|session_events|organization_policies)(?! USING)/),
         });
       }
     });
@@ -170,6 +185,20 @@ describe("query plans", () => {
     expect(detail).toMatch(
       /SEARCH sessions USING INDEX sessions_user_id_expires_at_idx \(user_id=\? AND expires_at>\?\)/,
     );
+  });
+
+  it("a member's policy is read by its organization's primary key, in the statement that judges the session", async () => {
+    for (const run of [operations["authenticate (sliding)"]!, operations.listSessionsByUserId!]) {
+      const { db, statements } = recordingD1(database);
+      await run(openDatabase(db));
+      const details = await Promise.all(statements.map((s) => plan(s.sql, s.params)));
+      const policies = details.join("\n").match(/^.*organization_policies.*$/gm) ?? [];
+      expect(policies.length).toBeGreaterThan(0);
+      for (const line of policies)
+        expect(line).toMatch(
+          /SEARCH organization_policies USING INDEX sqlite_autoindex_organization_policies_1 \(organization_id=\?\)/,
+        );
+    }
   });
 
   it("the list reads the caller by primary key and the user's sessions by the user index", async () => {

@@ -27,8 +27,15 @@ import {
   placeholders,
   shaped,
 } from "./compiled.ts";
-import { ACTIVITY_WRITE_INTERVAL_MS, type At, type Caller, isProvenBy, type TokenProof } from "./liveness.ts";
-import { type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
+import {
+  ACTIVITY_WRITE_INTERVAL_MS,
+  type At,
+  type Caller,
+  isProvenBy,
+  ofOrganization,
+  type TokenProof,
+} from "./liveness.ts";
+import { organizationPolicies, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 import { endSessions, loggedBy, recordEvents, type Write, type Writer } from "./writes.ts";
 
 // The one authenticated batch: every operation by a session's token (the list, the events, the
@@ -72,10 +79,24 @@ export interface Head {
  * With a sliding lifetime: now + the session's own TTL, never past creation + the maximum
  * lifetime, nor past the upstream's `session_expiry` when it gave one (a term of the same
  * UPDATE: a session without one pays nothing). A support session keeps the end it was opened with.
+ * A member's session renews by its organization's policy as it is now (`memberRenewed`).
  */
 function renewedExpiry(at: At, maxLifetimeMs: unknown, upstreamEnd: unknown = sessions.upstreamExpiresAt): SQL<Date> {
+  const now = millis(at.now);
   const longest = sql`${sessions.createdAt} + ${maxLifetimeMs}`;
-  return sql`CASE WHEN ${sessions.supportAgent} IS NULL THEN min(${millis(at.now)} + ${sessions.ttlSeconds} * 1000, ${longest}, coalesce(${upstreamEnd}, ${longest})) ELSE ${sessions.expiresAt} END`;
+  return sql`CASE WHEN ${sessions.supportAgent} IS NOT NULL THEN ${sessions.expiresAt} WHEN ${sessions.organizationId} IS NULL THEN min(${now} + ${sessions.ttlSeconds} * 1000, ${longest}, coalesce(${upstreamEnd}, ${longest})) ELSE ${memberRenewed(now, maxLifetimeMs, upstreamEnd)} END`;
+}
+
+/**
+ * A member's renewal: unless its organization's policy stops sliding, now + its lifetime (the
+ * policy's, never longer than it was issued with), never past creation + the policy's maximum
+ * lifetime (else the var's) nor the upstream's end. No policy row: kept (it is not live).
+ */
+function memberRenewed(now: unknown, maxLifetimeMs: unknown, upstreamEnd: unknown): SQL {
+  const p = organizationPolicies;
+  const longest = sql`${sessions.createdAt} + coalesce(${p.maxLifetimeSeconds} * 1000, ${maxLifetimeMs})`;
+  const ttl = sql`min(${sessions.ttlSeconds}, coalesce(${p.ttlSeconds}, ${sessions.ttlSeconds}))`;
+  return sql`coalesce((SELECT CASE WHEN coalesce(${p.slidingTtl}, 1) THEN min(${now} + ${ttl} * 1000, ${longest}, coalesce(${upstreamEnd}, ${longest})) ELSE ${sessions.expiresAt} END FROM ${ofOrganization}), ${sessions.expiresAt})`;
 }
 
 /**

@@ -27,7 +27,7 @@ import type { ContextCheck } from "./client-context.ts";
 import { sameDeviceKey } from "./device.ts";
 import { eventsOf } from "./events.ts";
 import { isLive, isProvenBy, type TokenProof } from "./liveness.ts";
-import { sessionEvents, sessions } from "./schema.ts";
+import { organizationPolicies, sessionEvents, sessions } from "./schema.ts";
 import type { BucketShard } from "./shards.ts";
 import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Write, type Writer } from "./writes.ts";
 
@@ -39,6 +39,8 @@ export type NewSession = typeof sessions.$inferInsert;
 /** What bounds a user's sessions and what a new device is compared with. */
 export interface IssuePolicy {
   maxPerUser: number;
+  /** The session's organization, whose policy row must still be there (docs/organization-policy.md); null: none. */
+  organizationId: string | null;
   /** Sessions seen (created, active or ended) after this count for "a known device". */
   seenSince: Date;
 }
@@ -123,7 +125,7 @@ export async function insertSession(
     // the event reads it off the row.
     const reportHash = sql`CASE WHEN ${not(seenOnDevice(db, shard.bucket, session, policy.seenSince))} THEN ${session.reportHash} END`;
     const { stored, logged, move } = await batchNamed(db, {
-      inserted: insertUnlessDone(db, shard.bucket, session, write, undefined, { reportHash }),
+      inserted: insertUnlessDone(db, shard.bucket, session, write, memberOf(policy.organizationId), { reportHash }),
       recorded: recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), writer, write, {
         // A bound value either way: a session without an upstream runs the same statement.
         reason: createdReason({
@@ -143,6 +145,12 @@ export async function insertSession(
     const answer = { stored: stored.length > 0 || created !== undefined, newDevice: created?.newDevice === true };
     return { answer: { answer, events: logged, db }, move: move[0], blocked: !answer.stored };
   });
+}
+
+/** For a member's session, its organization's policy row is there: a removed organization has no new sessions. */
+function memberOf(organizationId: string | null): SQL | undefined {
+  if (organizationId === null) return undefined;
+  return sql`EXISTS (SELECT 1 FROM ${organizationPolicies} WHERE ${organizationPolicies.organizationId} = ${organizationId})`;
 }
 
 /**

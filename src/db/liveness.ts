@@ -3,7 +3,7 @@ import type { CallerColumns } from "../domain/caller-view.ts";
 import type { TokenCarrier } from "../domain/carrier.ts";
 import type { Instant } from "../domain/clock.ts";
 import { millis, type When } from "./compiled.ts";
-import { sessions } from "./schema.ts";
+import { organizationPolicies, sessions } from "./schema.ts";
 
 // The rules a statement judges a row and a token by, as SQL conditions: a token is checked
 // inside the statement that acts on it, so authentication costs no round trip of its own. The
@@ -37,12 +37,40 @@ export interface At {
 /** Activity is written at most this often per session, so reads rarely write. */
 export const ACTIVITY_WRITE_INTERVAL_MS = 5 * 60 * 1000;
 
-/** The one rule for "this row is a live session". */
-export function isLive(at: Pick<At, "now" | "idleCutoff">): SQL {
+/**
+ * The one rule for "this row is a live session": not expired and, with an idle timeout, active
+ * since its cutoff. A member's session (sessions.organization_id) is held to its organization's
+ * policy as it is now, read in the same statement (`memberLive`); a session outside any
+ * organization reads nothing more: SQLite evaluates a CASE's branches lazily, so its row costs
+ * one column compared with NULL.
+ */
+export function isLive(at: Pick<At, "now" | "idleCutoff" | "slidingMaxLifetimeMs">): SQL {
   const now = millis(at.now);
-  return at.idleCutoff
-    ? sql`(${sessions.expiresAt} > ${now} AND ${sessions.lastActiveAt} > ${millis(at.idleCutoff)})`
-    : sql`${sessions.expiresAt} > ${now}`;
+  const idle = at.idleCutoff ? sql`${sessions.lastActiveAt} > ${millis(at.idleCutoff)}` : sql`1`;
+  return sql`(${sessions.expiresAt} > ${now} AND CASE WHEN ${sessions.organizationId} IS NULL THEN ${idle} ELSE ${memberLive(at, idle)} END)`;
+}
+
+/** The policy row of the session's organization, for a correlated subquery: its primary key, one row or none. */
+export const ofOrganization = sql`${organizationPolicies} WHERE ${organizationPolicies.organizationId} = ${sessions.organizationId}`;
+
+/**
+ * A member's session is live under its organization's policy (docs/organization-policy.md), so
+ * that a change applies at the next request, with no sign-in: its idle timeout (0: none; null:
+ * the var's, `idle`), its maximum lifetime from creation, and its lifetime, from the last
+ * renewal when it slides (the activity write renews at `last_active_at`), else from creation,
+ * never longer than the session was issued with. No policy row (the organization was removed):
+ * not live.
+ */
+function memberLive(at: Pick<At, "now" | "slidingMaxLifetimeMs">, idle: SQL): SQL {
+  const now = millis(at.now);
+  const p = organizationPolicies;
+  const { lastActiveAt, createdAt, ttlSeconds } = sessions;
+  // A policy's sliding applies only where the deployment slides: elsewhere nothing renews.
+  const from =
+    at.slidingMaxLifetimeMs === null
+      ? createdAt
+      : sql`CASE WHEN coalesce(${p.slidingTtl}, 1) THEN ${lastActiveAt} ELSE ${createdAt} END`;
+  return sql`coalesce((SELECT CASE WHEN ${p.idleTimeoutSeconds} IS NULL THEN ${idle} ELSE (${p.idleTimeoutSeconds} = 0 OR ${lastActiveAt} > ${now} - ${p.idleTimeoutSeconds} * 1000) END AND (${p.maxLifetimeSeconds} IS NULL OR ${createdAt} + ${p.maxLifetimeSeconds} * 1000 > ${now}) AND (${p.ttlSeconds} IS NULL OR ${from} + min(${ttlSeconds}, ${p.ttlSeconds}) * 1000 > ${now}) FROM ${ofOrganization}), 0)`;
 }
 
 /** The carrier the session must not have: a browser's cookie-only token proves nothing as Bearer. */

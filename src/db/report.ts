@@ -6,8 +6,8 @@ import type { SessionView } from "../domain/session-view.ts";
 import { tail } from "./authenticated.ts";
 import { moveOf, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
-import { isLive } from "./liveness.ts";
-import { type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
+import { isLive, ofOrganization } from "./liveness.ts";
+import { organizationPolicies, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 import { SESSION_VIEW } from "./session-view.ts";
 import type { BucketShard } from "./shards.ts";
 import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Write, type Writer } from "./writes.ts";
@@ -34,8 +34,8 @@ export interface ReportState {
   history: ReportHistory[];
 }
 
-/** `reportable`: the token may end it now (`isReportable`, the ending's own condition). */
-export type ReportedSession = { view: SessionView; createdAt: Date; reportable: boolean };
+/** `reportable`: the token may end it now (`isReportable`, the ending's own condition); `issuedAfter`: its cutoff. */
+export type ReportedSession = { view: SessionView; createdAt: Date; reportable: boolean; issuedAfter: Date };
 
 export type ReportHistory = Pick<SessionEventRow, "type" | "reason" | "createdAt"> & {
   /** A `created` event that kept this token's hash: the token was issued. */
@@ -46,9 +46,18 @@ function isReportOf(proof: ReportProof): SQL {
   return sql`(${sessions.id} = ${proof.id} AND ${sessions.reportHash} = ${proof.secretHash})`;
 }
 
-/** The one rule for "the token may end this row": its own, live, the token issued after `issuedAfter`. */
+/**
+ * The instant the row's token must be issued after: `issuedAfter` (SESSION_REPORT_TTL_SECONDS
+ * ago), or for a member's session its organization's report link lifetime ago, when it sets one.
+ */
+function reportCutoff(at: Instant, issuedAfter: Date): SQL<number> {
+  const after = issuedAfter.getTime();
+  return sql<number>`CASE WHEN ${sessions.organizationId} IS NULL THEN ${after} ELSE coalesce((SELECT ${at.now.getTime()} - ${organizationPolicies.reportTtlSeconds} * 1000 FROM ${ofOrganization}), ${after}) END`;
+}
+
+/** The one rule for "the token may end this row": its own, live, the token issued after its cutoff. */
 function isReportable(proof: ReportProof, at: Instant, issuedAfter: Date): SQL {
-  return sql`(${isReportOf(proof)} AND ${isLive(at)} AND ${sessions.createdAt} > ${issuedAfter.getTime()})`;
+  return sql`(${isReportOf(proof)} AND ${isLive(at)} AND ${sessions.createdAt} > ${reportCutoff(at, issuedAfter)})`;
 }
 
 /**
@@ -72,6 +81,7 @@ function stateOf(
       .select({
         ...REPORTED,
         reportable: sql<boolean>`${isReportable(proof, at, issuedAfter)}`.mapWith(Boolean),
+        issuedAfter: reportCutoff(at, issuedAfter).mapWith((ms: number) => new Date(ms)),
       })
       .from(sessions)
       .where(isReportOf(proof)),

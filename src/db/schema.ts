@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, real, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { ACTIONS } from "../domain/actions.ts";
 import type { StoredFactors } from "../domain/auth-factors.ts";
 import { SESSION_CARRIERS } from "../domain/carrier.ts";
 import type { ContextChange } from "../domain/client-context.ts";
@@ -241,7 +242,23 @@ export type OrganizationRow = typeof organizations.$inferSelect;
 export const organizationPolicies = sqliteTable("organization_policies", {
   organizationId: text("organization_id").primaryKey(),
   updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),
+  // Each a session setting's var (src/domain/organizations/policy.ts): null, the var's value.
+  // Lifetime, idle timeout and maximum lifetime also govern live sessions (src/db/liveness.ts).
+  ttlSeconds: integer("ttl_seconds"),
+  idleTimeoutSeconds: integer("idle_timeout_seconds"),
+  slidingTtl: integer("sliding_ttl", { mode: "boolean" }),
+  maxLifetimeSeconds: integer("max_lifetime_seconds"),
+  maxPerUser: integer("max_per_user"),
+  stepUpMaxAgeSeconds: integer("step_up_max_age_seconds"),
+  contextDevice: text("context_device", { enum: ACTIONS }),
+  contextNetwork: text("context_network", { enum: ACTIONS }),
+  contextTravel: text("context_travel", { enum: ACTIONS }),
+  travelMaxKmh: integer("travel_max_kmh"),
+  travelMinKm: integer("travel_min_km"),
+  reportTtlSeconds: integer("report_ttl_seconds"),
 });
+
+export type OrganizationPolicyRow = typeof organizationPolicies.$inferSelect;
 
 // The one list of a bucket's move states (src/db/moves.ts). `frozen`: on the database that
 // holds the bucket, while it is copied to `binding`; nothing of the bucket is written here.

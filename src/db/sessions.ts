@@ -112,7 +112,7 @@ export async function listSessionsByToken(
 }
 
 /** What a backend's list is built on: the user, the instant and the bucket. */
-type UserList = { userId: string; at: Pick<At, "now" | "idleCutoff">; bucket: string };
+type UserList = { userId: string; at: Pick<At, "now" | "idleCutoff" | "slidingMaxLifetimeMs">; bucket: string };
 
 /** A backend's list: one row, carrying the bucket's move state too. */
 function userSessionList(db: Database, { userId, at, bucket }: UserList) {
@@ -141,7 +141,11 @@ export async function listSessionsByUserId(
     const { values, value, instant } = placeholders();
     const once = shaped<UserList>({
       userId: value("userId", userId),
-      at: { now: instant("now", at.now), idleCutoff: at.idleCutoff && instant("idleCutoff", at.idleCutoff) },
+      at: {
+        now: instant("now", at.now),
+        idleCutoff: at.idleCutoff && instant("idleCutoff", at.idleCutoff),
+        slidingMaxLifetimeMs: at.slidingMaxLifetimeMs === null ? null : value("sliding", at.slidingMaxLifetimeMs),
+      },
       bucket: value("bucket", shard.bucket),
     });
     const called = { userId, at, bucket: shard.bucket };

@@ -98,9 +98,39 @@ export const MAX_SUPPORT_SECONDS = 24 * 60 * 60;
 /** Browsers keep a cookie at most 400 days (RFC 6265bis), so no session may outlive that. */
 export const MAX_TTL_SECONDS = 400 * 24 * 60 * 60;
 
-function wholeNumber(name: string, value: string | undefined, fallback: number, min: number): number {
+/**
+ * The bounds of each whole-number session setting: one rule, which the var is parsed by and an
+ * organization's policy (src/domain/organizations/policy.ts) is checked by.
+ */
+export const WHOLE_NUMBER_RULES = {
+  SESSION_TTL_SECONDS: { min: 1 },
+  SESSION_MAX_LIFETIME_SECONDS: { min: 1, max: MAX_TTL_SECONDS },
+  SESSION_IDLE_TIMEOUT_SECONDS: { min: 0 },
+  SESSION_MAX_PER_USER: { min: 1 },
+  SESSION_STEP_UP_MAX_AGE_SECONDS: { min: 0 },
+  SESSION_TRAVEL_MAX_KMH: { min: 1 },
+  SESSION_TRAVEL_MIN_KM: { min: 0 },
+  SESSION_REPORT_TTL_SECONDS: { min: 60 },
+  SESSION_BOUND_COOKIE_SECONDS: { min: 10, max: MAX_TTL_SECONDS },
+  SESSION_SUPPORT_MAX_SECONDS: { min: 60, max: MAX_SUPPORT_SECONDS },
+  SESSION_EVENTS_RETENTION_DAYS: { min: 1 },
+} as const satisfies Record<string, { min: number; max?: number }>;
+
+export type WholeNumberSetting = keyof typeof WHOLE_NUMBER_RULES;
+
+/** What is wrong with `value` as `setting`'s value, named `name`; null: nothing. */
+export function wholeNumberFault(name: string, setting: WholeNumberSetting, value: unknown): string | null {
+  const rule: { min: number; max?: number } = WHOLE_NUMBER_RULES[setting];
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < rule.min)
+    return `${name} must be an integer >= ${rule.min}`;
+  if (rule.max !== undefined && value > rule.max) return `${name} must be <= ${rule.max}`;
+  return null;
+}
+
+function wholeNumber(name: WholeNumberSetting, value: string | undefined, fallback: number): number {
   const parsed = value === undefined || value === "" ? fallback : Number(value);
-  if (!Number.isSafeInteger(parsed) || parsed < min) throw new ConfigError(`${name} must be an integer >= ${min}`);
+  const fault = wholeNumberFault(name, name, parsed);
+  if (fault) throw new ConfigError(fault);
   return parsed;
 }
 
@@ -140,26 +170,19 @@ function parseConfig(vars: ConfigVars): Config {
   if (!COOKIE_NAME.test(cookieName)) {
     throw new ConfigError(`SESSION_COOKIE_NAME must be a cookie name starting with ${COOKIE_PREFIX}`);
   }
-  const ttlSeconds = wholeNumber("SESSION_TTL_SECONDS", vars.SESSION_TTL_SECONDS, 2_592_000, 1);
+  const ttlSeconds = wholeNumber("SESSION_TTL_SECONDS", vars.SESSION_TTL_SECONDS, 2_592_000);
   const maxLifetimeSeconds = wholeNumber(
     "SESSION_MAX_LIFETIME_SECONDS",
     vars.SESSION_MAX_LIFETIME_SECONDS,
     MAX_TTL_SECONDS,
-    1,
   );
-  if (maxLifetimeSeconds > MAX_TTL_SECONDS)
-    throw new ConfigError(`SESSION_MAX_LIFETIME_SECONDS must be <= ${MAX_TTL_SECONDS}`);
   if (ttlSeconds > maxLifetimeSeconds)
     throw new ConfigError("SESSION_TTL_SECONDS must be <= SESSION_MAX_LIFETIME_SECONDS");
-  const boundCookieSeconds = wholeNumber("SESSION_BOUND_COOKIE_SECONDS", vars.SESSION_BOUND_COOKIE_SECONDS, 600, 10);
   // A cookie's Max-Age is capped as a session is: hono's cookie helpers refuse to write more.
-  if (boundCookieSeconds > MAX_TTL_SECONDS)
-    throw new ConfigError(`SESSION_BOUND_COOKIE_SECONDS must be <= ${MAX_TTL_SECONDS}`);
-  const supportMaxSeconds = wholeNumber("SESSION_SUPPORT_MAX_SECONDS", vars.SESSION_SUPPORT_MAX_SECONDS, 3600, 60);
-  if (supportMaxSeconds > MAX_SUPPORT_SECONDS)
-    throw new ConfigError(`SESSION_SUPPORT_MAX_SECONDS must be <= ${MAX_SUPPORT_SECONDS}`);
-  const eventRetentionDays = wholeNumber("SESSION_EVENTS_RETENTION_DAYS", vars.SESSION_EVENTS_RETENTION_DAYS, 90, 1);
-  const reportTtlSeconds = wholeNumber("SESSION_REPORT_TTL_SECONDS", vars.SESSION_REPORT_TTL_SECONDS, 86_400, 60);
+  const boundCookieSeconds = wholeNumber("SESSION_BOUND_COOKIE_SECONDS", vars.SESSION_BOUND_COOKIE_SECONDS, 600);
+  const supportMaxSeconds = wholeNumber("SESSION_SUPPORT_MAX_SECONDS", vars.SESSION_SUPPORT_MAX_SECONDS, 3600);
+  const eventRetentionDays = wholeNumber("SESSION_EVENTS_RETENTION_DAYS", vars.SESSION_EVENTS_RETENTION_DAYS, 90);
+  const reportTtlSeconds = wholeNumber("SESSION_REPORT_TTL_SECONDS", vars.SESSION_REPORT_TTL_SECONDS, 86_400);
   // A used token is told apart from an unknown one by its sign-in's `created` event: it must outlive the token.
   if (reportTtlSeconds > eventRetentionDays * 86_400)
     throw new ConfigError("SESSION_REPORT_TTL_SECONDS must be <= SESSION_EVENTS_RETENTION_DAYS in seconds");
@@ -167,12 +190,12 @@ function parseConfig(vars: ConfigVars): Config {
     cookieName,
     ttlSeconds,
     maxLifetimeSeconds,
-    maxPerUser: wholeNumber("SESSION_MAX_PER_USER", vars.SESSION_MAX_PER_USER, 50, 1),
+    maxPerUser: wholeNumber("SESSION_MAX_PER_USER", vars.SESSION_MAX_PER_USER, 50),
     slidingTtl: flag("SESSION_SLIDING_TTL", vars.SESSION_SLIDING_TTL),
-    idleTimeoutSeconds: wholeNumber("SESSION_IDLE_TIMEOUT_SECONDS", vars.SESSION_IDLE_TIMEOUT_SECONDS, 1_209_600, 0),
+    idleTimeoutSeconds: wholeNumber("SESSION_IDLE_TIMEOUT_SECONDS", vars.SESSION_IDLE_TIMEOUT_SECONDS, 1_209_600),
     eventRetentionDays,
     reportTtlSeconds,
-    stepUpMaxAgeSeconds: wholeNumber("SESSION_STEP_UP_MAX_AGE_SECONDS", vars.SESSION_STEP_UP_MAX_AGE_SECONDS, 0, 0),
+    stepUpMaxAgeSeconds: wholeNumber("SESSION_STEP_UP_MAX_AGE_SECONDS", vars.SESSION_STEP_UP_MAX_AGE_SECONDS, 0),
     boundCookieSeconds,
     // Never past the lifetime every session is held to: a short SESSION_MAX_LIFETIME_SECONDS caps it.
     supportMaxSeconds: Math.min(supportMaxSeconds, maxLifetimeSeconds),
@@ -183,8 +206,8 @@ function parseConfig(vars: ConfigVars): Config {
       }),
     ) as ContextPolicies,
     travelLimits: {
-      maxKmh: wholeNumber("SESSION_TRAVEL_MAX_KMH", vars.SESSION_TRAVEL_MAX_KMH, DEFAULT_TRAVEL_LIMITS.maxKmh, 1),
-      minKm: wholeNumber("SESSION_TRAVEL_MIN_KM", vars.SESSION_TRAVEL_MIN_KM, DEFAULT_TRAVEL_LIMITS.minKm, 0),
+      maxKmh: wholeNumber("SESSION_TRAVEL_MAX_KMH", vars.SESSION_TRAVEL_MAX_KMH, DEFAULT_TRAVEL_LIMITS.maxKmh),
+      minKm: wholeNumber("SESSION_TRAVEL_MIN_KM", vars.SESSION_TRAVEL_MIN_KM, DEFAULT_TRAVEL_LIMITS.minKm),
     },
     allowedOrigins: new Set(
       (vars.ALLOWED_ORIGINS ?? "")

@@ -1,4 +1,6 @@
 import { insertSession, insertSupportSession, type NewSession, reauthenticateSession } from "../db/issuing.ts";
+import { readPolicyRow } from "../db/organizations/policies.ts";
+import type { BucketShard } from "../db/shards.ts";
 import {
   type AssuranceLevel,
   checkAssuranceLevel,
@@ -15,6 +17,8 @@ import { deviceKey } from "../domain/device.ts";
 import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
 import { InvalidInput } from "../domain/invalid-input.ts";
 import { normalizeIp } from "../domain/ip.ts";
+import { isOrganizationId, ORGANIZATION_ID_PATTERN } from "../domain/organizations/organization.ts";
+import { effectivePolicy } from "../domain/organizations/policy.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
 import type { Sent } from "../domain/sent.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
@@ -92,6 +96,11 @@ export interface CreateSessionInput {
    * `acr_levels`) when `assuranceLevel` is not given. Omitted: none.
    */
   upstream?: UpstreamSignInInput | null;
+  /**
+   * The organization the user signs in to (src/domain/organizations/): its policy governs the
+   * session (docs/organization-policy.md). Omitted or null: none, the vars alone.
+   */
+  organizationId?: string | null;
 }
 
 /**
@@ -201,6 +210,7 @@ function upstreamSignIn(scope: Scope, upstream: unknown): UpstreamSignIn | null 
  * Checks the input and builds the session's row, its id naming `placement` (the user's
  * region and bucket); `issueSession` stores it (the bench, in bulk). `signIn`: the upstream
  * sign-in as checked, whose `session_expiry` bounds the session and whose factors and level count.
+ * `longest`: an organization's own lifetime, which no member's session is issued past.
  */
 export async function buildSession(
   config: Config,
@@ -208,6 +218,7 @@ export async function buildSession(
   placement: Placement,
   at: Instant = instant(config),
   signIn: UpstreamSignIn | null = null,
+  longest: number | null = null,
 ): Promise<NewSessionRow> {
   const userId = checkUserId(input.userId);
   const { factors, assuranceLevel } = signInProof(input, signIn, at.now, false);
@@ -220,9 +231,9 @@ export async function buildSession(
   const data = input.data === undefined ? null : storedData(checkSessionData(input.data).data);
   const challenge = input.deviceBound ? newChallenge() : null;
   const boundSecret = input.deviceBound ? newBoundSecret() : null;
-  const ttlSeconds = checkTtl(
-    input.ttlSeconds ?? config.ttlSeconds,
-    Math.min(MAX_TTL_SECONDS, config.maxLifetimeSeconds),
+  const ttlSeconds = Math.min(
+    checkTtl(input.ttlSeconds ?? config.ttlSeconds, Math.min(MAX_TTL_SECONDS, config.maxLifetimeSeconds)),
+    longest ?? MAX_TTL_SECONDS,
   );
   const { id, secret, token } = generateToken(placement);
   const createdAt = at.now;
@@ -282,11 +293,54 @@ export async function buildSession(
   };
 }
 
+/** The organization a create names, checked: null for none. */
+function checkOrganizationId(organizationId: unknown): string | null {
+  if (organizationId == null) return null;
+  if (!isOrganizationId(organizationId))
+    throw new InvalidInput(`organizationId must be an organization id (${ORGANIZATION_ID_PATTERN.source}) or null`);
+  return organizationId;
+}
+
+/**
+ * The settings a member's session is issued with: its organization's policy on the user's
+ * database (the one its batch writes to), in a round trip before the batch, which holds the
+ * session to the row still being there. The rules the caller's input is checked by follow from
+ * it, so a refusal then is still the caller's (`needsStored`).
+ */
+async function memberSettings(
+  scope: Scope,
+  shard: BucketShard,
+  organizationId: string,
+): Promise<{ config: Config; longest: number | null }> {
+  scope.plannedRoundTrip();
+  const row = await readPolicyRow(shard.db, organizationId);
+  if (!row) throw new InvalidInput("organizationId names no organization", TypeError, true);
+  // The policy's settings carry the vars' names (src/domain/organizations/policy.ts); its own
+  // lifetime, when it sets one, is also the longest a `ttlSeconds` gets (src/db/liveness.ts).
+  return { config: { ...scope.config, ...effectivePolicy(row, scope.config) }, longest: row.ttlSeconds };
+}
+
+/** A rule the input breaks once its organization's policy was read is still the caller's to fix. */
+async function judgedOnPolicy<T>(member: boolean, build: () => Promise<T>): Promise<T> {
+  try {
+    return await build();
+  } catch (error) {
+    if (member && error instanceof InvalidInput && !error.needsStored)
+      throw new InvalidInput(error.message, error.thrownAs, true);
+    throw error;
+  }
+}
+
 export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>): Promise<IssuedSession> {
-  const { config, at } = scope;
+  const { at } = scope;
   const shard = await scope.shards.forUser(checkUserId(input?.userId), input.region);
   const signIn = upstreamSignIn(scope, input.upstream);
-  const { row, issued, context } = await buildSession(config, input, shard.placement, at, signIn);
+  const organizationId = checkOrganizationId(input.organizationId);
+  const member = organizationId === null ? null : await memberSettings(scope, shard, organizationId);
+  const config = member?.config ?? scope.config;
+  const { row, issued, context } = await judgedOnPolicy(member !== null, () =>
+    buildSession(config, input, shard.placement, at, signIn, member?.longest ?? null),
+  );
   if (signIn) {
     // Before the session: a logout that follows this answer finds the user.
     const user = { userId: row.userId, region: shard.placement.region };
@@ -294,17 +348,20 @@ export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>
   }
   const policy = {
     maxPerUser: config.maxPerUser,
+    organizationId,
     seenSince: new Date(row.createdAt.getTime() - config.eventRetentionDays * 86_400_000),
   };
   // Drawn for every sign-in, kept (hashed) only by a new device's: the batch judges which.
   const report = newReportToken(row.id);
-  const session = { ...row, reportHash: await hashSecret(report.secret) };
+  const session = { ...row, organizationId, reportHash: await hashSecret(report.secret) };
   const { stored, newDevice } = await write(
     scope,
     null,
     async (writer) => withReportToken(await insertSession(shard, session, writer, policy, at), report.token),
     row.ipAddress ?? null,
   );
+  // The organization removed since its policy was read: its row is what the INSERT requires.
+  if (!stored && organizationId) throw new InvalidInput("organizationId names no organization", TypeError, true);
   // Only if 128 random bits collided with a live session's id; the caller can simply retry.
   if (!stored) throw new Error("A session with this id already exists. Retry.");
   return newDevice ? { ...issued, newDevice, reportToken: report.token } : { ...issued, newDevice };

@@ -37,7 +37,7 @@ function issuedAfter(scope: Scope): Date {
 /** The sign-in, if the token may end it (the SQL's `reportable`), or why the token does nothing. */
 function judged({ session, history }: ReportState, after: Date): ReportedSession | ReportRefusal {
   if (session?.reportable) return session;
-  if (session) return session.createdAt <= after ? "expired" : "session_ended";
+  if (session) return session.createdAt <= session.issuedAfter ? "expired" : "session_ended";
   const created = history.find((event) => event.type === "created" && event.proves);
   if (!created) return "unknown";
   if (history.some((event) => event.type === "ended" && event.reason === SERVICE_REASONS.reportedByUser)) return "used";

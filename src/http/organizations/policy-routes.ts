@@ -1,0 +1,108 @@
+import { ACTIONS } from "../../domain/actions.ts";
+import { MAX_TTL_SECONDS, WHOLE_NUMBER_RULES } from "../../domain/config.ts";
+import { ORGANIZATION_ID_PATTERN } from "../../domain/organizations/organization.ts";
+import type { OrganizationPolicy } from "../../domain/organizations/policy.ts";
+import { readOrganizationPolicy, replaceOrganizationPolicy } from "../../services/organizations/policy.ts";
+import { reachOrganization } from "../admin/auth.ts";
+import { adminKey, answer, members, object, pathParameter, scopeOf } from "../admin/routes.ts";
+import { error, type JsonObject, ok } from "../openapi-parts.ts";
+import { notFound } from "../refusals.ts";
+import { declare } from "../route.ts";
+
+// An organization's session policy over the admin API (docs/organization-policy.md), scope
+// `organizations`: each route first asks whether the key reaches the organization.
+
+const ORGANIZATION_ID = pathParameter(
+  "organizationId",
+  `The organization's id: \`${ORGANIZATION_ID_PATTERN.source}\`.`,
+);
+
+/** A whole number by its var's rule (src/domain/config.ts), or null for the var's value. */
+const whole = (setting: keyof typeof WHOLE_NUMBER_RULES): JsonObject => {
+  const rule: { min: number; max?: number } = WHOLE_NUMBER_RULES[setting];
+  return {
+    type: ["integer", "null"],
+    minimum: rule.min,
+    ...(rule.max === undefined ? {} : { maximum: rule.max }),
+    description: `Null: ${setting}.`,
+  };
+};
+const action = (setting: string): JsonObject => ({ enum: [...ACTIONS, null], description: `Null: ${setting}.` });
+
+/** Each member of a policy, with its var. */
+const POLICY: { readonly [K in keyof OrganizationPolicy]-?: JsonObject } = {
+  ttlSeconds: whole("SESSION_TTL_SECONDS"),
+  idleTimeoutSeconds: whole("SESSION_IDLE_TIMEOUT_SECONDS"),
+  slidingTtl: {
+    type: ["boolean", "null"],
+    description: "Null: SESSION_SLIDING_TTL; true only where SESSION_SLIDING_TTL is true.",
+  },
+  maxLifetimeSeconds: { ...whole("SESSION_MAX_LIFETIME_SECONDS"), maximum: MAX_TTL_SECONDS },
+  maxPerUser: whole("SESSION_MAX_PER_USER"),
+  stepUpMaxAgeSeconds: whole("SESSION_STEP_UP_MAX_AGE_SECONDS"),
+  contextDevice: action("SESSION_CONTEXT_DEVICE"),
+  contextNetwork: action("SESSION_CONTEXT_NETWORK"),
+  contextTravel: action("SESSION_CONTEXT_TRAVEL"),
+  travelMaxKmh: whole("SESSION_TRAVEL_MAX_KMH"),
+  travelMinKm: whole("SESSION_TRAVEL_MIN_KM"),
+  reportTtlSeconds: whole("SESSION_REPORT_TTL_SECONDS"),
+};
+
+const VIEW = object(["organizationId", "policy", "effective", "updatedAt"], {
+  organizationId: { type: "string", pattern: ORGANIZATION_ID_PATTERN.source },
+  policy: object(Object.keys(POLICY), POLICY),
+  effective: {
+    type: "object",
+    description: "The values that apply to the organization's members: the policy's, else the var's.",
+  },
+  updatedAt: { type: "string", format: "date-time" },
+});
+
+const NOT_FOUND = {
+  "404": error(
+    "No organization with this id, or one the key does not reach (`admin_key_outside` logged); or no admin key is configured.",
+    ["not_found"],
+  ),
+};
+
+/** The organization's policy (null: not found, or out of the key's reach) as the answer, or its 404. */
+function found<T>(value: T | null): T {
+  if (value === null) throw notFound();
+  return value;
+}
+
+export const ORGANIZATION_POLICY_ROUTES = [
+  declare({
+    method: "get",
+    path: "/admin/organizations/:organizationId/policy",
+    credential: adminKey("organizations"),
+    operationId: "adminReadOrganizationPolicy",
+    summary: "An organization's session policy: its own settings and those that apply",
+    parameters: { organizationId: ORGANIZATION_ID },
+    answers: {
+      "200": ok("The policy: each setting, null for the var's value, and the values that apply.", VIEW),
+      ...NOT_FOUND,
+    },
+    handler: (c, { organizationId }) =>
+      answer(c, 200, async () => {
+        reachOrganization(c, organizationId);
+        return found(await readOrganizationPolicy(scopeOf(c), organizationId));
+      }),
+  }),
+  declare({
+    method: "put",
+    path: "/admin/organizations/:organizationId/policy",
+    credential: adminKey("organizations"),
+    operationId: "adminReplaceOrganizationPolicy",
+    summary:
+      "Replace an organization's session policy: written to every database, it governs its members' new sessions and their live ones from their next request",
+    parameters: { organizationId: ORGANIZATION_ID },
+    body: members<OrganizationPolicy>([], POLICY),
+    answers: { "200": ok("The policy as written, and the values that apply.", VIEW), ...NOT_FOUND },
+    handler: (c, { organizationId, body }) =>
+      answer(c, 200, async () => {
+        reachOrganization(c, organizationId);
+        return found(await replaceOrganizationPolicy(scopeOf(c), organizationId, body));
+      }),
+  }),
+] as const;
