@@ -2,17 +2,7 @@ import { exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
 import { countingShards } from "./d1.ts";
-import {
-  bearer,
-  bindingOfUser,
-  CHROME_MAC,
-  callWith,
-  d1,
-  databases,
-  newUser,
-  randomIp,
-  shardBindings,
-} from "./helpers.ts";
+import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, databases, newUser, randomIp } from "./helpers.ts";
 import { newOrganization, policyDatabases, removeOrganization } from "./organizations.ts";
 
 // An organization's session policy (docs/organization-policy.md): set over the admin API, it
