@@ -31,6 +31,7 @@ import {
   sessionCookie,
   shardBindings,
 } from "./helpers.ts";
+import { newOrganization } from "./organizations.ts";
 import { accessTokenVars } from "./ssf.ts";
 
 // Each operation authenticates and acts in one D1 round trip, to the one database that
@@ -133,6 +134,23 @@ describe("round trips per request, per database", () => {
     const refused = countedService();
     expect(await refused.service.authenticate("not a token")).toBeNull();
     expect(refused.counter.roundTrips()).toEqual({});
+  });
+
+  it("a member's session: its create reads its organization's policy first, one more trip there; each request, one", async () => {
+    const user = newUser();
+    const binding = await bindingOfUser(user);
+    const organizationId = await newOrganization();
+    const created = countedService();
+    const session = await created.service.create({ userId: user, organizationId });
+    expect(created.counter.roundTrips()).toEqual({ [binding]: 2 });
+    const checked = countedService();
+    expect(await checked.service.authenticate(session.token)).toMatchObject({ userId: user });
+    expect(checked.counter.roundTrips()).toEqual({ [binding]: 1 });
+    for (const path of ["/auth/sessions", "/auth/events", "/auth/whoami"])
+      expect(await roundTrips("GET", path, bearer(session.token))).toEqual({
+        status: 200,
+        roundTrips: { [binding]: 1 },
+      });
   });
 
   it("the purge asks every database, and nothing else, when nothing is dead", async () => {

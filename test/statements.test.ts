@@ -1,10 +1,22 @@
 import { createExecutionContext } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { describe, expect, it, vi } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards } from "./d1.ts";
-import { bearer, CHROME_MAC, callWith, d1OfUser, databases, issue, newUser, ORIGIN, sessionCookie } from "./helpers.ts";
+import {
+  bearer,
+  CHROME_MAC,
+  callWith,
+  d1,
+  d1OfUser,
+  databases,
+  issue,
+  newUser,
+  ORIGIN,
+  sessionCookie,
+} from "./helpers.ts";
+import { newOrganization, policyDatabases } from "./organizations.ts";
 import { accessTokenVars } from "./ssf.ts";
 import { type Operation, STATEMENTS } from "./statement-counts.ts";
 
@@ -86,10 +98,20 @@ async function upstreamRequest(
   };
 }
 
-async function measure(operation: Operation, judged: boolean, vars: Partial<Env> = {}): Promise<number> {
+async function measure(
+  operation: Operation,
+  judged: boolean,
+  vars: Partial<Env> = {},
+  organizationId?: string,
+): Promise<number> {
   const userId = newUser();
-  const caller = await issue(userId, { ...HOME, carrier: "both" });
-  const other = await issue(userId, HOME);
+  // A member's sessions (docs/organization-policy.md) when an organization is given.
+  const member = (options: object) =>
+    exports.SessionService.create({ userAgent: CHROME_MAC, ...options, userId, organizationId });
+  const caller = organizationId
+    ? await member({ ...HOME, carrier: "both" })
+    : await issue(userId, { ...HOME, carrier: "both" });
+  const other = organizationId ? await member(HOME) : await issue(userId, HOME);
   const counter = countingShards(databases());
   // Access tokens are off unless configured.
   const tokens = operation === "POST /auth/token" ? await accessTokenVars() : {};
@@ -100,7 +122,8 @@ async function measure(operation: Operation, judged: boolean, vars: Partial<Env>
     expect(await service.authenticate(caller.token, context)).not.toBeNull();
   else if (operation === "SessionService.reauthenticate")
     expect(await service.reauthenticate({ token: caller.token, factors: ["pwd"], ...context })).not.toBeNull();
-  else if (operation === "SessionService.create") await service.create({ userId, ...HOME, carrier: "cookie" });
+  else if (operation === "SessionService.create")
+    await service.create({ userId, ...HOME, carrier: "cookie", organizationId });
   else if (operation === "SessionService.create, upstream sign-in") {
     const upstream = { provider: "idp", subject: `sub-${userId}`, sid: "sid-1" };
     await new SessionService(createExecutionContext(), { ...env, ...bindings, ...UPSTREAM }).create({
@@ -163,6 +186,37 @@ describe("statements per operation, in its one round trip", () => {
       measured[operation] = [await measure(operation, true), await measure(operation, false)];
     }
     expect(measured).toEqual(STATEMENTS);
+  });
+
+  it("a member's session runs the same statements, its organization's policy read in them; its create reads the policy first", async () => {
+    const organizationId = await newOrganization();
+    const policy = {
+      ttl_seconds: 3600,
+      idle_timeout_seconds: 900,
+      max_lifetime_seconds: 7200,
+      report_ttl_seconds: 600,
+    };
+    for (const binding of policyDatabases())
+      await d1(binding)
+        .prepare(
+          "UPDATE organization_policies SET ttl_seconds = ?, idle_timeout_seconds = ?, max_lifetime_seconds = ?, report_ttl_seconds = ? WHERE organization_id = ?",
+        )
+        .bind(...Object.values(policy), organizationId)
+        .run();
+    const byToken = (Object.keys(STATEMENTS) as Operation[]).filter(
+      (operation) => !/create|openSupportSession|upstreams|ssf/.test(operation),
+    );
+    const measured: Record<string, [number, number]> = {};
+    for (const operation of byToken)
+      measured[operation] = [
+        await measure(operation, true, {}, organizationId),
+        await measure(operation, false, {}, organizationId),
+      ];
+    expect(measured).toEqual(Object.fromEntries(byToken.map((operation) => [operation, STATEMENTS[operation]])));
+    // Its own round trip before the batch (test/round-trips.test.ts): one statement.
+    expect(await measure("SessionService.create", false, {}, organizationId)).toBe(
+      STATEMENTS["SessionService.create"][1] + 1,
+    );
   });
 
   it("a policy that can end the session adds its DELETE; one that only ignores or logs adds none", async () => {
