@@ -303,7 +303,7 @@ describe("organization policy: at issue", () => {
     });
   });
 
-  it("sessions per user: the organization's cap evicts a member's least recently active; outside, the var's 50", async () => {
+  it("sessions per user: the organization's cap evicts the member's least recently active session in it, none outside it", async () => {
     const organization = await newOrganization();
     await setPolicy(organization, { maxPerUser: 2 });
     const user = newUser();
@@ -313,9 +313,12 @@ describe("organization policy: at issue", () => {
     expect([await statusOf(first.token), await statusOf(second.token), await statusOf(third.token)]).toEqual([
       401, 200, 200,
     ]);
-    const outside = newUser();
-    const theirs = [await issueOutside(outside), await issueOutside(outside), await issueOutside(outside)];
-    expect(await Promise.all(theirs.map((session) => statusOf(session.token)))).toEqual([200, 200, 200]);
+    // The same user's sessions outside the organization neither count nor are evicted.
+    const own = [await issueOutside(user), await issueOutside(user), await issueOutside(user)];
+    const fourth = await issueMember(user, organization);
+    expect(await Promise.all([...own, second, fourth].map((session) => statusOf(session.token)))).toEqual([
+      200, 200, 200, 401, 200,
+    ]);
   });
 
   it("the report link lives as long as the organization's report lifetime says", async () => {

@@ -108,12 +108,14 @@ export async function insertSession(
         .select({ id: sessions.id })
         .from(sessions)
         // Support access is not the user's: it neither counts toward their cap nor is evicted.
+        // A member's cap is its organization's, over the user's sessions in it alone.
         .where(
           and(
             eq(sessions.userId, session.userId),
             isLive(at),
             ne(sessions.id, session.id),
             isNull(sessions.supportAgent),
+            policy.organizationId === null ? undefined : eq(sessions.organizationId, policy.organizationId),
           ),
         )
         .orderBy(desc(sessions.lastActiveAt), desc(sessions.createdAt), desc(sessions.id))

@@ -65,7 +65,8 @@ export function effectivePolicy(policy: OrganizationPolicy, config: Config): Eff
   return {
     ttlSeconds: policy.ttlSeconds ?? config.ttlSeconds,
     idleTimeoutSeconds: policy.idleTimeoutSeconds ?? config.idleTimeoutSeconds,
-    slidingTtl: policy.slidingTtl ?? config.slidingTtl,
+    // Only where the deployment slides (`checkPolicy`): a stored true outlives the var turned off.
+    slidingTtl: config.slidingTtl && (policy.slidingTtl ?? true),
     maxLifetimeSeconds: policy.maxLifetimeSeconds ?? config.maxLifetimeSeconds,
     maxPerUser: policy.maxPerUser ?? config.maxPerUser,
     stepUpMaxAgeSeconds: policy.stepUpMaxAgeSeconds ?? config.stepUpMaxAgeSeconds,
