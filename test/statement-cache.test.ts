@@ -253,15 +253,21 @@ describe("the statement cache", () => {
     for (const idleCutoff of [BEFORE(1_209_600_000), null, BEFORE(60_000), null])
       await listSessionsByUserId(shard, "someone", { ...BASE.at, idleCutoff });
     expect(stale.map(difference)).toEqual([]);
-    // One builder, two shapes, told apart by the idle cutoff alone: a placeholder, or none.
+    // One builder, two shapes, told apart by the idle cutoff alone: a placeholder, or none (the
+    // deployment slides, which a member's lifetime is judged by: src/db/liveness.ts).
     const lists = [...shapesSent].filter(([statement]) => statement.build.name === "userSessionList");
+    const sliding = { name: "sliding" };
     expect(lists.flatMap(([, shapes]) => [...shapes].map((shape) => JSON.parse(shape)))).toEqual([
       {
         userId: { name: "userId" },
-        at: { now: { name: "now" }, idleCutoff: { name: "idleCutoff" } },
+        at: { now: { name: "now" }, idleCutoff: { name: "idleCutoff" }, slidingMaxLifetimeMs: sliding },
         bucket: { name: "bucket" },
       },
-      { userId: { name: "userId" }, at: { now: { name: "now" }, idleCutoff: null }, bucket: { name: "bucket" } },
+      {
+        userId: { name: "userId" },
+        at: { now: { name: "now" }, idleCutoff: null, slidingMaxLifetimeMs: sliding },
+        bucket: { name: "bucket" },
+      },
     ]);
   });
 });
