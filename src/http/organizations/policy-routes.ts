@@ -78,6 +78,7 @@ export const ORGANIZATION_POLICY_ROUTES = [
     credential: adminKey("organizations"),
     operationId: "adminReadOrganizationPolicy",
     summary: "An organization's session policy: its own settings and those that apply",
+    description: "Read on the directory's database (`DB`).",
     parameters: { organizationId: ORGANIZATION_ID },
     answers: {
       "200": ok("The policy: each setting, null for the var's value, and the values that apply.", VIEW),
@@ -94,6 +95,8 @@ export const ORGANIZATION_POLICY_ROUTES = [
     path: "/admin/organizations/:organizationId/policy",
     credential: adminKey("organizations"),
     operationId: "adminReplaceOrganizationPolicy",
+    description:
+      "The exception to one round trip: the policy is written to every database of `SHARDS` and `DB`, one statement each, in parallel, never creating a row; a retry writes the same values. A member omitted or null is the var's value.",
     summary:
       "Replace an organization's session policy: written to every database, it governs its members' new sessions and their live ones from their next request",
     parameters: { organizationId: ORGANIZATION_ID },
