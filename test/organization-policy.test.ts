@@ -109,7 +109,7 @@ describe("organization policy: the admin API", () => {
       idleTimeoutSeconds: 900,
       maxLifetimeSeconds: 43_200,
       maxPerUser: 3,
-      stepUpMaxAgeSeconds: 300,
+      stepUpMaxAgeSeconds: 0,
       contextDevice: "end",
       contextNetwork: null,
       travelMinKm: 500,
@@ -126,7 +126,7 @@ describe("organization policy: the admin API", () => {
         idleTimeoutSeconds: 900,
         maxLifetimeSeconds: 43_200,
         maxPerUser: 3,
-        stepUpMaxAgeSeconds: 300,
+        stepUpMaxAgeSeconds: 0,
         contextPolicies: { device: "end", network: "log", travel: "hold" },
         travelLimits: { maxKmh: 1000, minKm: 500 },
         reportTtlSeconds: 3600,
@@ -194,6 +194,11 @@ describe("organization policy: the admin API", () => {
       [{ slidingTtl: "true" }, "slidingTtl must be a boolean (or null)"],
       // The deployment does not slide: the renewal write is not there to turn on.
       [{ slidingTtl: true }, "slidingTtl may be true only where SESSION_SLIDING_TTL is true"],
+      // Nor has it step-up: the condition is not there to turn on.
+      [
+        { stepUpMaxAgeSeconds: 300 },
+        "stepUpMaxAgeSeconds may be above 0 only where SESSION_STEP_UP_MAX_AGE_SECONDS is",
+      ],
       // Across members, on the values that would apply: the var's 30 days over a maximum of an hour.
       [
         { maxLifetimeSeconds: 3600 },
@@ -423,6 +428,31 @@ describe("organization policy: live sessions, from their next request", () => {
     await setPolicy(organization, { ttlSeconds: 600, slidingTtl: false }, sliding);
     // No longer sliding: its lifetime counts from its creation again.
     expect(await statusOf(member.token, sliding)).toBe(401);
+  });
+
+  it("step-up: a member ending another session needs a sign-in within its organization's step-up age, from the next request", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(START);
+    const stepUp = { SESSION_STEP_UP_MAX_AGE_SECONDS: "600" } as Partial<Env>;
+    const organization = await newOrganization();
+    await setPolicy(organization, { stepUpMaxAgeSeconds: 60 }, stepUp);
+    const member = newUser();
+    const [mine, other] = [await issueMember(member, organization), await issueMember(member, organization)];
+    const outside = newUser();
+    const [theirs, theirOther] = [await issueOutside(outside), await issueOutside(outside)];
+    vi.setSystemTime(START + 120_000);
+    const end = (caller: { token: string }, target: { id: string }) =>
+      callWith(stepUp, "DELETE", `/auth/sessions/${target.id}`, bearer(caller.token));
+    const refused = await end(mine, other);
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toMatchObject({ code: "reauthentication_required" });
+    expect(await statusOf(other.token)).toBe(200);
+    // The var's 10 minutes for the session outside.
+    expect((await end(theirs, theirOther)).status).toBe(200);
+    // 0: no step-up for its members.
+    await setPolicy(organization, { stepUpMaxAgeSeconds: 0 }, stepUp);
+    expect((await end(mine, other)).status).toBe(200);
+    expect(await statusOf(other.token)).toBe(401);
   });
 
   it("a member's session whose organization was removed is not live", async () => {

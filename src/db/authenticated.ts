@@ -33,6 +33,7 @@ import {
   type Caller,
   isProvenBy,
   ofOrganization,
+  stepUpCutoffOf,
   type TokenProof,
 } from "./liveness.ts";
 import { organizationPolicies, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
@@ -347,7 +348,8 @@ export const CALLER = {
   upstreamExpiresAt: sessions.upstreamExpiresAt,
 };
 
-const callerRow = decoderOf<Omit<Caller, "contextUnrecorded">>(CALLER);
+const CALLER_COUNT = Object.keys(CALLER).length;
+const callerRow = decoderOf<Omit<Caller, "contextUnrecorded" | "stepUpCutoff">>(CALLER);
 const eventRow = byNameDecoderOf<SessionEventRow>(getTableColumns(sessionEvents));
 
 /**
@@ -355,7 +357,9 @@ const eventRow = byNameDecoderOf<SessionEventRow>(getTableColumns(sessionEvents)
  * column of another statement's row, read after the head of the batch (`unrecorded` from it).
  */
 export function callerValue(proof: TokenProof, at: At, unrecorded: SQL<number>): SQL<Caller | null> {
-  const columns = sql.join([...Object.values(CALLER), unrecorded], sql`, `);
+  // Its step-up cutoff only where step-up is on: the value is otherwise null.
+  const cutoff = stepUpCutoffOf(at);
+  const columns = sql.join([...Object.values(CALLER), ...(cutoff ? [cutoff] : []), unrecorded], sql`, `);
   return sql`(SELECT json_array(${columns}) FROM ${sessions} WHERE ${isProvenBy(proof, at)})`.mapWith(callerOf);
 }
 
@@ -366,6 +370,7 @@ export function callerOf(json: unknown): Caller | null {
   return {
     ...callerRow(values),
     contextUnrecorded: Boolean(values.at(-1)),
+    stepUpCutoff: values.length > CALLER_COUNT + 1 ? (values[CALLER_COUNT] as number) : null,
   };
 }
 

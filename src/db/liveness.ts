@@ -117,23 +117,39 @@ export function isLiveSessionOfCaller(proof: TokenProof, at: At): SQL {
   return sql`(${sessions.userId} IN ${ownerOf(proof, at)} AND ${isLive(at)})`;
 }
 
-/** The caller's row as the head reads it (src/domain/caller-view.ts `CallerColumns`), and one flag of the batch. */
+/** The caller's row as the head reads it (src/domain/caller-view.ts `CallerColumns`), and flags of the batch. */
 export type Caller = CallerColumns & {
   /** A change of its context this batch could not record: its bucket is frozen for a move. */
   contextUnrecorded: boolean;
+  /** With step-up on, the instant (epoch ms) its last authentication must be after (`stepUpCutoffOf`); else null. */
+  stepUpCutoff: number | null;
 };
 
 /** With step-up on, the caller's last authentication is too old to end another session. */
-export function isStale(caller: Caller | null, at: Instant): boolean {
-  return caller !== null && at.stepUpCutoff !== null && caller.authenticatedAt <= at.stepUpCutoff;
+export function isStale(caller: Caller | null): boolean {
+  return caller !== null && caller.stepUpCutoff !== null && caller.authenticatedAt.getTime() <= caller.stepUpCutoff;
 }
 
 /**
- * With step-up on: the token's session authenticated after the cutoff. Part of the condition
+ * With step-up on (SESSION_STEP_UP_MAX_AGE_SECONDS), the instant the session's last
+ * authentication must be after: the var's cutoff, or a member's by its organization's step-up
+ * age when it sets one (0: none, the epoch). Only where the deployment has step-up
+ * (src/domain/organizations/policy.ts), so that a session outside pays nothing where it has not.
+ */
+export function stepUpCutoffOf(at: Pick<At, "now" | "stepUpCutoff">): SQL<number> | null {
+  if (at.stepUpCutoff === null) return null;
+  const cutoff = millis(at.stepUpCutoff);
+  const age = organizationPolicies.stepUpMaxAgeSeconds;
+  return sql<number>`CASE WHEN ${sessions.organizationId} IS NULL THEN ${cutoff} ELSE coalesce((SELECT CASE WHEN ${age} = 0 THEN 0 ELSE ${millis(at.now)} - ${age} * 1000 END FROM ${ofOrganization}), ${cutoff}) END`;
+}
+
+/**
+ * With step-up on: the token's session authenticated after its cutoff. Part of the condition
  * that ends other sessions, so a stale caller ends nothing, in the same batch.
  */
 export function isFreshCaller(proof: TokenProof, at: At): SQL | undefined {
-  if (at.stepUpCutoff === null) return undefined;
+  const cutoff = stepUpCutoffOf(at);
+  if (cutoff === null) return undefined;
   // A flat template: cheaper to render than the column's own mapping of a Date.
-  return sql`EXISTS (SELECT 1 FROM ${sessions} WHERE ${sessions.id} = ${proof.id} AND ${sessions.secretHash} = ${proof.secretHash} AND ${sessions.authenticatedAt} > ${millis(at.stepUpCutoff)})`;
+  return sql`EXISTS (SELECT 1 FROM ${sessions} WHERE ${sessions.id} = ${proof.id} AND ${sessions.secretHash} = ${proof.secretHash} AND ${sessions.authenticatedAt} > ${cutoff})`;
 }

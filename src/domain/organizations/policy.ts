@@ -69,7 +69,9 @@ export function effectivePolicy(policy: OrganizationPolicy, config: Config): Eff
     slidingTtl: config.slidingTtl && (policy.slidingTtl ?? true),
     maxLifetimeSeconds: policy.maxLifetimeSeconds ?? config.maxLifetimeSeconds,
     maxPerUser: policy.maxPerUser ?? config.maxPerUser,
-    stepUpMaxAgeSeconds: policy.stepUpMaxAgeSeconds ?? config.stepUpMaxAgeSeconds,
+    // Only where the deployment has step-up (`checkPolicy`), as sliding.
+    stepUpMaxAgeSeconds:
+      config.stepUpMaxAgeSeconds === 0 ? 0 : (policy.stepUpMaxAgeSeconds ?? config.stepUpMaxAgeSeconds),
     contextPolicies: {
       device: policy.contextDevice ?? config.contextPolicies.device,
       network: policy.contextNetwork ?? config.contextPolicies.network,
@@ -111,6 +113,10 @@ export function checkPolicy(input: Record<string, unknown>, config: Config): Org
   if (sliding === true && !config.slidingTtl)
     throw new InvalidInput("slidingTtl may be true only where SESSION_SLIDING_TTL is true");
   policy.slidingTtl = sliding ?? null;
+  // Step-up is a condition of the statements that end other sessions only where the deployment
+  // has it: turning it on for one organization would cost every other session's those statements.
+  if ((policy.stepUpMaxAgeSeconds ?? 0) > 0 && config.stepUpMaxAgeSeconds === 0)
+    throw new InvalidInput("stepUpMaxAgeSeconds may be above 0 only where SESSION_STEP_UP_MAX_AGE_SECONDS is");
   const applied = effectivePolicy(policy, config);
   if (applied.ttlSeconds > applied.maxLifetimeSeconds)
     throw new InvalidInput(
