@@ -1,7 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
 import type { CallerColumns } from "../domain/caller-view.ts";
 import type { TokenCarrier } from "../domain/carrier.ts";
-import type { Instant } from "../domain/clock.ts";
 import { millis, type When } from "./compiled.ts";
 import { organizationPolicies, sessions } from "./schema.ts";
 
