@@ -1,7 +1,7 @@
 import { exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
-import { countingShards } from "./d1.ts";
+import { countingShards, faultyD1 } from "./d1.ts";
 import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, databases, newUser, randomIp } from "./helpers.ts";
 import { newOrganization, policyDatabases, removeOrganization } from "./organizations.ts";
 
@@ -162,6 +162,28 @@ describe("organization policy: the admin API", () => {
         effective: { ...THE_VARS, idleTimeoutSeconds: 0 },
       });
     }
+  });
+
+  it("a write that failed on one database (503) is safe to retry: every database ends with the policy", async () => {
+    const organization = await newOrganization();
+    const { vars, key } = await adminKey();
+    const path = `/admin/organizations/${organization}/policy`;
+    const last = policyDatabases().at(-1) as string;
+    // Committed, then the answer lost, twice over (the retry too): the call cannot tell.
+    const broken = { [last]: faultyD1(d1(last), ["after", "after"]).db } as Partial<Env>;
+    const failed = await admin({ ...vars, ...broken }, key, "PUT", path, { maxPerUser: 5 });
+    expect(failed.status).toBe(503);
+    expect(await failed.json()).toEqual({ code: "service_unavailable", message: expect.any(String) });
+    const retried = await admin(vars, key, "PUT", path, { maxPerUser: 5 });
+    expect(retried.status).toBe(200);
+    for (const binding of policyDatabases())
+      expect({
+        binding,
+        row: await d1(binding)
+          .prepare("SELECT max_per_user FROM organization_policies WHERE organization_id = ?")
+          .bind(organization)
+          .first(),
+      }).toEqual({ binding, row: { max_per_user: 5 } });
   });
 
   it("refuses bad input with 400 naming the member, and writes nothing", async () => {
