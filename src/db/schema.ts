@@ -243,7 +243,7 @@ export const organizationPolicies = sqliteTable("organization_policies", {
   organizationId: text("organization_id").primaryKey(),
   updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),
   // Each a session setting's var (src/domain/organizations/policy.ts): null, the var's value.
-  // Lifetime, idle timeout and maximum lifetime also govern live sessions (src/db/liveness.ts).
+  // Lifetime, idle timeout, sliding, maximum lifetime and step-up also govern live sessions (src/db/liveness.ts).
   ttlSeconds: integer("ttl_seconds"),
   idleTimeoutSeconds: integer("idle_timeout_seconds"),
   slidingTtl: integer("sliding_ttl", { mode: "boolean" }),
