@@ -26,6 +26,7 @@ import {
   sessionIdsOf,
   tableSnapshot,
 } from "./helpers.ts";
+import { newOrganization } from "./organization-fixtures.ts";
 
 // The admin API: the RPC's verbs over HTTP for a server holding an admin key.
 
@@ -507,12 +508,14 @@ describe("admin API: refused keys and bad input, nothing written", () => {
         new TextEncoder().encode(JSON.stringify(body)),
       );
     const withBody = adminOperations().filter(({ method }) => method !== "GET");
-    expect(withBody).toHaveLength(8);
+    expect(withBody).toHaveLength(10);
+    const organizationId = await newOrganization();
     for (const { method, path } of withBody) {
       const concrete = path
         .replace("{userId}", encodeURIComponent(userId))
         .replace("{sessionId}", session.id)
-        .replace("{agentId}", "agent-type");
+        .replace("{agentId}", "agent-type")
+        .replace("{id}", organizationId);
       for (const contentType of ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", null])
         await expectError(await sent(method, concrete, contentType), 415, "unsupported_media_type");
     }
@@ -608,6 +611,9 @@ const EXPECTED_SCOPES: Record<string, AdminScope> = {
   "PUT /admin/sessions/{sessionId}/data": "sessions:data",
   "PATCH /admin/sessions/{sessionId}/data": "sessions:data",
   "POST /admin/agents/{agentId}/support-sessions/end": "support",
+  "GET /admin/organizations/{id}/sessions": "sessions:read",
+  "POST /admin/organizations/{id}/sessions/end": "sessions:end",
+  "POST /admin/organizations/{id}/sessions/hold": "sessions:end",
 };
 
 describe("admin API: each route checks its own scope", () => {
@@ -638,6 +644,8 @@ describe("admin API: each route checks its own scope", () => {
     "PUT /admin/sessions/{sessionId}/data": () => ({ tenant: "acme" }),
     "PATCH /admin/sessions/{sessionId}/data": () => ({ tenant: "acme" }),
     "POST /admin/agents/{agentId}/support-sessions/end": () => ({ reason: "admin" }),
+    "POST /admin/organizations/{id}/sessions/end": () => ({ reason: "admin" }),
+    "POST /admin/organizations/{id}/sessions/hold": () => ({ reason: "admin" }),
   };
 
   // The expected scope, not the declared one: a route that asks another scope fails here.
@@ -649,7 +657,8 @@ describe("admin API: each route checks its own scope", () => {
       const concrete = path
         .replace("{userId}", encodeURIComponent(userId))
         .replace("{sessionId}", session.id)
-        .replace("{agentId}", "agent-scope");
+        .replace("{agentId}", "agent-scope")
+        .replace("{id}", path.includes("{id}") ? await newOrganization() : "");
       const body = bodies[route]?.(userId, session.token);
       const others = await adminKey(ADMIN_SCOPES.filter((held) => held !== scope));
       const before = [await tableSnapshot(), await tableSnapshot("session_events")];

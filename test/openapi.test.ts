@@ -34,6 +34,9 @@ const PATHS = [
   "/admin/support-sessions",
   "/admin/sessions/{sessionId}/data",
   "/admin/agents/{agentId}/support-sessions/end",
+  "/admin/organizations/{id}/sessions",
+  "/admin/organizations/{id}/sessions/end",
+  "/admin/organizations/{id}/sessions/hold",
   "/openapi.json",
 ];
 

@@ -249,6 +249,18 @@ export const documentOf = (routes: readonly AnyRoute[]): OpenApiDocument => ({
         description: "A listed session as a backend sees it: as its user does, and the upstream sign-in behind it.",
         properties: { ...SESSION.properties, upstream: UPSTREAM_SIGN_IN },
       },
+      OrganizationSession: {
+        ...SESSION,
+        description:
+          "A session of an organization's member, as a backend lists it (`BackendSession`), with its user; `held` only on a session held until its user signs in again.",
+        required: [...SESSION.required, "user_id"],
+        properties: {
+          ...SESSION.properties,
+          upstream: UPSTREAM_SIGN_IN,
+          user_id: { type: "string" },
+          held: { const: true },
+        },
+      },
       ClientContext: {
         type: "object",
         required: ["browser", "os", "country", "asn"],

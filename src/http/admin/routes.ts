@@ -14,6 +14,17 @@ import {
   reauthenticated,
   supportSession,
 } from "../../services/login-response.ts";
+import {
+  checkOrganizationId,
+  DEFAULT_ORGANIZATION_PAGE,
+  endOrganizationSessions,
+  holdOrganizationSessions,
+  listOrganizationSessions,
+  MAX_ORGANIZATION_PAGE,
+  ORGANIZATION_CHUNK,
+  ORGANIZATION_ID_RULE,
+  type OrganizationSessionsInput,
+} from "../../services/organizations/sessions.ts";
 import { asAdminKey, judgingInput, type Scope } from "../../services/scope.ts";
 import { updateSessionData } from "../../services/session-data.ts";
 import {
@@ -29,10 +40,17 @@ import { MESSAGES } from "../error-codes.ts";
 import { limitedText, mediaTypeOf } from "../limited-body.ts";
 import { withScope } from "../middleware/scope.ts";
 import { AUTH_ERRORS, error, type JsonObject, json, METHOD_NOT_ALLOWED, ok, ref } from "../openapi-parts.ts";
-import { bodyTooLarge, callRefused, invalidInput, sessionNotFound, unsupportedMediaType } from "../refusals.ts";
+import {
+  bodyTooLarge,
+  callRefused,
+  invalidInput,
+  notFound,
+  sessionNotFound,
+  unsupportedMediaType,
+} from "../refusals.ts";
 import { type Credential, declare, type Member, type Mount } from "../route.ts";
 import { UPSTREAM_SIGN_IN_INPUT } from "../upstreams/routes.ts";
-import { type AdminEnv, requireAdminApi, requireAdminKey } from "./auth.ts";
+import { type AdminEnv, reachOrganization, requireAdminApi, requireAdminKey } from "./auth.ts";
 
 // The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool
 // on any stack holding an admin key (./auth.ts). Each route reads a JSON object, calls the same
@@ -148,6 +166,14 @@ function adminKey(scope: AdminScope): Credential<AdminEnv> {
   };
 }
 
+/** An admin key with `scope`, for a call that asks every database: one round trip to each. */
+function adminKeyOnEveryDatabase(scope: AdminScope): Credential<AdminEnv> {
+  return {
+    ...adminKey(scope),
+    description: `Scope \`${scope}\`. One round trip to each database, in parallel; one \`admin_call\` log line naming the key.`,
+  };
+}
+
 const ADMIN_CHALLENGE = {
   "WWW-Authenticate": {
     required: true,
@@ -221,6 +247,7 @@ const SESSION_ID = pathParameter(
   "sessionId",
   "The session's id: any text, as over RPC (one naming no live session answers `false`).",
 );
+const ORGANIZATION_ID = pathParameter("id", `The organization's id: ${ORGANIZATION_ID_RULE}.`);
 const REASON = {
   type: "string",
   maxLength: MAX_REASON_LENGTH,
@@ -261,6 +288,116 @@ const ISSUED = {
   },
   additionalProperties: false,
 };
+
+/** An organization that does not exist, or one the key is limited away from: the same answer. */
+const NO_ORGANIZATION = {
+  "404": error(
+    "No organization has that id, or the key is limited to another organization (its existence is not revealed); or no admin key is configured.",
+    ["not_found"],
+  ),
+};
+
+/** What ending or holding an organization's sessions answers, under `changed`'s name. */
+const actAnswer = (changed: "ended" | "held", what: string) => ({
+  "200": ok(
+    `How many this call ${what} (at most ${ORGANIZATION_CHUNK} per database), how many sit in a bucket being moved, and whether none is left: \`complete: false\`, call again.`,
+    object([changed, "moving", "complete"], { [changed]: COUNT, moving: COUNT, complete: { type: "boolean" } }),
+  ),
+  ...NO_ORGANIZATION,
+});
+
+/** Runs an organization's call once the key may reach it: null from the service is 404, as for another's. */
+function onOrganization(c: Context<AdminEnv>, id: string, call: () => Promise<unknown>) {
+  reachOrganization(c, id);
+  return answer(c, 200, async () => {
+    checkOrganizationId(id, "id");
+    const answered = await call();
+    if (answered === null) throw notFound();
+    return answered;
+  });
+}
+
+/** A query parameter that is a whole number as sent, as a number; anything else as sent, for the service's rule. */
+function wholeNumber(value: string | undefined): unknown {
+  return value !== undefined && /^\d{1,9}$/.test(value) ? Number(value) : value;
+}
+
+const REASON_ONLY = members<Omit<OrganizationSessionsInput, "organizationId">>(["reason"], { reason: REASON });
+
+/** An organization's sessions, all at once (src/services/organizations/sessions.ts). */
+const ORGANIZATION_ROUTES = [
+  declare({
+    method: "get",
+    path: "/admin/organizations/:id/sessions",
+    credential: adminKeyOnEveryDatabase("sessions:read"),
+    operationId: "adminListOrganizationSessions",
+    summary:
+      "An organization's live sessions on every database, a page at a time (SessionService.listOrganizationSessions)",
+    parameters: {
+      id: ORGANIZATION_ID,
+      limit: {
+        doc: {
+          name: "limit",
+          in: "query",
+          required: false,
+          description: `Sessions per page, 1 to ${MAX_ORGANIZATION_PAGE}; ${DEFAULT_ORGANIZATION_PAGE} when omitted.`,
+          schema: { type: "integer", minimum: 1, maximum: MAX_ORGANIZATION_PAGE },
+        },
+        read: (c) => c.req.query("limit"),
+      },
+      cursor: {
+        doc: {
+          name: "cursor",
+          in: "query",
+          required: false,
+          description: "The previous page's `nextCursor`; omitted: the first page.",
+          schema: { type: "string" },
+        },
+        read: (c) => c.req.query("cursor"),
+      },
+    },
+    answers: {
+      "200": ok(
+        "By session id, a stable order; `nextCursor` null on the last page. One round trip to each database.",
+        object(["sessions", "nextCursor"], {
+          sessions: { type: "array", items: ref("schemas/OrganizationSession") },
+          nextCursor: { type: ["string", "null"] },
+        }),
+      ),
+      ...NO_ORGANIZATION,
+    },
+    handler: (c, { id, limit, cursor }) =>
+      onOrganization(c, id, () =>
+        listOrganizationSessions(scopeOf(c), { organizationId: id, limit: wholeNumber(limit), cursor }),
+      ),
+  }),
+  declare({
+    method: "post",
+    path: "/admin/organizations/:id/sessions/end",
+    credential: adminKeyOnEveryDatabase("sessions:end"),
+    operationId: "adminEndOrganizationSessions",
+    summary:
+      "End an organization's sessions on every database, a bounded part a call (SessionService.endOrganizationSessions)",
+    parameters: { id: ORGANIZATION_ID },
+    body: REASON_ONLY,
+    answers: actAnswer("ended", "ended"),
+    handler: (c, { id, body }) =>
+      onOrganization(c, id, () => endOrganizationSessions(scopeOf(c), { ...body, organizationId: id })),
+  }),
+  declare({
+    method: "post",
+    path: "/admin/organizations/:id/sessions/hold",
+    credential: adminKeyOnEveryDatabase("sessions:end"),
+    operationId: "adminHoldOrganizationSessions",
+    summary:
+      "Hold an organization's sessions until each user signs in again, a bounded part a call (SessionService.holdOrganizationSessions)",
+    parameters: { id: ORGANIZATION_ID },
+    body: REASON_ONLY,
+    answers: actAnswer("held", "held"),
+    handler: (c, { id, body }) =>
+      onOrganization(c, id, () => holdOrganizationSessions(scopeOf(c), { ...body, organizationId: id })),
+  }),
+] as const;
 
 /** Every admin route, in the document's order. */
 export const ADMIN_ROUTES = [
@@ -442,6 +579,7 @@ export const ADMIN_ROUTES = [
     },
     handler: (c, { agentId, body }) => answer(c, 200, () => endSupportSessions(scopeOf(c), { ...body, agentId })),
   }),
+  ...ORGANIZATION_ROUTES,
 ] as const;
 
 export const adminKeyScheme = {
