@@ -55,6 +55,8 @@ export interface OrganizationAct {
  * sessions on this database, by id, in one batch: the events, then the DELETE or UPDATE, of
  * the same rows (the chunk is chosen again by each statement, of an unchanged table). A hold
  * passes over a session held already. Nothing changes when the organization does not exist.
+ * A replayed batch whose first attempt committed (src/db/writes.ts) acts on the next chunk too,
+ * and answers both: twice the chunk at most, and a harmless `complete: false`.
  */
 export async function actOnOrganizationSessions(
   { db }: Shard,
