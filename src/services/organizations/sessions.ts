@@ -127,8 +127,9 @@ function checkCursor(cursor: unknown): string | null {
 
 function checkLimit(limit: unknown): number {
   if (limit == null) return DEFAULT_ORGANIZATION_PAGE;
-  if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MAX_ORGANIZATION_PAGE)
-    throw new InvalidInput(`limit must be a whole number from 1 to ${MAX_ORGANIZATION_PAGE}`, RangeError);
+  const rule = `limit must be a whole number from 1 to ${MAX_ORGANIZATION_PAGE}`;
+  if (typeof limit !== "number") throw new InvalidInput(rule);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_ORGANIZATION_PAGE) throw new InvalidInput(rule, RangeError);
   return limit;
 }
 
