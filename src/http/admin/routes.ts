@@ -72,7 +72,7 @@ async function body(c: Context<AdminEnv>, allowed: readonly string[] | null): Pr
 }
 
 /** The body as the document lists it (`schema`) and as `body` reads it, with its refusals. */
-const jsonBody = (
+export const jsonBody = (
   schema: JsonObject,
   allowed: readonly string[] | null,
 ): Member<Record<string, unknown>, AdminEnv> => ({
@@ -109,7 +109,7 @@ function checkPath(c: Context<AdminEnv>): void {
  * The call's scope, as the RPC's: no client context is judged (the login flow passes the
  * browser's own), and every event the call causes names the key as who acted.
  */
-function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Scope {
+export function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Scope {
   return asAdminKey(c.var.scope, c.var.adminKey.id, context);
 }
 
@@ -119,7 +119,7 @@ function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Sc
  * the 400 that names the rule, a call refusal its refusal. Anything else (a retryable 503, a
  * bug's TypeError, a stored value a rule refused) is answered as on every route.
  */
-async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () => Promise<unknown>) {
+export async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () => Promise<unknown>) {
   checkPath(c);
   let result: unknown;
   try {
@@ -136,7 +136,7 @@ async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () => Promi
 const ADMIN: Mount = { path: "/admin", use: [requireAdminApi, withScope] };
 
 /** An admin key with `scope`: what every admin call answers. */
-function adminKey(scope: AdminScope): Credential<AdminEnv> {
+export function adminKey(scope: AdminScope): Credential<AdminEnv> {
   return {
     // OpenAPI 3.1 lets a non-OAuth scheme name the roles an operation requires: the key's scope.
     security: [{ adminKey: [scope] }],
@@ -211,7 +211,7 @@ function guarded(scope: AdminScope) {
   };
 }
 
-const pathParameter = (name: string, description: string): Member<string, AdminEnv> => ({
+export const pathParameter = (name: string, description: string): Member<string, AdminEnv> => ({
   doc: { name, in: "path", required: true, description, schema: { type: "string" } },
   // Always there: the route that declares it names it.
   read: (c) => c.req.param(name) ?? "",
@@ -227,7 +227,7 @@ const REASON = {
   description: "Why, for the security log (e.g. `password_changed`).",
 };
 // No members but those listed, in a request (a member the call does not take is a 400) and in an answer.
-const object = (required: readonly string[], properties: JsonObject) => ({
+export const object = (required: readonly string[], properties: JsonObject) => ({
   type: "object",
   required,
   properties,
