@@ -20,12 +20,7 @@ const shown = {
 };
 
 const organizationExists = (db: Database, organizationId: string) =>
-  exists(
-    db
-      .select({ one: sql`1` })
-      .from(organizations)
-      .where(eq(organizations.id, organizationId)),
-  );
+  exists(db.select({ one: sql`1` }).from(organizations).where(eq(organizations.id, organizationId)));
 
 const organizationRow = (db: Database, organizationId: string) =>
   db.select({ id: organizations.id }).from(organizations).where(eq(organizations.id, organizationId));

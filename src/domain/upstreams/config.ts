@@ -123,6 +123,17 @@ const REGION = /^[a-z]{2}$/;
 /** Whether `name` is one an upstream may have: what a lookup by name need not ask about otherwise. */
 export const isUpstreamName = (name: unknown): name is string => typeof name === "string" && NAME.test(name);
 
+/**
+ * What the memory of an upstream's acted-on tokens knows it by (ssf_received_sets.issuer, and
+ * the `logout`, `revocation` and `unlinked` records made from it): the var's entry by its issuer,
+ * as always; an organization's provider by its name and issuer, so that two organizations
+ * trusting one issuer never find, nor block, each other's tokens. No issuer (a URL: its scheme
+ * and `:` come first) reads as a name (no `:`) and a space.
+ */
+export function tokenIssuerOf(upstream: Upstream): string {
+  return upstream.organizationId === null ? upstream.issuer : `${upstream.name} ${upstream.issuer}`;
+}
+
 /** The security log's reason for what an upstream did. */
 export function upstreamReason(upstream: Upstream, event: UpstreamEvent): string {
   return `${upstream.name}:${event}`;
@@ -202,8 +213,7 @@ export function upstreamOf(entry: unknown, invalid: Invalid, organizationId: str
     push,
   } = entry as Record<string, unknown>;
   if (typeof issuer !== "string" || !URL.canParse(issuer)) throw invalid("issuer is a URL");
-  if (!isUpstreamName(name))
-    throw invalid(`name is 1 to ${MAX_UPSTREAM_NAME_LENGTH} characters of A-Z a-z 0-9 . _ -`);
+  if (!isUpstreamName(name)) throw invalid(`name is 1 to ${MAX_UPSTREAM_NAME_LENGTH} characters of A-Z a-z 0-9 . _ -`);
   if ((audience === undefined) !== (subject === undefined))
     throw invalid("audience and subject come together (an upstream that sends SETs) or not at all");
   if (audience !== undefined && (typeof audience !== "string" || audience === ""))

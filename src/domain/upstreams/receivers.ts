@@ -98,7 +98,9 @@ const receiversFrom = parsedOnce(
     const pushing = upstreams.filter((upstream) => upstream.push !== null);
     const text = authorizationsText ?? "";
     const authorizations = text.trim() === "" ? new Map<string, string>() : authorizationsOf(text, pushing);
-    return pushing.map((upstream) => receiverOf(upstream, authorizations.get(upstream.name) ?? null) as UpstreamReceiver);
+    return pushing.map(
+      (upstream) => receiverOf(upstream, authorizations.get(upstream.name) ?? null) as UpstreamReceiver,
+    );
   },
 );
 

@@ -11,8 +11,8 @@ import {
   registerProvider,
   removeProvider,
 } from "../../services/organizations/providers.ts";
-import { adminKey, answer, jsonBody, object, pathParameter, scopeOf } from "../admin/routes.ts";
 import { type AdminEnv, reachOrganization } from "../admin/auth.ts";
+import { adminKey, answer, jsonBody, object, pathParameter, scopeOf } from "../admin/routes.ts";
 import { apiError } from "../errors.ts";
 import { error, type JsonObject, ok } from "../openapi-parts.ts";
 import { invalidInput, notFound } from "../refusals.ts";
@@ -70,10 +70,9 @@ const VIEW = {
 
 const ORGANIZATION = pathParameter("id", "The organization's id.");
 const PROVIDER = pathParameter("provider", "The provider's name.");
-const MISSING = error(
-  "No such organization, none the key may reach, or no provider of that name in it.",
-  ["not_found"],
-);
+const MISSING = error("No such organization, none the key may reach, or no provider of that name in it.", [
+  "not_found",
+]);
 const RULES =
   "Checked by the rules of an SSF_UPSTREAMS entry (docs/identity-providers.md#configuring-an-upstream): a broken one is a 400 `invalid_input` naming the member, nothing written; so is an `authorization` while ORGANIZATION_SECRETS_KEYS is unset.";
 const BOUND = `Other isolates see the change within ${PROVIDER_CACHE_SECONDS} seconds; this one at once.`;
@@ -115,9 +114,7 @@ const changed = (method: "put" | "patch", mode: "replace" | "merge", summary: st
     },
     handler: (c, { id, provider, body }) =>
       answer(c, 200, async () =>
-        provided<ProviderView>(
-          await changeProvider(scopeOf(c), c.env, organizationOf(c, id), provider, body, mode),
-        ),
+        provided<ProviderView>(await changeProvider(scopeOf(c), c.env, organizationOf(c, id), provider, body, mode)),
       ),
   });
 

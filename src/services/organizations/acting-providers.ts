@@ -2,10 +2,9 @@ import type { Database } from "../../db/client.ts";
 import { type ActingProvider, actingProviders } from "../../db/organizations/providers.ts";
 import { storedUpstream } from "../../domain/organizations/providers.ts";
 import { isUpstreamName, type Upstream } from "../../domain/upstreams/config.ts";
-import type { Scope } from "../scope.ts";
 
-// The upstream a route, a sign-in or a push names: an entry of SSF_UPSTREAMS first, else an
-// organization's provider registered at runtime (src/services/organizations/providers.ts),
+// The organizations' providers as they act, for what names one that SSF_UPSTREAMS does not list
+// (src/services/upstreams/named.ts, the push loop): registered at runtime (./providers.ts),
 // read from DB by its name and kept per isolate for PROVIDER_CACHE_SECONDS, an answer of none
 // too (so a stream of unknown names costs one read each per bound, never one per request).
 // A provider disabled or removed, or its organization removed, stops acting in an isolate
@@ -68,16 +67,4 @@ export async function runtimeProviders(
     if (provider) found.set(name, provider);
   }
   return found;
-}
-
-/**
- * The upstream named `name`: the var's entry, else an organization's acting provider; null for
- * none. A provider read (not kept) is a round trip the call plans, before its own.
- */
-export async function upstreamNamed(scope: Scope, name: unknown): Promise<Upstream | null> {
-  const listed = scope.upstreams().find((upstream) => upstream.name === name);
-  if (listed) return listed;
-  if (!isUpstreamName(name)) return null;
-  const found = await runtimeProviders(scope.shards.streams().db, [name], scope.plannedRoundTrip);
-  return found.get(name)?.upstream ?? null;
 }

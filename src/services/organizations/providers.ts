@@ -8,7 +8,12 @@ import {
 } from "../../db/organizations/providers.ts";
 import type { OrganizationProviderRow } from "../../db/schema.ts";
 import { logLine } from "../../domain/log.ts";
-import { checkProvider, checkSameName, mergedProvider, type ProviderInput } from "../../domain/organizations/providers.ts";
+import {
+  checkProvider,
+  checkSameName,
+  mergedProvider,
+  type ProviderInput,
+} from "../../domain/organizations/providers.ts";
 import { readSecretKeys, type SecretKeysVars, sealSecret } from "../../domain/organizations/secrets.ts";
 import type { Scope } from "../scope.ts";
 import { forgetProvider } from "./acting-providers.ts";
