@@ -134,6 +134,8 @@ export async function changeProvider(
   const { regions } = scope.shards.map;
   checkSameName(body, name);
   const replacing = mode === "replace" ? checkProvider({ ...body, name }, organizationId, regions) : null;
+  // Read before written, by design: a patch is judged with what is stored.
+  scope.plannedRoundTrip();
   const stored = await providerOf(db, organizationId, name);
   if (!stored) return "not_found";
   const input =
