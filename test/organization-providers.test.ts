@@ -111,7 +111,11 @@ describe("an organization's identity providers, over the admin API", () => {
       acr_levels: { phr: 3 },
     });
     expect(patched.status).toBe(200);
-    expect(await patched.json()).toMatchObject({ enabled: false, acr_levels: { phr: 3 }, authorization: { set: true } });
+    expect(await patched.json()).toMatchObject({
+      enabled: false,
+      acr_levels: { phr: 3 },
+      authorization: { set: true },
+    });
     // PUT: the whole entry; without push, the Authorization goes too.
     const replaced = await admin(vars, key, "PUT", `/admin/organizations/${org}/providers/${name}`, entry(name));
     expect(replaced.status).toBe(200);
@@ -141,14 +145,20 @@ describe("an organization's identity providers, over the admin API", () => {
         { ...entry(name, { jwks: undefined }), jwks_uri: "http://idp.example/jwks" },
         "jwks_uri is an https URL (http only on a loopback host)",
       ],
-      [entry(name, { audience: "https://sessions.example/ssf" }), "audience and subject come together (an upstream that sends SETs) or not at all"],
+      [
+        entry(name, { audience: "https://sessions.example/ssf" }),
+        "audience and subject come together (an upstream that sends SETs) or not at all",
+      ],
       [entry(name, { region: "mars" }), "region, when given, is two lowercase letters"],
       [entry(name, { region: "zz" }), "region, when given, is one of the regions of SHARDS"],
       [
         entry(name, { push: { endpoint_url: "http://idp.example/push" } }),
         "push endpoint_url is an https URL (http only on a loopback host), without credentials or fragment",
       ],
-      [entry(name, { authorization: "Bearer x" }), "authorization comes with push (the Authorization its pushes carry)"],
+      [
+        entry(name, { authorization: "Bearer x" }),
+        "authorization comes with push (the Authorization its pushes carry)",
+      ],
       [
         entry(name, { push: { endpoint_url: "https://idp.example/push" }, authorization: "line\nbreak" }),
         "authorization is 1 to 1024 printable ASCII characters, or null",
@@ -174,7 +184,9 @@ describe("an organization's identity providers, over the admin API", () => {
     ]);
     const renamed = await admin(vars, key, "PUT", `/admin/organizations/${org}/providers/${name}`, entry("other"));
     expect(renamed.status).toBe(400);
-    expect(await storedRows(org)).toEqual([{ name, config: JSON.stringify(entry(name)), authorization: null, enabled: 1 }]);
+    expect(await storedRows(org)).toEqual([
+      { name, config: JSON.stringify(entry(name)), authorization: null, enabled: 1 },
+    ]);
   });
 
   it("a name is the deployment's: one of SSF_UPSTREAMS or of another organization's provider is 409", async () => {
@@ -260,7 +272,9 @@ describe("create through an organization's provider", () => {
 
     const unknown =
       "upstream.provider must be the name of an upstream this deployment lists in SSF_UPSTREAMS, or of an enabled provider of an organization";
-    expect((await admin(vars, key, "PATCH", `/admin/organizations/${org}/providers/${name}`, { enabled: false })).status).toBe(200);
+    expect(
+      (await admin(vars, key, "PATCH", `/admin/organizations/${org}/providers/${name}`, { enabled: false })).status,
+    ).toBe(200);
     await expect(signIn(vars, newUser(), name, "alice")).rejects.toThrow(new TypeError(unknown));
     expect((await admin(vars, key, "DELETE", `/admin/organizations/${org}/providers/${name}`)).status).toBe(200);
     await expect(signIn(vars, newUser(), name, "alice")).rejects.toThrow(new TypeError(unknown));

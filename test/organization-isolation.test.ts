@@ -1,0 +1,246 @@
+import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { countingShards } from "./d1.ts";
+import { callWith, d1, databases, isLive, newUser } from "./helpers.ts";
+import { admin, adminKeyVars, newOrganization, organizationOfSession, rpc, signIn } from "./organization-fixture.ts";
+
+// A provider of organization A acts on A's sessions alone: its logout, revocation and Shared
+// Signals never end, hold or report a session of B, though both trust the same issuer (two
+// customers of one Google Workspace) and name the same subject, the same user even.
+
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+const GOOGLE = "https://accounts.google.com";
+const CLIENT_ID = "sessions-app";
+const OUR_AUDIENCE = "https://sessions.example/ssf";
+const BCL_EVENT = "http://schemas.openid.net/event/backchannel-logout";
+const RISC_DISABLED = "https://schemas.openid.net/secevent/risc/event-type/account-disabled";
+const CAEP_REVOKED = "https://schemas.openid.net/secevent/caep/event-type/session-revoked";
+const keys = await generateKeyPair("ES256", { extractable: true });
+const JWKS = { keys: [{ ...(await exportJWK(keys.publicKey)), kid: "g1", alg: "ES256" }] };
+const now = () => Math.floor(Date.now() / 1000);
+
+const entry = (name: string, more: Record<string, unknown> = {}) => ({
+  name,
+  issuer: GOOGLE,
+  client_id: CLIENT_ID,
+  audience: OUR_AUDIENCE,
+  subject: "iss_sub",
+  jwks: JWKS,
+  ...more,
+});
+
+/** Two organizations, each with a provider on the same issuer; `more` for both entries. */
+async function twoOrganizations(more: Record<string, unknown> = {}, extra: Partial<Env> = {}) {
+  const { ADMIN_KEYS, key } = await adminKeyVars();
+  const vars: Partial<Env> = { ADMIN_KEYS, ...extra };
+  const register = async (label: string) => {
+    const org = await newOrganization(label);
+    const name = `${label}-${crypto.randomUUID().slice(0, 8)}`;
+    const response = await admin(vars, key, "POST", `/admin/organizations/${org}/providers`, entry(name, more));
+    expect(response.status).toBe(201);
+    return { org, name };
+  };
+  return { vars, key, a: await register("a"), b: await register("b") };
+}
+
+const sign = (payload: JWTPayload, typ: string) =>
+  new SignJWT(payload).setProtectedHeader({ alg: "ES256", kid: "g1", typ }).sign(keys.privateKey);
+
+function backchannelLogout(vars: Partial<Env>, name: string, sub: string, jti = crypto.randomUUID()) {
+  return (async () => {
+    const token = await sign(
+      { iss: GOOGLE, aud: CLIENT_ID, iat: now(), exp: now() + 120, jti, sub, events: { [BCL_EVENT]: {} } },
+      "logout+jwt",
+    );
+    return callWith(
+      vars,
+      "POST",
+      `/upstreams/${name}/backchannel-logout`,
+      { "Content-Type": "application/x-www-form-urlencoded" },
+      new URLSearchParams({ logout_token: token }).toString(),
+    );
+  })();
+}
+
+async function globalRevocation(vars: Partial<Env>, name: string, sub: string, jti = crypto.randomUUID()) {
+  const path = `/upstreams/${name}/global-token-revocation`;
+  const jwt = await sign(
+    { iss: GOOGLE, aud: `https://sessions.example${path}`, iat: now(), exp: now() + 300, jti },
+    "JWT",
+  );
+  return callWith(
+    vars,
+    "POST",
+    path,
+    { "Content-Type": "application/json", Authorization: `Bearer ${jwt}` },
+    JSON.stringify({ sub_id: { format: "iss_sub", iss: GOOGLE, sub } }),
+  );
+}
+
+async function pushSet(vars: Partial<Env>, name: string, event: string, subject: unknown, jti = crypto.randomUUID()) {
+  const set = await sign(
+    { iss: GOOGLE, aud: OUR_AUDIENCE, iat: now(), jti, sub_id: subject, events: { [event]: {} } },
+    "secevent+jwt",
+  );
+  return callWith(vars, "POST", `/ssf/inbound/${name}`, { "Content-Type": "application/secevent+jwt" }, set);
+}
+
+describe("isolation: a provider acts on its own organization's sessions alone", () => {
+  it("one issuer, one subject, one user in two organizations: A's revocation and logout end A's sessions alone, and a jti of A's never blocks B's", async () => {
+    const { vars, a, b } = await twoOrganizations();
+    const user = newUser();
+    const inA = await signIn(vars, user, a.name, "alice");
+    const inB = await signIn(vars, user, b.name, "alice");
+    const outside = await rpc(vars, (service) => service.create({ userId: user }));
+    expect([await organizationOfSession(inA.id), await organizationOfSession(inB.id)]).toEqual([a.org, b.org]);
+
+    // Every session of the user, as A sees them: A's alone.
+    const jti = crypto.randomUUID();
+    expect((await globalRevocation(vars, a.name, "alice", jti)).status).toBe(204);
+    expect([await isLive(inA.token), await isLive(inB.token), await isLive(outside.token)]).toEqual([
+      false,
+      true,
+      true,
+    ]);
+    // The same jti by B's provider is B's own: acted on.
+    expect((await globalRevocation(vars, b.name, "alice", jti)).status).toBe(204);
+    expect([await isLive(inB.token), await isLive(outside.token)]).toEqual([false, true]);
+
+    const again = { a: await signIn(vars, user, a.name, "alice"), b: await signIn(vars, user, b.name, "alice") };
+    const logoutJti = crypto.randomUUID();
+    expect((await backchannelLogout(vars, a.name, "alice", logoutJti)).status).toBe(200);
+    expect([await isLive(again.a.token), await isLive(again.b.token)]).toEqual([false, true]);
+    expect((await backchannelLogout(vars, b.name, "alice", logoutJti)).status).toBe(200);
+    expect(await isLive(again.b.token)).toBe(false);
+    expect(await isLive(outside.token)).toBe(true);
+  });
+
+  it("subjects_are_user_ids: A's RISC event ends the user's sessions in A alone, and a session of B it names is not reached", async () => {
+    const { vars, a, b } = await twoOrganizations({ subjects_are_user_ids: true });
+    const user = newUser();
+    const inA = await signIn(vars, user, a.name, "alice");
+    const inB = await signIn(vars, user, b.name, "alice");
+    const outside = await rpc(vars, (service) => service.create({ userId: user }));
+    const jti = crypto.randomUUID();
+    expect(
+      (await pushSet(vars, a.name, RISC_DISABLED, { format: "iss_sub", iss: GOOGLE, sub: user }, jti)).status,
+    ).toBe(202);
+    expect([await isLive(inA.token), await isLive(inB.token), await isLive(outside.token)]).toEqual([
+      false,
+      true,
+      true,
+    ]);
+    // A's CAEP session-revoked naming B's session by this service's id, with the user or without.
+    for (const subject of [
+      { format: "complex", session: { format: "opaque", id: inB.id } },
+      {
+        format: "complex",
+        user: { format: "iss_sub", iss: GOOGLE, sub: user },
+        session: { format: "opaque", id: inB.id },
+      },
+    ])
+      expect((await pushSet(vars, a.name, CAEP_REVOKED, subject)).status).toBe(202);
+    expect(await isLive(inB.token)).toBe(true);
+    // B's SET with A's jti: B's own, acted on.
+    expect(
+      (await pushSet(vars, b.name, RISC_DISABLED, { format: "iss_sub", iss: GOOGLE, sub: user }, jti)).status,
+    ).toBe(202);
+    expect([await isLive(inB.token), await isLive(outside.token)]).toEqual([false, true]);
+    // The shared endpoint knows only SSF_UPSTREAMS' issuers: an organization's provider has its own URL.
+    const set = await sign(
+      {
+        iss: GOOGLE,
+        aud: OUR_AUDIENCE,
+        iat: now(),
+        jti: crypto.randomUUID(),
+        sub_id: { format: "iss_sub", iss: GOOGLE, sub: user },
+        events: { [RISC_DISABLED]: {} },
+      },
+      "secevent+jwt",
+    );
+    const shared = await callWith(vars, "POST", "/ssf/inbound", { "Content-Type": "application/secevent+jwt" }, set);
+    expect(shared.status).toBe(404);
+  });
+
+  it("a provider's name given up and taken by another organization reaches none of the first one's sessions", async () => {
+    const { vars, key, a } = await twoOrganizations();
+    const user = newUser();
+    const inA = await signIn(vars, user, a.name, "alice");
+    expect((await admin(vars, key, "DELETE", `/admin/organizations/${a.org}/providers/${a.name}`)).status).toBe(200);
+    const c = await newOrganization("c");
+    expect((await admin(vars, key, "POST", `/admin/organizations/${c}/providers`, entry(a.name))).status).toBe(201);
+    // Its link to `user` is A's, left behind: C's revocation and a sign-in relinking the subject end nothing of A's.
+    expect((await globalRevocation(vars, a.name, "alice")).status).toBe(204);
+    const inC = await signIn(vars, newUser(), a.name, "alice");
+    expect([await isLive(inA.token), await isLive(inC.token)]).toEqual([true, true]);
+    expect(await organizationOfSession(inC.id)).toBe(c);
+  });
+});
+
+describe("a provider stops acting within the bound", () => {
+  it("removed or disabled through this isolate: at once", async () => {
+    const { vars, key, a } = await twoOrganizations();
+    await signIn(vars, newUser(), a.name, "alice");
+    expect((await backchannelLogout(vars, a.name, "alice")).status).toBe(200);
+    expect(
+      (await admin(vars, key, "PATCH", `/admin/organizations/${a.org}/providers/${a.name}`, { enabled: false })).status,
+    ).toBe(200);
+    expect((await backchannelLogout(vars, a.name, "alice")).status).toBe(404);
+    expect(
+      (await admin(vars, key, "PATCH", `/admin/organizations/${a.org}/providers/${a.name}`, { enabled: true })).status,
+    ).toBe(200);
+    expect((await backchannelLogout(vars, a.name, "alice")).status).toBe(200);
+    expect((await admin(vars, key, "DELETE", `/admin/organizations/${a.org}/providers/${a.name}`)).status).toBe(200);
+    expect((await backchannelLogout(vars, a.name, "alice")).status).toBe(404);
+    expect((await pushSet(vars, a.name, RISC_DISABLED, { format: "iss_sub", iss: GOOGLE, sub: "alice" })).status).toBe(
+      404,
+    );
+  });
+
+  it("changed elsewhere (another isolate, its row written directly): acts until 30 seconds after this isolate read it, then not", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const start = Date.now();
+    vi.setSystemTime(start);
+    const { vars, a } = await twoOrganizations();
+    const user = newUser();
+    const first = await signIn(vars, user, a.name, "alice");
+    // Read (and kept) by this isolate now; then disabled by another.
+    await d1("DB").prepare("UPDATE organization_providers SET enabled = 0 WHERE name = ?").bind(a.name).run();
+    vi.setSystemTime(start + 29_000);
+    expect((await backchannelLogout(vars, a.name, "alice")).status).toBe(200);
+    expect(await isLive(first.token)).toBe(false);
+    vi.setSystemTime(start + 30_000);
+    expect((await backchannelLogout(vars, a.name, "alice")).status).toBe(404);
+    await expect(signIn(vars, user, a.name, "alice")).rejects.toThrow(TypeError);
+    // Its organization removed elsewhere: the same.
+    const { vars: others, b } = await twoOrganizations();
+    await signIn(others, newUser(), b.name, "bob");
+    await d1("DB").prepare("DELETE FROM organizations WHERE id = ?").bind(b.org).run();
+    expect((await backchannelLogout(others, b.name, "bob")).status).toBe(200);
+    vi.setSystemTime(start + 60_000);
+    expect((await backchannelLogout(others, b.name, "bob")).status).toBe(404);
+  });
+});
+
+describe("round trips of an organization's provider", () => {
+  it("cold, one read of the provider before the work's own; warm, none: its routes and create alike", async () => {
+    const { vars, a, b } = await twoOrganizations();
+    const counted = async (call: (bindings: Partial<Env>) => Promise<unknown>) => {
+      const counter = countingShards(databases());
+      await call({ ...vars, ...counter.env });
+      return Object.values(counter.roundTrips()).reduce((sum, n) => sum + n, 0);
+    };
+    // Neither is kept: the admin API's write forgot each in this isolate.
+    const coldCreate = await counted((bindings) => signIn(bindings, newUser(), a.name, "cold"));
+    const warmCreate = await counted((bindings) => signIn(bindings, newUser(), a.name, "warm"));
+    expect(coldCreate - warmCreate).toBe(1);
+    // The route's own: the jti recorded and the link read, at once, as for the var's entry (no link: no more).
+    const cold = await counted((bindings) => backchannelLogout(bindings, b.name, "nobody"));
+    const warm = await counted((bindings) => backchannelLogout(bindings, b.name, "nobody"));
+    expect([cold, warm]).toEqual([3, 2]);
+  });
+});
