@@ -56,7 +56,13 @@ export async function rpc<T>(vars: Partial<Env>, call: (service: SessionService)
 }
 
 /** A session signed in through `provider` as `subject` (and `sid`), as a login flow does after its callback. */
-export function signIn(vars: Partial<Env>, userId: string, provider: string, subject: string, sid: string | null = null) {
+export function signIn(
+  vars: Partial<Env>,
+  userId: string,
+  provider: string,
+  subject: string,
+  sid: string | null = null,
+) {
   return rpc(vars, (service) =>
     service.create({ userId, userAgent: CHROME_MAC, carrier: "both", upstream: { provider, subject, sid } }),
   );

@@ -1,8 +1,20 @@
+import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import worker from "../src/index.ts";
 import { countingShards } from "./d1.ts";
 import { callWith, d1, databases, isLive, newUser } from "./helpers.ts";
-import { admin, adminKeyVars, newOrganization, organizationOfSession, rpc, signIn } from "./organization-fixture.ts";
+import {
+  admin,
+  adminKeyVars,
+  newOrganization,
+  organizationOfSession,
+  rpc,
+  secretsKeys,
+  signIn,
+} from "./organization-fixture.ts";
+import { transmitter } from "./ssf.ts";
 
 // A provider of organization A acts on A's sessions alone: its logout, revocation and Shared
 // Signals never end, hold or report a session of B, though both trust the same issuer (two
@@ -242,5 +254,69 @@ describe("round trips of an organization's provider", () => {
     const cold = await counted((bindings) => backchannelLogout(bindings, b.name, "nobody"));
     const warm = await counted((bindings) => backchannelLogout(bindings, b.name, "nobody"));
     expect([cold, warm]).toEqual([3, 2]);
+  });
+});
+
+describe("sign-outs sent back to an organization's provider", () => {
+  it("go to the provider the session signed in through, with its own Authorization opened, never to the other organization's", async () => {
+    const { vars: transmitting } = await transmitter();
+    const { vars, key, a, b } = await twoOrganizations(
+      {},
+      { ...transmitting, ORGANIZATION_SECRETS_KEYS: secretsKeys() },
+    );
+    const endpoint = (name: string) => `https://${name}.example/ssf/push`;
+    for (const { org, name } of [a, b]) {
+      const changed = await admin(vars, key, "PATCH", `/admin/organizations/${org}/providers/${name}`, {
+        push: { endpoint_url: endpoint(name), events: ["session-revoked"] },
+        authorization: `Bearer token-of-${name}`,
+      });
+      expect(changed.status).toBe(200);
+    }
+    const pushes: { url: string; authorization: string | null; sub_id: unknown }[] = [];
+    vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+      const request = new Request(input, init);
+      const token = new TextDecoder().decode(await request.arrayBuffer());
+      const payload = JSON.parse(atob((token.split(".")[1] as string).replaceAll("-", "+").replaceAll("_", "/")));
+      pushes.push({ url: request.url, authorization: request.headers.get("Authorization"), sub_id: payload.sub_id });
+      return new Response(null, { status: 202 });
+    });
+    const user = newUser();
+    const inA = await signIn(vars, user, a.name, "alice", "sid-a");
+    const inB = await signIn(vars, user, b.name, "alice", "sid-b");
+    const subjectOf = (sid: string) => ({
+      format: "complex",
+      user: { format: "iss_sub", iss: GOOGLE, sub: "alice" },
+      session: { format: "opaque", id: sid },
+    });
+    expect((await rpc(vars, (service) => service.endSession({ sessionId: inA.id, reason: "signed_out" }))).ended).toBe(
+      true,
+    );
+    expect(pushes).toEqual([
+      { url: endpoint(a.name), authorization: `Bearer token-of-${a.name}`, sub_id: subjectOf("sid-a") },
+    ]);
+    expect((await rpc(vars, (service) => service.endSession({ sessionId: inB.id, reason: "signed_out" }))).ended).toBe(
+      true,
+    );
+    expect(pushes.slice(1)).toEqual([
+      { url: endpoint(b.name), authorization: `Bearer token-of-${b.name}`, sub_id: subjectOf("sid-b") },
+    ]);
+
+    // Removed with a SET still due: it is dropped, sent to no one.
+    const inAAgain = await signIn(vars, user, a.name, "alice", "sid-a2");
+    vi.spyOn(globalThis, "fetch").mockImplementation(async () => new Response(null, { status: 503 }));
+    await rpc(vars, (service) => service.endSession({ sessionId: inAAgain.id, reason: "signed_out" }));
+    expect((await admin(vars, key, "DELETE", `/admin/organizations/${a.org}/providers/${a.name}`)).status).toBe(200);
+    const queued = () =>
+      d1("DB")
+        .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
+        .bind(`provider:${a.name}`)
+        .first("n");
+    expect(await queued()).toBe(1);
+    // The minute cron's push, once the SET is due again: its provider gone, it is forgotten.
+    const ctx = createExecutionContext();
+    const controller = createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() + 3_600_000 });
+    await worker.scheduled(controller, { ...env, ...vars }, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(await queued()).toBe(0);
   });
 });
