@@ -48,7 +48,7 @@ const entry = (name: string, more: Record<string, unknown> = {}) => ({
 /** Two organizations, each with a provider on the same issuer; `more` for both entries. */
 async function twoOrganizations(more: Record<string, unknown> = {}, extra: Partial<Env> = {}) {
   const { ADMIN_KEYS, key } = await adminKeyVars();
-  const vars: Partial<Env> = { ADMIN_KEYS, ...extra };
+  const vars = { ADMIN_KEYS, ...extra } as Partial<Env>;
   const register = async (label: string) => {
     const org = await newOrganization(label);
     const name = `${label}-${crypto.randomUUID().slice(0, 8)}`;

@@ -40,11 +40,11 @@ const entry = (name: string, more: Record<string, unknown> = {}) => ({
 async function setUp(organization?: string) {
   const key = await adminKeyVars(["organizations"], organization);
   const secrets = secretsKeys();
-  const vars: Partial<Env> = {
+  const vars = {
     ADMIN_KEYS: key.ADMIN_KEYS,
     ORGANIZATION_SECRETS_KEYS: secrets,
     SSF_UPSTREAMS: JSON.stringify([VAR_UPSTREAM]),
-  };
+  } as Partial<Env>;
   return { vars, key: key.key, secrets };
 }
 
@@ -91,10 +91,8 @@ describe("an organization's identity providers, over the admin API", () => {
     expect(JSON.parse(row?.config as string)).toEqual(sent);
     expect(row?.authorization).not.toContain("s3cret");
     expect(row?.authorization.split(".")).toHaveLength(5);
-    const [jwk] = JSON.parse(secrets) as { k: string }[];
-    const secretKey = Uint8Array.from(atob((jwk?.k as string).replaceAll("-", "+").replaceAll("_", "/")), (c) =>
-      c.charCodeAt(0),
-    );
+    const [jwk] = JSON.parse(secrets) as [{ k: string }];
+    const secretKey = Uint8Array.from(atob(jwk.k.replaceAll("-", "+").replaceAll("_", "/")), (c) => c.charCodeAt(0));
     const opened = await compactDecrypt(row?.authorization as string, secretKey);
     expect(new TextDecoder().decode(opened.plaintext)).toBe("Bearer s3cret-push-token");
     expect(opened.protectedHeader).toEqual({ alg: "dir", enc: "A256GCM", kid: "k1", sub: name });
@@ -280,7 +278,7 @@ describe("create through an organization's provider", () => {
     await expect(signIn(vars, newUser(), name, "alice")).rejects.toThrow(new TypeError(unknown));
     // Over the admin API too: the 400 of the rule, not a failure.
     const { ADMIN_KEYS, key: creator } = await adminKeyVars(["sessions:create"]);
-    const response = await admin({ ...vars, ADMIN_KEYS }, creator, "POST", "/admin/sessions", {
+    const response = await admin({ ...vars, ADMIN_KEYS } as Partial<Env>, creator, "POST", "/admin/sessions", {
       userId: newUser(),
       upstream: { provider: name, subject: "alice" },
     });
