@@ -24,6 +24,7 @@ const PATHS = [
   "/ssf/streams/verify",
   "/ssf/streams/poll/{streamId}",
   "/ssf/inbound",
+  "/ssf/inbound/{name}",
   "/upstreams/{name}/backchannel-logout",
   "/upstreams/{name}/global-token-revocation",
   "/admin/sessions",
@@ -34,6 +35,8 @@ const PATHS = [
   "/admin/support-sessions",
   "/admin/sessions/{sessionId}/data",
   "/admin/agents/{agentId}/support-sessions/end",
+  "/admin/organizations/{id}/providers",
+  "/admin/organizations/{id}/providers/{provider}",
   "/openapi.json",
 ];
 
