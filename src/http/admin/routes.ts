@@ -135,12 +135,12 @@ export async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () =
 /** The admin API: without ADMIN_KEYS every path under /admin/ is 404, before anything else. */
 const ADMIN: Mount = { path: "/admin", use: [requireAdminApi, withScope] };
 
-/** An admin key with `scope`: what every admin call answers. */
-export function adminKey(scope: AdminScope): Credential<AdminEnv> {
+/** An admin key with `scope`: what every admin call answers; `roundTrips`, the call's, as the document says them. */
+export function adminKey(scope: AdminScope, roundTrips = "One database round trip"): Credential<AdminEnv> {
   return {
     // OpenAPI 3.1 lets a non-OAuth scheme name the roles an operation requires: the key's scope.
     security: [{ adminKey: [scope] }],
-    description: `Scope \`${scope}\`. One database round trip; one \`admin_call\` log line naming the key.`,
+    description: `Scope \`${scope}\`. ${roundTrips}; one \`admin_call\` log line naming the key.`,
     mount: ADMIN,
     use: [requireAdminKey(scope)],
     answers: { ...guarded(scope), ...INVALID },

@@ -101,10 +101,10 @@ const changed = (method: "put" | "patch", mode: "replace" | "merge", summary: st
   declare({
     method,
     path: `${path}/:provider`,
-    credential: adminKey("organizations"),
+    credential: adminKey("organizations", "Two database round trips (read, then written if unchanged)"),
     operationId: method === "put" ? "adminReplaceProvider" : "adminChangeProvider",
     summary,
-    description: `${RULES} The Authorization is kept unless \`authorization\` is sent, and dropped with \`push\`. ${BOUND} Two D1 round trips.`,
+    description: `${RULES} The Authorization is kept unless \`authorization\` is sent, and dropped with \`push\`. ${BOUND}`,
     parameters: { id: ORGANIZATION, provider: PROVIDER },
     body: jsonBody(INPUT(mode === "replace" ? ["issuer"] : []), MEMBERS),
     answers: {
@@ -125,7 +125,7 @@ export const PROVIDER_ROUTES = [
     credential: adminKey("organizations"),
     operationId: "adminRegisterProvider",
     summary: "Register an identity provider of an organization, as an SSF_UPSTREAMS entry, without a deploy",
-    description: `${RULES} One D1 round trip.`,
+    description: RULES,
     parameters: { id: ORGANIZATION },
     body: jsonBody(INPUT(["name", "issuer"]), MEMBERS),
     answers: {
