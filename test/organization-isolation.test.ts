@@ -193,6 +193,23 @@ describe("isolation: a provider acts on its own organization's sessions alone", 
   });
 });
 
+describe("a sign-in again through an organization's provider", () => {
+  it("reauthenticate takes the session's own provider, and refuses the other organization's on the same issuer", async () => {
+    const { vars, a, b } = await twoOrganizations();
+    const session = await signIn(vars, newUser(), a.name, "alice", "sid-1");
+    const again = (provider: string) =>
+      rpc(vars, (service) =>
+        service.reauthenticate({ token: session.token, upstream: { provider, subject: "alice", auth_time: now() } }),
+      );
+    await expect(again(b.name)).rejects.toThrow(
+      new RangeError("upstream.provider and upstream.subject must be those the session was signed in through"),
+    );
+    const reissued = await again(a.name);
+    expect(reissued?.sessionId).toBe(session.id);
+    expect(await organizationOfSession(session.id)).toBe(a.org);
+  });
+});
+
 describe("a provider stops acting within the bound", () => {
   it("removed or disabled through this isolate: at once", async () => {
     const { vars, key, a } = await twoOrganizations();
@@ -251,9 +268,13 @@ describe("round trips of an organization's provider", () => {
     const warmCreate = await counted((bindings) => signIn(bindings, newUser(), a.name, "warm"));
     expect(coldCreate - warmCreate).toBe(1);
     // The route's own: the jti recorded and the link read, at once, as for the var's entry (no link: no more).
+    const log = vi.spyOn(console, "log");
     const cold = await counted((bindings) => backchannelLogout(bindings, b.name, "nobody"));
     const warm = await counted((bindings) => backchannelLogout(bindings, b.name, "nobody"));
     expect([cold, warm]).toEqual([3, 2]);
+    // Planned, each: no request line says a round trip more than the work asked for.
+    const requestLines = log.mock.calls.filter(([line]) => String(line).includes('"event":"request"'));
+    expect(requestLines).toEqual([]);
   });
 });
 
