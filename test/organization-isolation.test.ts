@@ -341,3 +341,55 @@ describe("sign-outs sent back to an organization's provider", () => {
     expect(await queued()).toBe(0);
   });
 });
+
+describe("an Authorization that cannot be opened", () => {
+  it("holds back its own provider's SETs alone, logged, until its key is back", async () => {
+    const { vars: transmitting } = await transmitter();
+    const sealing = secretsKeys();
+    const { vars, key, a, b } = await twoOrganizations({}, { ...transmitting, ORGANIZATION_SECRETS_KEYS: sealing });
+    const endpoint = (name: string) => `https://${name}.example/ssf/push`;
+    const patch = async (org: string, name: string, more: Record<string, unknown>) =>
+      expect(
+        (
+          await admin(vars, key, "PATCH", `/admin/organizations/${org}/providers/${name}`, {
+            push: { endpoint_url: endpoint(name), events: ["session-revoked"] },
+            ...more,
+          })
+        ).status,
+      ).toBe(200);
+    await patch(a.org, a.name, { authorization: "Bearer sealed" });
+    await patch(b.org, b.name, {});
+    const pushed: { url: string; authorization: string | null }[] = [];
+    vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+      const request = new Request(input, init);
+      pushed.push({ url: request.url, authorization: request.headers.get("Authorization") });
+      return new Response(null, { status: 202 });
+    });
+    const inA = await signIn(vars, newUser(), a.name, "alice", "sid-a");
+    const inB = await signIn(vars, newUser(), b.name, "bob", "sid-b");
+    // Another key in the secret: A's Authorization no longer opens.
+    const rotatedAway = { ...vars, ORGANIZATION_SECRETS_KEYS: secretsKeys("k2") };
+    const errors = vi.spyOn(console, "error");
+    for (const session of [inA, inB])
+      await rpc(rotatedAway, (service) => service.endSession({ sessionId: session.id, reason: "signed_out" }));
+    expect(pushed).toEqual([{ url: endpoint(b.name), authorization: null }]);
+    expect(errors.mock.calls.map(([line]) => JSON.parse(String(line)))).toContainEqual({
+      level: "warn",
+      event: "outbox_send_failed",
+      name: "ConfigError",
+      message: "ORGANIZATION_SECRETS_KEYS has no key of a stored secret's kid",
+      binding: null,
+    });
+    const queued = await d1("DB")
+      .prepare("SELECT attempts FROM ssf_queued_sets WHERE stream_id = ?")
+      .bind(`provider:${a.name}`)
+      .all();
+    expect(queued.results).toEqual([{ attempts: 1 }]);
+    // The key back: the minute cron sends it, with its Authorization.
+    const ctx = createExecutionContext();
+    const controller = createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() + 3_600_000 });
+    await worker.scheduled(controller, { ...env, ...vars }, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(pushed.slice(1)).toEqual([{ url: endpoint(a.name), authorization: "Bearer sealed" }]);
+  });
+});

@@ -2,6 +2,7 @@ import type { Database } from "../../db/client.ts";
 import { ConfigError } from "../../domain/config.ts";
 import { openSecret, readSecretKeys, type SecretKeysVars } from "../../domain/organizations/secrets.ts";
 import { PROVIDER_PREFIX, receiverOf } from "../../domain/upstreams/receivers.ts";
+import { logOutboxFailure } from "../failure-log.ts";
 import type { PushDestination } from "../ssf/delivery.ts";
 import { runtimeProviders } from "./acting-providers.ts";
 
@@ -10,34 +11,40 @@ import { runtimeProviders } from "./acting-providers.ts";
 // provider as it acts now, its Authorization decrypted then (never kept in clear beyond the push).
 
 /**
- * The push destinations of these queued destination ids, each its acting provider with push, its
- * Authorization opened; a provider removed, disabled or without push has none. Throws (for the
- * round's line, its SETs left for the next) when an Authorization cannot be opened.
+ * The push destinations of these queued destination ids: each its acting provider with push,
+ * its Authorization opened (`found`); one whose Authorization cannot be opened (its key gone,
+ * the secret unset) is `failed`, logged, its SETs kept for a later round; a provider removed,
+ * disabled or without push is neither.
  */
 export async function providerDestinations(
   env: SecretKeysVars,
   db: Database,
   destinations: string[],
-): Promise<PushDestination[]> {
+): Promise<{ found: PushDestination[]; failed: string[] }> {
   const names = destinations.map((destination) => destination.slice(PROVIDER_PREFIX.length));
-  const found = await runtimeProviders(db, names);
-  return Promise.all(
-    [...found.values()].flatMap(({ upstream, sealedAuthorization }) => {
+  const providers = await runtimeProviders(db, names);
+  const found: PushDestination[] = [];
+  const failed: string[] = [];
+  await Promise.all(
+    [...providers.values()].map(async ({ upstream, sealedAuthorization }) => {
       const receiver = receiverOf(upstream, null);
-      if (receiver === null) return [];
-      return [
-        (async () => {
-          let authorization: string | null = null;
-          if (sealedAuthorization !== null) {
-            const keys = readSecretKeys(env);
-            if (!keys)
-              throw new ConfigError("ORGANIZATION_SECRETS_KEYS is unset, and a provider's push has an Authorization");
-            authorization = await openSecret(keys, upstream.name, sealedAuthorization);
-          }
-          const { destination, endpointUrl, audience } = receiver;
-          return { destination, endpointUrl, audience, authorization };
-        })(),
-      ];
+      if (receiver === null) return;
+      const { destination, endpointUrl, audience } = receiver;
+      try {
+        const authorization =
+          sealedAuthorization === null ? null : await opened(env, upstream.name, sealedAuthorization);
+        found.push({ destination, endpointUrl, audience, authorization });
+      } catch (error) {
+        logOutboxFailure(error);
+        failed.push(destination);
+      }
     }),
   );
+  return { found, failed };
+}
+
+async function opened(env: SecretKeysVars, name: string, sealed: string): Promise<string> {
+  const keys = readSecretKeys(env);
+  if (!keys) throw new ConfigError("ORGANIZATION_SECRETS_KEYS is unset, and a provider's push has an Authorization");
+  return openSecret(keys, name, sealed);
 }

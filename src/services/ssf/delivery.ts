@@ -46,12 +46,14 @@ export interface PushDestination {
 
 /**
  * The destinations read when pushed (organizations' providers): every destination id that starts
- * with `prefix`, and how to read those of the leased SETs (one read for a round; an id it
- * answers none for is a provider removed, disabled or without push since).
+ * with `prefix`, and how to read those of the leased SETs (one read for a round): those `found`;
+ * those that cannot be pushed to now (`failed`: its secret would not open, logged), whose SETs
+ * wait for a later round; an id it answers neither for is a provider removed, disabled or
+ * without push since.
  */
 export interface ReadDestinations {
   prefix: string;
-  read: (destinations: string[]) => Promise<PushDestination[]>;
+  read: (destinations: string[]) => Promise<{ found: PushDestination[]; failed: string[] }>;
 }
 
 /** Where a leased SET goes: its stream's endpoint, or its destination's, as configured now; null: a destination no more. */
@@ -97,14 +99,21 @@ export async function pushDue(
   const result: PushResult = { delivered: 0, refused: 0, retried: 0 };
   if (due.length === 0) return result;
   const named = read ? [...new Set(due.map((set) => set.streamId).filter((id) => id.startsWith(read.prefix)))] : [];
-  const destinations = named.length > 0 ? [...listed, ...(await (read as ReadDestinations).read(named))] : listed;
+  const { found, failed } = named.length > 0 ? await (read as ReadDestinations).read(named) : { found: [], failed: [] };
+  const destinations = [...listed, ...found];
   const done: { streamId: string; jti: string }[] = [];
   const retry: { streamId: string; jti: string; nextAttemptAt: Date }[] = [];
+  // One organization's provider that cannot be pushed to now holds back its own SETs alone.
+  const held = due.filter((set) => failed.includes(set.streamId));
+  for (const set of held) retry.push({ ...set, nextAttemptAt: new Date(now.getTime() + retryDelay(set.attempts)) });
+  result.retried += held.length;
   // Signed and built before any is sent, outside the catch below: neither fails by the network,
   // only by a bug, a broken key or a stored value the Fetch API refuses (an Authorization no
   // header may carry), so it throws out of the round (the caller logs it) and nothing is sent;
   // the SETs come back when the lease lapses, for the next round.
-  const targeted = due.map((set) => ({ set, target: targetOf(set, destinations, read) }));
+  const targeted = due
+    .filter((set) => !failed.includes(set.streamId))
+    .map((set) => ({ set, target: targetOf(set, destinations, read) }));
   // A provider that stopped acting is sent nothing more: its SETs are forgotten, as refused for good.
   for (const { set } of targeted.filter(({ target }) => target === null)) {
     done.push(set);
