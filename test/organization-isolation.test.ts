@@ -178,18 +178,30 @@ describe("isolation: a provider acts on its own organization's sessions alone", 
     expect(shared.status).toBe(404);
   });
 
-  it("a provider's name given up and taken by another organization reaches none of the first one's sessions", async () => {
-    const { vars, key, a } = await twoOrganizations();
+  it("a provider's name given up and taken by another organization reaches none of the first one's sessions, nor is told of them", async () => {
+    const { vars: transmitting } = await transmitter();
+    const { vars, key, a } = await twoOrganizations({}, transmitting);
     const user = newUser();
-    const inA = await signIn(vars, user, a.name, "alice");
+    const inA = await signIn(vars, user, a.name, "alice", "sid-a");
     expect((await admin(vars, key, "DELETE", `/admin/organizations/${a.org}/providers/${a.name}`)).status).toBe(200);
     const c = await newOrganization("c");
-    expect((await admin(vars, key, "POST", `/admin/organizations/${c}/providers`, entry(a.name))).status).toBe(201);
+    const push = { endpoint_url: "https://c.example/ssf/push", events: ["session-revoked"] };
+    const taken = entry(a.name, { push });
+    expect((await admin(vars, key, "POST", `/admin/organizations/${c}/providers`, taken)).status).toBe(201);
+    const sent = vi.spyOn(globalThis, "fetch").mockImplementation(async () => new Response(null, { status: 202 }));
     // Its link to `user` is A's, left behind: C's revocation and a sign-in relinking the subject end nothing of A's.
     expect((await globalRevocation(vars, a.name, "alice")).status).toBe(204);
     const inC = await signIn(vars, newUser(), a.name, "alice");
     expect([await isLive(inA.token), await isLive(inC.token)]).toEqual([true, true]);
     expect(await organizationOfSession(inC.id)).toBe(c);
+    // A's session, signed in through the name when it was A's, ends: C's provider is told nothing.
+    await rpc(vars, (service) => service.endSession({ sessionId: inA.id, reason: "signed_out" }));
+    expect(sent).not.toHaveBeenCalled();
+    const queued = await d1("DB")
+      .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
+      .bind(`provider:${a.name}`)
+      .first("n");
+    expect(queued).toBe(0);
   });
 });
 
