@@ -34,7 +34,14 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-const ALL: AdminScope[] = ["sessions:create", "sessions:read", "sessions:end", "sessions:data", "support"];
+const ALL: AdminScope[] = [
+  "sessions:create",
+  "sessions:read",
+  "sessions:end",
+  "sessions:data",
+  "support",
+  "organizations",
+];
 
 /** ADMIN_KEYS with one key of `scopes`, and that key. */
 async function adminKey(scopes: AdminScope[] = ALL, name = "login flow") {
@@ -507,15 +514,16 @@ describe("admin API: refused keys and bad input, nothing written", () => {
         // Bytes, not a string: a string body would be given text/plain by the Request itself.
         new TextEncoder().encode(JSON.stringify(body)),
       );
-    const withBody = adminOperations().filter(({ method }) => method !== "GET");
-    expect(withBody).toHaveLength(10);
+    const withBody = adminOperations().filter(({ operation }) => operation.requestBody !== undefined);
+    expect(withBody).toHaveLength(13);
     const organizationId = await newOrganization();
     for (const { method, path } of withBody) {
       const concrete = path
         .replace("{userId}", encodeURIComponent(userId))
         .replace("{sessionId}", session.id)
         .replace("{agentId}", "agent-type")
-        .replace("{id}", organizationId);
+        .replace("{id}", organizationId)
+        .replace("{provider}", "idp");
       for (const contentType of ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", null])
         await expectError(await sent(method, concrete, contentType), 415, "unsupported_media_type");
     }
@@ -614,7 +622,21 @@ const EXPECTED_SCOPES: Record<string, AdminScope> = {
   "GET /admin/organizations/{id}/sessions": "sessions:read",
   "POST /admin/organizations/{id}/sessions/end": "sessions:end",
   "POST /admin/organizations/{id}/sessions/hold": "sessions:end",
+  "POST /admin/organizations/{id}/providers": "organizations",
+  "GET /admin/organizations/{id}/providers": "organizations",
+  "GET /admin/organizations/{id}/providers/{provider}": "organizations",
+  "PUT /admin/organizations/{id}/providers/{provider}": "organizations",
+  "PATCH /admin/organizations/{id}/providers/{provider}": "organizations",
+  "DELETE /admin/organizations/{id}/providers/{provider}": "organizations",
 };
+
+/** An organization's provider's entry, of `name`. */
+const providerEntry = (name: string) => ({
+  name,
+  issuer: "https://idp.example",
+  client_id: "sessions-app",
+  jwks_uri: "https://idp.example/jwks",
+});
 
 describe("admin API: each route checks its own scope", () => {
   it("the table above names every admin route the document lists, with the scope the document names", () => {
@@ -646,6 +668,9 @@ describe("admin API: each route checks its own scope", () => {
     "POST /admin/agents/{agentId}/support-sessions/end": () => ({ reason: "admin" }),
     "POST /admin/organizations/{id}/sessions/end": () => ({ reason: "admin" }),
     "POST /admin/organizations/{id}/sessions/hold": () => ({ reason: "admin" }),
+    "POST /admin/organizations/{id}/providers": () => providerEntry(`p-${crypto.randomUUID().slice(0, 8)}`),
+    "PUT /admin/organizations/{id}/providers/{provider}": () => ({ ...providerEntry("x"), name: undefined }),
+    "PATCH /admin/organizations/{id}/providers/{provider}": () => ({ enabled: false }),
   };
 
   // The expected scope, not the declared one: a route that asks another scope fails here.
@@ -654,11 +679,20 @@ describe("admin API: each route checks its own scope", () => {
     it(`${method} ${path}: a key with every scope but ${scope} is 403 insufficient_scope, nothing written`, async () => {
       const userId = newUser();
       const session = await issue(userId);
+      // An organization with a provider, for its routes: made directly (test/organization-fixtures.ts).
+      const organization = path.includes("{id}") ? await newOrganization() : "";
+      const provider = `p-${crypto.randomUUID().slice(0, 8)}`;
+      if (organization !== "") {
+        const registrar = await adminKey(["organizations"]);
+        const path = `/admin/organizations/${organization}/providers`;
+        expect((await admin(registrar.vars, registrar.key, "POST", path, providerEntry(provider))).status).toBe(201);
+      }
       const concrete = path
         .replace("{userId}", encodeURIComponent(userId))
         .replace("{sessionId}", session.id)
         .replace("{agentId}", "agent-scope")
-        .replace("{id}", path.includes("{id}") ? await newOrganization() : "");
+        .replace("{id}", organization)
+        .replace("{provider}", provider);
       const body = bodies[route]?.(userId, session.token);
       const others = await adminKey(ADMIN_SCOPES.filter((held) => held !== scope));
       const before = [await tableSnapshot(), await tableSnapshot("session_events")];

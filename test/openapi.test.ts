@@ -24,6 +24,7 @@ const PATHS = [
   "/ssf/streams/verify",
   "/ssf/streams/poll/{streamId}",
   "/ssf/inbound",
+  "/ssf/inbound/{name}",
   "/upstreams/{name}/backchannel-logout",
   "/upstreams/{name}/global-token-revocation",
   "/admin/sessions",
@@ -37,6 +38,8 @@ const PATHS = [
   "/admin/organizations/{id}/sessions",
   "/admin/organizations/{id}/sessions/end",
   "/admin/organizations/{id}/sessions/hold",
+  "/admin/organizations/{id}/providers",
+  "/admin/organizations/{id}/providers/{provider}",
   "/openapi.json",
 ];
 

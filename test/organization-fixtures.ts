@@ -1,11 +1,14 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
 import { newOrganizationId } from "../src/domain/organizations/organization.ts";
-import { d1, d1OfUser, shardBindings } from "./helpers.ts";
+import { SessionService } from "../src/rpc/session-service.ts";
+import { CHROME_MAC, callWith, d1, d1OfUser, databases, randomIp } from "./helpers.ts";
 
-// Organizations for tests, written as their creation writes them (the directory's row on DB, the
-// policy's on every database), straight through the D1 bindings; and member sessions: issued as
-// any, then given the organization, until `create` takes one.
+// What the tests of organizations share. An organization is made here by writing its rows
+// directly, as creating one writes them: its `organizations` row on DB and its
+// `organization_policies` row on every database.
 
-/** A new organization: its directory row on DB and its policy row on every database. */
 export async function newOrganization(name = "Acme"): Promise<string> {
   const id = newOrganizationId();
   const now = Date.now();
@@ -13,12 +16,68 @@ export async function newOrganization(name = "Acme"): Promise<string> {
     .prepare("INSERT INTO organizations (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)")
     .bind(id, name, now, now)
     .run();
-  for (const binding of shardBindings())
-    await d1(binding)
-      .prepare("INSERT INTO organization_policies (organization_id, updated_at) VALUES (?, ?)")
+  for (const db of Object.values(databases()))
+    await db
+      .prepare("INSERT OR IGNORE INTO organization_policies (organization_id, updated_at) VALUES (?, ?)")
       .bind(id, now)
       .run();
   return id;
+}
+
+/** ORGANIZATION_SECRETS_KEYS of one fresh key. */
+export function secretsKeys(kid = "k1"): string {
+  const k = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))))
+    .replaceAll("+", "-")
+    .replaceAll("/", "_")
+    .replace(/=+$/, "");
+  return JSON.stringify([{ kty: "oct", kid, k }]);
+}
+
+/** ADMIN_KEYS with one key of `scopes` (limited to `organization`, when given), and that key. */
+export async function adminKeyVars(scopes: AdminScope[] = ["organizations"], organization?: string) {
+  const { stored, key } = await newAdminKey("it admin", scopes, new Date());
+  const limited = organization === undefined ? stored : { ...stored, organization };
+  return { ADMIN_KEYS: JSON.stringify([limited]), key };
+}
+
+/** An admin call with `key`, a JSON body when given. */
+export function admin(vars: Partial<Env>, key: string, method: string, path: string, body?: unknown) {
+  const headers: Record<string, string> = { "CF-Connecting-IP": randomIp(), Authorization: `Bearer ${key}` };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  return callWith(vars, method, path, headers, body === undefined ? undefined : JSON.stringify(body));
+}
+
+/** A call of the RPC with `vars`, waiting for what it does after its answer. */
+export async function rpc<T>(vars: Partial<Env>, call: (service: SessionService) => Promise<T>): Promise<T> {
+  const ctx = createExecutionContext();
+  const answer = await call(new SessionService(ctx, { ...env, ...vars }));
+  await waitOnExecutionContext(ctx);
+  return answer;
+}
+
+/** A session signed in through `provider` as `subject` (and `sid`), as a login flow does after its callback. */
+export function signIn(
+  vars: Partial<Env>,
+  userId: string,
+  provider: string,
+  subject: string,
+  sid: string | null = null,
+) {
+  return rpc(vars, (service) =>
+    service.create({ userId, userAgent: CHROME_MAC, carrier: "both", upstream: { provider, subject, sid } }),
+  );
+}
+
+/** The organization a session row holds. */
+export async function organizationOfSession(sessionId: string): Promise<string | null> {
+  for (const db of Object.values(databases())) {
+    const row = await db
+      .prepare("SELECT organization_id AS organization FROM sessions WHERE id = ?")
+      .bind(sessionId)
+      .first<{ organization: string | null }>();
+    if (row) return row.organization;
+  }
+  throw new Error("no such session");
 }
 
 /** Makes the user's session `sessionId` a member's of the organization, as `create` with it would. */

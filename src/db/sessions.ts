@@ -201,14 +201,14 @@ export async function endSessionsByUserId(
 }
 
 /**
- * Ends every live session of `userId` signed in through the upstream as the subject, logging
- * `ended` with the reason and, as the event's context, each session's last seen and `cause`'s
+ * Ends every live session of `userId` signed in through the upstream as the subject (of its
+ * organization alone, for an organization's provider), logging `ended` with the reason and, as the event's context, each session's last seen and `cause`'s
  * (the sign-in that ended them).
  */
 export async function endUpstreamSubjectSessions(
   shard: BucketShard,
   userId: string,
-  signIn: { upstream: string; subject: string },
+  signIn: { upstream: string; subject: string; organizationId: string | null },
   reason: string,
   writer: Writer,
   at: Instant,
@@ -216,6 +216,7 @@ export async function endUpstreamSubjectSessions(
 ): Promise<Logged<number>> {
   const ending = and(
     eq(sessions.userId, userId),
+    signIn.organizationId === null ? undefined : eq(sessions.organizationId, signIn.organizationId),
     eq(sessions.upstream, signIn.upstream),
     eq(sessions.upstreamSubject, signIn.subject),
     isLive(at),

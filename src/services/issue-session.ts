@@ -20,10 +20,12 @@ import type { Sent } from "../domain/sent.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
 import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
 import { generateToken, hashSecret, newReportToken, newSecretFor, type Placement } from "../domain/token.ts";
+import { isObject } from "../domain/upstreams/config.ts";
 import {
   checkUpstreamSignIn,
   heldByTheProvider,
   notTheSessionsSignIn,
+  sessionOrganization,
   type UpstreamSignIn,
   type UpstreamSignInInput,
 } from "../domain/upstreams/sign-in.ts";
@@ -33,6 +35,7 @@ import { withReportToken } from "./event-message.ts";
 import { contextCheck, type Scope, write } from "./scope.ts";
 import { readSessionToken } from "./session-token.ts";
 import { linkSubject } from "./upstreams/links.ts";
+import { upstreamNamed } from "./upstreams/named.ts";
 
 // The one code path that creates sessions (SessionService.create and `npm run session:create`)
 // and gives one a new secret (SessionService.reauthenticate).
@@ -192,9 +195,30 @@ function signInProof(
   return { factors, assuranceLevel };
 }
 
-/** The upstream sign-in a call names, checked; read only when given: a mistake in SSF_UPSTREAMS must not stop the others. */
-function upstreamSignIn(scope: Scope, upstream: unknown): UpstreamSignIn | null {
-  return upstream == null ? null : checkUpstreamSignIn(upstream, scope.upstreams(), scope.at.now);
+/**
+ * The upstream sign-in a call names, checked; read only when given: a mistake in SSF_UPSTREAMS
+ * must not stop the others. Its provider is the var's entry, or an organization's acting
+ * provider (one planned round trip when the isolate does not keep it).
+ */
+async function upstreamSignIn(scope: Scope, upstream: unknown): Promise<UpstreamSignIn | null> {
+  if (upstream == null) return null;
+  const named = await upstreamNamed(scope, isObject(upstream) ? upstream.provider : undefined);
+  return checkUpstreamSignIn(upstream, named ? [named] : [], scope.at.now);
+}
+
+/**
+ * `check`'s rules judged as the caller's once a provider was read for them (its absence is what
+ * the database answered): their InvalidInput is thrown as needing what is stored, so the entry
+ * point answers it as the caller's, not as a stored value's failure (`judgingInput`).
+ */
+async function judgedAfterRead<T>(scope: Scope, before: number, check: () => Promise<T>): Promise<T> {
+  try {
+    return await check();
+  } catch (error) {
+    if (error instanceof InvalidInput && !error.needsStored && scope.roundTrips() > before)
+      throw new InvalidInput(error.message, error.thrownAs, true);
+    throw error;
+  }
 }
 
 /**
@@ -266,6 +290,7 @@ export async function buildSession(
     seenPlaceAt: seen.latitude === null ? null : createdAt,
     carrier,
     data,
+    organizationId: sessionOrganization(null, signIn),
     ...(signIn && {
       upstream: signIn.upstream.name,
       upstreamSubject: signIn.subject,
@@ -285,8 +310,11 @@ export async function buildSession(
 export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>): Promise<IssuedSession> {
   const { config, at } = scope;
   const shard = await scope.shards.forUser(checkUserId(input?.userId), input.region);
-  const signIn = upstreamSignIn(scope, input.upstream);
-  const { row, issued, context } = await buildSession(config, input, shard.placement, at, signIn);
+  const before = scope.roundTrips();
+  const { signIn, row, issued, context } = await judgedAfterRead(scope, before, async () => {
+    const signIn = await upstreamSignIn(scope, input.upstream);
+    return { signIn, ...(await buildSession(config, input, shard.placement, at, signIn)) };
+  });
   if (signIn) {
     // Before the session: a logout that follows this answer finds the user.
     const user = { userId: row.userId, region: shard.placement.region };
@@ -414,9 +442,12 @@ export async function reauthenticate(
   cookieHeader: string | undefined,
 ): Promise<ReissuedSession | null | "support"> {
   const { config, at } = scope;
-  const signIn = upstreamSignIn(scope, input?.upstream);
-  // A factor is recorded either way: the login flow's, or the provider's.
-  const proven = signInProof(input, signIn, at.now, signIn?.factors == null);
+  const before = scope.roundTrips();
+  const { signIn, proven } = await judgedAfterRead(scope, before, async () => {
+    const signIn = await upstreamSignIn(scope, input?.upstream);
+    // A factor is recorded either way: the login flow's, or the provider's.
+    return { signIn, proven: signInProof(input, signIn, at.now, signIn?.factors == null) };
+  });
   const factors = proven.factors as StoredFactors;
   const session = await readSessionToken(scope.shards, input.token, carrier, {
     header: cookieHeader,

@@ -35,7 +35,8 @@ export interface Scope {
   upstreams(): readonly Upstream[];
   /**
    * An operation that must make a round trip before its own by design (an upstream's link before
-   * the user's batch, src/services/upstreams/links.ts) says so: that trip is the answer's own.
+   * the user's batch, src/services/upstreams/links.ts; an organization's provider read when the
+   * isolate does not keep it, src/services/upstreams/named.ts) says so: that trip is the answer's own.
    */
   plannedRoundTrip(): void;
   /** D1 round trips the answer made so far (for the request log). */

@@ -90,7 +90,7 @@ async function body(c: Context<AdminEnv>, allowed: readonly string[] | null): Pr
 }
 
 /** The body as the document lists it (`schema`) and as `body` reads it, with its refusals. */
-const jsonBody = (
+export const jsonBody = (
   schema: JsonObject,
   allowed: readonly string[] | null,
 ): Member<Record<string, unknown>, AdminEnv> => ({
@@ -127,7 +127,7 @@ function checkPath(c: Context<AdminEnv>): void {
  * The call's scope, as the RPC's: no client context is judged (the login flow passes the
  * browser's own), and every event the call causes names the key as who acted.
  */
-function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Scope {
+export function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Scope {
   return asAdminKey(c.var.scope, c.var.adminKey.id, context);
 }
 
@@ -137,7 +137,7 @@ function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Sc
  * the 400 that names the rule, a call refusal its refusal. Anything else (a retryable 503, a
  * bug's TypeError, a stored value a rule refused) is answered as on every route.
  */
-async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () => Promise<unknown>) {
+export async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () => Promise<unknown>) {
   checkPath(c);
   let result: unknown;
   try {
@@ -153,12 +153,12 @@ async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () => Promi
 /** The admin API: without ADMIN_KEYS every path under /admin/ is 404, before anything else. */
 const ADMIN: Mount = { path: "/admin", use: [requireAdminApi, withScope] };
 
-/** An admin key with `scope`: what every admin call answers. */
-function adminKey(scope: AdminScope): Credential<AdminEnv> {
+/** An admin key with `scope`: what every admin call answers; `roundTrips`, the call's, as the document says them. */
+export function adminKey(scope: AdminScope, roundTrips = "One database round trip"): Credential<AdminEnv> {
   return {
     // OpenAPI 3.1 lets a non-OAuth scheme name the roles an operation requires: the key's scope.
     security: [{ adminKey: [scope] }],
-    description: `Scope \`${scope}\`. One database round trip; one \`admin_call\` log line naming the key.`,
+    description: `Scope \`${scope}\`. ${roundTrips}; one \`admin_call\` log line naming the key.`,
     mount: ADMIN,
     use: [requireAdminKey(scope)],
     answers: { ...guarded(scope), ...INVALID },
@@ -237,7 +237,7 @@ function guarded(scope: AdminScope) {
   };
 }
 
-const pathParameter = (name: string, description: string): Member<string, AdminEnv> => ({
+export const pathParameter = (name: string, description: string): Member<string, AdminEnv> => ({
   doc: { name, in: "path", required: true, description, schema: { type: "string" } },
   // Always there: the route that declares it names it.
   read: (c) => c.req.param(name) ?? "",
@@ -254,7 +254,7 @@ const REASON = {
   description: "Why, for the security log (e.g. `password_changed`).",
 };
 // No members but those listed, in a request (a member the call does not take is a 400) and in an answer.
-const object = (required: readonly string[], properties: JsonObject) => ({
+export const object = (required: readonly string[], properties: JsonObject) => ({
   type: "object",
   required,
   properties,
