@@ -33,7 +33,14 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-const ALL: AdminScope[] = ["sessions:create", "sessions:read", "sessions:end", "sessions:data", "support"];
+const ALL: AdminScope[] = [
+  "sessions:create",
+  "sessions:read",
+  "sessions:end",
+  "sessions:data",
+  "support",
+  "organizations",
+];
 
 /** ADMIN_KEYS with one key of `scopes`, and that key. */
 async function adminKey(scopes: AdminScope[] = ALL, name = "login flow") {
@@ -506,10 +513,11 @@ describe("admin API: refused keys and bad input, nothing written", () => {
         // Bytes, not a string: a string body would be given text/plain by the Request itself.
         new TextEncoder().encode(JSON.stringify(body)),
       );
-    const withBody = adminOperations().filter(({ method }) => method !== "GET");
-    expect(withBody).toHaveLength(8);
+    const withBody = adminOperations().filter(({ operation }) => operation.requestBody !== undefined);
+    expect(withBody).toHaveLength(10);
     for (const { method, path } of withBody) {
       const concrete = path
+        .replace("{id}", "org_0000000000000000000000")
         .replace("{userId}", encodeURIComponent(userId))
         .replace("{sessionId}", session.id)
         .replace("{agentId}", "agent-type");
@@ -579,6 +587,13 @@ describe("admin API: refused keys and bad input, nothing written", () => {
   });
 });
 
+/** A new organization's id, made by a key of the organizations scope. */
+async function newOrganization(): Promise<string> {
+  const { vars, key } = await adminKey(["organizations"]);
+  const created = await admin(vars, key, "POST", "/admin/organizations", { name: "Scope test" });
+  return ((await created.json()) as { id: string }).id;
+}
+
 /** Each admin operation the document lists, with the scope its security requirement names. */
 function adminOperations(): { method: string; path: string; scope: AdminScope; operation: Operation }[] {
   return Object.entries(openApiDocument.paths)
@@ -608,6 +623,11 @@ const EXPECTED_SCOPES: Record<string, AdminScope> = {
   "PUT /admin/sessions/{sessionId}/data": "sessions:data",
   "PATCH /admin/sessions/{sessionId}/data": "sessions:data",
   "POST /admin/agents/{agentId}/support-sessions/end": "support",
+  "POST /admin/organizations": "organizations",
+  "GET /admin/organizations": "organizations",
+  "GET /admin/organizations/{id}": "organizations",
+  "PATCH /admin/organizations/{id}": "organizations",
+  "DELETE /admin/organizations/{id}": "organizations",
 };
 
 describe("admin API: each route checks its own scope", () => {
@@ -638,6 +658,8 @@ describe("admin API: each route checks its own scope", () => {
     "PUT /admin/sessions/{sessionId}/data": () => ({ tenant: "acme" }),
     "PATCH /admin/sessions/{sessionId}/data": () => ({ tenant: "acme" }),
     "POST /admin/agents/{agentId}/support-sessions/end": () => ({ reason: "admin" }),
+    "POST /admin/organizations": () => ({ name: "Scoped" }),
+    "PATCH /admin/organizations/{id}": () => ({ name: "Renamed" }),
   };
 
   // The expected scope, not the declared one: a route that asks another scope fails here.
@@ -646,7 +668,9 @@ describe("admin API: each route checks its own scope", () => {
     it(`${method} ${path}: a key with every scope but ${scope} is 403 insufficient_scope, nothing written`, async () => {
       const userId = newUser();
       const session = await issue(userId);
+      const organization = path.includes("{id}") ? await newOrganization() : "";
       const concrete = path
+        .replace("{id}", organization)
         .replace("{userId}", encodeURIComponent(userId))
         .replace("{sessionId}", session.id)
         .replace("{agentId}", "agent-scope");

@@ -34,6 +34,8 @@ const PATHS = [
   "/admin/support-sessions",
   "/admin/sessions/{sessionId}/data",
   "/admin/agents/{agentId}/support-sessions/end",
+  "/admin/organizations",
+  "/admin/organizations/{id}",
   "/openapi.json",
 ];
 

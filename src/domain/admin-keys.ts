@@ -10,7 +10,15 @@ import { newCredential, parseCredential } from "./token.ts";
 // of the secret. Without ADMIN_KEYS the admin API does not exist (404).
 
 /** The one list of scopes: what each admin route requires, the key command and the docs derive from it. */
-export const ADMIN_SCOPES = ["sessions:create", "sessions:read", "sessions:end", "sessions:data", "support"] as const;
+export const ADMIN_SCOPES = [
+  "sessions:create",
+  "sessions:read",
+  "sessions:end",
+  "sessions:data",
+  "support",
+  // The directory of organizations and an organization's own settings (docs/organizations.md).
+  "organizations",
+] as const;
 export type AdminScope = (typeof ADMIN_SCOPES)[number];
 
 /** Every key starts so, for secret scanners (GitHub push protection, gitleaks) to match: `ssak_<id>.<secret>`. */

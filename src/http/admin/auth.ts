@@ -53,11 +53,19 @@ export function requireAdminKey(scope: AdminScope) {
 /**
  * The organization `id`, as the call's key may reach it: a key limited to another organization
  * is answered 404, as for an organization that does not exist (its existence is not revealed),
- * and the attempt is one `admin_key_outside` line beside the call's `admin_call`.
+ * and the attempt is one `admin_key_outside` line beside the call's `admin_call`. `id` null: the
+ * deployment as a whole (the directory itself, a session outside any organization), which no
+ * limited key reaches.
  */
-export function reachOrganization(c: Context<AdminEnv>, id: string): void {
+export function reachOrganization(c: Context<AdminEnv>, id: string | null): void {
   const key = c.var.adminKey;
   if (key.organization === undefined || key.organization === id) return;
+  throw outsideOrganization(c);
+}
+
+/** The call's limited key asked for something outside its organization: its line, and the 404 to throw. */
+export function outsideOrganization(c: Context<AdminEnv>) {
+  const key = c.var.adminKey;
   logLine("warn", "admin_key_outside", {
     key: key.id,
     name: key.name,
@@ -65,5 +73,5 @@ export function reachOrganization(c: Context<AdminEnv>, id: string): void {
     method: c.req.method,
     route: routePath(c),
   });
-  throw notFound();
+  return notFound();
 }

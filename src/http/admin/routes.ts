@@ -85,8 +85,10 @@ const jsonBody = (
 type Members<Input> = { readonly [K in keyof Input]-?: JsonObject };
 
 /** A body of these members, `required` among them, each as sent: the service checks them. */
-const members = <Input>(required: (keyof Input & string)[], schemas: Members<Input>): Member<Sent<Input>, AdminEnv> =>
-  jsonBody(object(required, schemas), Object.keys(schemas));
+export const members = <Input>(
+  required: (keyof Input & string)[],
+  schemas: Members<Input>,
+): Member<Sent<Input>, AdminEnv> => jsonBody(object(required, schemas), Object.keys(schemas));
 
 /** A body that is itself the data, of any members: the data's own rule checks it. */
 const data = (description: string): Member<Sent<SessionData>, AdminEnv> => jsonBody({ ...DATA, description }, null);
@@ -119,7 +121,7 @@ function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Sc
  * the 400 that names the rule, a call refusal its refusal. Anything else (a retryable 503, a
  * bug's TypeError, a stored value a rule refused) is answered as on every route.
  */
-async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () => Promise<unknown>) {
+export async function answer(c: Context<AdminEnv>, status: 200 | 201 | 204, call: () => Promise<unknown>) {
   checkPath(c);
   let result: unknown;
   try {
@@ -129,14 +131,14 @@ async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () => Promi
     throw error;
   }
   if (isCallRefusal(result)) throw callRefused(result);
-  return c.json(result, status);
+  return status === 204 ? c.body(null, 204) : c.json(result, status);
 }
 
 /** The admin API: without ADMIN_KEYS every path under /admin/ is 404, before anything else. */
 const ADMIN: Mount = { path: "/admin", use: [requireAdminApi, withScope] };
 
 /** An admin key with `scope`: what every admin call answers. */
-function adminKey(scope: AdminScope): Credential<AdminEnv> {
+export function adminKey(scope: AdminScope): Credential<AdminEnv> {
   return {
     // OpenAPI 3.1 lets a non-OAuth scheme name the roles an operation requires: the key's scope.
     security: [{ adminKey: [scope] }],
@@ -211,7 +213,7 @@ function guarded(scope: AdminScope) {
   };
 }
 
-const pathParameter = (name: string, description: string): Member<string, AdminEnv> => ({
+export const pathParameter = (name: string, description: string): Member<string, AdminEnv> => ({
   doc: { name, in: "path", required: true, description, schema: { type: "string" } },
   // Always there: the route that declares it names it.
   read: (c) => c.req.param(name) ?? "",
@@ -227,7 +229,7 @@ const REASON = {
   description: "Why, for the security log (e.g. `password_changed`).",
 };
 // No members but those listed, in a request (a member the call does not take is a 400) and in an answer.
-const object = (required: readonly string[], properties: JsonObject) => ({
+export const object = (required: readonly string[], properties: JsonObject) => ({
   type: "object",
   required,
   properties,
