@@ -281,6 +281,7 @@ export function scopeWith(shards: Shards, config: Config = readConfig(env), outb
     clientIp: null,
     context: null,
     adminKeyId: null,
+    reach: null,
     upstreams: () => readUpstreams(env),
     plannedRoundTrip: () => {},
     roundTrips: () => 0,

@@ -3,6 +3,7 @@ import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
 import { type AdminKey, type AdminScope, matchAdminKey, readAdminKeys } from "../../domain/admin-keys.ts";
 import { logLine } from "../../domain/log.ts";
+import type { Refused } from "../../domain/refusal.ts";
 import { noteKeyUse } from "../../services/admin-key-uses.ts";
 import type { AppEnv } from "../app-env.ts";
 import { bearerToken } from "../credentials.ts";
@@ -63,8 +64,11 @@ export function reachOrganization(c: Context<AdminEnv>, id: string | null): void
   throw outsideOrganization(c);
 }
 
-/** The call's limited key asked for something outside its organization: its line, and the 404 to throw. */
-export function outsideOrganization(c: Context<AdminEnv>) {
+/**
+ * The call's limited key asked for something outside its organization: its line, and the 404 to
+ * throw, `refusal` (the answer for what is not there at all, so the two are one).
+ */
+export function outsideOrganization(c: Context<AdminEnv>, refusal: Refused = notFound()): Refused {
   const key = c.var.adminKey;
   logLine("warn", "admin_key_outside", {
     key: key.id,
@@ -73,5 +77,5 @@ export function outsideOrganization(c: Context<AdminEnv>) {
     method: c.req.method,
     route: routePath(c),
   });
-  return notFound();
+  return refusal;
 }

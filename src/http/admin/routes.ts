@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { ADMIN_SCOPES, type AdminScope } from "../../domain/admin-keys.ts";
 import { type ClientContext, checkContextInput } from "../../domain/client-context.ts";
 import { InvalidInput } from "../../domain/invalid-input.ts";
+import { ORGANIZATION_ID_PATTERN } from "../../domain/organizations/organization.ts";
 import { MAX_REASON_LENGTH } from "../../domain/reason.ts";
 import { isCallRefusal } from "../../domain/refusal.ts";
 import type { Sent } from "../../domain/sent.ts";
@@ -32,7 +33,7 @@ import { AUTH_ERRORS, error, type JsonObject, json, METHOD_NOT_ALLOWED, ok, ref 
 import { bodyTooLarge, callRefused, invalidInput, sessionNotFound, unsupportedMediaType } from "../refusals.ts";
 import { type Credential, declare, type Member, type Mount } from "../route.ts";
 import { UPSTREAM_SIGN_IN_INPUT } from "../upstreams/routes.ts";
-import { type AdminEnv, requireAdminApi, requireAdminKey } from "./auth.ts";
+import { type AdminEnv, outsideOrganization, reachOrganization, requireAdminApi, requireAdminKey } from "./auth.ts";
 
 // The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool
 // on any stack holding an admin key (./auth.ts). Each route reads a JSON object, calls the same
@@ -112,7 +113,30 @@ function checkPath(c: Context<AdminEnv>): void {
  * browser's own), and every event the call causes names the key as who acted.
  */
 function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Scope {
-  return asAdminKey(c.var.scope, c.var.adminKey.id, context);
+  const key = c.var.adminKey;
+  return asAdminKey(c.var.scope, key.id, context, key.organization ?? null);
+}
+
+/**
+ * What a key limited to an organization was answered "none" for (no live session of its
+ * organization had that id or token): 404 `session_not_found`, as for a session that does not
+ * exist, and logged `admin_key_outside`; for any other key, `found` as it is.
+ */
+function inReach<T extends { ended: boolean } | { updated: boolean }>(c: Context<AdminEnv>, found: T): T {
+  const none = "ended" in found ? !found.ended : !found.updated;
+  if (none && c.var.adminKey.organization !== undefined) throw outsideOrganization(c, sessionNotFound());
+  return found;
+}
+
+/**
+ * `create`'s organization under the call's key: a key limited to one creates the session in it
+ * (named or not); another named, or none (null), is outside it.
+ */
+function organizationOf(c: Context<AdminEnv>, named: unknown): unknown {
+  const limited = c.var.adminKey.organization;
+  if (limited === undefined) return named;
+  if (named !== undefined && named !== limited) throw outsideOrganization(c);
+  return limited;
 }
 
 /**
@@ -205,7 +229,10 @@ function guarded(scope: AdminScope) {
         },
       },
     ),
-    "404": error(OFF, ["not_found"]),
+    "404": error(
+      `${OFF} Or the key is limited to an organization (docs/organizations.md) and the call reaches outside it (support access, another organization): answered as if nothing were there, and logged \`admin_key_outside\`.`,
+      ["not_found"],
+    ),
     "429": error("Too many refused keys from this client IP.", ["rate_limited"], {
       "Retry-After": ref("headers/RetryAfter"),
     }),
@@ -241,11 +268,19 @@ const DATA = {
   description: `Application data: a JSON object of at most ${MAX_SESSION_DATA_BYTES} bytes, nested at most ${MAX_SESSION_DATA_DEPTH} deep (itself the first level); answered by authenticate and whoami, never listed.`,
 };
 const COUNT = { type: "integer", minimum: 0 };
+/** A key limited to an organization is answered 404 where another is answered "none". */
+const NONE_IN_REACH = {
+  "404": error(
+    "The key is limited to an organization and no live session of it has that id (absent, ended, or another organization's or none's: one answer, logged `admin_key_outside`); or no admin key is configured.",
+    ["session_not_found", "not_found"],
+  ),
+};
 const UPDATED = {
   "200": ok(
     "Whether a live session had that id (nothing is written when none had).",
     object(["updated"], { updated: { type: "boolean" } }),
   ),
+  ...NONE_IN_REACH,
 };
 
 const ISSUED = {
@@ -289,9 +324,18 @@ export const ADMIN_ROUTES = [
       carrier: { enum: ["cookie", "bearer", "both", null] },
       data: DATA,
       upstream: { ...UPSTREAM_SIGN_IN_INPUT, type: ["object", "null"] },
+      organization: {
+        type: ["string", "null"],
+        pattern: ORGANIZATION_ID_PATTERN.source,
+        description:
+          "The organization the user signs in to (docs/organizations.md): set now, never changed. One that does not exist is a 400 naming `organization`, nothing written. A key limited to an organization creates the session in it; another (or null) is a 404 `not_found`, logged.",
+      },
     }),
     answers: { "201": ok("The session, its token and the login response's cookie.", ISSUED) },
-    handler: (c, { body }) => answer(c, 201, () => createSession(scopeOf(c), body)),
+    handler: (c, { body }) =>
+      answer(c, 201, () =>
+        createSession(scopeOf(c), { ...body, organization: organizationOf(c, body.organization) as string }),
+      ),
   }),
   declare({
     method: "post",
@@ -319,13 +363,14 @@ export const ADMIN_ROUTES = [
         }),
       ),
       "404": error(
-        "The token proves no live session (SessionService.reauthenticate answers null); or no admin key is configured.",
+        "The token proves no live session (SessionService.reauthenticate answers null), or, to a key limited to an organization, none of it (logged `admin_key_outside`); or no admin key is configured.",
         ["session_not_found", "not_found"],
       ),
     },
     handler: (c, { body }) =>
       answer(c, 200, async () => {
         const reissued = await reauthenticated(scopeOf(c, checkContextInput(body.context)), body);
+        if (!reissued && c.var.adminKey.organization !== undefined) throw outsideOrganization(c, sessionNotFound());
         if (!reissued) throw sessionNotFound();
         return reissued;
       }),
@@ -378,8 +423,10 @@ export const ADMIN_ROUTES = [
     body: members<Omit<EndSessionInput, "sessionId">>(["reason"], { reason: REASON }),
     answers: {
       "200": ok("Whether a live session had that id.", object(["ended"], { ended: { type: "boolean" } })),
+      ...NONE_IN_REACH,
     },
-    handler: (c, { sessionId, body }) => answer(c, 200, () => endSession(scopeOf(c), { ...body, sessionId })),
+    handler: (c, { sessionId, body }) =>
+      answer(c, 200, async () => inReach(c, await endSession(scopeOf(c), { ...body, sessionId }))),
   }),
   // Not the support tool's own request (ipAddress, userAgent, carrier): the RPC's alone takes those.
   declare({
@@ -400,7 +447,11 @@ export const ADMIN_ROUTES = [
       },
     ),
     answers: { "201": ok("The support session and its token.", ISSUED) },
-    handler: (c, { body }) => answer(c, 201, () => supportSession(scopeOf(c), body)),
+    handler: (c, { body }) => {
+      // Support access is the product's agents', across the deployment: no key of one organization opens it.
+      reachOrganization(c, null);
+      return answer(c, 201, () => supportSession(scopeOf(c), body));
+    },
   }),
   // PUT replaces the data, PATCH merges an RFC 7396 patch into it, as `mode` says to the RPC.
   declare({
@@ -413,7 +464,9 @@ export const ADMIN_ROUTES = [
     body: data("The new data, whole; `{}` clears it."),
     answers: UPDATED,
     handler: (c, { sessionId, body }) =>
-      answer(c, 200, () => updateSessionData(scopeOf(c), { sessionId, data: body, mode: "replace" })),
+      answer(c, 200, async () =>
+        inReach(c, await updateSessionData(scopeOf(c), { sessionId, data: body, mode: "replace" })),
+      ),
   }),
   declare({
     method: "patch",
@@ -426,7 +479,9 @@ export const ADMIN_ROUTES = [
     body: data("The patch: each member replaces its key, a null member deletes it, objects merge."),
     answers: UPDATED,
     handler: (c, { sessionId, body }) =>
-      answer(c, 200, () => updateSessionData(scopeOf(c), { sessionId, data: body, mode: "merge" })),
+      answer(c, 200, async () =>
+        inReach(c, await updateSessionData(scopeOf(c), { sessionId, data: body, mode: "merge" })),
+      ),
   }),
   declare({
     method: "post",
@@ -442,7 +497,10 @@ export const ADMIN_ROUTES = [
         object(["ended", "moving"], { ended: COUNT, moving: COUNT }),
       ),
     },
-    handler: (c, { agentId, body }) => answer(c, 200, () => endSupportSessions(scopeOf(c), { ...body, agentId })),
+    handler: (c, { agentId, body }) => {
+      reachOrganization(c, null);
+      return answer(c, 200, () => endSupportSessions(scopeOf(c), { ...body, agentId }));
+    },
   }),
 ] as const;
 
