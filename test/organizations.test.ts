@@ -1,6 +1,22 @@
+import { exports } from "cloudflare:workers";
+import { decodeJwt } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
-import { callWith, d1, expectError, randomIp, shardBindings } from "./helpers.ts";
+import { countingShards } from "./d1.ts";
+import {
+  bearer,
+  bindingOfUser,
+  callWith,
+  d1,
+  databases,
+  expectError,
+  isLive,
+  newUser,
+  randomIp,
+  shardBindings,
+  tableSnapshot,
+} from "./helpers.ts";
+import { accessTokenVars } from "./ssf.ts";
 
 // Organizations as data (docs/organizations.md): the directory over the admin API, each
 // organization's policy row on every database, and keys limited to one organization.
@@ -268,5 +284,252 @@ describe("organizations: the directory over the admin API", () => {
     await expectError(response, 403, "insufficient_scope", {
       wwwAuthenticate: 'Bearer realm="admin", error="insufficient_scope", scope="organizations"',
     });
+  });
+});
+
+const SESSIONS: AdminScope[] = ["organizations", "sessions:create", "sessions:read", "sessions:end", "sessions:data"];
+
+/** A new organization's id, made by an operator's key. */
+async function newOrganization(name = "Customer"): Promise<string> {
+  const { vars, key } = await adminKey();
+  return ((await (await admin(vars, key, "POST", "/admin/organizations", { name })).json()) as Organization).id;
+}
+
+/** The session's organization_id as stored. */
+async function storedOrganization(userId: string, sessionId: string) {
+  const row = await d1(await bindingOfUser(userId))
+    .prepare("SELECT organization_id FROM sessions WHERE id = ?")
+    .bind(sessionId)
+    .first<{ organization_id: string | null }>();
+  return row?.organization_id;
+}
+
+describe("organizations: sign-in knows it", () => {
+  it("create takes the organization, in its one round trip; whoami, authenticate and a backend's list show it", async () => {
+    const organization = await newOrganization();
+    const { vars, key } = await adminKey(SESSIONS);
+    const userId = newUser();
+    // The key's first call in this isolate also records its use, after the answer (once a minute).
+    await admin(vars, key, "GET", `/admin/users/${newUser()}/sessions`);
+    const counter = countingShards(databases());
+    const created = await admin({ ...vars, ...counter.env }, key, "POST", "/admin/sessions", { userId, organization });
+    expect(created.status).toBe(201);
+    expect(counter.roundTrips()).toEqual({ [await bindingOfUser(userId)]: 1 });
+    const session = (await created.json()) as { id: string; token: string };
+    expect(await storedOrganization(userId, session.id)).toBe(organization);
+
+    const whoami = await callWith(vars, "GET", "/auth/whoami", bearer(session.token));
+    expect(await whoami.json()).toMatchObject({ session_id: session.id, organization });
+    expect(await exports.SessionService.authenticate(session.token)).toMatchObject({ organization });
+    const plain = await exports.SessionService.create({ userId });
+    expect(await exports.SessionService.authenticate(plain.token)).toMatchObject({ organization: null });
+    const listed = await admin(vars, key, "GET", `/admin/users/${userId}/sessions`);
+    const sessions = ((await listed.json()) as { sessions: { id: string; organization: string | null }[] }).sessions;
+    expect(sessions.map(({ id, organization }) => ({ id, organization }))).toEqual([
+      { id: plain.id, organization: null },
+      { id: session.id, organization },
+    ]);
+    // Over RPC too, and the user's own list does not show it.
+    const overRpc = await exports.SessionService.create({ userId, organization });
+    expect(await storedOrganization(userId, overRpc.id)).toBe(organization);
+    const own = (await (await callWith(vars, "GET", "/auth/sessions", bearer(plain.token))).json()) as {
+      sessions: object[];
+    };
+    for (const listedSession of own.sessions) expect(listedSession).not.toHaveProperty("organization");
+  });
+
+  it("an organization that does not exist, or a malformed id: refused naming it, nothing written, nobody evicted", async () => {
+    const { vars, key } = await adminKey(SESSIONS);
+    const userId = newUser();
+    // At the cap, a new session would evict the oldest: a refused one must not.
+    const kept = await exports.SessionService.create({ userId });
+    const before = [await tableSnapshot(), await tableSnapshot("session_events")];
+    const unknown = "org_0000000000000000000000";
+    // One session per user: had it been created, it would have evicted `kept`.
+    const capped = { ...vars, SESSION_MAX_PER_USER: "1" } as Partial<Env>;
+    const refused = await admin(capped, key, "POST", "/admin/sessions", { userId, organization: unknown });
+    expect({ status: refused.status, body: await refused.json() }).toEqual({
+      status: 400,
+      body: INVALID(`organization ${unknown} names no organization of this service`),
+    });
+    const malformed = await admin(vars, key, "POST", "/admin/sessions", { userId, organization: "acme" });
+    expect({ status: malformed.status, body: await malformed.json() }).toEqual({
+      status: 400,
+      body: INVALID("organization must be an organization id: org_ and 22 characters of A-Z, a-z, 0-9, _ or -"),
+    });
+    await expect(exports.SessionService.create({ userId, organization: unknown })).rejects.toMatchObject({
+      name: "RangeError",
+      message: `organization ${unknown} names no organization of this service`,
+    });
+    await expect(
+      exports.SessionService.create({ userId, organization: 42 as unknown as string }),
+    ).rejects.toMatchObject({
+      name: "TypeError",
+      message: "organization must be an organization id: org_ and 22 characters of A-Z, a-z, 0-9, _ or -",
+    });
+    expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
+    expect(await isLive(kept.token)).toBe(true);
+  });
+
+  it("a removed organization takes no new sessions", async () => {
+    const { vars, key } = await adminKey(SESSIONS);
+    const organization = await newOrganization();
+    expect((await admin(vars, key, "DELETE", `/admin/organizations/${organization}`)).status).toBe(204);
+    const refused = await admin(vars, key, "POST", "/admin/sessions", { userId: newUser(), organization });
+    expect({ status: refused.status, body: await refused.json() }).toEqual({
+      status: 400,
+      body: INVALID(`organization ${organization} names no organization of this service`),
+    });
+  });
+
+  it("an access token carries the organization only when ACCESS_TOKEN_ORGANIZATION_CLAIM names its claim", async () => {
+    const organization = await newOrganization();
+    const tokenVars = await accessTokenVars();
+    const member = await exports.SessionService.create({ userId: newUser(), organization });
+    const outside = await exports.SessionService.create({ userId: newUser() });
+    const mint = async (vars: Partial<Env>, token: string) =>
+      decodeJwt(
+        ((await (await callWith(vars, "POST", "/auth/token", bearer(token))).json()) as { access_token: string })
+          .access_token,
+      );
+    expect(await mint(tokenVars, member.token)).not.toHaveProperty("org_id");
+    const opted = { ...tokenVars, ACCESS_TOKEN_ORGANIZATION_CLAIM: "org_id" };
+    expect((await mint(opted, member.token)).org_id).toBe(organization);
+    expect(await mint(opted, outside.token)).not.toHaveProperty("org_id");
+    for (const name of ["sub", "org id", "tenant"]) {
+      const refused = await callWith(
+        { ...opted, ACCESS_TOKEN_DATA_CLAIMS: "tenant", ACCESS_TOKEN_ORGANIZATION_CLAIM: name },
+        "POST",
+        "/auth/token",
+        bearer(member.token),
+      );
+      expect(refused.status).toBe(500);
+    }
+  });
+});
+
+describe("organizations: a key limited to one acts on its sessions alone", () => {
+  async function setUp() {
+    const [own, other] = [await newOrganization("Own"), await newOrganization("Other")];
+    const limited = await adminKey(SESSIONS, own);
+    const userId = newUser();
+    const mine = await exports.SessionService.create({ userId, organization: own });
+    const theirs = await exports.SessionService.create({ userId, organization: other });
+    const none = await exports.SessionService.create({ userId });
+    const call = (method: string, path: string, body?: unknown) => admin(limited.vars, limited.key, method, path, body);
+    return { own, other, limited, userId, mine, theirs, none, call };
+  }
+
+  /** The admin_key_outside lines among `lines`, as method and route. */
+  const outside = (lines: string[]) =>
+    lines
+      .map((line) => JSON.parse(line))
+      .filter((line) => line.event === "admin_key_outside")
+      .map(({ method, route }) => `${method} ${route}`);
+
+  it("creates in its organization, named or not; another or none is 404, logged, nothing written", async () => {
+    const { own, other, userId, call } = await setUp();
+    const created = (await (await call("POST", "/admin/sessions", { userId })).json()) as { id: string };
+    expect(await storedOrganization(userId, created.id)).toBe(own);
+    const named = (await (await call("POST", "/admin/sessions", { userId, organization: own })).json()) as {
+      id: string;
+    };
+    expect(await storedOrganization(userId, named.id)).toBe(own);
+    const before = [await tableSnapshot(), await tableSnapshot("session_events")];
+    const lines = captureConsole();
+    await expectError(await call("POST", "/admin/sessions", { userId, organization: other }), 404, "not_found");
+    await expectError(await call("POST", "/admin/sessions", { userId, organization: null }), 404, "not_found");
+    expect(outside(lines)).toEqual(["POST /admin/sessions", "POST /admin/sessions"]);
+    expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
+  });
+
+  it("lists and ends a user's sessions of its organization alone, in the call's one round trip", async () => {
+    const { userId, mine, theirs, none, call, limited } = await setUp();
+    await call("GET", `/admin/users/${newUser()}/sessions`);
+    const listed = await call("GET", `/admin/users/${userId}/sessions`);
+    const sessions = ((await listed.json()) as { sessions: { id: string }[] }).sessions;
+    expect(sessions.map((session) => session.id)).toEqual([mine.id]);
+    const counter = countingShards(databases());
+    const ended = await admin(
+      { ...limited.vars, ...counter.env },
+      limited.key,
+      "POST",
+      `/admin/users/${userId}/sessions/end`,
+      {
+        reason: "admin",
+      },
+    );
+    expect({ status: ended.status, body: await ended.json() }).toEqual({ status: 200, body: { ended: 1 } });
+    expect(counter.roundTrips()).toEqual({ [await bindingOfUser(userId)]: 1 });
+    expect([await isLive(mine.token), await isLive(theirs.token), await isLive(none.token)]).toEqual([
+      false,
+      true,
+      true,
+    ]);
+  });
+
+  it("ends, changes the data of and re-authenticates its sessions alone: any other is 404 as if absent, logged", async () => {
+    const { mine, theirs, none, call } = await setUp();
+    const before = [await tableSnapshot(), await tableSnapshot("session_events")];
+    const lines = captureConsole();
+    for (const session of [theirs, none, { id: "not-a-session", token: "not-a-token" }]) {
+      await expectError(
+        await call("POST", `/admin/sessions/${session.id}/end`, { reason: "admin" }),
+        404,
+        "session_not_found",
+      );
+      await expectError(await call("PUT", `/admin/sessions/${session.id}/data`, { a: 1 }), 404, "session_not_found");
+      await expectError(await call("PATCH", `/admin/sessions/${session.id}/data`, { a: 1 }), 404, "session_not_found");
+      await expectError(
+        await call("POST", "/admin/sessions/reauthenticate", { token: session.token, factors: ["pwd"] }),
+        404,
+        "session_not_found",
+      );
+    }
+    expect(outside(lines)).toEqual(
+      Array(3)
+        .fill([
+          "POST /admin/sessions/:sessionId/end",
+          "PUT /admin/sessions/:sessionId/data",
+          "PATCH /admin/sessions/:sessionId/data",
+          "POST /admin/sessions/reauthenticate",
+        ])
+        .flat(),
+    );
+    expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
+    expect([await isLive(theirs.token), await isLive(none.token)]).toEqual([true, true]);
+    // Its own: as for any key.
+    expect(await (await call("PUT", `/admin/sessions/${mine.id}/data`, { a: 1 })).json()).toEqual({ updated: true });
+    const reissued = await call("POST", "/admin/sessions/reauthenticate", { token: mine.token, factors: ["pwd"] });
+    expect(reissued.status).toBe(200);
+    const { token } = (await reissued.json()) as { token: string };
+    expect(await (await call("POST", `/admin/sessions/${mine.id}/end`, { reason: "admin" })).json()).toEqual({
+      ended: true,
+    });
+    expect(await isLive(token)).toBe(false);
+  });
+
+  it("support access is outside any organization's key: 404, logged", async () => {
+    const { own, userId } = await setUp();
+    const support = await adminKey(["support"], own);
+    const lines = captureConsole();
+    await expectError(
+      await admin(support.vars, support.key, "POST", "/admin/support-sessions", {
+        userId,
+        agentId: "agent-1",
+        reason: "T-1",
+      }),
+      404,
+      "not_found",
+    );
+    await expectError(
+      await admin(support.vars, support.key, "POST", "/admin/agents/agent-1/support-sessions/end", { reason: "admin" }),
+      404,
+      "not_found",
+    );
+    expect(outside(lines)).toEqual([
+      "POST /admin/support-sessions",
+      "POST /admin/agents/:agentId/support-sessions/end",
+    ]);
   });
 });
