@@ -229,10 +229,9 @@ function guarded(scope: AdminScope) {
         },
       },
     ),
-    "404": error(
-      `${OFF} Or the key is limited to an organization (docs/organizations.md) and the call reaches outside it (support access, another organization): answered as if nothing were there, and logged \`admin_key_outside\`.`,
-      ["not_found"],
-    ),
+    "404": error(`${OFF} Or the key is limited to an organization and the call reaches outside it (logged).`, [
+      "not_found",
+    ]),
     "429": error("Too many refused keys from this client IP.", ["rate_limited"], {
       "Retry-After": ref("headers/RetryAfter"),
     }),
@@ -271,7 +270,7 @@ const COUNT = { type: "integer", minimum: 0 };
 /** A key limited to an organization is answered 404 where another is answered "none". */
 const NONE_IN_REACH = {
   "404": error(
-    "The key is limited to an organization and no live session of it has that id (absent, ended, or another organization's or none's: one answer, logged `admin_key_outside`); or no admin key is configured.",
+    "The key is limited to an organization, and no live session of it has that id (logged); or no admin key is configured.",
     ["session_not_found", "not_found"],
   ),
 };
@@ -327,8 +326,7 @@ export const ADMIN_ROUTES = [
       organization: {
         type: ["string", "null"],
         pattern: ORGANIZATION_ID_PATTERN.source,
-        description:
-          "The organization the user signs in to (docs/organizations.md): set now, never changed. One that does not exist is a 400 naming `organization`, nothing written. A key limited to an organization creates the session in it; another (or null) is a 404 `not_found`, logged.",
+        description: "The organization the user signs in to, never changed (docs/organizations.md).",
       },
     }),
     answers: { "201": ok("The session, its token and the login response's cookie.", ISSUED) },
@@ -363,7 +361,7 @@ export const ADMIN_ROUTES = [
         }),
       ),
       "404": error(
-        "The token proves no live session (SessionService.reauthenticate answers null), or, to a key limited to an organization, none of it (logged `admin_key_outside`); or no admin key is configured.",
+        "The token proves no live session (SessionService.reauthenticate answers null), or none of the key's organization; or no admin key is configured.",
         ["session_not_found", "not_found"],
       ),
     },

@@ -43,7 +43,7 @@ const ORGANIZATION = object(["id", "name", "created_at", "updated_at"], {
 
 const NOT_FOUND = {
   "404": error(
-    "No organization has this id (`organization_not_found`); or the key is limited to another organization (`not_found`, as for a path that does not exist, and logged `admin_key_outside`); or no admin key is configured.",
+    "No organization has this id; or the key is limited to another (`not_found`, logged); or no admin key is configured.",
     ["organization_not_found", "not_found"],
   ),
 };
@@ -82,14 +82,11 @@ export const ORGANIZATION_ROUTES = [
     operationId: "adminCreateOrganization",
     summary: "Create an organization: its directory entry, and its policy row on every database",
     description:
-      "One batch per database, in parallel. Send your own `id` to make a retry safe: the same `id` and `name` again answer the same organization (201) and write whatever the first attempt did not; an `id` never used before, never one of a removed organization. Without `id`, a retry after a 503 may create a second organization: list them, and remove the one not used. A key limited to an organization cannot create one (404, logged).",
+      "One batch per database, in parallel. With your own `id`, a retry after a 503 answers the same organization and writes what is missing (docs/organizations.md).",
     body: members<CreateOrganizationInput>(["name"], { name: NAME, id: ID }),
     answers: {
       "201": ok("The organization, as stored.", ORGANIZATION),
-      "404": error(
-        "The key is limited to an organization (logged `admin_key_outside`); or no admin key is configured.",
-        ["not_found"],
-      ),
+      "404": error("The key is limited to an organization (logged); or no admin key is configured.", ["not_found"]),
     },
     handler: (c, { body }) => {
       reachOrganization(c, null);
@@ -158,7 +155,7 @@ export const ORGANIZATION_ROUTES = [
     operationId: "adminRemoveOrganization",
     summary: "Remove an organization: its directory entry and every database's policy row",
     description:
-      "One batch per database, in parallel; a retry after a 503 removes what the first attempt left (204). Its members' sessions are not ended by this call: without their policy row they stop being live on their next request (docs/organizations.md); to end them at once first, end the organization's sessions.",
+      "One batch per database, in parallel; a retry removes what is left. Its members' sessions stop being live on their next request (docs/organizations.md).",
     parameters: { id: ORGANIZATION_ID },
     answers: { "204": { description: "Removed.", headers: NO_STORE }, ...NOT_FOUND },
     handler: (c, { id }) => found(c, 204, () => removeOrganization(c.var.scope, id)),
