@@ -278,6 +278,27 @@ describe("organizations: the directory over the admin API", () => {
     expect(await policyRows(other.id)).toEqual(EVERY_DATABASE());
   });
 
+  it("creating and removing cost one round trip on every database, reading and renaming one on DB", async () => {
+    const { vars, key } = await adminKey();
+    // The key's first call in this isolate also records its use, after the answer (once a minute).
+    await admin(vars, key, "GET", "/admin/organizations?limit=1");
+    const counted = async (method: string, path: string, body?: unknown) => {
+      const counter = countingShards(databases());
+      const response = await admin({ ...vars, ...counter.env }, key, method, path, body);
+      return { response, roundTrips: counter.roundTrips() };
+    };
+    const every = Object.fromEntries(EVERY_DATABASE().map((binding) => [binding, 1]));
+    const created = await counted("POST", "/admin/organizations", { name: "Counted" });
+    expect(created.roundTrips).toEqual(every);
+    const { id } = (await created.response.json()) as Organization;
+    expect((await counted("GET", `/admin/organizations/${id}`)).roundTrips).toEqual({ DB: 1 });
+    expect((await counted("PATCH", `/admin/organizations/${id}`, { name: "Recounted" })).roundTrips).toEqual({
+      DB: 1,
+    });
+    expect((await counted("GET", "/admin/organizations")).roundTrips).toEqual({ DB: 1 });
+    expect((await counted("DELETE", `/admin/organizations/${id}`)).roundTrips).toEqual(every);
+  });
+
   it("needs the organizations scope", async () => {
     const { vars, key } = await adminKey(["sessions:create"]);
     const response = await admin(vars, key, "GET", "/admin/organizations");
