@@ -464,6 +464,20 @@ describe("organizations: a key limited to one acts on its sessions alone", () =>
     expect([await tableSnapshot(), await tableSnapshot("session_events")]).toEqual(before);
   });
 
+  it("a sign-in in its organization evicts none of another's, whatever the cap", async () => {
+    const { own, userId, mine, theirs, none, limited } = await setUp();
+    const capped = { ...limited.vars, SESSION_MAX_PER_USER: "1" } as Partial<Env>;
+    const created = await admin(capped, limited.key, "POST", "/admin/sessions", { userId });
+    expect(created.status).toBe(201);
+    // Its own organization's older session made way; the others' were not its to count or end.
+    expect([await isLive(mine.token), await isLive(theirs.token), await isLive(none.token)]).toEqual([
+      false,
+      true,
+      true,
+    ]);
+    expect(await storedOrganization(userId, ((await created.json()) as { id: string }).id)).toBe(own);
+  });
+
   it("lists and ends a user's sessions of its organization alone, in the call's one round trip", async () => {
     const { userId, mine, theirs, none, call, limited } = await setUp();
     await call("GET", `/admin/users/${newUser()}/sessions`);
