@@ -7,7 +7,7 @@
 //   npm run --silent session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>]
 //                                       [--country <CC>] [--city <name>] [--latitude <degrees> --longitude <degrees>]
 //                                       [--region <region>] [--carrier cookie|bearer|both]
-//                                       [--data <JSON object>]
+//                                       [--data <JSON object>] [--organization <org id>]
 //                                       [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>]
 //                                        [--upstream-session-expiry <epoch s>] [--upstream-auth-time <epoch s>]
 //                                        [--upstream-acr <acr>] [--upstream-amr <method,method>]]
@@ -34,7 +34,7 @@ import { parseOptions, refuse, SERVER_USAGE, serverOption } from "./options.ts";
 
 const USAGE: Record<string, string> = {
   create:
-    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--latitude <degrees> --longitude <degrees>] [--region <region>] [--carrier cookie|bearer|both] [--data <JSON object>] [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>] [--upstream-session-expiry <epoch s>] [--upstream-auth-time <epoch s>] [--upstream-acr <acr>] [--upstream-amr <method,method>]] [--env <env>] [--server <port|URL>]",
+    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--latitude <degrees> --longitude <degrees>] [--region <region>] [--carrier cookie|bearer|both] [--data <JSON object>] [--organization <org id>] [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>] [--upstream-session-expiry <epoch s>] [--upstream-auth-time <epoch s>] [--upstream-acr <acr>] [--upstream-amr <method,method>]] [--env <env>] [--server <port|URL>]",
   list: "session:list -- --user <userId> [--region <region>] [--env <env>] [--server <port|URL>]",
   end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] | --agent <agentId> [--reason <reason>] | --organization <id> [--reason <reason>] [--env <env>] [--server <port|URL>]",
   support:
@@ -93,6 +93,7 @@ const allowed: Record<string, string[]> = {
     "region",
     "carrier",
     "data",
+    "organization",
     "upstream",
     "upstream-subject",
     "upstream-sid",
@@ -184,6 +185,7 @@ await answerOnLocalProject(values.env, server, async (project) => {
       region: values.region ?? null,
       carrier: (values.carrier ?? null) as SessionCarrier | null,
       ...(data === undefined ? {} : { data }),
+      organization: values.organization ?? null,
       ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
       ...(values.upstream === undefined
         ? {}

@@ -515,10 +515,11 @@ describe("admin API: refused keys and bad input, nothing written", () => {
         new TextEncoder().encode(JSON.stringify(body)),
       );
     const withBody = adminOperations().filter(({ operation }) => operation.requestBody !== undefined);
-    expect(withBody).toHaveLength(13);
+    expect(withBody).toHaveLength(15);
     const organizationId = await newOrganization();
     for (const { method, path } of withBody) {
       const concrete = path
+        .replace("{id}", "org_0000000000000000000000")
         .replace("{userId}", encodeURIComponent(userId))
         .replace("{sessionId}", session.id)
         .replace("{agentId}", "agent-type")
@@ -628,6 +629,11 @@ const EXPECTED_SCOPES: Record<string, AdminScope> = {
   "PUT /admin/organizations/{id}/providers/{provider}": "organizations",
   "PATCH /admin/organizations/{id}/providers/{provider}": "organizations",
   "DELETE /admin/organizations/{id}/providers/{provider}": "organizations",
+  "POST /admin/organizations": "organizations",
+  "GET /admin/organizations": "organizations",
+  "GET /admin/organizations/{id}": "organizations",
+  "PATCH /admin/organizations/{id}": "organizations",
+  "DELETE /admin/organizations/{id}": "organizations",
 };
 
 /** An organization's provider's entry, of `name`. */
@@ -671,6 +677,8 @@ describe("admin API: each route checks its own scope", () => {
     "POST /admin/organizations/{id}/providers": () => providerEntry(`p-${crypto.randomUUID().slice(0, 8)}`),
     "PUT /admin/organizations/{id}/providers/{provider}": () => ({ ...providerEntry("x"), name: undefined }),
     "PATCH /admin/organizations/{id}/providers/{provider}": () => ({ enabled: false }),
+    "POST /admin/organizations": () => ({ name: "Scoped" }),
+    "PATCH /admin/organizations/{id}": () => ({ name: "Renamed" }),
   };
 
   // The expected scope, not the declared one: a route that asks another scope fails here.
@@ -688,6 +696,7 @@ describe("admin API: each route checks its own scope", () => {
         expect((await admin(registrar.vars, registrar.key, "POST", path, providerEntry(provider))).status).toBe(201);
       }
       const concrete = path
+        .replace("{id}", organization)
         .replace("{userId}", encodeURIComponent(userId))
         .replace("{sessionId}", session.id)
         .replace("{agentId}", "agent-scope")

@@ -38,6 +38,8 @@ const PATHS = [
   "/admin/organizations/{id}/sessions",
   "/admin/organizations/{id}/sessions/end",
   "/admin/organizations/{id}/sessions/hold",
+  "/admin/organizations",
+  "/admin/organizations/{id}",
   "/admin/organizations/{id}/providers",
   "/admin/organizations/{id}/providers/{provider}",
   "/openapi.json",

@@ -1,27 +1,18 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
-import { newOrganizationId } from "../src/domain/organizations/organization.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
-import { CHROME_MAC, callWith, d1, d1OfUser, databases, randomIp } from "./helpers.ts";
+import { CHROME_MAC, callWith, databases, randomIp } from "./helpers.ts";
 
-// What the tests of organizations share. An organization is made here by writing its rows
-// directly, as creating one writes them: its `organizations` row on DB and its
-// `organization_policies` row on every database.
+// What the tests of organizations share: an organization made through the admin API, keys,
+// calls, sign-ins through a provider.
 
+/** A new organization, created as an admin creates one (POST /admin/organizations); its id. */
 export async function newOrganization(name = "Acme"): Promise<string> {
-  const id = newOrganizationId();
-  const now = Date.now();
-  await d1("DB")
-    .prepare("INSERT INTO organizations (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)")
-    .bind(id, name, now, now)
-    .run();
-  for (const db of Object.values(databases()))
-    await db
-      .prepare("INSERT OR IGNORE INTO organization_policies (organization_id, updated_at) VALUES (?, ?)")
-      .bind(id, now)
-      .run();
-  return id;
+  const { key, ADMIN_KEYS } = await adminKeyVars(["organizations"]);
+  const created = await admin({ ADMIN_KEYS } as Partial<Env>, key, "POST", "/admin/organizations", { name });
+  if (created.status !== 201) throw new Error(`creating an organization answered ${created.status}`);
+  return ((await created.json()) as { id: string }).id;
 }
 
 /** ORGANIZATION_SECRETS_KEYS of one fresh key. */
@@ -78,12 +69,4 @@ export async function organizationOfSession(sessionId: string): Promise<string |
     if (row) return row.organization;
   }
   throw new Error("no such session");
-}
-
-/** Makes the user's session `sessionId` a member's of the organization, as `create` with it would. */
-export async function joinOrganization(userId: string, sessionId: string, organizationId: string): Promise<void> {
-  await (await d1OfUser(userId))
-    .prepare("UPDATE sessions SET organization_id = ? WHERE id = ?")
-    .bind(organizationId, sessionId)
-    .run();
 }

@@ -260,8 +260,14 @@ describe("the statement cache", () => {
         userId: { name: "userId" },
         at: { now: { name: "now" }, idleCutoff: { name: "idleCutoff" } },
         bucket: { name: "bucket" },
+        organization: null,
       },
-      { userId: { name: "userId" }, at: { now: { name: "now" }, idleCutoff: null }, bucket: { name: "bucket" } },
+      {
+        userId: { name: "userId" },
+        at: { now: { name: "now" }, idleCutoff: null },
+        bucket: { name: "bucket" },
+        organization: null,
+      },
     ]);
   });
 });

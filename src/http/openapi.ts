@@ -10,7 +10,7 @@ import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
 import { MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
 import { adminKeyScheme } from "./admin/routes.ts";
-import { anyRequest, error, json, type OpenApiDocument, ref } from "./openapi-parts.ts";
+import { anyRequest, error, json, MEMBER_OF, type OpenApiDocument, ref } from "./openapi-parts.ts";
 import { type AnyRoute, declare, PUBLIC, pathsOf } from "./route.ts";
 import { accessTokenSchema } from "./routes/access-tokens.ts";
 import { IDENTIFIER_PARAMETER, PROOF_PARAMETER } from "./routes/device-binding.ts";
@@ -246,17 +246,20 @@ export const documentOf = (routes: readonly AnyRoute[]): OpenApiDocument => ({
       Session: SESSION,
       BackendSession: {
         ...SESSION,
-        description: "A listed session as a backend sees it: as its user does, and the upstream sign-in behind it.",
-        properties: { ...SESSION.properties, upstream: UPSTREAM_SIGN_IN },
+        description:
+          "A listed session as a backend sees it: as its user does, the upstream sign-in behind it and its organization.",
+        required: [...SESSION.required, "organization"],
+        properties: { ...SESSION.properties, upstream: UPSTREAM_SIGN_IN, organization: MEMBER_OF },
       },
       OrganizationSession: {
         ...SESSION,
         description:
           "A session of an organization's member, as a backend lists it (`BackendSession`), with its user; `held` only on a session held until its user signs in again.",
-        required: [...SESSION.required, "user_id"],
+        required: [...SESSION.required, "organization", "user_id"],
         properties: {
           ...SESSION.properties,
           upstream: UPSTREAM_SIGN_IN,
+          organization: MEMBER_OF,
           user_id: { type: "string" },
           held: { const: true },
         },

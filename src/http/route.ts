@@ -125,7 +125,10 @@ type Typed<T> = T extends TypedResponse ? T : TypedResponse;
  * per route without calling the list too deep to instantiate.
  */
 type SchemaOf<Routes, Schema = BlankSchema> = Routes extends readonly [infer First extends AnyRoute, ...infer Rest]
-  ? SchemaOf<Rest, Schema & ToSchema<First["method"], First["path"], BlankInput, Typed<Awaited<ReturnType<First["handler"]>>>>>
+  ? SchemaOf<
+      Rest,
+      Schema & ToSchema<First["method"], First["path"], BlankInput, Typed<Awaited<ReturnType<First["handler"]>>>>
+    >
   : Schema;
 
 /** A router serving these routes, mounted at the origin's root: each runs its credential's middleware, reads its members, then runs its handler. */

@@ -1,6 +1,7 @@
 import { ADMIN_ROUTES } from "./admin/routes.ts";
 import { documentOf, documentRoute } from "./openapi.ts";
 import { PROVIDER_ROUTES } from "./organizations/providers.ts";
+import { ORGANIZATION_ROUTES } from "./organizations/routes.ts";
 import { ACCESS_TOKEN_ROUTES } from "./routes/access-tokens.ts";
 import { DEVICE_BINDING_ROUTES } from "./routes/device-binding.ts";
 import { EVENTS_ROUTES } from "./routes/events.ts";
@@ -29,6 +30,7 @@ export const ROUTES = [
   ...INBOUND_ROUTES,
   ...UPSTREAM_ROUTES,
   ...ADMIN_ROUTES,
+  ...ORGANIZATION_ROUTES,
   ...PROVIDER_ROUTES,
   documentRoute(() => openApiDocument),
 ] as const;

@@ -15,6 +15,7 @@ import { deviceKey } from "../domain/device.ts";
 import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
 import { InvalidInput } from "../domain/invalid-input.ts";
 import { normalizeIp } from "../domain/ip.ts";
+import { checkOrganizationId } from "../domain/organizations/organization.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
 import type { Sent } from "../domain/sent.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
@@ -95,6 +96,12 @@ export interface CreateSessionInput {
    * `acr_levels`) when `assuranceLevel` is not given. Omitted: none.
    */
   upstream?: UpstreamSignInInput | null;
+  /**
+   * The organization the user signs in to (docs/organizations.md), by its id: its policy governs
+   * the session, its admin keys reach it. Set now and never changed. One that does not exist is
+   * refused (checked in the create's own batch), nothing written. Omitted: outside any.
+   */
+  organization?: string | null;
 }
 
 /**
@@ -290,7 +297,10 @@ export async function buildSession(
     seenPlaceAt: seen.latitude === null ? null : createdAt,
     carrier,
     data,
-    organizationId: sessionOrganization(null, signIn),
+    organizationId: sessionOrganization(
+      input.organization == null ? null : checkOrganizationId(input.organization, "organization"),
+      signIn,
+    ),
     ...(signIn && {
       upstream: signIn.upstream.name,
       upstreamSubject: signIn.subject,
@@ -327,15 +337,21 @@ export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>
   // Drawn for every sign-in, kept (hashed) only by a new device's: the batch judges which.
   const report = newReportToken(row.id);
   const session = { ...row, reportHash: await hashSecret(report.secret) };
-  const { stored, newDevice } = await write(
+  const { stored, newDevice, organizationFound } = await write(
     scope,
     null,
     async (writer) => withReportToken(await insertSession(shard, session, writer, policy, at), report.token),
     row.ipAddress ?? null,
   );
+  if (!organizationFound) throw organizationNotFound(row.organizationId);
   // Only if 128 random bits collided with a live session's id; the caller can simply retry.
   if (!stored) throw new Error("A session with this id already exists. Retry.");
   return newDevice ? { ...issued, newDevice, reportToken: report.token } : { ...issued, newDevice };
+}
+
+/** The caller named an organization the user's database has no policy row of: none of this id exists. */
+function organizationNotFound(id: string | null | undefined): InvalidInput {
+  return new InvalidInput(`organization ${id} names no organization of this service`, RangeError, true);
 }
 
 /** A support session (src/domain/support.ts): who it is for, who acts in it and why. */
@@ -467,7 +483,7 @@ export async function reauthenticate(
   const changed = await write(
     scope,
     proof.id,
-    (writer) => reauthenticateSession(shard, proof, change, writer, at, contextCheck(scope)),
+    (writer) => reauthenticateSession(shard, proof, change, writer, at, contextCheck(scope), scope.reach),
     null,
   );
   if (changed === "support") return changed;

@@ -2,6 +2,11 @@ import type { Context } from "hono";
 import { ADMIN_SCOPES, type AdminScope } from "../../domain/admin-keys.ts";
 import { type ClientContext, checkContextInput } from "../../domain/client-context.ts";
 import { InvalidInput } from "../../domain/invalid-input.ts";
+import {
+  checkOrganizationId,
+  ORGANIZATION_ID_PATTERN,
+  ORGANIZATION_ID_RULE,
+} from "../../domain/organizations/organization.ts";
 import { MAX_REASON_LENGTH } from "../../domain/reason.ts";
 import { isCallRefusal } from "../../domain/refusal.ts";
 import type { Sent } from "../../domain/sent.ts";
@@ -15,14 +20,12 @@ import {
   supportSession,
 } from "../../services/login-response.ts";
 import {
-  checkOrganizationId,
   DEFAULT_ORGANIZATION_PAGE,
   endOrganizationSessions,
   holdOrganizationSessions,
   listOrganizationSessions,
   MAX_ORGANIZATION_PAGE,
   ORGANIZATION_CHUNK,
-  ORGANIZATION_ID_RULE,
   type OrganizationSessionsInput,
 } from "../../services/organizations/sessions.ts";
 import { asAdminKey, judgingInput, type Scope } from "../../services/scope.ts";
@@ -50,7 +53,7 @@ import {
 } from "../refusals.ts";
 import { type Credential, declare, type Member, type Mount } from "../route.ts";
 import { UPSTREAM_SIGN_IN_INPUT } from "../upstreams/routes.ts";
-import { type AdminEnv, reachOrganization, requireAdminApi, requireAdminKey } from "./auth.ts";
+import { type AdminEnv, outsideOrganization, reachOrganization, requireAdminApi, requireAdminKey } from "./auth.ts";
 
 // The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool
 // on any stack holding an admin key (./auth.ts). Each route reads a JSON object, calls the same
@@ -103,8 +106,10 @@ export const jsonBody = (
 type Members<Input> = { readonly [K in keyof Input]-?: JsonObject };
 
 /** A body of these members, `required` among them, each as sent: the service checks them. */
-const members = <Input>(required: (keyof Input & string)[], schemas: Members<Input>): Member<Sent<Input>, AdminEnv> =>
-  jsonBody(object(required, schemas), Object.keys(schemas));
+export const members = <Input>(
+  required: (keyof Input & string)[],
+  schemas: Members<Input>,
+): Member<Sent<Input>, AdminEnv> => jsonBody(object(required, schemas), Object.keys(schemas));
 
 /** A body that is itself the data, of any members: the data's own rule checks it. */
 const data = (description: string): Member<Sent<SessionData>, AdminEnv> => jsonBody({ ...DATA, description }, null);
@@ -128,7 +133,30 @@ function checkPath(c: Context<AdminEnv>): void {
  * browser's own), and every event the call causes names the key as who acted.
  */
 export function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Scope {
-  return asAdminKey(c.var.scope, c.var.adminKey.id, context);
+  const key = c.var.adminKey;
+  return asAdminKey(c.var.scope, key.id, context, key.organization ?? null);
+}
+
+/**
+ * What a key limited to an organization was answered "none" for (no live session of its
+ * organization had that id or token): 404 `session_not_found`, as for a session that does not
+ * exist, and logged `admin_key_outside`; for any other key, `found` as it is.
+ */
+function inReach<T extends { ended: boolean } | { updated: boolean }>(c: Context<AdminEnv>, found: T): T {
+  const none = "ended" in found ? !found.ended : !found.updated;
+  if (none && c.var.adminKey.organization !== undefined) throw outsideOrganization(c, sessionNotFound());
+  return found;
+}
+
+/**
+ * `create`'s organization under the call's key: a key limited to one creates the session in it
+ * (named or not); another named, or none (null), is outside it.
+ */
+function organizationOf(c: Context<AdminEnv>, named: unknown): unknown {
+  const limited = c.var.adminKey.organization;
+  if (limited === undefined) return named;
+  if (named !== undefined && named !== limited) throw outsideOrganization(c);
+  return limited;
 }
 
 /**
@@ -137,7 +165,7 @@ export function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = nu
  * the 400 that names the rule, a call refusal its refusal. Anything else (a retryable 503, a
  * bug's TypeError, a stored value a rule refused) is answered as on every route.
  */
-export async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () => Promise<unknown>) {
+export async function answer(c: Context<AdminEnv>, status: 200 | 201 | 204, call: () => Promise<unknown>) {
   checkPath(c);
   let result: unknown;
   try {
@@ -147,7 +175,7 @@ export async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () =
     throw error;
   }
   if (isCallRefusal(result)) throw callRefused(result);
-  return c.json(result, status);
+  return status === 204 ? c.body(null, 204) : c.json(result, status);
 }
 
 /** The admin API: without ADMIN_KEYS every path under /admin/ is 404, before anything else. */
@@ -229,7 +257,9 @@ function guarded(scope: AdminScope) {
         },
       },
     ),
-    "404": error(OFF, ["not_found"]),
+    "404": error(`${OFF} Or the key is limited to an organization and the call reaches outside it (logged).`, [
+      "not_found",
+    ]),
     "429": error("Too many refused keys from this client IP.", ["rate_limited"], {
       "Retry-After": ref("headers/RetryAfter"),
     }),
@@ -266,11 +296,19 @@ const DATA = {
   description: `Application data: a JSON object of at most ${MAX_SESSION_DATA_BYTES} bytes, nested at most ${MAX_SESSION_DATA_DEPTH} deep (itself the first level); answered by authenticate and whoami, never listed.`,
 };
 const COUNT = { type: "integer", minimum: 0 };
+/** A key limited to an organization is answered 404 where another is answered "none". */
+const NONE_IN_REACH = {
+  "404": error(
+    "The key is limited to an organization, and no live session of it has that id (logged); or no admin key is configured.",
+    ["session_not_found", "not_found"],
+  ),
+};
 const UPDATED = {
   "200": ok(
     "Whether a live session had that id (nothing is written when none had).",
     object(["updated"], { updated: { type: "boolean" } }),
   ),
+  ...NONE_IN_REACH,
 };
 
 const ISSUED = {
@@ -424,9 +462,17 @@ export const ADMIN_ROUTES = [
       carrier: { enum: ["cookie", "bearer", "both", null] },
       data: DATA,
       upstream: { ...UPSTREAM_SIGN_IN_INPUT, type: ["object", "null"] },
+      organization: {
+        type: ["string", "null"],
+        pattern: ORGANIZATION_ID_PATTERN.source,
+        description: "The organization the user signs in to, never changed (docs/organizations.md).",
+      },
     }),
     answers: { "201": ok("The session, its token and the login response's cookie.", ISSUED) },
-    handler: (c, { body }) => answer(c, 201, () => createSession(scopeOf(c), body)),
+    handler: (c, { body }) =>
+      answer(c, 201, () =>
+        createSession(scopeOf(c), { ...body, organization: organizationOf(c, body.organization) as string }),
+      ),
   }),
   declare({
     method: "post",
@@ -454,13 +500,14 @@ export const ADMIN_ROUTES = [
         }),
       ),
       "404": error(
-        "The token proves no live session (SessionService.reauthenticate answers null); or no admin key is configured.",
+        "The token proves no live session (SessionService.reauthenticate answers null), or none of the key's organization; or no admin key is configured.",
         ["session_not_found", "not_found"],
       ),
     },
     handler: (c, { body }) =>
       answer(c, 200, async () => {
         const reissued = await reauthenticated(scopeOf(c, checkContextInput(body.context)), body);
+        if (!reissued && c.var.adminKey.organization !== undefined) throw outsideOrganization(c, sessionNotFound());
         if (!reissued) throw sessionNotFound();
         return reissued;
       }),
@@ -513,8 +560,10 @@ export const ADMIN_ROUTES = [
     body: members<Omit<EndSessionInput, "sessionId">>(["reason"], { reason: REASON }),
     answers: {
       "200": ok("Whether a live session had that id.", object(["ended"], { ended: { type: "boolean" } })),
+      ...NONE_IN_REACH,
     },
-    handler: (c, { sessionId, body }) => answer(c, 200, () => endSession(scopeOf(c), { ...body, sessionId })),
+    handler: (c, { sessionId, body }) =>
+      answer(c, 200, async () => inReach(c, await endSession(scopeOf(c), { ...body, sessionId }))),
   }),
   // Not the support tool's own request (ipAddress, userAgent, carrier): the RPC's alone takes those.
   declare({
@@ -535,7 +584,11 @@ export const ADMIN_ROUTES = [
       },
     ),
     answers: { "201": ok("The support session and its token.", ISSUED) },
-    handler: (c, { body }) => answer(c, 201, () => supportSession(scopeOf(c), body)),
+    handler: (c, { body }) => {
+      // Support access is the product's agents', across the deployment: no key of one organization opens it.
+      reachOrganization(c, null);
+      return answer(c, 201, () => supportSession(scopeOf(c), body));
+    },
   }),
   // PUT replaces the data, PATCH merges an RFC 7396 patch into it, as `mode` says to the RPC.
   declare({
@@ -548,7 +601,9 @@ export const ADMIN_ROUTES = [
     body: data("The new data, whole; `{}` clears it."),
     answers: UPDATED,
     handler: (c, { sessionId, body }) =>
-      answer(c, 200, () => updateSessionData(scopeOf(c), { sessionId, data: body, mode: "replace" })),
+      answer(c, 200, async () =>
+        inReach(c, await updateSessionData(scopeOf(c), { sessionId, data: body, mode: "replace" })),
+      ),
   }),
   declare({
     method: "patch",
@@ -561,7 +616,9 @@ export const ADMIN_ROUTES = [
     body: data("The patch: each member replaces its key, a null member deletes it, objects merge."),
     answers: UPDATED,
     handler: (c, { sessionId, body }) =>
-      answer(c, 200, () => updateSessionData(scopeOf(c), { sessionId, data: body, mode: "merge" })),
+      answer(c, 200, async () =>
+        inReach(c, await updateSessionData(scopeOf(c), { sessionId, data: body, mode: "merge" })),
+      ),
   }),
   declare({
     method: "post",
@@ -577,7 +634,10 @@ export const ADMIN_ROUTES = [
         object(["ended", "moving"], { ended: COUNT, moving: COUNT }),
       ),
     },
-    handler: (c, { agentId, body }) => answer(c, 200, () => endSupportSessions(scopeOf(c), { ...body, agentId })),
+    handler: (c, { agentId, body }) => {
+      reachOrganization(c, null);
+      return answer(c, 200, () => endSupportSessions(scopeOf(c), { ...body, agentId }));
+    },
   }),
   ...ORGANIZATION_ROUTES,
 ] as const;

@@ -4,7 +4,7 @@ import {
   ORGANIZATION_CHUNK,
 } from "../../db/organizations/sessions.ts";
 import { InvalidInput } from "../../domain/invalid-input.ts";
-import { isOrganizationId, ORGANIZATION_ID_PATTERN } from "../../domain/organizations/organization.ts";
+import { checkOrganizationId } from "../../domain/organizations/organization.ts";
 import type { Sent } from "../../domain/sent.ts";
 import { type BackendSessionView, type JsonText, parsedText } from "../../domain/session-view.ts";
 import { SESSION_ID_PATTERN } from "../../domain/token.ts";
@@ -34,14 +34,6 @@ export interface OrganizationActAnswer {
 export type EndedAnswer = OrganizationActAnswer & { ended: number };
 export type HeldAnswer = OrganizationActAnswer & { held: number };
 
-export function checkOrganizationId(value: unknown, name = "organizationId"): string {
-  if (!isOrganizationId(value)) throw new InvalidInput(`${name} must be an organization id: ${ORGANIZATION_ID_RULE}`);
-  return value;
-}
-
-/** The id's rule, as a refusal says it. */
-export const ORGANIZATION_ID_RULE = `\`org_\` and 22 base64url characters (${ORGANIZATION_ID_PATTERN.source})`;
-
 /**
  * Acts on the organization's sessions on every database, each logged (`ended` or `held`)
  * with the reason and the scope's admin key, its events handed to the outbox as any ending's:
@@ -53,7 +45,7 @@ async function actOnOrganization(
   input: Sent<OrganizationSessionsInput>,
   act: "end" | "hold",
 ): Promise<{ changed: number; moving: number; complete: boolean } | null> {
-  const organizationId = checkOrganizationId(input?.organizationId);
+  const organizationId = checkOrganizationId(input?.organizationId, "organizationId");
   const reason = checkReason(input.reason);
   const answers = await Promise.all(
     scope.shards
@@ -151,7 +143,7 @@ export async function listOrganizationSessions(
   scope: Scope,
   input: Sent<ListOrganizationSessionsInput>,
 ): Promise<OrganizationSessionsPage | null> {
-  const organizationId = checkOrganizationId(input?.organizationId);
+  const organizationId = checkOrganizationId(input?.organizationId, "organizationId");
   const limit = checkLimit(input.limit);
   const after = checkCursor(input.cursor);
   const pages = await Promise.all(
