@@ -4,7 +4,8 @@
 // this user (mode 600); deploy it with `npx wrangler secret put ADMIN_KEYS < <file>`, after each
 // change (a revoked key stops working once the secret is updated). `npm start` serves the keys of
 // the default file, read when it starts.
-//   npm run --silent admin:keys -- create --name <name> --scope <scope> [--scope <scope>…] [--file <path>]
+//   npm run --silent admin:keys -- create --name <name> --scope <scope> [--scope <scope>…] [--organization <org id>] [--file <path>]
+//     --organization: the key reaches that organization alone (docs/organizations.md)
 //   npm run --silent admin:keys -- list [--file <path>] [--env <env>] [--server <port|URL>]
 //     with each key's last use on the local project (without --env: the environment of the server
 //     --server names, else the one the running `npm start`s serve, else the top level); it names
@@ -23,11 +24,12 @@ import {
   newAdminKey,
   readAdminKeys,
 } from "../src/domain/admin-keys.ts";
+import { isOrganizationId, ORGANIZATION_ID_RULE } from "../src/domain/organizations/organization.ts";
 import { keyUsesOf } from "../src/services/admin-key-uses.ts";
 import { openScope } from "../src/services/scope.ts";
 import { commandOf, parseOptions, refuse, SERVER_USAGE, serverOption } from "./options.ts";
 
-const USAGE = `usage: npm run --silent admin:keys -- create --name <name> --scope <${ADMIN_SCOPES.join("|")}> [--scope …] [--file <path>]
+const USAGE = `usage: npm run --silent admin:keys -- create --name <name> --scope <${ADMIN_SCOPES.join("|")}> [--scope …] [--organization <org id>] [--file <path>]
        npm run --silent admin:keys -- list [--file <path>] [--env <env>] [--server <port|URL>]
        npm run --silent admin:keys -- revoke --id <id> [--file <path>]
 ${SERVER_USAGE}`;
@@ -37,6 +39,7 @@ const { values, positionals } = parseOptions(
   {
     name: { type: "string" },
     scope: { type: "string", multiple: true },
+    organization: { type: "string" },
     id: { type: "string" },
     file: { type: "string" },
     env: { type: "string", short: "e" },
@@ -53,7 +56,8 @@ const command = commandOf(
   values,
   { create: ["name", "scope"], list: [], revoke: ["id"] },
   USAGE,
-  (command) => (command === "list" ? ["file", "env", "server"] : ["file"]),
+  (command) =>
+    command === "list" ? ["file", "env", "server"] : command === "create" ? ["file", "organization"] : ["file"],
 );
 
 const file = values.file ?? ADMIN_KEYS_FILE;
@@ -77,9 +81,23 @@ if (command === "create") {
   const scopes = [...new Set(values.scope as string[])];
   const unknown = scopes.find((scope) => !(ADMIN_SCOPES as readonly string[]).includes(scope));
   if (unknown !== undefined) usage(`--scope ${unknown}: each scope must be one of ${ADMIN_SCOPES.join(", ")}`);
-  const { stored, key } = await newAdminKey(name, scopes as AdminScope[], new Date());
+  const { organization } = values;
+  if (organization !== undefined && !isOrganizationId(organization))
+    usage(`--organization must be ${ORGANIZATION_ID_RULE}`);
+  const made = await newAdminKey(name, scopes as AdminScope[], new Date());
+  const stored = organization === undefined ? made.stored : { ...made.stored, organization };
   save([...keys, stored]);
-  console.log(JSON.stringify({ id: stored.id, key, name, scopes: stored.scopes, createdAt: stored.createdAt, file }));
+  console.log(
+    JSON.stringify({
+      id: stored.id,
+      key: made.key,
+      name,
+      scopes: stored.scopes,
+      ...(organization === undefined ? {} : { organization }),
+      createdAt: stored.createdAt,
+      file,
+    }),
+  );
 } else if (command === "list") {
   // Each key's last use as the local project recorded it. Without --env, in the environment of
   // the server --server names, or else the running `npm start` serves: it serves the default key

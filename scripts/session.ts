@@ -7,7 +7,7 @@
 //   npm run --silent session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>]
 //                                       [--country <CC>] [--city <name>] [--latitude <degrees> --longitude <degrees>]
 //                                       [--region <region>] [--carrier cookie|bearer|both]
-//                                       [--data <JSON object>]
+//                                       [--data <JSON object>] [--organization <org id>]
 //                                       [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>]
 //                                        [--upstream-session-expiry <epoch s>] [--upstream-auth-time <epoch s>]
 //                                        [--upstream-acr <acr>] [--upstream-amr <method,method>]]
@@ -15,6 +15,7 @@
 //   npm run --silent session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>]
 //   npm run --silent session:end -- --session <sessionId> [--reason <reason>]
 //   npm run --silent session:end -- --agent <agentId> [--reason <reason>]   (every support session of the agent)
+//   npm run --silent session:end -- --organization <id> [--reason <reason>]   (every session of the organization)
 //   npm run --silent session:support -- --user <userId> --agent <agentId> --reason <ticket> [--ttl <seconds>] [--region <region>]
 // Each takes `--env <env>` for a wrangler environment (e.g. `--env sharded`), and `--server <port|URL>`
 // for the running `npm start` or `npm run demo` to work through (its environment, unless --env is
@@ -26,15 +27,16 @@ import { clientContext } from "../src/domain/client-context.ts";
 import { callRefusalSentence } from "../src/domain/refusal.ts";
 import type { SessionData } from "../src/domain/session-data.ts";
 import { issueSession, openSupportSession } from "../src/services/issue-session.ts";
-import { openScope } from "../src/services/scope.ts";
+import { endOrganizationSessions } from "../src/services/organizations/sessions.ts";
+import { openScope, type Scope } from "../src/services/scope.ts";
 import { endSession, endSupportSessions, endUserSessions, listUserSessions } from "../src/services/user-sessions.ts";
 import { parseOptions, refuse, SERVER_USAGE, serverOption } from "./options.ts";
 
 const USAGE: Record<string, string> = {
   create:
-    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--latitude <degrees> --longitude <degrees>] [--region <region>] [--carrier cookie|bearer|both] [--data <JSON object>] [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>] [--upstream-session-expiry <epoch s>] [--upstream-auth-time <epoch s>] [--upstream-acr <acr>] [--upstream-amr <method,method>]] [--env <env>] [--server <port|URL>]",
+    "session:create -- --user <userId> [--ip <ip>] [--user-agent <ua>] [--ttl <seconds>] [--country <CC>] [--city <name>] [--latitude <degrees> --longitude <degrees>] [--region <region>] [--carrier cookie|bearer|both] [--data <JSON object>] [--organization <org id>] [--upstream <name> --upstream-subject <sub> [--upstream-sid <sid>] [--upstream-session-expiry <epoch s>] [--upstream-auth-time <epoch s>] [--upstream-acr <acr>] [--upstream-amr <method,method>]] [--env <env>] [--server <port|URL>]",
   list: "session:list -- --user <userId> [--region <region>] [--env <env>] [--server <port|URL>]",
-  end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] | --agent <agentId> [--reason <reason>] [--env <env>] [--server <port|URL>]",
+  end: "session:end -- --user <userId> [--region <region>] [--except <sessionId>] [--reason <reason>] | --session <sessionId> [--reason <reason>] | --agent <agentId> [--reason <reason>] | --organization <id> [--reason <reason>] [--env <env>] [--server <port|URL>]",
   support:
     "session:support -- --user <userId> --agent <agentId> --reason <ticket> [--ttl <seconds>] [--region <region>] [--env <env>] [--server <port|URL>]",
 };
@@ -64,6 +66,7 @@ const OPTIONS = {
   region: { type: "string" },
   carrier: { type: "string" },
   agent: { type: "string" },
+  organization: { type: "string" },
   data: { type: "string" },
   upstream: { type: "string" },
   "upstream-subject": { type: "string" },
@@ -90,6 +93,7 @@ const allowed: Record<string, string[]> = {
     "region",
     "carrier",
     "data",
+    "organization",
     "upstream",
     "upstream-subject",
     "upstream-sid",
@@ -101,14 +105,19 @@ const allowed: Record<string, string[]> = {
     "server",
   ],
   list: ["user", "region", "env", "server"],
-  end: ["user", "session", "agent", "except", "reason", "region", "env", "server"],
+  end: ["user", "session", "agent", "organization", "except", "reason", "region", "env", "server"],
   support: ["user", "agent", "reason", "ttl", "region", "env", "server"],
 };
 const stray = Object.keys(values).filter((name) => !allowed[command]?.includes(name));
 if (stray.length > 0) usage(command, `--${stray[0]} does not apply to session:${command}`);
-const ending = [values.user, values.session, values.agent].filter((value) => value !== undefined);
-if (command === "end" && ending.length !== 1) usage(command, "give one of --user, --session or --agent");
-if (command === "end" && values.agent !== undefined && (values.except ?? values.region) !== undefined)
+const ending = [values.user, values.session, values.agent, values.organization].filter((value) => value !== undefined);
+if (command === "end" && ending.length !== 1)
+  usage(command, "give one of --user, --session, --agent or --organization");
+if (
+  command === "end" &&
+  (values.agent ?? values.organization) !== undefined &&
+  (values.except ?? values.region) !== undefined
+)
   usage(command, "--except and --region go with --user");
 if (command === "support" && (values.agent === undefined || values.reason === undefined))
   usage(command, "--agent and --reason are required");
@@ -145,6 +154,20 @@ try {
 
 const server = serverOption(values.server, usageOf(command));
 
+/**
+ * Every session of the organization, call after bounded call until none is left, or until a
+ * call ends none (the rest sit in a bucket being moved: `moving`, run it again after the move).
+ */
+async function endWholeOrganization(scope: Scope, organizationId: string, reason: string) {
+  let ended = 0;
+  for (;;) {
+    const answer = await endOrganizationSessions(scope, { organizationId, reason });
+    if (answer === null) throw new RangeError("organizationId names no organization of this deployment");
+    ended += answer.ended;
+    if (answer.complete || answer.ended === 0) return { ended, moving: answer.moving, complete: answer.complete };
+  }
+}
+
 await answerOnLocalProject(values.env, server, async (project) => {
   // Written pending, for the worker's minute cron to deliver (src/services/scope.ts `EntryPoint`).
   const scope = openScope(project.env as unknown as Env);
@@ -162,6 +185,7 @@ await answerOnLocalProject(values.env, server, async (project) => {
       region: values.region ?? null,
       carrier: (values.carrier ?? null) as SessionCarrier | null,
       ...(data === undefined ? {} : { data }),
+      organization: values.organization ?? null,
       ...(values.ttl === undefined ? {} : { ttlSeconds: Number(values.ttl) }),
       ...(values.upstream === undefined
         ? {}
@@ -199,6 +223,7 @@ await answerOnLocalProject(values.env, server, async (project) => {
     return { sessions: await listUserSessions(scope, values.user as string, values.region ?? null) };
   if (values.session !== undefined) return endSession(scope, { sessionId: values.session, reason });
   if (values.agent !== undefined) return endSupportSessions(scope, { agentId: values.agent, reason });
+  if (values.organization !== undefined) return endWholeOrganization(scope, values.organization, reason);
   return endUserSessions(scope, {
     userId: values.user as string,
     exceptSessionId: values.except ?? null,

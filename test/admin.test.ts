@@ -26,7 +26,7 @@ import {
   sessionIdsOf,
   tableSnapshot,
 } from "./helpers.ts";
-import { newOrganization } from "./organizations.ts";
+import { newOrganization } from "./organization-fixtures.ts";
 
 // The admin API: the RPC's verbs over HTTP for a server holding an admin key.
 
@@ -514,15 +514,17 @@ describe("admin API: refused keys and bad input, nothing written", () => {
         // Bytes, not a string: a string body would be given text/plain by the Request itself.
         new TextEncoder().encode(JSON.stringify(body)),
       );
-    const withBody = adminOperations().filter(({ method }) => method !== "GET");
-    expect(withBody).toHaveLength(9);
-    const organization = await newOrganization();
+    const withBody = adminOperations().filter(({ operation }) => operation.requestBody !== undefined);
+    expect(withBody).toHaveLength(16);
+    const organizationId = await newOrganization();
     for (const { method, path } of withBody) {
       const concrete = path
+        .replace("{id}", "org_0000000000000000000000")
         .replace("{userId}", encodeURIComponent(userId))
         .replace("{sessionId}", session.id)
         .replace("{agentId}", "agent-type")
-        .replace("{organizationId}", organization);
+        .replace("{id}", organizationId)
+        .replace("{provider}", "idp");
       for (const contentType of ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", null])
         await expectError(await sent(method, concrete, contentType), 415, "unsupported_media_type");
     }
@@ -618,9 +620,31 @@ const EXPECTED_SCOPES: Record<string, AdminScope> = {
   "PUT /admin/sessions/{sessionId}/data": "sessions:data",
   "PATCH /admin/sessions/{sessionId}/data": "sessions:data",
   "POST /admin/agents/{agentId}/support-sessions/end": "support",
-  "GET /admin/organizations/{organizationId}/policy": "organizations",
-  "PUT /admin/organizations/{organizationId}/policy": "organizations",
+  "GET /admin/organizations/{id}/sessions": "sessions:read",
+  "POST /admin/organizations/{id}/sessions/end": "sessions:end",
+  "POST /admin/organizations/{id}/sessions/hold": "sessions:end",
+  "POST /admin/organizations/{id}/providers": "organizations",
+  "GET /admin/organizations/{id}/providers": "organizations",
+  "GET /admin/organizations/{id}/providers/{provider}": "organizations",
+  "PUT /admin/organizations/{id}/providers/{provider}": "organizations",
+  "PATCH /admin/organizations/{id}/providers/{provider}": "organizations",
+  "DELETE /admin/organizations/{id}/providers/{provider}": "organizations",
+  "POST /admin/organizations": "organizations",
+  "GET /admin/organizations": "organizations",
+  "GET /admin/organizations/{id}": "organizations",
+  "PATCH /admin/organizations/{id}": "organizations",
+  "DELETE /admin/organizations/{id}": "organizations",
+  "GET /admin/organizations/{id}/policy": "organizations",
+  "PUT /admin/organizations/{id}/policy": "organizations",
 };
+
+/** An organization's provider's entry, of `name`. */
+const providerEntry = (name: string) => ({
+  name,
+  issuer: "https://idp.example",
+  client_id: "sessions-app",
+  jwks_uri: "https://idp.example/jwks",
+});
 
 describe("admin API: each route checks its own scope", () => {
   it("the table above names every admin route the document lists, with the scope the document names", () => {
@@ -650,7 +674,14 @@ describe("admin API: each route checks its own scope", () => {
     "PUT /admin/sessions/{sessionId}/data": () => ({ tenant: "acme" }),
     "PATCH /admin/sessions/{sessionId}/data": () => ({ tenant: "acme" }),
     "POST /admin/agents/{agentId}/support-sessions/end": () => ({ reason: "admin" }),
-    "PUT /admin/organizations/{organizationId}/policy": () => ({ idleTimeoutSeconds: 900 }),
+    "POST /admin/organizations/{id}/sessions/end": () => ({ reason: "admin" }),
+    "POST /admin/organizations/{id}/sessions/hold": () => ({ reason: "admin" }),
+    "POST /admin/organizations/{id}/providers": () => providerEntry(`p-${crypto.randomUUID().slice(0, 8)}`),
+    "PUT /admin/organizations/{id}/providers/{provider}": () => ({ ...providerEntry("x"), name: undefined }),
+    "PATCH /admin/organizations/{id}/providers/{provider}": () => ({ enabled: false }),
+    "POST /admin/organizations": () => ({ name: "Scoped" }),
+    "PATCH /admin/organizations/{id}": () => ({ name: "Renamed" }),
+    "PUT /admin/organizations/{id}/policy": () => ({ idleTimeoutSeconds: 900 }),
   };
 
   // The expected scope, not the declared one: a route that asks another scope fails here.
@@ -659,11 +690,21 @@ describe("admin API: each route checks its own scope", () => {
     it(`${method} ${path}: a key with every scope but ${scope} is 403 insufficient_scope, nothing written`, async () => {
       const userId = newUser();
       const session = await issue(userId);
+      // An organization with a provider, for its routes: made directly (test/organization-fixtures.ts).
+      const organization = path.includes("{id}") ? await newOrganization() : "";
+      const provider = `p-${crypto.randomUUID().slice(0, 8)}`;
+      if (organization !== "") {
+        const registrar = await adminKey(["organizations"]);
+        const path = `/admin/organizations/${organization}/providers`;
+        expect((await admin(registrar.vars, registrar.key, "POST", path, providerEntry(provider))).status).toBe(201);
+      }
       const concrete = path
+        .replace("{id}", organization)
         .replace("{userId}", encodeURIComponent(userId))
         .replace("{sessionId}", session.id)
         .replace("{agentId}", "agent-scope")
-        .replace("{organizationId}", await newOrganization());
+        .replace("{id}", organization)
+        .replace("{provider}", provider);
       const body = bodies[route]?.(userId, session.token);
       const others = await adminKey(ADMIN_SCOPES.filter((held) => held !== scope));
       const before = [await tableSnapshot(), await tableSnapshot("session_events")];

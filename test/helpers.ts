@@ -49,6 +49,7 @@ export function issue(
     city?: string;
     asn?: number;
     carrier?: "cookie" | "bearer" | "both";
+    organization?: string;
   } = {},
 ): Promise<Issued> {
   return exports.SessionService.create({
@@ -281,6 +282,7 @@ export function scopeWith(shards: Shards, config: Config = readConfig(env), outb
     clientIp: null,
     context: null,
     adminKeyId: null,
+    reach: null,
     upstreams: () => readUpstreams(env),
     plannedRoundTrip: () => {},
     roundTrips: () => 0,

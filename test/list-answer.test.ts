@@ -39,6 +39,7 @@ interface Row {
   upstream: string | null;
   upstream_subject: string | null;
   upstream_sid: string | null;
+  organization_id: string | null;
 }
 
 /** The worker's renderer before the list was written by SQLite, as it was. */
@@ -62,8 +63,13 @@ function renderedBefore(row: Row, backend: boolean) {
         : { browser: row.seen_browser || null, os: row.seen_os || null, country: row.seen_country, asn: row.seen_asn },
     ...(actor ? { actor } : {}),
   };
-  if (!backend || row.upstream === null) return view;
-  return { ...view, upstream: { provider: row.upstream, subject: row.upstream_subject ?? "", sid: row.upstream_sid } };
+  if (!backend) return view;
+  // A backend's list also says each session's organization (null: none), after the upstream.
+  const upstream =
+    row.upstream === null
+      ? {}
+      : { upstream: { provider: row.upstream, subject: row.upstream_subject ?? "", sid: row.upstream_sid } };
+  return { ...view, ...upstream, organization: row.organization_id };
 }
 
 async function rowsOf(userId: string): Promise<Row[]> {
@@ -116,6 +122,13 @@ describe("the list's answer, byte for byte as the worker rendered it", () => {
     });
     await setColumns(userId, support, { created_at: 1_000_000_000_000 });
     await setColumns(userId, none, { upstream: "okta", upstream_subject: 'sub "x"', upstream_sid: null });
+    // A member's session, its organization's policy row beside it as a create would have found it.
+    const organization = "org_AAAAAAAAAAAAAAAAAAAAAA";
+    await (await d1OfUser(userId))
+      .prepare("INSERT OR IGNORE INTO organization_policies (organization_id, updated_at) VALUES (?, 0)")
+      .bind(organization)
+      .run();
+    await setColumns(userId, curl, { organization_id: organization });
 
     const response = await call("GET", "/auth/sessions", { ...sessionCookie(caller.token), "User-Agent": CHROME_MAC });
     expect(response.status).toBe(200);

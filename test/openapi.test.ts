@@ -24,6 +24,7 @@ const PATHS = [
   "/ssf/streams/verify",
   "/ssf/streams/poll/{streamId}",
   "/ssf/inbound",
+  "/ssf/inbound/{name}",
   "/upstreams/{name}/backchannel-logout",
   "/upstreams/{name}/global-token-revocation",
   "/admin/sessions",
@@ -34,7 +35,14 @@ const PATHS = [
   "/admin/support-sessions",
   "/admin/sessions/{sessionId}/data",
   "/admin/agents/{agentId}/support-sessions/end",
-  "/admin/organizations/{organizationId}/policy",
+  "/admin/organizations/{id}/sessions",
+  "/admin/organizations/{id}/sessions/end",
+  "/admin/organizations/{id}/sessions/hold",
+  "/admin/organizations",
+  "/admin/organizations/{id}",
+  "/admin/organizations/{id}/providers",
+  "/admin/organizations/{id}/providers/{provider}",
+  "/admin/organizations/{id}/policy",
   "/openapi.json",
 ];
 

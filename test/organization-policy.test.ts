@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
 import { countingShards, faultyD1 } from "./d1.ts";
 import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, databases, newUser, randomIp } from "./helpers.ts";
-import { newOrganization, policyDatabases, removeOrganization } from "./organizations.ts";
+import { newOrganization, policyDatabases, removeOrganization } from "./organization-fixtures.ts";
 
 // An organization's session policy (docs/organization-policy.md): set over the admin API, it
 // governs its members' sessions at issue and, from their next request, live ones; a session
@@ -38,7 +38,7 @@ async function setPolicy(organization: string, policy: Record<string, unknown>, 
 
 /** A member's session, issued over RPC as the login flow would. */
 function issueMember(userId: string, organizationId: string, options: { ttlSeconds?: number } = {}) {
-  return exports.SessionService.create({ userId, organizationId, userAgent: CHROME_MAC, ...options });
+  return exports.SessionService.create({ userId, organization: organizationId, userAgent: CHROME_MAC, ...options });
 }
 
 function issueOutside(userId: string) {
@@ -367,12 +367,12 @@ describe("organization policy: at issue", () => {
     const organization = await newOrganization();
     await removeOrganization(organization);
     await expect(issueMember(newUser(), organization)).rejects.toMatchObject({
-      name: "TypeError",
-      message: "organizationId names no organization",
+      name: "RangeError",
+      message: `organization ${organization} names no organization of this service`,
     });
     await expect(issueMember(newUser(), "acme")).rejects.toMatchObject({
       name: "TypeError",
-      message: "organizationId must be an organization id (^org_[A-Za-z0-9_-]{22}$) or null",
+      message: "organization must be an organization id: org_ and 22 characters of A-Z, a-z, 0-9, _ or -",
     });
   });
 });

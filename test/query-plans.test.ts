@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { type Database, openDatabase } from "../src/db/client.ts";
 import { listEvents } from "../src/db/events.ts";
 import { insertSession } from "../src/db/issuing.ts";
+import { actOnOrganizationSessions, listOrganizationSessionsOn } from "../src/db/organizations/sessions.ts";
 import { markDelivered, pendingEvents } from "../src/db/outbox.ts";
 import { purgeEvents, purgeSessions } from "../src/db/purge.ts";
 import { confirmReport, readReport } from "../src/db/report.ts";
@@ -66,24 +67,21 @@ const newSession = (id: string) => ({
 /** A bucket of the first database, as the worker's routes get it (src/db/shards.ts). */
 const on = (db: Database): BucketShard => ({ binding: "DB", db, bucket: "AA", elsewhere: () => null });
 
+/** An organization's id, as the statements bind it. */
+const ORGANIZATION = `org_${"A".repeat(22)}`;
+
 const operations: Record<string, (db: Database) => Promise<unknown>> = {
   authenticate: (db) => authenticate(on(db), proof, at, check, writer),
   "authenticate (sliding)": (db) => authenticate(on(db), proof, sliding, check, writer),
   insertSession: (db) =>
-    insertSession(
-      on(db),
-      newSession(`AA${"C".repeat(22)}`),
-      writer,
-      { maxPerUser: 2, seenSince: at.now, organizationId: null },
-      at,
-    ),
+    insertSession(on(db), newSession(`AA${"C".repeat(22)}`), writer, { maxPerUser: 2, seenSince: at.now }, at),
   // A member's: its organization's policy row required by the INSERT, and read by every liveness rule.
   "insertSession (a member's)": (db) =>
     insertSession(
       on(db),
       { ...newSession(`AA${"D".repeat(22)}`), organizationId: `org_${"o".repeat(22)}` },
       writer,
-      { maxPerUser: 2, seenSince: at.now, organizationId: `org_${"o".repeat(22)}` },
+      { maxPerUser: 2, seenSince: at.now },
       sliding,
     ),
   listSessionsByUserId: (db) => listSessionsByUserId(on(db), "plan-user", at),
@@ -130,6 +128,11 @@ const operations: Record<string, (db: Database) => Promise<unknown>> = {
       writer,
       at,
     ),
+  "actOnOrganizationSessions (end)": (db) =>
+    actOnOrganizationSessions(on(db), ORGANIZATION, "end", "admin", writer, at),
+  "actOnOrganizationSessions (hold)": (db) =>
+    actOnOrganizationSessions(on(db), ORGANIZATION, "hold", "admin", writer, at),
+  listOrganizationSessionsOn: (db) => listOrganizationSessionsOn(on(db), ORGANIZATION, `AA${"B".repeat(22)}`, 51, at),
 };
 
 describe("query plans", () => {
@@ -174,6 +177,24 @@ describe("query plans", () => {
       await authenticate(on(openDatabase(db)), proof, at, check, { ...writer, published });
       const insert = statements.find((s) => s.sql.startsWith('insert into "session_events"'))!;
       expect({ published, returning: / returning "id", /.test(insert.sql) }).toEqual({ published, returning });
+    }
+  });
+
+  it("an organization's chunk, its moving count and its page read its rows by the organization's index, in id order", async () => {
+    for (const run of [
+      (db: Database) => actOnOrganizationSessions(on(db), ORGANIZATION, "hold", "admin", writer, at),
+      (db: Database) => listOrganizationSessionsOn(on(db), ORGANIZATION, null, 51, at),
+    ]) {
+      const { db, statements } = recordingD1(database);
+      await run(openDatabase(db));
+      const details = await Promise.all(
+        statements.filter((s) => /"sessions"."organization_id" = \?/.test(s.sql)).map((s) => plan(s.sql, s.params)),
+      );
+      expect(details.length).toBeGreaterThan(0);
+      for (const detail of details) {
+        expect(detail).toMatch(/SEARCH sessions USING INDEX sessions_organization_id_idx \(organization_id=\?/);
+        expect(detail).not.toMatch(/USE TEMP B-TREE FOR ORDER BY/);
+      }
     }
   });
 

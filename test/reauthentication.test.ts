@@ -75,6 +75,7 @@ describe("proofs on the session", () => {
         { factor: "otp", completedAt: new Date(START).toISOString() },
       ],
       assuranceLevel: 2,
+      organization: null,
     });
   });
 

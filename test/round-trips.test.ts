@@ -31,7 +31,7 @@ import {
   sessionCookie,
   shardBindings,
 } from "./helpers.ts";
-import { newOrganization } from "./organizations.ts";
+import { newOrganization } from "./organization-fixtures.ts";
 import { accessTokenVars } from "./ssf.ts";
 
 // Each operation authenticates and acts in one D1 round trip, to the one database that
@@ -141,7 +141,7 @@ describe("round trips per request, per database", () => {
     const binding = await bindingOfUser(user);
     const organizationId = await newOrganization();
     const created = countedService();
-    const session = await created.service.create({ userId: user, organizationId });
+    const session = await created.service.create({ userId: user, organization: organizationId });
     expect(created.counter.roundTrips()).toEqual({ [binding]: 2 });
     const checked = countedService();
     expect(await checked.service.authenticate(session.token)).toMatchObject({ userId: user });

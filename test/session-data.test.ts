@@ -78,6 +78,7 @@ describe("application data: set at create, answered with the session", () => {
       authenticatedAt: "2026-11-27T09:00:00.000Z",
       factors: [],
       assuranceLevel: null,
+      organization: null,
       data: DATA,
     });
     expect(await exports.SessionService.authenticate(plain.token)).not.toHaveProperty("data");
@@ -89,6 +90,7 @@ describe("application data: set at create, answered with the session", () => {
       authenticated_at: "2026-11-27T09:00:00.000Z",
       amr: [],
       assurance_level: null,
+      organization: null,
       device_bound: false,
       data: DATA,
     });

@@ -30,6 +30,7 @@ describe("SessionService (Workers RPC)", () => {
       authenticatedAt: "2026-11-22T00:00:00.000Z",
       factors: [],
       assuranceLevel: null,
+      organization: null,
     });
   });
 

@@ -262,11 +262,13 @@ describe("the statement cache", () => {
         userId: { name: "userId" },
         at: { now: { name: "now" }, idleCutoff: { name: "idleCutoff" }, slidingMaxLifetimeMs: sliding },
         bucket: { name: "bucket" },
+        organization: null,
       },
       {
         userId: { name: "userId" },
         at: { now: { name: "now" }, idleCutoff: null, slidingMaxLifetimeMs: sliding },
         bucket: { name: "bucket" },
+        organization: null,
       },
     ]);
   });

@@ -363,7 +363,7 @@ describe("a session remembers the upstream sign-in it came from", () => {
     [
       "an upstream not configured",
       { provider: "nobody", subject: "s" },
-      "upstream.provider must be the name of an upstream this deployment lists in SSF_UPSTREAMS",
+      "upstream.provider must be the name of an upstream this deployment lists in SSF_UPSTREAMS, or of an enabled provider of an organization",
     ],
     [
       "a subject over 255 characters",
@@ -426,7 +426,8 @@ describe("a session remembers the upstream sign-in it came from", () => {
       status: 400,
       body: {
         code: "invalid_input",
-        detail: "upstream.provider must be the name of an upstream this deployment lists in SSF_UPSTREAMS",
+        detail:
+          "upstream.provider must be the name of an upstream this deployment lists in SSF_UPSTREAMS, or of an enabled provider of an organization",
       },
     });
     expect(await (await d1OfUser(user)).prepare("SELECT id FROM sessions WHERE user_id = ?").bind(user).all()).toEqual(

@@ -54,6 +54,7 @@ describe("GET /auth/whoami", () => {
       authenticated_at: "2026-11-27T09:00:00.000Z",
       amr: ["pwd", "otp"],
       assurance_level: 2,
+      organization: null,
       device_bound: false,
     };
     for (const credential of [bearer(session.token), sessionCookie(session.token)]) {
@@ -129,6 +130,7 @@ describe("GET /auth/whoami", () => {
         authenticated_at: view.authenticatedAt,
         amr: view.factors.map((proof) => proof.factor),
         assurance_level: view.assuranceLevel,
+        organization: view.organization,
         device_bound: view.deviceBound ?? false,
         fresh: view.fresh,
         ...(view.actor ? { actor: view.actor } : {}),
@@ -143,6 +145,7 @@ describe("GET /auth/whoami", () => {
       "authenticatedAt",
       "factors",
       "assuranceLevel",
+      "organization",
       "fresh",
       "data",
       "upstream",

@@ -27,8 +27,9 @@ function answerOf(bytes: number): string {
   return answer;
 }
 
-/** A session without factors, data or actor, as the bench's sessions are. */
+/** A session without factors, data, actor or organization, as the bench's sessions are. */
 const SUBJECT: AccessTokenSubject = {
+  organization: null,
   sessionId: "bench-session",
   userId: "bench-user",
   expiresAt: "2099-01-01T00:00:00.000Z",

@@ -124,6 +124,7 @@ async function sign(n: number, env: Env): Promise<number[]> {
     authenticatedAt: new Date().toISOString(),
     factors: [],
     assuranceLevel: null,
+    organization: null,
   };
   let length = 0;
   for (let i = 0; i < n; i++) length += (await signAccessToken(issuer, subject, new Date())).token.length;

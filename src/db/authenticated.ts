@@ -328,7 +328,8 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
 
 /**
  * What is read of the caller: who, until when, how and when they last authenticated, held or
- * not, bound or not, its application data (src/domain/session-data.ts) and its upstream sign-in.
+ * not, bound or not, its application data (src/domain/session-data.ts), its upstream sign-in and
+ * its organization.
  */
 export const CALLER = {
   id: sessions.id,
@@ -346,6 +347,7 @@ export const CALLER = {
   upstreamSubject: sessions.upstreamSubject,
   upstreamSid: sessions.upstreamSid,
   upstreamExpiresAt: sessions.upstreamExpiresAt,
+  organizationId: sessions.organizationId,
 };
 
 const CALLER_COUNT = Object.keys(CALLER).length;

@@ -26,7 +26,7 @@ import { batchNamed, type Database } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
 import { sameDeviceKey } from "./device.ts";
 import { eventsOf } from "./events.ts";
-import { isLive, isProvenBy, type TokenProof } from "./liveness.ts";
+import { inOrganization, isLive, isProvenBy, type TokenProof } from "./liveness.ts";
 import { organizationPolicies, sessionEvents, sessions } from "./schema.ts";
 import type { BucketShard } from "./shards.ts";
 import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Write, type Writer } from "./writes.ts";
@@ -39,8 +39,6 @@ export type NewSession = typeof sessions.$inferInsert;
 /** What bounds a user's sessions and what a new device is compared with. */
 export interface IssuePolicy {
   maxPerUser: number;
-  /** The session's organization, whose policy row must still be there (docs/organization-policy.md); null: none. */
-  organizationId: string | null;
   /** Sessions seen (created, active or ended) after this count for "a known device". */
   seenSince: Date;
 }
@@ -89,6 +87,8 @@ function seenOnDevice(db: Database, bucket: string, session: NewSession, since: 
  * evicts again (the new session is never a candidate, and the others are then within the
  * cap), nor brings back the session if it was ended in between. `stored`: the session was
  * created, by this attempt or the first (its row, or this write's `created` event, exists).
+ * A session of an organization is created only if this database holds the organization's policy
+ * row, checked in the same batch: `organizationFound` false when it does not, nothing written.
  */
 export async function insertSession(
   shard: BucketShard,
@@ -96,26 +96,33 @@ export async function insertSession(
   writer: Writer,
   policy: IssuePolicy,
   at: Instant,
-): Promise<Logged<{ stored: boolean; newDevice: boolean }>> {
+): Promise<Logged<{ stored: boolean; newDevice: boolean; organizationFound: boolean }>> {
   const write = newWrite(session.createdAt);
   const ours = and(eq(sessions.id, session.id), eq(sessions.secretHash, session.secretHash));
   const evictor = { ...writer, sessionId: session.id };
+  const organizationId = session.organizationId ?? null;
   return onBucket(shard, async (db) => {
+    const policyRow = db
+      .select({ id: organizationPolicies.organizationId })
+      .from(organizationPolicies)
+      .where(eq(organizationPolicies.organizationId, organizationId ?? ""));
+    // No condition on a session outside any organization: its statements stay as they were.
+    const allowed = organizationId === null ? undefined : exists(policyRow);
     // Keep the maxPerUser - 1 most recently active others; the new one makes maxPerUser.
     const overCap = inArray(
       sessions.id,
       db
         .select({ id: sessions.id })
         .from(sessions)
-        // Support access is not the user's: it neither counts toward their cap nor is evicted.
-        // A member's cap is its organization's, over the user's sessions in it alone.
+        // Support access is not the user's: it neither counts toward their cap nor is evicted. A
+        // member's sign-in counts and evicts its organization's sessions alone: never another's.
         .where(
           and(
             eq(sessions.userId, session.userId),
             isLive(at),
             ne(sessions.id, session.id),
             isNull(sessions.supportAgent),
-            policy.organizationId === null ? undefined : eq(sessions.organizationId, policy.organizationId),
+            organizationId === null ? undefined : eq(sessions.organizationId, organizationId),
           ),
         )
         .orderBy(desc(sessions.lastActiveAt), desc(sessions.createdAt), desc(sessions.id))
@@ -126,8 +133,9 @@ export async function insertSession(
     // A new device keeps its report hash; a known one stores none. Judged once, by the INSERT:
     // the event reads it off the row.
     const reportHash = sql`CASE WHEN ${not(seenOnDevice(db, shard.bucket, session, policy.seenSince))} THEN ${session.reportHash} END`;
-    const { stored, logged, move } = await batchNamed(db, {
-      inserted: insertUnlessDone(db, shard.bucket, session, write, memberOf(policy.organizationId), { reportHash }),
+    const evicting = allowed ? and(overCap, allowed) : overCap;
+    const { stored, logged, move, organization } = await batchNamed(db, {
+      inserted: insertUnlessDone(db, shard.bucket, session, write, allowed, { reportHash }),
       recorded: recordEvents(db, "created", and(ours, notExists(loggedBy(db, write))), writer, write, {
         // A bound value either way: a session without an upstream runs the same statement.
         reason: createdReason({
@@ -139,20 +147,19 @@ export async function insertSession(
         reportHash: sql`${sessions.reportHash}`,
       }),
       stored: db.select({ id: sessions.id }).from(sessions).where(ours),
-      evictions: recordEvents(db, "evicted", overCap, evictor, write),
-      evicted: endSessions(db, overCap),
+      evictions: recordEvents(db, "evicted", evicting, evictor, write),
+      evicted: endSessions(db, evicting),
+      organization: organizationId === null ? null : policyRow,
       ...tail(db, write, shard.bucket),
     });
     const created = logged.find((event) => event.type === "created");
-    const answer = { stored: stored.length > 0 || created !== undefined, newDevice: created?.newDevice === true };
+    const answer = {
+      stored: stored.length > 0 || created !== undefined,
+      newDevice: created?.newDevice === true,
+      organizationFound: organization === undefined || organization.length > 0,
+    };
     return { answer: { answer, events: logged, db }, move: move[0], blocked: !answer.stored };
   });
-}
-
-/** For a member's session, its organization's policy row is there: a removed organization has no new sessions. */
-function memberOf(organizationId: string | null): SQL | undefined {
-  if (organizationId === null) return undefined;
-  return sql`EXISTS (SELECT 1 FROM ${organizationPolicies} WHERE ${organizationPolicies.organizationId} = ${organizationId})`;
 }
 
 /**
@@ -268,6 +275,7 @@ export async function reauthenticateSession(
   writer: Writer,
   at: Instant,
   check: ContextCheck | null,
+  organization: string | null = null,
 ): Promise<
   Logged<
     { expiresAt: Date; upstreamExpiresAt: Date | null } | null | "support" | "another_sign_in" | "held_by_upstream"
@@ -281,7 +289,9 @@ export async function reauthenticateSession(
     policies: Object.fromEntries(CONTEXT_KINDS.map((kind) => [kind, logOnly(check.policies[kind])])) as ContextPolicies,
   };
   return onBucket(shard, async (db) => {
-    const proven = isProvenBy(proof, at);
+    // A key limited to an organization re-authenticates its sessions alone: another's is as unproven.
+    const proven =
+      organization === null ? isProvenBy(proof, at) : (and(isProvenBy(proof, at), inOrganization(organization)) as SQL);
     const { upstream } = change;
     // Only a re-authentication with the provider's sign-in compares it: one without reads nothing more.
     const itsOwn =

@@ -1,4 +1,4 @@
-import { type SQL, sql } from "drizzle-orm";
+import { eq, type SQL, sql } from "drizzle-orm";
 import type { CallerColumns } from "../domain/caller-view.ts";
 import type { TokenCarrier } from "../domain/carrier.ts";
 import { millis, type When } from "./compiled.ts";
@@ -151,4 +151,12 @@ export function isFreshCaller(proof: TokenProof, at: At): SQL | undefined {
   if (cutoff === null) return undefined;
   // A flat template: cheaper to render than the column's own mapping of a Date.
   return sql`EXISTS (SELECT 1 FROM ${sessions} WHERE ${sessions.id} = ${proof.id} AND ${sessions.secretHash} = ${proof.secretHash} AND ${sessions.authenticatedAt} > ${cutoff})`;
+}
+
+/**
+ * A session of `organization` (a key limited to it acts on those alone); null: no condition, the
+ * statement as it is for every other caller.
+ */
+export function inOrganization(organization: string | null): SQL | undefined {
+  return organization === null ? undefined : eq(sessions.organizationId, organization);
 }

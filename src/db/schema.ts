@@ -260,6 +260,35 @@ export const organizationPolicies = sqliteTable("organization_policies", {
 
 export type OrganizationPolicyRow = typeof organizationPolicies.$inferSelect;
 
+/**
+ * The identity providers organizations register at runtime (docs/organization-providers.md), on
+ * the database bound as DB only: each is an SSF_UPSTREAMS entry of one organization, read by its
+ * name when one of its routes, a sign-in or a push names it, and kept per isolate for a bound.
+ */
+export const organizationProviders = sqliteTable(
+  "organization_providers",
+  {
+    // Unique across the deployment and apart from SSF_UPSTREAMS' names: sessions.upstream, the
+    // links and the reason `<name>:<event>` name it.
+    name: text("name").primaryKey(),
+    organizationId: text("organization_id").notNull(),
+    // The entry as SSF_UPSTREAMS would hold it, validated by the var's own rules; never its push's Authorization.
+    config: text("config").notNull(),
+    // The push's Authorization as a compact JWE (dir, A256GCM) under ORGANIZATION_SECRETS_KEYS; null: none.
+    authorization: text("authorization"),
+    // False: kept, but it acts on nothing and no sign-in may name it.
+    enabled: integer("enabled", { mode: "boolean" }).notNull(),
+    createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
+    updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),
+  },
+  (table) => [
+    // An organization's providers, to list them.
+    index("organization_providers_organization_id_idx").on(table.organizationId, table.name),
+  ],
+);
+
+export type OrganizationProviderRow = typeof organizationProviders.$inferSelect;
+
 // The one list of a bucket's move states (src/db/moves.ts). `frozen`: on the database that
 // holds the bucket, while it is copied to `binding`; nothing of the bucket is written here.
 // `moved`: the bucket is on `binding`; nothing of it is here, ask there.

@@ -3,7 +3,7 @@ import type { Instant } from "../domain/clock.ts";
 import { MAX_SESSION_DATA_BYTES, type SessionDataMode } from "../domain/session-data.ts";
 import { moveState, notMoving, onBucket } from "./buckets.ts";
 import { batchNamed } from "./client.ts";
-import { isLive } from "./liveness.ts";
+import { inOrganization, isLive } from "./liveness.ts";
 import { sessions } from "./schema.ts";
 import type { BucketShard } from "./shards.ts";
 
@@ -32,7 +32,7 @@ function changed(mode: SessionDataMode, json: string): SQL<string | null> {
 const bytesOf = (value: SQL) => sql<number>`coalesce(length(CAST(${value} AS BLOB)), 0)`;
 
 /**
- * Replaces or patches the data of the live session `sessionId`, in one batch: the UPDATE,
+ * Replaces or patches the data of the live session `sessionId` (of `organization` when given), in one batch: the UPDATE,
  * guarded by liveness, the bucket's move state and the size of what it would write, and one
  * row read after it: the size the change gives (null: no live session) and the move state.
  * A replay (src/db/d1.ts) writes the same again: a replacement is the same value, and a merge
@@ -44,8 +44,9 @@ export async function updateSessionData(
   mode: SessionDataMode,
   json: string,
   at: Instant,
+  organization: string | null = null,
 ): Promise<DataUpdate> {
-  const live = and(eq(sessions.id, sessionId), isLive(at));
+  const live = and(eq(sessions.id, sessionId), isLive(at), inOrganization(organization));
   const next = changed(mode, json);
   return onBucket(shard, async (db) => {
     const { written, read } = await batchNamed(db, {

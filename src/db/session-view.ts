@@ -92,12 +92,15 @@ const upstreamView = rendered(
   ],
 );
 
-/** A backend's list (SessionService.listUserSessions): the view and the upstream sign-in behind it. */
-export const BACKEND_SESSION_VIEW = rendered(sql`${viewMembers}, 'upstream', json(${upstreamView})`, [
-  ["device_bound", bound],
-  ["actor", support],
-  ["upstream", sql`${sessions.upstream} IS NOT NULL`],
-]);
+/** A backend's list (SessionService.listUserSessions): the view, the upstream sign-in behind it and its organization. */
+export const BACKEND_SESSION_VIEW = rendered(
+  sql`${viewMembers}, 'upstream', json(${upstreamView}), 'organization', ${sessions.organizationId}`,
+  [
+    ["device_bound", bound],
+    ["actor", support],
+    ["upstream", sql`${sessions.upstream} IS NOT NULL`],
+  ],
+);
 
 /**
  * Views (`rendered`'s JSON texts) as one JSON array, in `order`: the texts joined as text, which

@@ -20,6 +20,7 @@ import { batchCompiled, compiled, compiledAll, placeholders, shaped } from "./co
 import {
   type At,
   type Caller,
+  inOrganization,
   isFreshCaller,
   isLive,
   isLiveSessionOfCaller,
@@ -111,18 +112,26 @@ export async function listSessionsByToken(
   });
 }
 
-/** What a backend's list is built on: the user, the instant and the bucket. */
-type UserList = { userId: string; at: Pick<At, "now" | "idleCutoff" | "slidingMaxLifetimeMs">; bucket: string };
+/**
+ * What a backend's list is built on: the user, the instant, the bucket and, for a key limited
+ * to one, the organization whose sessions alone it lists (null: every one).
+ */
+type UserList = {
+  userId: string;
+  at: Pick<At, "now" | "idleCutoff" | "slidingMaxLifetimeMs">;
+  bucket: string;
+  organization: string | null;
+};
 
 /** A backend's list: one row, carrying the bucket's move state too. */
-function userSessionList(db: Database, { userId, at, bucket }: UserList) {
+function userSessionList(db: Database, { userId, at, bucket, organization }: UserList) {
   return db
     .select({
       list: sessionListJson<BackendSessionView>(BACKEND_SESSION_VIEW).as("list"),
       move: moveState(bucket).as("move"),
     })
     .from(sessions)
-    .where(and(eq(sessions.userId, userId), isLive(at)));
+    .where(and(eq(sessions.userId, userId), isLive(at), inOrganization(organization)));
 }
 const USER_SESSION_LIST = compiled(userSessionList);
 
@@ -135,6 +144,7 @@ export async function listSessionsByUserId(
   shard: BucketShard,
   userId: string,
   at: Instant,
+  organization: string | null = null,
 ): Promise<JsonText<BackendSessionView[]>> {
   return onBucket(shard, async (db) => {
     // As the head's (src/db/authenticated.ts): each value a placeholder, the shape derived from them.
@@ -147,8 +157,9 @@ export async function listSessionsByUserId(
         slidingMaxLifetimeMs: at.slidingMaxLifetimeMs === null ? null : value("sliding", at.slidingMaxLifetimeMs),
       },
       bucket: value("bucket", shard.bucket),
+      organization: organization === null ? null : value("organization", organization),
     });
-    const called = { userId, at, bucket: shard.bucket };
+    const called = { userId, at, bucket: shard.bucket, organization };
     const { listed } = await batchCompiled(db, {
       listed: compiledAll(db, { statement: USER_SESSION_LIST, once, values, called }),
     });
@@ -195,24 +206,26 @@ export async function endSessionsByUserId(
   reason: string,
   writer: Writer,
   at: Instant,
+  organization: string | null = null,
 ): Promise<Logged<number>> {
   const ending = and(
     eq(sessions.userId, userId),
     isLive(at),
     exceptSessionId === null ? undefined : ne(sessions.id, exceptSessionId),
+    inOrganization(organization),
   );
   return endMatching(shard, "ended", () => ending, writer, at, { reason });
 }
 
 /**
- * Ends every live session of `userId` signed in through the upstream as the subject, logging
- * `ended` with the reason and, as the event's context, each session's last seen and `cause`'s
+ * Ends every live session of `userId` signed in through the upstream as the subject (of its
+ * organization alone, for an organization's provider), logging `ended` with the reason and, as the event's context, each session's last seen and `cause`'s
  * (the sign-in that ended them).
  */
 export async function endUpstreamSubjectSessions(
   shard: BucketShard,
   userId: string,
-  signIn: { upstream: string; subject: string },
+  signIn: { upstream: string; subject: string; organizationId: string | null },
   reason: string,
   writer: Writer,
   at: Instant,
@@ -220,6 +233,7 @@ export async function endUpstreamSubjectSessions(
 ): Promise<Logged<number>> {
   const ending = and(
     eq(sessions.userId, userId),
+    signIn.organizationId === null ? undefined : eq(sessions.organizationId, signIn.organizationId),
     eq(sessions.upstream, signIn.upstream),
     eq(sessions.upstreamSubject, signIn.subject),
     isLive(at),
@@ -227,15 +241,16 @@ export async function endUpstreamSubjectSessions(
   return endMatching(shard, "ended", () => ending, writer, at, { reason, context: changeOf(cause) });
 }
 
-/** Ends one live session by id (no token), logging `ended` with the reason. */
+/** Ends one live session by id (no token), of `organization` when given, logging `ended` with the reason. */
 export async function endSessionById(
   shard: BucketShard,
   sessionId: string,
   reason: string,
   writer: Writer,
   at: Instant,
+  organization: string | null = null,
 ): Promise<Logged<boolean>> {
-  const ending = and(eq(sessions.id, sessionId), isLive(at));
+  const ending = and(eq(sessions.id, sessionId), isLive(at), inOrganization(organization));
   return endedAny(await endMatching(shard, "ended", () => ending, writer, at, { reason }));
 }
 

@@ -17,15 +17,24 @@ import { EVENT_IDS_PER_MS, type SessionEventRow, sessionEvents, sessions } from 
 // from the events carrying it, read back at the end of the batch: what either attempt did.
 
 /** Who wrote a row, for the security log (not the support agent, `actor`), and whether the events it causes also go to the events queue. */
+/** Which events a write logs pending delivery, as `Writer.queued` says. */
+function pendingOf(queued: Writer["queued"]): SQL {
+  if (queued === "upstream") return sql`${sessions.upstream} IS NOT NULL`;
+  if (queued === "provider") return sql`(${sessions.upstream} IS NOT NULL AND ${sessions.organizationId} IS NOT NULL)`;
+  return sql`${queued ? 1 : 0}`;
+}
+
 export interface Writer {
   sessionId: string | null;
   ipAddress: string | null;
   /**
    * Which events are written pending delivery, for the outbox to send: all (the events queue,
    * streams that may be live), none, or `upstream`, those of sessions signed in through an
-   * upstream (one takes pushes, nothing else needs them): a session without one pays nothing.
+   * upstream (one takes pushes, nothing else needs them): a session without one pays nothing;
+   * or `provider`, those signed in through an organization's provider (which may take pushes:
+   * src/services/organizations/acting-providers.ts reads whether when they are sent).
    */
-  queued: boolean | "upstream";
+  queued: boolean | "upstream" | "provider";
   /**
    * Whether its events go to an outbox at all (src/services/outbox.ts): without one (no queue,
    * no Shared Signals), nothing reads them back, so a statement that logs them returns none.
@@ -132,8 +141,7 @@ export function recordEvents(
     previousAssuranceLevel: details.assuranceLevel === undefined ? sql`NULL` : sessions.assuranceLevel,
     context: details.context ?? sql`NULL`,
     supportAgent: sessions.supportAgent,
-    pendingDelivery:
-      writer.queued === "upstream" ? sql`${sessions.upstream} IS NOT NULL` : sql`${writer.queued ? 1 : 0}`,
+    pendingDelivery: pendingOf(writer.queued),
     adminKeyId: sql`${writer.adminKeyId}`,
     reportHash: details.reportHash ?? sql`NULL`,
     upstream: sessions.upstream,

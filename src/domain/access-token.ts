@@ -36,6 +36,8 @@ export interface AccessTokenIssuer extends KeySet {
   ttlSeconds: number;
   /** The top-level keys of a session's application data its tokens carry as claims; [] none. */
   dataClaims: string[];
+  /** The claim a member's token carries its organization's id in; null: none (the default). */
+  organizationClaim: string | null;
 }
 
 export interface AccessTokenVars {
@@ -44,6 +46,7 @@ export interface AccessTokenVars {
   ACCESS_TOKEN_AUDIENCE?: string;
   ACCESS_TOKEN_TTL_SECONDS?: string;
   ACCESS_TOKEN_DATA_CLAIMS?: string;
+  ACCESS_TOKEN_ORGANIZATION_CLAIM?: string;
 }
 
 /**
@@ -93,6 +96,17 @@ function dataClaimsOf(value: string | undefined): string[] {
   return [...new Set(names)];
 }
 
+/** The organization's claim name: one that no registered claim or data claim has; "" or unset: none. */
+function organizationClaimOf(value: string | undefined, dataClaims: string[]): string | null {
+  const name = (value ?? "").trim();
+  if (name === "") return null;
+  if (!CLAIM_NAME.test(name) || (RESERVED_CLAIMS as readonly string[]).includes(name) || dataClaims.includes(name))
+    throw new ConfigError(
+      "ACCESS_TOKEN_ORGANIZATION_CLAIM must be empty or one claim name (1 to 64 characters, no spaces), neither a registered claim nor one of ACCESS_TOKEN_DATA_CLAIMS",
+    );
+  return name;
+}
+
 function audienceOf(value: string | undefined): string[] {
   const audience = (value ?? "")
     .split(",")
@@ -130,13 +144,18 @@ const issuerFrom = parsedOnce(
     audience: string | undefined,
     ttl: string | undefined,
     dataClaims: string | undefined,
-  ): AccessTokenIssuer => ({
-    ...keySet,
-    issuer: issuerOf("ACCESS_TOKEN_ISSUER", issuer ?? ""),
-    audience: audienceOf(audience),
-    ttlSeconds: ttlOf(ttl),
-    dataClaims: dataClaimsOf(dataClaims),
-  }),
+    organizationClaim: string | undefined,
+  ): AccessTokenIssuer => {
+    const data = dataClaimsOf(dataClaims);
+    return {
+      ...keySet,
+      issuer: issuerOf("ACCESS_TOKEN_ISSUER", issuer ?? ""),
+      audience: audienceOf(audience),
+      ttlSeconds: ttlOf(ttl),
+      dataClaims: data,
+      organizationClaim: organizationClaimOf(organizationClaim, data),
+    };
+  },
 );
 
 /**
@@ -152,13 +171,22 @@ export function readAccessTokenIssuer(vars: AccessTokenVars): AccessTokenIssuer 
     vars.ACCESS_TOKEN_AUDIENCE,
     vars.ACCESS_TOKEN_TTL_SECONDS,
     vars.ACCESS_TOKEN_DATA_CLAIMS,
+    vars.ACCESS_TOKEN_ORGANIZATION_CLAIM,
   );
 }
 
 /** What an access token says of its session, beyond the issuer's own claims: the caller's view of it (./caller-view.ts). */
 export type AccessTokenSubject = Pick<
   CallerView,
-  "sessionId" | "userId" | "expiresAt" | "authenticatedAt" | "factors" | "assuranceLevel" | "actor" | "data"
+  | "sessionId"
+  | "userId"
+  | "expiresAt"
+  | "authenticatedAt"
+  | "factors"
+  | "assuranceLevel"
+  | "actor"
+  | "data"
+  | "organization"
 >;
 
 /** The members of `data` the issuer allows as claims, those present, in the order the operator listed them. */
@@ -204,6 +232,10 @@ export async function signAccessToken(
     ...(amr.length === 0 ? {} : { amr }),
     ...(subject.assuranceLevel === null ? {} : { acr: `aal${subject.assuranceLevel}` }),
     ...(subject.actor ? { act: { sub: subject.actor.sub } } : {}),
+    // Opted in (ACCESS_TOKEN_ORGANIZATION_CLAIM), for a member's session alone.
+    ...(issuer.organizationClaim && subject.organization !== null
+      ? { [issuer.organizationClaim]: subject.organization }
+      : {}),
   };
   return { token: await signJws(claims, issuer.signer, { typ: "at+jwt" }), expiresIn: exp - iat };
 }

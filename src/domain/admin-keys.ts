@@ -16,6 +16,7 @@ export const ADMIN_SCOPES = [
   "sessions:end",
   "sessions:data",
   "support",
+  // The directory of organizations and an organization's own settings (docs/organizations.md).
   "organizations",
 ] as const;
 export type AdminScope = (typeof ADMIN_SCOPES)[number];

@@ -26,6 +26,8 @@ export interface CallerColumns extends UpstreamSignInColumns {
   dbscKeyThumbprint: string | null;
   /** Its application data (./session-data.ts); null: none. */
   data: SessionData | null;
+  /** The organization it belongs to (./organizations/organization.ts); null: none. */
+  organizationId: string | null;
 }
 
 export interface CallerView {
@@ -38,6 +40,8 @@ export interface CallerView {
   factors: CompletedFactor[];
   /** NIST SP 800-63B AAL, when the login flow gave one. */
   assuranceLevel: number | null;
+  /** The organization the session was created in, never changed; null: outside any. */
+  organization: string | null;
   /** With `maxAge`: whether `authenticatedAt` is at most that many seconds ago; never for support access. */
   fresh?: boolean;
   /** Present (true) only when the session is bound to its browser's key (DBSC). */
@@ -80,6 +84,7 @@ export function callerView(caller: CallerColumns, at: Instant, maxAge: number | 
     authenticatedAt: caller.authenticatedAt.toISOString(),
     factors: factorList(caller.authProofs),
     assuranceLevel: caller.assuranceLevel,
+    organization: caller.organizationId,
   };
   const actor = supportActor(caller);
   const upstream = upstreamSignInView(caller);

@@ -25,6 +25,10 @@ export const EVENT_TYPES = [
   // An upstream's CAEP event about the session, only logged (its `events` action `log`, or a
   // change that is no worse); the reason is `<upstream name>:<event>`.
   "signaled_by_upstream",
+  // Held until the user signs in again, as SESSION_CONTEXT_* = hold does, by an admin's call
+  // holding every session of an organization (src/services/organizations/sessions.ts); the
+  // reason is the caller's.
+  "held",
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

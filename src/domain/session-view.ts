@@ -83,4 +83,8 @@ export function supportActor(row: {
 }
 
 /** A session as a backend sees it: as the user's list shows it, and the upstream sign-in behind it. */
-export type BackendSessionView = SessionView & { upstream?: UpstreamSignInView };
+export type BackendSessionView = SessionView & {
+  upstream?: UpstreamSignInView;
+  /** The organization the session was created in; null: outside any. */
+  organization: string | null;
+};

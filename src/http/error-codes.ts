@@ -36,7 +36,11 @@ export const MESSAGES = {
   invalid_input:
     "A path parameter, query parameter or body member breaks the rule this call holds it to; detail says which.",
   insufficient_scope: "This admin key does not have the scope this call requires.",
+  provider_name_taken:
+    "An identity provider of this name exists already (an organization's, or one of SSF_UPSTREAMS): choose another name.",
+  provider_changed: "The identity provider was changed by another call meanwhile; nothing was written. Send it again.",
   session_not_found: "No live session matches: the token or id is unknown, or its session ended.",
+  organization_not_found: "No organization has this id.",
   report_not_found: "No such report link.",
   report_used: "This report link was used already: that sign-in was ended then.",
   report_expired: "This report link has expired; sign in to review your devices.",

@@ -1,3 +1,4 @@
+import { ORGANIZATION_ID_PATTERN } from "../domain/organizations/organization.ts";
 import { DISCOVERY_MAX_AGE_SECONDS } from "../domain/ssf/transmitter.ts";
 import { type ErrorCode, MESSAGES } from "./error-codes.ts";
 import { MAX_PATH_LENGTH } from "./middleware/input-limits.ts";
@@ -73,6 +74,13 @@ export function error(
     content: json(codes.length === 1 && only ? errorBody(only) : { oneOf: codes.map(errorBody) }),
   };
 }
+
+/** A session's organization, as whoami and a backend's list show it. */
+export const MEMBER_OF = {
+  type: ["string", "null"],
+  pattern: ORGANIZATION_ID_PATTERN.source,
+  description: "The organization the session was created in (docs/organizations.md), never changed; null: outside any.",
+};
 
 export function ok(description: string, schema: JsonObject, headers: JsonObject = {}): JsonObject {
   return { description, headers: { ...NO_STORE, ...headers }, content: json(schema) };

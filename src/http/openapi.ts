@@ -10,7 +10,7 @@ import { SESSION_ID_PATTERN, TOKEN_LENGTH } from "../domain/token.ts";
 import { MAX_USER_ID_LENGTH } from "../domain/user-id.ts";
 import { MAX_USER_AGENT_LENGTH } from "../services/issue-session.ts";
 import { adminKeyScheme } from "./admin/routes.ts";
-import { anyRequest, error, json, type OpenApiDocument, ref } from "./openapi-parts.ts";
+import { anyRequest, error, json, MEMBER_OF, type OpenApiDocument, ref } from "./openapi-parts.ts";
 import { type AnyRoute, declare, PUBLIC, pathsOf } from "./route.ts";
 import { accessTokenSchema } from "./routes/access-tokens.ts";
 import { IDENTIFIER_PARAMETER, PROOF_PARAMETER } from "./routes/device-binding.ts";
@@ -246,8 +246,23 @@ export const documentOf = (routes: readonly AnyRoute[]): OpenApiDocument => ({
       Session: SESSION,
       BackendSession: {
         ...SESSION,
-        description: "A listed session as a backend sees it: as its user does, and the upstream sign-in behind it.",
-        properties: { ...SESSION.properties, upstream: UPSTREAM_SIGN_IN },
+        description:
+          "A listed session as a backend sees it: as its user does, the upstream sign-in behind it and its organization.",
+        required: [...SESSION.required, "organization"],
+        properties: { ...SESSION.properties, upstream: UPSTREAM_SIGN_IN, organization: MEMBER_OF },
+      },
+      OrganizationSession: {
+        ...SESSION,
+        description:
+          "A session of an organization's member, as a backend lists it (`BackendSession`), with its user; `held` only on a session held until its user signs in again.",
+        required: [...SESSION.required, "organization", "user_id"],
+        properties: {
+          ...SESSION.properties,
+          upstream: UPSTREAM_SIGN_IN,
+          organization: MEMBER_OF,
+          user_id: { type: "string" },
+          held: { const: true },
+        },
       },
       ClientContext: {
         type: "object",
@@ -298,7 +313,7 @@ export const documentOf = (routes: readonly AnyRoute[]): OpenApiDocument => ({
             type: ["string", "null"],
             maxLength: MAX_REASON_LENGTH,
             description:
-              "Type `ended`: why the rest of the system ended the session (e.g. `password_changed`, `account_disabled`, `admin`). Type `ended_by_upstream`: `<upstream name>:<event>`, the upstream transmitter SSF_UPSTREAMS names and its event (e.g. `okta:session-revoked`); the same for `held_by_upstream` (held until re-authenticated) and `signaled_by_upstream` (only logged), e.g. `okta:credential-change`. Type `context_changed`: the policy that applied, `log` or `hold` (the session is held until re-authenticated). Type `reauthenticated`: `hold` when it lifted a hold. Events logged before the policies and a provider's event actions shared one vocabulary say `step-up` for `hold`. Type `created`: `<upstream name>:session_expiry` when the provider's `session_expiry` ends it. Null otherwise.",
+              "Type `ended`: why the rest of the system ended the session (e.g. `password_changed`, `account_disabled`, `admin`). Type `ended_by_upstream`: `<upstream name>:<event>`, the upstream transmitter SSF_UPSTREAMS names and its event (e.g. `okta:session-revoked`); the same for `held_by_upstream` (held until re-authenticated) and `signaled_by_upstream` (only logged), e.g. `okta:credential-change`. Type `held`: why an admin's call held every session of the organization (the caller's reason). Type `context_changed`: the policy that applied, `log` or `hold` (the session is held until re-authenticated). Type `reauthenticated`: `hold` when it lifted a hold. Events logged before the policies and a provider's event actions shared one vocabulary say `step-up` for `hold`. Type `created`: `<upstream name>:session_expiry` when the provider's `session_expiry` ends it. Null otherwise.",
           },
           new_device: {
             type: ["boolean", "null"],

@@ -85,6 +85,9 @@ export const callRefused = (refusal: CallRefusal) => invalidInput(callRefusalSen
 /** The admin API: no live session with that id. */
 export const sessionNotFound = () => apiError(404, "session_not_found");
 
+/** No organization of this id in the directory (one outside the key's own is `not_found`, src/http/admin/auth.ts). */
+export const organizationNotFound = () => apiError(404, "organization_not_found");
+
 /** The admin API: a key without the call's scope (RFC 6750). */
 export const insufficientScope = (scope: string) =>
   apiError(403, "insufficient_scope", {

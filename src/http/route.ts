@@ -119,10 +119,17 @@ async function inputOf(c: Context, { parameters = {}, body }: AnyRoute) {
 /** A handler's answer as the typed client reads it: a typed JSON answer as it is, any other as untyped. */
 type Typed<T> = T extends TypedResponse ? T : TypedResponse;
 
-/** The routes as Hono's typed client (`hc`) sees them: each path's methods and their answers. */
-type SchemaOf<Routes> = Routes extends readonly [infer First extends AnyRoute, ...infer Rest]
-  ? ToSchema<First["method"], First["path"], BlankInput, Typed<Awaited<ReturnType<First["handler"]>>>> & SchemaOf<Rest>
-  : BlankSchema;
+/**
+ * The routes as Hono's typed client (`hc`) sees them: each path's methods and their answers.
+ * Accumulated in `Schema`, so the recursion is a tail call: TypeScript then follows one level
+ * per route without calling the list too deep to instantiate.
+ */
+type SchemaOf<Routes, Schema = BlankSchema> = Routes extends readonly [infer First extends AnyRoute, ...infer Rest]
+  ? SchemaOf<
+      Rest,
+      Schema & ToSchema<First["method"], First["path"], BlankInput, Typed<Awaited<ReturnType<First["handler"]>>>>
+    >
+  : Schema;
 
 /** A router serving these routes, mounted at the origin's root: each runs its credential's middleware, reads its members, then runs its handler. */
 export function router<const Routes extends readonly AnyRoute[]>(routes: Routes) {

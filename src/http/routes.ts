@@ -1,6 +1,8 @@
 import { ADMIN_ROUTES } from "./admin/routes.ts";
 import { documentOf, documentRoute } from "./openapi.ts";
 import { ORGANIZATION_POLICY_ROUTES } from "./organizations/policy-routes.ts";
+import { PROVIDER_ROUTES } from "./organizations/providers.ts";
+import { ORGANIZATION_ROUTES } from "./organizations/routes.ts";
 import { ACCESS_TOKEN_ROUTES } from "./routes/access-tokens.ts";
 import { DEVICE_BINDING_ROUTES } from "./routes/device-binding.ts";
 import { EVENTS_ROUTES } from "./routes/events.ts";
@@ -29,6 +31,8 @@ export const ROUTES = [
   ...INBOUND_ROUTES,
   ...UPSTREAM_ROUTES,
   ...ADMIN_ROUTES,
+  ...ORGANIZATION_ROUTES,
+  ...PROVIDER_ROUTES,
   ...ORGANIZATION_POLICY_ROUTES,
   documentRoute(() => openApiDocument),
 ] as const;

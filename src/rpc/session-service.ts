@@ -23,6 +23,16 @@ export type { CreatedSession, ReauthenticatedSession, ReauthenticateRequest, Sup
 
 import { logFailure } from "../services/failure-log.ts";
 import type { CreateSessionInput, OpenSupportInput } from "../services/issue-session.ts";
+import {
+  type EndedAnswer,
+  endOrganizationSessions,
+  type HeldAnswer,
+  holdOrganizationSessions,
+  type ListOrganizationSessionsInput,
+  listOrganizationSessions,
+  type OrganizationSessionsInput,
+  type OrganizationSessionsPage,
+} from "../services/organizations/sessions.ts";
 import { authenticateToken } from "../services/own-sessions.ts";
 import { judgingInput, openScope, type Scope } from "../services/scope.ts";
 import { type UpdateSessionDataInput, updateSessionData } from "../services/session-data.ts";
@@ -192,6 +202,32 @@ export class SessionService extends WorkerEntrypoint<Env> {
    */
   async endSupportSessions(input: EndSupportSessionsInput): Promise<{ ended: number; moving: number }> {
     return this.run("endSupportSessions", (scope) => endSupportSessions(scope, input));
+  }
+
+  /**
+   * Ends every live session of the organization's members, each logged `ended` with the reason,
+   * at most 100 per database a call, one round trip to each: `complete: false`, call again
+   * (`moving`: sessions in a bucket being moved, untouched until it is done). Null: no such organization.
+   */
+  async endOrganizationSessions(input: OrganizationSessionsInput): Promise<EndedAnswer | null> {
+    return this.run("endOrganizationSessions", (scope) => endOrganizationSessions(scope, input));
+  }
+
+  /**
+   * Holds every live session of the organization's members until each user signs in again
+   * (`reauthenticate`), each logged `held` with the reason, bounded as `endOrganizationSessions`.
+   * Null: no such organization.
+   */
+  async holdOrganizationSessions(input: OrganizationSessionsInput): Promise<HeldAnswer | null> {
+    return this.run("holdOrganizationSessions", (scope) => holdOrganizationSessions(scope, input));
+  }
+
+  /**
+   * A page of the organization's live sessions across every database, by id (`limit` 1 to 100,
+   * 50 omitted; `cursor` the last page's `nextCursor`), one round trip to each. Null: no such organization.
+   */
+  async listOrganizationSessions(input: ListOrganizationSessionsInput): Promise<OrganizationSessionsPage | null> {
+    return this.run("listOrganizationSessions", (scope) => listOrganizationSessions(scope, input));
   }
 
   /**

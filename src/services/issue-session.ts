@@ -17,17 +17,19 @@ import { deviceKey } from "../domain/device.ts";
 import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
 import { InvalidInput } from "../domain/invalid-input.ts";
 import { normalizeIp } from "../domain/ip.ts";
-import { isOrganizationId, ORGANIZATION_ID_PATTERN } from "../domain/organizations/organization.ts";
+import { checkOrganizationId } from "../domain/organizations/organization.ts";
 import { effectivePolicy } from "../domain/organizations/policy.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
 import type { Sent } from "../domain/sent.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
 import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
 import { generateToken, hashSecret, newReportToken, newSecretFor, type Placement } from "../domain/token.ts";
+import { isObject } from "../domain/upstreams/config.ts";
 import {
   checkUpstreamSignIn,
   heldByTheProvider,
   notTheSessionsSignIn,
+  sessionOrganization,
   type UpstreamSignIn,
   type UpstreamSignInInput,
 } from "../domain/upstreams/sign-in.ts";
@@ -37,6 +39,7 @@ import { withReportToken } from "./event-message.ts";
 import { contextCheck, type Scope, write } from "./scope.ts";
 import { readSessionToken } from "./session-token.ts";
 import { linkSubject } from "./upstreams/links.ts";
+import { upstreamNamed } from "./upstreams/named.ts";
 
 // The one code path that creates sessions (SessionService.create and `npm run session:create`)
 // and gives one a new secret (SessionService.reauthenticate).
@@ -97,10 +100,11 @@ export interface CreateSessionInput {
    */
   upstream?: UpstreamSignInInput | null;
   /**
-   * The organization the user signs in to (src/domain/organizations/): its policy governs the
-   * session (docs/organization-policy.md). Omitted or null: none, the vars alone.
+   * The organization the user signs in to (docs/organizations.md), by its id: its policy governs
+   * the session, its admin keys reach it. Set now and never changed. One that does not exist is
+   * refused (checked in the create's own batch), nothing written. Omitted: outside any.
    */
-  organizationId?: string | null;
+  organization?: string | null;
 }
 
 /**
@@ -201,9 +205,30 @@ function signInProof(
   return { factors, assuranceLevel };
 }
 
-/** The upstream sign-in a call names, checked; read only when given: a mistake in SSF_UPSTREAMS must not stop the others. */
-function upstreamSignIn(scope: Scope, upstream: unknown): UpstreamSignIn | null {
-  return upstream == null ? null : checkUpstreamSignIn(upstream, scope.upstreams(), scope.at.now);
+/**
+ * The upstream sign-in a call names, checked; read only when given: a mistake in SSF_UPSTREAMS
+ * must not stop the others. Its provider is the var's entry, or an organization's acting
+ * provider (one planned round trip when the isolate does not keep it).
+ */
+async function upstreamSignIn(scope: Scope, upstream: unknown): Promise<UpstreamSignIn | null> {
+  if (upstream == null) return null;
+  const named = await upstreamNamed(scope, isObject(upstream) ? upstream.provider : undefined);
+  return checkUpstreamSignIn(upstream, named ? [named] : [], scope.at.now);
+}
+
+/**
+ * `check`'s rules judged as the caller's once a provider was read for them (its absence is what
+ * the database answered): their InvalidInput is thrown as needing what is stored, so the entry
+ * point answers it as the caller's, not as a stored value's failure (`judgingInput`).
+ */
+async function judgedAfterRead<T>(scope: Scope, before: number, check: () => Promise<T>): Promise<T> {
+  try {
+    return await check();
+  } catch (error) {
+    if (error instanceof InvalidInput && !error.needsStored && scope.roundTrips() > before)
+      throw new InvalidInput(error.message, error.thrownAs, true);
+    throw error;
+  }
 }
 
 /**
@@ -277,6 +302,7 @@ export async function buildSession(
     seenPlaceAt: seen.latitude === null ? null : createdAt,
     carrier,
     data,
+    organizationId: organizationOf(input, signIn),
     ...(signIn && {
       upstream: signIn.upstream.name,
       upstreamSubject: signIn.subject,
@@ -293,14 +319,6 @@ export async function buildSession(
   };
 }
 
-/** The organization a create names, checked: null for none. */
-function checkOrganizationId(organizationId: unknown): string | null {
-  if (organizationId == null) return null;
-  if (!isOrganizationId(organizationId))
-    throw new InvalidInput(`organizationId must be an organization id (${ORGANIZATION_ID_PATTERN.source}) or null`);
-  return organizationId;
-}
-
 /**
  * The settings a member's session is issued with: its organization's policy on the user's
  * database (the one its batch writes to), in a round trip before the batch, which holds the
@@ -314,33 +332,24 @@ async function memberSettings(
 ): Promise<{ config: Config; longest: number | null }> {
   scope.plannedRoundTrip();
   const row = await readPolicyRow(shard.db, organizationId);
-  if (!row) throw new InvalidInput("organizationId names no organization", TypeError, true);
+  if (!row) throw organizationNotFound(organizationId);
   // The policy's settings carry the vars' names (src/domain/organizations/policy.ts); its own
   // lifetime, when it sets one, is also the longest a `ttlSeconds` gets (src/db/liveness.ts).
   return { config: { ...scope.config, ...effectivePolicy(row, scope.config) }, longest: row.ttlSeconds };
 }
 
-/** A rule the input breaks once its organization's policy was read is still the caller's to fix. */
-async function judgedOnPolicy<T>(member: boolean, build: () => Promise<T>): Promise<T> {
-  try {
-    return await build();
-  } catch (error) {
-    if (member && error instanceof InvalidInput && !error.needsStored)
-      throw new InvalidInput(error.message, error.thrownAs, true);
-    throw error;
-  }
-}
-
 export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>): Promise<IssuedSession> {
   const { at } = scope;
   const shard = await scope.shards.forUser(checkUserId(input?.userId), input.region);
-  const signIn = upstreamSignIn(scope, input.upstream);
-  const organizationId = checkOrganizationId(input.organizationId);
-  const member = organizationId === null ? null : await memberSettings(scope, shard, organizationId);
+  const before = scope.roundTrips();
+  const { signIn, member, row, issued, context } = await judgedAfterRead(scope, before, async () => {
+    const signIn = await upstreamSignIn(scope, input.upstream);
+    const organizationId = organizationOf(input, signIn);
+    const member = organizationId === null ? null : await memberSettings(scope, shard, organizationId);
+    const config = member?.config ?? scope.config;
+    return { signIn, member, ...(await buildSession(config, input, shard.placement, at, signIn, member?.longest)) };
+  });
   const config = member?.config ?? scope.config;
-  const { row, issued, context } = await judgedOnPolicy(member !== null, () =>
-    buildSession(config, input, shard.placement, at, signIn, member?.longest ?? null),
-  );
   if (signIn) {
     // Before the session: a logout that follows this answer finds the user.
     const user = { userId: row.userId, region: shard.placement.region };
@@ -348,23 +357,34 @@ export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>
   }
   const policy = {
     maxPerUser: config.maxPerUser,
-    organizationId,
     seenSince: new Date(row.createdAt.getTime() - config.eventRetentionDays * 86_400_000),
   };
   // Drawn for every sign-in, kept (hashed) only by a new device's: the batch judges which.
   const report = newReportToken(row.id);
-  const session = { ...row, organizationId, reportHash: await hashSecret(report.secret) };
-  const { stored, newDevice } = await write(
+  const session = { ...row, reportHash: await hashSecret(report.secret) };
+  const { stored, newDevice, organizationFound } = await write(
     scope,
     null,
     async (writer) => withReportToken(await insertSession(shard, session, writer, policy, at), report.token),
     row.ipAddress ?? null,
   );
-  // The organization removed since its policy was read: its row is what the INSERT requires.
-  if (!stored && organizationId) throw new InvalidInput("organizationId names no organization", TypeError, true);
+  if (!organizationFound) throw organizationNotFound(row.organizationId);
   // Only if 128 random bits collided with a live session's id; the caller can simply retry.
   if (!stored) throw new Error("A session with this id already exists. Retry.");
   return newDevice ? { ...issued, newDevice, reportToken: report.token } : { ...issued, newDevice };
+}
+
+/** The caller named an organization the user's database has no policy row of: none of this id exists. */
+/** The organization `create` names, or that of the provider it signed in through (they must agree); null: none. */
+function organizationOf(input: Sent<CreateSessionInput>, signIn: UpstreamSignIn | null): string | null {
+  return sessionOrganization(
+    input.organization == null ? null : checkOrganizationId(input.organization, "organization"),
+    signIn,
+  );
+}
+
+function organizationNotFound(id: string | null | undefined): InvalidInput {
+  return new InvalidInput(`organization ${id} names no organization of this service`, RangeError, true);
 }
 
 /** A support session (src/domain/support.ts): who it is for, who acts in it and why. */
@@ -471,9 +491,12 @@ export async function reauthenticate(
   cookieHeader: string | undefined,
 ): Promise<ReissuedSession | null | "support"> {
   const { config, at } = scope;
-  const signIn = upstreamSignIn(scope, input?.upstream);
-  // A factor is recorded either way: the login flow's, or the provider's.
-  const proven = signInProof(input, signIn, at.now, signIn?.factors == null);
+  const before = scope.roundTrips();
+  const { signIn, proven } = await judgedAfterRead(scope, before, async () => {
+    const signIn = await upstreamSignIn(scope, input?.upstream);
+    // A factor is recorded either way: the login flow's, or the provider's.
+    return { signIn, proven: signInProof(input, signIn, at.now, signIn?.factors == null) };
+  });
   const factors = proven.factors as StoredFactors;
   const session = await readSessionToken(scope.shards, input.token, carrier, {
     header: cookieHeader,
@@ -493,7 +516,7 @@ export async function reauthenticate(
   const changed = await write(
     scope,
     proof.id,
-    (writer) => reauthenticateSession(shard, proof, change, writer, at, contextCheck(scope)),
+    (writer) => reauthenticateSession(shard, proof, change, writer, at, contextCheck(scope), scope.reach),
     null,
   );
   if (changed === "support") return changed;

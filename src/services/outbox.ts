@@ -4,10 +4,18 @@ import type { Shards } from "../db/shards.ts";
 import type { Logged, OutgoingEvent, Writer } from "../db/writes.ts";
 import { ConfigError } from "../domain/config.ts";
 import { readTransmitter, type Transmitter } from "../domain/ssf/transmitter.ts";
-import { readUpstreamReceivers, type UpstreamReceiver } from "../domain/upstreams/receivers.ts";
+import { readUpstreams } from "../domain/upstreams/config.ts";
+import {
+  PROVIDER_PREFIX,
+  readUpstreamReceivers,
+  receiverOf,
+  type UpstreamReceiver,
+} from "../domain/upstreams/receivers.ts";
 import { type SessionEventMessage, toMessage } from "./event-message.ts";
 import { logOutboxFailure } from "./failure-log.ts";
-import { pushDue } from "./ssf/delivery.ts";
+import { runtimeProviders } from "./organizations/acting-providers.ts";
+import { providerDestinations } from "./organizations/provider-pushes.ts";
+import { pushDue, type ReadDestinations } from "./ssf/delivery.ts";
 import { sawStreams, streamsMayBeLive } from "./ssf/live-streams.ts";
 import { queueSets } from "./ssf/session-sets.ts";
 import { upstreamSetsOf } from "./upstreams/pushed-sets.ts";
@@ -58,13 +66,31 @@ const SEND_CHUNK = 100;
  */
 export interface Outlets {
   queue?: Queue<SessionEventMessage>;
-  ssf: { streams: Database; transmitter: Transmitter; receivers: () => readonly UpstreamReceiver[] } | null;
+  ssf: {
+    streams: Database;
+    transmitter: Transmitter;
+    receivers: () => readonly UpstreamReceiver[];
+    /** Whether SSF_UPSTREAMS lists the name: then no organization's provider is read for it. */
+    listed: (name: string) => boolean;
+    /** The organizations' providers as push destinations, read when their SETs are due. */
+    providers: ReadDestinations;
+  } | null;
 }
 
 /** The outlets `env` configures, or null for none (then events are written not pending). */
 export function outletsOf(env: Env, shards: Shards): Outlets | null {
   const transmitter = readTransmitter(env);
-  const ssf = transmitter && { streams: shards.streams().db, transmitter, receivers: () => readUpstreamReceivers(env) };
+  const streams = shards.streams().db;
+  const ssf = transmitter && {
+    streams,
+    transmitter,
+    receivers: () => readUpstreamReceivers(env),
+    listed: (name: string) => readUpstreams(env).some((upstream) => upstream.name === name),
+    providers: {
+      prefix: PROVIDER_PREFIX,
+      read: (destinations: string[]) => providerDestinations(env, streams, destinations),
+    },
+  };
   return env.SESSION_EVENTS || ssf ? { queue: env.SESSION_EVENTS, ssf } : null;
 }
 
@@ -84,11 +110,14 @@ function receiversMayBeListed(receivers: () => readonly UpstreamReceiver[]): boo
 /**
  * Which of a write's events must be written pending: all for a queue or streams that may be
  * live; for an upstream that takes pushes, those of sessions signed in through an upstream (its
- * SETs then reach it at least once, as a stream's do); else none.
+ * SETs then reach it at least once, as a stream's do); else, with a transmitter, those signed in
+ * through an organization's provider; else none.
  */
 function writesPending({ queue, ssf }: Outlets): Writer["queued"] {
   if (queue || (ssf !== null && streamsMayBeLive())) return true;
-  return ssf !== null && receiversMayBeListed(ssf.receivers) ? "upstream" : false;
+  if (ssf === null) return false;
+  // An organization's provider may take pushes: whether is read when its sessions' events are sent.
+  return receiversMayBeListed(ssf.receivers) ? "upstream" : "provider";
 }
 
 /**
@@ -101,7 +130,7 @@ export async function deliver({ queue, ssf }: Outlets, db: Database, events: Out
       await queue.sendBatch(part.map((event) => ({ body: toMessage(event), contentType: "json" })));
   }
   // Only an event of an upstream's session reads the upstreams: the others pay nothing for them.
-  const receivers = ssf && events.some((event) => event.upstream !== null) ? ssf.receivers() : [];
+  const receivers = ssf && events.some((event) => event.upstream !== null) ? await receiversOf(ssf, events) : [];
   if (ssf) sawStreams(await queueSets(ssf.streams, ssf.transmitter, events, upstreamSetsOf(events, receivers)));
   await markDelivered(
     db,
@@ -114,7 +143,23 @@ export async function deliver({ queue, ssf }: Outlets, db: Database, events: Out
  * signed) leaves the SETs queued for the next round and is thrown, for its caller's line.
  */
 export async function push({ ssf }: Outlets, now: Date): Promise<void> {
-  if (ssf) await pushDue(ssf.streams, ssf.transmitter, now, fetch, receiversOrNone(ssf.receivers));
+  if (ssf) await pushDue(ssf.streams, ssf.transmitter, now, fetch, receiversOrNone(ssf.receivers), ssf.providers);
+}
+
+/**
+ * The upstreams that take pushes of the events' sessions: the var's, and the organizations'
+ * providers they name (none of the var's names), read when not kept. An event of an
+ * organization's session goes to its own organization's provider alone (pushed-sets.ts).
+ */
+async function receiversOf(ssf: NonNullable<Outlets["ssf"]>, events: OutgoingEvent[]) {
+  const listed = ssf.receivers();
+  const names = events.flatMap((event) =>
+    event.upstream !== null && event.organizationId !== null && !ssf.listed(event.upstream) ? [event.upstream] : [],
+  );
+  if (names.length === 0) return listed;
+  const found = await runtimeProviders(ssf.streams, names);
+  const theirs = [...found.values()].map(({ upstream }) => receiverOf(upstream, null));
+  return [...listed, ...theirs.filter((receiver) => receiver !== null)];
 }
 
 /** The upstreams that take pushes; none while the var is refused (logged), so the streams' pushes go on. */

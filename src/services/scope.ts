@@ -27,6 +27,11 @@ export interface Scope {
   /** The admin key making the call (its id, `asAdminKey`), which the security log names as who acted; else null. */
   adminKeyId: string | null;
   /**
+   * The one organization the call may act in (an admin key limited to it, `asAdminKey`): its
+   * statements touch that organization's sessions alone. Null: any session.
+   */
+  reach: string | null;
+  /**
    * Runs `work` after the answer, kept alive by the entry point; null for the operator's commands (no
    * entry point to keep it). Its round trips are not the answer's: `roundTrips` leaves them out.
    */
@@ -35,7 +40,8 @@ export interface Scope {
   upstreams(): readonly Upstream[];
   /**
    * An operation that must make a round trip before its own by design (an upstream's link before
-   * the user's batch, src/services/upstreams/links.ts) says so: that trip is the answer's own.
+   * the user's batch, src/services/upstreams/links.ts; an organization's provider read when the
+   * isolate does not keep it, src/services/upstreams/named.ts) says so: that trip is the answer's own.
    */
   plannedRoundTrip(): void;
   /** D1 round trips the answer made so far (for the request log). */
@@ -80,6 +86,7 @@ export function openScope(env: Env, entry: EntryPoint = {}): Scope {
     clientIp: entry.clientIp ?? null,
     context: entry.context ?? null,
     adminKeyId: null,
+    reach: null,
     upstreams: () => readUpstreams(env),
     plannedRoundTrip: () => {
       planned++;
@@ -97,10 +104,16 @@ export function openScope(env: Env, entry: EntryPoint = {}): Scope {
 /**
  * The request's scope as a backend holding an admin key calls (its databases, round trips and
  * outbox stay the request's): no client IP of its own for the security log, the client context
- * it passes (the login flow passes the browser's) or none, and the key as who acted.
+ * it passes (the login flow passes the browser's) or none, the key as who acted, and the
+ * organization it is limited to, if any, as the call's reach.
  */
-export function asAdminKey(scope: Scope, adminKeyId: string, context: ClientContext | null): Scope {
-  return { ...scope, clientIp: null, context, adminKeyId };
+export function asAdminKey(
+  scope: Scope,
+  adminKeyId: string,
+  context: ClientContext | null,
+  organization: string | null = null,
+): Scope {
+  return { ...scope, clientIp: null, context, adminKeyId, reach: organization };
 }
 
 /** The scope's context check (src/db/client-context.ts): its context under the configured policies. */

@@ -41,7 +41,7 @@ export async function updateSessionData(
   // An id that cannot be a session of this deployment matches nothing: no lookup.
   const shard = scope.shards.forSession(input.sessionId);
   if (!shard) return { updated: false };
-  const result = await updateRow(shard, input.sessionId, mode, json, scope.at);
+  const result = await updateRow(shard, input.sessionId, mode, json, scope.at, scope.reach);
   if (!result.updated && result.tooLarge !== null)
     throw new InvalidInput(
       `data merged into the session's would be ${result.tooLarge} bytes of JSON, over ${MAX_SESSION_DATA_BYTES}: nothing was written`,

@@ -50,13 +50,13 @@ function checkString(name: string, value: unknown): string {
  * upstream sign-in of each that has one.
  */
 export async function listUserSessions(
-  { shards, at }: Scope,
+  { shards, at, reach }: Scope,
   userId: string,
   region?: string | null,
 ): Promise<BackendSessionView[]> {
   const shard = await shards.forUser(checkUserId(userId), region);
   // An object for the RPC to hand over: its one parse, where the HTTP list hands the text on.
-  return parsedText(await listSessionsByUserId(shard, userId, at));
+  return parsedText(await listSessionsByUserId(shard, userId, at, reach));
 }
 
 /** Ends every live session of the user (but `exceptSessionId`); returns how many ended. */
@@ -70,7 +70,7 @@ export async function endUserSessions(scope: Scope, input: Sent<EndUserSessionsI
   const ended = await write(
     scope,
     null,
-    (writer) => endSessionsByUserId(shard, userId, except, reason, writer, scope.at),
+    (writer) => endSessionsByUserId(shard, userId, except, reason, writer, scope.at, scope.reach),
     null,
   );
   return { ended };
@@ -83,7 +83,12 @@ export async function endSession(scope: Scope, input: Sent<EndSessionInput>): Pr
   // An id that cannot be a session of this deployment matches nothing: no lookup.
   const shard = scope.shards.forSession(sessionId);
   if (!shard) return { ended: false };
-  const ended = await write(scope, null, (writer) => endSessionById(shard, sessionId, reason, writer, scope.at), null);
+  const ended = await write(
+    scope,
+    null,
+    (writer) => endSessionById(shard, sessionId, reason, writer, scope.at, scope.reach),
+    null,
+  );
   return { ended };
 }
 

@@ -30,6 +30,7 @@ export const WORDS = {
     ended_by_upstream: "Ended by your identity provider",
     held_by_upstream: "Held by your identity provider until you sign in again",
     signaled_by_upstream: "Noted from your identity provider",
+    held: "Held by an administrator until you sign in again",
   } satisfies Record<EventType, string>,
   /** Said after a `created` event's words when no recent session of the user had its browser, OS and country. */
   newDevice: "from a new device",

@@ -1,4 +1,4 @@
-import { and, asc, count, eq, exists, inArray, lt, lte, ne, or, type SQL, sql } from "drizzle-orm";
+import { and, asc, count, eq, exists, gte, inArray, lt, lte, ne, or, type SQL, sql } from "drizzle-orm";
 import { batchAll, batchNamed, type Database } from "../client.ts";
 import { ssfQueuedSets, ssfReceivers, ssfStreamSubjects, ssfStreams } from "../schema.ts";
 
@@ -126,7 +126,9 @@ export interface DuePush {
  * are marked as this round's and put off to then, and read back. So a round that starts
  * meanwhile never leases them, and if this round dies before it records how they went, they are
  * due again once its lease runs out. `destinations` (the upstreams', src/domain/upstreams/receivers.ts):
- * their due SETs too, up to `limit` more; with none, the statements are the streams' alone.
+ * their due SETs too, up to `limit` more; so those of every destination that starts with
+ * `prefix` (organizations' providers, each read when pushed); with neither, the statements are
+ * the streams' alone.
  */
 export async function leaseDuePushes(
   db: Database,
@@ -135,6 +137,7 @@ export async function leaseDuePushes(
   leaseUntil: Date,
   limit: number,
   destinations: readonly string[] = [],
+  prefix: string | null = null,
 ): Promise<DuePush[]> {
   const due = db
     .select({ streamId: ssfQueuedSets.streamId, jti: ssfQueuedSets.jti })
@@ -150,20 +153,25 @@ export async function leaseDuePushes(
     .orderBy(asc(ssfQueuedSets.nextAttemptAt))
     .limit(limit);
   const key = sql`(${ssfQueuedSets.streamId}, ${ssfQueuedSets.jti})`;
-  const dueDestined = () =>
-    db
+  const dueDestined = (destined: SQL | undefined) =>
+    sql`${key} IN ${db
       .select({ streamId: ssfQueuedSets.streamId, jti: ssfQueuedSets.jti })
       .from(ssfQueuedSets)
-      .where(and(inArray(ssfQueuedSets.streamId, [...destinations]), lte(ssfQueuedSets.nextAttemptAt, at)))
+      .where(and(destined, lte(ssfQueuedSets.nextAttemptAt, at)))
       .orderBy(asc(ssfQueuedSets.nextAttemptAt))
-      .limit(limit);
+      .limit(limit)}`;
+  // Every id that starts with the prefix: the range of the primary key from it to its next string.
+  const prefixed = (start: string) =>
+    and(gte(ssfQueuedSets.streamId, start), lt(ssfQueuedSets.streamId, `${start.slice(0, -1)}${nextChar(start)}`));
+  const beside = [
+    ...(destinations.length > 0 ? [dueDestined(inArray(ssfQueuedSets.streamId, [...destinations]))] : []),
+    ...(prefix === null ? [] : [dueDestined(prefixed(prefix))]),
+  ];
   const { due: leased } = await batchNamed(db, {
     lease: db
       .update(ssfQueuedSets)
       .set({ leasedBy: round, nextAttemptAt: leaseUntil })
-      .where(
-        destinations.length > 0 ? or(sql`${key} IN ${due}`, sql`${key} IN ${dueDestined()}`) : sql`${key} IN ${due}`,
-      ),
+      .where(beside.length > 0 ? or(sql`${key} IN ${due}`, ...beside) : sql`${key} IN ${due}`),
     due: db
       .select({
         streamId: ssfQueuedSets.streamId,
@@ -183,6 +191,9 @@ export async function leaseDuePushes(
   });
   return leased;
 }
+
+/** The character after the last of `text`. */
+const nextChar = (text: string) => String.fromCharCode(text.charCodeAt(text.length - 1) + 1);
 
 /**
  * After a round of pushes (one round trip): forgets what was accepted or refused for good, and

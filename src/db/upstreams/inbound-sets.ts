@@ -24,10 +24,13 @@ export interface InboundSet {
  * given) or, with `upstreamSid`, the one of `userId` signed in through that upstream with that
  * `sid`; with `upstream`, only those signed in through it (as that subject and that `sid`,
  * when given); only those created by `issuedAt` (plus the skew), of which the token speaks.
- * `heldSince`: a hold's instant, which only the upstream's sign-in after it lifts.
+ * `heldSince`: a hold's instant, which only the upstream's sign-in after it lifts. Of
+ * `organizationId`'s sessions alone, when given: in the same statement, whatever else it names.
  */
 export interface SetTarget {
   userId: string | null;
+  /** An organization's provider's: only that organization's sessions (null or absent: the var's entry, any session). */
+  organizationId?: string | null;
   sessionId: string | null;
   upstreamSid?: { upstream: string; sid: string };
   upstream?: { name: string; subject: string | null; sid: string | null };
@@ -91,6 +94,7 @@ export function actOnSessionsForSet(
   const { upstream, issuedAt, heldSince = at.now } = target;
   const ending = and(
     target.userId === null ? undefined : eq(sessions.userId, target.userId),
+    target.organizationId == null ? undefined : eq(sessions.organizationId, target.organizationId),
     upstream === undefined ? undefined : eq(sessions.upstream, upstream.name),
     upstream?.subject == null ? undefined : eq(sessions.upstreamSubject, upstream.subject),
     upstream?.sid == null ? undefined : eq(sessions.upstreamSid, upstream.sid),

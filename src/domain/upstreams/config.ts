@@ -84,6 +84,11 @@ export interface UpstreamSets {
 }
 
 export interface Upstream {
+  /**
+   * Null: an entry of SSF_UPSTREAMS. Else the organization whose provider it is, registered at
+   * runtime (src/services/organizations/providers.ts): it acts on that organization's sessions alone.
+   */
+  organizationId: string | null;
   /** The `iss` of everything it signs, exactly as it carries it. */
   issuer: string;
   /** Short, unique: the security log records `<name>:<event>` as the reason; `create` names it. */
@@ -115,13 +120,27 @@ export const MAX_UPSTREAM_NAME_LENGTH = MAX_REASON_LENGTH - 1 - LONGEST_EVENT;
 const NAME = new RegExp(`^[A-Za-z0-9._-]{1,${MAX_UPSTREAM_NAME_LENGTH}}$`);
 const REGION = /^[a-z]{2}$/;
 
+/** Whether `name` is one an upstream may have: what a lookup by name need not ask about otherwise. */
+export const isUpstreamName = (name: unknown): name is string => typeof name === "string" && NAME.test(name);
+
+/**
+ * What the memory of an upstream's acted-on tokens knows it by (ssf_received_sets.issuer, and
+ * the `logout`, `revocation` and `unlinked` records made from it): the var's entry by its issuer,
+ * as always; an organization's provider by its name and issuer, so that two organizations
+ * trusting one issuer never find, nor block, each other's tokens. No issuer (a URL: its scheme
+ * and `:` come first) reads as a name (no `:`) and a space.
+ */
+export function tokenIssuerOf(upstream: Upstream): string {
+  return upstream.organizationId === null ? upstream.issuer : `${upstream.name} ${upstream.issuer}`;
+}
+
 /** The security log's reason for what an upstream did. */
 export function upstreamReason(upstream: Upstream, event: UpstreamEvent): string {
   return `${upstream.name}:${event}`;
 }
 
 /** `acr_levels`: an object from `acr` values to 1, 2 or 3; absent, none. */
-function acrLevelsOf(value: unknown, invalid: (rule: string) => ConfigError): Record<string, AssuranceLevel> {
+function acrLevelsOf(value: unknown, invalid: Invalid): Record<string, AssuranceLevel> {
   if (value === undefined) return {};
   const isLevel = (level: unknown) => ASSURANCE_LEVELS.some((known) => known === level);
   if (!isObject(value) || !Object.values(value).every(isLevel))
@@ -130,7 +149,7 @@ function acrLevelsOf(value: unknown, invalid: (rule: string) => ConfigError): Re
 }
 
 /** The `events` member: each CAEP event it names and its action, over the defaults. */
-function eventActionsOf(events: unknown, invalid: (rule: string) => ConfigError): Record<CaepEvent, EventAction> {
+function eventActionsOf(events: unknown, invalid: Invalid): Record<CaepEvent, EventAction> {
   if (events === undefined) return DEFAULT_EVENT_ACTIONS;
   const rule = `events is an object whose members are CAEP events (${CAEP_EVENTS.join(", ")}), each ${ACTIONS.join(", ")}`;
   if (!isObject(events)) throw invalid(rule);
@@ -145,7 +164,7 @@ function eventActionsOf(events: unknown, invalid: (rule: string) => ConfigError)
  * `audience` (the issuer when absent: the SETs are for the provider itself) and `events` (both
  * when absent).
  */
-function pushOf(value: unknown, issuer: string, invalid: (rule: string) => ConfigError): UpstreamPush | null {
+function pushOf(value: unknown, issuer: string, invalid: Invalid): UpstreamPush | null {
   if (value === undefined) return null;
   const rule = (what: string) => invalid(`push ${what}`);
   if (!isObject(value) || Object.keys(value).some((member) => !["endpoint_url", "audience", "events"].includes(member)))
@@ -169,7 +188,15 @@ function pushOf(value: unknown, issuer: string, invalid: (rule: string) => Confi
   };
 }
 
-function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Upstream {
+/** What a broken rule is thrown as: the var's ConfigError, the admin API's InvalidInput. */
+export type Invalid = (rule: string) => Error;
+
+/**
+ * An entry of SSF_UPSTREAMS, or a provider an organization registers over the admin API: the one
+ * validator of both, so a provider is held to the var's every rule. `organizationId`: the
+ * registering organization, null for the var's. Each rule's sentence names its member.
+ */
+export function upstreamOf(entry: unknown, invalid: Invalid, organizationId: string | null = null): Upstream {
   if (typeof entry !== "object" || entry === null || Array.isArray(entry)) throw invalid("each entry is an object");
   const {
     issuer,
@@ -186,8 +213,7 @@ function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Ups
     push,
   } = entry as Record<string, unknown>;
   if (typeof issuer !== "string" || !URL.canParse(issuer)) throw invalid("issuer is a URL");
-  if (typeof name !== "string" || !NAME.test(name))
-    throw invalid(`name is 1 to ${MAX_UPSTREAM_NAME_LENGTH} characters of A-Z a-z 0-9 . _ -`);
+  if (!isUpstreamName(name)) throw invalid(`name is 1 to ${MAX_UPSTREAM_NAME_LENGTH} characters of A-Z a-z 0-9 . _ -`);
   if ((audience === undefined) !== (subject === undefined))
     throw invalid("audience and subject come together (an upstream that sends SETs) or not at all");
   if (audience !== undefined && (typeof audience !== "string" || audience === ""))
@@ -213,6 +239,7 @@ function upstreamOf(entry: unknown, invalid: (rule: string) => ConfigError): Ups
   if (jwks_uri !== undefined && !(uri && isHttpsOrLoopback(uri)))
     throw invalid("jwks_uri is an https URL (http only on a loopback host)");
   return {
+    organizationId,
     issuer,
     name,
     sets:

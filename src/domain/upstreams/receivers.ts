@@ -38,8 +38,42 @@ const EVENT_URIS: Record<PushedEvent, string> = {
   "session-established": SESSION_ESTABLISHED,
 };
 
-/** The queued SETs' stream id of an upstream's pushes. */
-export const destinationOf = (upstream: Upstream) => `upstream:${upstream.name}`;
+/**
+ * The queued SETs' stream id of an upstream's pushes: `upstream:<name>` for the var's,
+ * `provider:<name>` for an organization's (the push loop leases those by the prefix alone, and
+ * reads each one's provider when it pushes).
+ */
+export const destinationOf = (upstream: Upstream) =>
+  `${upstream.organizationId === null ? UPSTREAM_PREFIX : PROVIDER_PREFIX}${upstream.name}`;
+export const UPSTREAM_PREFIX = "upstream:";
+export const PROVIDER_PREFIX = "provider:";
+
+/** An upstream with `push` as a destination of its sessions' SETs, its Authorization beside. */
+export function receiverOf(upstream: Upstream, authorization: string | null): UpstreamReceiver | null {
+  const { push } = upstream;
+  if (push === null) return null;
+  return {
+    upstream,
+    destination: destinationOf(upstream),
+    endpointUrl: push.endpointUrl,
+    audience: push.audience,
+    events: push.events.map((event) => EVENT_URIS[event]),
+    authorization,
+  };
+}
+
+/** What an upstream's push Authorization is, the var's and a runtime provider's alike. */
+export const AUTHORIZATION_RULE = `1 to ${MAX_AUTHORIZATION_LENGTH} printable ASCII characters`;
+
+/** A header's value: what the Fetch API would refuse is refused when configured, not at each push. */
+export function isAuthorizationValue(value: unknown): value is string {
+  return (
+    typeof value === "string" &&
+    value.length > 0 &&
+    value.length <= MAX_AUTHORIZATION_LENGTH &&
+    /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(value)
+  );
+}
 
 function authorizationsOf(text: string, receivers: readonly Upstream[]): Map<string, string> {
   const invalid = (rule: string) =>
@@ -54,16 +88,7 @@ function authorizationsOf(text: string, receivers: readonly Upstream[]): Map<str
   for (const [name, value] of Object.entries(parsed)) {
     if (!receivers.some((upstream) => upstream.name === name))
       throw invalid("each name is an upstream of SSF_UPSTREAMS with push");
-    // A header's value: what the Fetch API would refuse is refused here, not at each push.
-    if (
-      !(
-        typeof value === "string" &&
-        value.length > 0 &&
-        value.length <= MAX_AUTHORIZATION_LENGTH &&
-        /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/.test(value)
-      )
-    )
-      throw invalid(`each value is 1 to ${MAX_AUTHORIZATION_LENGTH} printable ASCII characters`);
+    if (!isAuthorizationValue(value)) throw invalid(`each value is ${AUTHORIZATION_RULE}`);
   }
   return new Map(Object.entries(parsed as Record<string, string>));
 }
@@ -73,17 +98,9 @@ const receiversFrom = parsedOnce(
     const pushing = upstreams.filter((upstream) => upstream.push !== null);
     const text = authorizationsText ?? "";
     const authorizations = text.trim() === "" ? new Map<string, string>() : authorizationsOf(text, pushing);
-    return pushing.map((upstream) => {
-      const push = upstream.push as NonNullable<Upstream["push"]>;
-      return {
-        upstream,
-        destination: destinationOf(upstream),
-        endpointUrl: push.endpointUrl,
-        audience: push.audience,
-        events: push.events.map((event) => EVENT_URIS[event]),
-        authorization: authorizations.get(upstream.name) ?? null,
-      };
-    });
+    return pushing.map(
+      (upstream) => receiverOf(upstream, authorizations.get(upstream.name) ?? null) as UpstreamReceiver,
+    );
   },
 );
 

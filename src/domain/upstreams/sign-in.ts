@@ -137,7 +137,9 @@ export function checkUpstreamSignIn(input: unknown, upstreams: readonly Upstream
     );
   const upstream = upstreams.find((candidate) => candidate.name === input.provider);
   if (!upstream)
-    throw new InvalidInput("upstream.provider must be the name of an upstream this deployment lists in SSF_UPSTREAMS");
+    throw new InvalidInput(
+      "upstream.provider must be the name of an upstream this deployment lists in SSF_UPSTREAMS, or of an enabled provider of an organization",
+    );
   const rule = `of 1 to ${MAX_UPSTREAM_ID_LENGTH} characters without control characters`;
   if (!isUpstreamId(input.subject)) throw new InvalidInput(`upstream.subject must be a string ${rule}`);
   const sid = input.sid ?? null;
@@ -158,6 +160,21 @@ export function checkUpstreamSignIn(input: unknown, upstreams: readonly Upstream
     factors,
     assuranceLevel,
   };
+}
+
+/**
+ * The organization a new session is in: that of the provider the user signed in through (an
+ * organization's provider), else the one `create` names (null: none). Naming another than its
+ * provider's is refused: a provider of one organization never signs a user into another.
+ */
+export function sessionOrganization(named: string | null, signIn: UpstreamSignIn | null): string | null {
+  const providers = signIn?.upstream.organizationId ?? null;
+  if (named !== null && providers !== null && named !== providers)
+    throw new InvalidInput(
+      "organization must be the organization of the provider upstream.provider names, or be omitted",
+      RangeError,
+    );
+  return providers ?? named;
 }
 
 /**

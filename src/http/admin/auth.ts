@@ -3,6 +3,7 @@ import { createMiddleware } from "hono/factory";
 import { routePath } from "hono/route";
 import { type AdminKey, type AdminScope, matchAdminKey, readAdminKeys } from "../../domain/admin-keys.ts";
 import { logLine } from "../../domain/log.ts";
+import type { Refused } from "../../domain/refusal.ts";
 import { noteKeyUse } from "../../services/admin-key-uses.ts";
 import type { AppEnv } from "../app-env.ts";
 import { bearerToken } from "../credentials.ts";
@@ -53,11 +54,22 @@ export function requireAdminKey(scope: AdminScope) {
 /**
  * The organization `id`, as the call's key may reach it: a key limited to another organization
  * is answered 404, as for an organization that does not exist (its existence is not revealed),
- * and the attempt is one `admin_key_outside` line beside the call's `admin_call`.
+ * and the attempt is one `admin_key_outside` line beside the call's `admin_call`. `id` null: the
+ * deployment as a whole (the directory itself, a session outside any organization), which no
+ * limited key reaches.
  */
-export function reachOrganization(c: Context<AdminEnv>, id: string): void {
+export function reachOrganization(c: Context<AdminEnv>, id: string | null): void {
   const key = c.var.adminKey;
   if (key.organization === undefined || key.organization === id) return;
+  throw outsideOrganization(c);
+}
+
+/**
+ * The call's limited key asked for something outside its organization: its line, and the 404 to
+ * throw, `refusal` (the answer for what is not there at all, so the two are one).
+ */
+export function outsideOrganization(c: Context<AdminEnv>, refusal: Refused = notFound()): Refused {
+  const key = c.var.adminKey;
   logLine("warn", "admin_key_outside", {
     key: key.id,
     name: key.name,
@@ -65,5 +77,5 @@ export function reachOrganization(c: Context<AdminEnv>, id: string): void {
     method: c.req.method,
     route: routePath(c),
   });
-  throw notFound();
+  return refusal;
 }

@@ -2,6 +2,11 @@ import type { Context } from "hono";
 import { ADMIN_SCOPES, type AdminScope } from "../../domain/admin-keys.ts";
 import { type ClientContext, checkContextInput } from "../../domain/client-context.ts";
 import { InvalidInput } from "../../domain/invalid-input.ts";
+import {
+  checkOrganizationId,
+  ORGANIZATION_ID_PATTERN,
+  ORGANIZATION_ID_RULE,
+} from "../../domain/organizations/organization.ts";
 import { MAX_REASON_LENGTH } from "../../domain/reason.ts";
 import { isCallRefusal } from "../../domain/refusal.ts";
 import type { Sent } from "../../domain/sent.ts";
@@ -14,6 +19,15 @@ import {
   reauthenticated,
   supportSession,
 } from "../../services/login-response.ts";
+import {
+  DEFAULT_ORGANIZATION_PAGE,
+  endOrganizationSessions,
+  holdOrganizationSessions,
+  listOrganizationSessions,
+  MAX_ORGANIZATION_PAGE,
+  ORGANIZATION_CHUNK,
+  type OrganizationSessionsInput,
+} from "../../services/organizations/sessions.ts";
 import { asAdminKey, judgingInput, type Scope } from "../../services/scope.ts";
 import { updateSessionData } from "../../services/session-data.ts";
 import {
@@ -29,10 +43,17 @@ import { MESSAGES } from "../error-codes.ts";
 import { limitedText, mediaTypeOf } from "../limited-body.ts";
 import { withScope } from "../middleware/scope.ts";
 import { AUTH_ERRORS, error, type JsonObject, json, METHOD_NOT_ALLOWED, ok, ref } from "../openapi-parts.ts";
-import { bodyTooLarge, callRefused, invalidInput, sessionNotFound, unsupportedMediaType } from "../refusals.ts";
+import {
+  bodyTooLarge,
+  callRefused,
+  invalidInput,
+  notFound,
+  sessionNotFound,
+  unsupportedMediaType,
+} from "../refusals.ts";
 import { type Credential, declare, type Member, type Mount } from "../route.ts";
 import { UPSTREAM_SIGN_IN_INPUT } from "../upstreams/routes.ts";
-import { type AdminEnv, requireAdminApi, requireAdminKey } from "./auth.ts";
+import { type AdminEnv, outsideOrganization, reachOrganization, requireAdminApi, requireAdminKey } from "./auth.ts";
 
 // The admin API: the SessionService RPC's verbs over HTTP, for a login flow or a support tool
 // on any stack holding an admin key (./auth.ts). Each route reads a JSON object, calls the same
@@ -72,7 +93,7 @@ async function body(c: Context<AdminEnv>, allowed: readonly string[] | null): Pr
 }
 
 /** The body as the document lists it (`schema`) and as `body` reads it, with its refusals. */
-const jsonBody = (
+export const jsonBody = (
   schema: JsonObject,
   allowed: readonly string[] | null,
 ): Member<Record<string, unknown>, AdminEnv> => ({
@@ -112,7 +133,30 @@ function checkPath(c: Context<AdminEnv>): void {
  * browser's own), and every event the call causes names the key as who acted.
  */
 export function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = null): Scope {
-  return asAdminKey(c.var.scope, c.var.adminKey.id, context);
+  const key = c.var.adminKey;
+  return asAdminKey(c.var.scope, key.id, context, key.organization ?? null);
+}
+
+/**
+ * What a key limited to an organization was answered "none" for (no live session of its
+ * organization had that id or token): 404 `session_not_found`, as for a session that does not
+ * exist, and logged `admin_key_outside`; for any other key, `found` as it is.
+ */
+function inReach<T extends { ended: boolean } | { updated: boolean }>(c: Context<AdminEnv>, found: T): T {
+  const none = "ended" in found ? !found.ended : !found.updated;
+  if (none && c.var.adminKey.organization !== undefined) throw outsideOrganization(c, sessionNotFound());
+  return found;
+}
+
+/**
+ * `create`'s organization under the call's key: a key limited to one creates the session in it
+ * (named or not); another named, or none (null), is outside it.
+ */
+function organizationOf(c: Context<AdminEnv>, named: unknown): unknown {
+  const limited = c.var.adminKey.organization;
+  if (limited === undefined) return named;
+  if (named !== undefined && named !== limited) throw outsideOrganization(c);
+  return limited;
 }
 
 /**
@@ -121,7 +165,7 @@ export function scopeOf(c: Context<AdminEnv>, context: ClientContext | null = nu
  * the 400 that names the rule, a call refusal its refusal. Anything else (a retryable 503, a
  * bug's TypeError, a stored value a rule refused) is answered as on every route.
  */
-export async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () => Promise<unknown>) {
+export async function answer(c: Context<AdminEnv>, status: 200 | 201 | 204, call: () => Promise<unknown>) {
   checkPath(c);
   let result: unknown;
   try {
@@ -131,22 +175,30 @@ export async function answer(c: Context<AdminEnv>, status: 200 | 201, call: () =
     throw error;
   }
   if (isCallRefusal(result)) throw callRefused(result);
-  return c.json(result, status);
+  return status === 204 ? c.body(null, 204) : c.json(result, status);
 }
 
 /** The admin API: without ADMIN_KEYS every path under /admin/ is 404, before anything else. */
 const ADMIN: Mount = { path: "/admin", use: [requireAdminApi, withScope] };
 
-/** An admin key with `scope`: what every admin call answers. */
-export function adminKey(scope: AdminScope): Credential<AdminEnv> {
+/** An admin key with `scope`: what every admin call answers; `roundTrips`, the call's, as the document says them. */
+export function adminKey(scope: AdminScope, roundTrips = "One database round trip"): Credential<AdminEnv> {
   return {
     // OpenAPI 3.1 lets a non-OAuth scheme name the roles an operation requires: the key's scope.
     security: [{ adminKey: [scope] }],
-    description: `Scope \`${scope}\`. One database round trip; one \`admin_call\` log line naming the key.`,
+    description: `Scope \`${scope}\`. ${roundTrips}; one \`admin_call\` log line naming the key.`,
     mount: ADMIN,
     use: [requireAdminKey(scope)],
     answers: { ...guarded(scope), ...INVALID },
     otherMethods: OTHER_METHODS,
+  };
+}
+
+/** An admin key with `scope`, for a call that asks every database: one round trip to each. */
+function adminKeyOnEveryDatabase(scope: AdminScope): Credential<AdminEnv> {
+  return {
+    ...adminKey(scope),
+    description: `Scope \`${scope}\`. One round trip to each database, in parallel; one \`admin_call\` log line naming the key.`,
   };
 }
 
@@ -205,7 +257,9 @@ function guarded(scope: AdminScope) {
         },
       },
     ),
-    "404": error(OFF, ["not_found"]),
+    "404": error(`${OFF} Or the key is limited to an organization and the call reaches outside it (logged).`, [
+      "not_found",
+    ]),
     "429": error("Too many refused keys from this client IP.", ["rate_limited"], {
       "Retry-After": ref("headers/RetryAfter"),
     }),
@@ -223,6 +277,7 @@ const SESSION_ID = pathParameter(
   "sessionId",
   "The session's id: any text, as over RPC (one naming no live session answers `false`).",
 );
+const ORGANIZATION_ID = pathParameter("id", `The organization's id: ${ORGANIZATION_ID_RULE}.`);
 const REASON = {
   type: "string",
   maxLength: MAX_REASON_LENGTH,
@@ -241,11 +296,19 @@ const DATA = {
   description: `Application data: a JSON object of at most ${MAX_SESSION_DATA_BYTES} bytes, nested at most ${MAX_SESSION_DATA_DEPTH} deep (itself the first level); answered by authenticate and whoami, never listed.`,
 };
 const COUNT = { type: "integer", minimum: 0 };
+/** A key limited to an organization is answered 404 where another is answered "none". */
+const NONE_IN_REACH = {
+  "404": error(
+    "The key is limited to an organization, and no live session of it has that id (logged); or no admin key is configured.",
+    ["session_not_found", "not_found"],
+  ),
+};
 const UPDATED = {
   "200": ok(
     "Whether a live session had that id (nothing is written when none had).",
     object(["updated"], { updated: { type: "boolean" } }),
   ),
+  ...NONE_IN_REACH,
 };
 
 const ISSUED = {
@@ -263,6 +326,116 @@ const ISSUED = {
   },
   additionalProperties: false,
 };
+
+/** An organization that does not exist, or one the key is limited away from: the same answer. */
+const NO_ORGANIZATION = {
+  "404": error(
+    "No organization has that id, or the key is limited to another organization (its existence is not revealed); or no admin key is configured.",
+    ["not_found"],
+  ),
+};
+
+/** What ending or holding an organization's sessions answers, under `changed`'s name. */
+const actAnswer = (changed: "ended" | "held", what: string) => ({
+  "200": ok(
+    `How many this call ${what} (at most ${ORGANIZATION_CHUNK} per database), how many sit in a bucket being moved, and whether none is left: \`complete: false\`, call again.`,
+    object([changed, "moving", "complete"], { [changed]: COUNT, moving: COUNT, complete: { type: "boolean" } }),
+  ),
+  ...NO_ORGANIZATION,
+});
+
+/** Runs an organization's call once the key may reach it: null from the service is 404, as for another's. */
+function onOrganization(c: Context<AdminEnv>, id: string, call: () => Promise<unknown>) {
+  reachOrganization(c, id);
+  return answer(c, 200, async () => {
+    checkOrganizationId(id, "id");
+    const answered = await call();
+    if (answered === null) throw notFound();
+    return answered;
+  });
+}
+
+/** A query parameter that is a whole number as sent, as a number; anything else as sent, for the service's rule. */
+function wholeNumber(value: string | undefined): unknown {
+  return value !== undefined && /^\d{1,9}$/.test(value) ? Number(value) : value;
+}
+
+const REASON_ONLY = members<Omit<OrganizationSessionsInput, "organizationId">>(["reason"], { reason: REASON });
+
+/** An organization's sessions, all at once (src/services/organizations/sessions.ts). */
+const ORGANIZATION_ROUTES = [
+  declare({
+    method: "get",
+    path: "/admin/organizations/:id/sessions",
+    credential: adminKeyOnEveryDatabase("sessions:read"),
+    operationId: "adminListOrganizationSessions",
+    summary:
+      "An organization's live sessions on every database, a page at a time (SessionService.listOrganizationSessions)",
+    parameters: {
+      id: ORGANIZATION_ID,
+      limit: {
+        doc: {
+          name: "limit",
+          in: "query",
+          required: false,
+          description: `Sessions per page, 1 to ${MAX_ORGANIZATION_PAGE}; ${DEFAULT_ORGANIZATION_PAGE} when omitted.`,
+          schema: { type: "integer", minimum: 1, maximum: MAX_ORGANIZATION_PAGE },
+        },
+        read: (c) => c.req.query("limit"),
+      },
+      cursor: {
+        doc: {
+          name: "cursor",
+          in: "query",
+          required: false,
+          description: "The previous page's `nextCursor`; omitted: the first page.",
+          schema: { type: "string" },
+        },
+        read: (c) => c.req.query("cursor"),
+      },
+    },
+    answers: {
+      "200": ok(
+        "By session id, a stable order; `nextCursor` null on the last page. One round trip to each database.",
+        object(["sessions", "nextCursor"], {
+          sessions: { type: "array", items: ref("schemas/OrganizationSession") },
+          nextCursor: { type: ["string", "null"] },
+        }),
+      ),
+      ...NO_ORGANIZATION,
+    },
+    handler: (c, { id, limit, cursor }) =>
+      onOrganization(c, id, () =>
+        listOrganizationSessions(scopeOf(c), { organizationId: id, limit: wholeNumber(limit), cursor }),
+      ),
+  }),
+  declare({
+    method: "post",
+    path: "/admin/organizations/:id/sessions/end",
+    credential: adminKeyOnEveryDatabase("sessions:end"),
+    operationId: "adminEndOrganizationSessions",
+    summary:
+      "End an organization's sessions on every database, a bounded part a call (SessionService.endOrganizationSessions)",
+    parameters: { id: ORGANIZATION_ID },
+    body: REASON_ONLY,
+    answers: actAnswer("ended", "ended"),
+    handler: (c, { id, body }) =>
+      onOrganization(c, id, () => endOrganizationSessions(scopeOf(c), { ...body, organizationId: id })),
+  }),
+  declare({
+    method: "post",
+    path: "/admin/organizations/:id/sessions/hold",
+    credential: adminKeyOnEveryDatabase("sessions:end"),
+    operationId: "adminHoldOrganizationSessions",
+    summary:
+      "Hold an organization's sessions until each user signs in again, a bounded part a call (SessionService.holdOrganizationSessions)",
+    parameters: { id: ORGANIZATION_ID },
+    body: REASON_ONLY,
+    answers: actAnswer("held", "held"),
+    handler: (c, { id, body }) =>
+      onOrganization(c, id, () => holdOrganizationSessions(scopeOf(c), { ...body, organizationId: id })),
+  }),
+] as const;
 
 /** Every admin route, in the document's order. */
 export const ADMIN_ROUTES = [
@@ -290,9 +463,17 @@ export const ADMIN_ROUTES = [
       carrier: { enum: ["cookie", "bearer", "both", null] },
       data: DATA,
       upstream: { ...UPSTREAM_SIGN_IN_INPUT, type: ["object", "null"] },
+      organization: {
+        type: ["string", "null"],
+        pattern: ORGANIZATION_ID_PATTERN.source,
+        description: "The organization the user signs in to, never changed (docs/organizations.md).",
+      },
     }),
     answers: { "201": ok("The session, its token and the login response's cookie.", ISSUED) },
-    handler: (c, { body }) => answer(c, 201, () => createSession(scopeOf(c), body)),
+    handler: (c, { body }) =>
+      answer(c, 201, () =>
+        createSession(scopeOf(c), { ...body, organization: organizationOf(c, body.organization) as string }),
+      ),
   }),
   declare({
     method: "post",
@@ -320,13 +501,14 @@ export const ADMIN_ROUTES = [
         }),
       ),
       "404": error(
-        "The token proves no live session (SessionService.reauthenticate answers null); or no admin key is configured.",
+        "The token proves no live session (SessionService.reauthenticate answers null), or none of the key's organization; or no admin key is configured.",
         ["session_not_found", "not_found"],
       ),
     },
     handler: (c, { body }) =>
       answer(c, 200, async () => {
         const reissued = await reauthenticated(scopeOf(c, checkContextInput(body.context)), body);
+        if (!reissued && c.var.adminKey.organization !== undefined) throw outsideOrganization(c, sessionNotFound());
         if (!reissued) throw sessionNotFound();
         return reissued;
       }),
@@ -379,8 +561,10 @@ export const ADMIN_ROUTES = [
     body: members<Omit<EndSessionInput, "sessionId">>(["reason"], { reason: REASON }),
     answers: {
       "200": ok("Whether a live session had that id.", object(["ended"], { ended: { type: "boolean" } })),
+      ...NONE_IN_REACH,
     },
-    handler: (c, { sessionId, body }) => answer(c, 200, () => endSession(scopeOf(c), { ...body, sessionId })),
+    handler: (c, { sessionId, body }) =>
+      answer(c, 200, async () => inReach(c, await endSession(scopeOf(c), { ...body, sessionId }))),
   }),
   // Not the support tool's own request (ipAddress, userAgent, carrier): the RPC's alone takes those.
   declare({
@@ -401,7 +585,11 @@ export const ADMIN_ROUTES = [
       },
     ),
     answers: { "201": ok("The support session and its token.", ISSUED) },
-    handler: (c, { body }) => answer(c, 201, () => supportSession(scopeOf(c), body)),
+    handler: (c, { body }) => {
+      // Support access is the product's agents', across the deployment: no key of one organization opens it.
+      reachOrganization(c, null);
+      return answer(c, 201, () => supportSession(scopeOf(c), body));
+    },
   }),
   // PUT replaces the data, PATCH merges an RFC 7396 patch into it, as `mode` says to the RPC.
   declare({
@@ -414,7 +602,9 @@ export const ADMIN_ROUTES = [
     body: data("The new data, whole; `{}` clears it."),
     answers: UPDATED,
     handler: (c, { sessionId, body }) =>
-      answer(c, 200, () => updateSessionData(scopeOf(c), { sessionId, data: body, mode: "replace" })),
+      answer(c, 200, async () =>
+        inReach(c, await updateSessionData(scopeOf(c), { sessionId, data: body, mode: "replace" })),
+      ),
   }),
   declare({
     method: "patch",
@@ -427,7 +617,9 @@ export const ADMIN_ROUTES = [
     body: data("The patch: each member replaces its key, a null member deletes it, objects merge."),
     answers: UPDATED,
     handler: (c, { sessionId, body }) =>
-      answer(c, 200, () => updateSessionData(scopeOf(c), { sessionId, data: body, mode: "merge" })),
+      answer(c, 200, async () =>
+        inReach(c, await updateSessionData(scopeOf(c), { sessionId, data: body, mode: "merge" })),
+      ),
   }),
   declare({
     method: "post",
@@ -443,8 +635,12 @@ export const ADMIN_ROUTES = [
         object(["ended", "moving"], { ended: COUNT, moving: COUNT }),
       ),
     },
-    handler: (c, { agentId, body }) => answer(c, 200, () => endSupportSessions(scopeOf(c), { ...body, agentId })),
+    handler: (c, { agentId, body }) => {
+      reachOrganization(c, null);
+      return answer(c, 200, () => endSupportSessions(scopeOf(c), { ...body, agentId }));
+    },
   }),
+  ...ORGANIZATION_ROUTES,
 ] as const;
 
 export const adminKeyScheme = {

@@ -12,10 +12,7 @@ import { declare } from "../route.ts";
 // An organization's session policy over the admin API (docs/organization-policy.md), scope
 // `organizations`: each route first asks whether the key reaches the organization.
 
-const ORGANIZATION_ID = pathParameter(
-  "organizationId",
-  `The organization's id: \`${ORGANIZATION_ID_PATTERN.source}\`.`,
-);
+const ORGANIZATION_ID = pathParameter("id", `The organization's id: \`${ORGANIZATION_ID_PATTERN.source}\`.`);
 
 /** A whole number by its var's rule (src/domain/config.ts), or null for the var's value. */
 const whole = (setting: keyof typeof WHOLE_NUMBER_RULES): JsonObject => {
@@ -74,38 +71,38 @@ function found<T>(value: T | null): T {
 export const ORGANIZATION_POLICY_ROUTES = [
   declare({
     method: "get",
-    path: "/admin/organizations/:organizationId/policy",
+    path: "/admin/organizations/:id/policy",
     credential: adminKey("organizations"),
     operationId: "adminReadOrganizationPolicy",
     summary: "An organization's session policy: its own settings and those that apply",
     description: "Read on the directory's database (`DB`).",
-    parameters: { organizationId: ORGANIZATION_ID },
+    parameters: { id: ORGANIZATION_ID },
     answers: {
       "200": ok("The policy: each setting, null for the var's value, and the values that apply.", VIEW),
       ...NOT_FOUND,
     },
-    handler: (c, { organizationId }) =>
+    handler: (c, { id }) =>
       answer(c, 200, async () => {
-        reachOrganization(c, organizationId);
-        return found(await readOrganizationPolicy(scopeOf(c), organizationId));
+        reachOrganization(c, id);
+        return found(await readOrganizationPolicy(scopeOf(c), id));
       }),
   }),
   declare({
     method: "put",
-    path: "/admin/organizations/:organizationId/policy",
+    path: "/admin/organizations/:id/policy",
     credential: adminKey("organizations"),
     operationId: "adminReplaceOrganizationPolicy",
     description:
       "The exception to one round trip: the policy is written to every database of `SHARDS` and `DB`, one statement each, in parallel, never creating a row; a retry writes the same values. A member omitted or null is the var's value.",
     summary:
       "Replace an organization's session policy: written to every database, it governs its members' new sessions and their live ones from their next request",
-    parameters: { organizationId: ORGANIZATION_ID },
+    parameters: { id: ORGANIZATION_ID },
     body: members<OrganizationPolicy>([], POLICY),
     answers: { "200": ok("The policy as written, and the values that apply.", VIEW), ...NOT_FOUND },
-    handler: (c, { organizationId, body }) =>
+    handler: (c, { id, body }) =>
       answer(c, 200, async () => {
-        reachOrganization(c, organizationId);
-        return found(await replaceOrganizationPolicy(scopeOf(c), organizationId, body));
+        reachOrganization(c, id);
+        return found(await replaceOrganizationPolicy(scopeOf(c), id, body));
       }),
   }),
 ] as const;

@@ -6,7 +6,7 @@ import { MAX_SUPPORT_REASON_LENGTH, type SupportActor } from "../../domain/suppo
 import type { UpstreamSignInView } from "../../domain/upstreams/sign-in.ts";
 import { MAX_USER_ID_LENGTH } from "../../domain/user-id.ts";
 import { ownSession } from "../../services/own-sessions.ts";
-import { error, ok, ref } from "../openapi-parts.ts";
+import { error, MEMBER_OF, ok, ref } from "../openapi-parts.ts";
 import { invalidMaxAge, refused } from "../refusals.ts";
 import { declare, TOKEN } from "../route.ts";
 import { UPSTREAM_SIGN_IN } from "../upstreams/routes.ts";
@@ -22,6 +22,8 @@ export interface WhoamiView {
   amr: AuthFactor[];
   /** NIST SP 800-63B AAL, when the login flow gave one. */
   assurance_level: number | null;
+  /** The organization the session was created in; null: outside any. */
+  organization: string | null;
   device_bound: boolean;
   /** With `max_age`: `authenticated_at` is at most that many seconds ago; never for support access. */
   fresh?: boolean;
@@ -45,6 +47,7 @@ export function whoamiView(view: CallerView): WhoamiView {
     authenticated_at: view.authenticatedAt,
     amr: view.factors.map((proof) => proof.factor),
     assurance_level: view.assuranceLevel,
+    organization: view.organization,
     device_bound: view.deviceBound === true,
     ...(view.fresh === undefined ? {} : { fresh: view.fresh }),
     ...(view.actor ? { actor: view.actor } : {}),
@@ -105,7 +108,16 @@ export const WHOAMI_ROUTES = [
 /** The answer's schema, a component so that generated clients name its type. */
 export const whoamiSchema = {
   type: "object",
-  required: ["session_id", "user_id", "expires_at", "authenticated_at", "amr", "assurance_level", "device_bound"],
+  required: [
+    "session_id",
+    "user_id",
+    "expires_at",
+    "authenticated_at",
+    "amr",
+    "assurance_level",
+    "organization",
+    "device_bound",
+  ],
   properties: {
     session_id: ref("schemas/SessionId"),
     user_id: { type: "string", maxLength: MAX_USER_ID_LENGTH },
@@ -124,6 +136,7 @@ export const whoamiSchema = {
       enum: [...ASSURANCE_LEVELS, null],
       description: "NIST SP 800-63B authenticator assurance level, when the login flow gave one.",
     },
+    organization: MEMBER_OF,
     device_bound: {
       type: "boolean",
       description: "Bound to its browser's key (DBSC): its token works only beside the live bound cookie.",

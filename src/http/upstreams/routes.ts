@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { logLine } from "../../domain/log.ts";
 import { Refused } from "../../domain/refusal.ts";
-import { readUpstreams, type Upstream } from "../../domain/upstreams/config.ts";
+import type { Upstream } from "../../domain/upstreams/config.ts";
 import {
   MAX_UPSTREAM_TOKEN_BYTES,
   UPSTREAM_ERRORS,
@@ -12,6 +12,7 @@ import {
 } from "../../domain/upstreams/logout.ts";
 import { MAX_AMR_LENGTH, MAX_AMR_VALUES, MAX_UPSTREAM_ID_LENGTH } from "../../domain/upstreams/sign-in.ts";
 import { backchannelLogout, revokeGlobally } from "../../services/upstreams/logout.ts";
+import { upstreamNamed } from "../../services/upstreams/named.ts";
 import { bearerToken } from "../credentials.ts";
 import { writeError } from "../errors.ts";
 import { limitedText, mediaTypeOf } from "../limited-body.ts";
@@ -20,7 +21,8 @@ import { ALLOW_HEADER, anyRequest, error, errorBody, type JsonObject, json, NO_S
 import { notFound } from "../refusals.ts";
 import { type Credential, declare, type Mount } from "../route.ts";
 
-// An upstream's OpenID Connect routes, one URL per upstream (its name in SSF_UPSTREAMS), so that
+// An upstream's OpenID Connect routes, one URL per upstream (its name in SSF_UPSTREAMS, or an
+// organization's provider's, read first when not kept: src/services/organizations/acting-providers.ts), so that
 // a token of one upstream is refused at another's: back-channel logout and global token
 // revocation (src/services/upstreams/logout.ts). An upstream without `client_id` has neither
 // (404). Every use is one `upstream_call` log line: the upstream, the route, the answer's
@@ -108,10 +110,10 @@ const NAME = {
     in: "path",
     required: true,
     schema: { type: "string" },
-    description: "The upstream's `name` in SSF_UPSTREAMS; it must have a `client_id`.",
+    description: "The upstream's `name` in SSF_UPSTREAMS, or an organization's provider's; it must have a `client_id`.",
   },
-  read: (c: Context<ScopedEnv>): Upstream => {
-    const upstream = readUpstreams(c.env).find((candidate) => candidate.name === c.req.param("name"));
+  read: async (c: Context<ScopedEnv>): Promise<Upstream> => {
+    const upstream = await upstreamNamed(c.var.scope, c.req.param("name"));
     if (!upstream || upstream.clientId === null) throw notFound();
     return upstream;
   },
@@ -199,7 +201,7 @@ export const UPSTREAM_ROUTES = [
     summary:
       "OpenID Connect Back-Channel Logout 1.0: the upstream ends the sessions of one of its sessions or subjects",
     description:
-      "The rules of OpenID Connect Back-Channel Logout 1.0 §2.6, checked as docs/identity-providers.md says. With a `sid`, the sessions signed in with that upstream, subject and sid end; with `sub` alone, every session of that subject; acted on once per `jti`. Three D1 round trips, the first two at once.",
+      "The rules of OpenID Connect Back-Channel Logout 1.0 §2.6, checked as docs/identity-providers.md says. With a `sid`, the sessions signed in with that upstream, subject and sid end; with `sub` alone, every session of that subject; acted on once per `jti`. Three D1 round trips, the first two at once; for an organization's provider not kept by the isolate, one more before them (its read).",
     parameters: { upstream: NAME },
     body: bodyAs(
       "application/x-www-form-urlencoded",
@@ -236,7 +238,7 @@ export const UPSTREAM_ROUTES = [
     summary:
       "Global Token Revocation (draft-parecki-oauth-global-token-revocation-06): the upstream ends every session of a user",
     description:
-      "draft-parecki-oauth-global-token-revocation-06, authenticated by a JWT the upstream signs (RFC 7523) as docs/identity-providers.md says. Ends every session of the user the `iss_sub` subject is linked to. Three D1 round trips, the first two at once.",
+      "draft-parecki-oauth-global-token-revocation-06, authenticated by a JWT the upstream signs (RFC 7523) as docs/identity-providers.md says. Ends every session of the user the `iss_sub` subject is linked to. Three D1 round trips, the first two at once; for an organization's provider not kept by the isolate, one more before them (its read).",
     parameters: { upstream: NAME },
     // Parsed only: revokeGlobally checks the `sub_id` once the JWT verifies.
     body: bodyAs(

@@ -44,11 +44,24 @@ export interface PushDestination {
   authorization: string | null;
 }
 
-/** Where a leased SET goes: its stream's endpoint, or its destination's, as configured now. */
-function targetOf(set: DuePush, destinations: readonly PushDestination[]) {
+/**
+ * The destinations read when pushed (organizations' providers): every destination id that starts
+ * with `prefix`, and how to read those of the leased SETs (one read for a round): those `found`;
+ * those that cannot be pushed to now (`failed`: its secret would not open, logged), whose SETs
+ * wait for a later round; an id it answers neither for is a provider removed, disabled or
+ * without push since.
+ */
+export interface ReadDestinations {
+  prefix: string;
+  read: (destinations: string[]) => Promise<{ found: PushDestination[]; failed: string[] }>;
+}
+
+/** Where a leased SET goes: its stream's endpoint, or its destination's, as configured now; null: a destination no more. */
+function targetOf(set: DuePush, destinations: readonly PushDestination[], read: ReadDestinations | null) {
   const destination = destinations.find((candidate) => candidate.destination === set.streamId);
   if (destination)
     return { url: destination.endpointUrl, authorization: destination.authorization, audience: destination.audience };
+  if (read !== null && set.streamId.startsWith(read.prefix)) return null;
   return {
     url: set.endpointUrl as string,
     authorization: set.authorizationHeader,
@@ -61,14 +74,16 @@ function targetOf(set: DuePush, destinations: readonly PushDestination[]) {
  * accepted (2xx) or refused for good (4xx but 429) they are forgotten, otherwise (the network,
  * 408, 429, 5xx) tried again after the backoff, counted from the answer. The round leases its SETs as it reads them, so rounds that
  * overlap never push one SET twice. Two round trips to the streams' database, whatever the
- * number of SETs.
+ * number of SETs; one more, on DB, when SETs for organizations' providers not kept by the
+ * isolate are due (`read`).
  */
 export async function pushDue(
   streams: Database,
   transmitter: Transmitter,
   now: Date,
   send: typeof fetch = fetch,
-  destinations: readonly PushDestination[] = [],
+  listed: readonly PushDestination[] = [],
+  read: ReadDestinations | null = null,
 ): Promise<PushResult> {
   const round = crypto.randomUUID();
   const started = Date.now();
@@ -78,21 +93,39 @@ export async function pushDue(
     now,
     new Date(now.getTime() + PUSH_LEASE_MS),
     PUSH_BATCH_SIZE,
-    destinations.map((candidate) => candidate.destination),
+    listed.map((candidate) => candidate.destination),
+    read?.prefix ?? null,
   );
   const result: PushResult = { delivered: 0, refused: 0, retried: 0 };
   if (due.length === 0) return result;
+  const named = read ? [...new Set(due.map((set) => set.streamId).filter((id) => id.startsWith(read.prefix)))] : [];
+  const { found, failed } = named.length > 0 ? await (read as ReadDestinations).read(named) : { found: [], failed: [] };
+  const destinations = [...listed, ...found];
   const done: { streamId: string; jti: string }[] = [];
   const retry: { streamId: string; jti: string; nextAttemptAt: Date }[] = [];
+  // One organization's provider that cannot be pushed to now holds back its own SETs alone.
+  const held = due.filter((set) => failed.includes(set.streamId));
+  for (const set of held) retry.push({ ...set, nextAttemptAt: new Date(now.getTime() + retryDelay(set.attempts)) });
+  result.retried += held.length;
   // Signed and built before any is sent, outside the catch below: neither fails by the network,
   // only by a bug, a broken key or a stored value the Fetch API refuses (an Authorization no
   // header may carry), so it throws out of the round (the caller logs it) and nothing is sent;
   // the SETs come back when the lease lapses, for the next round.
+  const targeted = due
+    .filter((set) => !failed.includes(set.streamId))
+    .map((set) => ({ set, target: targetOf(set, destinations, read) }));
+  // A provider that stopped acting is sent nothing more: its SETs are forgotten, as refused for good.
+  for (const { set } of targeted.filter(({ target }) => target === null)) {
+    done.push(set);
+    result.refused++;
+    logLine("warn", "ssf_push_dropped", { stream: set.streamId, jti: set.jti });
+  }
   const signed = await Promise.all(
-    due.map(async (set) => {
-      const target = targetOf(set, destinations);
-      return { set, target, body: await signSet(transmitter, target.audience, set.claims, now) };
-    }),
+    targeted.flatMap(({ set, target }) =>
+      target === null
+        ? []
+        : [(async () => ({ set, target, body: await signSet(transmitter, target.audience, set.claims, now) }))()],
+    ),
   );
   const pushes = signed.map(({ set, target, body }) => ({
     set,

@@ -49,6 +49,8 @@ export const AS_CAEP: Record<EventType, { type: string; by?: Initiator; reason?:
   // user signs in again; only logged, nothing changed.
   held_by_upstream: { type: RISK_LEVEL_CHANGE, by: "system" },
   signaled_by_upstream: null,
+  // Held by an admin's call (an organization's sessions, all at once): at risk until the user signs in again.
+  held: { type: RISK_LEVEL_CHANGE, by: "admin" },
 };
 
 /**
@@ -83,6 +85,8 @@ function levelChangeOf({ assuranceLevel: now, previousAssuranceLevel: before }: 
 function riskChangeOf({ type, reason, context }: SessionEventRow) {
   if (type === "held_by_upstream")
     return { principal: "SESSION", current_level: "HIGH", risk_reason: `The identity provider asked (${reason})` };
+  if (type === "held")
+    return { principal: "SESSION", current_level: "HIGH", risk_reason: `An administrator asked (${reason})` };
   if (!isHoldReason(reason)) return null;
   if (type === "reauthenticated")
     return {

@@ -1,7 +1,7 @@
 import { actOnSessionsForSet } from "../../db/upstreams/inbound-sets.ts";
 import { ConfigError } from "../../domain/config.ts";
 import type { Jws } from "../../domain/jws.ts";
-import type { Upstream } from "../../domain/upstreams/config.ts";
+import { tokenIssuerOf, type Upstream } from "../../domain/upstreams/config.ts";
 import { actionOf, type SetAction, senderOf, setRefused } from "../../domain/upstreams/inbound.ts";
 import { type Scope, write } from "../scope.ts";
 import { type UpstreamTokenFault, verifiedByUpstream } from "./keys.ts";
@@ -30,7 +30,7 @@ async function userOf(scope: Scope, upstream: Upstream, action: SetAction) {
   const named = action.user;
   if (named === null) return null;
   if ("userId" in named) return { userId: named.userId, region: upstream.region };
-  return linkedUser(scope, upstream, named.subject, { issuer: upstream.issuer, jti: action.jti });
+  return linkedUser(scope, upstream, named.subject, { issuer: tokenIssuerOf(upstream), jti: action.jti });
 }
 
 /**
@@ -51,8 +51,8 @@ export async function actOnInboundSet(scope: Scope, upstreams: readonly Upstream
     user !== null ? await shards.forUser(user.userId, user.region) : shards.forSession(action.sessionId as string);
   // A session id of a region this deployment does not have: no session of ours.
   if (!shard) return 0;
-  const set = { issuer: upstream.issuer, jti: action.jti };
-  const target = { ...action, userId: user?.userId ?? null };
+  const set = { issuer: tokenIssuerOf(upstream), jti: action.jti };
+  const target = { ...action, userId: user?.userId ?? null, organizationId: upstream.organizationId };
   // The writer is the system, from the transmitter's address.
   return write(scope, null, (writer) => actOnSessionsForSet(shard, set, target, action.act, action.reason, writer, at));
 }

@@ -52,7 +52,7 @@ export async function linkSubject(
       endUpstreamSubjectSessions(
         shard,
         previous.userId,
-        { upstream: upstream.name, subject },
+        { upstream: upstream.name, subject, organizationId: upstream.organizationId },
         SERVICE_REASONS.upstreamRelinked,
         writer,
         scope.at,

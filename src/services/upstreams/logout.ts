@@ -1,6 +1,6 @@
 import { actOnSessionsForSet, recordJtiFor } from "../../db/upstreams/inbound-sets.ts";
 import type { Jws } from "../../domain/jws.ts";
-import { type Upstream, type UpstreamEvent, upstreamReason } from "../../domain/upstreams/config.ts";
+import { tokenIssuerOf, type Upstream, type UpstreamEvent, upstreamReason } from "../../domain/upstreams/config.ts";
 import {
   checkIssuer,
   checkRevocationJwt,
@@ -57,9 +57,10 @@ async function end(
     userId: user.userId,
     sessionId: null,
     issuedAt: ending.issuedAt,
+    organizationId: upstream.organizationId,
     ...(allOfUser ? {} : { upstream: { name: upstream.name, subject: ending.subject, sid: ending.sid } }),
   };
-  const set = { issuer: upstream.issuer, jti: ending.jti };
+  const set = { issuer: tokenIssuerOf(upstream), jti: ending.jti };
   // The writer is the system, from the upstream's address.
   return write(scope, null, (writer) =>
     actOnSessionsForSet(shard, set, target, "end", upstreamReason(upstream, event), writer, scope.at),
@@ -84,7 +85,7 @@ async function recordedAndLinked(
 ) {
   scope.plannedRoundTrip();
   const shard = await scope.shards.forUser(`${kind}\n${upstream.name}\n${jti}`, upstream.region);
-  const token = { issuer: `${kind} ${upstream.issuer}`, jti };
+  const token = { issuer: `${kind} ${tokenIssuerOf(upstream)}`, jti };
   const [recorded, user] = await Promise.all([
     recordJtiFor(shard, token, subject, scope.at.now),
     linkedUser(scope, upstream, subject),

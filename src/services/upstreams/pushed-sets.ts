@@ -22,7 +22,12 @@ import { AS_CAEP, detailsOf, setClaims } from "../ssf/session-sets.ts";
  * would end every session of theirs at the upstream.
  */
 function upstreamSetOf(event: SessionEventRow, receivers: readonly UpstreamReceiver[]): DestinedSet | null {
-  const receiver = receivers.find((candidate) => candidate.upstream.name === event.upstream);
+  // An organization's provider is told of its own organization's sessions alone, whatever a name reused says.
+  const receiver = receivers.find(
+    ({ upstream }) =>
+      upstream.name === event.upstream &&
+      (upstream.organizationId === null || upstream.organizationId === event.organizationId),
+  );
   const caep = AS_CAEP[event.type];
   if (!receiver || event.upstreamSubject === null || !caep || !receiver.events.includes(caep.type)) return null;
   const causedByIt =

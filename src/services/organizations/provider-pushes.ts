@@ -1,0 +1,50 @@
+import type { Database } from "../../db/client.ts";
+import { ConfigError } from "../../domain/config.ts";
+import { openSecret, readSecretKeys, type SecretKeysVars } from "../../domain/organizations/secrets.ts";
+import { PROVIDER_PREFIX, receiverOf } from "../../domain/upstreams/receivers.ts";
+import { logOutboxFailure } from "../failure-log.ts";
+import type { PushDestination } from "../ssf/delivery.ts";
+import { runtimeProviders } from "./acting-providers.ts";
+
+// Sign-ins and sign-outs sent back to an organization's provider (docs/sign-outs-sent-back.md):
+// its SETs wait as `provider:<name>`'s, and where they go is read when they are pushed, from the
+// provider as it acts now, its Authorization decrypted then (never kept in clear beyond the push).
+
+/**
+ * The push destinations of these queued destination ids: each its acting provider with push,
+ * its Authorization opened (`found`); one whose Authorization cannot be opened (its key gone,
+ * the secret unset) is `failed`, logged, its SETs kept for a later round; a provider removed,
+ * disabled or without push is neither.
+ */
+export async function providerDestinations(
+  env: SecretKeysVars,
+  db: Database,
+  destinations: string[],
+): Promise<{ found: PushDestination[]; failed: string[] }> {
+  const names = destinations.map((destination) => destination.slice(PROVIDER_PREFIX.length));
+  const providers = await runtimeProviders(db, names);
+  const found: PushDestination[] = [];
+  const failed: string[] = [];
+  await Promise.all(
+    [...providers.values()].map(async ({ upstream, sealedAuthorization }) => {
+      const receiver = receiverOf(upstream, null);
+      if (receiver === null) return;
+      const { destination, endpointUrl, audience } = receiver;
+      try {
+        const authorization =
+          sealedAuthorization === null ? null : await opened(env, upstream.name, sealedAuthorization);
+        found.push({ destination, endpointUrl, audience, authorization });
+      } catch (error) {
+        logOutboxFailure(error);
+        failed.push(destination);
+      }
+    }),
+  );
+  return { found, failed };
+}
+
+async function opened(env: SecretKeysVars, name: string, sealed: string): Promise<string> {
+  const keys = readSecretKeys(env);
+  if (!keys) throw new ConfigError("ORGANIZATION_SECRETS_KEYS is unset, and a provider's push has an Authorization");
+  return openSecret(keys, name, sealed);
+}
