@@ -242,6 +242,23 @@ describe("a provider stops acting within the bound", () => {
     );
   });
 
+  it("its organization removed through this isolate: its providers removed with it, refused at once", async () => {
+    const { vars, key, a, b } = await twoOrganizations();
+    await signIn(vars, newUser(), a.name, "alice");
+    const bob = await signIn(vars, newUser(), b.name, "alice");
+    expect((await backchannelLogout(vars, a.name, "alice")).status).toBe(200);
+    expect((await admin(vars, key, "DELETE", `/admin/organizations/${a.org}`)).status).toBe(204);
+    expect((await backchannelLogout(vars, a.name, "alice")).status).toBe(404);
+    const left = await d1("DB")
+      .prepare("SELECT count(*) AS n FROM organization_providers WHERE organization_id = ?")
+      .bind(a.org)
+      .first<{ n: number }>();
+    expect(left?.n).toBe(0);
+    // The other organization's provider, on the same issuer and subject, is untouched.
+    expect(await isLive(bob.token)).toBe(true);
+    expect((await admin(vars, key, "GET", `/admin/organizations/${b.org}/providers/${b.name}`)).status).toBe(200);
+  });
+
   it("changed elsewhere (another isolate, its row written directly): acts until 30 seconds after this isolate read it, then not", async () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     const start = Date.now();

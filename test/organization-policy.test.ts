@@ -1,6 +1,8 @@
-import { exports } from "cloudflare:workers";
+import { createExecutionContext } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
+import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards, faultyD1 } from "./d1.ts";
 import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, databases, newUser, randomIp } from "./helpers.ts";
 import { newOrganization, policyDatabases, removeOrganization } from "./organization-fixtures.ts";
@@ -37,8 +39,10 @@ async function setPolicy(organization: string, policy: Record<string, unknown>, 
 }
 
 /** A member's session, issued over RPC as the login flow would. */
+/** A member's session, issued in this isolate: a refusal over the RPC's loopback is also reported as uncaught there. */
 function issueMember(userId: string, organizationId: string, options: { ttlSeconds?: number } = {}) {
-  return exports.SessionService.create({ userId, organization: organizationId, userAgent: CHROME_MAC, ...options });
+  const service = new SessionService(createExecutionContext(), env);
+  return service.create({ userId, organization: organizationId, userAgent: CHROME_MAC, ...options });
 }
 
 function issueOutside(userId: string) {

@@ -1,6 +1,6 @@
 import { asc, eq, gt } from "drizzle-orm";
 import { batchNamed, type Database } from "../client.ts";
-import { type OrganizationRow, organizationPolicies, organizations } from "../schema.ts";
+import { type OrganizationRow, organizationPolicies, organizationProviders, organizations } from "../schema.ts";
 
 // The directory of organizations (on the database bound as DB) and each organization's policy
 // row (on every database): the statements, one batch per database. Every write is replay-safe
@@ -58,13 +58,26 @@ export async function renameDirectoryEntry(
   return renamed;
 }
 
-/** Deletes the directory's row and this database's policy row, one batch; how many rows it deleted. */
-export async function deleteDirectoryEntry(db: Database, id: string): Promise<number> {
-  const { entry, policy } = await batchNamed(db, {
+/**
+ * Deletes the directory's row, its identity providers and this database's policy row, one batch:
+ * how many rows it deleted, and the providers' names (for the isolate's cache to forget them).
+ */
+export async function deleteDirectoryEntry(
+  db: Database,
+  id: string,
+): Promise<{ deleted: number; providers: string[] }> {
+  const { entry, providers, policy } = await batchNamed(db, {
     entry: db.delete(organizations).where(eq(organizations.id, id)).returning({ id: organizations.id }),
+    providers: db
+      .delete(organizationProviders)
+      .where(eq(organizationProviders.organizationId, id))
+      .returning({ name: organizationProviders.name }),
     policy: deletePolicy(db, id),
   });
-  return entry.length + policy.length;
+  return {
+    deleted: entry.length + providers.length + policy.length,
+    providers: providers.map((provider) => provider.name),
+  };
 }
 
 function deletePolicy(db: Database, id: string) {

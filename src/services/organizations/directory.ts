@@ -18,6 +18,7 @@ import {
 } from "../../domain/organizations/organization.ts";
 import type { Sent } from "../../domain/sent.ts";
 import type { Scope } from "../scope.ts";
+import { forgetProvider } from "./acting-providers.ts";
 
 // The directory of organizations (docs/organizations.md): its entries on the database bound as
 // DB, each organization's policy row on every database, so a member's statements read it where
@@ -125,9 +126,11 @@ export async function renameOrganization(
 export async function removeOrganization(scope: Scope, id: string): Promise<boolean> {
   checkOrganizationId(id, "id");
   const { directory, others } = everyDatabase(scope.shards);
-  const deleted = await Promise.all([
+  const [entry, ...policies] = await Promise.all([
     deleteDirectoryEntry(directory.db, id),
     ...others.map((shard) => deletePolicyRow(shard.db, id)),
   ]);
-  return deleted.some((count) => count > 0);
+  // Its providers stop acting in this isolate at once, in the others within the cache's bound.
+  for (const name of entry.providers) forgetProvider(name);
+  return entry.deleted > 0 || policies.some((count) => count > 0);
 }
