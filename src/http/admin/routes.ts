@@ -277,7 +277,15 @@ const SESSION_ID = pathParameter(
   "sessionId",
   "The session's id: any text, as over RPC (one naming no live session answers `false`).",
 );
-const ORGANIZATION_ID = pathParameter("id", `The organization's id: ${ORGANIZATION_ID_RULE}.`);
+/** The organization a path names (`:id`), read only once the key may reach it: a key limited to another learns nothing of it. */
+export const ORGANIZATION_ID: Member<string, AdminEnv> = {
+  ...pathParameter("id", `The organization's id: ${ORGANIZATION_ID_RULE}.`),
+  read: (c) => {
+    const id = c.req.param("id") ?? "";
+    reachOrganization(c, id);
+    return id;
+  },
+};
 const REASON = {
   type: "string",
   maxLength: MAX_REASON_LENGTH,
@@ -344,9 +352,8 @@ const actAnswer = (changed: "ended" | "held", what: string) => ({
   ...NO_ORGANIZATION,
 });
 
-/** Runs an organization's call once the key may reach it: null from the service is 404, as for another's. */
+/** Runs an organization's call (the key reaches it: ORGANIZATION_ID): null from the service is 404, as for another's. */
 function onOrganization(c: Context<AdminEnv>, id: string, call: () => Promise<unknown>) {
-  reachOrganization(c, id);
   return answer(c, 200, async () => {
     checkOrganizationId(id, "id");
     const answered = await call();

@@ -3,16 +3,13 @@ import { MAX_TTL_SECONDS, WHOLE_NUMBER_RULES } from "../../domain/config.ts";
 import { ORGANIZATION_ID_PATTERN } from "../../domain/organizations/organization.ts";
 import type { OrganizationPolicy } from "../../domain/organizations/policy.ts";
 import { readOrganizationPolicy, replaceOrganizationPolicy } from "../../services/organizations/policy.ts";
-import { reachOrganization } from "../admin/auth.ts";
-import { adminKey, answer, members, object, pathParameter, scopeOf } from "../admin/routes.ts";
+import { adminKey, answer, members, ORGANIZATION_ID, object, scopeOf } from "../admin/routes.ts";
 import { error, type JsonObject, ok } from "../openapi-parts.ts";
 import { notFound } from "../refusals.ts";
 import { declare } from "../route.ts";
 
 // An organization's session policy over the admin API (docs/organization-policy.md), scope
 // `organizations`: each route first asks whether the key reaches the organization.
-
-const ORGANIZATION_ID = pathParameter("id", `The organization's id: \`${ORGANIZATION_ID_PATTERN.source}\`.`);
 
 /** A whole number by its var's rule (src/domain/config.ts), or null for the var's value. */
 const whole = (setting: keyof typeof WHOLE_NUMBER_RULES): JsonObject => {
@@ -83,7 +80,6 @@ export const ORGANIZATION_POLICY_ROUTES = [
     },
     handler: (c, { id }) =>
       answer(c, 200, async () => {
-        reachOrganization(c, id);
         return found(await readOrganizationPolicy(scopeOf(c), id));
       }),
   }),
@@ -101,7 +97,6 @@ export const ORGANIZATION_POLICY_ROUTES = [
     answers: { "200": ok("The policy as written, and the values that apply.", VIEW), ...NOT_FOUND },
     handler: (c, { id, body }) =>
       answer(c, 200, async () => {
-        reachOrganization(c, id);
         return found(await replaceOrganizationPolicy(scopeOf(c), id, body));
       }),
   }),

@@ -1,4 +1,3 @@
-import type { Context } from "hono";
 import { ENTRY_MEMBERS } from "../../domain/organizations/providers.ts";
 import { MAX_UPSTREAM_NAME_LENGTH } from "../../domain/upstreams/config.ts";
 import { PROVIDER_CACHE_SECONDS } from "../../services/organizations/acting-providers.ts";
@@ -11,8 +10,7 @@ import {
   registerProvider,
   removeProvider,
 } from "../../services/organizations/providers.ts";
-import { type AdminEnv, reachOrganization } from "../admin/auth.ts";
-import { adminKey, answer, jsonBody, object, pathParameter, scopeOf } from "../admin/routes.ts";
+import { adminKey, answer, jsonBody, ORGANIZATION_ID, object, pathParameter, scopeOf } from "../admin/routes.ts";
 import { apiError } from "../errors.ts";
 import { error, type JsonObject, ok } from "../openapi-parts.ts";
 import { invalidInput, notFound } from "../refusals.ts";
@@ -68,7 +66,6 @@ const VIEW = {
   additionalProperties: false,
 };
 
-const ORGANIZATION = pathParameter("id", "The organization's id.");
 const PROVIDER = pathParameter("provider", "The provider's name.");
 const MISSING = error("No such organization, none the key may reach, or no provider of that name in it.", [
   "not_found",
@@ -89,12 +86,6 @@ function provided<T>(result: T | ProviderRefusal): T {
   return result as T;
 }
 
-/** The organization the path names, as the key may reach it. */
-function organizationOf(c: Context<AdminEnv>, id: string): string {
-  reachOrganization(c, id);
-  return id;
-}
-
 const path = "/admin/organizations/:id/providers";
 
 const changed = (method: "put" | "patch", mode: "replace" | "merge", summary: string) =>
@@ -105,7 +96,7 @@ const changed = (method: "put" | "patch", mode: "replace" | "merge", summary: st
     operationId: method === "put" ? "adminReplaceProvider" : "adminChangeProvider",
     summary,
     description: `${RULES} The Authorization is kept unless \`authorization\` is sent, and dropped with \`push\`. ${BOUND}`,
-    parameters: { id: ORGANIZATION, provider: PROVIDER },
+    parameters: { id: ORGANIZATION_ID, provider: PROVIDER },
     body: jsonBody(INPUT(mode === "replace" ? ["issuer"] : []), MEMBERS),
     answers: {
       "200": ok("The provider as stored.", VIEW),
@@ -114,7 +105,7 @@ const changed = (method: "put" | "patch", mode: "replace" | "merge", summary: st
     },
     handler: (c, { id, provider, body }) =>
       answer(c, 200, async () =>
-        provided<ProviderView>(await changeProvider(scopeOf(c), c.env, organizationOf(c, id), provider, body, mode)),
+        provided<ProviderView>(await changeProvider(scopeOf(c), c.env, id, provider, body, mode)),
       ),
   });
 
@@ -126,7 +117,7 @@ export const PROVIDER_ROUTES = [
     operationId: "adminRegisterProvider",
     summary: "Register an identity provider of an organization, as an SSF_UPSTREAMS entry, without a deploy",
     description: RULES,
-    parameters: { id: ORGANIZATION },
+    parameters: { id: ORGANIZATION_ID },
     body: jsonBody(INPUT(["name", "issuer"]), MEMBERS),
     answers: {
       "201": ok("The provider as stored; it acts at once.", VIEW),
@@ -134,9 +125,7 @@ export const PROVIDER_ROUTES = [
       "409": error("The name is taken (by a provider or SSF_UPSTREAMS).", ["provider_name_taken"]),
     },
     handler: (c, { id, body }) =>
-      answer(c, 201, async () =>
-        provided<ProviderView>(await registerProvider(scopeOf(c), c.env, organizationOf(c, id), body)),
-      ),
+      answer(c, 201, async () => provided<ProviderView>(await registerProvider(scopeOf(c), c.env, id, body))),
   }),
   declare({
     method: "get",
@@ -144,14 +133,14 @@ export const PROVIDER_ROUTES = [
     credential: adminKey("organizations"),
     operationId: "adminListProviders",
     summary: "An organization's identity providers",
-    parameters: { id: ORGANIZATION },
+    parameters: { id: ORGANIZATION_ID },
     answers: {
       "200": ok("By name.", object(["providers"], { providers: { type: "array", items: VIEW } })),
       "404": MISSING,
     },
     handler: (c, { id }) =>
       answer(c, 200, async () => ({
-        providers: provided<ProviderView[]>(await listProviders(scopeOf(c), organizationOf(c, id))),
+        providers: provided<ProviderView[]>(await listProviders(scopeOf(c), id)),
       })),
   }),
   declare({
@@ -160,12 +149,10 @@ export const PROVIDER_ROUTES = [
     credential: adminKey("organizations"),
     operationId: "adminReadProvider",
     summary: "One identity provider of an organization",
-    parameters: { id: ORGANIZATION, provider: PROVIDER },
+    parameters: { id: ORGANIZATION_ID, provider: PROVIDER },
     answers: { "200": ok("The provider as stored.", VIEW), "404": MISSING },
     handler: (c, { id, provider }) =>
-      answer(c, 200, async () =>
-        provided<ProviderView>(await readProvider(scopeOf(c), organizationOf(c, id), provider)),
-      ),
+      answer(c, 200, async () => provided<ProviderView>(await readProvider(scopeOf(c), id, provider))),
   }),
   changed("put", "replace", "Replace an identity provider of an organization (its name stays)"),
   changed("patch", "merge", "Change members of an identity provider of an organization (null removes one)"),
@@ -176,11 +163,11 @@ export const PROVIDER_ROUTES = [
     operationId: "adminRemoveProvider",
     summary: "Remove an identity provider of an organization",
     description: `Its routes answer 404 and sign-ins naming it are refused. ${BOUND}`,
-    parameters: { id: ORGANIZATION, provider: PROVIDER },
+    parameters: { id: ORGANIZATION_ID, provider: PROVIDER },
     answers: { "200": ok("Removed.", object(["removed"], { removed: { const: true } })), "404": MISSING },
     handler: (c, { id, provider }) =>
       answer(c, 200, async () => {
-        if (!(await removeProvider(scopeOf(c), organizationOf(c, id), provider))) throw notFound();
+        if (!(await removeProvider(scopeOf(c), id, provider))) throw notFound();
         return { removed: true };
       }),
   }),

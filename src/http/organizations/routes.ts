@@ -16,7 +16,7 @@ import {
   renameOrganization,
 } from "../../services/organizations/directory.ts";
 import { type AdminEnv, reachOrganization } from "../admin/auth.ts";
-import { adminKey, answer, members, object, pathParameter } from "../admin/routes.ts";
+import { adminKey, answer, members, ORGANIZATION_ID, object } from "../admin/routes.ts";
 import { error, type JsonObject, NO_STORE, ok } from "../openapi-parts.ts";
 import { invalidInput, organizationNotFound } from "../refusals.ts";
 import { declare, type Member } from "../route.ts";
@@ -46,16 +46,6 @@ const NOT_FOUND = {
     "No organization has this id; or the key is limited to another (`not_found`, logged); or no admin key is configured.",
     ["organization_not_found", "not_found"],
   ),
-};
-
-const ORGANIZATION_ID: Member<string, AdminEnv> = {
-  ...pathParameter("id", `The organization's id: ${ORGANIZATION_ID_RULE}.`),
-  // Before anything else: a key limited to another organization learns nothing of this one.
-  read: (c) => {
-    const id = c.req.param("id") ?? "";
-    reachOrganization(c, id);
-    return id;
-  },
 };
 
 const query = (name: string, description: string, schema: JsonObject): Member<string | undefined, AdminEnv> => ({
