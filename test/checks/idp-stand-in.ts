@@ -11,8 +11,9 @@
 //                                       (iss_sub) and pushes it (RFC 8935), as Okta's or Entra's
 //                                       Shared Signals transmitter does
 // Each answers {"status", "body"}: what the service answered. `jti` resends a token's id (a
-// replay); `forged` signs with a key the JWK Set does not have. Its one argument: the client id
-// the service is registered with, the logout tokens' audience.
+// replay); `forged` signs with a key the JWK Set does not have. Its arguments: the client id
+// the service is registered with, the logout tokens' audience; and, optionally, its issuer (two
+// stand-ins sharing one, as two customers of one Google Workspace do), else one of its own URL.
 // It is also a Shared Signals receiver of its own (the service's sign-outs sent back):
 //   POST /ssf/receiver {transmitter, authorization}   the service's issuer and the Authorization its pushes carry
 //   POST /ssf/push                     RFC 8935: the SET verified with `jose` against the
@@ -162,5 +163,5 @@ const server = createServer(async (request, response) => {
 
 await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
 const { port } = server.address() as { port: number };
-const issuer = `http://127.0.0.1:${port}/realms/stand-in`;
+const issuer = process.argv[3] ?? `http://127.0.0.1:${port}/realms/stand-in`;
 console.log(JSON.stringify({ port, issuer }));
