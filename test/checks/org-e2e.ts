@@ -12,9 +12,10 @@
 // sessions alone; B's global token revocation of it ends B's alone (A's signed in since stays). A's limited key is answered 404 on B (its
 // directory entry, providers, sessions listed or ended, a B member's session) and 200 on A; its
 // ending of A's sessions is pushed back to stand-in A alone, verified with the service's JWK Set.
-// Last, B's provider is removed, then A's organization (which takes its provider with it, a
-// change no isolate is told of): each one's logout route is polled until refused (404), and
-// each lag must stay within the documented 30 s (docs/organization-providers.md). Prints one
+// Last, B's provider is removed, then A's organization (which removes its provider with it):
+// each one's logout route is polled until refused (404), and each lag must stay within the
+// documented 30 s (docs/organization-providers.md); the isolate that made the change forgets at
+// once, another within the bound (shown with a controlled clock in test/organization-isolation.test.ts). Prints one
 // JSON report; exits 1 on any answer other than the one expected.
 import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -369,8 +370,7 @@ try {
   });
   expect("a sign-in through the removed provider is refused 400", afterRemoval.status === 400, afterRemoval);
 
-  // A's organization removed: its provider goes with it, which no isolate is told of, so even
-  // this one keeps acting on what it read of it until the bound.
+  // A's organization removed: its provider goes with it, forgotten at once by this isolate.
   const organizationRemoved = await refusedAfter(
     a,
     "A's organization removed",
