@@ -43,11 +43,23 @@ export async function adminKeyVars(scopes: AdminScope[] = ["organizations"], org
   return { ADMIN_KEYS: JSON.stringify([limited]), key };
 }
 
-/** An admin call with `key`, a JSON body when given. */
+/** ADMIN_KEYS with one key of `scopes` (limited to `organization`, when given), as the vars of a call: the key and its id. */
+export async function adminKey(scopes: AdminScope[] = ["organizations"], organization?: string) {
+  const { stored, key } = await newAdminKey(
+    organization === undefined ? "operator" : "customer IT",
+    scopes,
+    new Date(),
+  );
+  const entry = organization === undefined ? stored : { ...stored, organization };
+  return { vars: { ADMIN_KEYS: JSON.stringify([entry]) } as Partial<Env>, key, id: stored.id };
+}
+
+/** An admin call with `key`, a body (JSON unless already a string) when given. */
 export function admin(vars: Partial<Env>, key: string, method: string, path: string, body?: unknown) {
   const headers: Record<string, string> = { "CF-Connecting-IP": randomIp(), Authorization: `Bearer ${key}` };
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  return callWith(vars, method, path, headers, body === undefined ? undefined : JSON.stringify(body));
+  const sent = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
+  return callWith(vars, method, path, headers, sent);
 }
 
 /** A call of the RPC with `vars`, waiting for what it does after its answer. */

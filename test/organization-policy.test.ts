@@ -1,11 +1,10 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards, faultyD1 } from "./d1.ts";
-import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, databases, newUser, randomIp } from "./helpers.ts";
-import { newOrganization, policyDatabases, removeOrganization } from "./organization-fixtures.ts";
+import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, databases, newUser } from "./helpers.ts";
+import { admin, adminKey, newOrganization, policyDatabases, removeOrganization } from "./organization-fixtures.ts";
 
 // An organization's session policy (docs/organization-policy.md): set over the admin API, it
 // governs its members' sessions at issue and, from their next request, live ones; a session
@@ -17,19 +16,6 @@ afterEach(() => {
 });
 
 const START = new Date("2026-11-22T10:00:00.000Z").getTime();
-
-/** ADMIN_KEYS with one key of `scopes` (limited to `organization` when given), and that key. */
-async function adminKey(scopes: AdminScope[] = ["organizations"], organization?: string) {
-  const { stored, key } = await newAdminKey("customer IT", scopes, new Date());
-  const entry = organization === undefined ? stored : { ...stored, organization };
-  return { vars: { ADMIN_KEYS: JSON.stringify([entry]) } as Partial<Env>, key, id: stored.id };
-}
-
-function admin(vars: Partial<Env>, key: string, method: string, path: string, body?: unknown) {
-  const headers: Record<string, string> = { "CF-Connecting-IP": randomIp(), Authorization: `Bearer ${key}` };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  return callWith(vars, method, path, headers, body === undefined ? undefined : JSON.stringify(body));
-}
 
 /** Sets the organization's policy over the admin API, expecting it taken. */
 async function setPolicy(organization: string, policy: Record<string, unknown>, vars: Partial<Env> = {}) {

@@ -2,7 +2,7 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env, exports } from "cloudflare:workers";
 import { createLocalJWKSet, decodeJwt, exportJWK, generateKeyPair, type JSONWebKeySet, jwtVerify } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
+import type { AdminScope } from "../src/domain/admin-keys.ts";
 import { newOrganizationId } from "../src/domain/organizations/organization.ts";
 import { randomBase64Url } from "../src/domain/token.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
@@ -18,11 +18,10 @@ import {
   issue,
   newUser,
   newUserOn,
-  randomIp,
   shardBindings,
   tableSnapshot,
 } from "./helpers.ts";
-import { newOrganization } from "./organization-fixtures.ts";
+import { admin, adminKey, newOrganization } from "./organization-fixtures.ts";
 import { ISSUER, newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
 // An organization's sessions all at once (a customer offboarded, an incident): ended or held on
@@ -34,18 +33,6 @@ afterEach(() => {
 });
 
 const ALL: AdminScope[] = ["sessions:create", "sessions:read", "sessions:end", "sessions:data", "support"];
-
-async function adminKey(scopes: AdminScope[] = ALL, organization?: string) {
-  const { stored, key } = await newAdminKey("org tool", scopes, new Date());
-  const entry = organization === undefined ? stored : { ...stored, organization };
-  return { vars: { ADMIN_KEYS: JSON.stringify([entry]) } as Partial<Env>, key, id: stored.id };
-}
-
-function admin(vars: Partial<Env>, key: string, method: string, path: string, body?: unknown) {
-  const headers: Record<string, string> = { "CF-Connecting-IP": randomIp(), Authorization: `Bearer ${key}` };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  return callWith(vars, method, path, headers, body === undefined ? undefined : JSON.stringify(body));
-}
 
 const INVALID = (detail: string) => ({
   code: "invalid_input",
@@ -101,7 +88,7 @@ async function counted(vars: Partial<Env>, key: string, method: string, path: st
 
 describe("POST /admin/organizations/{id}/sessions/end", () => {
   it("ends every member's session on every database, one round trip to each, none outside; logged with the reason and the key", async () => {
-    const { vars, key, id } = await adminKey();
+    const { vars, key, id } = await adminKey(ALL);
     const { organizationId, other, members, outside } = await organizationOnEveryDatabase();
     // The key's first call in this isolate also records its use, after the answer.
     await admin(vars, key, "GET", `/admin/organizations/${other}/sessions`);
@@ -141,7 +128,7 @@ describe("POST /admin/organizations/{id}/sessions/end", () => {
   });
 
   it(`is bounded: at most 100 a database a call, "complete": false until none is left`, async () => {
-    const { vars, key } = await adminKey();
+    const { vars, key } = await adminKey(ALL);
     const organizationId = await newOrganization();
     const userId = await newUserOn("DB");
     const first = await member(organizationId, userId);
@@ -177,7 +164,7 @@ describe("POST /admin/organizations/{id}/sessions/end", () => {
   });
 
   it("a session in a bucket being moved is left for the next call, and counted", async () => {
-    const { vars, key } = await adminKey();
+    const { vars, key } = await adminKey(ALL);
     const organizationId = await newOrganization();
     const moving = await member(organizationId, await newUserOn("DB"));
     const db = d1("DB");
@@ -203,7 +190,7 @@ describe("POST /admin/organizations/{id}/sessions/end", () => {
 
 describe("POST /admin/organizations/{id}/sessions/hold", () => {
   it("holds every member's session until its user signs in again, one round trip to each database; logged `held`", async () => {
-    const { vars, key, id } = await adminKey();
+    const { vars, key, id } = await adminKey(ALL);
     const { organizationId, other, members, outside } = await organizationOnEveryDatabase();
     await admin(vars, key, "GET", `/admin/organizations/${other}/sessions`);
     const { response, roundTrips } = await counted(
@@ -256,7 +243,7 @@ describe("POST /admin/organizations/{id}/sessions/hold", () => {
 
 describe("GET /admin/organizations/{id}/sessions", () => {
   it("lists the organization's live sessions by id, a page at a time, across every database, one round trip to each", async () => {
-    const { vars, key } = await adminKey();
+    const { vars, key } = await adminKey(ALL);
     const { organizationId, other, members } = await organizationOnEveryDatabase();
     await admin(vars, key, "GET", `/admin/organizations/${other}/sessions`);
     const ids = members.map((session) => session.id).sort();
@@ -295,7 +282,7 @@ describe("GET /admin/organizations/{id}/sessions", () => {
   });
 
   it("refuses a cursor it did not give and a limit out of 1 to 100: 400 naming it", async () => {
-    const { vars, key } = await adminKey();
+    const { vars, key } = await adminKey(ALL);
     const organizationId = await newOrganization();
     const path = `/admin/organizations/${organizationId}/sessions`;
     for (const [query, detail] of [
@@ -320,7 +307,7 @@ describe("organization-wide calls: who may, and on what", () => {
 
   it("an organization that does not exist, or one a limited key may not reach, is 404; nothing changes", async () => {
     const { organizationId, members } = await organizationOnEveryDatabase();
-    const everyone = await adminKey();
+    const everyone = await adminKey(ALL);
     const limited = await adminKey(ALL, await newOrganization("Initech"));
     const before = [await tableSnapshot(), await tableSnapshot("session_events")];
     const log = vi.spyOn(console, "warn");
@@ -356,7 +343,7 @@ describe("organization-wide calls: who may, and on what", () => {
   });
 
   it("bad input is 400 naming the member, and nothing changes", async () => {
-    const { vars, key } = await adminKey();
+    const { vars, key } = await adminKey(ALL);
     const { organizationId, members } = await organizationOnEveryDatabase();
     const before = [await tableSnapshot(), await tableSnapshot("session_events")];
     const cases: [string, unknown, string][] = [
@@ -448,7 +435,7 @@ describe("CAEP: sent on as every ending and hold is", () => {
       push: { endpoint_url: endpoint },
     };
     const { vars: transmitterVars } = await transmitter();
-    const admins = await adminKey();
+    const admins = await adminKey(ALL);
     const vars = { ...transmitterVars, ...admins.vars, SSF_UPSTREAMS: JSON.stringify([upstream]) };
     const receiver = await newReceiver("https://receiver.example");
     const created = await ssfCall(vars, receiver.credential, "POST", "/ssf/streams", {});

@@ -2,7 +2,7 @@ import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { decodeJwt } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { type AdminScope, newAdminKey } from "../src/domain/admin-keys.ts";
+import type { AdminScope } from "../src/domain/admin-keys.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards } from "./d1.ts";
 import {
@@ -14,10 +14,10 @@ import {
   expectError,
   isLive,
   newUser,
-  randomIp,
   shardBindings,
   tableSnapshot,
 } from "./helpers.ts";
+import { admin, adminKey, newOrganization } from "./organization-fixtures.ts";
 import { accessTokenVars } from "./ssf.ts";
 
 // Organizations as data (docs/organizations.md): the directory over the admin API, each
@@ -32,20 +32,6 @@ interface Organization {
   name: string;
   created_at: string;
   updated_at: string;
-}
-
-/** ADMIN_KEYS with one key of `scopes` (limited to `organization` when given), and that key. */
-async function adminKey(scopes: AdminScope[] = ["organizations"], organization?: string) {
-  const { stored, key } = await newAdminKey(organization ? "customer it" : "operator", scopes, new Date());
-  const kept = organization ? { ...stored, organization } : stored;
-  return { vars: { ADMIN_KEYS: JSON.stringify([kept]) } as Partial<Env>, key, id: stored.id };
-}
-
-function admin(vars: Partial<Env>, key: string, method: string, path: string, body?: unknown) {
-  const headers: Record<string, string> = { "CF-Connecting-IP": randomIp(), Authorization: `Bearer ${key}` };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  const sent = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
-  return callWith(vars, method, path, headers, sent);
 }
 
 const INVALID = (detail: string) => ({
@@ -270,7 +256,7 @@ describe("organizations: the directory over the admin API", () => {
         level: "warn",
         event: "admin_key_outside",
         key: limited.id,
-        name: "customer it",
+        name: "customer IT",
         organization: own.id,
         method,
         route,
@@ -311,12 +297,6 @@ describe("organizations: the directory over the admin API", () => {
 });
 
 const SESSIONS: AdminScope[] = ["organizations", "sessions:create", "sessions:read", "sessions:end", "sessions:data"];
-
-/** A new organization's id, made by an operator's key. */
-async function newOrganization(name = "Customer"): Promise<string> {
-  const { vars, key } = await adminKey();
-  return ((await (await admin(vars, key, "POST", "/admin/organizations", { name })).json()) as Organization).id;
-}
 
 /** The session's organization_id as stored. */
 async function storedOrganization(userId: string, sessionId: string) {
