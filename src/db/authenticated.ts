@@ -122,19 +122,21 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
   const stale = activity ? sql`${sessions.lastActiveAt} <= ${staleBefore}` : null;
   const sliding = activity ? at.slidingMaxLifetimeMs : null;
   const judgement = check && judgementOf(check, at.now, proof.id, false);
-  const ending = check && acts(check, "end") ? changedUnder(check, "end") : null;
-  const judged = check && acts(check, "log", "hold", "end") ? changedUnder(check, "log", "hold", "end") : null;
+  // What a change does is the row's own (its organization's policy, else the var's): the
+  // statements are those the deployment's policies need, each deciding per row.
+  const judges = check !== null && acts(check, "log", "hold", "end");
+  const ending = check && changedUnder(check, "end");
   const contextInsert =
-    check && judgement && judged
+    check && judgement && judges
       ? recordEvents(
           db,
-          ending ? sql`CASE WHEN ${ending} THEN 'ended' ELSE 'context_changed' END` : "context_changed",
-          sql`${proven} AND ${isJudged} AND ${judged}`,
+          sql`CASE WHEN ${ending} THEN 'ended' ELSE 'context_changed' END`,
+          sql`${proven} AND ${isJudged} AND ${changedUnder(check, "log", "hold", "end")}`,
           writer,
           write,
           {
             // The policy that applied: a receiver is told of a held session (src/services/ssf/session-sets.ts).
-            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, "hold")} THEN 'hold' ELSE 'log' END`,
+            reason: sql<string>`CASE WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' WHEN ${changedUnder(check, "hold")} THEN 'hold' ELSE 'log' END`,
             context: contextChange(check),
           },
           judgementOf(check, at.now, proof.id, true),
@@ -165,9 +167,18 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
             ...(sliding === null ? {} : { expiresAt: renewedExpiry(at, sliding) }),
             ...(check ? seenValues(check, at.now) : {}),
             // SET reads the row as it was: the change is judged against the context before this one.
-            ...(check && judgement && acts(check, "hold")
+            ...(check && judgement && judges
               ? {
                   held: sql`${sessions.held} OR (${isJudged} AND ${changedUnderOf(judgement, check, "hold")})`,
+                }
+              : {}),
+            // Without the DELETE (no var says end), a member's `end` ends its session here: a
+            // lifetime of none, which its liveness reads (src/db/liveness.ts `memberLive`); the
+            // row goes with the purge, as an idle one. Only a member's row can be under `end`
+            // then: one outside never judges it again (its row read once more).
+            ...(check && judgement && judges && !acts(check, "end")
+              ? {
+                  ttlSeconds: sql`CASE WHEN ${sessions.organizationId} IS NOT NULL AND ${isJudged} AND ${changedUnderOf(judgement, check, "end")} THEN 0 ELSE ${sessions.ttlSeconds} END`,
                 }
               : {}),
           })
@@ -214,11 +225,12 @@ type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
 
 /**
  * The statements that judge the caller's context and record its activity, in this order (each
- * null when it has nothing to do):
+ * null when it has nothing to do: which exist follows from the deployment's policies, what each
+ * does from the session's own, its organization's where it sets them):
  *   - `contextEvents`: a change under `end` logs `ended` (reason `context_changed`), under `log`
  *     or `hold` `context_changed` (the policy as its reason); RETURNING them (`events`
  *     decodes them), for a read that reads no other event of its write;
- *   - `contextEnded`: a change under `end` ends the session;
+ *   - `contextEnded`: a change under `end` ends the session (without it, `activity` ends a member's);
  *   - `activity`: one UPDATE of the caller's row, when its activity is due (`activity`: every
  *     few minutes, renewing a sliding expiry), its context differs or its place's time is as
  *     old: records where and when a browser's cookie was used, and holds the session for a
