@@ -36,7 +36,7 @@ import {
   stepUpCutoffOf,
   type TokenProof,
 } from "./liveness.ts";
-import { organizationPolicies, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
+import { EVENT_IDS_PER_MS, organizationPolicies, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 import { endSessions, loggedBy, recordEvents, type Write, type Writer } from "./writes.ts";
 
 // The one authenticated batch: every operation by a session's token (the list, the events, the
@@ -112,6 +112,13 @@ export function reestablishedExpiry(at: Instant, upstreamEnd: Date): SQL<Date> {
     : renewedExpiry(at, at.slidingMaxLifetimeMs, end);
 }
 
+/** This write logged the row's `ended` (the context event, just before in the batch). */
+function endedBy(write: Write): SQL {
+  const at = millis(write.at);
+  const e = sessionEvents;
+  return sql`EXISTS (SELECT 1 FROM ${e} WHERE ${e.id} >= ${at} * ${EVENT_IDS_PER_MS} AND ${e.createdAt} = ${at} AND ${e.requestId} = ${write.id} AND ${e.sessionId} = ${sessions.id} AND ${e.type} = 'ended')`;
+}
+
 /**
  * The head's statements as drizzle builds them, from what `authenticated` hands over: placeholders
  * for the call's values (src/db/compiled.ts), or the values themselves (`builders`).
@@ -175,10 +182,11 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
             // Without the DELETE (no var says end), a member's `end` ends its session here: a
             // lifetime of none, which its liveness reads (src/db/liveness.ts `memberLive`); the
             // row goes with the purge, as an idle one. Only a member's row can be under `end`
-            // then: one outside never judges it again (its row read once more).
-            ...(check && judgement && judges && !acts(check, "end")
+            // then, and the `ended` event this batch just logged for it says so: one outside
+            // reads nothing more, and no second judgement is compiled.
+            ...(judges && !acts(check, "end")
               ? {
-                  ttlSeconds: sql`CASE WHEN ${sessions.organizationId} IS NOT NULL AND ${isJudged} AND ${changedUnderOf(judgement, check, "end")} THEN 0 ELSE ${sessions.ttlSeconds} END`,
+                  ttlSeconds: sql`CASE WHEN ${sessions.organizationId} IS NOT NULL AND ${endedBy(write)} THEN 0 ELSE ${sessions.ttlSeconds} END`,
                 }
               : {}),
           })
