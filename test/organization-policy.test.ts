@@ -3,7 +3,23 @@ import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { SessionService } from "../src/rpc/session-service.ts";
 import { countingShards, faultyD1 } from "./d1.ts";
-import { bearer, bindingOfUser, CHROME_MAC, callWith, d1, databases, newUser } from "./helpers.ts";
+import {
+  bearer,
+  bindingOfUser,
+  CHROME_MAC,
+  callWith,
+  d1,
+  d1OfUser,
+  databases,
+  expectError,
+  FIREFOX_WINDOWS,
+  type Issued,
+  issue,
+  type Network,
+  newUser,
+  REJECTED_CHALLENGE,
+  sessionCookie,
+} from "./helpers.ts";
 import { admin, adminKey, newOrganization, policyDatabases, removeOrganization } from "./organization-fixtures.ts";
 
 // An organization's session policy (docs/organization-policy.md): set over the admin API, it
@@ -492,5 +508,223 @@ describe("organization policy: live sessions, from their next request", () => {
         });
       }
     }
+  });
+});
+
+describe("organization policy: the context and travel policies, from the member's next request", () => {
+  const HOME: Network = { country: "DE", asn: 3320 };
+  const STEP_UP =
+    'Bearer realm="auth", error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age="0"';
+  // One provider everywhere (Cloudflare WARP's ASN): only travel can change.
+  const WARP = 13335;
+  const NEW_YORK: Network = { country: "US", asn: WARP, latitude: "40.71280", longitude: "-74.00600" };
+  const CHICAGO: Network = { country: "US", asn: WARP, latitude: "41.87810", longitude: "-87.62980" };
+  const HONG_KONG: Network = { country: "HK", asn: WARP, latitude: "22.31930", longitude: "114.16940" };
+
+  type Browser = Issued & { userId: string };
+
+  /** A browser's session (carrier cookie, as the login worker issues it), a member's when `organization` is given. */
+  async function browser(userId: string, organization?: string, network: Network = HOME): Promise<Browser> {
+    const issued = await issue(userId, { country: network.country, asn: network.asn, carrier: "cookie", organization });
+    return { ...issued, userId };
+  }
+
+  /** GET /auth/sessions through the session's cookie, from `userAgent` and `network`. */
+  function list(session: Issued, userAgent = CHROME_MAC, network: Network = HOME, vars: Partial<Env> = {}) {
+    const headers = { ...sessionCookie(session.token), "User-Agent": userAgent, "CF-Connecting-IP": "198.51.100.7" };
+    return callWith(vars, "GET", "/auth/sessions", headers, undefined, network);
+  }
+
+  /** The session's events' types and reasons, and whether it is held (`ended`: no row). */
+  async function stateOf(session: Browser) {
+    const db = await d1OfUser(session.userId);
+    const row = await db.prepare("SELECT context_step_up AS held FROM sessions WHERE id = ?").bind(session.id).first();
+    const { results } = await db
+      .prepare("SELECT type, reason FROM session_events WHERE session_id = ? ORDER BY id")
+      .bind(session.id)
+      .all<{ type: string; reason: string | null }>();
+    return { held: row ? row.held : "ended", events: results.map(({ type, reason }) => [type, reason]) };
+  }
+
+  const created = ["created", null];
+
+  it("device end for a member where the var holds: a policy set after sign-in ends the member's session; one outside is held", async () => {
+    const organization = await newOrganization();
+    const user = newUser();
+    const member = await browser(user, organization);
+    const other = await browser(user, organization);
+    const outside = await browser(user);
+    expect((await list(member)).status).toBe(200);
+    await setPolicy(organization, { contextDevice: "end" });
+    await expectError(await list(member, FIREFOX_WINDOWS), 401, "invalid_token", {
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
+    // Ended for good, from its own browser too, and listed to no one.
+    await expectError(await list(member), 401, "invalid_token", { wwwAuthenticate: REJECTED_CHALLENGE });
+    expect(await stateOf(member)).toEqual({ held: 0, events: [created, ["ended", "context_changed"]] });
+    const listed = (await (await list(other)).json()) as { sessions: { id: string }[] };
+    expect(listed.sessions.map(({ id }) => id).sort()).toEqual([other.id, outside.id].sort());
+    // The same user's session outside the organization, on the same database: the var's hold.
+    await expectError(await list(outside, FIREFOX_WINDOWS), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
+    expect(await stateOf(outside)).toEqual({ held: 1, events: [created, ["context_changed", "hold"]] });
+  });
+
+  it("device ignore for a member where the var holds: recorded silently; back to the var's hold at its next change", async () => {
+    const organization = await newOrganization();
+    await setPolicy(organization, { contextDevice: "ignore" });
+    const member = await browser(newUser(), organization);
+    expect((await list(member, FIREFOX_WINDOWS)).status).toBe(200);
+    expect(await stateOf(member)).toEqual({ held: 0, events: [created] });
+    await setPolicy(organization, { contextDevice: null });
+    await expectError(await list(member), 401, "reauthentication_required", { wwwAuthenticate: STEP_UP });
+    expect(await stateOf(member)).toEqual({ held: 1, events: [created, ["context_changed", "hold"]] });
+  });
+
+  it("where the var ends (its DELETE in the batch), a member whose organization holds is held, one outside ended", async () => {
+    const ending = { SESSION_CONTEXT_DEVICE: "end" } as Partial<Env>;
+    const organization = await newOrganization();
+    await setPolicy(organization, { contextDevice: "hold", contextNetwork: "end" }, ending);
+    const user = newUser();
+    const member = await browser(user, organization);
+    const outside = await browser(user);
+    await expectError(await list(member, FIREFOX_WINDOWS, HOME, ending), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
+    expect(await stateOf(member)).toEqual({ held: 1, events: [created, ["context_changed", "hold"]] });
+    await expectError(await list(outside, FIREFOX_WINDOWS, HOME, ending), 401, "invalid_token", {
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
+    expect(await stateOf(outside)).toEqual({ held: "ended", events: [created, ["ended", "context_changed"]] });
+    // The organization's network end, where the var logs: the DELETE ends the member's row.
+    const abroad = await browser(user, organization);
+    await expectError(await list(abroad, CHROME_MAC, { country: "BR", asn: 28573 }, ending), 401, "invalid_token", {
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
+    expect(await stateOf(abroad)).toEqual({ held: "ended", events: [created, ["ended", "context_changed"]] });
+  });
+
+  it("travel limits per organization: a shorter minimum holds a member's trip the vars allow; a higher top speed allows one they hold", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(START);
+    const near = await newOrganization();
+    const fast = await newOrganization();
+    await setPolicy(near, { travelMinKm: 500 });
+    await setPolicy(fast, { travelMaxKmh: 50_000 });
+    const [nearMember, fastMember, outside, outsideFar] = [
+      await browser(newUser(), near, NEW_YORK),
+      await browser(newUser(), fast, NEW_YORK),
+      await browser(newUser(), undefined, NEW_YORK),
+      await browser(newUser(), undefined, NEW_YORK),
+    ];
+    for (const session of [nearMember, fastMember, outside, outsideFar])
+      expect((await list(session, CHROME_MAC, NEW_YORK)).status).toBe(200);
+    // Twenty minutes later: Chicago is 1,145 km away (3,436 km/h), Hong Kong 12,955 km (38,866 km/h).
+    vi.setSystemTime(START + 20 * 60_000);
+    await expectError(await list(nearMember, CHROME_MAC, CHICAGO), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
+    expect((await list(outside, CHROME_MAC, CHICAGO)).status).toBe(200);
+    expect((await list(fastMember, CHROME_MAC, HONG_KONG)).status).toBe(200);
+    await expectError(await list(outsideFar, CHROME_MAC, HONG_KONG), 401, "reauthentication_required", {
+      wwwAuthenticate: STEP_UP,
+    });
+    expect(await Promise.all([nearMember, fastMember, outside, outsideFar].map(stateOf))).toEqual([
+      { held: 1, events: [created, ["context_changed", "hold"]] },
+      { held: 0, events: [created] },
+      { held: 0, events: [created] },
+      { held: 1, events: [created, ["context_changed", "hold"]] },
+    ]);
+  });
+
+  it("travel end for a member: the event names the trip, the session ends", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(START);
+    const organization = await newOrganization();
+    await setPolicy(organization, { contextTravel: "end" });
+    const member = await browser(newUser(), organization, NEW_YORK);
+    expect((await list(member, CHROME_MAC, NEW_YORK)).status).toBe(200);
+    vi.setSystemTime(START + 20 * 60_000);
+    await expectError(await list(member, CHROME_MAC, HONG_KONG), 401, "invalid_token", {
+      wwwAuthenticate: REJECTED_CHALLENGE,
+    });
+    const event = await (await d1OfUser(member.userId))
+      .prepare(
+        "SELECT type, reason, context ->> '$.travel.distance_km' AS km FROM session_events WHERE session_id = ? AND type = 'ended'",
+      )
+      .bind(member.id)
+      .first();
+    expect(event).toEqual({ type: "ended", reason: "context_changed", km: 12955 });
+  });
+
+  it("where every var ignores, no statement logs, holds or ends: an organization's policy other than ignore is refused", async () => {
+    const ignoring = {
+      SESSION_CONTEXT_DEVICE: "ignore",
+      SESSION_CONTEXT_NETWORK: "ignore",
+      SESSION_CONTEXT_TRAVEL: "ignore",
+    } as Partial<Env>;
+    const organization = await newOrganization();
+    const { vars, key } = await adminKey();
+    const path = `/admin/organizations/${organization}/policy`;
+    const refused = await admin({ ...ignoring, ...vars }, key, "PUT", path, { contextNetwork: "hold" });
+    expect({ status: refused.status, body: await refused.json() }).toEqual({
+      status: 400,
+      body: {
+        code: "invalid_input",
+        message:
+          "A path parameter, query parameter or body member breaks the rule this call holds it to; detail says which.",
+        detail: "contextNetwork may be other than ignore only where some SESSION_CONTEXT_* is",
+      },
+    });
+    expect((await admin({ ...ignoring, ...vars }, key, "PUT", path, { contextNetwork: "ignore" })).status).toBe(200);
+    // A policy stored before the vars turned to ignore applies as ignore.
+    await setPolicy(organization, { contextDevice: "end" });
+    const read = await admin({ ...ignoring, ...vars }, key, "GET", path);
+    expect(await read.json()).toMatchObject({
+      policy: { contextDevice: "end" },
+      effective: { contextPolicies: { device: "ignore", network: "ignore", travel: "ignore" } },
+    });
+    const member = await browser(newUser(), organization);
+    expect((await list(member, FIREFOX_WINDOWS, HOME, ignoring)).status).toBe(200);
+    expect(await stateOf(member)).toEqual({ held: 0, events: [created] });
+  });
+
+  it("a judged request costs a member one round trip and the statements one outside sends", async () => {
+    const organization = await newOrganization();
+    await setPolicy(organization, { contextDevice: "end", travelMinKm: 500 });
+    const costs: Record<string, unknown> = {};
+    for (const [name, organizationId] of [
+      ["outside", undefined],
+      ["member", organization],
+    ] as const) {
+      const session = await browser(newUser(), organizationId, NEW_YORK);
+      const own = await bindingOfUser(session.userId);
+      const cost = [];
+      // Unchanged, then from another browser: the member's ends, the other's is held.
+      for (const userAgent of [CHROME_MAC, FIREFOX_WINDOWS]) {
+        const counter = countingShards(databases());
+        const headers = { ...sessionCookie(session.token), "User-Agent": userAgent };
+        const response = await callWith(counter.env, "GET", "/auth/sessions", headers, undefined, NEW_YORK);
+        cost.push({
+          status: response.status,
+          roundTrips: counter.roundTrips()[own],
+          statements: counter.statements(),
+          rowsWritten: counter.rowsWritten(),
+        });
+      }
+      costs[name] = cost;
+    }
+    // The same statements, writing the same rows (rows read: npm run bench:sql, docs/organization-policy.md).
+    expect(costs).toEqual({
+      member: [
+        { status: 200, roundTrips: 1, statements: 3, rowsWritten: 1 },
+        { status: 401, roundTrips: 1, statements: 3, rowsWritten: 3 },
+      ],
+      outside: [
+        { status: 200, roundTrips: 1, statements: 3, rowsWritten: 1 },
+        { status: 401, roundTrips: 1, statements: 3, rowsWritten: 3 },
+      ],
+    });
   });
 });

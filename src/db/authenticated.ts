@@ -36,7 +36,7 @@ import {
   stepUpCutoffOf,
   type TokenProof,
 } from "./liveness.ts";
-import { organizationPolicies, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
+import { EVENT_IDS_PER_MS, organizationPolicies, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 import { endSessions, loggedBy, recordEvents, type Write, type Writer } from "./writes.ts";
 
 // The one authenticated batch: every operation by a session's token (the list, the events, the
@@ -112,6 +112,13 @@ export function reestablishedExpiry(at: Instant, upstreamEnd: Date): SQL<Date> {
     : renewedExpiry(at, at.slidingMaxLifetimeMs, end);
 }
 
+/** This write logged the row's `ended` (the context event, just before in the batch). */
+function endedBy(write: Write): SQL {
+  const at = millis(write.at);
+  const e = sessionEvents;
+  return sql`EXISTS (SELECT 1 FROM ${e} WHERE ${e.id} >= ${at} * ${EVENT_IDS_PER_MS} AND ${e.createdAt} = ${at} AND ${e.requestId} = ${write.id} AND ${e.sessionId} = ${sessions.id} AND ${e.type} = 'ended')`;
+}
+
 /**
  * The head's statements as drizzle builds them, from what `authenticated` hands over: placeholders
  * for the call's values (src/db/compiled.ts), or the values themselves (`builders`).
@@ -122,19 +129,21 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
   const stale = activity ? sql`${sessions.lastActiveAt} <= ${staleBefore}` : null;
   const sliding = activity ? at.slidingMaxLifetimeMs : null;
   const judgement = check && judgementOf(check, at.now, proof.id, false);
-  const ending = check && acts(check, "end") ? changedUnder(check, "end") : null;
-  const judged = check && acts(check, "log", "hold", "end") ? changedUnder(check, "log", "hold", "end") : null;
+  // What a change does is the row's own (its organization's policy, else the var's): the
+  // statements are those the deployment's policies need, each deciding per row.
+  const judges = check !== null && acts(check, "log", "hold", "end");
+  const ending = check && changedUnder(check, "end");
   const contextInsert =
-    check && judgement && judged
+    check && judgement && judges
       ? recordEvents(
           db,
-          ending ? sql`CASE WHEN ${ending} THEN 'ended' ELSE 'context_changed' END` : "context_changed",
-          sql`${proven} AND ${isJudged} AND ${judged}`,
+          sql`CASE WHEN ${ending} THEN 'ended' ELSE 'context_changed' END`,
+          sql`${proven} AND ${isJudged} AND ${changedUnder(check, "log", "hold", "end")}`,
           writer,
           write,
           {
             // The policy that applied: a receiver is told of a held session (src/services/ssf/session-sets.ts).
-            reason: sql<string>`CASE ${ending ? sql`WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' ` : sql``}WHEN ${changedUnder(check, "hold")} THEN 'hold' ELSE 'log' END`,
+            reason: sql<string>`CASE WHEN ${ending} THEN '${sql.raw(SERVICE_REASONS.contextChanged)}' WHEN ${changedUnder(check, "hold")} THEN 'hold' ELSE 'log' END`,
             context: contextChange(check),
           },
           judgementOf(check, at.now, proof.id, true),
@@ -165,9 +174,19 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
             ...(sliding === null ? {} : { expiresAt: renewedExpiry(at, sliding) }),
             ...(check ? seenValues(check, at.now) : {}),
             // SET reads the row as it was: the change is judged against the context before this one.
-            ...(check && judgement && acts(check, "hold")
+            ...(check && judgement && judges
               ? {
                   held: sql`${sessions.held} OR (${isJudged} AND ${changedUnderOf(judgement, check, "hold")})`,
+                }
+              : {}),
+            // Without the DELETE (no var says end), a member's `end` ends its session here: a
+            // lifetime of none, which its liveness reads (src/db/liveness.ts `memberLive`); the
+            // row goes with the purge, as an idle one. Only a member's row can be under `end`
+            // then, and the `ended` event this batch just logged for it says so: one outside
+            // reads nothing more, and no second judgement is compiled.
+            ...(judges && !acts(check, "end")
+              ? {
+                  ttlSeconds: sql`CASE WHEN ${sessions.organizationId} IS NOT NULL AND ${endedBy(write)} THEN 0 ELSE ${sessions.ttlSeconds} END`,
                 }
               : {}),
           })
@@ -214,11 +233,12 @@ type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
 
 /**
  * The statements that judge the caller's context and record its activity, in this order (each
- * null when it has nothing to do):
+ * null when it has nothing to do: which exist follows from the deployment's policies, what each
+ * does from the session's own, its organization's where it sets them):
  *   - `contextEvents`: a change under `end` logs `ended` (reason `context_changed`), under `log`
  *     or `hold` `context_changed` (the policy as its reason); RETURNING them (`events`
  *     decodes them), for a read that reads no other event of its write;
- *   - `contextEnded`: a change under `end` ends the session;
+ *   - `contextEnded`: a change under `end` ends the session (without it, `activity` ends a member's);
  *   - `activity`: one UPDATE of the caller's row, when its activity is due (`activity`: every
  *     few minutes, renewing a sliding expiry), its context differs or its place's time is as
  *     old: records where and when a browser's cookie was used, and holds the session for a

@@ -1,5 +1,6 @@
-import { type SQL, sql } from "drizzle-orm";
+import { type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import type { AnySQLiteColumn } from "drizzle-orm/sqlite-core";
+import { ACTIONS } from "../domain/actions.ts";
 import {
   type ClientContext,
   CONTEXT_KINDS,
@@ -10,14 +11,21 @@ import {
 } from "../domain/client-context.ts";
 import { millis, type When } from "./compiled.ts";
 import { sameDeviceAs } from "./device.ts";
-import { sessions } from "./schema.ts";
+import { ofOrganization } from "./liveness.ts";
+import { organizationPolicies, sessions } from "./schema.ts";
 
 // The session context check (src/domain/client-context.ts) as SQL conditions and values, for the
 // statements at the head of an operation's batch (src/db/authenticated.ts): the statements after
 // them see the session as the check left it (ended, or held), so the check costs no
-// round trip of its own.
+// round trip of its own. A member's session is judged by its organization's policies and travel
+// limits (docs/organization-policy.md), read with its row: which statements a batch sends follows
+// from the deployment's (`acts`), what each does to a row from the row's own.
 
-/** The caller's context and what a change of it does; null: the context is unknown, nothing is checked. */
+/**
+ * The caller's context and what a change of it does, by the vars: the deployment's, and a
+ * member's where its organization's policy says nothing. Null: the context is unknown, nothing
+ * is checked.
+ */
 export interface ContextCheck {
   context: ClientContext;
   policies: ContextPolicies;
@@ -32,7 +40,7 @@ export const isBrowsers = sql`(${sessions.carrier} IN ('cookie', 'both') OR ${se
 /** A browser's session that the check judges: a device-bound one is not, its key proves the device. */
 export const isJudged = sql`(${sessions.carrier} IN ('cookie', 'both') AND ${sessions.dbscKeyThumbprint} IS NULL)`;
 
-/** Some kind of change does `policy`. */
+/** Some kind of change does `policy`, by the deployment's policies: which statements the batch sends. */
 export function acts({ policies }: ContextCheck, ...policy: ContextPolicy[]): boolean {
   return CONTEXT_KINDS.some((kind) => policy.includes(policies[kind]));
 }
@@ -69,28 +77,60 @@ export function changeOf({ browser, os, country, asn }: ClientContext): SQL {
 }
 
 /** A column of `judgement`'s row. */
-const judged = (column: "device" | "network" | "travel" | "km" | "kmh" | "change") => sql.raw(`"judged"."${column}"`);
+const judged = (column: ContextKind | "km" | "kmh" | "change") => sql.raw(`"judged"."${column}"`);
+
+/** The policy row's column of each kind's action. */
+const POLICY_OF = {
+  device: organizationPolicies.contextDevice,
+  network: organizationPolicies.contextNetwork,
+  travel: organizationPolicies.contextTravel,
+} as const;
+
+/**
+ * A setting of the session's row: its organization's policy's `column`, else the var's
+ * (`otherwise`). SQLite evaluates a CASE's branches lazily: a session outside any organization
+ * reads no policy row.
+ */
+function settingOf(column: SQLWrapper, otherwise: SQL): SQL {
+  return sql`CASE WHEN ${sessions.organizationId} IS NULL THEN ${otherwise} ELSE coalesce((SELECT ${column} FROM ${ofOrganization}), ${otherwise}) END`;
+}
+
+/** The action of a change of `kind` on the session's row: its organization's, else the var's (a constant of the SQL text: the shape's). */
+function actionOf({ policies }: ContextCheck, kind: ContextKind): SQL {
+  return settingOf(POLICY_OF[kind], sql.raw(`'${policies[kind]}'`));
+}
 
 /**
  * The caller's context judged once against the session's row `id` (as it was before the batch's
- * UPDATE), as a one-row table `judged`: whether each kind changed (null: the context cannot tell)
+ * UPDATE), as a one-row table `judged`: for each kind, the action its change takes (the
+ * session's organization's policy, else the var's; null: no change, or the context cannot tell)
  * and, for the `event` (`contextChange`), the distance from the place last seen (km), the speed
  * it needed (kmh; null: no time passed) and the event's before and after (change); a statement
  * that reads only the kinds compiles none of those. Every statement of the head reads its kinds
  * from here, so each of the caller's values is bound once per statement: D1 binds at most 100.
- * Travel: farther than the minimum, and than the top speed covers since; no time passed counts
- * as too fast.
+ * Travel: farther than the minimum, and than the top speed covers since (the organization's
+ * limits, else the vars'); no time passed counts as too fast.
  */
 export function judgement(check: ContextCheck, now: When, id: string, event: boolean): SQL {
   const { context, travel } = check;
   const placed = context.latitude !== null;
+  const p = organizationPolicies;
   const change = event ? sql`, ${changeOf(context)} AS "change"` : sql``;
-  const measured = sql`SELECT ${deviceChanged(context)} AS "device", ${networkChanged(context) ?? sql`NULL`} AS "network", ${placed ? distanceKm(context) : sql`NULL`} AS "km", ${placed ? sql`${millis(now)} - ${sessions.seenPlaceAt}` : sql`NULL`} AS "since"${change} FROM ${sessions} WHERE ${sessions.id} = ${id}`;
-  const measures = event ? sql`, "km", "km" * 3600000 / nullif(max("since", 0), 0) AS "kmh", "change"` : sql``;
+  const network = networkChanged(context);
+  const place = placed
+    ? sql`${distanceKm(context)} AS "km", ${millis(now)} - ${sessions.seenPlaceAt} AS "since", ${settingOf(p.travelMinKm, sql`${travel.minKm}`)} AS "min_km", ${settingOf(p.travelMaxKmh, sql`${travel.maxKmh}`)} AS "max_kmh", ${actionOf(check, "travel")} AS "travel"`
+    : sql`NULL AS "km", NULL AS "travel"`;
+  const measured = sql`SELECT CASE WHEN ${deviceChanged(context)} THEN ${actionOf(check, "device")} END AS "device", ${network ? sql`CASE WHEN ${network} THEN ${actionOf(check, "network")} END` : sql`NULL`} AS "network", ${place}${change} FROM ${sessions} WHERE ${sessions.id} = ${id}`;
+  const traveled = placed
+    ? sql`CASE WHEN "km" > "min_km" AND "km" * 3600000 > "max_kmh" * "since" THEN "travel" END AS "travel"`
+    : sql`"travel"`;
+  const measures = event
+    ? sql`, "km", ${placed ? sql`"km" * 3600000 / nullif(max("since", 0), 0)` : sql`NULL`} AS "kmh", "change"`
+    : sql``;
   // LIMIT 1 (one row is all it has) keeps it a table of its own: flattened into the statement,
   // SQLite compiles the distance and the JSON again into each column that reads them, and
   // compiling is most of what the head's SQL costs (BENCHMARKS.md, The judged request's SQL).
-  return sql`(SELECT "device", "network", ("km" > ${travel.minKm} AND "km" * 3600000 > ${travel.maxKmh} * "since") AS "travel"${measures} FROM (${measured}) LIMIT 1) AS "judged"`;
+  return sql`(SELECT "device", "network", ${traveled}${measures} FROM (${measured}) LIMIT 1) AS "judged"`;
 }
 
 /** The kinds the caller's context can tell: a network needs its country and ASN, travel its place. */
@@ -103,12 +143,29 @@ function told({ context }: ContextCheck): ContextKind[] {
 }
 
 /**
- * A change of a kind whose policy is one of `policies`, on `judgement`'s row (0, never null: an
- * unknown column judges nothing).
+ * The action in `column` is one of `policies`, as comparisons: an IN list is an ephemeral table
+ * of its own, whose rows D1 counts as read on every request.
+ */
+function isAmong(column: SQL, policies: ContextPolicy[]): SQL {
+  const others = ACTIONS.filter((action) => !policies.includes(action));
+  if (others.length === 1) return sql`${column} <> '${sql.raw(others[0] as string)}'`;
+  return sql.join(
+    policies.map((policy) => sql`${column} = '${sql.raw(policy)}'`),
+    sql` OR `,
+  );
+}
+
+/**
+ * A change of a kind whose action (`judgement`: the row's own) is one of `policies`, on
+ * `judgement`'s row (0, never null: an unknown column judges nothing).
  */
 export function changedUnder(check: ContextCheck, ...policies: ContextPolicy[]): SQL {
-  const kinds = told(check).filter((kind) => policies.includes(check.policies[kind]));
-  return kinds.length === 0 ? NOTHING : sql`coalesce(${sql.join(kinds.map(judged), sql` OR `)}, 0)`;
+  const kinds = told(check);
+  if (kinds.length === 0) return NOTHING;
+  return sql`coalesce(${sql.join(
+    kinds.map((kind) => isAmong(judged(kind), policies)),
+    sql` OR `,
+  )}, 0)`;
 }
 
 /** `changedUnder` as a value for a statement that reads the session's row alone (a DELETE's, an UPDATE's). */
@@ -126,16 +183,24 @@ export function changedUnderOf(judgement: SQL, check: ContextCheck, ...policies:
 const PLACE_MOVE_OF_MIN_KM = 0.25;
 
 /**
+ * How far the place must have moved to be recorded anew: the fraction of the session's minimum
+ * travel, its organization's when it sets one (read only for a member's row).
+ */
+function placeMoveKm({ travel }: ContextCheck): SQL {
+  const min = organizationPolicies.travelMinKm;
+  return sql`CASE WHEN ${sessions.organizationId} IS NULL THEN ${travel.minKm * PLACE_MOVE_OF_MIN_KM} ELSE coalesce((SELECT ${min} FROM ${ofOrganization}), ${travel.minKm}) * ${PLACE_MOVE_OF_MIN_KM} END`;
+}
+
+/**
  * Anything recorded of the context differs from the caller's (what it does not tell is kept):
  * the place only once it moved far enough.
  */
-export function differs({ context, travel }: ContextCheck): SQL {
+export function differs(check: ContextCheck): SQL {
+  const { context } = check;
   const country = context.country === null ? sql`` : sql` OR ${sessions.seenCountry} IS NOT ${context.country}`;
   const asn = context.asn === null ? sql`` : sql` OR ${sessions.seenAsn} IS NOT ${context.asn}`;
   const place =
-    context.latitude === null
-      ? sql``
-      : sql` OR coalesce(${distanceKm(context)} > ${travel.minKm * PLACE_MOVE_OF_MIN_KM}, 1)`;
+    context.latitude === null ? sql`` : sql` OR coalesce(${distanceKm(context)} > ${placeMoveKm(check)}, 1)`;
   return sql`(${sessions.seenBrowser} IS NOT ${context.browser} OR ${sessions.seenOs} IS NOT ${context.os}${country}${asn}${place})`;
 }
 
@@ -164,12 +229,12 @@ export function seenValues({ context }: ContextCheck, now: When) {
 
 /**
  * The event's context, on `judgement`'s row: on travel also both places, the distance and the
- * speed (null: no time passed), unless travel is allowed: the event of another kind must not
- * name it (a receiver's risk reason reads it, src/services/ssf/session-sets.ts).
+ * speed (null: no time passed), unless the session's policy ignores travel: the event of another
+ * kind must not name it (a receiver's risk reason reads it, src/services/ssf/session-sets.ts).
  */
 export function contextChange(check: ContextCheck): SQL {
-  if (check.policies.travel === "ignore" || !told(check).includes("travel")) return judged("change");
+  if (!told(check).includes("travel")) return judged("change");
   const { latitude, longitude } = check.context;
   const { seenLatitude, seenLongitude } = sessions;
-  return sql`CASE WHEN ${judged("travel")} THEN json_insert(${judged("change")}, '$.travel', json_object('from', json_object('latitude', ${seenLatitude}, 'longitude', ${seenLongitude}), 'to', json_object('latitude', ${latitude}, 'longitude', ${longitude}), 'distance_km', CAST(round(${judged("km")}) AS INTEGER), 'speed_kmh', CAST(round(${judged("kmh")}) AS INTEGER))) ELSE ${judged("change")} END`;
+  return sql`CASE WHEN ${judged("travel")} <> 'ignore' THEN json_insert(${judged("change")}, '$.travel', json_object('from', json_object('latitude', ${seenLatitude}, 'longitude', ${seenLongitude}), 'to', json_object('latitude', ${latitude}, 'longitude', ${longitude}), 'distance_km', CAST(round(${judged("km")}) AS INTEGER), 'speed_kmh', CAST(round(${judged("kmh")}) AS INTEGER))) ELSE ${judged("change")} END`;
 }

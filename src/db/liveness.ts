@@ -57,8 +57,8 @@ export const ofOrganization = sql`${organizationPolicies} WHERE ${organizationPo
  * that a change applies at the next request, with no sign-in: its idle timeout (0: none; null:
  * the var's, `idle`), its maximum lifetime from creation, and its lifetime, from the last
  * renewal when it slides (the activity write renews at `last_active_at`), else from creation,
- * never longer than the session was issued with. No policy row (the organization was removed):
- * not live.
+ * never longer than the session was issued with. A lifetime of 0: ended by its organization's
+ * context policy (src/db/authenticated.ts). No policy row (the organization was removed): not live.
  */
 function memberLive(at: Pick<At, "now" | "slidingMaxLifetimeMs">, idle: SQL): SQL {
   const now = millis(at.now);
@@ -69,7 +69,7 @@ function memberLive(at: Pick<At, "now" | "slidingMaxLifetimeMs">, idle: SQL): SQ
     at.slidingMaxLifetimeMs === null
       ? createdAt
       : sql`CASE WHEN coalesce(${p.slidingTtl}, 1) THEN ${lastActiveAt} ELSE ${createdAt} END`;
-  return sql`coalesce((SELECT CASE WHEN ${p.idleTimeoutSeconds} IS NULL THEN ${idle} ELSE (${p.idleTimeoutSeconds} = 0 OR ${lastActiveAt} > ${now} - ${p.idleTimeoutSeconds} * 1000) END AND (${p.maxLifetimeSeconds} IS NULL OR ${createdAt} + ${p.maxLifetimeSeconds} * 1000 > ${now}) AND (${p.ttlSeconds} IS NULL OR ${from} + min(${ttlSeconds}, ${p.ttlSeconds}) * 1000 > ${now}) FROM ${ofOrganization}), 0)`;
+  return sql`coalesce((SELECT ${ttlSeconds} > 0 AND CASE WHEN ${p.idleTimeoutSeconds} IS NULL THEN ${idle} ELSE (${p.idleTimeoutSeconds} = 0 OR ${lastActiveAt} > ${now} - ${p.idleTimeoutSeconds} * 1000) END AND (${p.maxLifetimeSeconds} IS NULL OR ${createdAt} + ${p.maxLifetimeSeconds} * 1000 > ${now}) AND (${p.ttlSeconds} IS NULL OR ${from} + min(${ttlSeconds}, ${p.ttlSeconds}) * 1000 > ${now}) FROM ${ofOrganization}), 0)`;
 }
 
 /** The carrier the session must not have: a browser's cookie-only token proves nothing as Bearer. */

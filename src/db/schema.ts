@@ -34,7 +34,8 @@ export const sessions = sqliteTable(
     expiresAt: integer("expires_at", { mode: "timestamp_ms" }).notNull(),
     // Refreshed at most every few minutes by authenticated requests; drives the idle timeout.
     lastActiveAt: integer("last_active_at", { mode: "timestamp_ms" }).notNull(),
-    // The lifetime the session was issued with, which a sliding renewal grants again.
+    // The lifetime the session was issued with, which a sliding renewal grants again. 0: a member's
+    // session ended by its organization's context policy (src/db/authenticated.ts), not live.
     ttlSeconds: integer("ttl_seconds").notNull(),
     // Browser family, OS and country (src/domain/device.ts `deviceKey`): what "a new device" compares, by `facesOf`.
     deviceKey: text("device_key").notNull(),
@@ -243,7 +244,8 @@ export const organizationPolicies = sqliteTable("organization_policies", {
   organizationId: text("organization_id").primaryKey(),
   updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),
   // Each a session setting's var (src/domain/organizations/policy.ts): null, the var's value.
-  // Lifetime, idle timeout, sliding, maximum lifetime and step-up also govern live sessions (src/db/liveness.ts).
+  // Lifetime, idle timeout, sliding, maximum lifetime and step-up also govern live sessions (src/db/liveness.ts),
+  // the context and travel settings every judged request (src/db/client-context.ts).
   ttlSeconds: integer("ttl_seconds"),
   idleTimeoutSeconds: integer("idle_timeout_seconds"),
   slidingTtl: integer("sliding_ttl", { mode: "boolean" }),

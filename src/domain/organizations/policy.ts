@@ -72,17 +72,28 @@ export function effectivePolicy(policy: OrganizationPolicy, config: Config): Eff
     // Only where the deployment has step-up (`checkPolicy`), as sliding.
     stepUpMaxAgeSeconds:
       config.stepUpMaxAgeSeconds === 0 ? 0 : (policy.stepUpMaxAgeSeconds ?? config.stepUpMaxAgeSeconds),
-    contextPolicies: {
-      device: policy.contextDevice ?? config.contextPolicies.device,
-      network: policy.contextNetwork ?? config.contextPolicies.network,
-      travel: policy.contextTravel ?? config.contextPolicies.travel,
-    },
+    // Only where the deployment judges a change at all (`checkPolicy`), as sliding.
+    contextPolicies: judgesContext(config)
+      ? {
+          device: policy.contextDevice ?? config.contextPolicies.device,
+          network: policy.contextNetwork ?? config.contextPolicies.network,
+          travel: policy.contextTravel ?? config.contextPolicies.travel,
+        }
+      : config.contextPolicies,
     travelLimits: {
       maxKmh: policy.travelMaxKmh ?? config.travelLimits.maxKmh,
       minKm: policy.travelMinKm ?? config.travelLimits.minKm,
     },
     reportTtlSeconds: policy.reportTtlSeconds ?? config.reportTtlSeconds,
   };
+}
+
+/**
+ * Some SESSION_CONTEXT_* is not `ignore`: a judged request's batch then holds the statements that
+ * log, hold and end, each deciding by the session's own policy (src/db/authenticated.ts).
+ */
+function judgesContext(config: Config): boolean {
+  return Object.values(config.contextPolicies).some((policy) => policy !== "ignore");
 }
 
 /**
@@ -104,6 +115,10 @@ export function checkPolicy(input: Record<string, unknown>, config: Config): Org
     if (value == null) continue;
     const action = actionNamed(value);
     if (action === null) throw new InvalidInput(`${member} must be one of ${ACTIONS.join(", ")} (or null)`);
+    // Where every var ignores, a judged request sends no statement that logs, holds or ends:
+    // adding them for one organization would cost every other session's request a statement.
+    if (action !== "ignore" && !judgesContext(config))
+      throw new InvalidInput(`${member} may be other than ignore only where some SESSION_CONTEXT_* is`);
     policy[member] = action;
   }
   const sliding = input.slidingTtl;
