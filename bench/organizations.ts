@@ -51,7 +51,7 @@ const CHUNK = 100;
 /** Requests of each kind of session, interleaved. */
 const SESSION_REQUESTS = 500;
 
-const p95 = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length * 0.95)] ?? Number.NaN;
+const p95 = (times: number[]) => [...times].sort((a, b) => a - b)[Math.floor(times.length * 0.95)] ?? Number.NaN;
 const ms = (value: number) => fmt(value, 2);
 
 /** The run's providers' key (inline `jwks`), and another, which signs the tokens they refuse. */
