@@ -1,7 +1,9 @@
 // `npm run demo`: the session service and examples/login-worker in one `wrangler dev` (the
 // login worker first, so it is the one served; it forwards /auth/* to the service), on a local
 // database of their own under .wrangler/demo. Open http://localhost:8787, sign in as alice or
-// bob (password: wonderland), and see "Your devices". Extra arguments go to wrangler, e.g.
+// bob (password: wonderland), and see "Your devices"; or as dana, an employee of Globex, a
+// business customer whose organization (8-hour sessions, 15 minutes idle, at most 3 devices)
+// the demo creates at start, as its rules line on her devices page says. Extra arguments go to wrangler, e.g.
 //   npm run demo -- --port 8790
 //   npm run demo -- --local-protocol https     (device binding needs HTTPS; docs/browsers.md;
 //                                               a certificate made here, or --https-key-path and --https-cert-path)
@@ -19,7 +21,12 @@ import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parse } from "smol-toml";
+import { GLOBEX } from "../examples/login-worker/src/companies.ts";
+import { createOrganization } from "../src/services/organizations/directory.ts";
+import { replaceOrganizationPolicy } from "../src/services/organizations/policy.ts";
+import { openScope } from "../src/services/scope.ts";
 import { announceDevServer, DEMO_SERVERS_DIR, devKeySet, localVarsFiles, writePrivate } from "./dev-server.ts";
+import { openThroughServer } from "./local-d1.ts";
 import { applyMigrations } from "./migrations.ts";
 
 const ROOT = path.join(import.meta.dirname, "..");
@@ -92,3 +99,20 @@ dev.on("close", (code, signal) => {
   forget();
   process.exit(code ?? (signal ? 1 : 0));
 });
+
+/**
+ * Globex onboarded, as a product onboards a business customer: its organization and its
+ * policy (examples/login-worker/src/companies.ts), once the service answers, by the admin
+ * API's own code on the demo's database (through the operator gateway). Again at every start:
+ * the same id and name answer the organization made before, and the policy is written anew.
+ */
+async function onboardGlobex(): Promise<void> {
+  const project = await openThroughServer(server);
+  const scope = openScope(project.env as unknown as Env);
+  await createOrganization(scope, { id: GLOBEX.id, name: GLOBEX.name });
+  await replaceOrganizationPolicy(scope, GLOBEX.id, GLOBEX.policy);
+}
+onboardGlobex().then(
+  () => console.error(`npm run demo: ${GLOBEX.name} (${GLOBEX.id}) and its policy are set: sign in as dana`),
+  (error) => console.error(`npm run demo: ${GLOBEX.name} was not set up, dana cannot sign in: ${error.message}`),
+);

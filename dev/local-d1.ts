@@ -351,20 +351,7 @@ export async function openLocalProject(
   // An environment wrangler.toml lacks is refused before anything else.
   if (env !== undefined) readWranglerToml(env);
   const reached = await reachServer(env, asked, say);
-  if (reached) {
-    const { server, vars } = reached;
-    const toml = readWranglerToml(reached.env);
-    const bindings = Object.fromEntries(
-      toml.d1_databases.map(({ binding }) => [binding, localD1(gatewayBackend(server, binding))]),
-    );
-    await migrateThrough(bindings, toml);
-    return {
-      env: { ...(vars as ConfigVars & { SHARDS: string }), ...bindings },
-      wranglerEnv: reached.env,
-      server,
-      close: () => {},
-    };
-  }
+  if (reached) return projectThrough(reached);
   const toml = readWranglerToml(env);
   const databases = toml.d1_databases.map((database) => ({
     ...database,
@@ -396,6 +383,30 @@ export async function openLocalProject(
       for (const db of opened) db.close();
     },
   };
+}
+
+/** The project through a reached server's gateway, its databases migrated if behind. */
+async function projectThrough({ server, env, vars }: Reached): Promise<LocalProject> {
+  const toml = readWranglerToml(env);
+  const bindings = Object.fromEntries(
+    toml.d1_databases.map(({ binding }) => [binding, localD1(gatewayBackend(server, binding))]),
+  );
+  await migrateThrough(bindings, toml);
+  return {
+    env: { ...(vars as ConfigVars & { SHARDS: string }), ...bindings },
+    wranglerEnv: env,
+    server,
+    close: () => {},
+  };
+}
+
+/**
+ * The project through `server`'s gateway, once it answers (a starting server is waited for):
+ * for the server's own start (dev/demo.ts), which holds its record, found or not by the commands.
+ */
+export async function openThroughServer(server: DevServer): Promise<LocalProject> {
+  const env = server.env ?? undefined;
+  return projectThrough({ server, env, vars: await serverVars(server) });
 }
 
 // wrangler's own table of applied migrations, as `wrangler d1 migrations apply` creates it.

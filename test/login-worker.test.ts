@@ -11,6 +11,7 @@ import {
   sessionCookie,
   tableSnapshot,
 } from "./helpers.ts";
+import { admin, adminKeyVars } from "./organization-fixtures.ts";
 
 // examples/login-worker runs as an auxiliary worker whose SESSIONS binding is a real service
 // binding to this worker's SessionService entrypoint: every call below crosses Workers RPC.
@@ -209,5 +210,45 @@ describe("example login worker: the devices page", () => {
     expect(html).toContain('<h2>Security log</h2>\n  <ol id="security-log"></ol>');
     // No time is written on the server: the browser says each in words, and in its own zone on hover.
     expect(html).not.toContain("UTC");
+  });
+});
+
+describe("example login worker: a business customer's employee", () => {
+  /** Globex onboarded as dev/demo.ts does at start: its organization, then its policy. */
+  async function onboardGlobex() {
+    const { key, ADMIN_KEYS } = await adminKeyVars(["organizations"]);
+    const vars = { ADMIN_KEYS } as Partial<Env>;
+    const id = "org_demoGlobexDemoGlobex00";
+    expect((await admin(vars, key, "POST", "/admin/organizations", { id, name: "Globex" })).status).toBe(201);
+    const policy = { ttlSeconds: 28_800, maxLifetimeSeconds: 28_800, idleTimeoutSeconds: 900, maxPerUser: 3 };
+    expect((await admin(vars, key, "PUT", `/admin/organizations/${id}/policy`, policy)).status).toBe(200);
+  }
+
+  const devicesPage = async (token: string | undefined) =>
+    (
+      await env.LOGIN_WORKER.fetch("https://login.example/", {
+        headers: { Cookie: `__Host-session=${token}`, "User-Agent": CHROME_MAC },
+      })
+    ).text();
+
+  it("signs dana in to Globex's organization, under its 8-hour policy, and her devices page states its rules", async () => {
+    await onboardGlobex();
+    const dana = await login(CHROME_MAC, "wonderland", "dana");
+    expect(dana.body).toEqual({ signedIn: "dana", newDevice: true });
+    // Issued for Globex's 8 hours, not the deployment's 30 days.
+    expect(dana.cookie).toMatch(
+      /^__Host-session=[\w-]{24}\.[\w-]{43}; Max-Age=28800; Path=\/; HttpOnly; Secure; SameSite=Lax$/,
+    );
+    const whoami = await call("GET", "/auth/whoami", { ...sessionCookie(dana.token!), "User-Agent": CHROME_MAC });
+    expect(await whoami.json()).toMatchObject({ user_id: "dana", organization: "org_demoGlobexDemoGlobex00" });
+    expect(await devicesPage(dana.token)).toContain(
+      '<p id="organization">Globex · sessions end after 8 hours, or 15 minutes idle · at most 3 devices</p>',
+    );
+
+    // The product's own users sign in to no organization, and their page has no such line.
+    const bob = await login(CHROME_MAC, "wonderland", "bob");
+    const bobWhoami = await call("GET", "/auth/whoami", { ...sessionCookie(bob.token!), "User-Agent": CHROME_MAC });
+    expect(await bobWhoami.json()).toMatchObject({ user_id: "bob", organization: null });
+    expect(await devicesPage(bob.token)).not.toContain('id="organization"');
   });
 });

@@ -4,6 +4,7 @@ import { createMiddleware } from "hono/factory";
 import { validator } from "hono/validator";
 // Type-only: the binding's methods and answers, checked at compile time, nothing bundled.
 import type { AuthenticatedSession, SessionService } from "../../../src/rpc/session-service.ts";
+import { companyOf, employers } from "./companies.ts";
 import { devicesPage, mailboxPage, type Notice, reportPage, signInPage } from "./pages.ts";
 
 // A minimal login worker showing how the rest of a product uses the session service: sign in
@@ -15,7 +16,9 @@ import { devicesPage, mailboxPage, type Notice, reportPage, signInPage } from ".
 // sign-in (the report token `create` answers with; /mailbox stands in for e-mail). The
 // service's own routes (/auth/*, device binding included) are served on this origin through
 // SESSION_API, as a route would in production: the session cookie is host-only, and the
-// devices page lists and ends sessions by calling them from the browser.
+// devices page lists and ends sessions by calling them from the browser. A business customer's
+// employee (dana, at Globex) signs in to the customer's organization, whose rules the service
+// applies to her sessions; her devices page states them.
 
 interface Env {
   SESSIONS: Service<SessionService>;
@@ -31,6 +34,7 @@ const passwords = new Map<string, string>([
   ["alice", "wonderland"],
   ["bob", "wonderland"],
   ["carol", "wonderland"],
+  ["dana", "wonderland"],
 ]);
 // Who may open support access: a real product asks its own roles.
 const supportAgents = new Set(["carol"]);
@@ -85,11 +89,13 @@ const requireSession = createMiddleware<AppEnv>(async (c, next) => {
   await next();
 });
 
-/** What every sign-in tells the service of its request: who, from where. */
+/** What every sign-in tells the service of its request: who, at which customer, from where. */
 function signIn(request: Request, userId: string) {
   const cf = request.cf as Edge;
   return {
     userId,
+    // The organization of the company the user works at; none for the product's own users.
+    organization: employers.get(userId)?.id ?? null,
     ipAddress: request.headers.get("CF-Connecting-IP"),
     userAgent: request.headers.get("User-Agent"),
     country: cf?.country,
@@ -114,7 +120,7 @@ const app = new Hono<AppEnv>()
   .get("/", async (c) => {
     const session = await sessionOf(c, getCookie(c, COOKIE));
     if (!session) return c.html(signInPage([...passwords.keys()]));
-    return c.html(devicesPage(session.userId, session.actor?.sub));
+    return c.html(devicesPage(session.userId, session.actor?.sub, companyOf(session.organization)));
   })
   // The browser's sign-in (the sign-in page posts here): its token lives only in the HttpOnly
   // cookie, so a copied cookie is worth nothing as Bearer, and its use is judged by its context.

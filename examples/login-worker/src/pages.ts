@@ -1,4 +1,5 @@
 import { html, raw } from "hono/html";
+import { type Company, policyLine } from "./companies.ts";
 import { WORDS } from "./security-log.ts";
 
 // The demo's two pages: the sign-in form, and the devices page, which a few lines of script
@@ -59,13 +60,14 @@ export function signInPage(users: string[]) {
  * not). The page is built with textContent, so nothing a session shows is read as HTML. Times
  * are the browser's to say: relative in words, the exact time in its locale and zone on hover.
  */
-export function devicesPage(userId: string, supportAgent?: string) {
+export function devicesPage(userId: string, supportAgent?: string, company?: Company) {
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Your devices</title>${STYLE}</head>
 <body>
   ${supportAgent ? html`<p class="tag support" id="support-banner">Support access by ${supportAgent}: you act on ${userId}'s behalf</p>` : ""}
   <h1>Your devices</h1>
   <p class="muted">Signed in as <strong>${userId}</strong>. A device-bound session works only in the browser that holds its key: a copied cookie is refused anywhere else.</p>
+  ${company ? html`<p id="organization">${policyLine(company)}</p>` : ""}
   <table><tbody id="devices"></tbody></table>
   <p id="error" class="muted"></p>
   <button id="sign-out-others" type="button">Sign out all other devices</button>
