@@ -177,10 +177,13 @@ export function wrapShards(wrap: (d1: D1Database, binding: string) => D1Database
 }
 
 /** Every row of a table on every database, to show that a request changed nothing. */
-export async function tableSnapshot(table: "sessions" | "session_events" = "sessions"): Promise<unknown[]> {
+export async function tableSnapshot(
+  table: "sessions" | "session_events" | "upstream_links" = "sessions",
+): Promise<unknown[]> {
   const rows: unknown[] = [];
+  const order = table === "upstream_links" ? "upstream, subject" : "id";
   for (const binding of shardBindings()) {
-    rows.push(...(await d1(binding).prepare(`SELECT * FROM ${table} ORDER BY id`).all()).results);
+    rows.push(...(await d1(binding).prepare(`SELECT * FROM ${table} ORDER BY ${order}`).all()).results);
   }
   return rows;
 }

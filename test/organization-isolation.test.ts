@@ -4,7 +4,7 @@ import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import worker from "../src/index.ts";
 import { countingShards } from "./d1.ts";
-import { callWith, d1, databases, isLive, newUser } from "./helpers.ts";
+import { callWith, d1, databases, isLive, newUser, tableSnapshot } from "./helpers.ts";
 import {
   admin,
   adminKeyVars,
@@ -199,9 +199,49 @@ describe("isolation: a provider acts on its own organization's sessions alone", 
     expect(sent).not.toHaveBeenCalled();
     const queued = await d1("DB")
       .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
-      .bind(`provider:${a.name}`)
+      .bind(`provider:${a.org}:${a.name}`)
       .first("n");
     expect(queued).toBe(0);
+  });
+});
+
+describe("a key limited to one organization signs in through its own providers alone", () => {
+  it("another organization's provider, or the var's (whose links span the deployment), is unknown to it: 400, nothing written, no link moved", async () => {
+    const { vars, a, b } = await twoOrganizations();
+    const listed = JSON.stringify([
+      { issuer: "https://corp.example", name: "corp", client_id: CLIENT_ID, jwks_uri: "https://corp.example/jwks" },
+    ]);
+    // The victim signed in through the var's provider, and through B's, as subject "alice".
+    const victim = newUser();
+    const throughVar = await signIn({ ...vars, SSF_UPSTREAMS: listed }, victim, "corp", "alice");
+    const throughB = await signIn(vars, victim, b.name, "alice");
+    const { ADMIN_KEYS, key } = await adminKeyVars(["sessions:create"], a.org);
+    const limited = { ...vars, ADMIN_KEYS, SSF_UPSTREAMS: listed } as Partial<Env>;
+    const before = [await tableSnapshot(), await tableSnapshot("upstream_links")];
+    for (const provider of ["corp", b.name]) {
+      const refused = await admin(limited, key, "POST", "/admin/sessions", {
+        userId: newUser(),
+        upstream: { provider, subject: "alice" },
+      });
+      expect({ status: refused.status, body: await refused.json() }).toEqual({
+        status: 400,
+        body: {
+          code: "invalid_input",
+          message:
+            "A path parameter, query parameter or body member breaks the rule this call holds it to; detail says which.",
+          detail:
+            "upstream.provider must be the name of an upstream this deployment lists in SSF_UPSTREAMS, or of an enabled provider of an organization",
+        },
+      });
+    }
+    expect([await tableSnapshot(), await tableSnapshot("upstream_links")]).toEqual(before);
+    expect([await isLive(throughVar.token), await isLive(throughB.token)]).toEqual([true, true]);
+    // Its own organization's provider: signed in, in its organization.
+    const own = await admin(limited, key, "POST", "/admin/sessions", {
+      userId: newUser(),
+      upstream: { provider: a.name, subject: "alice" },
+    });
+    expect(own.status).toBe(201);
   });
 });
 
@@ -359,7 +399,7 @@ describe("sign-outs sent back to an organization's provider", () => {
     const queued = () =>
       d1("DB")
         .prepare("SELECT count(*) AS n FROM ssf_queued_sets WHERE stream_id = ?")
-        .bind(`provider:${a.name}`)
+        .bind(`provider:${a.org}:${a.name}`)
         .first("n");
     expect(await queued()).toBe(1);
     // The minute cron's push, once the SET is due again: its provider gone, it is forgotten.
@@ -372,6 +412,40 @@ describe("sign-outs sent back to an organization's provider", () => {
 });
 
 describe("an Authorization that cannot be opened", () => {
+  it("a sign-out still waiting for A's provider when it is removed is never pushed to the organization that takes its name", async () => {
+    const { vars: transmitting } = await transmitter();
+    const { vars, key, a } = await twoOrganizations({}, transmitting);
+    const push = (host: string) => ({ endpoint_url: `https://${host}.example/ssf/push`, events: ["session-revoked"] });
+    const changed = await admin(vars, key, "PATCH", `/admin/organizations/${a.org}/providers/${a.name}`, {
+      push: push("a"),
+    });
+    expect(changed.status).toBe(200);
+    const inA = await signIn(vars, newUser(), a.name, "alice", "sid-a");
+    const pushed: string[] = [];
+    vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+      pushed.push(new Request(input, init).url);
+      return new Response(null, { status: 503 });
+    });
+    // A's endpoint is down: its sign-out waits, queued.
+    await rpc(vars, (service) => service.endSession({ sessionId: inA.id, reason: "signed_out" }));
+    expect(pushed).toEqual(["https://a.example/ssf/push"]);
+    expect((await admin(vars, key, "DELETE", `/admin/organizations/${a.org}/providers/${a.name}`)).status).toBe(200);
+    const c = await newOrganization("c");
+    const taken = await admin(
+      vars,
+      key,
+      "POST",
+      `/admin/organizations/${c}/providers`,
+      entry(a.name, { push: push("c") }),
+    );
+    expect(taken.status).toBe(201);
+    const ctx = createExecutionContext();
+    const controller = createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() + 3_600_000 });
+    await worker.scheduled(controller, { ...env, ...vars }, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(pushed).toEqual(["https://a.example/ssf/push"]);
+  });
+
   it("holds back its own provider's SETs alone, logged, until its key is back", async () => {
     const { vars: transmitting } = await transmitter();
     const sealing = secretsKeys();
@@ -411,7 +485,7 @@ describe("an Authorization that cannot be opened", () => {
     });
     const queued = await d1("DB")
       .prepare("SELECT attempts FROM ssf_queued_sets WHERE stream_id = ?")
-      .bind(`provider:${a.name}`)
+      .bind(`provider:${a.org}:${a.name}`)
       .all();
     expect(queued.results).toEqual([{ attempts: 1 }]);
     // The key back: the minute cron sends it, with its Authorization.

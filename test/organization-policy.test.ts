@@ -85,6 +85,11 @@ const THE_VARS = {
 };
 
 const NOT_FOUND = { code: "not_found", message: "No such endpoint." };
+const INVALID = (detail: string) => ({
+  code: "invalid_input",
+  message: "A path parameter, query parameter or body member breaks the rule this call holds it to; detail says which.",
+  detail,
+});
 
 describe("organization policy: the admin API", () => {
   it("reads an organization's policy: each setting null until set, and the vars' values as the ones that apply", async () => {
@@ -270,7 +275,11 @@ describe("organization policy: the admin API", () => {
     const organization = await newOrganization();
     const other = await newOrganization();
     const { vars, key } = await adminKey();
-    for (const missing of [`org_${"x".repeat(22)}`, "not-an-id"]) {
+    for (const [missing, status, answer] of [
+      [`org_${"x".repeat(22)}`, 404, NOT_FOUND],
+      // Of the wrong form: the id's rule, as on every organization route.
+      ["not-an-id", 400, INVALID("id must be an organization id: org_ and 22 characters of A-Z, a-z, 0-9, _ or -")],
+    ] as const) {
       for (const [method, body] of [
         ["GET", undefined],
         ["PUT", { ttlSeconds: 60 }],
@@ -278,8 +287,8 @@ describe("organization policy: the admin API", () => {
         const response = await admin(vars, key, method, `/admin/organizations/${missing}/policy`, body);
         expect({ method, status: response.status, body: await response.json() }).toEqual({
           method,
-          status: 404,
-          body: NOT_FOUND,
+          status,
+          body: answer,
         });
       }
     }

@@ -234,6 +234,41 @@ describe("an organization's identity providers, over the admin API", () => {
     expect((await admin(vars, key, "POST", `/admin/organizations/${mine}/providers`, entry(name))).status).toBe(201);
   });
 
+  it("a new push endpoint takes the Authorization given again, or null: the stored one is never sent where it was not given for", async () => {
+    const organization = await newOrganization();
+    const { vars, key } = await setUp();
+    const name = uniqueName();
+    const path = `/admin/organizations/${organization}/providers/${name}`;
+    const push = (host: string) => ({ endpoint_url: `https://${host}.example/ssf/push` });
+    const registered = await admin(vars, key, "POST", `/admin/organizations/${organization}/providers`, {
+      ...entry(name),
+      push: push("okta"),
+      authorization: "Bearer okta-only",
+    });
+    expect(registered.status).toBe(201);
+    const before = await storedRows(organization);
+    const moved = await admin(vars, key, "PATCH", path, { push: push("elsewhere") });
+    expect({ status: moved.status, body: await moved.json() }).toEqual({
+      status: 400,
+      body: INVALID(
+        "authorization must be sent again, or null, with a new push.endpoint_url: the stored one is sent only where it was given for",
+      ),
+    });
+    expect(await storedRows(organization)).toEqual(before);
+    // The same endpoint keeps it; a new one with its Authorization given again, or none, is taken.
+    expect((await admin(vars, key, "PATCH", path, { push: push("okta") })).status).toBe(200);
+    const given = await admin(vars, key, "PATCH", path, { push: push("elsewhere"), authorization: "Bearer new" });
+    expect(given.status).toBe(200);
+    const dropped = await admin(vars, key, "PATCH", path, { push: push("third"), authorization: null });
+    expect({
+      status: dropped.status,
+      set: ((await dropped.json()) as { authorization: unknown }).authorization,
+    }).toEqual({
+      status: 200,
+      set: { set: false },
+    });
+  });
+
   it("an Authorization without ORGANIZATION_SECRETS_KEYS is refused, 400 naming the secret: nothing is stored in clear", async () => {
     const { vars, key } = await setUp();
     const org = await newOrganization();

@@ -460,6 +460,19 @@ describe("organizations: a key limited to one acts on its sessions alone", () =>
     expect(await storedOrganization(userId, ((await created.json()) as { id: string }).id)).toBe(own);
   });
 
+  it("a sign-in outside any organization evicts none of a member's, whatever the cap", async () => {
+    const { userId, mine, theirs, none } = await setUp();
+    const { vars, key } = await adminKey(["sessions:create"]);
+    const capped = { ...vars, SESSION_MAX_PER_USER: "1" } as Partial<Env>;
+    expect((await admin(capped, key, "POST", "/admin/sessions", { userId })).status).toBe(201);
+    // The one outside any organization made way; the members' sessions were not its to count or end.
+    expect([await isLive(mine.token), await isLive(theirs.token), await isLive(none.token)]).toEqual([
+      true,
+      true,
+      false,
+    ]);
+  });
+
   it("lists and ends a user's sessions of its organization alone, in the call's one round trip", async () => {
     const { userId, mine, theirs, none, call, limited } = await setUp();
     await call("GET", `/admin/users/${newUser()}/sessions`);

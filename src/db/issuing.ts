@@ -115,14 +115,15 @@ export async function insertSession(
         .select({ id: sessions.id })
         .from(sessions)
         // Support access is not the user's: it neither counts toward their cap nor is evicted. A
-        // member's sign-in counts and evicts its organization's sessions alone: never another's.
+        // sign-in counts and evicts its organization's sessions alone (or, outside any, those
+        // outside any): a sign-in at one customer, or outside all, never signs the user out at another.
         .where(
           and(
             eq(sessions.userId, session.userId),
             isLive(at),
             ne(sessions.id, session.id),
             isNull(sessions.supportAgent),
-            organizationId === null ? undefined : eq(sessions.organizationId, organizationId),
+            organizationId === null ? isNull(sessions.organizationId) : eq(sessions.organizationId, organizationId),
           ),
         )
         .orderBy(desc(sessions.lastActiveAt), desc(sessions.createdAt), desc(sessions.id))

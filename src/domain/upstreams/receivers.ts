@@ -40,11 +40,14 @@ const EVENT_URIS: Record<PushedEvent, string> = {
 
 /**
  * The queued SETs' stream id of an upstream's pushes: `upstream:<name>` for the var's,
- * `provider:<name>` for an organization's (the push loop leases those by the prefix alone, and
- * reads each one's provider when it pushes).
+ * `provider:<organization>:<name>` for an organization's (the push loop leases those by the
+ * prefix alone, and reads each one's provider when it pushes: a SET goes to the provider of that
+ * name only while it is still that organization's, never to another's that took the name since).
  */
 export const destinationOf = (upstream: Upstream) =>
-  `${upstream.organizationId === null ? UPSTREAM_PREFIX : PROVIDER_PREFIX}${upstream.name}`;
+  upstream.organizationId === null
+    ? `${UPSTREAM_PREFIX}${upstream.name}`
+    : `${PROVIDER_PREFIX}${upstream.organizationId}:${upstream.name}`;
 export const UPSTREAM_PREFIX = "upstream:";
 export const PROVIDER_PREFIX = "provider:";
 

@@ -1,7 +1,7 @@
 import { readPolicyRow, writePolicyRow } from "../../db/organizations/policies.ts";
 import type { OrganizationPolicyRow } from "../../db/schema.ts";
 import type { Shard } from "../../db/shards.ts";
-import { isOrganizationId } from "../../domain/organizations/organization.ts";
+import { checkOrganizationId } from "../../domain/organizations/organization.ts";
 import {
   checkPolicy,
   type EffectivePolicy,
@@ -42,7 +42,7 @@ function policyDatabases(scope: Scope): Shard[] {
 
 /** The organization's policy as the directory's database holds it; null: no such organization. */
 export async function readOrganizationPolicy(scope: Scope, organizationId: string): Promise<PolicyView | null> {
-  if (!isOrganizationId(organizationId)) return null;
+  checkOrganizationId(organizationId, "id");
   const row = await readPolicyRow(scope.shards.streams().db, organizationId);
   return row && viewOf(row, scope);
 }
@@ -58,8 +58,8 @@ export async function replaceOrganizationPolicy(
   organizationId: string,
   input: Sent<Record<string, unknown>>,
 ): Promise<PolicyView | null> {
+  checkOrganizationId(organizationId, "id");
   const policy = checkPolicy(input ?? {}, scope.config);
-  if (!isOrganizationId(organizationId)) return null;
   const at = scope.at.now;
   const [directory] = await Promise.all(
     policyDatabases(scope).map(async ({ db }) => writePolicyRow(db, organizationId, policy, at)),

@@ -1,14 +1,15 @@
 import type { Database } from "../../db/client.ts";
 import { ConfigError } from "../../domain/config.ts";
 import { openSecret, readSecretKeys, type SecretKeysVars } from "../../domain/organizations/secrets.ts";
-import { PROVIDER_PREFIX, receiverOf } from "../../domain/upstreams/receivers.ts";
+import { receiverOf } from "../../domain/upstreams/receivers.ts";
 import { logOutboxFailure } from "../failure-log.ts";
 import type { PushDestination } from "../ssf/delivery.ts";
 import { runtimeProviders } from "./acting-providers.ts";
 
 // Sign-ins and sign-outs sent back to an organization's provider (docs/sign-outs-sent-back.md):
-// its SETs wait as `provider:<name>`'s, and where they go is read when they are pushed, from the
-// provider as it acts now, its Authorization decrypted then (never kept in clear beyond the push).
+// its SETs wait as `provider:<organization>:<name>`'s, and where they go is read when they are
+// pushed, from the provider as it acts now (still that organization's), its Authorization
+// decrypted then (never kept in clear beyond the push).
 
 /**
  * The push destinations of these queued destination ids: each its acting provider with push,
@@ -21,14 +22,15 @@ export async function providerDestinations(
   db: Database,
   destinations: string[],
 ): Promise<{ found: PushDestination[]; failed: string[] }> {
-  const names = destinations.map((destination) => destination.slice(PROVIDER_PREFIX.length));
+  const names = destinations.map((destination) => destination.slice(destination.lastIndexOf(":") + 1));
   const providers = await runtimeProviders(db, names);
   const found: PushDestination[] = [];
   const failed: string[] = [];
   await Promise.all(
     [...providers.values()].map(async ({ upstream, sealedAuthorization }) => {
       const receiver = receiverOf(upstream, null);
-      if (receiver === null) return;
+      // A name another organization took since the SETs were queued is not where they go.
+      if (receiver === null || !destinations.includes(receiver.destination)) return;
       const { destination, endpointUrl, audience } = receiver;
       try {
         const authorization =

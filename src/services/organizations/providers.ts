@@ -7,6 +7,7 @@ import {
   updateProvider,
 } from "../../db/organizations/providers.ts";
 import type { OrganizationProviderRow } from "../../db/schema.ts";
+import { InvalidInput } from "../../domain/invalid-input.ts";
 import { logLine } from "../../domain/log.ts";
 import {
   checkProvider,
@@ -144,6 +145,21 @@ export async function changeProvider(
       { ...mergedProvider({ ...JSON.parse(stored.config), enabled: stored.enabled }, body), name },
       organizationId,
       regions,
+      true,
+    );
+  // A stored secret goes only where it was given for: a new endpoint needs it given again.
+  const storedEndpoint = (JSON.parse(stored.config) as { push?: { endpoint_url?: string } }).push?.endpoint_url;
+  const endpoint = input.upstream.push?.endpointUrl;
+  if (
+    stored.authorization !== null &&
+    input.authorization === undefined &&
+    endpoint !== undefined &&
+    storedEndpoint !== undefined &&
+    URL.parse(storedEndpoint)?.href !== endpoint
+  )
+    throw new InvalidInput(
+      "authorization must be sent again, or null, with a new push.endpoint_url: the stored one is sent only where it was given for",
+      TypeError,
       true,
     );
   const authorization = await sealedAuthorization(env, input, stored.authorization);
