@@ -46,7 +46,7 @@ const view = (row: OrganizationRow): OrganizationView => ({
 });
 
 /** Every database once: DB, which holds the directory, first. */
-function everyDatabase(shards: Shards): { directory: Shard; others: Shard[] } {
+export function everyDatabase(shards: Shards): { directory: Shard; others: Shard[] } {
   return {
     directory: shards.streams(),
     others: shards.all().filter((shard) => shard.binding !== STREAMS_BINDING),

@@ -1,6 +1,5 @@
 import { readPolicyRow, writePolicyRow } from "../../db/organizations/policies.ts";
 import type { OrganizationPolicyRow } from "../../db/schema.ts";
-import type { Shard } from "../../db/shards.ts";
 import { checkOrganizationId } from "../../domain/organizations/organization.ts";
 import {
   checkPolicy,
@@ -11,6 +10,7 @@ import {
 } from "../../domain/organizations/policy.ts";
 import type { Sent } from "../../domain/sent.ts";
 import type { Scope } from "../scope.ts";
+import { everyDatabase } from "./directory.ts";
 
 // An organization's session policy over the admin API (docs/organization-policy.md): read from
 // the directory's database, written to every database that holds sessions, where its members'
@@ -34,12 +34,6 @@ function viewOf(row: OrganizationPolicyRow, scope: Scope): PolicyView {
   };
 }
 
-/** Every database of SHARDS and DB (the directory's), each once. */
-function policyDatabases(scope: Scope): Shard[] {
-  const all = [scope.shards.streams(), ...scope.shards.all()];
-  return all.filter((shard, i) => all.findIndex((other) => other.binding === shard.binding) === i);
-}
-
 /** The organization's policy as the directory's database holds it; null: no such organization. */
 export async function readOrganizationPolicy(scope: Scope, organizationId: string): Promise<PolicyView | null> {
   checkOrganizationId(organizationId, "id");
@@ -61,9 +55,10 @@ export async function replaceOrganizationPolicy(
   checkOrganizationId(organizationId, "id");
   const policy = checkPolicy(input ?? {}, scope.config);
   const at = scope.at.now;
-  const [directory] = await Promise.all(
-    policyDatabases(scope).map(async ({ db }) => writePolicyRow(db, organizationId, policy, at)),
+  const { directory, others } = everyDatabase(scope.shards);
+  const [written] = await Promise.all(
+    [directory, ...others].map(async ({ db }) => writePolicyRow(db, organizationId, policy, at)),
   );
-  if (!directory) return null;
+  if (!written) return null;
   return viewOf({ organizationId, updatedAt: at, ...policy }, scope);
 }
