@@ -105,7 +105,7 @@ const carrierOf = (key: CostKey) => (BEARER_KEYS.has(key) ? "bearer" : "cookie")
 
 async function proofOf(token: string, carrier: "cookie" | "bearer" = "cookie"): Promise<TokenProof> {
   const [id, secret] = token.split(".") as [string, string];
-  return { id, secretHash: await hashSecret(secret), carrier };
+  return { id, secretHash: await hashSecret(secret), carrier, member: false };
 }
 
 /** The instant an operation runs at: the configured idle timeout, no sliding lifetime or step-up. */
@@ -115,6 +115,8 @@ function instantOf(config: ReturnType<typeof readConfig>, now: Date): Instant {
     idleCutoff: new Date(now.getTime() - config.idleTimeoutSeconds * 1000),
     slidingMaxLifetimeMs: null,
     stepUpCutoff: null,
+    slides: false,
+    maxLifetimeMs: config.maxLifetimeSeconds * 1000,
   };
 }
 
@@ -172,7 +174,7 @@ export function listBatchOf(
       shard,
       await proofOf(caller.token),
       instantOf(config, new Date()),
-      { context, policies: config.contextPolicies, travel: config.travelLimits },
+      { context, policies: config.contextPolicies, travel: config.travelLimits, logOnly: false },
       { sessionId: caller.id, ipAddress: null, queued: false, published: false, adminKeyId: null },
     ),
   );
@@ -196,7 +198,7 @@ export function authenticateBatchOf(
       shard,
       await proofOf(caller.token, carrier),
       instantOf(config, new Date()),
-      { context, policies: config.contextPolicies, travel: config.travelLimits },
+      { context, policies: config.contextPolicies, travel: config.travelLimits, logOnly: false },
       { sessionId: caller.id, ipAddress: null, queued: false, published: false, adminKeyId: null },
     ),
   );
@@ -216,7 +218,7 @@ export function revokeBatchOf(env: Env, config: ReturnType<typeof readConfig>, o
       target.id,
       { sessionId: caller.id, ipAddress: null, queued: false, published: false, adminKeyId: null },
       instantOf(config, new Date()),
-      { context, policies: config.contextPolicies, travel: config.travelLimits },
+      { context, policies: config.contextPolicies, travel: config.travelLimits, logOnly: false },
     ),
   );
 }
@@ -303,6 +305,7 @@ async function runOperation(
     context: clientContext({ userAgent: caller.userAgent }),
     policies: config.contextPolicies,
     travel: config.travelLimits,
+    logOnly: false,
   };
   switch (key) {
     case "create": {

@@ -41,13 +41,15 @@ async function plan(sql: string, params: unknown[]): Promise<string> {
 
 const at = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: false, maxLifetimeSeconds: 34_560_000 });
 const sliding = instant({ idleTimeoutSeconds: 1_209_600, slidingTtl: true, maxLifetimeSeconds: 34_560_000 });
-const proof = { id: "A".repeat(24), secretHash: "0".repeat(64), carrier: "cookie" } as const;
+const proof = { id: "A".repeat(24), secretHash: "0".repeat(64), carrier: "cookie", member: false } as const;
+const member = { ...proof, member: true };
 const writer = { sessionId: proof.id, ipAddress: "192.0.2.1", queued: false, published: false, adminKeyId: null };
 // A context check with every rule on (src/db/client-context.ts): its statements are planned too.
 const check = {
   context: { browser: "Chrome", os: "macOS", country: "DE", asn: 3320, latitude: 50.1109, longitude: 8.6821 },
   policies: { device: "hold", network: "end", travel: "log" },
   travel: { maxKmh: 1000, minKm: 2000 },
+  logOnly: false,
 } as const;
 const newSession = (id: string) => ({
   id,
@@ -73,6 +75,9 @@ const ORGANIZATION = `org_${"A".repeat(22)}`;
 const operations: Record<string, (db: Database) => Promise<unknown>> = {
   authenticate: (db) => authenticate(on(db), proof, at, check, writer),
   "authenticate (sliding)": (db) => authenticate(on(db), proof, sliding, check, writer),
+  // A member's: its organization's sliding, step-up and context policies are read where no var has them.
+  "authenticate (a member's)": (db) => authenticate(on(db), member, at, check, writer),
+  "endOtherSessionsByToken (a member's)": (db) => endOtherSessionsByToken(on(db), member, writer, at, check),
   insertSession: (db) =>
     insertSession(on(db), newSession(`AA${"C".repeat(22)}`), writer, { maxPerUser: 2, seenSince: at.now }, at),
   // A member's: its organization's policy row required by the INSERT, and read by every liveness rule.

@@ -48,15 +48,18 @@ const CHECK: ContextCheck = {
   context: { browser: "Chrome", os: "macOS", country: "DE", asn: 3320, latitude: 50.1109, longitude: 8.6821 },
   policies: { device: "hold", network: "end", travel: "log" },
   travel: { maxKmh: 1000, minKm: 2000 },
+  logOnly: false,
 };
 // Every field that may be absent is present: each is varied to absent, and to another value.
 const BASE: Input = {
-  proof: { id: ID, secretHash: "0".repeat(64), boundHash: "2".repeat(64), carrier: "cookie" },
+  proof: { id: ID, secretHash: "0".repeat(64), boundHash: "2".repeat(64), carrier: "cookie", member: false },
   at: {
     now: NOW,
     idleCutoff: BEFORE(1_209_600_000),
     slidingMaxLifetimeMs: 34_560_000_000,
     stepUpCutoff: BEFORE(300_000),
+    slides: false,
+    maxLifetimeMs: 34_560_000_000,
   },
   check: CHECK,
   writer: { sessionId: ID, ipAddress: "192.0.2.1", queued: false, published: false, adminKeyId: null },
@@ -77,12 +80,15 @@ const OTHERS: {
     secretHash: { value: ["1".repeat(64)] },
     boundHash: { text: [undefined, null, ""], value: ["3".repeat(64)] },
     carrier: { text: ["bearer", null] },
+    member: { text: [true] },
   },
   at: {
     now: { value: [new Date(NOW.getTime() + 1)] },
     idleCutoff: { text: [null], value: [BEFORE(86_400_000)] },
     slidingMaxLifetimeMs: { text: [null], value: [2_592_000_000] },
     stepUpCutoff: { text: [null], value: [BEFORE(600_000)] },
+    slides: { text: [true] },
+    maxLifetimeMs: { value: [2_592_000_000] },
   },
   // Apple's two faces (facesOf) are varied as pairs, below: their browser and OS are text.
   context: {
@@ -134,6 +140,8 @@ function inputs(kind: Kind): Input[] {
     ...(kind === "text" ? APPLE_FACES.map((face) => withContext({ ...CHECK.context, ...face })) : []),
     ...varied(CHECK.policies, OTHERS.policies, kind).map((policies) => ({ ...BASE, check: { ...CHECK, policies } })),
     ...varied(CHECK.travel, OTHERS.travel, kind).map((travel) => ({ ...BASE, check: { ...CHECK, travel } })),
+    // A re-authentication's: each action read as `log` unless `ignore`, in the text.
+    ...(kind === "text" ? [{ ...BASE, check: { ...CHECK, logOnly: true } }] : []),
     ...varied(BASE.writer, OTHERS.writer, kind).map((writer) => ({ ...BASE, writer })),
     ...(OTHERS.check[kind] ?? []).map((check) => ({ ...BASE, check })),
     ...(OTHERS.bucket[kind] ?? []).map((bucket) => ({ ...BASE, bucket })),
@@ -253,20 +261,19 @@ describe("the statement cache", () => {
     for (const idleCutoff of [BEFORE(1_209_600_000), null, BEFORE(60_000), null])
       await listSessionsByUserId(shard, "someone", { ...BASE.at, idleCutoff });
     expect(stale.map(difference)).toEqual([]);
-    // One builder, two shapes, told apart by the idle cutoff alone: a placeholder, or none (the
-    // deployment slides, which a member's lifetime is judged by: src/db/liveness.ts).
+    // One builder, two shapes, told apart by the idle cutoff alone: a placeholder, or none (whether
+    // the deployment slides, which a member's lifetime is judged by, is text: src/db/liveness.ts).
     const lists = [...shapesSent].filter(([statement]) => statement.build.name === "userSessionList");
-    const sliding = { name: "sliding" };
     expect(lists.flatMap(([, shapes]) => [...shapes].map((shape) => JSON.parse(shape)))).toEqual([
       {
         userId: { name: "userId" },
-        at: { now: { name: "now" }, idleCutoff: { name: "idleCutoff" }, slidingMaxLifetimeMs: sliding },
+        at: { now: { name: "now" }, idleCutoff: { name: "idleCutoff" }, slides: false },
         bucket: { name: "bucket" },
         organization: null,
       },
       {
         userId: { name: "userId" },
-        at: { now: { name: "now" }, idleCutoff: null, slidingMaxLifetimeMs: sliding },
+        at: { now: { name: "now" }, idleCutoff: null, slides: false },
         bucket: { name: "bucket" },
         organization: null,
       },

@@ -1,12 +1,13 @@
 import { getTableColumns, type Placeholder, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import type { ClientContext } from "../domain/client-context.ts";
-import type { Instant } from "../domain/clock.ts";
+import { forMember, type Instant } from "../domain/clock.ts";
 import { facesOf } from "../domain/device.ts";
 import { SERVICE_REASONS } from "../domain/reason.ts";
 import { moveOf, moveState, moveStateOf, notMoving } from "./buckets.ts";
 import { byNameDecoderOf, type Database, decoderOf } from "./client.ts";
 import {
   acts,
+  type CallerCheck,
   type ContextCheck,
   changedUnder,
   changedUnderOf,
@@ -33,10 +34,11 @@ import {
   type Caller,
   isProvenBy,
   ofOrganization,
+  slidesOf,
   stepUpCutoffOf,
   type TokenProof,
 } from "./liveness.ts";
-import { EVENT_IDS_PER_MS, organizationPolicies, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
+import { organizationPolicies, type SessionEventRow, sessionEvents, sessions } from "./schema.ts";
 import { endSessions, loggedBy, recordEvents, type Write, type Writer } from "./writes.ts";
 
 // The one authenticated batch: every operation by a session's token (the list, the events, the
@@ -55,14 +57,15 @@ import { endSessions, loggedBy, recordEvents, type Write, type Writer } from "./
 export interface TokenOperation {
   proof: TokenProof;
   at: At;
-  check: ContextCheck | null;
+  check: CallerCheck | null;
   writer: Writer;
   write: Write;
 }
 
 /** An operation by token, as it is called: its instants are dates. */
-export interface ByToken extends TokenOperation {
+export interface ByToken extends Omit<TokenOperation, "check"> {
   at: Instant;
+  check: ContextCheck | null;
   write: Write & { at: Date };
 }
 
@@ -85,19 +88,26 @@ export interface Head {
 function renewedExpiry(at: At, maxLifetimeMs: unknown, upstreamEnd: unknown = sessions.upstreamExpiresAt): SQL<Date> {
   const now = millis(at.now);
   const longest = sql`${sessions.createdAt} + ${maxLifetimeMs}`;
-  return sql`CASE WHEN ${sessions.supportAgent} IS NOT NULL THEN ${sessions.expiresAt} WHEN ${sessions.organizationId} IS NULL THEN min(${now} + ${sessions.ttlSeconds} * 1000, ${longest}, coalesce(${upstreamEnd}, ${longest})) ELSE ${memberRenewed(now, maxLifetimeMs, upstreamEnd)} END`;
+  return sql`CASE WHEN ${sessions.supportAgent} IS NOT NULL THEN ${sessions.expiresAt} WHEN ${sessions.organizationId} IS NULL THEN min(${now} + ${sessions.ttlSeconds} * 1000, ${longest}, coalesce(${upstreamEnd}, ${longest})) ELSE ${memberRenewed(at, maxLifetimeMs, upstreamEnd)} END`;
 }
 
 /**
- * A member's renewal: unless its organization's policy stops sliding, now + its lifetime (the
+ * A member's renewal: when its organization's policy slides (`slidesOf`), now + its lifetime (the
  * policy's, never longer than it was issued with), never past creation + the policy's maximum
- * lifetime (else the var's) nor the upstream's end. No policy row: kept (it is not live).
+ * lifetime (else the var's) nor the upstream's end; else its end as issued, never past the
+ * upstream's end. No policy row: kept (it is not live).
  */
-function memberRenewed(now: unknown, maxLifetimeMs: unknown, upstreamEnd: unknown): SQL {
+function memberRenewed(at: At, maxLifetimeMs: unknown, upstreamEnd: unknown): SQL {
+  const now = millis(at.now);
   const p = organizationPolicies;
   const longest = sql`${sessions.createdAt} + coalesce(${p.maxLifetimeSeconds} * 1000, ${maxLifetimeMs})`;
   const ttl = sql`min(${sessions.ttlSeconds}, coalesce(${p.ttlSeconds}, ${sessions.ttlSeconds}))`;
-  return sql`coalesce((SELECT CASE WHEN coalesce(${p.slidingTtl}, 1) THEN min(${now} + ${ttl} * 1000, ${longest}, coalesce(${upstreamEnd}, ${longest})) ELSE ${sessions.expiresAt} END FROM ${ofOrganization}), ${sessions.expiresAt})`;
+  return sql`coalesce((SELECT CASE WHEN ${slidesOf(at)} THEN min(${now} + ${ttl} * 1000, ${longest}, coalesce(${upstreamEnd}, ${longest})) ELSE min(${sessions.createdAt} + ${sessions.ttlSeconds} * 1000, coalesce(${upstreamEnd}, ${longest})) END FROM ${ofOrganization}), ${sessions.expiresAt})`;
+}
+
+/** The instant a caller's statements are built on: a member's for what its organization's policy may do where no var does. */
+export function callersInstant(proof: TokenProof, at: Instant): Instant {
+  return proof.member ? forMember(at) : at;
 }
 
 /**
@@ -112,13 +122,6 @@ export function reestablishedExpiry(at: Instant, upstreamEnd: Date): SQL<Date> {
     : renewedExpiry(at, at.slidingMaxLifetimeMs, end);
 }
 
-/** This write logged the row's `ended` (the context event, just before in the batch). */
-function endedBy(write: Write): SQL {
-  const at = millis(write.at);
-  const e = sessionEvents;
-  return sql`EXISTS (SELECT 1 FROM ${e} WHERE ${e.id} >= ${at} * ${EVENT_IDS_PER_MS} AND ${e.createdAt} = ${at} AND ${e.requestId} = ${write.id} AND ${e.sessionId} = ${sessions.id} AND ${e.type} = 'ended')`;
-}
-
 /**
  * The head's statements as drizzle builds them, from what `authenticated` hands over: placeholders
  * for the call's values (src/db/compiled.ts), or the values themselves (`builders`).
@@ -130,7 +133,7 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
   const sliding = activity ? at.slidingMaxLifetimeMs : null;
   const judgement = check && judgementOf(check, at.now, proof.id, false);
   // What a change does is the row's own (its organization's policy, else the var's): the
-  // statements are those the deployment's policies need, each deciding per row.
+  // statements are those the deployment's policies need, or a member's (`acts`), each deciding per row.
   const judges = check !== null && acts(check, "log", "hold", "end");
   const ending = check && changedUnder(check, "end");
   const contextInsert =
@@ -177,16 +180,6 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
             ...(check && judgement && judges
               ? {
                   held: sql`${sessions.held} OR (${isJudged} AND ${changedUnderOf(judgement, check, "hold")})`,
-                }
-              : {}),
-            // Without the DELETE (no var says end), a member's `end` ends its session here: a
-            // lifetime of none, which its liveness reads (src/db/liveness.ts `memberLive`); the
-            // row goes with the purge, as an idle one. Only a member's row can be under `end`
-            // then, and the `ended` event this batch just logged for it says so: one outside
-            // reads nothing more, and no second judgement is compiled.
-            ...(judges && !acts(check, "end")
-              ? {
-                  ttlSeconds: sql`CASE WHEN ${sessions.organizationId} IS NOT NULL AND ${endedBy(write)} THEN 0 ELSE ${sessions.ttlSeconds} END`,
                 }
               : {}),
           })
@@ -238,7 +231,7 @@ type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
  *   - `contextEvents`: a change under `end` logs `ended` (reason `context_changed`), under `log`
  *     or `hold` `context_changed` (the policy as its reason); RETURNING them (`events`
  *     decodes them), for a read that reads no other event of its write;
- *   - `contextEnded`: a change under `end` ends the session (without it, `activity` ends a member's);
+ *   - `contextEnded`: a change under `end` ends the session;
  *   - `activity`: one UPDATE of the caller's row, when its activity is due (`activity`: every
  *     few minutes, renewing a sliding expiry), its context differs or its place's time is as
  *     old: records where and when a browser's cookie was used, and holds the session for a
@@ -250,8 +243,9 @@ type FieldByField<T> = { [K in keyof Required<T>]: T[K] };
  * passed its context, is judged: a Bearer call is an app's, from wherever it runs.
  */
 export function authenticated(db: Database, token: ByToken, activity: boolean) {
-  const { proof, at, writer, write } = token;
-  const check = proof.carrier === "bearer" ? null : token.check;
+  const { proof, writer, write } = token;
+  const at = callersInstant(proof, token.at);
+  const check = proof.carrier === "bearer" || token.check === null ? null : { ...token.check, member: proof.member };
   // Safari's two faces are constants of the SQL text (facesOf), its browser and OS with them.
   const apple = check !== null && facesOf(check.context).length > 1;
   // The placeholders: every value that changes per call a placeholder, its value this call's; what
@@ -263,18 +257,22 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
       secretHash: param("secretHash", proof.secretHash),
       boundHash: proof.boundHash ? param("boundHash", proof.boundHash) : null,
       carrier: proof.carrier,
+      member: proof.member,
     } satisfies FieldByField<TokenProof>,
     at: {
       now: paramAt("now", at.now),
       idleCutoff: at.idleCutoff && paramAt("idleCutoff", at.idleCutoff),
       slidingMaxLifetimeMs: at.slidingMaxLifetimeMs === null ? null : param("sliding", at.slidingMaxLifetimeMs),
       stepUpCutoff: at.stepUpCutoff && paramAt("stepUpCutoff", at.stepUpCutoff),
+      slides: at.slides,
     } satisfies FieldByField<At>,
     check:
       check &&
       ({
         policies: check.policies,
         travel: check.travel,
+        logOnly: check.logOnly,
+        member: check.member,
         context: {
           browser: apple ? check.context.browser : param("browser", check.context.browser),
           os: apple ? check.context.os : param("os", check.context.os),
@@ -283,7 +281,7 @@ export function authenticated(db: Database, token: ByToken, activity: boolean) {
           latitude: check.context.latitude === null ? null : param("latitude", check.context.latitude),
           longitude: check.context.longitude === null ? null : param("longitude", check.context.longitude),
         } satisfies FieldByField<ClientContext>,
-      } satisfies FieldByField<ContextCheck>),
+      } satisfies FieldByField<CallerCheck>),
     writer: {
       sessionId: param("writer", writer.sessionId),
       ipAddress: param("ip", writer.ipAddress),

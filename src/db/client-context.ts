@@ -30,6 +30,14 @@ export interface ContextCheck {
   context: ClientContext;
   policies: ContextPolicies;
   travel: TravelLimits;
+  /** The user just proved who they are (a re-authentication): a change is only logged, by any policy. */
+  logOnly: boolean;
+}
+
+/** A check as the caller's batch sends it: and whether the caller is a member (src/db/liveness.ts `TokenProof`). */
+export interface CallerCheck extends ContextCheck {
+  /** Its organization may act on a change where no var does. */
+  member: boolean;
 }
 
 const NOTHING = sql`0`;
@@ -40,9 +48,12 @@ export const isBrowsers = sql`(${sessions.carrier} IN ('cookie', 'both') OR ${se
 /** A browser's session that the check judges: a device-bound one is not, its key proves the device. */
 export const isJudged = sql`(${sessions.carrier} IN ('cookie', 'both') AND ${sessions.dbscKeyThumbprint} IS NULL)`;
 
-/** Some kind of change does `policy`, by the deployment's policies: which statements the batch sends. */
-export function acts({ policies }: ContextCheck, ...policy: ContextPolicy[]): boolean {
-  return CONTEXT_KINDS.some((kind) => policy.includes(policies[kind]));
+/**
+ * Some kind of change does `policy`, by the deployment's policies, or may for a member by its
+ * organization's: which statements the batch sends.
+ */
+export function acts({ policies, member }: CallerCheck, ...policy: ContextPolicy[]): boolean {
+  return member || CONTEXT_KINDS.some((kind) => policy.includes(policies[kind]));
 }
 
 /** The browser family and OS last seen are not the caller's device (unknown on a session that has none recorded). */
@@ -95,9 +106,13 @@ function settingOf(column: SQLWrapper, otherwise: SQL): SQL {
   return sql`CASE WHEN ${sessions.organizationId} IS NULL THEN ${otherwise} ELSE coalesce((SELECT ${column} FROM ${ofOrganization}), ${otherwise}) END`;
 }
 
-/** The action of a change of `kind` on the session's row: its organization's, else the var's (a constant of the SQL text: the shape's). */
-function actionOf({ policies }: ContextCheck, kind: ContextKind): SQL {
-  return settingOf(POLICY_OF[kind], sql.raw(`'${policies[kind]}'`));
+/**
+ * The action of a change of `kind` on the session's row: its organization's, else the var's (a
+ * constant of the SQL text: the shape's); `log` for any but `ignore` when `logOnly`.
+ */
+function actionOf({ policies, logOnly }: ContextCheck, kind: ContextKind): SQL {
+  const action = settingOf(POLICY_OF[kind], sql.raw(`'${policies[kind]}'`));
+  return logOnly ? sql`CASE ${action} WHEN 'ignore' THEN 'ignore' ELSE 'log' END` : action;
 }
 
 /**

@@ -16,11 +16,10 @@ import {
   sql,
 } from "drizzle-orm";
 import type { StoredFactors } from "../domain/auth-factors.ts";
-import { CONTEXT_KINDS, type ContextPolicies, type ContextPolicy } from "../domain/client-context.ts";
 import type { Instant } from "../domain/clock.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
 import { createdReason } from "../domain/upstreams/sign-in.ts";
-import { authenticated, reestablishedExpiry, tail } from "./authenticated.ts";
+import { authenticated, callersInstant, reestablishedExpiry, tail } from "./authenticated.ts";
 import { bucketNotMoving, moveOf, notMoving, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
@@ -237,10 +236,6 @@ function insertUnlessDone(
     .onConflictDoNothing({ target: sessions.id });
 }
 
-function logOnly(policy: ContextPolicy): ContextPolicy {
-  return policy === "ignore" ? "ignore" : "log";
-}
-
 /**
  * What a re-authentication records: the new secret's hash, the factors, the assurance level and,
  * after the provider's fresh sign-in, which must be the session's own, its `sid` and
@@ -285,10 +280,7 @@ export async function reauthenticateSession(
   const write = newWrite(at.now);
   const latest = Math.max(...Object.values(change.factors));
   // The user just proved who they are: a change of context is only logged, and a hold lifted.
-  const logged = check && {
-    ...check,
-    policies: Object.fromEntries(CONTEXT_KINDS.map((kind) => [kind, logOnly(check.policies[kind])])) as ContextPolicies,
-  };
+  const logged = check && { ...check, logOnly: true };
   return onBucket(shard, async (db) => {
     // A key limited to an organization re-authenticates its sessions alone: another's is as unproven.
     const proven =
@@ -330,7 +322,7 @@ export async function reauthenticateSession(
           ...(upstream?.sid != null && { upstreamSid: upstream.sid }),
           ...(upstream?.sessionExpiry && {
             upstreamExpiresAt: upstream.sessionExpiry,
-            expiresAt: reestablishedExpiry(at, upstream.sessionExpiry),
+            expiresAt: reestablishedExpiry(callersInstant(proof, at), upstream.sessionExpiry),
           }),
         })
         .where(and(eligible, notMoving())),

@@ -20,6 +20,11 @@ export interface TokenProof {
   boundHash?: string | null;
   /** What carried it: a session says which it accepts (src/domain/carrier.ts). */
   carrier: TokenCarrier;
+  /**
+   * Its secret is a member's (src/domain/token.ts): the session is an organization's, whose
+   * policy may slide, step up or judge a change where no var does (src/domain/clock.ts `forMember`).
+   */
+  member: boolean;
 }
 
 /**
@@ -31,6 +36,8 @@ export interface At {
   idleCutoff: When | null;
   slidingMaxLifetimeMs: number | null;
   stepUpCutoff: When | null;
+  /** SESSION_SLIDING_TTL: a member's session slides unless its organization's policy says otherwise. */
+  slides: boolean;
 }
 
 /** Activity is written at most this often per session, so reads rarely write. */
@@ -43,7 +50,7 @@ export const ACTIVITY_WRITE_INTERVAL_MS = 5 * 60 * 1000;
  * organization reads nothing more: SQLite evaluates a CASE's branches lazily, so its row costs
  * one column compared with NULL.
  */
-export function isLive(at: Pick<At, "now" | "idleCutoff" | "slidingMaxLifetimeMs">): SQL {
+export function isLive(at: Pick<At, "now" | "idleCutoff" | "slides">): SQL {
   const now = millis(at.now);
   const idle = at.idleCutoff ? sql`${sessions.lastActiveAt} > ${millis(at.idleCutoff)}` : sql`1`;
   return sql`(${sessions.expiresAt} > ${now} AND CASE WHEN ${sessions.organizationId} IS NULL THEN ${idle} ELSE ${memberLive(at, idle)} END)`;
@@ -56,20 +63,21 @@ export const ofOrganization = sql`${organizationPolicies} WHERE ${organizationPo
  * A member's session is live under its organization's policy (docs/organization-policy.md), so
  * that a change applies at the next request, with no sign-in: its idle timeout (0: none; null:
  * the var's, `idle`), its maximum lifetime from creation, and its lifetime, from the last
- * renewal when it slides (the activity write renews at `last_active_at`), else from creation,
- * never longer than the session was issued with. A lifetime of 0: ended by its organization's
- * context policy (src/db/authenticated.ts). No policy row (the organization was removed): not live.
+ * renewal when it slides (`slidesOf`: the activity write renews at `last_active_at`), else from
+ * creation, never longer than the session was issued with. No policy row (the organization was
+ * removed): not live.
  */
-function memberLive(at: Pick<At, "now" | "slidingMaxLifetimeMs">, idle: SQL): SQL {
+function memberLive(at: Pick<At, "now" | "slides">, idle: SQL): SQL {
   const now = millis(at.now);
   const p = organizationPolicies;
   const { lastActiveAt, createdAt, ttlSeconds } = sessions;
-  // A policy's sliding applies only where the deployment slides: elsewhere nothing renews.
-  const from =
-    at.slidingMaxLifetimeMs === null
-      ? createdAt
-      : sql`CASE WHEN coalesce(${p.slidingTtl}, 1) THEN ${lastActiveAt} ELSE ${createdAt} END`;
-  return sql`coalesce((SELECT ${ttlSeconds} > 0 AND CASE WHEN ${p.idleTimeoutSeconds} IS NULL THEN ${idle} ELSE (${p.idleTimeoutSeconds} = 0 OR ${lastActiveAt} > ${now} - ${p.idleTimeoutSeconds} * 1000) END AND (${p.maxLifetimeSeconds} IS NULL OR ${createdAt} + ${p.maxLifetimeSeconds} * 1000 > ${now}) AND (${p.ttlSeconds} IS NULL OR ${from} + min(${ttlSeconds}, ${p.ttlSeconds}) * 1000 > ${now}) FROM ${ofOrganization}), 0)`;
+  const from = sql`CASE WHEN ${slidesOf(at)} THEN ${lastActiveAt} ELSE ${createdAt} END`;
+  return sql`coalesce((SELECT CASE WHEN ${p.idleTimeoutSeconds} IS NULL THEN ${idle} ELSE (${p.idleTimeoutSeconds} = 0 OR ${lastActiveAt} > ${now} - ${p.idleTimeoutSeconds} * 1000) END AND (${p.maxLifetimeSeconds} IS NULL OR ${createdAt} + ${p.maxLifetimeSeconds} * 1000 > ${now}) AND (${p.ttlSeconds} IS NULL OR ${from} + min(${ttlSeconds}, ${p.ttlSeconds}) * 1000 > ${now}) FROM ${ofOrganization}), 0)`;
+}
+
+/** A member's session slides: its organization's policy says so, or says nothing where the deployment slides (a constant of the text). */
+export function slidesOf(at: Pick<At, "slides">): SQL {
+  return sql`coalesce(${organizationPolicies.slidingTtl}, ${sql.raw(at.slides ? "1" : "0")})`;
 }
 
 /** The carrier the session must not have: a browser's cookie-only token proves nothing as Bearer. */
@@ -132,8 +140,9 @@ export function isStale(caller: Caller | null): boolean {
 /**
  * With step-up on (SESSION_STEP_UP_MAX_AGE_SECONDS), the instant the session's last
  * authentication must be after: the var's cutoff, or a member's by its organization's step-up
- * age when it sets one (0: none, the epoch). Only where the deployment has step-up
- * (src/domain/organizations/policy.ts), so that a session outside pays nothing where it has not.
+ * age when it sets one (0: none, the epoch). Only where the deployment has step-up or the caller
+ * is a member (src/domain/clock.ts `forMember`: its cutoff is then the epoch where the var has
+ * none), so that a session outside pays nothing where the deployment has none.
  */
 export function stepUpCutoffOf(at: Pick<At, "now" | "stepUpCutoff">): SQL<number> | null {
   if (at.stepUpCutoff === null) return null;

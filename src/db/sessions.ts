@@ -118,7 +118,7 @@ export async function listSessionsByToken(
  */
 type UserList = {
   userId: string;
-  at: Pick<At, "now" | "idleCutoff" | "slidingMaxLifetimeMs">;
+  at: Pick<At, "now" | "idleCutoff" | "slides">;
   bucket: string;
   organization: string | null;
 };
@@ -154,7 +154,7 @@ export async function listSessionsByUserId(
       at: {
         now: instant("now", at.now),
         idleCutoff: at.idleCutoff && instant("idleCutoff", at.idleCutoff),
-        slidingMaxLifetimeMs: at.slidingMaxLifetimeMs === null ? null : value("sliding", at.slidingMaxLifetimeMs),
+        slides: at.slides,
       },
       bucket: value("bucket", shard.bucket),
       organization: organization === null ? null : value("organization", organization),

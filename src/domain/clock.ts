@@ -18,6 +18,10 @@ export interface Instant {
    * after this; null when step-up is off.
    */
   stepUpCutoff: Date | null;
+  /** SESSION_SLIDING_TTL: a member's session slides unless its organization's policy says otherwise. */
+  slides: boolean;
+  /** SESSION_MAX_LIFETIME_SECONDS in ms: where the deployment does not slide, a sliding member's cap (`forMember`). */
+  maxLifetimeMs: number;
 }
 
 export function instant(
@@ -32,5 +36,21 @@ export function instant(
     idleCutoff: idle > 0 ? new Date(now.getTime() - idle * 1000) : null,
     slidingMaxLifetimeMs: config.slidingTtl ? config.maxLifetimeSeconds * 1000 : null,
     stepUpCutoff: stepUp > 0 ? new Date(now.getTime() - stepUp * 1000) : null,
+    slides: config.slidingTtl,
+    maxLifetimeMs: config.maxLifetimeSeconds * 1000,
+  };
+}
+
+/**
+ * The instant a member's own session is judged at (src/db/authenticated.ts): its organization's
+ * policy may slide or step up where no var does, so the statements that renew and that check the
+ * step-up age are built for it, each reading the policy with the var's value as its default (no
+ * step-up: the epoch, which every authentication is after).
+ */
+export function forMember(at: Instant): Instant {
+  return {
+    ...at,
+    slidingMaxLifetimeMs: at.slidingMaxLifetimeMs ?? at.maxLifetimeMs,
+    stepUpCutoff: at.stepUpCutoff ?? new Date(0),
   };
 }

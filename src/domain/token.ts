@@ -1,6 +1,11 @@
 // A token is `<id>.<secret>`: the id finds the row by primary key, the secret proves
 // possession. Only SHA-256 of the secret is stored, so a leaked table cannot be replayed.
 //
+// A member's session (of an organization) has a secret one byte longer: the worker knows
+// before its one batch which statements the session's rules need, so a session outside any
+// organization is sent exactly the statements its vars call for (src/db/authenticated.ts). The
+// length is proven with the secret: no other secret of the session hashes as its own.
+//
 // The id also names where the session lives, so a request finds its database from the
 // token alone (src/db/shards.ts): `[region]<bucket><random>`, where `region` is absent for
 // the default region or two lowercase letters (`eu`), `bucket` is the user's virtual bucket
@@ -15,9 +20,11 @@
 
 const RANDOM_BYTES = 16;
 const SECRET_BYTES = 32;
+const MEMBER_SECRET_BYTES = SECRET_BYTES + 1;
 /** base64url of 16 bytes, unpadded: what follows the bucket in an id. */
 export const RANDOM_LENGTH = 22;
 const SECRET_LENGTH = 43; // base64url of 32 bytes, unpadded
+const MEMBER_SECRET_LENGTH = 44; // of 33
 const BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 /** Virtual buckets per region: a user's bucket is fixed, configuration maps buckets to databases. */
@@ -30,10 +37,11 @@ export const REGION_PATTERN = /^[a-z]{2}$/;
 export const SESSION_ID_PATTERN = new RegExp(`^([a-z]{2})?([A-Za-z0-9_-]{2})[A-Za-z0-9_-]{${RANDOM_LENGTH}}$`);
 const CREDENTIAL_ID_PATTERN = new RegExp(`^[A-Za-z0-9_-]{${RANDOM_LENGTH}}$`);
 const SECRET_PATTERN = new RegExp(`^[A-Za-z0-9_-]{${SECRET_LENGTH}}$`);
+const SESSION_SECRET_PATTERN = new RegExp(`^[A-Za-z0-9_-]{${SECRET_LENGTH},${MEMBER_SECRET_LENGTH}}$`);
 const LONGEST_ID = 2 + 2 + RANDOM_LENGTH;
 
 /** The longest token this service issues; anything longer is malformed without a lookup. */
-export const TOKEN_LENGTH = LONGEST_ID + 1 + SECRET_LENGTH;
+export const TOKEN_LENGTH = LONGEST_ID + 1 + MEMBER_SECRET_LENGTH;
 
 /** Where a session lives: its user's region and virtual bucket. */
 export interface Placement {
@@ -44,6 +52,13 @@ export interface Placement {
 export interface ParsedToken {
   id: string;
   secret: string;
+}
+
+/** A session token's id and secret hash, and whether its secret is a member's (an organization's session). */
+export interface ParsedSessionToken {
+  id: string;
+  secretHash: string;
+  member: boolean;
 }
 
 /** Unpadded base64url (RFC 4648 §5), as in tokens and JOSE. */
@@ -68,19 +83,25 @@ export function bucketKey({ region, bucket }: Placement): string {
   return region === DEFAULT_REGION ? bucketChars : `${region}${bucketChars}`;
 }
 
-export function generateToken(placement: Placement): ParsedToken & { token: string } {
-  return newSecretFor(`${bucketKey(placement)}${randomBase64Url(RANDOM_BYTES)}`);
+/** A new session's token; `member`: the session is an organization's (its secret a member's). */
+export function generateToken(placement: Placement, member: boolean): ParsedToken & { token: string } {
+  return newSessionSecret(`${bucketKey(placement)}${randomBase64Url(RANDOM_BYTES)}`, member);
 }
 
-/** A token of `id` with a fresh secret: a new session's, a re-authenticated one's, a receiver's, a report's. */
-export function newSecretFor(id: string, separator = "."): ParsedToken & { token: string } {
-  const secret = randomBase64Url(SECRET_BYTES);
+/** A session's token of `id` with a fresh secret, a member's as before: a new session's, a re-authenticated one's. */
+export function newSessionSecret(id: string, member: boolean): ParsedToken & { token: string } {
+  return newSecretFor(id, ".", member ? MEMBER_SECRET_BYTES : SECRET_BYTES);
+}
+
+/** A token of `id` with a fresh secret: a session's, a receiver's, a report's. */
+function newSecretFor(id: string, separator: string, bytes = SECRET_BYTES): ParsedToken & { token: string } {
+  const secret = randomBase64Url(bytes);
   return { id, secret, token: `${id}${separator}${secret}` };
 }
 
 /** A receiver's credential: its id is the random part alone. */
 export function newCredential(): ParsedToken & { token: string } {
-  return newSecretFor(randomBase64Url(RANDOM_BYTES));
+  return newSecretFor(randomBase64Url(RANDOM_BYTES), ".");
 }
 
 /** The placement a session id names, or null when it cannot be a session id at all. */
@@ -103,18 +124,20 @@ async function parse(
   token: string,
   isId: (id: string) => unknown,
   separator = ".",
+  secrets = SECRET_PATTERN,
 ): Promise<{ id: string; secretHash: string } | null> {
   if (token.length > TOKEN_LENGTH) return null;
   const at = token.indexOf(separator);
   const id = token.slice(0, at);
   const secret = token.slice(at + 1);
-  if (at === -1 || !isId(id) || !SECRET_PATTERN.test(secret)) return null;
+  if (at === -1 || !isId(id) || !secrets.test(secret)) return null;
   return { id, secretHash: await hashSecret(secret) };
 }
 
 /** A session token reduced to what is compared with the table, or null when it is malformed. */
-export function parseToken(token: string) {
-  return parse(token, placementOf);
+export async function parseToken(token: string): Promise<ParsedSessionToken | null> {
+  const parsed = await parse(token, placementOf, ".", SESSION_SECRET_PATTERN);
+  return parsed && { ...parsed, member: token.length - parsed.id.length - 1 === MEMBER_SECRET_LENGTH };
 }
 
 const REPORT_SEPARATOR = "~";

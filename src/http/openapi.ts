@@ -127,7 +127,7 @@ export const documentOf = (routes: readonly AnyRoute[]): OpenApiDocument => ({
       bearer: {
         type: "http",
         scheme: "bearer",
-        description: `\`Authorization: Bearer <id>.<secret>\` (an opaque id of 24 or 26 URL-safe characters, a dot, a 43-character secret: at most ${TOKEN_LENGTH} characters; scheme case-insensitive). When an Authorization header is present it alone decides: a refused Bearer token never falls back to the cookie. A token whose session was issued for the cookie only (a browser's) is refused as Bearer, as an invalid token.`,
+        description: `\`Authorization: Bearer <id>.<secret>\` (an opaque id of 24 or 26 URL-safe characters, a dot, a secret of 43 URL-safe characters, 44 for a session of an organization: at most ${TOKEN_LENGTH} characters; scheme case-insensitive). When an Authorization header is present it alone decides: a refused Bearer token never falls back to the cookie. A token whose session was issued for the cookie only (a browser's) is refused as Bearer, as an invalid token.`,
       },
       reportToken: {
         type: "http",

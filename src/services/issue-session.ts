@@ -23,7 +23,7 @@ import type { SupportRefusal } from "../domain/refusal.ts";
 import type { Sent } from "../domain/sent.ts";
 import { checkSessionData, type SessionData, storedData } from "../domain/session-data.ts";
 import { checkSupport, SUPPORT_SESSIONS_PER_USER } from "../domain/support.ts";
-import { generateToken, hashSecret, newReportToken, newSecretFor, type Placement } from "../domain/token.ts";
+import { generateToken, hashSecret, newReportToken, newSessionSecret, type Placement } from "../domain/token.ts";
 import { isObject } from "../domain/upstreams/config.ts";
 import {
   checkUpstreamSignIn,
@@ -260,7 +260,8 @@ export async function buildSession(
     checkTtl(input.ttlSeconds ?? config.ttlSeconds, Math.min(MAX_TTL_SECONDS, config.maxLifetimeSeconds)),
     longest ?? MAX_TTL_SECONDS,
   );
-  const { id, secret, token } = generateToken(placement);
+  const organizationId = organizationOf(input, signIn);
+  const { id, secret, token } = generateToken(placement, organizationId !== null);
   const createdAt = at.now;
   const ownEnd = createdAt.getTime() + ttlSeconds * 1000;
   const upstreamEnd = signIn?.sessionExpiry ?? null;
@@ -302,7 +303,7 @@ export async function buildSession(
     seenPlaceAt: seen.latitude === null ? null : createdAt,
     carrier,
     data,
-    organizationId: organizationOf(input, signIn),
+    organizationId,
     ...(signIn && {
       upstream: signIn.upstream.name,
       upstreamSubject: signIn.subject,
@@ -504,7 +505,7 @@ export async function reauthenticate(
   });
   if (!session) return null;
   const { shard, proof } = session;
-  const { secret, token } = newSecretFor(proof.id);
+  const { secret, token } = newSessionSecret(proof.id, proof.member);
   const upstream = signIn && {
     provider: signIn.upstream.name,
     subject: signIn.subject,

@@ -119,7 +119,7 @@ export function asAdminKey(
 /** The scope's context check (src/db/client-context.ts): its context under the configured policies. */
 export function contextCheck(scope: Scope): ContextCheck | null {
   const { contextPolicies: policies, travelLimits: travel } = scope.config;
-  return scope.context && { context: scope.context, policies, travel };
+  return scope.context && { context: scope.context, policies, travel, logOnly: false };
 }
 
 /**

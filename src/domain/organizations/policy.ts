@@ -65,35 +65,21 @@ export function effectivePolicy(policy: OrganizationPolicy, config: Config): Eff
   return {
     ttlSeconds: policy.ttlSeconds ?? config.ttlSeconds,
     idleTimeoutSeconds: policy.idleTimeoutSeconds ?? config.idleTimeoutSeconds,
-    // Only where the deployment slides (`checkPolicy`): a stored true outlives the var turned off.
-    slidingTtl: config.slidingTtl && (policy.slidingTtl ?? true),
+    slidingTtl: policy.slidingTtl ?? config.slidingTtl,
     maxLifetimeSeconds: policy.maxLifetimeSeconds ?? config.maxLifetimeSeconds,
     maxPerUser: policy.maxPerUser ?? config.maxPerUser,
-    // Only where the deployment has step-up (`checkPolicy`), as sliding.
-    stepUpMaxAgeSeconds:
-      config.stepUpMaxAgeSeconds === 0 ? 0 : (policy.stepUpMaxAgeSeconds ?? config.stepUpMaxAgeSeconds),
-    // Only where the deployment judges a change at all (`checkPolicy`), as sliding.
-    contextPolicies: judgesContext(config)
-      ? {
-          device: policy.contextDevice ?? config.contextPolicies.device,
-          network: policy.contextNetwork ?? config.contextPolicies.network,
-          travel: policy.contextTravel ?? config.contextPolicies.travel,
-        }
-      : config.contextPolicies,
+    stepUpMaxAgeSeconds: policy.stepUpMaxAgeSeconds ?? config.stepUpMaxAgeSeconds,
+    contextPolicies: {
+      device: policy.contextDevice ?? config.contextPolicies.device,
+      network: policy.contextNetwork ?? config.contextPolicies.network,
+      travel: policy.contextTravel ?? config.contextPolicies.travel,
+    },
     travelLimits: {
       maxKmh: policy.travelMaxKmh ?? config.travelLimits.maxKmh,
       minKm: policy.travelMinKm ?? config.travelLimits.minKm,
     },
     reportTtlSeconds: policy.reportTtlSeconds ?? config.reportTtlSeconds,
   };
-}
-
-/**
- * Some SESSION_CONTEXT_* is not `ignore`: a judged request's batch then holds the statements that
- * log, hold and end, each deciding by the session's own policy (src/db/authenticated.ts).
- */
-function judgesContext(config: Config): boolean {
-  return Object.values(config.contextPolicies).some((policy) => policy !== "ignore");
 }
 
 /**
@@ -115,23 +101,11 @@ export function checkPolicy(input: Record<string, unknown>, config: Config): Org
     if (value == null) continue;
     const action = actionNamed(value);
     if (action === null) throw new InvalidInput(`${member} must be one of ${ACTIONS.join(", ")} (or null)`);
-    // Where every var ignores, a judged request sends no statement that logs, holds or ends:
-    // adding them for one organization would cost every other session's request a statement.
-    if (action !== "ignore" && !judgesContext(config))
-      throw new InvalidInput(`${member} may be other than ignore only where some SESSION_CONTEXT_* is`);
     policy[member] = action;
   }
   const sliding = input.slidingTtl;
   if (sliding != null && typeof sliding !== "boolean") throw new InvalidInput("slidingTtl must be a boolean (or null)");
-  // The renewal is a term of the activity UPDATE only where the deployment slides: turning it on
-  // for one organization would cost every other session's activity write its expiry's index entries.
-  if (sliding === true && !config.slidingTtl)
-    throw new InvalidInput("slidingTtl may be true only where SESSION_SLIDING_TTL is true");
   policy.slidingTtl = sliding ?? null;
-  // Step-up is a condition of the statements that end other sessions only where the deployment
-  // has it: turning it on for one organization would cost every other session's those statements.
-  if ((policy.stepUpMaxAgeSeconds ?? 0) > 0 && config.stepUpMaxAgeSeconds === 0)
-    throw new InvalidInput("stepUpMaxAgeSeconds may be above 0 only where SESSION_STEP_UP_MAX_AGE_SECONDS is");
   const applied = effectivePolicy(policy, config);
   if (applied.ttlSeconds > applied.maxLifetimeSeconds)
     throw new InvalidInput(
