@@ -78,11 +78,11 @@ describe("an organization's identity providers, over the admin API", () => {
     const view = (await created.json()) as Record<string, unknown>;
     expect(view).toEqual({
       ...sent,
-      organization_id: org,
+      organizationId: org,
       enabled: true,
       authorization: { set: true },
-      created_at: expect.any(String),
-      updated_at: expect.any(String),
+      createdAt: expect.any(String),
+      updatedAt: expect.any(String),
     });
     expect(JSON.stringify(view)).not.toContain("s3cret");
 

@@ -30,8 +30,8 @@ afterEach(() => {
 interface Organization {
   id: string;
   name: string;
-  created_at: string;
-  updated_at: string;
+  createdAt: string;
+  updatedAt: string;
 }
 
 const INVALID = (detail: string) => ({
@@ -87,8 +87,8 @@ describe("organizations: the directory over the admin API", () => {
     expect(organization).toEqual({
       id: expect.stringMatching(/^org_[A-Za-z0-9_-]{22}$/),
       name: "Acme Corp",
-      created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
-      updated_at: organization.created_at,
+      createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      updatedAt: organization.createdAt,
     });
     expect(await policyRows(organization.id)).toEqual(EVERY_DATABASE());
 
@@ -98,8 +98,8 @@ describe("organizations: the directory over the admin API", () => {
     const renamed = await admin(vars, key, "PATCH", `/admin/organizations/${organization.id}`, { name: "Acme, Inc." });
     expect(renamed.status).toBe(200);
     const after = (await renamed.json()) as Organization;
-    expect(after).toEqual({ ...organization, name: "Acme, Inc.", updated_at: after.updated_at });
-    expect(Date.parse(after.updated_at)).toBeGreaterThanOrEqual(Date.parse(organization.updated_at));
+    expect(after).toEqual({ ...organization, name: "Acme, Inc.", updatedAt: after.updatedAt });
+    expect(Date.parse(after.updatedAt)).toBeGreaterThanOrEqual(Date.parse(organization.updatedAt));
 
     const removed = await admin(vars, key, "DELETE", `/admin/organizations/${organization.id}`);
     expect(removed.status).toBe(204);
@@ -209,11 +209,11 @@ describe("organizations: the directory over the admin API", () => {
         `/admin/organizations?limit=2${cursor === null ? "" : `&cursor=${cursor}`}`,
       );
       expect(page.status).toBe(200);
-      const body = (await page.json()) as { organizations: Organization[]; next_cursor: string | null };
+      const body = (await page.json()) as { organizations: Organization[]; nextCursor: string | null };
       expect(body.organizations.length).toBeLessThanOrEqual(2);
-      if (body.next_cursor !== null) expect(body.next_cursor).toBe(body.organizations.at(-1)?.id);
+      if (body.nextCursor !== null) expect(body.nextCursor).toBe(body.organizations.at(-1)?.id);
       seen.push(...body.organizations);
-      cursor = body.next_cursor;
+      cursor = body.nextCursor;
     } while (cursor !== null);
     const ids = seen.map((organization) => organization.id);
     expect(ids).toEqual([...ids].sort());
@@ -232,7 +232,7 @@ describe("organizations: the directory over the admin API", () => {
     const call = (method: string, path: string, body?: unknown) => admin(limited.vars, limited.key, method, path, body);
 
     const list = await call("GET", "/admin/organizations");
-    expect(await list.json()).toEqual({ organizations: [own], next_cursor: null });
+    expect(await list.json()).toEqual({ organizations: [own], nextCursor: null });
     expect(await (await call("GET", `/admin/organizations/${own.id}`)).json()).toEqual(own);
 
     const lines = captureConsole();

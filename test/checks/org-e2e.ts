@@ -154,7 +154,7 @@ try {
     expect(
       `stand-in ${organization.label} is registered as ${organization.label}'s provider, its secret never shown: 201`,
       registered.status === 201 &&
-        registered.body?.organization_id === organization.id &&
+        registered.body?.organizationId === organization.id &&
         JSON.stringify(registered.body?.authorization) === '{"set":true}' &&
         !JSON.stringify(registered.body).includes("e2e-org-"),
       registered,

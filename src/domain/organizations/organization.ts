@@ -45,6 +45,6 @@ export function checkOrganizationName(name: unknown): string {
 export interface OrganizationView {
   id: string;
   name: string;
-  created_at: string;
-  updated_at: string;
+  createdAt: string;
+  updatedAt: string;
 }

@@ -55,13 +55,13 @@ const INPUT = (required: string[]) =>
 
 const VIEW = {
   type: "object",
-  required: ["name", "issuer", "organization_id", "enabled", "authorization", "created_at", "updated_at"],
+  required: ["name", "issuer", "organizationId", "enabled", "authorization", "createdAt", "updatedAt"],
   properties: {
     ...ENTRY,
-    organization_id: { type: "string" },
+    organizationId: { type: "string" },
     authorization: object(["set"], { set: { type: "boolean" } }),
-    created_at: { type: "string", format: "date-time" },
-    updated_at: { type: "string", format: "date-time" },
+    createdAt: { type: "string", format: "date-time" },
+    updatedAt: { type: "string", format: "date-time" },
   },
   additionalProperties: false,
 };

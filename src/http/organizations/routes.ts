@@ -34,11 +34,11 @@ const NAME = {
   description: `What the product calls the customer: ${ORGANIZATION_NAME_RULE}.`,
 };
 const TIMESTAMP = { type: "string", format: "date-time" };
-const ORGANIZATION = object(["id", "name", "created_at", "updated_at"], {
+const ORGANIZATION = object(["id", "name", "createdAt", "updatedAt"], {
   id: ID,
   name: NAME,
-  created_at: TIMESTAMP,
-  updated_at: TIMESTAMP,
+  createdAt: TIMESTAMP,
+  updatedAt: TIMESTAMP,
 });
 
 const NOT_FOUND = {
@@ -95,14 +95,14 @@ export const ORGANIZATION_ROUTES = [
         minimum: 1,
         maximum: MAX_ORGANIZATIONS_LISTED,
       }),
-      cursor: query("cursor", "The `next_cursor` of the page before; omitted: the first page.", ID),
+      cursor: query("cursor", "The `nextCursor` of the page before; omitted: the first page.", ID),
     },
     answers: {
       "200": ok(
-        "A page; `next_cursor` is null on the last.",
-        object(["organizations", "next_cursor"], {
+        "A page; `nextCursor` is null on the last.",
+        object(["organizations", "nextCursor"], {
           organizations: { type: "array", items: ORGANIZATION, maxItems: MAX_ORGANIZATIONS_LISTED },
-          next_cursor: { anyOf: [ID, { type: "null" }] },
+          nextCursor: { anyOf: [ID, { type: "null" }] },
         }),
       ),
     },

@@ -41,8 +41,8 @@ export const ORGANIZATIONS_LISTED = 50;
 const view = (row: OrganizationRow): OrganizationView => ({
   id: row.id,
   name: row.name,
-  created_at: row.createdAt.toISOString(),
-  updated_at: row.updatedAt.toISOString(),
+  createdAt: row.createdAt.toISOString(),
+  updatedAt: row.updatedAt.toISOString(),
 });
 
 /** Every database once: DB, which holds the directory, first. */
@@ -80,30 +80,30 @@ export async function readOrganization(scope: Scope, id: string): Promise<Organi
 export interface ListOrganizationsInput {
   /** 1 to MAX_ORGANIZATIONS_LISTED; omitted: ORGANIZATIONS_LISTED. */
   limit?: number;
-  /** The `next_cursor` of the page before; omitted: the first page. */
+  /** The `nextCursor` of the page before; omitted: the first page. */
   cursor?: string | null;
 }
 
-/** A page of the directory, in id order; `next_cursor` null on the last. `only`: that organization alone (a limited key's list). */
+/** A page of the directory, in id order; `nextCursor` null on the last. `only`: that organization alone (a limited key's list). */
 export async function listOrganizations(
   scope: Scope,
   input: Sent<ListOrganizationsInput>,
   only: string | null = null,
-): Promise<{ organizations: OrganizationView[]; next_cursor: string | null }> {
+): Promise<{ organizations: OrganizationView[]; nextCursor: string | null }> {
   const limit = input.limit ?? ORGANIZATIONS_LISTED;
   if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MAX_ORGANIZATIONS_LISTED)
     throw new InvalidInput(`limit must be an integer from 1 to ${MAX_ORGANIZATIONS_LISTED}`, RangeError);
   const cursor = input.cursor == null ? null : checkOrganizationId(input.cursor, "cursor");
   if (only !== null) {
     const own = cursor === null ? await readOrganization(scope, only) : null;
-    return { organizations: own ? [own] : [], next_cursor: null };
+    return { organizations: own ? [own] : [], nextCursor: null };
   }
   // One more than asked: whether a next page exists, without a count.
   const rows = await listDirectory(scope.shards.streams().db, cursor, limit + 1);
   const page = rows.slice(0, limit);
   return {
     organizations: page.map(view),
-    next_cursor: rows.length > limit ? (page.at(-1)?.id ?? null) : null,
+    nextCursor: rows.length > limit ? (page.at(-1)?.id ?? null) : null,
   };
 }
 

@@ -24,13 +24,13 @@ import { forgetProvider } from "./acting-providers.ts";
 // this isolate (src/services/organizations/acting-providers.ts; the others within its bound).
 // The push's Authorization is sealed before it is written and never answered.
 
-/** A provider as the admin API answers it: its entry, whether it acts, whether an Authorization is set. */
+/** A provider as the admin API answers it: its entry as the var spells it (docs/organization-providers.md), whether it acts, whether an Authorization is set. */
 export type ProviderView = Record<string, unknown> & {
-  organization_id: string;
+  organizationId: string;
   enabled: boolean;
   authorization: { set: boolean };
-  created_at: string;
-  updated_at: string;
+  createdAt: string;
+  updatedAt: string;
 };
 
 /** What the admin API answers a call on a provider that is not there, or of a missing organization. */
@@ -39,11 +39,11 @@ export type ProviderRefusal = "no_organization" | "not_found" | "name_taken" | "
 export function providerView(stored: StoredProvider): ProviderView {
   return {
     ...JSON.parse(stored.config),
-    organization_id: stored.organizationId,
+    organizationId: stored.organizationId,
     enabled: stored.enabled,
     authorization: { set: stored.authorizationSet },
-    created_at: stored.createdAt.toISOString(),
-    updated_at: stored.updatedAt.toISOString(),
+    createdAt: stored.createdAt.toISOString(),
+    updatedAt: stored.updatedAt.toISOString(),
   };
 }
 
