@@ -1,6 +1,6 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
+import { CompactEncrypt, exportJWK, generateKeyPair, type JWTPayload, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import worker from "../src/index.ts";
 import { countingShards } from "./d1.ts";
@@ -347,6 +347,29 @@ describe("round trips of an organization's provider", () => {
   });
 });
 
+describe("an unknown name at a provider's routes", () => {
+  it("costs one read per isolate and bound, not one per request; a provider registered after is found at once", async () => {
+    const { vars, key, a } = await twoOrganizations();
+    const name = `unknown-${crypto.randomUUID().slice(0, 8)}`;
+    const counted = async (call: (bindings: Partial<Env>) => Promise<Response>) => {
+      const counter = countingShards(databases());
+      const response = await call({ ...vars, ...counter.env });
+      return [response.status, Object.values(counter.roundTrips()).reduce((sum, n) => sum + n, 0)];
+    };
+    const subject = { format: "iss_sub", iss: GOOGLE, sub: "alice" };
+    expect(await counted((bindings) => backchannelLogout(bindings, name, "alice"))).toEqual([404, 1]);
+    expect(await counted((bindings) => backchannelLogout(bindings, name, "alice"))).toEqual([404, 0]);
+    expect(await counted((bindings) => globalRevocation(bindings, name, "alice"))).toEqual([404, 0]);
+    expect(await counted((bindings) => pushSet(bindings, name, RISC_DISABLED, subject))).toEqual([404, 0]);
+    // Registered through this isolate: the miss it kept is forgotten with the write.
+    const registered = await admin(vars, key, "POST", `/admin/organizations/${a.org}/providers`, entry(name));
+    expect(registered.status).toBe(201);
+    const session = await signIn(vars, newUser(), name, "alice");
+    expect((await backchannelLogout(vars, name, "alice")).status).toBe(200);
+    expect(await isLive(session.token)).toBe(false);
+  });
+});
+
 describe("sign-outs sent back to an organization's provider", () => {
   it("go to the provider the session signed in through, with its own Authorization opened, never to the other organization's", async () => {
     const { vars: transmitting } = await transmitter();
@@ -482,6 +505,8 @@ describe("an Authorization that cannot be opened", () => {
       name: "ConfigError",
       message: "ORGANIZATION_SECRETS_KEYS has no key of a stored secret's kid",
       binding: null,
+      organization: a.org,
+      provider: a.name,
     });
     const queued = await d1("DB")
       .prepare("SELECT attempts FROM ssf_queued_sets WHERE stream_id = ?")
@@ -495,4 +520,157 @@ describe("an Authorization that cannot be opened", () => {
     await waitOnExecutionContext(ctx);
     expect(pushed.slice(1)).toEqual([{ url: endpoint(a.name), authorization: "Bearer sealed" }]);
   });
+  it("sealed for one organization's provider, it opens for no other's: copied into the row of another organization's provider of that name, it holds that one's pushes, logged", async () => {
+    const { vars: transmitting } = await transmitter();
+    const { vars, key, a } = await twoOrganizations({}, { ...transmitting, ORGANIZATION_SECRETS_KEYS: secretsKeys() });
+    const push = (host: string) => ({ endpoint_url: `https://${host}.example/ssf/push`, events: ["session-revoked"] });
+    const path = `/admin/organizations/${a.org}/providers/${a.name}`;
+    expect((await admin(vars, key, "PATCH", path, { push: push("a"), authorization: "Bearer of-a" })).status).toBe(200);
+    const sealed = await storedAuthorization(a.name);
+    expect((await admin(vars, key, "DELETE", path)).status).toBe(200);
+    const c = await newOrganization("c");
+    const taken = await admin(
+      vars,
+      key,
+      "POST",
+      `/admin/organizations/${c}/providers`,
+      entry(a.name, { push: push("c") }),
+    );
+    expect(taken.status).toBe(201);
+    // Someone with write access to DB copies A's sealed Authorization into C's row of the same name.
+    await d1("DB")
+      .prepare("UPDATE organization_providers SET authorization = ? WHERE name = ?")
+      .bind(sealed, a.name)
+      .run();
+    const pushed = recordPushes(202);
+    const errors = vi.spyOn(console, "error");
+    const inC = await signIn(vars, newUser(), a.name, "alice", "sid-c");
+    await rpc(vars, (service) => service.endSession({ sessionId: inC.id, reason: "signed_out" }));
+    expect(pushed).toEqual([]);
+    expect(errors.mock.calls.map(([line]) => JSON.parse(String(line)))).toContainEqual({
+      level: "warn",
+      event: "outbox_send_failed",
+      name: "ConfigError",
+      message: "a stored secret is another's, or sealed before it named its organization: send it again",
+      binding: null,
+      organization: c,
+      provider: a.name,
+    });
+    expect(await queuedAttempts(c, a.name)).toEqual([{ attempts: 1 }]);
+  });
+
+  it("one sealed before it named its organization is refused, logged with what to do, its SETs held", async () => {
+    const { vars: transmitting } = await transmitter();
+    const sealing = secretsKeys();
+    const { vars, key, a } = await twoOrganizations({}, { ...transmitting, ORGANIZATION_SECRETS_KEYS: sealing });
+    const patched = await admin(vars, key, "PATCH", `/admin/organizations/${a.org}/providers/${a.name}`, {
+      push: { endpoint_url: "https://a.example/ssf/push", events: ["session-revoked"] },
+      authorization: "Bearer of-a",
+    });
+    expect(patched.status).toBe(200);
+    // As this provider's secret was sealed before: bound to its name alone.
+    const [jwk] = JSON.parse(sealing) as [{ k: string }];
+    const secretKey = Uint8Array.from(atob(jwk.k.replaceAll("-", "+").replaceAll("_", "/")), (c) => c.charCodeAt(0));
+    const earlier = await new CompactEncrypt(new TextEncoder().encode("Bearer of-a"))
+      .setProtectedHeader({ alg: "dir", enc: "A256GCM", kid: "k1", sub: a.name })
+      .encrypt(secretKey);
+    await d1("DB")
+      .prepare("UPDATE organization_providers SET authorization = ? WHERE name = ?")
+      .bind(earlier, a.name)
+      .run();
+    const pushed = recordPushes(202);
+    const errors = vi.spyOn(console, "error");
+    const inA = await signIn(vars, newUser(), a.name, "alice", "sid-a");
+    await rpc(vars, (service) => service.endSession({ sessionId: inA.id, reason: "signed_out" }));
+    expect(pushed).toEqual([]);
+    expect(errors.mock.calls.map(([line]) => JSON.parse(String(line)))).toContainEqual({
+      level: "warn",
+      event: "outbox_send_failed",
+      name: "ConfigError",
+      message: "a stored secret is another's, or sealed before it named its organization: send it again",
+      binding: null,
+      organization: a.org,
+      provider: a.name,
+    });
+    expect(await queuedAttempts(a.org, a.name)).toEqual([{ attempts: 1 }]);
+  });
 });
+
+describe("a provider whose stored entry today's validator refuses", () => {
+  it("holds back its own SETs alone, with one line naming it; every other provider's are delivered", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const start = Date.now();
+    vi.setSystemTime(start);
+    const { vars: transmitting } = await transmitter();
+    const { vars, key, a, b } = await twoOrganizations({}, transmitting);
+    const endpoint = (name: string) => `https://${name}.example/ssf/push`;
+    for (const { org, name } of [a, b]) {
+      const changed = await admin(vars, key, "PATCH", `/admin/organizations/${org}/providers/${name}`, {
+        push: { endpoint_url: endpoint(name), events: ["session-revoked"] },
+      });
+      expect(changed.status).toBe(200);
+    }
+    // Both endpoints down: each sign-out waits, queued.
+    const down = recordPushes(503);
+    for (const { name } of [a, b]) {
+      const session = await signIn(vars, newUser(), name, "alice", `sid-${name}`);
+      await rpc(vars, (service) => service.endSession({ sessionId: session.id, reason: "signed_out" }));
+    }
+    expect(down).toHaveLength(2);
+    // A's entry, as an earlier validator took it, is refused by today's; read again past the bound.
+    await d1("DB")
+      .prepare("UPDATE organization_providers SET config = json_set(config, '$.issuer', 'not a url') WHERE name = ?")
+      .bind(a.name)
+      .run();
+    vi.setSystemTime(start + 31_000);
+    // Other tests' providers may have SETs due too: this test's two alone are looked at.
+    const pushed = recordPushes(202);
+    const errors = vi.spyOn(console, "error");
+    const ctx = createExecutionContext();
+    const controller = createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() + 3_600_000 });
+    await worker.scheduled(controller, { ...env, ...vars }, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(pushed.filter((url) => url === endpoint(a.name) || url === endpoint(b.name))).toEqual([endpoint(b.name)]);
+    expect(await queuedAttempts(b.org, b.name)).toEqual([]);
+    expect(await queuedAttempts(a.org, a.name)).toEqual([{ attempts: 2 }]);
+    // It acts not at its routes either: as an unknown provider.
+    expect((await backchannelLogout(vars, a.name, "alice")).status).toBe(404);
+    const lines = errors.mock.calls
+      .map(([line]) => JSON.parse(String(line)))
+      .filter((line) => line.organization === a.org || line.organization === b.org);
+    expect(lines).toEqual([
+      {
+        level: "error",
+        event: "provider_refused",
+        organization: a.org,
+        provider: a.name,
+        message: "a stored provider breaks a rule: issuer is a URL",
+      },
+    ]);
+  });
+});
+
+function recordPushes(status: number): string[] {
+  const pushed: string[] = [];
+  vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+    pushed.push(new Request(input, init).url);
+    return new Response(null, { status });
+  });
+  return pushed;
+}
+
+async function storedAuthorization(name: string): Promise<string> {
+  const row = await d1("DB")
+    .prepare("SELECT authorization FROM organization_providers WHERE name = ?")
+    .bind(name)
+    .first<{ authorization: string }>();
+  return row?.authorization as string;
+}
+
+async function queuedAttempts(organization: string, name: string) {
+  const { results } = await d1("DB")
+    .prepare("SELECT attempts FROM ssf_queued_sets WHERE stream_id = ?")
+    .bind(`provider:${organization}:${name}`)
+    .all();
+  return results;
+}

@@ -86,7 +86,7 @@ describe("an organization's identity providers, over the admin API", () => {
     });
     expect(JSON.stringify(view)).not.toContain("s3cret");
 
-    // Stored: the entry without the secret, and the secret as a JWE only the key opens, bound to its provider.
+    // Stored: the entry without the secret, and the secret as a JWE only the key opens, bound to its organization and provider.
     const [row] = (await storedRows(org)) as { config: string; authorization: string; enabled: number }[];
     expect(JSON.parse(row?.config as string)).toEqual(sent);
     expect(row?.authorization).not.toContain("s3cret");
@@ -95,7 +95,7 @@ describe("an organization's identity providers, over the admin API", () => {
     const secretKey = Uint8Array.from(atob(jwk.k.replaceAll("-", "+").replaceAll("_", "/")), (c) => c.charCodeAt(0));
     const opened = await compactDecrypt(row?.authorization as string, secretKey);
     expect(new TextDecoder().decode(opened.plaintext)).toBe("Bearer s3cret-push-token");
-    expect(opened.protectedHeader).toEqual({ alg: "dir", enc: "A256GCM", kid: "k1", sub: name });
+    expect(opened.protectedHeader).toEqual({ alg: "dir", enc: "A256GCM", kid: "k1", org, sub: name });
 
     const listed = await admin(vars, key, "GET", `/admin/organizations/${org}/providers`);
     expect(listed.status).toBe(200);

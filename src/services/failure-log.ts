@@ -89,8 +89,9 @@ function firstLineOf(error: unknown): boolean {
 /**
  * An outbox send that failed, described as any failure: the events stay pending, and the cron
  * sends them again. A warning written through console.error, as this line has always been.
+ * `about`: what it held back (an organization's provider), named when known.
  */
-export function logOutboxFailure(error: unknown): void {
+export function logOutboxFailure(error: unknown, about: Record<string, string | null> = {}): void {
   if (!firstLineOf(error)) return;
-  logLine("warn", "outbox_send_failed", described(error), "error");
+  logLine("warn", "outbox_send_failed", { ...described(error), ...about }, "error");
 }

@@ -157,8 +157,10 @@ async function receiversOf(ssf: NonNullable<Outlets["ssf"]>, events: OutgoingEve
     event.upstream !== null && event.organizationId !== null && !ssf.listed(event.upstream) ? [event.upstream] : [],
   );
   if (names.length === 0) return listed;
-  const found = await runtimeProviders(ssf.streams, names);
-  const theirs = [...found.values()].map(({ upstream }) => receiverOf(upstream, null));
+  // One whose stored entry is refused takes no push until it is fixed (its line says which): no
+  // SET can be made from an entry the validator refuses, and what is queued for it waits.
+  const { acting } = await runtimeProviders(ssf.streams, names);
+  const theirs = [...acting.values()].map(({ upstream }) => receiverOf(upstream, null));
   return [...listed, ...theirs.filter((receiver) => receiver !== null)];
 }
 

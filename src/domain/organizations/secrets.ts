@@ -5,9 +5,10 @@ import { ConfigError, parsedOnce } from "../config.ts";
 // stored as a compact JWE (RFC 7516: `dir`, A256GCM) under a key of the Worker secret
 // ORGANIZATION_SECRETS_KEYS, never in clear: a copy of the database alone reveals none. The
 // first key encrypts, every key decrypts (by the JWE's `kid`), so a key is rotated by putting a
-// new one first and dropping the old once every secret was written again. Each JWE names what
-// it belongs to in its protected header (`sub`), checked when decrypted, so one row's secret
-// cannot be copied into another's.
+// new one first and dropping the old once every secret was written again. Each JWE names whose
+// it is in its protected header (`org`, the organization; `sub`, its provider's name), checked
+// when decrypted, so one row's secret cannot be copied into another's, of this organization or
+// of another that has a provider of the same name.
 
 declare global {
   interface Env {
@@ -60,19 +61,27 @@ export function readSecretKeys(vars: SecretKeysVars): SecretKey[] | null {
   return text.trim() === "" ? null : keysFrom(text);
 }
 
-/** `secret` as a compact JWE under the first key, bound to `owner` (its `sub` header). */
-export function sealSecret(keys: readonly SecretKey[], owner: string, secret: string): Promise<string> {
+/** Whose a secret is: an organization's provider, by its name. */
+export interface SecretOwner {
+  organizationId: string;
+  name: string;
+}
+
+/** `secret` as a compact JWE under the first key, bound to `owner` (its `org` and `sub` headers). */
+export function sealSecret(keys: readonly SecretKey[], owner: SecretOwner, secret: string): Promise<string> {
   const [first] = keys as [SecretKey];
   return new CompactEncrypt(new TextEncoder().encode(secret))
-    .setProtectedHeader({ alg: "dir", enc: "A256GCM", kid: first.kid, sub: owner })
+    .setProtectedHeader({ alg: "dir", enc: "A256GCM", kid: first.kid, org: owner.organizationId, sub: owner.name })
     .encrypt(first.key);
 }
 
 /**
  * The secret a JWE of `sealSecret` holds for `owner`. Throws when no key has its `kid`, it does
- * not decrypt, or it is another owner's: a stored value the service cannot use, its failure.
+ * not decrypt, or it is another owner's: a stored value the service cannot use, its failure. One
+ * sealed before it named its organization is another's too: its name alone would open it for
+ * any organization's provider of that name. Either is given again (the ConfigError says so).
  */
-export async function openSecret(keys: readonly SecretKey[], owner: string, sealed: string): Promise<string> {
+export async function openSecret(keys: readonly SecretKey[], owner: SecretOwner, sealed: string): Promise<string> {
   const { plaintext, protectedHeader } = await compactDecrypt(
     sealed,
     (header) => {
@@ -82,6 +91,7 @@ export async function openSecret(keys: readonly SecretKey[], owner: string, seal
     },
     { keyManagementAlgorithms: ["dir"], contentEncryptionAlgorithms: ["A256GCM"] },
   );
-  if (protectedHeader.sub !== owner) throw new Error("a stored secret is another's");
+  if (protectedHeader.org !== owner.organizationId || protectedHeader.sub !== owner.name)
+    throw new ConfigError("a stored secret is another's, or sealed before it named its organization: send it again");
   return new TextDecoder().decode(plaintext);
 }

@@ -47,7 +47,10 @@ const EVENT_URIS: Record<PushedEvent, string> = {
 export const destinationOf = (upstream: Upstream) =>
   upstream.organizationId === null
     ? `${UPSTREAM_PREFIX}${upstream.name}`
-    : `${PROVIDER_PREFIX}${upstream.organizationId}:${upstream.name}`;
+    : providerDestination(upstream.organizationId, upstream.name);
+/** An organization's provider's destination id, by its organization and name. */
+export const providerDestination = (organizationId: string, name: string) =>
+  `${PROVIDER_PREFIX}${organizationId}:${name}`;
 export const UPSTREAM_PREFIX = "upstream:";
 export const PROVIDER_PREFIX = "provider:";
 

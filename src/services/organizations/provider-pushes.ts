@@ -1,7 +1,8 @@
 import type { Database } from "../../db/client.ts";
 import { ConfigError } from "../../domain/config.ts";
 import { openSecret, readSecretKeys, type SecretKeysVars } from "../../domain/organizations/secrets.ts";
-import { receiverOf } from "../../domain/upstreams/receivers.ts";
+import type { Upstream } from "../../domain/upstreams/config.ts";
+import { providerDestination, receiverOf } from "../../domain/upstreams/receivers.ts";
 import { logOutboxFailure } from "../failure-log.ts";
 import type { PushDestination } from "../ssf/delivery.ts";
 import { runtimeProviders } from "./acting-providers.ts";
@@ -14,8 +15,9 @@ import { runtimeProviders } from "./acting-providers.ts";
 /**
  * The push destinations of these queued destination ids: each its acting provider with push,
  * its Authorization opened (`found`); one whose Authorization cannot be opened (its key gone,
- * the secret unset) is `failed`, logged, its SETs kept for a later round; a provider removed,
- * disabled or without push is neither.
+ * the secret unset, sealed before it named its organization) or whose stored entry is refused
+ * is `failed`, logged with its organization and name, its SETs kept for a later round; a
+ * provider removed, disabled or without push is neither.
  */
 export async function providerDestinations(
   env: SecretKeysVars,
@@ -23,21 +25,24 @@ export async function providerDestinations(
   destinations: string[],
 ): Promise<{ found: PushDestination[]; failed: string[] }> {
   const names = destinations.map((destination) => destination.slice(destination.lastIndexOf(":") + 1));
-  const providers = await runtimeProviders(db, names);
+  const { acting, refused } = await runtimeProviders(db, names);
   const found: PushDestination[] = [];
-  const failed: string[] = [];
+  // Its line was written when it was read.
+  const failed = [...refused].flatMap(([name, organizationId]) => {
+    const destination = providerDestination(organizationId, name);
+    return destinations.includes(destination) ? [destination] : [];
+  });
   await Promise.all(
-    [...providers.values()].map(async ({ upstream, sealedAuthorization }) => {
+    [...acting.values()].map(async ({ upstream, sealedAuthorization }) => {
       const receiver = receiverOf(upstream, null);
       // A name another organization took since the SETs were queued is not where they go.
       if (receiver === null || !destinations.includes(receiver.destination)) return;
       const { destination, endpointUrl, audience } = receiver;
       try {
-        const authorization =
-          sealedAuthorization === null ? null : await opened(env, upstream.name, sealedAuthorization);
+        const authorization = sealedAuthorization === null ? null : await opened(env, upstream, sealedAuthorization);
         found.push({ destination, endpointUrl, audience, authorization });
       } catch (error) {
-        logOutboxFailure(error);
+        logOutboxFailure(error, { organization: upstream.organizationId, provider: upstream.name });
         failed.push(destination);
       }
     }),
@@ -45,8 +50,8 @@ export async function providerDestinations(
   return { found, failed };
 }
 
-async function opened(env: SecretKeysVars, name: string, sealed: string): Promise<string> {
+async function opened(env: SecretKeysVars, upstream: Upstream, sealed: string): Promise<string> {
   const keys = readSecretKeys(env);
   if (!keys) throw new ConfigError("ORGANIZATION_SECRETS_KEYS is unset, and a provider's push has an Authorization");
-  return openSecret(keys, name, sealed);
+  return openSecret(keys, { organizationId: upstream.organizationId as string, name: upstream.name }, sealed);
 }

@@ -54,6 +54,7 @@ export function providerView(stored: StoredProvider): ProviderView {
  */
 async function sealedAuthorization(
   env: SecretKeysVars,
+  organizationId: string,
   input: ProviderInput,
   stored: string | null,
 ): Promise<string | null | "no_secrets_key"> {
@@ -61,7 +62,7 @@ async function sealedAuthorization(
   if (input.authorization === undefined) return stored;
   const keys = readSecretKeys(env);
   if (!keys) return "no_secrets_key";
-  return sealSecret(keys, input.upstream.name, input.authorization);
+  return sealSecret(keys, { organizationId, name: input.upstream.name }, input.authorization);
 }
 
 function logChange(scope: Scope, organizationId: string, name: string, change: string): void {
@@ -83,7 +84,7 @@ export async function registerProvider(
   const input = checkProvider(body, organizationId, scope.shards.map.regions);
   const { name } = input.upstream;
   if (scope.upstreams().some((upstream) => upstream.name === name)) return "name_taken";
-  const authorization = await sealedAuthorization(env, input, null);
+  const authorization = await sealedAuthorization(env, organizationId, input, null);
   if (authorization === "no_secrets_key") return authorization;
   const now = scope.at.now;
   const row: OrganizationProviderRow = {
@@ -162,7 +163,7 @@ export async function changeProvider(
       TypeError,
       true,
     );
-  const authorization = await sealedAuthorization(env, input, stored.authorization);
+  const authorization = await sealedAuthorization(env, organizationId, input, stored.authorization);
   if (authorization === "no_secrets_key") return authorization;
   const written = await updateProvider(db, stored, {
     config: JSON.stringify(input.config),

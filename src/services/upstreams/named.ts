@@ -7,8 +7,8 @@ import type { Scope } from "../scope.ts";
 
 /**
  * The upstream named `name`: the var's entry, else an organization's acting provider; null for
- * none. A provider read (not kept) is a round trip the call plans, before its own. A call
- * limited to one organization (`Scope.reach`) finds that organization's providers alone: a
+ * none (one whose stored entry is refused acts not). A provider read (not kept) is a round trip
+ * the call plans, before its own. A call limited to one organization (`Scope.reach`) finds that organization's providers alone: a
  * sign-in through any other (the var's, whose links span the deployment, or another
  * organization's) is none, so that it neither re-links a subject outside its reach nor learns
  * which names other organizations hold.
@@ -17,6 +17,7 @@ export async function upstreamNamed(scope: Scope, name: unknown): Promise<Upstre
   const listed = scope.upstreams().find((upstream) => upstream.name === name);
   if (listed) return scope.reach === null ? listed : null;
   if (!isUpstreamName(name)) return null;
-  const found = (await runtimeProviders(scope.shards.streams().db, [name], scope.plannedRoundTrip)).get(name)?.upstream;
+  const { acting } = await runtimeProviders(scope.shards.streams().db, [name], scope.plannedRoundTrip);
+  const found = acting.get(name)?.upstream;
   return found && (scope.reach === null || found.organizationId === scope.reach) ? found : null;
 }
