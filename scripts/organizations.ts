@@ -7,11 +7,13 @@
 //   npm run --silent org -- show --id <org id>
 //   npm run --silent org -- rename --id <org id> --name <name>
 //   npm run --silent org -- remove --id <org id>
+//   npm run --silent org -- sync-policies    (every database's missing policy rows, from DB's)
 // Each takes `--env <env>` for a wrangler environment, and `--server <port|URL>` for the running
 // `npm start` or `npm run demo` to work through (its environment, unless --env is given).
 import { answerOnLocalProject } from "../dev/local-d1.ts";
 import {
   createOrganization,
+  fillPolicyRows,
   listOrganizations,
   readOrganization,
   removeOrganization,
@@ -25,6 +27,7 @@ const USAGE = `usage: npm run --silent org -- create --name <name> [--id <org id
        npm run --silent org -- show --id <org id>
        npm run --silent org -- rename --id <org id> --name <name>
        npm run --silent org -- remove --id <org id>
+       npm run --silent org -- sync-policies
 Each takes [--env <env>] [--server <port|URL>].
 ${SERVER_USAGE}`;
 
@@ -44,7 +47,7 @@ const { values, positionals } = parseOptions(
 const command = commandOf(
   positionals,
   values,
-  { create: ["name"], list: [], show: ["id"], rename: ["id", "name"], remove: ["id"] },
+  { create: ["name"], list: [], show: ["id"], rename: ["id", "name"], remove: ["id"], "sync-policies": [] },
   USAGE,
   (command) => [
     ...(({ create: ["id"], list: ["limit", "cursor"] } as Record<string, string[]>)[command] ?? []),
@@ -71,6 +74,7 @@ await answerOnLocalProject(values.env, server, async (project) => {
   }
   if (command === "show") return found(await readOrganization(scope, id));
   if (command === "rename") return found(await renameOrganization(scope, id, { name: values.name }));
+  if (command === "sync-policies") return fillPolicyRows(scope);
   found(await removeOrganization(scope, id));
   return { removed: id };
 });

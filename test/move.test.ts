@@ -23,6 +23,7 @@ import {
   sessionCookie,
   shardBindings,
 } from "./helpers.ts";
+import { newOrganization } from "./organization-fixtures.ts";
 import { standInUpstream } from "./ssf.ts";
 
 // Moving buckets between databases while the service answers (src/services/moves.ts), on the
@@ -415,6 +416,58 @@ describe.skipIf(shardBindings().length < 2)("moving buckets between databases", 
     // SHARDS still names the source for the bucket: the link's read follows the move.
     expect((await idp.logout(subject)).status).toBe(200);
     expect(await isLive(session.token)).toBe(false);
+  });
+
+  const policyRow = async (binding: string, organization: string) =>
+    (
+      await d1(binding)
+        .prepare("SELECT * FROM organization_policies WHERE organization_id = ?")
+        .bind(organization)
+        .all()
+    ).results;
+  const dropPolicyRow = (binding: string, organization: string) =>
+    d1(binding).prepare("DELETE FROM organization_policies WHERE organization_id = ?").bind(organization).run();
+
+  it("a member's session moves with its organization's policy row where the target has none, and stays live", async () => {
+    const bucket = 942;
+    const [user] = (await usersIn(bucket, bucket, 1)) as [string];
+    const [missing, present] = [await newOrganization("Initech"), await newOrganization("Globex")];
+    const member = await issue(user, { organization: missing });
+    const other = await issue(user, { organization: present });
+    // `present`'s row on the target has a value of its own, which the move must not overwrite.
+    await d1(TARGET)
+      .prepare("UPDATE organization_policies SET max_per_user = 7 WHERE organization_id = ?")
+      .bind(present)
+      .run();
+    const [source, kept] = [await policyRow(SOURCE, missing), await policyRow(TARGET, present)];
+    // The target lacks `missing`'s row once the move is under way: as for an organization
+    // created after the move filled the target, on the databases SHARDS named (not the target).
+    const created = async (_: number, step: MoveStep) => {
+      if (step === "freeze") await dropPolicyRow(TARGET, missing);
+    };
+
+    expect(await moveBuckets(planFor(bucket, bucket), tools(created))).toMatchObject({ moved: 1, sessions: 2 });
+    expect(await policyRow(TARGET, missing)).toEqual(source);
+    expect(await policyRow(TARGET, present)).toEqual(kept);
+    // The source keeps its rows: its other buckets' members read them.
+    expect(await policyRow(SOURCE, missing)).toEqual(source);
+    expect([await isLive(member.token), await isLive(other.token)]).toEqual([true, true]);
+  });
+
+  it("a move first gives the target every organization's policy row it lacks: a member's sign-in in a moved bucket finds it", async () => {
+    const bucket = 943;
+    const [user] = (await usersIn(bucket, bucket, 1)) as [string];
+    const organization = await newOrganization("Umbrella");
+    // The target as a database added to SHARDS after the organization was created.
+    await dropPolicyRow(TARGET, organization);
+    const source = await policyRow("DB", organization);
+
+    expect(await moveBuckets(planFor(bucket, bucket), tools())).toMatchObject({ moved: 1, sessions: 0 });
+    expect(await policyRow(TARGET, organization)).toEqual(source);
+    // Through the source's moved row, onto the target.
+    const member = await issue(user, { organization });
+    expect((await rowsOf(TARGET, bucket, bucket)).sessions.map((row) => row.id)).toEqual([member.id]);
+    expect(await isLive(member.token)).toBe(true);
   });
 
   it("a frozen bucket: writes answer 503 moving (cookie kept, never rate limited), reads answer, RPC says retry", async () => {

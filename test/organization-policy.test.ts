@@ -1,7 +1,9 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { openShards } from "../src/db/shards.ts";
 import { SessionService } from "../src/rpc/session-service.ts";
+import { fillPolicyRows } from "../src/services/organizations/directory.ts";
 import { countingShards, faultyD1 } from "./d1.ts";
 import {
   bearer,
@@ -18,6 +20,7 @@ import {
   type Network,
   newUser,
   REJECTED_CHALLENGE,
+  scopeWith,
   sessionCookie,
 } from "./helpers.ts";
 import { admin, adminKey, newOrganization, policyDatabases, removeOrganization } from "./organization-fixtures.ts";
@@ -384,6 +387,73 @@ describe("organization policy: at issue", () => {
     });
   });
 });
+
+describe("organization policy: a database without the rows (npm run org -- sync-policies)", () => {
+  const rowOf = (binding: string, organization: string) =>
+    d1(binding).prepare("SELECT * FROM organization_policies WHERE organization_id = ?").bind(organization).first();
+  const idsOn = async (binding: string) =>
+    new Set(
+      (await d1(binding).prepare("SELECT organization_id FROM organization_policies").all()).results.map(
+        (row) => row.organization_id,
+      ),
+    );
+
+  it("writes each database the rows DB holds and it lacks, as DB holds them, keeps a row it has, and again writes nothing", async () => {
+    const [missing, kept] = [await newOrganization("Initech"), await newOrganization("Globex")];
+    await setPolicy(missing, { ttlSeconds: 3600 });
+    const others = policyDatabases().filter((binding) => binding !== "DB");
+    // Each other database as one added to SHARDS after `missing` was created; `kept`'s row there
+    // has a value of its own, which the fill must not touch.
+    for (const binding of others) {
+      await d1(binding).prepare("DELETE FROM organization_policies WHERE organization_id = ?").bind(missing).run();
+      await d1(binding)
+        .prepare("UPDATE organization_policies SET max_per_user = 7 WHERE organization_id = ?")
+        .bind(kept)
+        .run();
+    }
+    // A member's sign-in on such a database is refused: it holds no row of the organization.
+    const user = others.length === 0 ? null : await userOutsideDb();
+    if (user) await expect(issueMember(user, missing)).rejects.toMatchObject({ name: "RangeError" });
+    const keptRows = await Promise.all(others.map((binding) => rowOf(binding, kept)));
+    const onDb = await idsOn("DB");
+    const lacking = Object.fromEntries(
+      await Promise.all(
+        others.map(async (binding) => {
+          const there = await idsOn(binding);
+          return [binding, [...onDb].filter((id) => !there.has(id)).length] as const;
+        }),
+      ),
+    );
+
+    const counter = countingShards(databases());
+    expect(await fillPolicyRows(scopeWith(openShards({ ...env, ...counter.env })))).toEqual({ filled: lacking });
+    // One page of DB's rows, then one batch on each other database.
+    expect(counter.roundTrips()).toEqual(Object.fromEntries(policyDatabases().map((binding) => [binding, 1])));
+    const reference = await rowOf("DB", missing);
+    for (const binding of others) {
+      expect(lacking[binding]).toBeGreaterThanOrEqual(1);
+      expect(await rowOf(binding, missing)).toEqual(reference);
+      expect(await idsOn(binding)).toEqual(onDb);
+    }
+    expect(await Promise.all(others.map((binding) => rowOf(binding, kept)))).toEqual(keptRows);
+    if (user) {
+      const member = await issueMember(user, missing);
+      expect(await statusOf(member.token)).toBe(200);
+    }
+
+    expect(await fillPolicyRows(scopeWith(openShards(env)))).toEqual({
+      filled: Object.fromEntries(others.map((binding) => [binding, 0])),
+    });
+  });
+});
+
+/** A user whose sessions live on a database other than DB. */
+async function userOutsideDb(): Promise<string> {
+  for (;;) {
+    const user = newUser();
+    if ((await bindingOfUser(user)) !== "DB") return user;
+  }
+}
 
 describe("organization policy: live sessions, from their next request", () => {
   it("a shorter idle timeout ends an idle member's session at its next request; one outside is untouched", async () => {

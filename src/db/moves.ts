@@ -1,7 +1,16 @@
 import { and, eq, getTableColumns, gt, gte, inArray, lt, sql } from "drizzle-orm";
 import { RANDOM_LENGTH } from "../domain/token.ts";
 import { batchAll, batchNamed, chunks, type Database } from "./client.ts";
-import { type BucketMoveRow, bucketMoves, sessionEvents, sessions, ssfReceivedSets, upstreamLinks } from "./schema.ts";
+import { insertMissingPolicyRows } from "./organizations/policies.ts";
+import {
+  type BucketMoveRow,
+  bucketMoves,
+  organizationPolicies,
+  sessionEvents,
+  sessions,
+  ssfReceivedSets,
+  upstreamLinks,
+} from "./schema.ts";
 
 // The statements of moving a bucket of users from one D1 database to another: each exported
 // function is one round trip (a statement, or a batch) on one database, and each is safe to
@@ -15,7 +24,10 @@ import { type BucketMoveRow, bucketMoves, sessionEvents, sessions, ssfReceivedSe
 //           early is sent back to the source, and nothing there can change the bucket's
 //           rows; what an interrupted copy left there is cleared, and the bucket's sessions,
 //           events and inbound SETs read from the (frozen, so unchanging) source are written.
-//           Events get new row ids; every other field is kept.
+//           Events get new row ids; every other field is kept. The policy rows of the
+//           bucket's members' organizations go with them where the target has none (a
+//           database added after the organization was created), or their sessions would not be
+//           live there (src/db/liveness.ts).
 //   switch  source: the row becomes (moved, target) and the bucket's sessions, events and
 //           inbound SETs are deleted. Requests now follow the row to the target.
 //   open    target: its row goes; the target answers for the bucket.
@@ -87,8 +99,9 @@ const insertEvents = (db: Database, rows: MoveEventRow[]) =>
 
 /**
  * freeze, and the bucket's rows as that commit leaves them (the first page of its sessions
- * and events, its inbound SETs and upstream links): one batch on the source. From that commit on no request
- * writes the bucket there, so what is read is what gets copied.
+ * and events, its inbound SETs and upstream links, its members' organizations' policy rows):
+ * one batch on the source. From that commit on no request writes the bucket there, so what is
+ * read is what gets copied.
  */
 export async function freezeBucket(source: Database, key: string, frozen: BucketMoveRow) {
   return batchNamed(source, {
@@ -101,6 +114,17 @@ export async function freezeBucket(source: Database, key: string, frozen: Bucket
     // Upstream subjects whose link hashes to the bucket: one row per subject ever signed in,
     // about one per user of an upstream in it, read at once by its index.
     links: source.select().from(upstreamLinks).where(eq(upstreamLinks.bucket, key)),
+    // The policy row of each organization any of the bucket's sessions (every page of them)
+    // belongs to: a few rows, by the sessions' primary key and the policies'.
+    policies: source
+      .select()
+      .from(organizationPolicies)
+      .where(
+        inArray(
+          organizationPolicies.organizationId,
+          source.selectDistinct({ id: sessions.organizationId }).from(sessions).where(inBucket(key)),
+        ),
+      ),
   });
 }
 
@@ -109,14 +133,16 @@ export type FrozenRows = Awaited<ReturnType<typeof freezeBucket>>;
 /**
  * copy, its first batch on the target: its `moved` row (so that nothing there changes the
  * bucket's rows, and a request reaching it early is sent back), what an interrupted copy left
- * cleared, and the rows the freeze read. A larger bucket's further pages follow, each read
- * from the source and written by `copySessions` and `copyEvents`.
+ * cleared, and the rows the freeze read (a policy row only where the target has none of its
+ * organization; the switch deletes none, as other buckets' members read them). A larger
+ * bucket's further pages follow, each read from the source and written by `copySessions` and
+ * `copyEvents`.
  */
 export async function copyBucket(
   target: Database,
   key: string,
   arriving: BucketMoveRow,
-  { firstSessions, firstEvents, inbound, links }: FrozenRows,
+  { firstSessions, firstEvents, inbound, links, policies }: FrozenRows,
 ): Promise<void> {
   await batchAll(target, [
     target.insert(bucketMoves).values(arriving).onConflictDoNothing({ target: bucketMoves.bucket }),
@@ -128,6 +154,7 @@ export async function copyBucket(
     ...insertEvents(target, firstEvents),
     ...chunks(inbound, INBOUND_ROWS_PER_INSERT).map((part) => target.insert(ssfReceivedSets).values(part)),
     ...chunks(links, LINK_ROWS_PER_INSERT).map((part) => target.insert(upstreamLinks).values(part)),
+    ...insertMissingPolicyRows(target, policies),
   ]);
 }
 

@@ -17,8 +17,9 @@ import {
   readSessionsAfter,
   switchBucket,
 } from "../db/moves.ts";
-import { bindingOf, formatShardMap, parseShardMap, type ShardMap } from "../db/shards.ts";
+import { bindingOf, formatShardMap, parseShardMap, type ShardMap, STREAMS_BINDING } from "../db/shards.ts";
 import { BUCKET_COUNT, bucketKey, placementOf, RANDOM_LENGTH } from "../domain/token.ts";
+import { copyMissingPolicyRows } from "./organizations/directory.ts";
 
 // Moving buckets of users from one D1 database to another while the service answers
 // (`npm run shards:move`, scripts/shards.ts; why it is safe: ARCHITECTURE.md, "Moving a
@@ -185,6 +186,12 @@ export async function moveBuckets(plan: MovePlan, tools: MoveTools, part?: MoveP
   const { from, count } = part ?? { from: plan.first, count: plan.last - plan.first + 1 };
   if (!Number.isInteger(from) || !Number.isInteger(count) || from < plan.first || from > plan.last || count < 1)
     throw new MoveRefused(`a part of buckets ${plan.first}-${plan.last} starts within them and has one at least`);
+  // Before the range's first bucket, the target gets every organization's policy row it lacks
+  // (a database new to SHARDS has none, and creating an organization writes only those SHARDS
+  // names), so that a member's sign-in in a moved bucket finds its organization there. Each
+  // bucket's copy brings its members' rows too, for an organization created since.
+  if (from === plan.first && plan.to !== STREAMS_BINDING)
+    await copyMissingPolicyRows(tools.open(STREAMS_BINDING), [{ binding: plan.to, db: tools.open(plan.to) }]);
   const report: MoveReport = { moved: 0, alreadyThere: 0, sessions: 0, events: 0, shards: "" };
   const last = Math.min(plan.last, from + count - 1);
   for (let start = from; start <= last; start += BUCKETS_AT_ONCE) {

@@ -1,3 +1,4 @@
+import type { Database } from "../../db/client.ts";
 import {
   deleteDirectoryEntry,
   deletePolicyRow,
@@ -7,7 +8,8 @@ import {
   readDirectoryEntry,
   renameDirectoryEntry,
 } from "../../db/organizations/directory.ts";
-import type { OrganizationRow } from "../../db/schema.ts";
+import { readPolicyRowsAfter, writeMissingPolicyRows } from "../../db/organizations/policies.ts";
+import type { OrganizationPolicyRow, OrganizationRow } from "../../db/schema.ts";
 import { type Shard, type Shards, STREAMS_BINDING } from "../../db/shards.ts";
 import { InvalidInput } from "../../domain/invalid-input.ts";
 import {
@@ -37,6 +39,8 @@ export interface CreateOrganizationInput {
 
 export const MAX_ORGANIZATIONS_LISTED = 100;
 export const ORGANIZATIONS_LISTED = 50;
+/** Policy rows read per round trip while copying them where they are missing. */
+const POLICIES_COPIED_A_PAGE = 500;
 
 const view = (row: OrganizationRow): OrganizationView => ({
   id: row.id,
@@ -133,4 +137,34 @@ export async function removeOrganization(scope: Scope, id: string): Promise<bool
   // Its providers stop acting in this isolate at once, in the others within the cache's bound.
   for (const name of entry.providers) forgetProvider(name);
   return entry.deleted > 0 || policies.some((count) => count > 0);
+}
+
+/**
+ * Writes on every database but DB each policy row DB holds (the reference: written in one
+ * batch with its directory entry) that it lacks (`npm run org -- sync-policies`): for a database
+ * added to SHARDS after organizations were created. Running it again writes nothing. Answers
+ * how many rows each database was missing.
+ */
+export async function fillPolicyRows(scope: Scope): Promise<{ filled: Record<string, number> }> {
+  const { directory, others } = everyDatabase(scope.shards);
+  return { filled: await copyMissingPolicyRows(directory.db, others) };
+}
+
+/**
+ * Writes on each of `others` every policy row `from` holds and it lacks, as `from` holds it; a
+ * row there is left as it is. A page of `from`'s rows a round trip, then one batch on each of
+ * `others`, in parallel. Answers how many rows each one was missing.
+ */
+export async function copyMissingPolicyRows(from: Database, others: Shard[]): Promise<Record<string, number>> {
+  const filled: Record<string, number> = Object.fromEntries(others.map((shard) => [shard.binding, 0]));
+  for (let after = ""; ; ) {
+    const page = await readPolicyRowsAfter(from, after, POLICIES_COPIED_A_PAGE);
+    await Promise.all(
+      others.map(async ({ binding, db }) => {
+        filled[binding] = (filled[binding] ?? 0) + (await writeMissingPolicyRows(db, page));
+      }),
+    );
+    if (page.length < POLICIES_COPIED_A_PAGE) return filled;
+    after = (page.at(-1) as OrganizationPolicyRow).organizationId;
+  }
 }
