@@ -43,7 +43,6 @@ async function setPolicy(organization: string, policy: Record<string, unknown>, 
   expect(response.status).toBe(200);
 }
 
-/** A member's session, issued over RPC as the login flow would. */
 /** A member's session, issued in this isolate: a refusal over the RPC's loopback is also reported as uncaught there. */
 function issueMember(userId: string, organizationId: string, options: { ttlSeconds?: number } = {}) {
   const service = new SessionService(createExecutionContext(), env);

@@ -17,6 +17,7 @@ import {
   newUser,
   tableSnapshot,
 } from "./helpers.ts";
+import { admin, adminKey, newOrganization } from "./organization-fixtures.ts";
 import { ACCESS_TOKEN_AUDIENCE, accessTokenVars, ISSUER } from "./ssf.ts";
 
 // IPSIE SL1, the provider's lifetime: `create`'s upstream sign-in carries the ID token's
@@ -478,6 +479,34 @@ describe("reauthenticate takes the provider's fresh sign-in", () => {
     vi.setSystemTime(START);
     const local = await service(vars).create({ userId, ttlSeconds: 3600 });
     expect(local.cookie).toBe(cookieOf(local.token, 7200));
+  });
+
+  it("a member's session renews by its organization's sliding, not the var's: on where the var is off, off where it is on", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(START);
+    const [slides, fixed] = [await newOrganization(), await newOrganization()];
+    const { vars: keys, key } = await adminKey();
+    for (const [organization, slidingTtl] of [
+      [slides, true],
+      [fixed, false],
+    ] as const) {
+      const path = `/admin/organizations/${organization}/policy`;
+      expect((await admin({ ...keys, ...MAX }, key, "PUT", path, { slidingTtl })).status).toBe(200);
+    }
+    const reauthenticated = async (organization: string, vars: Partial<Env>) => {
+      vi.setSystemTime(START);
+      const userId = newUser();
+      const upstream = fresh(userId, { session_expiry: seconds(START + 10 * MINUTE) });
+      const created = await service(vars).create({ userId, ttlSeconds: 3600, organization, upstream });
+      vi.setSystemTime(START + 5 * MINUTE);
+      const later = fresh(userId, { session_expiry: seconds(START + 300 * MINUTE) });
+      const reissued = await service(vars).reauthenticate({ token: created.token, factors: ["otp"], upstream: later });
+      return reissued?.expiresAt;
+    };
+    // Renewed now: now + its hour. The var does not slide.
+    expect(await reauthenticated(slides, MAX)).toBe(iso(START + 65 * MINUTE));
+    // Its own end, created + its hour, past the former session_expiry. The var slides.
+    expect(await reauthenticated(fixed, { ...SLIDING, ...MAX })).toBe(iso(START + 60 * MINUTE));
   });
 
   it("another provider's subject, or a session signed in here, is refused with nothing written", async () => {
