@@ -237,7 +237,7 @@ describe("example login worker: a business customer's employee", () => {
     expect(dana.body).toEqual({ signedIn: "dana", newDevice: true });
     // Issued for Globex's 8 hours, not the deployment's 30 days.
     expect(dana.cookie).toMatch(
-      /^__Host-session=[\w-]{24}\.[\w-]{43}; Max-Age=28800; Path=\/; HttpOnly; Secure; SameSite=Lax$/,
+      /^__Host-session=[\w-]{24}\.[\w-]{44}; Max-Age=28800; Path=\/; HttpOnly; Secure; SameSite=Lax$/,
     );
     const whoami = await call("GET", "/auth/whoami", { ...sessionCookie(dana.token!), "User-Agent": CHROME_MAC });
     expect(await whoami.json()).toMatchObject({ user_id: "dana", organization: "org_demoGlobexDemoGlobex00" });

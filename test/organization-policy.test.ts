@@ -545,6 +545,10 @@ describe("organization policy: live sessions, from their next request", () => {
     const refused = await end(mine, other);
     expect(refused.status).toBe(401);
     expect(await refused.json()).toMatchObject({ code: "reauthentication_required" });
+    // RFC 9470's max_age is the organization's age, not the var's.
+    expect(refused.headers.get("WWW-Authenticate")).toBe(
+      'Bearer realm="auth", error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age="60"',
+    );
     expect(await statusOf(other.token)).toBe(200);
     // The var's 10 minutes for the session outside.
     expect((await end(theirs, theirOther)).status).toBe(200);
@@ -558,11 +562,16 @@ describe("organization policy: live sessions, from their next request", () => {
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(START);
     const organization = await newOrganization();
-    await setPolicy(organization, { ttlSeconds: 600, slidingTtl: true });
+    await setPolicy(organization, { ttlSeconds: 600, slidingTtl: true, maxLifetimeSeconds: 7200 });
     const member = await issueMember(newUser(), organization);
     const outside = await issueOutside(newUser(), { ttlSeconds: 600 });
     // A member's token says so (its secret one character longer): its batch renews, one outside's does not.
     expect([member.token.split(".")[1]?.length, outside.token.split(".")[1]?.length]).toEqual([44, 43]);
+    // Its cookie lasts as long as it may slide, its organization's maximum lifetime; one outside's, its 10 minutes.
+    expect([member.cookie, outside.cookie].map((cookie) => cookie.match(/Max-Age=(\d+)/)?.[1])).toEqual([
+      "7200",
+      "600",
+    ]);
     vi.setSystemTime(START + 400_000);
     expect([await statusOf(member.token), await statusOf(outside.token)]).toEqual([200, 200]);
     // Renewed at +400 s: until +1000 s; the session outside ended at +600 s.
@@ -571,9 +580,13 @@ describe("organization policy: live sessions, from their next request", () => {
     // Renewed again: until +1600 s.
     vi.setSystemTime(START + 1_500_000);
     expect(await statusOf(member.token)).toBe(200);
+    // Re-authenticated, its new cookie lasts as its organization's policy lets it slide.
+    const service = new SessionService(createExecutionContext(), env);
+    const reissued = await service.reauthenticate({ token: member.token, factors: ["pwd"] });
+    expect(reissued?.cookie.match(/Max-Age=(\d+)/)?.[1]).toBe("7200");
     await setPolicy(organization, { ttlSeconds: 600, slidingTtl: null });
     // The var's: no sliding, its lifetime counts from its creation again.
-    expect(await statusOf(member.token)).toBe(401);
+    expect(await statusOf(reissued?.token as string)).toBe(401);
   });
 
   it("where the deployment has no step-up, a member needs a sign-in within its organization's step-up age; one outside none", async () => {
@@ -593,6 +606,10 @@ describe("organization policy: live sessions, from their next request", () => {
       status: 401,
       body: { code: "reauthentication_required" },
     });
+    // RFC 9470's max_age is the organization's age, not the var's.
+    expect(refused.headers.get("WWW-Authenticate")).toBe(
+      'Bearer realm="auth", error="insufficient_user_authentication", error_description="A more recent authentication is required", max_age="60"',
+    );
     expect(await statusOf(other.token)).toBe(200);
     expect((await end(theirs, theirOther)).status).toBe(200);
     expect(await statusOf(theirOther.token)).toBe(401);
@@ -600,6 +617,50 @@ describe("organization policy: live sessions, from their next request", () => {
     await setPolicy(organization, { stepUpMaxAgeSeconds: null });
     expect((await end(mine, other)).status).toBe(200);
     expect(await statusOf(other.token)).toBe(401);
+  });
+
+  it("a token proves a member's session only with a member's secret, and one outside only with its own", async () => {
+    const organization = await newOrganization();
+    const user = newUser();
+    const [member, outside] = [await issueMember(user, organization), await issueOutside(user)];
+    const db = await d1OfUser(user);
+    const sha256 = async (text: string) =>
+      [...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)))]
+        .map((byte) => byte.toString(16).padStart(2, "0"))
+        .join("");
+    // Each row's secret swapped for one of the other length: a member's session issued before its
+    // token said so, and its opposite. Neither is proven, so no member escapes its policy's statements.
+    const [short, long] = ["s".repeat(43), "l".repeat(44)];
+    for (const [row, secret] of [
+      [member, short],
+      [outside, long],
+    ] as const)
+      await db
+        .prepare("UPDATE sessions SET secret_hash = ? WHERE id = ?")
+        .bind(await sha256(secret), row.id)
+        .run();
+    expect([await statusOf(`${member.id}.${short}`), await statusOf(`${outside.id}.${long}`)]).toEqual([401, 401]);
+    // The same secrets at their own lengths prove them.
+    for (const [row, secret] of [
+      [member, long],
+      [outside, short],
+    ] as const)
+      await db
+        .prepare("UPDATE sessions SET secret_hash = ? WHERE id = ?")
+        .bind(await sha256(secret), row.id)
+        .run();
+    expect([await statusOf(`${member.id}.${long}`), await statusOf(`${outside.id}.${short}`)]).toEqual([200, 200]);
+  });
+
+  it("a member's row a former context end left with a lifetime of 0 stays ended, listed to no one", async () => {
+    const organization = await newOrganization();
+    const user = newUser();
+    const [ended, other] = [await issueMember(user, organization), await issueMember(user, organization)];
+    const db = await d1OfUser(user);
+    await db.prepare("UPDATE sessions SET ttl_seconds = 0 WHERE id = ?").bind(ended.id).run();
+    expect(await statusOf(ended.token)).toBe(401);
+    const listed = await callWith({}, "GET", "/auth/sessions", bearer(other.token));
+    expect(((await listed.json()) as { sessions: { id: string }[] }).sessions.map(({ id }) => id)).toEqual([other.id]);
   });
 
   it("a member's session whose organization was removed is not live", async () => {

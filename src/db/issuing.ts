@@ -17,6 +17,7 @@ import {
 } from "drizzle-orm";
 import type { StoredFactors } from "../domain/auth-factors.ts";
 import type { Instant } from "../domain/clock.ts";
+import type { Lifetime } from "../domain/config.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
 import { createdReason } from "../domain/upstreams/sign-in.ts";
 import { authenticated, callersInstant, reestablishedExpiry, tail } from "./authenticated.ts";
@@ -25,7 +26,7 @@ import { batchNamed, type Database } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
 import { sameDeviceKey } from "./device.ts";
 import { eventsOf } from "./events.ts";
-import { inOrganization, isLive, isProvenBy, type TokenProof } from "./liveness.ts";
+import { inOrganization, isLive, isProvenBy, ofOrganization, slidesOf, type TokenProof } from "./liveness.ts";
 import { organizationPolicies, sessionEvents, sessions } from "./schema.ts";
 import type { BucketShard } from "./shards.ts";
 import { endSessions, type Logged, loggedBy, newWrite, recordEvents, type Write, type Writer } from "./writes.ts";
@@ -274,7 +275,11 @@ export async function reauthenticateSession(
   organization: string | null = null,
 ): Promise<
   Logged<
-    { expiresAt: Date; upstreamExpiresAt: Date | null } | null | "support" | "another_sign_in" | "held_by_upstream"
+    | { expiresAt: Date; upstreamExpiresAt: Date | null; lifetime: Lifetime | null }
+    | null
+    | "support"
+    | "another_sign_in"
+    | "held_by_upstream"
   >
 > {
   const write = newWrite(at.now);
@@ -335,6 +340,16 @@ export async function reauthenticateSession(
           supportAgent: sessions.supportAgent,
           itsOwn: sql<number>`${itsOwn ?? sql`1`}`.as("its_own"),
           liftable: sql<number>`${liftable}`.as("liftable"),
+          // A member's cookie lasts as its organization's policy lets the session live.
+          ...(proof.member && {
+            slides: sql<number>`coalesce((SELECT ${slidesOf(at)} FROM ${ofOrganization}), ${at.slides ? 1 : 0})`.as(
+              "slides",
+            ),
+            maxLifetimeSeconds:
+              sql<number>`coalesce((SELECT ${organizationPolicies.maxLifetimeSeconds} FROM ${ofOrganization}), ${at.maxLifetimeMs / 1000})`.as(
+                "max_lifetime_seconds",
+              ),
+          }),
         })
         .from(sessions)
         .where(
@@ -356,7 +371,14 @@ export async function reauthenticateSession(
     const answer = found?.supportAgent
       ? "support"
       : reauthenticated && found
-        ? { expiresAt: found.expiresAt, upstreamExpiresAt: found.upstreamExpiresAt }
+        ? {
+            expiresAt: found.expiresAt,
+            upstreamExpiresAt: found.upstreamExpiresAt,
+            lifetime:
+              found.maxLifetimeSeconds === undefined
+                ? null
+                : { slidingTtl: Boolean(found.slides), maxLifetimeSeconds: found.maxLifetimeSeconds },
+          }
         : found
           ? found.itsOwn && !found.liftable
             ? "held_by_upstream"

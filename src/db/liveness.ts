@@ -1,6 +1,7 @@
 import { eq, type SQL, sql } from "drizzle-orm";
 import type { CallerColumns } from "../domain/caller-view.ts";
 import type { TokenCarrier } from "../domain/carrier.ts";
+import { StaleSignIn } from "../domain/refusal.ts";
 import { millis, type When } from "./compiled.ts";
 import { organizationPolicies, sessions } from "./schema.ts";
 
@@ -65,14 +66,15 @@ export const ofOrganization = sql`${organizationPolicies} WHERE ${organizationPo
  * the var's, `idle`), its maximum lifetime from creation, and its lifetime, from the last
  * renewal when it slides (`slidesOf`: the activity write renews at `last_active_at`), else from
  * creation, never longer than the session was issued with. No policy row (the organization was
- * removed): not live.
+ * removed): not live. A lifetime of 0: ended by its organization's context policy before a
+ * member's end deleted its row (a row no `create` writes, kept until its `expires_at`).
  */
 function memberLive(at: Pick<At, "now" | "slides">, idle: SQL): SQL {
   const now = millis(at.now);
   const p = organizationPolicies;
   const { lastActiveAt, createdAt, ttlSeconds } = sessions;
   const from = sql`CASE WHEN ${slidesOf(at)} THEN ${lastActiveAt} ELSE ${createdAt} END`;
-  return sql`coalesce((SELECT CASE WHEN ${p.idleTimeoutSeconds} IS NULL THEN ${idle} ELSE (${p.idleTimeoutSeconds} = 0 OR ${lastActiveAt} > ${now} - ${p.idleTimeoutSeconds} * 1000) END AND (${p.maxLifetimeSeconds} IS NULL OR ${createdAt} + ${p.maxLifetimeSeconds} * 1000 > ${now}) AND (${p.ttlSeconds} IS NULL OR ${from} + min(${ttlSeconds}, ${p.ttlSeconds}) * 1000 > ${now}) FROM ${ofOrganization}), 0)`;
+  return sql`coalesce((SELECT ${ttlSeconds} > 0 AND CASE WHEN ${p.idleTimeoutSeconds} IS NULL THEN ${idle} ELSE (${p.idleTimeoutSeconds} = 0 OR ${lastActiveAt} > ${now} - ${p.idleTimeoutSeconds} * 1000) END AND (${p.maxLifetimeSeconds} IS NULL OR ${createdAt} + ${p.maxLifetimeSeconds} * 1000 > ${now}) AND (${p.ttlSeconds} IS NULL OR ${from} + min(${ttlSeconds}, ${p.ttlSeconds}) * 1000 > ${now}) FROM ${ofOrganization}), 0)`;
 }
 
 /** A member's session slides: its organization's policy says so, or says nothing where the deployment slides (a constant of the text). */
@@ -89,7 +91,10 @@ const REFUSES = { bearer: "cookie", cookie: "bearer" } as const;
  */
 export function isTokenOf(proof: TokenProof, at: At): SQL {
   const carrier = proof.carrier ? sql` AND ${sessions.carrier} IS NOT ${REFUSES[proof.carrier]}` : sql``;
-  return sql`(${sessions.id} = ${proof.id} AND ${sessions.secretHash} = ${proof.secretHash} AND ${isLive(at)}${carrier})`;
+  // A member's token is a member's (src/domain/token.ts): one issued to a member before its
+  // secret said so would otherwise be judged without what its organization's policy turns on.
+  const member = sql.raw(proof.member ? "IS NOT NULL" : "IS NULL");
+  return sql`(${sessions.id} = ${proof.id} AND ${sessions.secretHash} = ${proof.secretHash} AND ${sessions.organizationId} ${member} AND ${isLive(at)}${carrier})`;
 }
 
 /**
@@ -132,9 +137,14 @@ export type Caller = CallerColumns & {
   stepUpCutoff: number | null;
 };
 
-/** With step-up on, the caller's last authentication is too old to end another session. */
-export function isStale(caller: Caller | null): boolean {
-  return caller !== null && caller.stepUpCutoff !== null && caller.authenticatedAt.getTime() <= caller.stepUpCutoff;
+/**
+ * With step-up on, the caller's last authentication is too old to end another session: the step-up
+ * age it is older than (its cutoff's distance from `now`); else null.
+ */
+export function staleSignIn(caller: Caller | null, now: Date): StaleSignIn | null {
+  if (caller === null || caller.stepUpCutoff === null || caller.authenticatedAt.getTime() > caller.stepUpCutoff)
+    return null;
+  return new StaleSignIn(Math.round((now.getTime() - caller.stepUpCutoff) / 1000));
 }
 
 /**

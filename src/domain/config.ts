@@ -44,6 +44,9 @@ export interface Config {
   reportTtlSeconds: number;
 }
 
+/** The rules a session's cookie lasts by (src/services/login-response.ts): the vars', or a member's organization's. */
+export type Lifetime = Pick<Config, "slidingTtl" | "maxLifetimeSeconds">;
+
 export type ConfigVars = Pick<
   Env,
   | "SESSION_COOKIE_NAME"

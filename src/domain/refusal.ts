@@ -5,8 +5,8 @@ import { SUPPORT_SESSIONS_PER_USER } from "./support.ts";
 export const REFUSALS = [
   // The token proves no live session (unknown, ended, expired, idle, or without its bound cookie).
   "not_live",
-  // RFC 9470's step-up challenge: the session is held (src/domain/actions.ts), or its last sign-in
-  // is too old to end another session (SESSION_STEP_UP_MAX_AGE_SECONDS).
+  // RFC 9470's step-up challenge: the session is held (src/domain/actions.ts); a sign-in too old
+  // to end another session is a `StaleSignIn` (below), which names its age.
   "step-up",
   // Support access asked for what only the user may do (src/domain/support.ts).
   "support",
@@ -18,10 +18,23 @@ export const REFUSALS = [
   "already_bound",
   "wrong_challenge",
 ] as const;
-export type Refusal = (typeof REFUSALS)[number];
+
+/**
+ * RFC 9470's step-up for a last sign-in too old to end another session: older than the caller's
+ * step-up age (SESSION_STEP_UP_MAX_AGE_SECONDS, or its organization's where it sets one), which
+ * the challenge names as its `max_age`.
+ */
+export class StaleSignIn {
+  readonly maxAgeSeconds: number;
+  constructor(maxAgeSeconds: number) {
+    this.maxAgeSeconds = maxAgeSeconds;
+  }
+}
+
+export type Refusal = (typeof REFUSALS)[number] | StaleSignIn;
 
 export function isRefusal(value: unknown): value is Refusal {
-  return typeof value === "string" && (REFUSALS as readonly string[]).includes(value);
+  return value instanceof StaleSignIn || (typeof value === "string" && (REFUSALS as readonly string[]).includes(value));
 }
 
 // Beside it, each named for what it refuses and never a bare "refusal", with its own entry point:

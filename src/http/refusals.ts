@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { type CallRefusal, callRefusalSentence, type Refusal, type Refused } from "../domain/refusal.ts";
+import { type CallRefusal, callRefusalSentence, type Refusal, type Refused, StaleSignIn } from "../domain/refusal.ts";
 import type { ReportRefusal } from "../services/report.ts";
 import type { Answer } from "../services/ssf/streams.ts";
 import { apiError, reauthenticationRequired, sessionInvalid, supportRefused, unauthorized } from "./errors.ts";
@@ -113,6 +113,7 @@ export function refused<E extends ScopedEnv>(
   refusal: Refusal,
   dead: DeadToken = "invalid_token",
 ): Refused {
+  if (refusal instanceof StaleSignIn) return reauthenticationRequired(refusal.maxAgeSeconds);
   switch (refusal) {
     case "not_live":
       return dead === "session_invalid_400" ? sessionInvalid() : unauthorized(dead, true);

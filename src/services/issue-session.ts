@@ -12,7 +12,7 @@ import {
 import { checkSessionCarrier, type SessionCarrier, type TokenCarrier } from "../domain/carrier.ts";
 import { type ClientContext, clientContext, countryOf } from "../domain/client-context.ts";
 import { type Instant, instant } from "../domain/clock.ts";
-import { type Config, MAX_TTL_SECONDS } from "../domain/config.ts";
+import { type Config, type Lifetime, MAX_TTL_SECONDS } from "../domain/config.ts";
 import { deviceKey } from "../domain/device.ts";
 import { newBoundSecret, newChallenge } from "../domain/device-binding.ts";
 import { InvalidInput } from "../domain/invalid-input.ts";
@@ -130,6 +130,8 @@ export interface IssuedSession {
   boundSecret: string | null;
   /** Only when `newDevice`: the sign-in's report token (src/services/report.ts), for the "new sign-in" message. */
   reportToken?: string;
+  /** The rules its cookie lasts by: the vars', or its organization's policy's. */
+  lifetime: Lifetime;
 }
 
 export const MAX_USER_AGENT_LENGTH = 512;
@@ -315,7 +317,16 @@ export async function buildSession(
   const upstreamExpiresIn = upstreamEnd && secondsUntil(upstreamEnd, createdAt);
   return {
     row,
-    issued: { id, token, expiresAt: expiresAt.toISOString(), expiresIn, upstreamExpiresIn, challenge, boundSecret },
+    issued: {
+      id,
+      token,
+      expiresAt: expiresAt.toISOString(),
+      expiresIn,
+      upstreamExpiresIn,
+      challenge,
+      boundSecret,
+      lifetime: { slidingTtl: config.slidingTtl, maxLifetimeSeconds: config.maxLifetimeSeconds },
+    },
     context: seen,
   };
 }
@@ -375,7 +386,6 @@ export async function issueSession(scope: Scope, input: Sent<CreateSessionInput>
   return newDevice ? { ...issued, newDevice, reportToken: report.token } : { ...issued, newDevice };
 }
 
-/** The caller named an organization the user's database has no policy row of: none of this id exists. */
 /** The organization `create` names, or that of the provider it signed in through (they must agree); null: none. */
 function organizationOf(input: Sent<CreateSessionInput>, signIn: UpstreamSignIn | null): string | null {
   return sessionOrganization(
@@ -384,6 +394,7 @@ function organizationOf(input: Sent<CreateSessionInput>, signIn: UpstreamSignIn 
   );
 }
 
+/** The caller named an organization the user's database has no policy row of: none of this id exists. */
 function organizationNotFound(id: string | null | undefined): InvalidInput {
   return new InvalidInput(`organization ${id} names no organization of this service`, RangeError, true);
 }
@@ -420,7 +431,9 @@ export interface OpenSupportInput {
 export async function openSupportSession(
   scope: Scope,
   input: Sent<OpenSupportInput>,
-): Promise<Omit<IssuedSession, "newDevice" | "challenge" | "boundSecret" | "upstreamExpiresIn"> | SupportRefusal> {
+): Promise<
+  Omit<IssuedSession, "newDevice" | "challenge" | "boundSecret" | "upstreamExpiresIn" | "lifetime"> | SupportRefusal
+> {
   const { config, at } = scope;
   const userId = checkUserId(input?.userId);
   const support = checkSupport(userId, input.agentId, input.reason);
@@ -475,6 +488,8 @@ export interface ReissuedSession {
   expiresIn: number;
   /** Seconds from now to the provider's `session_expiry`, the furthest a sliding renewal reaches; null without one. */
   upstreamExpiresIn: number | null;
+  /** As `IssuedSession`'s. */
+  lifetime: Lifetime;
 }
 
 /**
@@ -530,5 +545,6 @@ export async function reauthenticate(
     expiresAt: changed.expiresAt.toISOString(),
     expiresIn: secondsUntil(changed.expiresAt, at.now),
     upstreamExpiresIn: changed.upstreamExpiresAt && secondsUntil(changed.upstreamExpiresAt, at.now),
+    lifetime: changed.lifetime ?? config,
   };
 }

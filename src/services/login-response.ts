@@ -7,6 +7,7 @@ import type { SupportRefusal } from "../domain/refusal.ts";
 import type { Sent } from "../domain/sent.ts";
 import {
   type CreateSessionInput,
+  type IssuedSession,
   issueSession,
   type OpenSupportInput,
   openSupportSession,
@@ -48,26 +49,35 @@ export interface CreatedSession {
 }
 
 /**
- * The login response's `Set-Cookie` for `token`, whose session has `seconds` to live. A
- * renewed session must not lose its cookie first: with a sliding lifetime the cookie lasts
- * as long as the session possibly can, its maximum lifetime or, when sooner, the provider's
- * `session_expiry` (`upstreamSeconds` away), and the database decides before that.
+ * The login response's `Set-Cookie` for `session`'s token, which has `expiresIn` seconds to
+ * live. A renewed session must not lose its cookie first: with a sliding lifetime (the vars', or
+ * a member's organization's) the cookie lasts as long as the session possibly can, its maximum
+ * lifetime or, when sooner, the provider's `session_expiry` (`upstreamExpiresIn` away), and the
+ * database decides before that.
  */
-export function loginCookie(config: Config, token: string, seconds: number, upstreamSeconds: number | null): string {
-  const furthest = Math.min(config.maxLifetimeSeconds, upstreamSeconds ?? Number.POSITIVE_INFINITY);
-  return sessionSetCookie(config.cookieName, token, config.slidingTtl ? furthest : seconds);
+export function loginCookie(
+  config: Config,
+  {
+    token,
+    expiresIn,
+    upstreamExpiresIn,
+    lifetime,
+  }: Pick<IssuedSession, "token" | "expiresIn" | "upstreamExpiresIn" | "lifetime">,
+): string {
+  const furthest = Math.min(lifetime.maxLifetimeSeconds, upstreamExpiresIn ?? Number.POSITIVE_INFINITY);
+  return sessionSetCookie(config.cookieName, token, lifetime.slidingTtl ? furthest : expiresIn);
 }
 
 /** Issues a session (./issue-session.ts) and answers as SessionService.create does. */
 export async function createSession(scope: Scope, input: Sent<CreateSessionInput>): Promise<CreatedSession> {
   const { config } = scope;
-  const { id, token, expiresAt, expiresIn, upstreamExpiresIn, newDevice, challenge, boundSecret, reportToken } =
-    await issueSession(scope, input);
+  const issued = await issueSession(scope, input);
+  const { id, token, expiresAt, newDevice, challenge, boundSecret, reportToken } = issued;
   const created = {
     id,
     token,
     expiresAt,
-    cookie: loginCookie(config, token, expiresIn, upstreamExpiresIn),
+    cookie: loginCookie(config, issued),
     newDevice,
     ...(reportToken === undefined ? {} : { reportToken }),
   };
@@ -128,6 +138,6 @@ export async function reauthenticated(
   const carrier = checkTokenCarrier(input?.carrier);
   const reissued = await reauthenticate(scope, input, carrier, cookie);
   if (!reissued || reissued === "support") return reissued;
-  const { expiresIn, upstreamExpiresIn, ...session } = reissued;
-  return { ...session, cookie: loginCookie(scope.config, session.token, expiresIn, upstreamExpiresIn) };
+  const { sessionId, token, expiresAt } = reissued;
+  return { sessionId, token, expiresAt, cookie: loginCookie(scope.config, reissued) };
 }

@@ -1,5 +1,5 @@
 import { listEvents } from "../db/events.ts";
-import { type Caller, isStale } from "../db/liveness.ts";
+import { type Caller, staleSignIn } from "../db/liveness.ts";
 import {
   authenticate,
   deleteSession,
@@ -79,7 +79,7 @@ export async function deleteOwnSession(scope: Scope, token: SessionToken, id: st
   if (!proven) return "not_live";
   if (deleted) return "deleted";
   if (caller?.supportAgent) return "support";
-  return caller?.held || isStale(caller) ? "step-up" : "not_yours";
+  return caller?.held ? "step-up" : (staleSignIn(caller, at.now) ?? "not_yours");
 }
 
 /** Ends the token's own session (logged `logout`). Never judged: a user can always leave. */
@@ -105,5 +105,5 @@ export async function endOtherOwnSessions(scope: Scope, { shard, proof }: Sessio
   );
   if (!proven) return "not_live";
   if (caller?.supportAgent) return "support";
-  return caller?.held || isStale(caller) ? "step-up" : ended;
+  return caller?.held ? "step-up" : (staleSignIn(caller, scope.at.now) ?? ended);
 }

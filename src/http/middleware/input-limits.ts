@@ -6,7 +6,7 @@ import { uriTooLong } from "../refusals.ts";
 // first (the contract's 401, not 414); only a path this long, which can only be hostile,
 // is refused before any parsing or query. The query string is not limited here: no route
 // reads it (but `scope`), and the contract answers requests with one. Oversized
-// credentials need no limit of their own: a token longer than 70 characters is
+// credentials need no limit of their own: a token longer than 71 characters is
 // malformed, refused by the contract's own rows without a lookup.
 export const MAX_PATH_LENGTH = 8192;
 
