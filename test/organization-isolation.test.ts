@@ -633,8 +633,12 @@ describe("a provider whose stored entry today's validator refuses", () => {
     expect(pushed.filter((url) => url === endpoint(a.name) || url === endpoint(b.name))).toEqual([endpoint(b.name)]);
     expect(await queuedAttempts(b.org, b.name)).toEqual([]);
     expect(await queuedAttempts(a.org, a.name)).toEqual([{ attempts: 2 }]);
-    // It acts not at its routes either: as an unknown provider.
-    expect((await backchannelLogout(vars, a.name, "alice")).status).toBe(404);
+    // It acts not at its routes either: the service's fault, a 500 its provider retries, logged.
+    const logout = await backchannelLogout(vars, a.name, "alice");
+    expect({ status: logout.status, body: await logout.json() }).toEqual({
+      status: 500,
+      body: { code: "internal_error", message: "Something went wrong on our side. Please try again." },
+    });
     const lines = errors.mock.calls
       .map(([line]) => JSON.parse(String(line)))
       .filter((line) => line.organization === a.org || line.organization === b.org);
