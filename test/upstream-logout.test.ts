@@ -56,7 +56,8 @@ const CARRIED_KEY = {
 const ES_PUBLIC = { ...(await exportJWK(es256.publicKey)), kid: "es1", alg: "ES256", use: "sig" };
 // rs1 is published without alg, as many providers publish their keys: jose alone would verify
 // any RSA algorithm with it (PS256, RS384…), signed here with its private key as a JWK without alg.
-const CORP_KEYS = [ES_PUBLIC, { ...(await exportJWK(rs256.publicKey)), kid: "rs1" }];
+const RS_PUBLIC = { ...(await exportJWK(rs256.publicKey)), kid: "rs1" };
+const CORP_KEYS = [ES_PUBLIC, RS_PUBLIC];
 const RS_PRIVATE_JWK = await exportJWK(rs256.privateKey);
 
 type UpstreamConfig = Record<string, unknown>;
@@ -1149,6 +1150,60 @@ describe("back-channel logout, as docs/identity-providers.md says it", () => {
       line({ method: "POST", route: "/ssf/inbound" }),
       line({ rpc: "create" }),
     ]);
+  });
+});
+
+describe("the providers of docs/identity-providers.md's settings, each an organization's", () => {
+  // What the settings table says each sends (RS256, `sub` and `sid`) under its issuer's shape;
+  // typ as OpenID Connect §2.4 types it, Keycloak's before 25 `JWT`. Microsoft Entra ID is not
+  // here: it sends no back-channel logout token (the same page).
+  const shapes = [
+    { provider: "Okta", issuer: "https://acme.okta.com", typ: "logout+jwt" },
+    { provider: "Auth0", issuer: "https://acme.us.auth0.com/", typ: "logout+jwt" },
+    { provider: "Keycloak before 25", issuer: "https://sso.acme.example/realms/acme", typ: "JWT" },
+  ];
+
+  it.each(shapes)("$provider: its logout token ends the session of its sid, logged", async ({ issuer, typ }) => {
+    const name = await registered({ name: "idp", issuer, client_id: CLIENT_ID, jwks: { keys: [RS_PUBLIC] } });
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const [ended, kept] = [await signIn(user, subject, "sid-A", name), await signIn(user, subject, "sid-B", name)];
+    const log = vi.spyOn(console, "log");
+    const token = await sign(logoutClaims(subject, "sid-A", { iss: issuer, exp: undefined }), { alg: "RS256", typ });
+    await expectDone(await logout(token, { name }));
+    expect(linesOf(log, "upstream_call")).toEqual([
+      { level: "info", event: "upstream_call", upstream: name, route: "backchannel_logout", status: 200, ended: 1 },
+    ]);
+    expect(await liveness(ended.token, kept.token)).toEqual([false, true]);
+    expect((await loggedFor(user, ended.id)).at(-1)).toEqual({
+      type: "ended_by_upstream",
+      reason: `${name}:backchannel_logout`,
+      actor_session_id: null,
+    });
+  });
+
+  it("Okta's Universal Logout: its signed JWT ends every session of the user, 204, logged", async () => {
+    const issuer = "https://acme.okta.com";
+    const name = await registered({ name: "okta", issuer, client_id: CLIENT_ID, jwks: { keys: [RS_PUBLIC] } });
+    const user = newUser();
+    const subject = `sub-${crypto.randomUUID()}`;
+    const sessions = [await signIn(user, subject, "sid-A", name), await signIn(user, subject, "sid-B", name)];
+    const path = `/upstreams/${name}/global-token-revocation`;
+    const claims = { iss: issuer, aud: `https://sessions.example${path}`, iat: now(), exp: now() + 300 };
+    const jwt = await sign({ ...claims, jti: crypto.randomUUID() }, { alg: "RS256", typ: "JWT" });
+    const log = vi.spyOn(console, "log");
+    const answer = await callWith(
+      VARS,
+      "POST",
+      path,
+      { Authorization: `Bearer ${jwt}`, "Content-Type": "application/json" },
+      JSON.stringify({ sub_id: { format: "iss_sub", iss: issuer, sub: subject } }),
+    );
+    await expectDone(answer, 204);
+    expect(linesOf(log, "upstream_call")).toEqual([
+      { level: "info", event: "upstream_call", upstream: name, route: "global_revocation", status: 204, ended: 2 },
+    ]);
+    expect(await liveness(...sessions.map((session) => session.token))).toEqual([false, false]);
   });
 });
 
