@@ -557,6 +557,12 @@ describe.each(RECEIVERS)("refused at $kind: 400 {err, description}, Content-Lang
       "The SET has an iat in the future or more than 24 hours old.",
     ],
     [
+      "an exp passed beyond the skew",
+      async () => send(await sign(claims(USER, SESSION_REVOKED, { exp: now() - 61 }))),
+      "invalid_request",
+      "The SET has expired (exp).",
+    ],
+    [
       "an nbf in the future beyond the skew (RFC 7519 binds any JWT)",
       async () => send(await sign(claims(USER, SESSION_REVOKED, { nbf: now() + 600 }))),
       "invalid_request",
