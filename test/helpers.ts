@@ -1,5 +1,6 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
+import { base64url } from "jose";
 import { expect } from "vitest";
 import { bindingOf, bucketOf, readShardMap, type Shards } from "../src/db/shards.ts";
 import { instant } from "../src/domain/clock.ts";
@@ -305,3 +306,20 @@ export const CRIT_HEADERS: Record<string, Record<string, unknown>> = {
   "crit naming a non-string": { crit: [1] },
   "crit naming a standard header": { crit: ["alg"] },
 };
+
+/**
+ * A compact JWS signed by hand as jose never signs one: `alg` none (no `secret`, an empty
+ * signature) or an HMAC keyed with `secret` (HS256 keyed with a public key, the old confusion).
+ */
+export async function forgedJws(
+  header: Record<string, unknown>,
+  claims: Record<string, unknown>,
+  secret: Uint8Array | null,
+): Promise<string> {
+  const encode = (value: unknown) => base64url.encode(JSON.stringify(value));
+  const signed = `${encode(header)}.${encode(claims)}`;
+  if (secret === null) return `${signed}.`;
+  const key = await crypto.subtle.importKey("raw", secret, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(signed));
+  return `${signed}.${base64url.encode(new Uint8Array(mac))}`;
+}

@@ -14,12 +14,14 @@ import {
   d1OfUser,
   expectError,
   expectSecurityHeaders,
+  forgedJws,
   isLive,
   issue,
   newUser,
   shardBindings,
   twoRegions,
 } from "./helpers.ts";
+import { admin, adminKeyVars, newOrganization, signIn } from "./organization-fixtures.ts";
 import { newReceiver, ssfCall, transmitter } from "./ssf.ts";
 
 // Inbound SETs (POST /ssf/inbound), pushed by the upstreams of SSF_UPSTREAMS and signed here
@@ -142,6 +144,37 @@ async function upstreamEndings(userId: string) {
     .all<{ session_id: string; reason: string; actor_session_id: string | null }>();
   return results;
 }
+
+/** `entry` as an organization registers it at runtime (POST /admin/organizations/{id}/providers), under a name of its own. */
+async function registered(entry: UpstreamConfig): Promise<string> {
+  const { ADMIN_KEYS, key } = await adminKeyVars();
+  const organization = await newOrganization("IdP's tenant");
+  const name = `${entry.name}-${crypto.randomUUID().slice(0, 8)}`;
+  const path = `/admin/organizations/${organization}/providers`;
+  const answer = await admin({ ...vars(), ADMIN_KEYS } as Partial<Env>, key, "POST", path, { ...entry, name });
+  if (answer.status !== 201) throw new Error(`registering a provider answered ${answer.status}`);
+  return name;
+}
+/** idp again, an organization's: its SETs come to its own URL and reach its organization's sessions alone. */
+const RUNTIME = await registered(upstream());
+/** Each URL the refusals must hold at, and a session there each case's SET would end were it taken. */
+const RECEIVERS = [
+  { kind: "the URL of SSF_UPSTREAMS' entries", path: PATH, session: (user: string) => issue(user) },
+  {
+    kind: "an organization's provider's URL",
+    path: `${PATH}/${RUNTIME}`,
+    session: (user: string) => signIn(vars(), user, RUNTIME, `sub-${user}`),
+  },
+];
+/** Another organization's provider, with an issuer and a key of its own. */
+const ELSEWHERE_ISSUER = "https://tenant-b.example";
+await registered(
+  upstream({
+    name: "tenant-b",
+    issuer: ELSEWHERE_ISSUER,
+    jwks: { keys: [{ ...(await exportJWK(other.publicKey)), kid: "o1", alg: "ES256" }] },
+  }),
+);
 
 afterEach(() => {
   vi.useRealTimers();
@@ -337,18 +370,6 @@ describe("accepted without acting", () => {
     expect(await upstreamEndings(user)).toEqual([]);
   });
 
-  it("a jti received before: 202 again, and a session issued since stays live", async () => {
-    const user = newUser();
-    const first = await issue(user);
-    const set = await sign(claims(user, `${RISC}account-disabled`));
-    await expectAccepted(await push(set));
-    expect(await isLive(first.token)).toBe(false);
-    const since = await issue(user);
-    await expectAccepted(await push(set));
-    expect(await isLive(since.token)).toBe(true);
-    expect(await upstreamEndings(user)).toHaveLength(1);
-  });
-
   it("the same jti from another issuer is another SET", async () => {
     const user = newUser();
     const jti = crypto.randomUUID();
@@ -367,73 +388,114 @@ describe("accepted without acting", () => {
   });
 });
 
-describe("refused: 400 {err, description}, Content-Language: en, nothing ends", () => {
+describe.each(RECEIVERS)("a jti received before, at $kind", (receiver) => {
+  it("202 again, nothing ended twice, and a session issued since stays live", async () => {
+    const user = newUser();
+    const first = await receiver.session(user);
+    const set = await sign(claims(user, `${RISC}account-disabled`));
+    const send = () => callWith(vars(), "POST", receiver.path, { "Content-Type": "application/secevent+jwt" }, set);
+    await expectAccepted(await send());
+    expect(await isLive(first.token)).toBe(false);
+    const since = await receiver.session(user);
+    await expectAccepted(await send());
+    expect(await isLive(since.token)).toBe(true);
+    expect(await upstreamEndings(user)).toHaveLength(1);
+  });
+});
+
+describe.each(RECEIVERS)("refused at $kind: 400 {err, description}, Content-Language: en, nothing ends", (receiver) => {
   // One user for every case: each case checks that its session is still live.
   const USER = newUser();
+  const send = (body: string, contentType: string | null = "application/secevent+jwt") =>
+    callWith(vars(), "POST", receiver.path, contentType === null ? {} : { "Content-Type": contentType }, body);
   const cases: [string, () => Promise<Response>, string, string][] = [
     [
       "another content type",
-      async () => push(await sign(claims(USER)), vars(), "application/jwt"),
+      async () => send(await sign(claims(USER)), "application/jwt"),
       "invalid_request",
       "The Content-Type is not application/secevent+jwt.",
     ],
     [
       "no content type",
-      async () => callWith(vars(), "POST", PATH, {}, await sign(claims(USER))),
+      async () => send(await sign(claims(USER)), null),
       "invalid_request",
       "The Content-Type is not application/secevent+jwt.",
     ],
     [
       "a body that is not a JWS",
-      async () => push("not.a.set"),
+      async () => send("not.a.set"),
       "invalid_request",
       "The body is not a compact JWS signed with ES256 or RS256.",
     ],
     [
       "an empty body",
-      async () => push(""),
+      async () => send(""),
       "invalid_request",
       "The body is not a compact JWS signed with ES256 or RS256.",
     ],
     [
       "an oversized body",
-      async () => push("a".repeat(16_385)),
+      async () => send("a".repeat(16_385)),
       "invalid_request",
       "The body is longer than 16384 bytes.",
     ],
     ...Object.entries(CRIT_HEADERS).map(([name, header]): [string, () => Promise<Response>, string, string] => [
       `a header with ${name}`,
-      async () => push(await signWithHeader(claims(USER), header)),
+      async () => send(await signWithHeader(claims(USER), header)),
       "invalid_request",
       "The body is not a compact JWS signed with ES256 or RS256.",
     ]),
     [
+      "alg none",
+      async () => send(await forgedJws({ alg: "none", typ: "secevent+jwt", kid: "es1" }, claims(USER), null)),
+      "invalid_request",
+      "The body is not a compact JWS signed with ES256 or RS256.",
+    ],
+    [
+      "HS256 keyed with the issuer's public key",
+      async () => {
+        const secret = new TextEncoder().encode(JSON.stringify(PUBLIC_KEYS[0]));
+        return send(await forgedJws({ alg: "HS256", typ: "secevent+jwt", kid: "es1" }, claims(USER), secret));
+      },
+      "invalid_request",
+      "The body is not a compact JWS signed with ES256 or RS256.",
+    ],
+    [
       "typ JWT",
-      async () => push(await sign(claims(USER), { typ: "JWT" })),
+      async () => send(await sign(claims(USER), { typ: "JWT" })),
       "invalid_request",
       'The JWS header typ is not "secevent+jwt".',
     ],
     [
       "an unknown issuer",
-      async () => push(await sign(claims(USER, SESSION_REVOKED, { iss: "https://evil.example" }))),
+      async () => send(await sign(claims(USER, SESSION_REVOKED, { iss: "https://evil.example" }))),
+      "invalid_issuer",
+      "The SET's iss is not an issuer this receiver trusts.",
+    ],
+    [
+      "the SET of another organization's provider, at this URL",
+      async () =>
+        send(
+          await sign(claims(USER, SESSION_REVOKED, { iss: ELSEWHERE_ISSUER }), { kid: "o1", key: other.privateKey }),
+        ),
       "invalid_issuer",
       "The SET's iss is not an issuer this receiver trusts.",
     ],
     [
       "an unknown kid",
-      async () => push(await sign(claims(USER), { kid: "nope" })),
+      async () => send(await sign(claims(USER), { kid: "nope" })),
       "invalid_key",
       "The SET's kid names no key of its issuer.",
     ],
     [
       "no kid with several keys",
-      async () => push(await sign(claims(USER), { kid: null })),
+      async () => send(await sign(claims(USER), { kid: null })),
       "invalid_key",
       "The SET's kid names no key of its issuer.",
     ],
     [
       "a kid naming a key of another algorithm",
-      async () => push(await sign(claims(USER), { alg: "RS256", kid: "es1" })),
+      async () => send(await sign(claims(USER), { alg: "RS256", kid: "es1" })),
       "invalid_key",
       "The key the SET names cannot verify RS256 signatures.",
     ],
@@ -441,100 +503,106 @@ describe("refused: 400 {err, description}, Content-Language: en, nothing ends", 
     // verify any RSA algorithm with it, and only the allow-list of ES256 and RS256 refuses these.
     ...(["PS256", "RS384"] as const).map((alg): [string, () => Promise<Response>, string, string] => [
       `${alg}, signed by the issuer's RSA key (published without alg)`,
-      async () => push(await sign(claims(USER), { alg, key: RS_PRIVATE_JWK })),
+      async () => send(await sign(claims(USER), { alg, key: RS_PRIVATE_JWK })),
       "invalid_request",
       "The body is not a compact JWS signed with ES256 or RS256.",
     ]),
     [
       "a bad signature",
-      async () => push(await sign(claims(USER), { key: other.privateKey })),
+      async () => send(await sign(claims(USER), { key: other.privateKey })),
       "authentication_failed",
       "The SET's signature does not verify with its issuer's key.",
     ],
     [
       "signed by the key its header carries (jwk, jku, x5u, x5c), under the issuer's kid",
-      async () => push(await signCarrying(claims(USER), "es1")),
+      async () => send(await signCarrying(claims(USER), "es1")),
       "authentication_failed",
       "The SET's signature does not verify with its issuer's key.",
     ],
     [
       "signed by the key its header carries, under a kid the issuer does not have",
-      async () => push(await signCarrying(claims(USER), "attacker")),
+      async () => send(await signCarrying(claims(USER), "attacker")),
       "invalid_key",
       "The SET's kid names no key of its issuer.",
     ],
     [
       "a wrong audience",
-      async () => push(await sign(claims(USER, SESSION_REVOKED, { aud: "https://elsewhere.example" }))),
+      async () => send(await sign(claims(USER, SESSION_REVOKED, { aud: "https://elsewhere.example" }))),
       "invalid_audience",
       "The SET's aud does not name this receiver.",
     ],
     [
       "an aud list without this receiver",
       async () =>
-        push(await sign(claims(USER, SESSION_REVOKED, { aud: ["https://elsewhere.example", `${AUDIENCE}/`] }))),
+        send(await sign(claims(USER, SESSION_REVOKED, { aud: ["https://elsewhere.example", `${AUDIENCE}/`] }))),
       "invalid_audience",
       "The SET's aud does not name this receiver.",
     ],
     [
       "no iat",
-      async () => push(await sign(claims(USER, SESSION_REVOKED, { iat: undefined }))),
+      async () => send(await sign(claims(USER, SESSION_REVOKED, { iat: undefined }))),
       "invalid_request",
       "The SET has no numeric iat.",
     ],
     [
       "an iat over 24 hours old",
-      async () => push(await sign(claims(USER, SESSION_REVOKED, { iat: now() - 86_401 }))),
+      async () => send(await sign(claims(USER, SESSION_REVOKED, { iat: now() - 86_401 }))),
       "invalid_request",
       "The SET has an iat in the future or more than 24 hours old.",
     ],
     [
       "an iat in the future beyond the skew",
-      async () => push(await sign(claims(USER, SESSION_REVOKED, { iat: now() + 61 }))),
+      async () => send(await sign(claims(USER, SESSION_REVOKED, { iat: now() + 61 }))),
       "invalid_request",
       "The SET has an iat in the future or more than 24 hours old.",
     ],
     [
+      "an exp passed beyond the skew",
+      async () => send(await sign(claims(USER, SESSION_REVOKED, { exp: now() - 61 }))),
+      "invalid_request",
+      "The SET has expired (exp).",
+    ],
+    [
       "an nbf in the future beyond the skew (RFC 7519 binds any JWT)",
-      async () => push(await sign(claims(USER, SESSION_REVOKED, { nbf: now() + 600 }))),
+      async () => send(await sign(claims(USER, SESSION_REVOKED, { nbf: now() + 600 }))),
       "invalid_request",
       "The SET is not valid yet (nbf).",
     ],
     [
       "an nbf that is not a number",
-      async () => push(await sign(claims(USER, SESSION_REVOKED, { nbf: "soon" as unknown as number }))),
+      async () => send(await sign(claims(USER, SESSION_REVOKED, { nbf: "soon" as unknown as number }))),
       "invalid_request",
       "The SET is not valid yet (nbf).",
     ],
     [
       "no jti",
-      async () => push(await sign(claims(USER, SESSION_REVOKED, { jti: undefined }))),
+      async () => send(await sign(claims(USER, SESSION_REVOKED, { jti: undefined }))),
       "invalid_request",
       "The SET has no jti of 1 to 256 characters.",
     ],
     [
       "no events",
-      async () => push(await sign(claims(USER, SESSION_REVOKED, { events: {} }))),
+      async () => send(await sign(claims(USER, SESSION_REVOKED, { events: {} }))),
       "invalid_request",
       "The SET has no events object.",
     ],
     [
       "an event payload that is not an object",
-      async () => push(await sign(claims(USER, SESSION_REVOKED, { events: { [SESSION_REVOKED]: "x" } }))),
+      async () => send(await sign(claims(USER, SESSION_REVOKED, { events: { [SESSION_REVOKED]: "x" } }))),
       "invalid_request",
       "The event's payload is not an object.",
     ],
     [
       "a subject in another format",
       async () =>
-        push(await sign(claims(USER, SESSION_REVOKED, { sub_id: { format: "email", email: "a@example.com" } }))),
+        send(await sign(claims(USER, SESSION_REVOKED, { sub_id: { format: "email", email: "a@example.com" } }))),
       "invalid_request",
       "The subject names no user in this issuer's format (iss_sub) and no session of this service.",
     ],
     [
       "an iss_sub subject of another issuer",
       async () =>
-        push(
+        send(
           await sign(
             claims(USER, SESSION_REVOKED, { sub_id: { format: "iss_sub", iss: "https://evil.example", sub: USER } }),
           ),
@@ -544,14 +612,14 @@ describe("refused: 400 {err, description}, Content-Language: en, nothing ends", 
     ],
     [
       "a user id this service cannot hold",
-      async () => push(await sign(claims(" padded", SESSION_REVOKED))),
+      async () => send(await sign(claims(" padded", SESSION_REVOKED))),
       "invalid_request",
       "The subject's user id is not one this service can hold.",
     ],
   ];
   for (const [name, send, err, description] of cases) {
     it(name, async () => {
-      const session = await issue(USER);
+      const session = await receiver.session(USER);
       await expectRefused(await send(), err, description);
       expect(await isLive(session.token)).toBe(true);
     });
