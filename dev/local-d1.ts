@@ -317,20 +317,28 @@ function localVars(toml: WranglerEnv): ConfigVars & { SHARDS: string } {
  * what `act` answers as one JSON line, or the error's message alone and exit code 1; the
  * project is closed either way.
  */
-export async function answerOnLocalProject(
+export function answerOnLocalProject(
   env: string | undefined,
   asked: ServerAsked | undefined,
   act: (project: LocalProject) => Promise<unknown>,
 ): Promise<void> {
-  let project: LocalProject | undefined;
+  return answerOn(() => openLocalProject(env, asked), act);
+}
+
+/** `answerOnLocalProject` on the databases `open` opens (the deployed ones: scripts/shards.ts). */
+export async function answerOn<Project extends { close(): unknown }>(
+  open: () => Promise<Project>,
+  act: (project: Project) => Promise<unknown>,
+): Promise<void> {
+  let project: Project | undefined;
   try {
-    project = await openLocalProject(env, asked);
+    project = await open();
     console.log(JSON.stringify(await act(project)));
   } catch (error) {
     console.error(error instanceof Error ? error.message : error);
     process.exitCode = 1;
   } finally {
-    project?.close();
+    await project?.close();
   }
 }
 

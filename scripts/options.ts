@@ -92,6 +92,11 @@ export const SERVER_USAGE = `--server <port|URL>: the running npm start or npm r
   --env is given), needed while two serve one environment; one that does not answer is refused, nothing done.
   The server used (or, with none serving, the local files) is named first, on stderr.`;
 
+/** `--server` given with `--<option>` (`remote`, `persist-to`): a server's databases are the local ones. */
+export function refuseServerWith(option: string, usage: string): never {
+  refuse(`--server goes with local databases served by npm start, not with --${option}`, usage);
+}
+
 /**
  * `--server <port|URL>`, read: the running `npm start` or `npm run demo` an operator command
  * must work through (dev/dev-server.ts); undefined when not given. Anything else is refused.

@@ -1,5 +1,7 @@
 // The directory of organizations (docs/organizations.md) on the local D1 that `npm start` serves,
-// through the same code as the admin API (src/services/organizations/directory.ts). Each prints
+// through the same code as the admin API (src/services/organizations/directory.ts); with
+// `--remote`, `sync-policies` fills the deployed databases, as `shards:move --remote` reaches
+// them (scripts/shards.ts). Each prints
 // one JSON line, and first, on stderr, the server it works through, or that none serves the
 // environment (the local files then).
 //   npm run --silent org -- create --name <name> [--id <org id>]
@@ -7,10 +9,10 @@
 //   npm run --silent org -- show --id <org id>
 //   npm run --silent org -- rename --id <org id> --name <name>
 //   npm run --silent org -- remove --id <org id>
-//   npm run --silent org -- sync-policies    (every database's missing policy rows, from DB's)
+//   npm run --silent org -- sync-policies [--remote]   (every database's missing policy rows, from DB's)
 // Each takes `--env <env>` for a wrangler environment, and `--server <port|URL>` for the running
 // `npm start` or `npm run demo` to work through (its environment, unless --env is given).
-import { answerOnLocalProject } from "../dev/local-d1.ts";
+import { answerOn, answerOnLocalProject } from "../dev/local-d1.ts";
 import {
   createOrganization,
   fillPolicyRows,
@@ -20,15 +22,15 @@ import {
   renameOrganization,
 } from "../src/services/organizations/directory.ts";
 import { openScope } from "../src/services/scope.ts";
-import { commandOf, parseOptions, SERVER_USAGE, serverOption } from "./options.ts";
+import { commandOf, parseOptions, refuseServerWith, SERVER_USAGE, serverOption } from "./options.ts";
 
 const USAGE = `usage: npm run --silent org -- create --name <name> [--id <org id>]
        npm run --silent org -- list [--limit <1..100>] [--cursor <org id>]
        npm run --silent org -- show --id <org id>
        npm run --silent org -- rename --id <org id> --name <name>
        npm run --silent org -- remove --id <org id>
-       npm run --silent org -- sync-policies
-Each takes [--env <env>] [--server <port|URL>].
+       npm run --silent org -- sync-policies [--remote]
+Each takes [--env <env>] [--server <port|URL>]; --remote: the deployed databases (after npx wrangler login), not the local ones.
 ${SERVER_USAGE}`;
 
 const { values, positionals } = parseOptions(
@@ -40,6 +42,7 @@ const { values, positionals } = parseOptions(
     cursor: { type: "string" },
     env: { type: "string", short: "e" },
     server: { type: "string" },
+    remote: { type: "boolean" },
   },
   USAGE,
   true,
@@ -50,11 +53,14 @@ const command = commandOf(
   { create: ["name"], list: [], show: ["id"], rename: ["id", "name"], remove: ["id"], "sync-policies": [] },
   USAGE,
   (command) => [
-    ...(({ create: ["id"], list: ["limit", "cursor"] } as Record<string, string[]>)[command] ?? []),
+    ...(({ create: ["id"], list: ["limit", "cursor"], "sync-policies": ["remote"] } as Record<string, string[]>)[
+      command
+    ] ?? []),
     "env",
     "server",
   ],
 );
+if (values.remote && values.server !== undefined) refuseServerWith("remote", USAGE);
 const server = serverOption(values.server, USAGE);
 
 /** What was asked of an organization the directory does not hold: the admin API's 404, as an error. */
@@ -63,7 +69,7 @@ function found<T>(result: T | null | false): T {
   return result;
 }
 
-await answerOnLocalProject(values.env, server, async (project) => {
+async function act(project: { env: unknown }) {
   const scope = openScope(project.env as unknown as Env);
   const id = values.id as string;
   if (command === "create") return createOrganization(scope, { name: values.name, id: values.id });
@@ -77,4 +83,10 @@ await answerOnLocalProject(values.env, server, async (project) => {
   if (command === "sync-policies") return fillPolicyRows(scope);
   found(await removeOrganization(scope, id));
   return { removed: id };
-});
+}
+
+if (values.remote) {
+  // Imported here: wrangler loads only for the deployed databases.
+  const { openDeployedDatabases } = await import("./shards.ts");
+  await answerOn(() => openDeployedDatabases(values.env), act);
+} else await answerOnLocalProject(values.env, server, act);

@@ -25,7 +25,7 @@ import {
   type MoveReport,
   moveBucketRange,
 } from "../src/services/moves.ts";
-import { parseOptions, refuse, SERVER_USAGE, serverOption } from "./options.ts";
+import { parseOptions, refuse, refuseServerWith, SERVER_USAGE, serverOption } from "./options.ts";
 
 const PROJECT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -127,8 +127,6 @@ async function openMover(
   location: "local" | "remote",
   server?: ServerAsked,
 ): Promise<Mover & { env: string | undefined }> {
-  const bindingsOf = (config: { d1_databases: { binding: string }[] }) =>
-    config.d1_databases.map((database) => database.binding);
   if (location === "local") {
     // Imported here, as in runningServer: node:sqlite warns as it loads.
     const { openLocalProject, operatorCall } = await import("../dev/local-d1.ts");
@@ -150,34 +148,51 @@ async function openMover(
       ...moverOn(
         {
           shards: project.env.SHARDS,
-          bindings: bindingsOf(config),
+          bindings: config.d1_databases.map((database: { binding: string }) => database.binding),
           d1: (binding) => project.env[binding] as D1Database,
         },
         close,
       ),
     };
   }
+  const deployed = await openDeployedDatabases(env);
+  const databases = {
+    shards: String(deployed.env.SHARDS ?? ""),
+    bindings: deployed.bindings,
+    d1: (binding: string) => deployed.env[binding] as D1Database,
+  };
+  return { env, ...moverOn(databases, deployed.close) };
+}
+
+/**
+ * The deployed D1 databases of `env` (every binding of wrangler.toml), through wrangler's remote
+ * bindings: the same D1 API (batches included) over Cloudflare's, after `npx wrangler login`.
+ * Its `env`: wrangler.toml's vars for `env` (the deployed `SHARDS`) and the databases by binding,
+ * as the worker sees them. For `shards:move --remote` and `org -- sync-policies --remote`.
+ */
+export async function openDeployedDatabases(env: string | undefined) {
   const config = unstable_readConfig({ config: `${PROJECT}wrangler.toml`, env }, { hideWarnings: true });
-  const bindings = bindingsOf(config);
-  // Wrangler's remote bindings: the same D1 API (batches included) over Cloudflare's.
-  const dir = mkdtempSync(path.join(tmpdir(), "shards-move-"));
+  const dir = mkdtempSync(path.join(tmpdir(), "deployed-d1-"));
   const remote = {
     name: config.name,
     compatibility_date: config.compatibility_date,
     d1_databases: config.d1_databases.map((database: object) => ({ ...database, remote: true })),
   };
   writeFileSync(path.join(dir, "wrangler.json"), JSON.stringify(remote));
-  const proxy = await getPlatformProxy({ configPath: path.join(dir, "wrangler.json"), remoteBindings: true });
-  const databases = {
-    shards: String(config.vars.SHARDS ?? ""),
-    bindings,
-    d1: (binding: string) => proxy.env[binding] as D1Database,
+  const proxy = await getPlatformProxy({ configPath: path.join(dir, "wrangler.json"), remoteBindings: true }).catch(
+    (error) => {
+      rmSync(dir, { recursive: true, force: true });
+      throw error;
+    },
+  );
+  return {
+    env: { ...config.vars, ...proxy.env } as Record<string, unknown>,
+    bindings: config.d1_databases.map((database: { binding: string }) => database.binding),
+    close: async () => {
+      await proxy.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    },
   };
-  const close = async () => {
-    await proxy.dispose();
-    rmSync(dir, { recursive: true, force: true });
-  };
-  return { env, ...moverOn(databases, close) };
 }
 
 const USAGE = `usage: node scripts/shards.ts migrate --local|--remote [--env <env>] [--persist-to <dir> | --server <port|URL>]
@@ -279,10 +294,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const location = values.remote ? "remote" : "local";
   // A server is reached locally only, and never with the files of another state directory.
   if (values.server !== undefined && (values.remote || values["persist-to"] !== undefined))
-    refuse(
-      `--server goes with local databases served by npm start, not with --${values.remote ? "remote" : "persist-to"}`,
-      USAGE,
-    );
+    refuseServerWith(values.remote ? "remote" : "persist-to", USAGE);
   const server = serverOption(values.server, USAGE);
   try {
     if (positionals[0] === "migrate" && (values.local || values.remote)) {

@@ -1,7 +1,8 @@
 // `npm run check:operator`: the operator's commands, run as docs/operator-commands.md says while
 // `npm start -- --env sharded` serves users, must never make the service fail. First, before
 // any `npm start`, a newcomer's first `admin:keys -- create` and `list`, on a key file whose
-// directory does not exist yet (a fresh clone has no .wrangler/). Then it starts the
+// directory does not exist yet (a fresh clone has no .wrangler/), and `org -- sync-policies
+// --remote` given `--server`, and `org -- create --remote`, refused. Then it starts the
 // real `npm start` (its own state directory and port), signs users in, and while clients
 // list, delete, log out and log out everywhere over HTTP, runs `shards:move` of buckets
 // 0-127 (DB to DB_2) and the `session:*`, `db:status` and `db:migrate:local` commands. Then
@@ -536,15 +537,39 @@ async function firstAdminKey(): Promise<Record<string, unknown>> {
   }
 }
 
+/**
+ * `--remote` (the deployed databases) with `org`: `sync-policies` alone takes it, never with
+ * `--server` (a server's databases are the local ones); each refused before any database is
+ * opened, so the checkout's local files are untouched and nothing reaches Cloudflare.
+ */
+async function orgRemoteRefused(): Promise<Record<string, unknown>> {
+  const filesBefore = JSON.stringify(localFiles());
+  const answers = {
+    withServer: await refusedCommand("org", ["sync-policies", "--remote", "--server", "8787"]),
+    create: await refusedCommand("org", ["create", "--name", "Initech", "--remote"]),
+    nothingWritten: JSON.stringify(localFiles()) === filesBefore,
+  };
+  const expected = {
+    withServer: "--server goes with local databases served by npm start, not with --remote",
+    create: "--remote does not apply to create",
+    nothingWritten: true,
+  };
+  if (JSON.stringify(answers) !== JSON.stringify(expected))
+    stats.unexpected.push(`org --remote refused: ${JSON.stringify(answers)}`);
+  return answers;
+}
+
 const firstKey = await firstAdminKey();
 progress(`admin:keys before any npm start: ${JSON.stringify(firstKey)}`);
+const orgRemote = await orgRemoteRefused();
+progress(`org --remote refused: ${JSON.stringify(orgRemote)}`);
 
 const state = mkdtempSync(path.join(tmpdir(), "operator-check-"));
 const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
 let dev = await startServer(port, state);
 progress(`npm start serves on ${base}`);
-const report: Record<string, unknown> = { firstAdminKey: firstKey };
+const report: Record<string, unknown> = { firstAdminKey: firstKey, orgRemoteRefused: orgRemote };
 /** The logs of servers already stopped. */
 const logs: string[] = [];
 try {
