@@ -214,7 +214,11 @@ describe("query plans", () => {
   });
 
   it("a member's policy is read by its organization's primary key, in the statement that judges the session", async () => {
-    for (const run of [operations["authenticate (sliding)"]!, operations.listSessionsByUserId!]) {
+    // A session outside any organization reads no policy in its own statements (one outside's authenticate: none).
+    const outside = recordingD1(database);
+    await operations.authenticate!(openDatabase(outside.db));
+    expect(outside.statements.filter((s) => s.sql.includes("organization_policies"))).toEqual([]);
+    for (const run of [operations["authenticate (a member's)"]!, operations.listSessionsByUserId!]) {
       const { db, statements } = recordingD1(database);
       await run(openDatabase(db));
       const details = await Promise.all(statements.map((s) => plan(s.sql, s.params)));

@@ -83,12 +83,17 @@ export interface Head {
  * With a sliding lifetime: now + the session's own TTL, never past creation + the maximum
  * lifetime, nor past the upstream's `session_expiry` when it gave one (a term of the same
  * UPDATE: a session without one pays nothing). A support session keeps the end it was opened with.
- * A member's session renews by its organization's policy as it is now (`memberRenewed`).
+ * The caller's own row: a member's renews by its organization's policy as it is now (`memberRenewed`).
  */
-function renewedExpiry(at: At, maxLifetimeMs: unknown, upstreamEnd: unknown = sessions.upstreamExpiresAt): SQL<Date> {
-  const now = millis(at.now);
+function renewedExpiry(
+  proof: Pick<TokenProof, "member">,
+  at: At,
+  maxLifetimeMs: unknown,
+  upstreamEnd: unknown = sessions.upstreamExpiresAt,
+): SQL<Date> {
+  if (proof.member) return memberRenewed(at, maxLifetimeMs, upstreamEnd);
   const longest = sql`${sessions.createdAt} + ${maxLifetimeMs}`;
-  return sql`CASE WHEN ${sessions.supportAgent} IS NOT NULL THEN ${sessions.expiresAt} WHEN ${sessions.organizationId} IS NULL THEN min(${now} + ${sessions.ttlSeconds} * 1000, ${longest}, coalesce(${upstreamEnd}, ${longest})) ELSE ${memberRenewed(at, maxLifetimeMs, upstreamEnd)} END`;
+  return sql`CASE WHEN ${sessions.supportAgent} IS NULL THEN min(${millis(at.now)} + ${sessions.ttlSeconds} * 1000, ${longest}, coalesce(${upstreamEnd}, ${longest})) ELSE ${sessions.expiresAt} END`;
 }
 
 /**
@@ -97,12 +102,12 @@ function renewedExpiry(at: At, maxLifetimeMs: unknown, upstreamEnd: unknown = se
  * lifetime (else the var's) nor the upstream's end; else its end as issued, never past the
  * upstream's end. No policy row: kept (it is not live).
  */
-function memberRenewed(at: At, maxLifetimeMs: unknown, upstreamEnd: unknown): SQL {
+function memberRenewed(at: At, maxLifetimeMs: unknown, upstreamEnd: unknown): SQL<Date> {
   const now = millis(at.now);
   const p = organizationPolicies;
   const longest = sql`${sessions.createdAt} + coalesce(${p.maxLifetimeSeconds} * 1000, ${maxLifetimeMs})`;
   const ttl = sql`min(${sessions.ttlSeconds}, coalesce(${p.ttlSeconds}, ${sessions.ttlSeconds}))`;
-  return sql`coalesce((SELECT CASE WHEN ${slidesOf(at)} THEN min(${now} + ${ttl} * 1000, ${longest}, coalesce(${upstreamEnd}, ${longest})) ELSE min(${sessions.createdAt} + ${sessions.ttlSeconds} * 1000, coalesce(${upstreamEnd}, ${longest})) END FROM ${ofOrganization}), ${sessions.expiresAt})`;
+  return sql<Date>`coalesce((SELECT CASE WHEN ${slidesOf(at)} THEN min(${now} + ${ttl} * 1000, ${longest}, coalesce(${upstreamEnd}, ${longest})) ELSE min(${sessions.createdAt} + ${sessions.ttlSeconds} * 1000, coalesce(${upstreamEnd}, ${longest})) END FROM ${ofOrganization}), ${sessions.expiresAt})`;
 }
 
 /** The instant a caller's statements are built on: a member's for what its organization's policy may do where no var does. */
@@ -115,11 +120,12 @@ export function callersInstant(proof: TokenProof, at: Instant): Instant {
  * (renewed now with a sliding lifetime, else as issued), never past the new `session_expiry`.
  * A later one may thus give back what an earlier one took, never past the session's own end.
  */
-export function reestablishedExpiry(at: Instant, upstreamEnd: Date): SQL<Date> {
+export function reestablishedExpiry(proof: TokenProof, instant: Instant, upstreamEnd: Date): SQL<Date> {
+  const at = callersInstant(proof, instant);
   const end = upstreamEnd.getTime();
   return at.slidingMaxLifetimeMs === null
     ? sql`min(${sessions.createdAt} + ${sessions.ttlSeconds} * 1000, ${end})`
-    : renewedExpiry(at, at.slidingMaxLifetimeMs, end);
+    : renewedExpiry(proof, at, at.slidingMaxLifetimeMs, end);
 }
 
 /**
@@ -174,7 +180,7 @@ function build(db: Database, { token: { proof, at, check, writer, write }, activ
           .update(sessions)
           .set({
             ...(activity ? { lastActiveAt: sql`${millis(at.now)}` } : {}),
-            ...(sliding === null ? {} : { expiresAt: renewedExpiry(at, sliding) }),
+            ...(sliding === null ? {} : { expiresAt: renewedExpiry(proof, at, sliding) }),
             ...(check ? seenValues(check, at.now) : {}),
             // SET reads the row as it was: the change is judged against the context before this one.
             ...(check && judgement && judges
@@ -207,7 +213,7 @@ const HEAD = {
  * As a column of a later read: a change of the caller's context is still not recorded
  * (`authenticated`); built on the head's placeholders or on the call's values.
  */
-export function unrecordedOf(check: ContextCheck | null): SQL<number> {
+export function unrecordedOf(check: CallerCheck | null): SQL<number> {
   return check ? sql<number>`coalesce((${isBrowsers} AND ${differs(check)}), 0)` : sql<number>`0`;
 }
 
@@ -378,7 +384,7 @@ const eventRow = byNameDecoderOf<SessionEventRow>(getTableColumns(sessionEvents)
  */
 export function callerValue(proof: TokenProof, at: At, unrecorded: SQL<number>): SQL<Caller | null> {
   // Its step-up cutoff only where step-up is on: the value is otherwise null.
-  const cutoff = stepUpCutoffOf(at);
+  const cutoff = stepUpCutoffOf(proof, at);
   const columns = sql.join([...Object.values(CALLER), ...(cutoff ? [cutoff] : []), unrecorded], sql`, `);
   return sql`(SELECT json_array(${columns}) FROM ${sessions} WHERE ${isProvenBy(proof, at)})`.mapWith(callerOf);
 }

@@ -98,20 +98,20 @@ const POLICY_OF = {
 } as const;
 
 /**
- * A setting of the session's row: its organization's policy's `column`, else the var's
- * (`otherwise`). SQLite evaluates a CASE's branches lazily: a session outside any organization
- * reads no policy row.
+ * A setting of the caller's row: a member's organization's policy's `column`, else the var's
+ * (`otherwise`); one outside any organization compiles the var's alone.
  */
-function settingOf(column: SQLWrapper, otherwise: SQL): SQL {
-  return sql`CASE WHEN ${sessions.organizationId} IS NULL THEN ${otherwise} ELSE coalesce((SELECT ${column} FROM ${ofOrganization}), ${otherwise}) END`;
+function settingOf({ member }: CallerCheck, column: SQLWrapper, otherwise: SQL): SQL {
+  return member ? sql`coalesce((SELECT ${column} FROM ${ofOrganization}), ${otherwise})` : otherwise;
 }
 
 /**
  * The action of a change of `kind` on the session's row: its organization's, else the var's (a
  * constant of the SQL text: the shape's); `log` for any but `ignore` when `logOnly`.
  */
-function actionOf({ policies, logOnly }: ContextCheck, kind: ContextKind): SQL {
-  const action = settingOf(POLICY_OF[kind], sql.raw(`'${policies[kind]}'`));
+function actionOf(check: CallerCheck, kind: ContextKind): SQL {
+  const { policies, logOnly } = check;
+  const action = settingOf(check, POLICY_OF[kind], sql.raw(`'${policies[kind]}'`));
   return logOnly ? sql`CASE ${action} WHEN 'ignore' THEN 'ignore' ELSE 'log' END` : action;
 }
 
@@ -126,14 +126,14 @@ function actionOf({ policies, logOnly }: ContextCheck, kind: ContextKind): SQL {
  * Travel: farther than the minimum, and than the top speed covers since (the organization's
  * limits, else the vars'); no time passed counts as too fast.
  */
-export function judgement(check: ContextCheck, now: When, id: string, event: boolean): SQL {
+export function judgement(check: CallerCheck, now: When, id: string, event: boolean): SQL {
   const { context, travel } = check;
   const placed = context.latitude !== null;
   const p = organizationPolicies;
   const change = event ? sql`, ${changeOf(context)} AS "change"` : sql``;
   const network = networkChanged(context);
   const place = placed
-    ? sql`${distanceKm(context)} AS "km", ${millis(now)} - ${sessions.seenPlaceAt} AS "since", ${settingOf(p.travelMinKm, sql`${travel.minKm}`)} AS "min_km", ${settingOf(p.travelMaxKmh, sql`${travel.maxKmh}`)} AS "max_kmh", ${actionOf(check, "travel")} AS "travel"`
+    ? sql`${distanceKm(context)} AS "km", ${millis(now)} - ${sessions.seenPlaceAt} AS "since", ${settingOf(check, p.travelMinKm, sql`${travel.minKm}`)} AS "min_km", ${settingOf(check, p.travelMaxKmh, sql`${travel.maxKmh}`)} AS "max_kmh", ${actionOf(check, "travel")} AS "travel"`
     : sql`NULL AS "km", NULL AS "travel"`;
   const measured = sql`SELECT CASE WHEN ${deviceChanged(context)} THEN ${actionOf(check, "device")} END AS "device", ${network ? sql`CASE WHEN ${network} THEN ${actionOf(check, "network")} END` : sql`NULL`} AS "network", ${place}${change} FROM ${sessions} WHERE ${sessions.id} = ${id}`;
   const traveled = placed
@@ -201,16 +201,18 @@ const PLACE_MOVE_OF_MIN_KM = 0.25;
  * How far the place must have moved to be recorded anew: the fraction of the session's minimum
  * travel, its organization's when it sets one (read only for a member's row).
  */
-function placeMoveKm({ travel }: ContextCheck): SQL {
+function placeMoveKm({ travel, member }: CallerCheck): SQL {
   const min = organizationPolicies.travelMinKm;
-  return sql`CASE WHEN ${sessions.organizationId} IS NULL THEN ${travel.minKm * PLACE_MOVE_OF_MIN_KM} ELSE coalesce((SELECT ${min} FROM ${ofOrganization}), ${travel.minKm}) * ${PLACE_MOVE_OF_MIN_KM} END`;
+  return member
+    ? sql`coalesce((SELECT ${min} FROM ${ofOrganization}), ${travel.minKm}) * ${PLACE_MOVE_OF_MIN_KM}`
+    : sql`${travel.minKm * PLACE_MOVE_OF_MIN_KM}`;
 }
 
 /**
  * Anything recorded of the context differs from the caller's (what it does not tell is kept):
  * the place only once it moved far enough.
  */
-export function differs(check: ContextCheck): SQL {
+export function differs(check: CallerCheck): SQL {
   const { context } = check;
   const country = context.country === null ? sql`` : sql` OR ${sessions.seenCountry} IS NOT ${context.country}`;
   const asn = context.asn === null ? sql`` : sql` OR ${sessions.seenAsn} IS NOT ${context.asn}`;

@@ -20,7 +20,7 @@ import type { Instant } from "../domain/clock.ts";
 import type { Lifetime } from "../domain/config.ts";
 import type { SupportRefusal } from "../domain/refusal.ts";
 import { createdReason } from "../domain/upstreams/sign-in.ts";
-import { authenticated, callersInstant, reestablishedExpiry, tail } from "./authenticated.ts";
+import { authenticated, reestablishedExpiry, tail } from "./authenticated.ts";
 import { bucketNotMoving, moveOf, notMoving, onBucket } from "./buckets.ts";
 import { batchNamed, type Database } from "./client.ts";
 import type { ContextCheck } from "./client-context.ts";
@@ -327,7 +327,7 @@ export async function reauthenticateSession(
           ...(upstream?.sid != null && { upstreamSid: upstream.sid }),
           ...(upstream?.sessionExpiry && {
             upstreamExpiresAt: upstream.sessionExpiry,
-            expiresAt: reestablishedExpiry(callersInstant(proof, at), upstream.sessionExpiry),
+            expiresAt: reestablishedExpiry(proof, at, upstream.sessionExpiry),
           }),
         })
         .where(and(eligible, notMoving())),

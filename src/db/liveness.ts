@@ -53,8 +53,26 @@ export const ACTIVITY_WRITE_INTERVAL_MS = 5 * 60 * 1000;
  */
 export function isLive(at: Pick<At, "now" | "idleCutoff" | "slides">): SQL {
   const now = millis(at.now);
-  const idle = at.idleCutoff ? sql`${sessions.lastActiveAt} > ${millis(at.idleCutoff)}` : sql`1`;
-  return sql`(${sessions.expiresAt} > ${now} AND CASE WHEN ${sessions.organizationId} IS NULL THEN ${idle} ELSE ${memberLive(at, idle)} END)`;
+  return sql`(${sessions.expiresAt} > ${now} AND CASE WHEN ${sessions.organizationId} IS NULL THEN ${idleOf(at)} ELSE ${memberLive(at, idleOf(at))} END)`;
+}
+
+/** With an idle timeout, active since its cutoff. */
+function idleOf(at: Pick<At, "idleCutoff">): SQL {
+  return at.idleCutoff ? sql`${sessions.lastActiveAt} > ${millis(at.idleCutoff)}` : sql`1`;
+}
+
+/**
+ * `isLive` for the row a token names, whose token says whether it is a member's (src/domain/token.ts):
+ * that rule alone, so a session outside any organization compiles the vars' rule as before
+ * organizations, and the row must be of the kind its token says.
+ */
+function isLiveAs(member: boolean, at: Pick<At, "now" | "idleCutoff" | "slides">): SQL {
+  const now = millis(at.now);
+  if (member)
+    return sql`(${sessions.organizationId} IS NOT NULL AND ${sessions.expiresAt} > ${now} AND ${memberLive(at, idleOf(at))})`;
+  return at.idleCutoff
+    ? sql`(${sessions.organizationId} IS NULL AND ${sessions.expiresAt} > ${now} AND ${sessions.lastActiveAt} > ${millis(at.idleCutoff)})`
+    : sql`(${sessions.organizationId} IS NULL AND ${sessions.expiresAt} > ${now})`;
 }
 
 /** The policy row of the session's organization, for a correlated subquery: its primary key, one row or none. */
@@ -91,10 +109,9 @@ const REFUSES = { bearer: "cookie", cookie: "bearer" } as const;
  */
 export function isTokenOf(proof: TokenProof, at: At): SQL {
   const carrier = proof.carrier ? sql` AND ${sessions.carrier} IS NOT ${REFUSES[proof.carrier]}` : sql``;
-  // A member's token is a member's (src/domain/token.ts): one issued to a member before its
-  // secret said so would otherwise be judged without what its organization's policy turns on.
-  const member = sql.raw(proof.member ? "IS NOT NULL" : "IS NULL");
-  return sql`(${sessions.id} = ${proof.id} AND ${sessions.secretHash} = ${proof.secretHash} AND ${sessions.organizationId} ${member} AND ${isLive(at)}${carrier})`;
+  // A member's token is a member's (`isLiveAs`): one issued to a member before its secret said so
+  // would otherwise be judged without what its organization's policy turns on.
+  return sql`(${sessions.id} = ${proof.id} AND ${sessions.secretHash} = ${proof.secretHash} AND ${isLiveAs(proof.member, at)}${carrier})`;
 }
 
 /**
@@ -148,17 +165,21 @@ export function staleSignIn(caller: Caller | null, now: Date): StaleSignIn | nul
 }
 
 /**
- * With step-up on (SESSION_STEP_UP_MAX_AGE_SECONDS), the instant the session's last
+ * With step-up on (SESSION_STEP_UP_MAX_AGE_SECONDS), the instant the caller's last
  * authentication must be after: the var's cutoff, or a member's by its organization's step-up
  * age when it sets one (0: none, the epoch). Only where the deployment has step-up or the caller
  * is a member (src/domain/clock.ts `forMember`: its cutoff is then the epoch where the var has
  * none), so that a session outside pays nothing where the deployment has none.
  */
-export function stepUpCutoffOf(at: Pick<At, "now" | "stepUpCutoff">): SQL<number> | null {
+export function stepUpCutoffOf(
+  proof: Pick<TokenProof, "member">,
+  at: Pick<At, "now" | "stepUpCutoff">,
+): SQL<number> | null {
   if (at.stepUpCutoff === null) return null;
   const cutoff = millis(at.stepUpCutoff);
+  if (!proof.member) return sql<number>`${cutoff}`;
   const age = organizationPolicies.stepUpMaxAgeSeconds;
-  return sql<number>`CASE WHEN ${sessions.organizationId} IS NULL THEN ${cutoff} ELSE coalesce((SELECT CASE WHEN ${age} = 0 THEN 0 ELSE ${millis(at.now)} - ${age} * 1000 END FROM ${ofOrganization}), ${cutoff}) END`;
+  return sql<number>`coalesce((SELECT CASE WHEN ${age} = 0 THEN 0 ELSE ${millis(at.now)} - ${age} * 1000 END FROM ${ofOrganization}), ${cutoff})`;
 }
 
 /**
@@ -166,7 +187,7 @@ export function stepUpCutoffOf(at: Pick<At, "now" | "stepUpCutoff">): SQL<number
  * that ends other sessions, so a stale caller ends nothing, in the same batch.
  */
 export function isFreshCaller(proof: TokenProof, at: At): SQL | undefined {
-  const cutoff = stepUpCutoffOf(at);
+  const cutoff = stepUpCutoffOf(proof, at);
   if (cutoff === null) return undefined;
   // A flat template: cheaper to render than the column's own mapping of a Date.
   return sql`EXISTS (SELECT 1 FROM ${sessions} WHERE ${sessions.id} = ${proof.id} AND ${sessions.secretHash} = ${proof.secretHash} AND ${sessions.authenticatedAt} > ${cutoff})`;

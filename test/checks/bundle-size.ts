@@ -14,7 +14,7 @@ import { constants, gzipSync } from "node:zlib";
  * breaks it is let in on purpose, by shrinking something else or by raising this with the new
  * measurement, rather than creeping in; each raise and its measurement: docs/bundle-budget.md.
  */
-export const GZIP_BUDGET_BYTES = 121_100;
+export const GZIP_BUDGET_BYTES = 121_200;
 
 export interface BundleSize {
   /** Bytes of the worker's modules as uploaded (minified; source maps excluded). */
