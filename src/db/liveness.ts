@@ -56,7 +56,7 @@ export function isLive(at: Pick<At, "now" | "idleCutoff" | "slides">): SQL {
   return sql`(${sessions.expiresAt} > ${now} AND CASE WHEN ${sessions.organizationId} IS NULL THEN ${idleOf(at)} ELSE ${memberLive(at, idleOf(at))} END)`;
 }
 
-/** With an idle timeout, active since its cutoff. */
+/** With an idle timeout, active since its cutoff; without, always (`1`). */
 function idleOf(at: Pick<At, "idleCutoff">): SQL {
   return at.idleCutoff ? sql`${sessions.lastActiveAt} > ${millis(at.idleCutoff)}` : sql`1`;
 }
@@ -67,12 +67,10 @@ function idleOf(at: Pick<At, "idleCutoff">): SQL {
  * organizations, and the row must be of the kind its token says.
  */
 function isLiveAs(member: boolean, at: Pick<At, "now" | "idleCutoff" | "slides">): SQL {
-  const now = millis(at.now);
-  if (member)
-    return sql`(${sessions.organizationId} IS NOT NULL AND ${sessions.expiresAt} > ${now} AND ${memberLive(at, idleOf(at))})`;
-  return at.idleCutoff
-    ? sql`(${sessions.organizationId} IS NULL AND ${sessions.expiresAt} > ${now} AND ${sessions.lastActiveAt} > ${millis(at.idleCutoff)})`
-    : sql`(${sessions.organizationId} IS NULL AND ${sessions.expiresAt} > ${now})`;
+  const rule = member
+    ? sql`${sessions.organizationId} IS NOT NULL AND ${memberLive(at, idleOf(at))}`
+    : sql`${sessions.organizationId} IS NULL AND ${idleOf(at)}`;
+  return sql`(${sessions.expiresAt} > ${millis(at.now)} AND ${rule})`;
 }
 
 /** The policy row of the session's organization, for a correlated subquery: its primary key, one row or none. */
