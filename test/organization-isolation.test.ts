@@ -453,15 +453,7 @@ describe("an Authorization that cannot be opened", () => {
     await rpc(vars, (service) => service.endSession({ sessionId: inA.id, reason: "signed_out" }));
     expect(pushed).toEqual(["https://a.example/ssf/push"]);
     expect((await admin(vars, key, "DELETE", `/admin/organizations/${a.org}/providers/${a.name}`)).status).toBe(200);
-    const c = await newOrganization("c");
-    const taken = await admin(
-      vars,
-      key,
-      "POST",
-      `/admin/organizations/${c}/providers`,
-      entry(a.name, { push: push("c") }),
-    );
-    expect(taken.status).toBe(201);
+    await takenByAnother(vars, key, a.name, push("c"));
     const ctx = createExecutionContext();
     const controller = createScheduledController({ cron: "* * * * *", scheduledTime: Date.now() + 3_600_000 });
     await worker.scheduled(controller, { ...env, ...vars }, ctx);
@@ -528,35 +520,9 @@ describe("an Authorization that cannot be opened", () => {
     expect((await admin(vars, key, "PATCH", path, { push: push("a"), authorization: "Bearer of-a" })).status).toBe(200);
     const sealed = await storedAuthorization(a.name);
     expect((await admin(vars, key, "DELETE", path)).status).toBe(200);
-    const c = await newOrganization("c");
-    const taken = await admin(
-      vars,
-      key,
-      "POST",
-      `/admin/organizations/${c}/providers`,
-      entry(a.name, { push: push("c") }),
-    );
-    expect(taken.status).toBe(201);
+    const c = await takenByAnother(vars, key, a.name, push("c"));
     // Someone with write access to DB copies A's sealed Authorization into C's row of the same name.
-    await d1("DB")
-      .prepare("UPDATE organization_providers SET authorization = ? WHERE name = ?")
-      .bind(sealed, a.name)
-      .run();
-    const pushed = recordPushes(202);
-    const errors = vi.spyOn(console, "error");
-    const inC = await signIn(vars, newUser(), a.name, "alice", "sid-c");
-    await rpc(vars, (service) => service.endSession({ sessionId: inC.id, reason: "signed_out" }));
-    expect(pushed).toEqual([]);
-    expect(errors.mock.calls.map(([line]) => JSON.parse(String(line)))).toContainEqual({
-      level: "warn",
-      event: "outbox_send_failed",
-      name: "ConfigError",
-      message: "a stored secret is another's, or sealed before it named its organization: send it again",
-      binding: null,
-      organization: c,
-      provider: a.name,
-    });
-    expect(await queuedAttempts(c, a.name)).toEqual([{ attempts: 1 }]);
+    await expectSealedRefused(vars, c, a.name, sealed);
   });
 
   it("one sealed before it named its organization is refused, logged with what to do, its SETs held", async () => {
@@ -574,25 +540,7 @@ describe("an Authorization that cannot be opened", () => {
     const earlier = await new CompactEncrypt(new TextEncoder().encode("Bearer of-a"))
       .setProtectedHeader({ alg: "dir", enc: "A256GCM", kid: "k1", sub: a.name })
       .encrypt(secretKey);
-    await d1("DB")
-      .prepare("UPDATE organization_providers SET authorization = ? WHERE name = ?")
-      .bind(earlier, a.name)
-      .run();
-    const pushed = recordPushes(202);
-    const errors = vi.spyOn(console, "error");
-    const inA = await signIn(vars, newUser(), a.name, "alice", "sid-a");
-    await rpc(vars, (service) => service.endSession({ sessionId: inA.id, reason: "signed_out" }));
-    expect(pushed).toEqual([]);
-    expect(errors.mock.calls.map(([line]) => JSON.parse(String(line)))).toContainEqual({
-      level: "warn",
-      event: "outbox_send_failed",
-      name: "ConfigError",
-      message: "a stored secret is another's, or sealed before it named its organization: send it again",
-      binding: null,
-      organization: a.org,
-      provider: a.name,
-    });
-    expect(await queuedAttempts(a.org, a.name)).toEqual([{ attempts: 1 }]);
+    await expectSealedRefused(vars, a.org, a.name, earlier);
   });
 });
 
@@ -653,6 +601,37 @@ describe("a provider whose stored entry today's validator refuses", () => {
     ]);
   });
 });
+
+/** A new organization, registering a provider of `name` (freed by another's removal) with `push`. */
+async function takenByAnother(vars: Partial<Env>, key: string, name: string, push: object): Promise<string> {
+  const c = await newOrganization("c");
+  const taken = await admin(vars, key, "POST", `/admin/organizations/${c}/providers`, entry(name, { push }));
+  expect(taken.status).toBe(201);
+  return c;
+}
+
+/**
+ * With `sealed` stored as the push Authorization of `organization`'s provider `name`, a sign-out of
+ * one of its sessions is not pushed: its SET waits, and one line says what to do.
+ */
+async function expectSealedRefused(vars: Partial<Env>, organization: string, name: string, sealed: string) {
+  await d1("DB").prepare("UPDATE organization_providers SET authorization = ? WHERE name = ?").bind(sealed, name).run();
+  const pushed = recordPushes(202);
+  const errors = vi.spyOn(console, "error");
+  const session = await signIn(vars, newUser(), name, "alice", `sid-${organization}`);
+  await rpc(vars, (service) => service.endSession({ sessionId: session.id, reason: "signed_out" }));
+  expect(pushed).toEqual([]);
+  expect(errors.mock.calls.map(([line]) => JSON.parse(String(line)))).toContainEqual({
+    level: "warn",
+    event: "outbox_send_failed",
+    name: "ConfigError",
+    message: "a stored secret is another's, or sealed before it named its organization: send it again",
+    binding: null,
+    organization,
+    provider: name,
+  });
+  expect(await queuedAttempts(organization, name)).toEqual([{ attempts: 1 }]);
+}
 
 function recordPushes(status: number): string[] {
   const pushed: string[] = [];

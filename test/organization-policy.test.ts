@@ -631,24 +631,23 @@ describe("organization policy: live sessions, from their next request", () => {
     // Each row's secret swapped for one of the other length: a member's session issued before its
     // token said so, and its opposite. Neither is proven, so no member escapes its policy's statements.
     const [short, long] = ["s".repeat(43), "l".repeat(44)];
-    for (const [row, secret] of [
+    const store = async (secrets: [{ id: string }, string][]) => {
+      for (const [row, secret] of secrets)
+        await db
+          .prepare("UPDATE sessions SET secret_hash = ? WHERE id = ?")
+          .bind(await sha256(secret), row.id)
+          .run();
+    };
+    await store([
       [member, short],
       [outside, long],
-    ] as const)
-      await db
-        .prepare("UPDATE sessions SET secret_hash = ? WHERE id = ?")
-        .bind(await sha256(secret), row.id)
-        .run();
+    ]);
     expect([await statusOf(`${member.id}.${short}`), await statusOf(`${outside.id}.${long}`)]).toEqual([401, 401]);
     // The same secrets at their own lengths prove them.
-    for (const [row, secret] of [
+    await store([
       [member, long],
       [outside, short],
-    ] as const)
-      await db
-        .prepare("UPDATE sessions SET secret_hash = ? WHERE id = ?")
-        .bind(await sha256(secret), row.id)
-        .run();
+    ]);
     expect([await statusOf(`${member.id}.${long}`), await statusOf(`${outside.id}.${short}`)]).toEqual([200, 200]);
   });
 
