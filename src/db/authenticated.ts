@@ -91,6 +91,7 @@ function renewedExpiry(
   maxLifetimeMs: unknown,
   upstreamEnd: unknown = sessions.upstreamExpiresAt,
 ): SQL<Date> {
+  // A support session is never a member's (`openSupportSession` takes no organization).
   if (proof.member) return memberRenewed(at, maxLifetimeMs, upstreamEnd);
   const longest = sql`${sessions.createdAt} + ${maxLifetimeMs}`;
   return sql`CASE WHEN ${sessions.supportAgent} IS NULL THEN min(${millis(at.now)} + ${sessions.ttlSeconds} * 1000, ${longest}, coalesce(${upstreamEnd}, ${longest})) ELSE ${sessions.expiresAt} END`;

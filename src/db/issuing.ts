@@ -375,7 +375,7 @@ export async function reauthenticateSession(
             expiresAt: found.expiresAt,
             upstreamExpiresAt: found.upstreamExpiresAt,
             lifetime:
-              found.maxLifetimeSeconds === undefined
+              found.maxLifetimeSeconds == null
                 ? null
                 : { slidingTtl: Boolean(found.slides), maxLifetimeSeconds: found.maxLifetimeSeconds },
           }
